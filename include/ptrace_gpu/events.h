@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Records passed from the BPF programs to the loader through ring buffers.
+ * Included by BPF (with vmlinux.h) and by user space (with linux/types.h):
+ * fixed-width kernel types and fixed sizes only.
+ */
+#ifndef PTRACE_GPU_EVENTS_H
+#define PTRACE_GPU_EVENTS_H
+
+#define PTG_MAX_SNAPSHOT_DEPTH 128
+
+enum ptg_ev_kind {
+	PTG_EV_PY_START = 1,  /* a new Python call: a = frame, b = code */
+	PTG_EV_PY_RESUME = 2, /* a suspended generator/coroutine resumes: a = frame, b = code */
+	PTG_EV_PY_RETURN = 3, /* frame a returns */
+	PTG_EV_PY_YIELD = 4,  /* frame a suspends (yield / await) */
+	PTG_EV_PY_UNWIND = 5, /* frames above frame a exited by an exception (a may be 0: all) */
+	PTG_EV_PY_STACK = 6,  /* snapshot of the thread's frame chain, see ptg_stack_event */
+};
+
+/* Why a stack snapshot was taken. */
+enum ptg_snapshot_reason {
+	PTG_SNAP_FIRST = 1, /* first event seen from this thread */
+	PTG_SNAP_RESYNC = 2 /* events of this thread were dropped before */
+};
+
+struct ptg_event {
+	__u64 ts; /* CLOCK_MONOTONIC ns */
+	__u32 pid;
+	__u32 tid;
+	__u16 kind;
+	__u16 cpu;
+	__u32 aux;
+	__u64 a;
+	__u64 b;
+};
+
+struct ptg_frame_ref {
+	__u64 frame;
+	__u64 code;
+};
+
+/*
+ * Sent before the event that triggered it: the frames that were on the thread's
+ * stack before that event, innermost first.
+ */
+struct ptg_stack_event {
+	struct ptg_event hdr; /* kind = PTG_EV_PY_STACK, aux = reason, a = depth, b = truncated */
+	struct ptg_frame_ref frames[PTG_MAX_SNAPSHOT_DEPTH];
+};
+
+/* Loss accounting: per-CPU counters in .bss, indexed by this. */
+enum ptg_loss_kind {
+	PTG_LOSS_PY_EVENT = 0, /* ring buffer full: a Python event was dropped */
+	PTG_LOSS_PY_STACK = 1, /* ring buffer full: a stack snapshot was dropped */
+	PTG_LOSS_PY_READ = 2,  /* a read of target memory failed in BPF */
+	PTG_LOSS_PY_DEPTH = 3, /* a snapshot was cut at PTG_MAX_SNAPSHOT_DEPTH */
+	PTG_LOSS_NR_KINDS = 8,
+};
+
+#define PTG_MAX_CPUS 256
+
+#endif /* PTRACE_GPU_EVENTS_H */

@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The .ptg trace file: writer and reader. Every report reads traces through
+ * trace_reader; capture (record) and import (Kineto JSON) write through
+ * trace_writer. The on-disk format is described in docs/trace-format.md.
+ */
+#ifndef PTG_TRACE_H
+#define PTG_TRACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PTG_TRACE_VERSION 1
+
+/*
+ * Kinds of record. Python and op records are per-thread enter/exit pairs and
+ * are properly nested per thread: the writer's caller guarantees that every
+ * EXIT closes the innermost open ENTER of the same tid. Other kinds are
+ * complete intervals (ts + dur) or instants (dur = 0).
+ */
+enum ptg_rec_kind {
+	PTG_REC_PY_ENTER = 1,  /* sym = Python function; flags: PTG_F_* below */
+	PTG_REC_PY_EXIT = 2,   /* flags: PTG_F_EXIT_* */
+	PTG_REC_OP_ENTER = 3,  /* sym = dispatcher op (aten::addmm) */
+	PTG_REC_OP_EXIT = 4,
+	PTG_REC_SPAN = 5,      /* CPU interval on tid: user annotation, ProfilerStep#N, ... (sym = name, aux[0] = category) */
+	PTG_REC_CUDA_CALL = 6, /* host-side CUDA runtime/driver call (sym = API name, stream, correlation) */
+	PTG_REC_GPU_KERNEL = 7, /* aux: grid x,y,z packed in aux[0..1], block in aux[2..3]; device, stream, correlation */
+	PTG_REC_GPU_MEMCPY = 8, /* aux[0] = bytes, aux[1] = copy kind */
+	PTG_REC_GPU_MEMSET = 9, /* aux[0] = bytes */
+	PTG_REC_GPU_SYNC = 10,	/* GPU-side synchronization record */
+	PTG_REC_SCHED = 11,	/* off-CPU interval of tid: aux[0] = reason (PTG_SCHED_*), aux[1] = run-queue delay ns, aux[2] = waker tid */
+	PTG_REC_SAMPLE = 12,	/* stack sample: sym = stack id (see PTG_SYM_STACK), aux[0] = weight */
+	PTG_REC_THREAD = 13,	/* thread metadata: sym = thread name */
+	PTG_REC_FLOW = 14,	/* a link from one record to another, by correlation id (Kineto ac2g) */
+	PTG_REC_NR_KINDS
+};
+
+/* flags of PTG_REC_PY_ENTER / PTG_REC_OP_ENTER */
+#define PTG_F_ENTER_CALL 0x0	   /* a new call */
+#define PTG_F_ENTER_RESUME 0x1	   /* a suspended generator/coroutine continues: not a new call */
+#define PTG_F_ENTER_PREEXISTING 0x2 /* on the stack when recording began; ts = recording start */
+/* flags of PTG_REC_PY_EXIT / PTG_REC_OP_EXIT */
+#define PTG_F_EXIT_RETURN 0x0
+#define PTG_F_EXIT_YIELD 0x1  /* suspended, not finished */
+#define PTG_F_EXIT_UNWIND 0x2 /* left by an exception */
+#define PTG_F_EXIT_STOP 0x4   /* still open when recording stopped; ts = stop time */
+#define PTG_F_EXIT_LOST 0x8   /* closed because events were lost; ts = time of resynchronization */
+
+enum ptg_sched_reason {
+	PTG_SCHED_PREEMPTED = 1, /* runnable when switched out */
+	PTG_SCHED_BLOCKED = 2,	 /* sleeping / waiting */
+};
+
+/* Kinds of symbol in the symbol table. */
+enum ptg_sym_kind {
+	PTG_SYM_PY_FUNC = 1,   /* name = qualified name, file, line = first line */
+	PTG_SYM_OP = 2,	       /* name = "aten::addmm" */
+	PTG_SYM_KERNEL = 3,    /* name = GPU kernel name */
+	PTG_SYM_CUDA_API = 4,  /* name = "cuLaunchKernel", "cudaLaunchKernel" */
+	PTG_SYM_STRING = 5,    /* any other name (thread names, annotations, categories) */
+	PTG_SYM_STACK = 6,     /* name = folded stack ids, for samples */
+	PTG_SYM_NATIVE = 7,    /* native function: name, file = object file */
+};
+
+struct ptg_record {
+	uint16_t kind;
+	uint16_t flags;
+	uint32_t pid;
+	uint32_t tid;
+	uint32_t sym;	  /* symbol id, 0 = none */
+	uint64_t ts;	  /* CLOCK_MONOTONIC ns */
+	uint64_t dur;	  /* ns, for interval kinds */
+	uint64_t stream;  /* CUDA stream (GPU and CUDA call records) */
+	uint64_t corr;	  /* correlation id (CUDA call <-> GPU record) */
+	uint64_t ext;	  /* external id (op <-> CUDA call) */
+	uint32_t device;  /* GPU device; CPU for scheduler records */
+	uint32_t pad;
+	int64_t aux[4];	  /* kind-specific, see enum ptg_rec_kind */
+};
+
+struct ptg_sym {
+	uint32_t id;
+	uint32_t kind; /* enum ptg_sym_kind */
+	const char *name;
+	const char *file; /* "" when none */
+	uint32_t line;
+};
+
+/* One loss counter: what was lost, where, how many. */
+struct ptg_loss {
+	char what[32]; /* e.g. "py_event", "cupti_records" */
+	uint32_t cpu;  /* UINT32_MAX when not per CPU */
+	uint64_t count;
+};
+
+struct trace_writer;
+
+/* All return 0 or a negative errno; on failure a message goes to stderr. */
+int trace_writer__open(const char *path, struct trace_writer **out);
+int trace_writer__meta(struct trace_writer *w, const char *key, const char *value);
+/* Returns a symbol id >= 1, the same id for the same (kind, name, file, line). */
+uint32_t trace_writer__sym(struct trace_writer *w, uint32_t kind, const char *name,
+			   const char *file, uint32_t line);
+int trace_writer__record(struct trace_writer *w, const struct ptg_record *rec);
+/* Adds to the loss counter (what, cpu). */
+int trace_writer__loss(struct trace_writer *w, const char *what, uint32_t cpu, uint64_t count);
+/* Flushes, writes the final chunk and closes; frees w even on error. */
+int trace_writer__close(struct trace_writer *w);
+/* Frees w without finishing the file (for error paths). Accepts NULL. */
+void trace_writer__abort(struct trace_writer *w);
+
+struct trace_reader;
+
+/*
+ * Opens and validates a trace. On failure returns a negative errno and, when
+ * errbuf is given, a one-line reason ("truncated trace file", "bad checksum in
+ * chunk 3", ...).
+ */
+int trace_reader__open(const char *path, struct trace_reader **out, char *errbuf, size_t errlen);
+/* Next record in file order: 1 = rec filled, 0 = end, < 0 = corrupt (see __error). */
+int trace_reader__next(struct trace_reader *r, struct ptg_record *rec);
+/* Back to the first record. */
+int trace_reader__rewind(struct trace_reader *r);
+/* Metadata value or NULL. */
+const char *trace_reader__meta(const struct trace_reader *r, const char *key);
+/* Iterate metadata: returns false past the end. */
+bool trace_reader__meta_at(const struct trace_reader *r, size_t i, const char **key, const char **value);
+/* Symbol by id, or NULL. Symbols are all loaded at open. */
+const struct ptg_sym *trace_reader__sym(const struct trace_reader *r, uint32_t id);
+size_t trace_reader__nsyms(const struct trace_reader *r);
+/* Loss counters, all loaded at open. */
+const struct ptg_loss *trace_reader__losses(const struct trace_reader *r, size_t *n);
+uint64_t trace_reader__nrecords(const struct trace_reader *r);
+const char *trace_reader__error(const struct trace_reader *r);
+void trace_reader__close(struct trace_reader *r);
+
+#endif /* PTG_TRACE_H */
