@@ -33,6 +33,7 @@ struct ptg_event {
 	__u32 aux;
 	__u64 a;
 	__u64 b;
+	__u64 c; /* PY_START: the frame's first local (self of a method), for module paths */
 };
 
 struct ptg_frame_ref {

@@ -1,0 +1,13 @@
+/* SPDX-License-Identifier: MIT */
+/* One function per subcommand, each in user/cmd_<verb>.c; main() only dispatches. */
+#ifndef PTG_COMMANDS_H
+#define PTG_COMMANDS_H
+
+int cmd_record(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_idle(int argc, char **argv);
+int cmd_flamegraph(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_import(int argc, char **argv);
+
+#endif /* PTG_COMMANDS_H */

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: MIT
+/* ptrace-gpu: parse the subcommand and dispatch to cmd_<verb>(). */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+struct command {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary;
+};
+
+static const struct command commands[] = {
+	{ "record", cmd_record, "trace a running Python process (-p PID) or a command (-- CMD)" },
+	{ "report", cmd_report, "cProfile-style table of Python functions (or ops) of a trace" },
+	{ "idle", cmd_idle, "GPU idle time, launch-queue depth and optimizable events" },
+	{ "flamegraph", cmd_flamegraph, "folded stacks, or an interactive SVG with -o FILE.svg" },
+	{ "export", cmd_export, "write pstats (--pstats) or Chrome/Perfetto JSON (--chrome)" },
+	{ "import", cmd_import, "convert a torch.profiler/Kineto Chrome trace into a .ptg trace" },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: ptrace-gpu COMMAND [ARGS]\n\n"
+		   "Exact tracing of Python and PyTorch GPU workloads with eBPF.\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\n'ptrace-gpu COMMAND --help' describes each command.\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("ptrace-gpu %s\n", PTG_VERSION);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (!strcmp(argv[1], commands[i].name))
+			return commands[i].fn(argc - 1, argv + 1);
+	}
+	fprintf(stderr, "ptrace-gpu: unknown command '%s' (see ptrace-gpu --help)\n", argv[1]);
+	return 2;
+}
