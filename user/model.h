@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The model: a single streaming pass over a trace that rebuilds each thread's
+ * stack of open Python and op spans and hands every closed span, and every
+ * other record, to a visitor together with the stack it happened under.
+ * Memory is bounded by threads x depth, not by the length of the trace.
+ */
+#ifndef PTG_MODEL_H
+#define PTG_MODEL_H
+
+#include "trace.h"
+
+/* An open span on a thread's stack. */
+struct model_frame {
+	uint32_t sym;
+	uint16_t kind;	/* PTG_REC_PY_ENTER or PTG_REC_OP_ENTER */
+	uint16_t flags; /* enter flags: PTG_F_ENTER_* */
+	uint64_t start; /* ts of this segment's ENTER */
+	uint64_t child_ns; /* time spent in closed child segments so far */
+	uint64_t ext;	/* external id of an op (links ops to CUDA calls) */
+};
+
+/* A closed span segment. A generator resumed N times gives N+1 segments, of
+ * which only the first has enter_flags without PTG_F_ENTER_RESUME. */
+struct model_span {
+	uint32_t pid;
+	uint32_t tid;
+	uint32_t sym;
+	uint16_t kind;	      /* PTG_REC_PY_ENTER or PTG_REC_OP_ENTER */
+	uint16_t enter_flags; /* PTG_F_ENTER_* */
+	uint16_t exit_flags;  /* PTG_F_EXIT_* */
+	uint16_t pad;
+	uint64_t start;
+	uint64_t end;
+	uint64_t self_ns; /* end - start minus the time of its child segments */
+	uint64_t ext;
+};
+
+struct model_visitor {
+	/*
+	 * A span closed. stack[0] is the outermost open ancestor on the same
+	 * thread, stack[depth - 1] the direct parent; the span itself is not
+	 * in it. May be NULL.
+	 */
+	void (*span)(void *ctx, const struct model_span *s, const struct model_frame *stack,
+		     unsigned int depth);
+	/*
+	 * Any record that is not a PY/OP enter or exit, with the stack of
+	 * open spans of its tid at that point of the file (depth 0 when the
+	 * tid has none, e.g. GPU records). May be NULL.
+	 */
+	void (*record)(void *ctx, const struct ptg_record *rec, const struct model_frame *stack,
+		       unsigned int depth);
+};
+
+/* Statistics of one pass, for reports' headers. */
+struct model_stats {
+	uint64_t records;
+	uint64_t spans;
+	uint64_t first_ts; /* smallest ts seen, UINT64_MAX if none */
+	uint64_t last_ts;  /* largest ts or ts + dur seen */
+	uint64_t unmatched_exits; /* EXIT with no open span on its tid (ignored) */
+	uint32_t threads;
+};
+
+/*
+ * Reads r from its current position to the end (call trace_reader__rewind()
+ * first for a second pass). Returns 0, or a negative errno when the trace is
+ * corrupt (the reader's error says why). stats may be NULL.
+ */
+int model__walk(struct trace_reader *r, const struct model_visitor *v, void *ctx,
+		struct model_stats *stats);
+
+#endif /* PTG_MODEL_H */
