@@ -1,0 +1,308 @@
+// SPDX-License-Identifier: MIT
+/* Round trip through trace_writer and trace_reader: every field, symbol, meta and loss. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "test.h"
+#include "trace.h"
+
+#define NR_RANDOM 400000 /* several RECORDS chunks */
+/* a new symbol every LATE_EVERY records, from record LATE_EVERY on */
+#define LATE_EVERY 50000
+#define NR_SYMS (9 + NR_RANDOM / LATE_EVERY - 1)
+
+static uint64_t rng_state = 0x853c49e6748fea9bull;
+
+static uint64_t rng(void)
+{
+	/* xorshift64*: fixed seed, same records on every run */
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545f4914f6cdd1dull;
+}
+
+static void tmp_path(char *buf, size_t len, const char *name)
+{
+	const char *dir = getenv("TMPDIR");
+
+	snprintf(buf, len, "%s/ptg-%s-%d.ptg", dir ? dir : "/tmp", name, getpid());
+}
+
+/* Records with every field set to awkward values, ts going back in time. */
+static size_t edge_records(struct ptg_record *out, uint32_t sym)
+{
+	struct ptg_record r;
+	size_t n = 0;
+	unsigned int kind;
+
+	for (kind = 1; kind < PTG_REC_NR_KINDS; kind++) {
+		memset(&r, 0, sizeof(r));
+		r.kind = kind;
+		r.flags = kind == 1 ? 0xffff : kind;
+		r.pid = kind == 2 ? UINT32_MAX : 1000 + kind;
+		r.tid = kind == 3 ? UINT32_MAX : 2000 + kind;
+		r.sym = kind % 2 ? sym : 0;
+		r.ts = kind == 4 ? UINT64_MAX : 5000000000ull - kind * 1000ull;
+		r.dur = kind == 5 ? UINT64_MAX : kind * 7ull;
+		r.stream = kind == 6 ? UINT64_MAX : kind;
+		r.corr = kind == 7 ? UINT64_MAX : 100 - kind;
+		r.ext = kind == 8 ? 0 : (uint64_t)kind << 40;
+		r.device = kind == 9 ? UINT32_MAX : kind;
+		r.aux[0] = INT64_MIN;
+		r.aux[1] = INT64_MAX;
+		r.aux[2] = -1;
+		r.aux[3] = kind == 10 ? 0 : -(int64_t)kind * 1000003;
+		out[n++] = r;
+	}
+	/* a record equal to the previous one of its kind: only the ts delta is stored */
+	out[n] = out[n - 1];
+	n++;
+	return n;
+}
+
+static void random_record(struct ptg_record *r, uint32_t nsyms, uint64_t *ts)
+{
+	uint64_t x = rng();
+	int i;
+
+	memset(r, 0, sizeof(*r));
+	r->kind = 1 + x % (PTG_REC_NR_KINDS - 1);
+	r->flags = (x >> 8) % 3;
+	r->pid = 100 + (x >> 12) % 2;
+	r->tid = 200 + (x >> 14) % 4;
+	r->sym = (x >> 20) % (nsyms + 1);
+	/* mostly forward, sometimes a little backwards (other CPU's clock) */
+	*ts += (x >> 28) % 1000;
+	r->ts = *ts - (x >> 40) % 64;
+	if (r->kind >= PTG_REC_SPAN) {
+		r->dur = rng() % 100000;
+		r->stream = (x >> 50) % 3 ? 7 : 13;
+		r->corr = rng() % 5000;
+		r->ext = rng();
+		r->device = (x >> 52) % 2;
+		for (i = 0; i < 4; i++)
+			r->aux[i] = (x >> (54 + i)) & 1 ? (int64_t)rng() : 0;
+	}
+}
+
+static bool records_equal(const struct ptg_record *a, const struct ptg_record *b)
+{
+	return a->kind == b->kind && a->flags == b->flags && a->pid == b->pid &&
+	       a->tid == b->tid && a->sym == b->sym && a->ts == b->ts && a->dur == b->dur &&
+	       a->stream == b->stream && a->corr == b->corr && a->ext == b->ext &&
+	       a->device == b->device && a->pad == 0 && !memcmp(a->aux, b->aux, sizeof(a->aux));
+}
+
+static uint32_t syms[7];
+
+static void write_symbols(struct trace_writer *w)
+{
+	syms[0] = trace_writer__sym(w, PTG_SYM_PY_FUNC, "Model.forward", "/src/model.py", 42);
+	syms[1] = trace_writer__sym(w, PTG_SYM_OP, "aten::addmm", "", 0);
+	syms[2] = trace_writer__sym(w, PTG_SYM_KERNEL, "ampere_sgemm_128x64_nn", NULL, 0);
+	syms[3] = trace_writer__sym(w, PTG_SYM_CUDA_API, "cudaLaunchKernel", "", 0);
+	syms[4] = trace_writer__sym(w, PTG_SYM_STRING, "", "", 0);
+	syms[5] = trace_writer__sym(w, PTG_SYM_STACK, "1;2;3", "", 0);
+	syms[6] = trace_writer__sym(w, PTG_SYM_NATIVE, "memcpy", "/lib/libc.so.6", 0);
+	ASSERT_EQ(syms[0], 1, "first symbol id");
+	ASSERT_EQ(syms[6], 7, "last symbol id");
+	ASSERT_EQ(trace_writer__sym(w, PTG_SYM_PY_FUNC, "Model.forward", "/src/model.py", 42),
+		  syms[0], "same symbol, same id");
+	ASSERT_EQ(trace_writer__sym(w, PTG_SYM_OP, "aten::addmm", NULL, 0), syms[1],
+		  "NULL file is the empty file");
+	ASSERT_EQ(trace_writer__sym(w, PTG_SYM_PY_FUNC, "Model.forward", "/src/model.py", 43), 8,
+		  "other line, new id");
+	ASSERT_EQ(trace_writer__sym(w, PTG_SYM_STRING, "aten::addmm", "", 0), 9,
+		  "other kind, new id");
+}
+
+static void write_trace(const char *path, struct ptg_record *expect, size_t *n)
+{
+	struct trace_writer *w;
+	struct ptg_record bad = {.kind = PTG_REC_NR_KINDS};
+	size_t i, nedge;
+	uint64_t ts = 1000;
+	char name[64];
+
+	if (!ASSERT_EQ(trace_writer__open(path, &w), 0, "writer open"))
+		exit(1);
+	ASSERT_EQ(trace_writer__meta(w, "pid", "1234"), 0, "meta");
+	ASSERT_EQ(trace_writer__meta(w, "empty", ""), 0, "empty meta value");
+	write_symbols(w);
+	ASSERT_EQ(trace_writer__record(w, &bad), -EINVAL, "unknown kind refused");
+	bad.kind = PTG_REC_PY_ENTER;
+	bad.sym = 1000;
+	ASSERT_EQ(trace_writer__record(w, &bad), -EINVAL, "unknown symbol refused");
+	nedge = edge_records(expect, syms[0]);
+	for (i = 0; i < nedge; i++)
+		ASSERT_EQ(trace_writer__record(w, &expect[i]), 0, "edge record");
+	/* symbols registered between records go into later SYMS chunks */
+	for (i = nedge; i < NR_RANDOM; i++) {
+		if (i % LATE_EVERY == 0) {
+			snprintf(name, sizeof(name), "late_%zu", i);
+			trace_writer__sym(w, PTG_SYM_PY_FUNC, name, "late.py", i);
+		}
+		random_record(&expect[i], 9 + i / LATE_EVERY, &ts);
+		if (!ASSERT_EQ(trace_writer__record(w, &expect[i]), 0, "record"))
+			exit(1);
+	}
+	ASSERT_EQ(trace_writer__meta(w, "pid", "4321"), 0, "meta written twice");
+	ASSERT_EQ(trace_writer__loss(w, "py_event", 0, 5), 0, "loss");
+	ASSERT_EQ(trace_writer__loss(w, "py_event", 1, 1), 0, "loss other cpu");
+	ASSERT_EQ(trace_writer__loss(w, "py_event", 0, 10), 0, "loss adds up");
+	ASSERT_EQ(trace_writer__loss(w, "cupti_records", UINT32_MAX, UINT64_MAX - 1), 0,
+		  "loss not per cpu");
+	ASSERT_EQ(trace_writer__loss(w, "a_name_that_is_far_too_long_for_it", 0, 1), -EINVAL,
+		  "long loss name refused");
+	ASSERT_EQ(trace_writer__close(w), 0, "writer close");
+	*n = NR_RANDOM;
+}
+
+static void check_header_data(struct trace_reader *r)
+{
+	const struct ptg_loss *l;
+	const struct ptg_sym *s;
+	const char *k, *v;
+	size_t n;
+
+	ASSERT_EQ(trace_reader__nsyms(r), NR_SYMS, "symbol count");
+	s = trace_reader__sym(r, syms[0]);
+	if (ASSERT_TRUE(s != NULL, "symbol 1")) {
+		ASSERT_EQ(s->id, 1, "sym id");
+		ASSERT_EQ(s->kind, PTG_SYM_PY_FUNC, "sym kind");
+		ASSERT_STREQ(s->name, "Model.forward", "sym name");
+		ASSERT_STREQ(s->file, "/src/model.py", "sym file");
+		ASSERT_EQ(s->line, 42, "sym line");
+	}
+	s = trace_reader__sym(r, syms[6]);
+	ASSERT_TRUE(s && !strcmp(s->file, "/lib/libc.so.6") && s->kind == PTG_SYM_NATIVE,
+		    "native symbol");
+	s = trace_reader__sym(r, syms[4]);
+	ASSERT_TRUE(s && !strcmp(s->name, "") && !strcmp(s->file, ""), "empty symbol");
+	s = trace_reader__sym(r, NR_SYMS);
+	ASSERT_TRUE(s && !strcmp(s->name, "late_350000") && s->line == 350000, "late symbol");
+	ASSERT_TRUE(trace_reader__sym(r, 0) == NULL, "symbol 0 is none");
+	ASSERT_TRUE(trace_reader__sym(r, 1000) == NULL, "symbol past the end");
+
+	ASSERT_STREQ(trace_reader__meta(r, "pid"), "4321", "last meta value wins");
+	ASSERT_STREQ(trace_reader__meta(r, "empty"), "", "empty meta");
+	ASSERT_TRUE(trace_reader__meta(r, "nope") == NULL, "missing meta");
+	ASSERT_TRUE(trace_reader__meta_at(r, 0, &k, &v) && !strcmp(k, "pid") && !strcmp(v, "1234"),
+		    "meta_at 0");
+	ASSERT_TRUE(trace_reader__meta_at(r, 2, &k, &v) && !strcmp(v, "4321"), "meta_at 2");
+	ASSERT_TRUE(!trace_reader__meta_at(r, 3, &k, &v), "meta_at past the end");
+
+	l = trace_reader__losses(r, &n);
+	if (ASSERT_EQ(n, 3, "loss counters")) {
+		ASSERT_TRUE(!strcmp(l[0].what, "py_event") && l[0].cpu == 0 && l[0].count == 15,
+			    "loss summed");
+		ASSERT_TRUE(l[1].cpu == 1 && l[1].count == 1, "loss cpu 1");
+		ASSERT_TRUE(!strcmp(l[2].what, "cupti_records") && l[2].cpu == UINT32_MAX &&
+				    l[2].count == UINT64_MAX - 1,
+			    "loss not per cpu");
+	}
+}
+
+static void check_records(struct trace_reader *r, const struct ptg_record *expect, size_t n)
+{
+	struct ptg_record rec;
+	size_t i, bad = 0;
+	int err;
+
+	for (i = 0; i < n; i++) {
+		err = trace_reader__next(r, &rec);
+		if (!ASSERT_EQ(err, 1, "next")) {
+			fprintf(stderr, "record %zu: %s\n", i, trace_reader__error(r));
+			return;
+		}
+		if (!records_equal(&rec, &expect[i]) && bad++ < 5)
+			fprintf(stderr, "record %zu (kind %u) differs\n", i, expect[i].kind);
+	}
+	ASSERT_EQ(bad, 0, "records equal");
+	ASSERT_EQ(trace_reader__next(r, &rec), 0, "end");
+	ASSERT_EQ(trace_reader__next(r, &rec), 0, "still end");
+}
+
+static void test_round_trip(void)
+{
+	struct ptg_record *expect = calloc(NR_RANDOM, sizeof(*expect));
+	struct trace_reader *r;
+	char path[256], err[256] = "";
+	size_t n;
+
+	tmp_path(path, sizeof(path), "roundtrip");
+	write_trace(path, expect, &n);
+	if (!ASSERT_EQ(trace_reader__open(path, &r, err, sizeof(err)), 0, "reader open")) {
+		fprintf(stderr, "%s\n", err);
+		goto cleanup;
+	}
+	ASSERT_EQ(trace_reader__nrecords(r), n, "record count");
+	check_header_data(r);
+	check_records(r, expect, n);
+	ASSERT_EQ(trace_reader__rewind(r), 0, "rewind");
+	check_records(r, expect, n);
+	trace_reader__close(r);
+cleanup:
+	unlink(path);
+	free(expect);
+}
+
+static void test_empty(void)
+{
+	struct trace_writer *w;
+	struct trace_reader *r;
+	struct ptg_record rec;
+	char path[256], err[256] = "";
+	size_t n = 1;
+
+	tmp_path(path, sizeof(path), "empty");
+	if (!ASSERT_EQ(trace_writer__open(path, &w), 0, "writer open"))
+		return;
+	ASSERT_EQ(trace_writer__close(w), 0, "close empty");
+	if (ASSERT_EQ(trace_reader__open(path, &r, err, sizeof(err)), 0, "open empty")) {
+		ASSERT_EQ(trace_reader__nrecords(r), 0, "no records");
+		ASSERT_EQ(trace_reader__nsyms(r), 0, "no symbols");
+		ASSERT_TRUE(trace_reader__losses(r, &n) == NULL && n == 0, "no losses");
+		ASSERT_EQ(trace_reader__next(r, &rec), 0, "end at once");
+		trace_reader__close(r);
+	}
+	unlink(path);
+}
+
+static void test_bad_files(void)
+{
+	static const uint8_t v7[16] = "PTGTRACE\7\0\0\0\0\0\0\0";
+	struct trace_reader *r = NULL;
+	char path[256], err[256];
+	FILE *f;
+
+	tmp_path(path, sizeof(path), "missing");
+	ASSERT_EQ(trace_reader__open(path, &r, err, sizeof(err)), -ENOENT, "missing file");
+	ASSERT_TRUE(strstr(err, path) != NULL, "message names the file");
+
+	tmp_path(path, sizeof(path), "v7");
+	f = fopen(path, "wb");
+	fwrite(v7, 1, sizeof(v7), f);
+	fclose(f);
+	ASSERT_TRUE(trace_reader__open(path, &r, err, sizeof(err)) < 0, "version 7 refused");
+	ASSERT_STREQ(err, "unsupported trace version 7 (this build reads 1)", "version message");
+
+	f = fopen(path, "wb");
+	fputs("{\"traceEvents\": []}", f);
+	fclose(f);
+	ASSERT_TRUE(trace_reader__open(path, &r, err, sizeof(err)) < 0, "JSON refused");
+	ASSERT_STREQ(err, "not a ptrace-gpu trace (bad magic)", "magic message");
+	ASSERT_TRUE(r == NULL, "no reader on failure");
+	unlink(path);
+}
+
+int main(void)
+{
+	test_round_trip();
+	test_empty();
+	test_bad_files();
+	return TEST_DONE();
+}

@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The streaming span walker of model.h. Each thread (pid, tid) owns one stack
+ * shared by Python frames and dispatcher ops, since ops run inside Python
+ * frames and Python (custom ops, hooks) runs inside ops.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+struct thread_stack {
+	uint32_t pid;
+	uint32_t tid;
+	struct model_frame *frames;
+	unsigned int depth;
+	unsigned int cap;
+};
+
+/* Open-addressing map (pid, tid) -> stack; a slot with cap == 0 is free. */
+struct thread_map {
+	struct thread_stack *slots;
+	size_t mask;
+	size_t n;
+};
+
+static size_t thread_hash(uint32_t pid, uint32_t tid)
+{
+	uint64_t k = ((uint64_t)pid << 32 | tid) * 0x9e3779b97f4a7c15ull;
+
+	return k ^ k >> 32;
+}
+
+static bool slot_used(const struct thread_stack *t)
+{
+	return t->cap != 0;
+}
+
+static struct thread_stack *thread_find(const struct thread_map *m, uint32_t pid, uint32_t tid)
+{
+	size_t i;
+
+	if (!m->slots)
+		return NULL;
+	for (i = thread_hash(pid, tid) & m->mask; slot_used(&m->slots[i]); i = (i + 1) & m->mask) {
+		if (m->slots[i].pid == pid && m->slots[i].tid == tid)
+			return &m->slots[i];
+	}
+	return NULL;
+}
+
+static int map_grow(struct thread_map *m)
+{
+	size_t cap = m->slots ? (m->mask + 1) * 2 : 64, i, j;
+	struct thread_stack *slots = calloc(cap, sizeof(*slots));
+
+	if (!slots)
+		return -ENOMEM;
+	for (i = 0; m->slots && i <= m->mask; i++) {
+		if (!slot_used(&m->slots[i]))
+			continue;
+		j = thread_hash(m->slots[i].pid, m->slots[i].tid) & (cap - 1);
+		while (slot_used(&slots[j]))
+			j = (j + 1) & (cap - 1);
+		slots[j] = m->slots[i];
+	}
+	free(m->slots);
+	m->slots = slots;
+	m->mask = cap - 1;
+	return 0;
+}
+
+/* Finds or creates the stack of (pid, tid); NULL when out of memory. */
+static struct thread_stack *thread_get(struct thread_map *m, uint32_t pid, uint32_t tid)
+{
+	struct thread_stack *t = thread_find(m, pid, tid);
+	size_t i;
+
+	if (t)
+		return t;
+	if ((m->n + 1) * 2 > m->mask + 1 && map_grow(m))
+		return NULL;
+	for (i = thread_hash(pid, tid) & m->mask; slot_used(&m->slots[i]); i = (i + 1) & m->mask)
+		;
+	t = &m->slots[i];
+	t->frames = malloc(16 * sizeof(*t->frames));
+	if (!t->frames)
+		return NULL;
+	t->cap = 16;
+	t->pid = pid;
+	t->tid = tid;
+	m->n++;
+	return t;
+}
+
+static void map_free(struct thread_map *m)
+{
+	size_t i;
+
+	for (i = 0; m->slots && i <= m->mask; i++)
+		free(m->slots[i].frames);
+	free(m->slots);
+}
+
+static int frame_push(struct thread_stack *t, const struct ptg_record *rec)
+{
+	struct model_frame *f;
+
+	if (t->depth == t->cap) {
+		f = realloc(t->frames, 2 * t->cap * sizeof(*f));
+		if (!f)
+			return -ENOMEM;
+		t->frames = f;
+		t->cap *= 2;
+	}
+	f = &t->frames[t->depth++];
+	f->sym = rec->sym;
+	f->kind = rec->kind;
+	f->flags = rec->flags;
+	f->start = rec->ts;
+	f->child_ns = 0;
+	f->ext = rec->ext;
+	return 0;
+}
+
+/* Closes the innermost open span of t at rec and reports it. */
+static void frame_pop(struct thread_stack *t, const struct ptg_record *rec,
+		      const struct model_visitor *v, void *ctx)
+{
+	const struct model_frame *f = &t->frames[--t->depth];
+	struct model_span s = {};
+	uint64_t dur;
+
+	/* events of different CPUs can disagree by a few ns: clamp, never wrap */
+	dur = rec->ts > f->start ? rec->ts - f->start : 0;
+	s.pid = t->pid;
+	s.tid = t->tid;
+	s.sym = f->sym;
+	s.kind = f->kind;
+	s.enter_flags = f->flags;
+	s.exit_flags = rec->flags;
+	s.start = f->start;
+	s.end = f->start + dur;
+	s.self_ns = dur > f->child_ns ? dur - f->child_ns : 0;
+	s.ext = f->ext;
+	if (t->depth)
+		t->frames[t->depth - 1].child_ns += dur;
+	if (v && v->span)
+		v->span(ctx, &s, t->frames, t->depth);
+}
+
+static void stats_see(struct model_stats *st, const struct ptg_record *rec)
+{
+	uint64_t end = rec->ts + rec->dur;
+
+	st->records++;
+	if (rec->ts < st->first_ts)
+		st->first_ts = rec->ts;
+	if (end < rec->ts) /* a corrupt-looking dur must not wrap last_ts */
+		end = rec->ts;
+	if (end > st->last_ts)
+		st->last_ts = end;
+}
+
+/* Handles one record; returns 0 or -ENOMEM. */
+static int walk_one(struct thread_map *m, const struct ptg_record *rec,
+		    const struct model_visitor *v, void *ctx, struct model_stats *st)
+{
+	struct thread_stack *t;
+
+	stats_see(st, rec);
+	switch (rec->kind) {
+	case PTG_REC_PY_ENTER:
+	case PTG_REC_OP_ENTER:
+		t = thread_get(m, rec->pid, rec->tid);
+		if (!t || frame_push(t, rec))
+			return -ENOMEM;
+		break;
+	case PTG_REC_PY_EXIT:
+	case PTG_REC_OP_EXIT:
+		t = thread_find(m, rec->pid, rec->tid);
+		if (!t || !t->depth) {
+			st->unmatched_exits++;
+			break;
+		}
+		frame_pop(t, rec, v, ctx);
+		st->spans++;
+		break;
+	default:
+		t = thread_find(m, rec->pid, rec->tid);
+		if (v && v->record)
+			v->record(ctx, rec, t ? t->frames : NULL, t ? t->depth : 0);
+		break;
+	}
+	return 0;
+}
+
+int model__walk(struct trace_reader *r, const struct model_visitor *v, void *ctx,
+		struct model_stats *stats)
+{
+	struct model_stats st = {.first_ts = UINT64_MAX};
+	struct thread_map m = {};
+	struct ptg_record rec;
+	int err;
+
+	while ((err = trace_reader__next(r, &rec)) > 0) {
+		err = walk_one(&m, &rec, v, ctx, &st);
+		if (err) {
+			fprintf(stderr, "model: out of memory for thread stacks\n");
+			break;
+		}
+	}
+	/* threads: those that entered at least one Python frame or op */
+	st.threads = m.n;
+	if (stats)
+		*stats = st;
+	map_free(&m);
+	return err;
+}
