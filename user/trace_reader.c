@@ -285,11 +285,12 @@ static int parse_loss(struct trace_reader *r, struct cursor *c, uint32_t count)
 	return 0;
 }
 
-static int check_end(struct trace_reader *r, struct cursor *c, uint32_t index)
+static int check_end(struct trace_reader *r, struct cursor *c, uint32_t count, uint32_t index)
 {
 	uint64_t nrecords, nsyms, nchunks;
 
-	if (cur_u64(c, &nrecords) || cur_u64(c, &nsyms) || cur_u64(c, &nchunks))
+	/* END has no entries: a count there is damage to its header */
+	if (count || cur_u64(c, &nrecords) || cur_u64(c, &nsyms) || cur_u64(c, &nchunks))
 		return -EBADMSG;
 	if (nrecords != r->nrecords || nsyms != r->nsyms || nchunks != index)
 		return reader_fail(r, -EBADMSG,
@@ -319,7 +320,7 @@ static int chunk_parse(struct trace_reader *r, const struct rchunk *c, uint32_t 
 	else if (type == PTG_CHUNK_LOSS)
 		err = parse_loss(r, &cur, c->count);
 	else
-		err = check_end(r, &cur, c->index);
+		err = check_end(r, &cur, c->count, c->index);
 	if (err == -ENOMEM)
 		return reader_fail(r, err, "out of memory reading chunk %u", c->index);
 	if (err && !r->err[0])

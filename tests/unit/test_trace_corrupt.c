@@ -1,0 +1,326 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Damaged traces: every truncation, thousands of bit flips and hand-made
+ * chunks with valid checksums but bad contents. The reader must refuse or
+ * read them; it must never crash, hang or read out of bounds (run this test
+ * under -fsanitize=address to check the last).
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "model.h"
+#include "test.h"
+#include "trace.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rng(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545f4914f6cdd1dull;
+}
+
+static char path[256];
+
+static int write_file(const uint8_t *data, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+
+	if (!f)
+		return -errno;
+	if (len && fwrite(data, 1, len, f) != len) {
+		fclose(f);
+		return -EIO;
+	}
+	return fclose(f) ? -errno : 0;
+}
+
+static uint8_t *read_whole(size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *data;
+	long n;
+
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	data = malloc(n);
+	if (data && fread(data, 1, n, f) != (size_t)n) {
+		free(data);
+		data = NULL;
+	}
+	fclose(f);
+	*len = n;
+	return data;
+}
+
+/* A valid trace of nrec records in the file at path; returns its bytes. */
+static uint8_t *make_trace(size_t nrec, size_t *len)
+{
+	struct trace_writer *w;
+	struct ptg_record rec = {};
+	uint32_t f, g;
+	size_t i;
+
+	if (trace_writer__open(path, &w))
+		return NULL;
+	trace_writer__meta(w, "command", "python train.py");
+	f = trace_writer__sym(w, PTG_SYM_PY_FUNC, "f", "a.py", 1);
+	g = trace_writer__sym(w, PTG_SYM_OP, "aten::mm", "", 0);
+	for (i = 0; i < nrec; i++) {
+		rec.kind = i % 4 == 0 ? PTG_REC_PY_ENTER : i % 4 == 1 ? PTG_REC_OP_ENTER :
+			   i % 4 == 2 ? PTG_REC_OP_EXIT : PTG_REC_PY_EXIT;
+		rec.sym = rec.kind == PTG_REC_PY_ENTER ? f : rec.kind == PTG_REC_OP_ENTER ? g : 0;
+		rec.tid = 7 + i % 8 / 4;
+		rec.ts = 1000 + i * 37 + rng() % 50;
+		rec.ext = i / 4;
+		rec.aux[0] = i % 5 ? 0 : -(int64_t)i;
+		trace_writer__record(w, &rec);
+	}
+	trace_writer__loss(w, "py_event", 0, 3);
+	if (trace_writer__close(w))
+		return NULL;
+	return read_whole(len);
+}
+
+/*
+ * Opens and reads everything. Returns 0 when the whole trace read cleanly,
+ * < 0 on a (clean) error. Fails the test if the reader returns more records
+ * than it announced, the sign of a loop that would not end.
+ */
+static int open_and_read(void)
+{
+	struct trace_reader *r;
+	struct ptg_record rec;
+	char err[256] = "";
+	uint64_t n = 0;
+	int ret;
+
+	ret = trace_reader__open(path, &r, err, sizeof(err));
+	if (ret) {
+		ASSERT_TRUE(err[0] != 0 && strchr(err, '\n') == NULL, "one-line message");
+		return ret;
+	}
+	while ((ret = trace_reader__next(r, &rec)) > 0 && n <= trace_reader__nrecords(r))
+		n++;
+	ASSERT_TRUE(n <= trace_reader__nrecords(r), "no more records than announced");
+	if (ret < 0)
+		ASSERT_TRUE(trace_reader__error(r)[0] != 0, "error message after next");
+	trace_reader__close(r);
+	return ret;
+}
+
+static void test_truncation(const uint8_t *data, size_t len, size_t step, const char *name)
+{
+	size_t cut, accepted = 0;
+
+	for (cut = 0; cut < len; cut += step) {
+		write_file(data, cut);
+		if (open_and_read() >= 0)
+			accepted++;
+	}
+	if (!ASSERT_EQ(accepted, 0, name))
+		fprintf(stderr, "%zu of %zu truncations accepted\n", accepted, len / step);
+	write_file(data, len);
+	ASSERT_EQ(open_and_read(), 0, "the whole file reads");
+}
+
+static void test_bit_flips(const uint8_t *data, size_t len, int rounds)
+{
+	uint8_t *copy = malloc(len);
+	int i, j, nflips, refused = 0;
+
+	for (i = 0; i < rounds; i++) {
+		memcpy(copy, data, len);
+		nflips = 1 + rng() % 4;
+		/* even rounds flip bits near each other, as a bad sector would */
+		for (j = 0; j < nflips; j++) {
+			size_t at = rng() % len;
+
+			copy[at] ^= 1u << rng() % 8;
+			if (i % 2 == 0 && at + 1 < len)
+				copy[at + 1] ^= 1u << rng() % 8;
+		}
+		write_file(copy, len);
+		if (open_and_read() < 0)
+			refused++;
+	}
+	/* nearly every flip hits a checksum, a length or the magic: most are refused */
+	ASSERT_TRUE(refused > rounds * 9 / 10, "bit flips detected");
+	printf("bit flips: %d of %d damaged files refused\n", refused, rounds);
+	free(copy);
+}
+
+static size_t put32(uint8_t *p, uint32_t v)
+{
+	p[0] = v;
+	p[1] = v >> 8;
+	p[2] = v >> 16;
+	p[3] = v >> 24;
+	return 4;
+}
+
+/* Appends a chunk whose checksum is right, whatever its payload says. */
+static size_t put_chunk(uint8_t *out, uint32_t type, const uint8_t *raw, size_t raw_len,
+			uint32_t count)
+{
+	uLongf comp_len = compressBound(raw_len);
+	size_t n = 0;
+
+	compress(out + 24, &comp_len, raw, raw_len);
+	n += put32(out + n, 0x43475450);
+	n += put32(out + n, type);
+	n += put32(out + n, raw_len);
+	n += put32(out + n, comp_len);
+	n += put32(out + n, crc32(0, out + 24, comp_len));
+	n += put32(out + n, count);
+	return n + comp_len;
+}
+
+/* Reads the file at path to its end; returns the reader's last error message. */
+static const char *read_message(void)
+{
+	static char err[256];
+	struct trace_reader *r;
+	struct ptg_record rec;
+
+	err[0] = 0;
+	if (trace_reader__open(path, &r, err, sizeof(err)))
+		return err;
+	while (trace_reader__next(r, &rec) > 0)
+		;
+	snprintf(err, sizeof(err), "%s", trace_reader__error(r));
+	trace_reader__close(r);
+	return err;
+}
+
+/* A file: header, one SYMS chunk (id 1), one RECORDS chunk of raw bytes, END. */
+static const char *read_crafted(const uint8_t *rec, size_t rec_len, uint32_t count, int expect)
+{
+	static const uint8_t sym[] = {1, 1, 0, 1, 'f', 0};
+	/* END: count records, 1 symbol, 2 chunks before it */
+	uint8_t file[4096], end[3] = {count, 1, 2};
+	size_t n;
+
+	memcpy(file, "PTGTRACE\1\0\0\0\0\0\0\0", 16);
+	n = 16;
+	n += put_chunk(file + n, 2, sym, sizeof(sym), 1);
+	n += put_chunk(file + n, 3, rec, rec_len, count);
+	n += put_chunk(file + n, 5, end, sizeof(end), 0);
+	write_file(file, n);
+	ASSERT_EQ(open_and_read(), expect, "crafted file");
+	return read_message();
+}
+
+static void test_crafted(void)
+{
+	/* kind 1, mask SYM, ts delta 2, sym 1 */
+	static const uint8_t good[] = {1, 8, 2, 1};
+	static const uint8_t unknown_sym[] = {1, 8, 2, 2};
+	static const uint8_t bad_kind[] = {99, 0, 2};
+	static const uint8_t bad_mask[] = {1, 0x80, 0x80, 0x01, 2};
+	static const uint8_t long_varint[] = {1, 0, 0xff, 0xff, 0xff, 0xff, 0xff,
+					      0xff, 0xff, 0xff, 0xff, 0x7f};
+	static const uint8_t stray[] = {1, 0, 2, 0};
+	static const uint8_t cut[] = {1, 8};
+
+	read_crafted(good, sizeof(good), 1, 0);
+	ASSERT_STREQ(read_crafted(unknown_sym, sizeof(unknown_sym), 1, -EBADMSG),
+		     "corrupted trace file: unknown symbol 2 in chunk 1", "unknown symbol");
+	ASSERT_STREQ(read_crafted(bad_kind, sizeof(bad_kind), 1, -EBADMSG),
+		     "corrupted trace file: unknown record kind 99 in chunk 1", "bad kind");
+	ASSERT_STREQ(read_crafted(bad_mask, sizeof(bad_mask), 1, -EBADMSG),
+		     "corrupted trace file: bad record in chunk 1", "unknown field bits");
+	ASSERT_STREQ(read_crafted(long_varint, sizeof(long_varint), 1, -EBADMSG),
+		     "corrupted trace file: bad record in chunk 1", "varint over 64 bits");
+	ASSERT_STREQ(read_crafted(stray, sizeof(stray), 1, -EBADMSG),
+		     "corrupted trace file: 1 stray bytes after the records of chunk 1",
+		     "bytes after the last record");
+	ASSERT_STREQ(read_crafted(cut, sizeof(cut), 1, -EBADMSG),
+		     "corrupted trace file: bad record in chunk 1", "record cut short");
+	ASSERT_STREQ(read_crafted(good, sizeof(good), 2, -EBADMSG),
+		     "corrupted trace file: bad record in chunk 1", "count past the records");
+}
+
+static void test_messages(const uint8_t *data, size_t len)
+{
+	uint8_t *copy = malloc(len + 16);
+	char err[256];
+	struct trace_reader *r;
+	size_t payload = 16 + 24 + 2; /* inside the first chunk's payload (META) */
+
+	memcpy(copy, data, len);
+	write_file(copy, len - 1);
+	trace_reader__open(path, &r, err, sizeof(err));
+	ASSERT_TRUE(strstr(err, "truncated trace file: chunk ") != NULL, "cut in the last chunk");
+
+	copy[payload] ^= 0x10;
+	write_file(copy, len);
+	trace_reader__open(path, &r, err, sizeof(err));
+	ASSERT_STREQ(err, "corrupted trace file: checksum mismatch in chunk 0", "checksum message");
+
+	memcpy(copy, data, len);
+	memcpy(copy + len, "garbage!garbage!", 16);
+	write_file(copy, len + 16);
+	trace_reader__open(path, &r, err, sizeof(err));
+	ASSERT_STREQ(err, "corrupted trace file: data after the end marker", "trailing data");
+
+	/* raw_len of the first chunk: 4 GiB - 1 must be refused before any allocation */
+	put32(copy + 16 + 8, UINT32_MAX);
+	write_file(copy, len);
+	trace_reader__open(path, &r, err, sizeof(err));
+	ASSERT_STREQ(err, "corrupted trace file: impossible lengths in chunk 0", "huge raw_len");
+	free(copy);
+}
+
+/* Damage inside a RECORDS chunk is found by next(), after a clean open; model__walk says so. */
+static void test_late_damage(const uint8_t *data, size_t len)
+{
+	uint8_t *copy = malloc(len);
+	struct trace_reader *r;
+	char err[256];
+
+	memcpy(copy, data, len);
+	/* the records chunks fill the middle of a large trace */
+	copy[len / 2] ^= 0x40;
+	write_file(copy, len);
+	if (ASSERT_EQ(trace_reader__open(path, &r, err, sizeof(err)), 0, "open, records unread")) {
+		ASSERT_EQ(model__walk(r, NULL, NULL, NULL), -EBADMSG, "walk fails");
+		ASSERT_TRUE(strstr(trace_reader__error(r), "checksum mismatch in chunk") != NULL,
+			    "walk error message");
+		trace_reader__close(r);
+	}
+	free(copy);
+}
+
+int main(void)
+{
+	const char *dir = getenv("TMPDIR");
+	uint8_t *small, *large;
+	size_t small_len, large_len;
+
+	snprintf(path, sizeof(path), "%s/ptg-corrupt-%d.ptg", dir ? dir : "/tmp", getpid());
+	small = make_trace(300, &small_len);
+	large = make_trace(200000, &large_len);
+	if (!ASSERT_TRUE(small && large, "make traces"))
+		return TEST_DONE();
+	printf("small trace %zu bytes, large trace %zu bytes\n", small_len, large_len);
+	test_truncation(small, small_len, 1, "every truncation of a small trace refused");
+	test_truncation(large, large_len, large_len / 997, "truncations of a large trace refused");
+	test_bit_flips(small, small_len, 4000);
+	test_bit_flips(large, large_len, 300);
+	test_crafted();
+	test_messages(small, small_len);
+	test_late_damage(large, large_len);
+	unlink(path);
+	free(small);
+	free(large);
+	return TEST_DONE();
+}
