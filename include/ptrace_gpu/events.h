@@ -34,6 +34,7 @@ struct ptg_event {
 	__u64 a;
 	__u64 b;
 	__u64 c; /* PY_START: the frame's first local (self of a method), for module paths */
+	__u64 d; /* PY_START, PY_RESUME: the frame's previous frame (the caller) */
 };
 
 struct ptg_frame_ref {

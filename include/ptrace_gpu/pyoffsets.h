@@ -16,8 +16,8 @@ struct ptg_py_offsets {
 	__u32 frame_prev_instr;	      /* _PyInterpreterFrame.prev_instr */
 	__u32 frame_owner;	      /* _PyInterpreterFrame.owner */
 	__u32 frameobj_frame;	      /* PyFrameObject.f_frame */
-	__u32 owner_cstack;	      /* value of owner for C-stack shim frames, 0xff if none */
-	__u32 pad;
+	__u32 frame_localsplus;	      /* _PyInterpreterFrame.localsplus */
+	__u32 owner_cstack;	      /* value of owner for C-stack shim frames (3.12+), 0xff if none */
 };
 
 #endif /* PTRACE_GPU_PYOFFSETS_H */

@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * Python frame probes: uprobes on the eval loop's opcode handlers see every
+ * Python frame start and end, including the Python-to-Python calls that
+ * CPython 3.11 runs inside one _PyEval_EvalFrameDefault invocation.
+ *
+ *   RESUME / RESUME_QUICK handler  -> PY_START (oparg 0) or PY_RESUME (oparg > 0)
+ *   RETURN_VALUE handler           -> PY_RETURN
+ *   YIELD_VALUE handler            -> PY_YIELD
+ *   PyTraceBack_Here(f)            -> PY_UNWIND: an exception reached f's frame,
+ *                                     so every frame above it has exited
+ *   _PyEval_EvalFrameDefault ret 0 -> PY_UNWIND: an entry frame exited by an
+ *                                     exception into C code
+ *
+ * Each event is a fixed-size record: the frame's address and code object's
+ * address are keys that user space resolves once. On the first event of a
+ * thread, and after a drop, the thread's frame chain is sent as well so that
+ * user space can rebuild the stack exactly.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+/* libbpf 1.1 has no BPF_UPROBE(): BPF_KPROBE() reads the same pt_regs. */
+
+#include "ptrace_gpu/events.h"
+#include "ptrace_gpu/pyoffsets.h"
+
+#define PTG_OFF_NONE 0xffffffffu
+
+#define TID_SNAPSHOTTED 0x1 /* the thread's stack was sent */
+#define TID_DIRTY 0x2	    /* an event of the thread was dropped since */
+
+const volatile struct ptg_py_offsets off = {};
+const volatile __u64 runtime_addr = 0; /* runtime address of _PyRuntime */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20); /* resized by the loader */
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u32);
+} tid_state SEC(".maps");
+
+__u64 losses[PTG_MAX_CPUS][PTG_LOSS_NR_KINDS] = {};
+__u64 nr_events = 0;
+
+static __always_inline void count_loss(int kind)
+{
+	__u32 cpu = bpf_get_smp_processor_id() & (PTG_MAX_CPUS - 1);
+
+	__sync_fetch_and_add(&losses[cpu][kind & (PTG_LOSS_NR_KINDS - 1)], 1);
+}
+
+static __always_inline __u64 read_ptr(__u64 addr)
+{
+	__u64 v = 0;
+
+	if (!addr || bpf_probe_read_user(&v, sizeof(v), (const void *)addr))
+		return 0;
+	return v;
+}
+
+/* The thread's innermost Python frame, through the GIL holder's thread state. */
+static __always_inline __u64 current_frame(void)
+{
+	__u64 tstate, holder;
+
+	tstate = read_ptr(runtime_addr + off.runtime_tstate_current);
+	if (!tstate)
+		return 0;
+	holder = tstate;
+	if (off.tstate_cframe != PTG_OFF_NONE) {
+		holder = read_ptr(tstate + off.tstate_cframe);
+		if (!holder)
+			return 0;
+	}
+	return read_ptr(holder + off.cframe_current_frame);
+}
+
+static __always_inline bool is_shim(__u64 frame)
+{
+	__u8 owner = 0;
+
+	if (off.owner_cstack == 0xff)
+		return false;
+	bpf_probe_read_user(&owner, sizeof(owner), (const void *)(frame + off.frame_owner));
+	return owner == off.owner_cstack;
+}
+
+/* Sends the chain of frames from `frame` outwards. Returns 0 when sent. */
+static int send_snapshot(__u64 ts, __u64 id, __u64 frame, __u32 reason)
+{
+	struct ptg_stack_event *s;
+	__u32 n = 0;
+
+	s = bpf_ringbuf_reserve(&events, sizeof(*s), 0);
+	if (!s) {
+		count_loss(PTG_LOSS_PY_STACK);
+		return -1;
+	}
+	for (int i = 0; i < PTG_MAX_SNAPSHOT_DEPTH && frame; i++) {
+		if (!is_shim(frame)) {
+			s->frames[n & (PTG_MAX_SNAPSHOT_DEPTH - 1)].frame = frame;
+			s->frames[n & (PTG_MAX_SNAPSHOT_DEPTH - 1)].code =
+				read_ptr(frame + off.frame_code);
+			n++;
+		}
+		frame = read_ptr(frame + off.frame_previous);
+	}
+	if (frame)
+		count_loss(PTG_LOSS_PY_DEPTH);
+	s->hdr.ts = ts;
+	s->hdr.pid = id >> 32;
+	s->hdr.tid = (__u32)id;
+	s->hdr.kind = PTG_EV_PY_STACK;
+	s->hdr.cpu = bpf_get_smp_processor_id();
+	s->hdr.aux = reason;
+	s->hdr.a = n;
+	s->hdr.b = frame != 0;
+	s->hdr.c = 0;
+	s->hdr.d = 0;
+	bpf_ringbuf_submit(s, 0);
+	return 0;
+}
+
+/*
+ * Emits one event. `chain` is the innermost frame that was on the stack
+ * before this event took effect: what a snapshot must show.
+ */
+static __always_inline int emit(__u16 kind, __u32 aux, __u64 a, __u64 b, __u64 c, __u64 d,
+				__u64 chain)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id, zero = 0, *st;
+	__u64 ts = bpf_ktime_get_ns();
+	struct ptg_event *e;
+
+	st = bpf_map_lookup_elem(&tid_state, &tid);
+	if (!st || (*st & TID_DIRTY)) {
+		if (send_snapshot(ts, id, chain, st ? PTG_SNAP_RESYNC : PTG_SNAP_FIRST))
+			return 0;
+		if (!st) {
+			bpf_map_update_elem(&tid_state, &tid, &zero, BPF_ANY);
+			st = bpf_map_lookup_elem(&tid_state, &tid);
+			if (!st)
+				return 0;
+		}
+		*st = TID_SNAPSHOTTED;
+	}
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_loss(PTG_LOSS_PY_EVENT);
+		*st |= TID_DIRTY;
+		return 0;
+	}
+	e->ts = ts;
+	e->pid = id >> 32;
+	e->tid = tid;
+	e->kind = kind;
+	e->cpu = bpf_get_smp_processor_id();
+	e->aux = aux;
+	e->a = a;
+	e->b = b;
+	e->c = c;
+	e->d = d;
+	bpf_ringbuf_submit(e, 0);
+	__sync_fetch_and_add(&nr_events, 1);
+	return 0;
+}
+
+/*
+ * At the first instruction of the RESUME handler the instruction has not
+ * been counted yet: frame->prev_instr still points at the instruction before
+ * it, so the RESUME being executed is the code unit right after. Its oparg
+ * (high byte) is 0 at the start of a call, 1-3 when a generator or coroutine
+ * continues after yield / yield from / await.
+ */
+SEC("uprobe")
+int BPF_KPROBE(py_resume)
+{
+	__u64 frame, code, prev_instr, previous, self = 0;
+	__u16 unit = 0;
+	__u32 oparg;
+
+	frame = current_frame();
+	if (!frame) {
+		count_loss(PTG_LOSS_PY_READ);
+		return 0;
+	}
+	code = read_ptr(frame + off.frame_code);
+	prev_instr = read_ptr(frame + off.frame_prev_instr);
+	previous = read_ptr(frame + off.frame_previous);
+	if (bpf_probe_read_user(&unit, sizeof(unit), (const void *)(prev_instr + 2))) {
+		count_loss(PTG_LOSS_PY_READ);
+		return 0;
+	}
+	oparg = unit >> 8;
+	if (oparg == 0) {
+		self = read_ptr(frame + off.frame_localsplus);
+		return emit(PTG_EV_PY_START, 0, frame, code, self, previous, previous);
+	}
+	return emit(PTG_EV_PY_RESUME, oparg, frame, code, 0, previous, previous);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(py_return)
+{
+	__u64 frame = current_frame();
+
+	if (!frame) {
+		count_loss(PTG_LOSS_PY_READ);
+		return 0;
+	}
+	return emit(PTG_EV_PY_RETURN, 0, frame, 0, 0, 0, frame);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(py_yield)
+{
+	__u64 frame = current_frame();
+
+	if (!frame) {
+		count_loss(PTG_LOSS_PY_READ);
+		return 0;
+	}
+	return emit(PTG_EV_PY_YIELD, 0, frame, 0, 0, 0, frame);
+}
+
+/* PyTraceBack_Here(PyFrameObject *f): the exception now is in f's frame. */
+SEC("uprobe")
+int BPF_KPROBE(py_traceback, void *frame_obj)
+{
+	__u64 frame = read_ptr((__u64)frame_obj + off.frameobj_frame);
+
+	if (!frame)
+		return 0;
+	return emit(PTG_EV_PY_UNWIND, 1, frame, 0, 0, 0, frame);
+}
+
+/*
+ * _PyEval_EvalFrameDefault returned NULL: its entry frame (and any frame it
+ * ran) was left by an exception that C code now holds, and may swallow
+ * (StopIteration from __next__, hasattr, ...) without any further traceback
+ * entry. Everything above the thread's current frame has exited.
+ */
+SEC("uretprobe")
+int BPF_KRETPROBE(py_eval_ret, void *ret)
+{
+	__u64 frame;
+
+	if (ret)
+		return 0;
+	frame = current_frame();
+	return emit(PTG_EV_PY_UNWIND, 2, frame, 0, 0, 0, frame);
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

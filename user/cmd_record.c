@@ -1,0 +1,328 @@
+// SPDX-License-Identifier: MIT
+/* ptrace-gpu record: attach to a process (-p) or start one (-- CMD), write a trace. */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "launch.h"
+#include "procfs.h"
+#include "pyframe.h"
+#include "pyinterp.h"
+#include "syscheck.h"
+#include "trace.h"
+
+struct record_opts {
+	pid_t pid;
+	double duration;
+	const char *output;
+	unsigned int ringbuf_mb;
+	bool quiet;
+	char **cmd;
+};
+
+struct recording {
+	struct record_opts *o;
+	pid_t pid;
+	bool child; /* started by us: -- CMD */
+	int child_status;
+	int pidfd;
+	struct py_interp py;
+	struct trace_writer *w;
+	struct pyframe *pf;
+	uint64_t start_ts;
+	const char *stop_reason;
+};
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static uint64_t now_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: ptrace-gpu record [-p PID | -- CMD [ARGS...]] [-o FILE] [-d SECONDS]\n\n"
+		"Records every Python call of a running CPython 3.11 process, with no restart\n"
+		"and no change in it, or of a command started under the tracer.\n\n"
+		"  -p, --pid PID         attach to the running process PID\n"
+		"  -o, --output FILE     trace file to write (default: ptrace-gpu.ptg)\n"
+		"  -d, --duration SECS   stop after SECS seconds (default: until Ctrl-C,\n"
+		"                        SIGTERM, or the target exits)\n"
+		"      --ringbuf-mb N    size of the BPF ring buffer in MiB (default 64)\n"
+		"  -q, --quiet           no live status line and no summary\n"
+		"  -h, --help            this help\n\n"
+		"Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE). Supported Python: %s.\n",
+		py_supported_versions());
+}
+
+static int parse_opts(int argc, char **argv, struct record_opts *o)
+{
+	static const struct option longopts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "ringbuf-mb", required_argument, NULL, 'R' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	char *end;
+	int c;
+
+	*o = (struct record_opts){ .output = "ptrace-gpu.ptg", .ringbuf_mb = 64 };
+	while ((c = getopt_long(argc, argv, "+p:o:d:qh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			o->pid = (pid_t)strtol(optarg, &end, 10);
+			if (*end || o->pid <= 0) {
+				fprintf(stderr, "ptrace-gpu: record: bad PID '%s'\n", optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'o':
+			o->output = optarg;
+			break;
+		case 'd':
+			o->duration = strtod(optarg, &end);
+			if (*end || o->duration <= 0) {
+				fprintf(stderr, "ptrace-gpu: record: bad duration '%s'\n", optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'R':
+			o->ringbuf_mb = (unsigned int)strtoul(optarg, &end, 10);
+			if (*end || !o->ringbuf_mb || (o->ringbuf_mb & (o->ringbuf_mb - 1)) ||
+			    o->ringbuf_mb > 1024) {
+				fprintf(stderr, "ptrace-gpu: record: --ringbuf-mb must be a power "
+						"of two from 1 to 1024\n");
+				return -EINVAL;
+			}
+			break;
+		case 'q':
+			o->quiet = true;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind < argc)
+		o->cmd = &argv[optind];
+	if (!o->pid == !o->cmd) {
+		fprintf(stderr, "ptrace-gpu: record: give either -p PID or -- CMD\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int write_meta(struct recording *rc)
+{
+	struct trace_writer *w = rc->w;
+	char buf[4096];
+	struct utsname u;
+	int err = 0;
+
+	uname(&u);
+	err = err ?: trace_writer__meta(w, "source", "ptrace-gpu record");
+	err = err ?: trace_writer__meta(w, "ptrace-gpu.version", PTG_VERSION);
+	err = err ?: trace_writer__meta(w, "host", u.nodename);
+	snprintf(buf, sizeof(buf), "%s %s %s", u.sysname, u.release, u.machine);
+	err = err ?: trace_writer__meta(w, "kernel", buf);
+	snprintf(buf, sizeof(buf), "%d", rc->pid);
+	err = err ?: trace_writer__meta(w, "pid", buf);
+	if (proc_cmdline(rc->pid, buf, sizeof(buf)))
+		buf[0] = '\0';
+	err = err ?: trace_writer__meta(w, "cmdline", buf);
+	err = err ?: trace_writer__meta(w, "python.version", rc->py.version);
+	err = err ?: trace_writer__meta(w, "python.path", rc->py.path);
+	err = err ?: trace_writer__meta(w, "clock", "CLOCK_MONOTONIC");
+	/* one pair of readings maps every monotonic timestamp to wall time */
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)now_ns(CLOCK_REALTIME));
+	err = err ?: trace_writer__meta(w, "start.realtime_ns", buf);
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rc->start_ts);
+	err = err ?: trace_writer__meta(w, "start.monotonic_ns", buf);
+	return err;
+}
+
+static int setup_target(struct recording *rc, char *err, size_t errlen)
+{
+	int ret;
+
+	if (rc->o->cmd) {
+		ret = launch__start(rc->o->cmd, &rc->pid, &rc->py, err, errlen);
+		rc->child = !ret;
+		return ret;
+	}
+	rc->pid = rc->o->pid;
+	return py_interp__find(rc->pid, &rc->py, err, errlen);
+}
+
+static int start(struct recording *rc)
+{
+	char err[512] = "";
+	int ret;
+
+	ret = syscheck_tracing(err, sizeof(err));
+	if (!ret)
+		ret = setup_target(rc, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "ptrace-gpu: %s\n", err[0] ? err : strerror(-ret));
+		return ret;
+	}
+	rc->pidfd = (int)syscall(SYS_pidfd_open, rc->pid, 0);
+	ret = trace_writer__open(rc->o->output, &rc->w);
+	if (ret)
+		return ret;
+	rc->start_ts = now_ns(CLOCK_MONOTONIC);
+	ret = write_meta(rc);
+	if (!ret)
+		ret = pyframe__open(&rc->py, rc->w, rc->o->ringbuf_mb, rc->start_ts, &rc->pf);
+	if (!ret)
+		ret = pyframe__attach(rc->pf);
+	if (rc->child)
+		launch__release(rc->pid);
+	return ret;
+}
+
+static bool target_exited(struct recording *rc)
+{
+	struct pollfd p = { .fd = rc->pidfd, .events = POLLIN };
+
+	if (rc->child)
+		return waitpid(rc->pid, &rc->child_status, WNOHANG) == rc->pid;
+	if (rc->pidfd >= 0)
+		return poll(&p, 1, 0) == 1;
+	return !proc_exists(rc->pid);
+}
+
+static void live_status(struct recording *rc, uint64_t now, uint64_t *last_ts, uint64_t *last_ev)
+{
+	struct pyframe_stats st;
+
+	if (rc->o->quiet || !isatty(STDERR_FILENO) || now - *last_ts < 500000000ull)
+		return;
+	pyframe__stats(rc->pf, &st);
+	fprintf(stderr, "\rrecording pid %d: %.1f s, %llu events (%.0f/s), %llu dropped   ",
+		rc->pid, (now - rc->start_ts) / 1e9, (unsigned long long)st.events,
+		(st.events - *last_ev) * 1e9 / (double)(now - *last_ts),
+		(unsigned long long)st.dropped);
+	*last_ts = now;
+	*last_ev = st.events;
+}
+
+static int run_loop(struct recording *rc)
+{
+	uint64_t limit = rc->o->duration > 0 ? (uint64_t)(rc->o->duration * 1e9) : 0;
+	uint64_t last_ts = rc->start_ts, last_ev = 0, now;
+	int ret;
+
+	for (;;) {
+		ret = pyframe__poll(rc->pf, 100);
+		if (ret < 0)
+			return ret;
+		now = now_ns(CLOCK_MONOTONIC);
+		if (stop_signal) {
+			rc->stop_reason = stop_signal == SIGINT ? "interrupted" : "terminated";
+			return 0;
+		}
+		if (limit && now - rc->start_ts >= limit) {
+			rc->stop_reason = "duration elapsed";
+			return 0;
+		}
+		if (target_exited(rc)) {
+			rc->stop_reason = "target exited";
+			return 0;
+		}
+		live_status(rc, now, &last_ts, &last_ev);
+	}
+}
+
+static int finish(struct recording *rc)
+{
+	uint64_t stop_ts = now_ns(CLOCK_MONOTONIC);
+	struct pyframe_stats st;
+	char buf[64];
+	int ret;
+
+	ret = pyframe__finish(rc->pf, stop_ts);
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)stop_ts);
+	ret = ret ?: trace_writer__meta(rc->w, "stop.monotonic_ns", buf);
+	ret = ret ?: trace_writer__meta(rc->w, "stop.reason", rc->stop_reason);
+	if (ret)
+		return ret;
+	ret = trace_writer__close(rc->w);
+	rc->w = NULL;
+	if (ret || rc->o->quiet)
+		return ret;
+	pyframe__stats(rc->pf, &st);
+	if (isatty(STDERR_FILENO))
+		fprintf(stderr, "\n");
+	fprintf(stderr,
+		"ptrace-gpu: %s after %.2f s: %llu Python calls from pid %d (%llu events), "
+		"%llu events lost; wrote %s\n",
+		rc->stop_reason, (stop_ts - rc->start_ts) / 1e9, (unsigned long long)st.calls,
+		rc->pid, (unsigned long long)st.events, (unsigned long long)st.dropped,
+		rc->o->output);
+	if (st.dropped)
+		fprintf(stderr, "ptrace-gpu: warning: %llu events were dropped (ring buffer full); "
+				"try a larger --ringbuf-mb\n",
+			(unsigned long long)st.dropped);
+	return 0;
+}
+
+static void install_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	/* no SA_RESTART: a signal must wake the ring buffer poll */
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
+int cmd_record(int argc, char **argv)
+{
+	struct record_opts o;
+	struct recording rc = { .o = &o, .pidfd = -1 };
+	int ret;
+
+	if (parse_opts(argc, argv, &o))
+		return 2;
+	install_signals();
+	ret = start(&rc);
+	if (!ret)
+		ret = run_loop(&rc);
+	if (!ret)
+		ret = finish(&rc);
+	else if (rc.w || rc.pf)
+		fprintf(stderr, "ptrace-gpu: record failed: %s\n", strerror(-ret));
+	trace_writer__abort(rc.w);
+	pyframe__destroy(rc.pf);
+	if (rc.pidfd >= 0)
+		close(rc.pidfd);
+	return ret ? 1 : 0;
+}

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "procfs.h"
+
+int proc_maps__for_each(pid_t pid, int (*cb)(const struct proc_map *m, void *ctx), void *ctx)
+{
+	char path[64], line[PATH_MAX + 128];
+	int err = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (!err && fgets(line, sizeof(line), f)) {
+		struct proc_map m = {};
+		int pos = 0;
+
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %*x:%*x %" SCNu64 " %n",
+			   &m.start, &m.end, m.perms, &m.offset, &m.inode, &pos) < 5)
+			continue;
+		if (pos > 0) {
+			snprintf(m.path, sizeof(m.path), "%s", line + pos);
+			m.path[strcspn(m.path, "\n")] = '\0';
+		}
+		err = cb(&m, ctx);
+	}
+	fclose(f);
+	return err;
+}
+
+bool proc_exists(pid_t pid)
+{
+	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+int proc_mem_read(int memfd, uint64_t addr, void *buf, size_t len)
+{
+	ssize_t n = pread(memfd, buf, len, (off_t)addr);
+
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EIO;
+}
+
+static int read_small_file(const char *path, char *buf, size_t len)
+{
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	return (int)n;
+}
+
+int proc_cmdline(pid_t pid, char *buf, size_t len)
+{
+	char path[64];
+	int n;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+	n = read_small_file(path, buf, len);
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++) {
+		if (buf[i] == '\0')
+			buf[i] = ' ';
+	}
+	while (n > 0 && buf[n - 1] == ' ')
+		buf[--n] = '\0';
+	return 0;
+}
+
+int proc_comm(pid_t pid, pid_t tid, char *buf, size_t len)
+{
+	char path[64];
+	int n;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", pid, tid);
+	n = read_small_file(path, buf, len);
+	if (n < 0)
+		return n;
+	buf[strcspn(buf, "\n")] = '\0';
+	return 0;
+}
+
+void proc_target_path(pid_t pid, const char *path, uint64_t inode, char *buf, size_t len)
+{
+	struct stat st;
+
+	/* a target in another mount namespace sees other files at the same path */
+	if (stat(path, &st) == 0 && st.st_ino == inode)
+		snprintf(buf, len, "%s", path);
+	else
+		snprintf(buf, len, "/proc/%d/root%s", pid, path);
+}

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/* What /proc tells about a target process: mappings, memory, names. */
+#ifndef PTG_PROCFS_H
+#define PTG_PROCFS_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct proc_map {
+	uint64_t start;
+	uint64_t end;
+	uint64_t offset;
+	uint64_t inode;
+	char perms[5];
+	char path[PATH_MAX];
+};
+
+/* Calls cb for each line of /proc/PID/maps; a non-zero return of cb stops and is returned. */
+int proc_maps__for_each(pid_t pid, int (*cb)(const struct proc_map *m, void *ctx), void *ctx);
+bool proc_exists(pid_t pid);
+/* Reads len bytes of the target's memory at addr through an fd of /proc/PID/mem. */
+int proc_mem_read(int memfd, uint64_t addr, void *buf, size_t len);
+/* The command line with arguments separated by spaces. */
+int proc_cmdline(pid_t pid, char *buf, size_t len);
+/* /proc/PID/task/TID/comm without the newline. */
+int proc_comm(pid_t pid, pid_t tid, char *buf, size_t len);
+/* A path of `path` as the target sees it that can be opened from here. */
+void proc_target_path(pid_t pid, const char *path, uint64_t inode, char *buf, size_t len);
+
+#endif /* PTG_PROCFS_H */

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "procfs.h"
+#include "pycode.h"
+
+#define MAX_STR_CHARS 1024
+
+/* PyASCIIObject.state bits: interned:2, kind:3, compact:1, ascii:1 */
+#define STATE_KIND(s) (((s) >> 2) & 7)
+#define STATE_COMPACT(s) (((s) >> 5) & 1)
+#define STATE_ASCII(s) (((s) >> 6) & 1)
+
+static size_t put_utf8(char *out, size_t room, uint32_t cp)
+{
+	char tmp[4];
+	size_t n;
+
+	if (cp < 0x80) {
+		tmp[0] = (char)cp;
+		n = 1;
+	} else if (cp < 0x800) {
+		tmp[0] = (char)(0xc0 | cp >> 6);
+		tmp[1] = (char)(0x80 | (cp & 0x3f));
+		n = 2;
+	} else if (cp < 0x10000) {
+		tmp[0] = (char)(0xe0 | cp >> 12);
+		tmp[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		tmp[2] = (char)(0x80 | (cp & 0x3f));
+		n = 3;
+	} else {
+		tmp[0] = (char)(0xf0 | cp >> 18);
+		tmp[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+		tmp[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		tmp[3] = (char)(0x80 | (cp & 0x3f));
+		n = 4;
+	}
+	if (n >= room)
+		return 0;
+	memcpy(out, tmp, n);
+	return n;
+}
+
+int py_read_str(int memfd, const struct py_version_info *vi, uint64_t addr, char *buf, size_t len)
+{
+	uint8_t raw[MAX_STR_CHARS * 4];
+	uint32_t state = 0;
+	int64_t length = 0;
+	size_t width, o = 0;
+	int err;
+
+	if (!addr || !len)
+		return -EINVAL;
+	if ((err = proc_mem_read(memfd, addr + vi->unicode_length, &length, sizeof(length))) ||
+	    (err = proc_mem_read(memfd, addr + vi->unicode_state, &state, sizeof(state))))
+		return err;
+	if (length < 0 || !STATE_COMPACT(state))
+		return -EINVAL; /* legacy (non-compact) strings do not name code */
+	if (length > MAX_STR_CHARS)
+		length = MAX_STR_CHARS;
+	width = STATE_ASCII(state) ? 1 : STATE_KIND(state);
+	if (width != 1 && width != 2 && width != 4)
+		return -EINVAL;
+	err = proc_mem_read(memfd, addr + (STATE_ASCII(state) ? vi->ascii_data : vi->compact_data),
+			    raw, (size_t)length * width);
+	if (err)
+		return err;
+	for (int64_t i = 0; i < length; i++) {
+		uint32_t cp = width == 1 ? raw[i]
+			      : width == 2 ? ((uint16_t *)raw)[i]
+					   : ((uint32_t *)raw)[i];
+		size_t n = put_utf8(buf + o, len - o, cp);
+
+		if (!n)
+			break;
+		o += n;
+	}
+	buf[o] = '\0';
+	return 0;
+}
+
+int py_read_code(int memfd, const struct py_version_info *vi, uint64_t code,
+		 struct py_code_info *out)
+{
+	uint64_t qualname = 0, filename = 0;
+	int32_t line = 0;
+	int err;
+
+	if ((err = proc_mem_read(memfd, code + vi->code_qualname, &qualname, 8)) ||
+	    (err = proc_mem_read(memfd, code + vi->code_filename, &filename, 8)) ||
+	    (err = proc_mem_read(memfd, code + vi->code_firstlineno, &line, 4)))
+		return err;
+	if ((err = py_read_str(memfd, vi, qualname, out->qualname, sizeof(out->qualname))) ||
+	    (err = py_read_str(memfd, vi, filename, out->filename, sizeof(out->filename))))
+		return err;
+	out->firstlineno = line > 0 ? (uint32_t)line : 0;
+	return 0;
+}
+
+int py_read_type_name(int memfd, const struct py_version_info *vi, uint64_t obj, char *buf,
+		      size_t len)
+{
+	uint64_t type = 0, name = 0;
+	int err;
+
+	if ((err = proc_mem_read(memfd, obj + vi->object_type, &type, 8)) ||
+	    (err = proc_mem_read(memfd, type + vi->type_name, &name, 8)))
+		return err;
+	for (size_t i = 0; i + 1 < len; i++) {
+		if ((err = proc_mem_read(memfd, name + i, &buf[i], 1)))
+			return err;
+		if (!buf[i])
+			return 0;
+	}
+	buf[len - 1] = '\0';
+	return 0;
+}

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/* Reading CPython objects (code objects, str) out of a target's memory. */
+#ifndef PTG_PYCODE_H
+#define PTG_PYCODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pyinterp.h"
+
+struct py_code_info {
+	char qualname[256];
+	char filename[512];
+	uint32_t firstlineno;
+};
+
+/* Decodes a str object at addr into UTF-8. Returns 0 or a negative errno. */
+int py_read_str(int memfd, const struct py_version_info *vi, uint64_t addr, char *buf,
+		size_t len);
+int py_read_code(int memfd, const struct py_version_info *vi, uint64_t code,
+		 struct py_code_info *out);
+/* tp_name of the object's type. */
+int py_read_type_name(int memfd, const struct py_version_info *vi, uint64_t obj, char *buf,
+		      size_t len);
+
+#endif /* PTG_PYCODE_H */

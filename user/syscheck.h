@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: MIT */
+/* Can this process trace here? Privileges and kernel features, one clear message each. */
+#ifndef PTG_SYSCHECK_H
+#define PTG_SYSCHECK_H
+
+#include <stddef.h>
+
+/*
+ * Returns 0, or a negative errno with a one-line reason: -EPERM without root
+ * or CAP_BPF + CAP_PERFMON + CAP_SYS_PTRACE, -ENOSYS when the kernel lacks
+ * BPF, BTF or uprobes. The sysfs root can be moved with PTRACE_GPU_SYSFS
+ * (the test suite uses it to play a kernel without BTF or uprobes).
+ */
+int syscheck_tracing(char *err, size_t errlen);
+
+#endif /* PTG_SYSCHECK_H */
