@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: MIT
+/* Import of a small handwritten Kineto trace, checked record by record. */
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "kineto.h"
+#include "test.h"
+#include "trace.h"
+
+static const char trace_json[] =
+	"{\"schemaVersion\": 1, \"distributedInfo\": {\"rank\": 0, \"path\": \"a/b\"},\n"
+	" \"traceEvents\": [\n"
+	"  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::linear\", \"pid\": 10, \"tid\": 11,"
+	"   \"ts\": 100.5, \"dur\": 50, \"args\": {\"External id\": 7, \"Sequence number\": 3}},\n"
+	/* overhangs aten::linear (ends at 150.5): clipped */
+	"  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::addmm\", \"pid\": 10, \"tid\": 11,"
+	"   \"ts\": 110.0, \"dur\": 60.25, \"args\": {\"External id\": 8}},\n"
+	"  {\"ph\": \"X\", \"cat\": \"python_function\", \"name\": \"model.py(12): forward\","
+	"   \"pid\": 10, \"tid\": 11, \"ts\": 90, \"dur\": 100,"
+	"   \"args\": {\"Python id\": 3, \"Python parent id\": 1}},\n"
+	"  {\"ph\": \"X\", \"cat\": \"python_function\", \"name\": \"nn.Module: Linear_0\","
+	"   \"pid\": 10, \"tid\": 11, \"ts\": 95, \"dur\": 80, \"args\": {\"Python id\": 4}},\n"
+	"  {\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 10,"
+	"   \"tid\": 11, \"ts\": 120.001, \"dur\": 5.9995,"
+	"   \"args\": {\"External id\": 8, \"cbid\": 211, \"correlation\": 42}},\n"
+	"  {\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"gemm\", \"pid\": 0, \"tid\": 7,"
+	"   \"ts\": 130, \"dur\": 10, \"args\": {\"device\": 0, \"stream\": 7, \"correlation\": 42,"
+	"   \"External id\": 8, \"grid\": [2, 3, 4], \"block\": [128, 1, 1]}},\n"
+	"  {\"ph\": \"X\", \"cat\": \"gpu_memcpy\", \"name\": \"Memcpy DtoH (Device -> Pageable)\","
+	"   \"pid\": 0, \"tid\": 7, \"ts\": 1712195495519695.8, \"dur\": 1.28,"
+	"   \"args\": {\"device\": 0, \"stream\": 7, \"correlation\": 43, \"bytes\": 256}},\n"
+	"  {\"ph\": \"s\", \"id\": 42, \"pid\": 10, \"tid\": 11, \"ts\": 120.001, \"cat\": \"ac2g\","
+	"   \"name\": \"ac2g\"},\n"
+	"  {\"ph\": \"f\", \"id\": 42, \"pid\": 0, \"tid\": 7, \"ts\": 130, \"cat\": \"ac2g\","
+	"   \"name\": \"ac2g\", \"bp\": \"e\"},\n"
+	"  {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#3\", \"pid\": 10,"
+	"   \"tid\": 11, \"ts\": 80, \"dur\": 200, \"args\": {\"External id\": 1}},\n"
+	"  {\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 10, \"tid\": 11, \"ts\": 1,"
+	"   \"args\": {\"name\": \"main\"}},\n"
+	"  {\"ph\": \"X\", \"cat\": \"Trace\", \"name\": \"PyTorch Profiler (0)\", \"pid\": \"Spans\","
+	"   \"tid\": \"PyTorch Profiler\", \"ts\": 1, \"dur\": 2},\n"
+	"  {\"ph\": \"i\", \"name\": \"x\", \"pid\": 1, \"tid\": 1, \"ts\": 5}\n"
+	" ],\n"
+	" \"traceName\": \"t.json\"}\n";
+
+static struct trace_reader *reader;
+
+static const char *sym_name(uint32_t id)
+{
+	const struct ptg_sym *s = trace_reader__sym(reader, id);
+
+	return s ? s->name : NULL;
+}
+
+static void expect(uint16_t kind, uint32_t tid, uint64_t ts, const char *name, const char *what)
+{
+	struct ptg_record r;
+
+	if (!ASSERT_EQ(trace_reader__next(reader, &r), 1, what))
+		return;
+	ASSERT_EQ(r.kind, kind, what);
+	ASSERT_EQ(r.tid, tid, what);
+	ASSERT_EQ(r.ts, ts, what);
+	if (name)
+		ASSERT_STREQ(sym_name(r.sym), name, what);
+}
+
+/* Every field of the records whose arguments matter. */
+static void check_records(void)
+{
+	struct ptg_record r;
+	const struct ptg_sym *s;
+
+	expect(PTG_REC_THREAD, 11, 1000, "main", "thread name");
+	expect(PTG_REC_SPAN, 11, 80000, "ProfilerStep#3", "annotation");
+	ASSERT_EQ(trace_reader__next(reader, &r), 1, "py enter");
+	ASSERT_EQ(r.kind, PTG_REC_PY_ENTER, "py enter kind");
+	ASSERT_EQ(r.ts, 90000, "py enter ts");
+	s = trace_reader__sym(reader, r.sym);
+	if (ASSERT_TRUE(s != NULL, "py sym")) {
+		ASSERT_STREQ(s->name, "forward", "py func");
+		ASSERT_STREQ(s->file, "model.py", "py file");
+		ASSERT_EQ(s->line, 12, "py line");
+		ASSERT_EQ(s->kind, PTG_SYM_PY_FUNC, "py sym kind");
+	}
+	ASSERT_EQ(r.aux[0], 4, "Python id + 1");
+	ASSERT_EQ(r.aux[1], 2, "Python parent id + 1");
+	expect(PTG_REC_PY_ENTER, 11, 95000, "nn.Module: Linear_0", "module");
+	expect(PTG_REC_OP_ENTER, 11, 100500, "aten::linear", "linear");
+	expect(PTG_REC_OP_ENTER, 11, 110000, "aten::addmm", "addmm");
+	ASSERT_EQ(trace_reader__next(reader, &r), 1, "launch");
+	ASSERT_EQ(r.kind, PTG_REC_CUDA_CALL, "launch kind");
+	ASSERT_EQ(r.ts, 120001, "launch ts");
+	ASSERT_EQ(r.dur, 6000, "launch dur rounded");
+	ASSERT_EQ(r.corr, 42, "launch corr");
+	ASSERT_EQ(r.ext, 8, "launch ext");
+	ASSERT_EQ(r.aux[0], 211, "cbid");
+	expect(PTG_REC_FLOW, 11, 120001, "ac2g", "flow start");
+	ASSERT_EQ(trace_reader__next(reader, &r), 1, "kernel");
+	ASSERT_EQ(r.kind, PTG_REC_GPU_KERNEL, "kernel kind");
+	ASSERT_EQ(r.ts, 130000, "kernel ts");
+	ASSERT_EQ(r.dur, 10000, "kernel dur");
+	ASSERT_EQ(r.stream, 7, "kernel stream");
+	ASSERT_EQ(r.corr, 42, "kernel corr");
+	ASSERT_EQ(r.aux[0], 2 | 3ll << 32, "grid x, y");
+	ASSERT_EQ(r.aux[1], 4, "grid z");
+	ASSERT_EQ(r.aux[2], 128 | 1ll << 32, "block x, y");
+	ASSERT_EQ(r.aux[3], 1, "block z");
+	ASSERT_EQ(trace_reader__next(reader, &r), 1, "flow finish");
+	ASSERT_EQ(r.kind, PTG_REC_FLOW, "flow finish kind");
+	ASSERT_EQ(r.aux[0], 'f', "flow phase");
+	ASSERT_EQ(r.aux[1], 1, "flow binding point");
+	ASSERT_EQ(r.corr, 42, "flow id");
+	/* both ops end at 150.5 µs, the clipped inner one first */
+	expect(PTG_REC_OP_EXIT, 11, 150500, NULL, "addmm exit (clipped)");
+	expect(PTG_REC_OP_EXIT, 11, 150500, NULL, "linear exit");
+	expect(PTG_REC_PY_EXIT, 11, 175000, NULL, "module exit");
+	expect(PTG_REC_PY_EXIT, 11, 190000, NULL, "forward exit");
+	ASSERT_EQ(trace_reader__next(reader, &r), 1, "memcpy");
+	ASSERT_EQ(r.kind, PTG_REC_GPU_MEMCPY, "memcpy kind");
+	ASSERT_EQ(r.ts, 1712195495519695800ull, "exact ns at epoch scale");
+	ASSERT_EQ(r.dur, 1280, "memcpy dur");
+	ASSERT_EQ(r.aux[0], 256, "memcpy bytes");
+	ASSERT_EQ(r.aux[1], 2, "memcpy kind DtoH");
+	ASSERT_EQ(trace_reader__next(reader, &r), 0, "end of records");
+}
+
+static void check_meta(void)
+{
+	ASSERT_STREQ(trace_reader__meta(reader, "source"), "kineto", "source");
+	ASSERT_STREQ(trace_reader__meta(reader, "import.clipped"), "1", "clipped count");
+	ASSERT_STREQ(trace_reader__meta(reader, "import.unknown"), "2", "unknown count");
+	ASSERT_STREQ(trace_reader__meta(reader, "import.unknown.Trace"), "1", "unknown Trace");
+	ASSERT_STREQ(trace_reader__meta(reader, "import.file"), "handwritten.json", "file name");
+	ASSERT_STREQ(trace_reader__meta(reader, "kineto.distributedInfo"),
+		     "{\"rank\":0,\"path\":\"a/b\"}", "distributedInfo");
+	ASSERT_STREQ(trace_reader__meta(reader, "kineto.traceName"), "\"t.json\"", "traceName");
+	ASSERT_TRUE(trace_reader__meta(reader, "kineto.traceEvents") == NULL, "no events in META");
+}
+
+static void test_import(const char *path)
+{
+	struct kineto_stats st = {};
+	char err[256];
+
+	if (!ASSERT_EQ(kineto_import_buf(trace_json, sizeof(trace_json) - 1, "handwritten.json",
+					 path, &st),
+		       0, "import"))
+		return;
+	ASSERT_EQ(st.events, 13, "events");
+	ASSERT_EQ(st.clipped, 1, "clipped");
+	ASSERT_EQ(st.unknown, 2, "unknown");
+	if (!ASSERT_EQ(trace_reader__open(path, &reader, err, sizeof(err)), 0, "open"))
+		return;
+	check_records();
+	check_meta();
+	trace_reader__close(reader);
+}
+
+static void test_bad_input(const char *path)
+{
+	static const char truncated[] = "{\"traceEvents\": [{\"ph\": \"X\"";
+	static const char no_events[] = "{\"schemaVersion\": 1}";
+
+	fprintf(stderr, "(two expected error lines follow)\n");
+	ASSERT_EQ(kineto_import_buf(truncated, sizeof(truncated) - 1, "t", path, NULL), -EINVAL,
+		  "truncated JSON");
+	ASSERT_EQ(kineto_import_buf(no_events, sizeof(no_events) - 1, "t", path, NULL), -EINVAL,
+		  "no traceEvents");
+}
+
+static void test_us_to_ns(void)
+{
+	uint64_t ns = 0;
+
+	ASSERT_EQ(kineto_us_to_ns("1712195495519695.8", &ns), 0, "parse");
+	ASSERT_EQ(ns, 1712195495519695800ull, "epoch µs");
+	kineto_us_to_ns("63.813", &ns);
+	ASSERT_EQ(ns, 63813, "3 decimals");
+	kineto_us_to_ns("0.0005", &ns);
+	ASSERT_EQ(ns, 1, "half rounds up");
+	kineto_us_to_ns("0.00049", &ns);
+	ASSERT_EQ(ns, 0, "below half rounds down");
+	kineto_us_to_ns("1.5e3", &ns);
+	ASSERT_EQ(ns, 1500000, "exponent");
+	kineto_us_to_ns("68.0", &ns);
+	ASSERT_EQ(ns, 68000, "float with zero fraction");
+	ASSERT_EQ(kineto_us_to_ns("-1", &ns), -EINVAL, "negative");
+	ASSERT_EQ(kineto_us_to_ns("abc", &ns), -EINVAL, "not a number");
+}
+
+static void test_pyname(void)
+{
+	char file[64];
+	const char *func = NULL;
+	uint32_t line = 0;
+
+	ASSERT_TRUE(kineto_parse_pyname("torch/nn/modules/module.py(1501): _call_impl", file,
+					sizeof(file), &line, &func),
+		    "path(line): func");
+	ASSERT_STREQ(file, "torch/nn/modules/module.py", "file");
+	ASSERT_EQ(line, 1501, "line");
+	ASSERT_STREQ(func, "_call_impl", "func");
+	ASSERT_TRUE(kineto_parse_pyname("a (x).py(7): f", file, sizeof(file), &line, &func),
+		    "parenthesis in path");
+	ASSERT_STREQ(file, "a (x).py", "file with parenthesis");
+	ASSERT_TRUE(!kineto_parse_pyname("nn.Module: Linear_0", file, sizeof(file), &line, &func),
+		    "module name");
+	ASSERT_TRUE(!kineto_parse_pyname("<built-in method add>", file, sizeof(file), &line, &func),
+		    "builtin");
+	ASSERT_TRUE(!kineto_parse_pyname("a.py(012): f", file, sizeof(file), &line, &func),
+		    "leading zero");
+}
+
+int main(void)
+{
+	char path[] = "/tmp/test_kineto_XXXXXX";
+	int fd = mkstemp(path);
+
+	if (!ASSERT_TRUE(fd >= 0, "mkstemp"))
+		return TEST_DONE();
+	close(fd);
+	test_us_to_ns();
+	test_pyname();
+	test_import(path);
+	test_bad_input(path);
+	unlink(path);
+	return TEST_DONE();
+}

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * torch.profiler / Kineto Chrome traces -> .ptg (kineto.c), and the field
+ * conventions the Chrome exporter (chrome.c) uses to write them back, so that
+ * export -> import -> export is byte-identical.
+ *
+ * How Kineto events land in records (0 in corr / ext means "absent"):
+ *   cpu_op              OP_ENTER/OP_EXIT, sym PTG_SYM_OP, ext = External id,
+ *                       ENTER aux[0] = Sequence number + 1, aux[1] = Fwd thread id + 1
+ *   python_function     PY_ENTER/PY_EXIT, sym PTG_SYM_PY_FUNC (file, line, name),
+ *                       ENTER aux[0] = Python id + 1, aux[1] = Python parent id + 1
+ *   user_annotation,    SPAN, sym = name, aux[0] = category sym, ext;
+ *   gpu_user_annotation the GPU one also has device = pid, stream = tid
+ *   cuda_runtime,       CUDA_CALL, sym PTG_SYM_CUDA_API, corr, ext, aux[0] = cbid,
+ *   cuda_driver         aux[1] = KINETO_CALL_DRIVER for cuda_driver
+ *   kernel              GPU_KERNEL, sym PTG_SYM_KERNEL, grid/block as in trace.h
+ *   gpu_memcpy/memset   GPU_MEMCPY/GPU_MEMSET, aux[0] = bytes (memcpy aux[1] = copy kind)
+ *   cuda_sync           GPU_SYNC, aux[0] = cuda_sync_kind sym, aux[1] = wait_on_stream + 1,
+ *                       aux[2] = wait_on_cuda_event_record_corr_id + 1,
+ *                       aux[3] = wait_on_cuda_event_id + 1
+ *   flows (s, t, f)     FLOW, sym = name, corr = id, aux[0] = phase char,
+ *                       aux[1] = 1 for "bp": "e", aux[2] = category sym
+ *   metadata (M)        THREAD, sym = name or labels, aux[0] = enum kineto_meta,
+ *                       aux[1] = sort index
+ * Top-level keys other than traceEvents are kept as META "kineto.<key>" whose
+ * value is the key's JSON text.
+ */
+#ifndef PTG_KINETO_H
+#define PTG_KINETO_H
+
+#include <stdint.h>
+
+#include "trace.h"
+
+#define KINETO_META_PREFIX "kineto."
+#define KINETO_CALL_DRIVER 1
+
+/* aux[0] of PTG_REC_THREAD; 0 is what a recorder writes for a thread name. */
+enum kineto_meta {
+	KINETO_M_THREAD_NAME = 0,
+	KINETO_M_PROCESS_NAME = 1,
+	KINETO_M_PROCESS_LABELS = 2,
+	KINETO_M_PROCESS_SORT_INDEX = 3,
+	KINETO_M_THREAD_SORT_INDEX = 4,
+	KINETO_M_NR
+};
+
+/* Names of the "M" events, indexed by enum kineto_meta. */
+extern const char *const kineto_meta_names[KINETO_M_NR];
+
+struct kineto_stats {
+	uint64_t events;   /* entries of traceEvents */
+	uint64_t records;  /* records written */
+	uint64_t clipped;  /* X events cut to their parent's end */
+	uint64_t unknown;  /* events skipped: unknown category or shape */
+};
+
+/*
+ * Converts a Kineto JSON trace (plain or gzip) at json_path into a .ptg at
+ * out_path. Returns 0 or a negative errno after one line on stderr. stats may
+ * be NULL.
+ */
+int kineto_import(const char *json_path, const char *out_path, struct kineto_stats *stats);
+
+/* The same from JSON text in memory; name is stored as the source file name. */
+int kineto_import_buf(const char *json, size_t len, const char *name, const char *out_path,
+		      struct kineto_stats *stats);
+
+/* Kineto ts/dur text (microseconds, maybe fractional) -> ns, rounded; -EINVAL if not a number >= 0. */
+int kineto_us_to_ns(const char *text, uint64_t *ns);
+
+/* Splits "path/file.py(123): func" into its parts; false when name has another shape. */
+bool kineto_parse_pyname(const char *name, char *file, size_t file_len, uint32_t *line,
+			 const char **func);
+
+#endif /* PTG_KINETO_H */
