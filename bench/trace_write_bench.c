@@ -76,8 +76,8 @@ static uint64_t make_pool(struct ptg_record *pool, const uint32_t *syms, uint32_
 	return ts;
 }
 
-static int bench_write(const char *path, const struct ptg_record *pool, uint64_t span,
-		       size_t nrec, const char **names)
+static int bench_write(const char *path, const struct ptg_record *pool, uint64_t span, size_t nrec,
+		       const char **names)
 {
 	struct trace_writer *w;
 	struct ptg_record r;

@@ -13,9 +13,9 @@
 
 #include "trace.h"
 
-#define PTG_FILE_MAGIC	    "PTGTRACE"
-#define PTG_FILE_MAGIC_LEN  8
-#define PTG_FILE_HDR_LEN    16
+#define PTG_FILE_MAGIC	   "PTGTRACE"
+#define PTG_FILE_MAGIC_LEN 8
+#define PTG_FILE_HDR_LEN   16
 /* Header flag bits a reader must understand; none are defined in version 1. */
 #define PTG_FILE_FLAGS_KNOWN 0u
 

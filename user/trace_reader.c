@@ -77,7 +77,7 @@ struct trace_reader {
 };
 
 __attribute__((format(printf, 3, 4))) static int reader_fail(struct trace_reader *r, int err,
-							      const char *fmt, ...)
+							     const char *fmt, ...)
 {
 	va_list ap;
 
@@ -383,11 +383,11 @@ static int chunk_header(struct trace_reader *r, uint64_t off, struct rchunk *c, 
 	c->off = off + PTG_CHUNK_HDR_LEN;
 	if (c->raw_len > PTG_CHUNK_MAX_LEN || c->comp_len > PTG_CHUNK_MAX_LEN ||
 	    c->raw_len > (uint64_t)c->comp_len * PTG_ZLIB_MAX_RATIO)
-		return reader_fail(r, -EBADMSG,
-				   "corrupted trace file: impossible lengths in chunk %u", c->index);
+		return reader_fail(
+		    r, -EBADMSG, "corrupted trace file: impossible lengths in chunk %u", c->index);
 	if (c->comp_len > r->size - c->off)
-		return reader_fail(r, -EBADMSG,
-				   "truncated trace file: chunk %u ends past end of file", c->index);
+		return reader_fail(
+		    r, -EBADMSG, "truncated trace file: chunk %u ends past end of file", c->index);
 	return 0;
 }
 
@@ -426,8 +426,8 @@ static int scan_chunks(struct trace_reader *r)
 		off = c.off + c.comp_len;
 	}
 	if (!ended)
-		return reader_fail(r, -EBADMSG,
-				   "truncated trace file: no end marker (was the recorder killed?)");
+		return reader_fail(
+		    r, -EBADMSG, "truncated trace file: no end marker (was the recorder killed?)");
 	return 0;
 }
 

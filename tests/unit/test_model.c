@@ -75,8 +75,8 @@ static struct trace_writer *writer;
 static void rec(uint16_t kind, uint16_t flags, uint32_t pid, uint32_t tid, uint32_t sym,
 		uint64_t ts, uint64_t ext)
 {
-	struct ptg_record r = {.kind = kind, .flags = flags, .pid = pid, .tid = tid, .sym = sym,
-			       .ts = ts, .ext = ext};
+	struct ptg_record r = {
+	    .kind = kind, .flags = flags, .pid = pid, .tid = tid, .sym = sym, .ts = ts, .ext = ext};
 
 	ASSERT_EQ(trace_writer__record(writer, &r), 0, "write record");
 }
@@ -245,7 +245,8 @@ static void test_threads(void)
 	check_span(&w.seen[5], g, 106, 106, 0, 0, "g in pid 2, exit before enter");
 	ASSERT_EQ(w.seen[5].span.pid, 2, "other process");
 	for (i = 0; i < w.n; i++)
-		ASSERT_TRUE(!w.seen[i].is_span || w.seen[i].span.start != 160, "open span unreported");
+		ASSERT_TRUE(!w.seen[i].is_span || w.seen[i].span.start != 160,
+			    "open span unreported");
 	ASSERT_EQ(w.stats.unmatched_exits, 2, "unmatched exits");
 	ASSERT_EQ(w.stats.spans, 4, "spans");
 	ASSERT_EQ(w.stats.threads, 3, "threads");

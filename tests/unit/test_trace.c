@@ -11,7 +11,7 @@
 #define NR_RANDOM 400000 /* several RECORDS chunks */
 /* a new symbol every LATE_EVERY records, from record LATE_EVERY on */
 #define LATE_EVERY 50000
-#define NR_SYMS (9 + NR_RANDOM / LATE_EVERY - 1)
+#define NR_SYMS	   (9 + NR_RANDOM / LATE_EVERY - 1)
 
 static uint64_t rng_state = 0x853c49e6748fea9bull;
 
@@ -90,10 +90,10 @@ static void random_record(struct ptg_record *r, uint32_t nsyms, uint64_t *ts)
 
 static bool records_equal(const struct ptg_record *a, const struct ptg_record *b)
 {
-	return a->kind == b->kind && a->flags == b->flags && a->pid == b->pid &&
-	       a->tid == b->tid && a->sym == b->sym && a->ts == b->ts && a->dur == b->dur &&
-	       a->stream == b->stream && a->corr == b->corr && a->ext == b->ext &&
-	       a->device == b->device && a->pad == 0 && !memcmp(a->aux, b->aux, sizeof(a->aux));
+	return a->kind == b->kind && a->flags == b->flags && a->pid == b->pid && a->tid == b->tid &&
+	       a->sym == b->sym && a->ts == b->ts && a->dur == b->dur && a->stream == b->stream &&
+	       a->corr == b->corr && a->ext == b->ext && a->device == b->device && a->pad == 0 &&
+	       !memcmp(a->aux, b->aux, sizeof(a->aux));
 }
 
 static uint32_t syms[7];
@@ -201,7 +201,7 @@ static void check_header_data(struct trace_reader *r)
 			    "loss summed");
 		ASSERT_TRUE(l[1].cpu == 1 && l[1].count == 1, "loss cpu 1");
 		ASSERT_TRUE(!strcmp(l[2].what, "cupti_records") && l[2].cpu == UINT32_MAX &&
-				    l[2].count == UINT64_MAX - 1,
+				l[2].count == UINT64_MAX - 1,
 			    "loss not per cpu");
 	}
 }

@@ -64,6 +64,8 @@ static uint8_t *read_whole(size_t *len)
 /* A valid trace of nrec records in the file at path; returns its bytes. */
 static uint8_t *make_trace(size_t nrec, size_t *len)
 {
+	static const uint16_t kinds[] = {PTG_REC_PY_ENTER, PTG_REC_OP_ENTER, PTG_REC_OP_EXIT,
+					 PTG_REC_PY_EXIT};
 	struct trace_writer *w;
 	struct ptg_record rec = {};
 	uint32_t f, g;
@@ -75,8 +77,7 @@ static uint8_t *make_trace(size_t nrec, size_t *len)
 	f = trace_writer__sym(w, PTG_SYM_PY_FUNC, "f", "a.py", 1);
 	g = trace_writer__sym(w, PTG_SYM_OP, "aten::mm", "", 0);
 	for (i = 0; i < nrec; i++) {
-		rec.kind = i % 4 == 0 ? PTG_REC_PY_ENTER : i % 4 == 1 ? PTG_REC_OP_ENTER :
-			   i % 4 == 2 ? PTG_REC_OP_EXIT : PTG_REC_PY_EXIT;
+		rec.kind = kinds[i % 4];
 		rec.sym = rec.kind == PTG_REC_PY_ENTER ? f : rec.kind == PTG_REC_OP_ENTER ? g : 0;
 		rec.tid = 7 + i % 8 / 4;
 		rec.ts = 1000 + i * 37 + rng() % 50;
@@ -226,8 +227,8 @@ static void test_crafted(void)
 	static const uint8_t unknown_sym[] = {1, 8, 2, 2};
 	static const uint8_t bad_kind[] = {99, 0, 2};
 	static const uint8_t bad_mask[] = {1, 0x80, 0x80, 0x01, 2};
-	static const uint8_t long_varint[] = {1, 0, 0xff, 0xff, 0xff, 0xff, 0xff,
-					      0xff, 0xff, 0xff, 0xff, 0x7f};
+	static const uint8_t long_varint[] = {1,    0,	  0xff, 0xff, 0xff, 0xff,
+					      0xff, 0xff, 0xff, 0xff, 0xff, 0x7f};
 	static const uint8_t stray[] = {1, 0, 2, 0};
 	static const uint8_t cut[] = {1, 8};
 
