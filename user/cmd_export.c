@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ptrace-gpu export: a trace as files other tools read. --pstats writes what
+ * cProfile's dump_stats() writes (pstats, snakeviz, gprof2dot).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "profile.h"
+#include "pstats.h"
+#include "trace.h"
+
+struct export_opts {
+	const char *path;
+	const char *pstats_out;
+	struct profile_opts prof;
+};
+
+static void export_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: ptrace-gpu export --pstats OUT [--tid TID] [--ops] FILE\n"
+		"\n"
+		"  --pstats OUT   write Python functions as a cProfile stats file: load it with\n"
+		"                 pstats.Stats(OUT), snakeviz OUT or gprof2dot -f pstats OUT\n"
+		"  --tid TID      only thread TID (default: all threads)\n"
+		"  --ops          PyTorch dispatcher ops instead of Python functions, keyed\n"
+		"                 like cProfile's built-ins: ('~', 0, '<aten::addmm>')\n"
+		"  -h, --help     this text\n");
+}
+
+/* Returns 0, 1 for --help, or -EINVAL after printing why. */
+static int export_parse(int argc, char **argv, struct export_opts *o)
+{
+	static const struct option longopts[] = {
+	    {"pstats", required_argument, NULL, 'p'},
+	    {"tid", required_argument, NULL, 't'},
+	    {"ops", no_argument, NULL, 'o'},
+	    {"help", no_argument, NULL, 'h'},
+	    {},
+	};
+	unsigned long v;
+	char *end;
+	int c;
+
+	o->prof.kind = PTG_REC_PY_ENTER;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			o->pstats_out = optarg;
+			break;
+		case 't':
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (errno || !*optarg || *end || *optarg == '-' || v > UINT32_MAX) {
+				fprintf(stderr, "ptrace-gpu export: bad --tid '%s'\n", optarg);
+				return -EINVAL;
+			}
+			o->prof.by_tid = true;
+			o->prof.tid = (uint32_t)v;
+			break;
+		case 'o':
+			o->prof.kind = PTG_REC_OP_ENTER;
+			break;
+		case 'h':
+			export_usage(stdout);
+			return 1;
+		default:
+			export_usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind != argc - 1 || !o->pstats_out) {
+		fprintf(
+		    stderr,
+		    "ptrace-gpu export: expected an output (--pstats OUT) and one trace FILE\n");
+		export_usage(stderr);
+		return -EINVAL;
+	}
+	o->path = argv[optind];
+	return 0;
+}
+
+static int export_pstats(const struct export_opts *o, struct trace_reader *r)
+{
+	struct profile_run *run = NULL;
+	int err;
+
+	err = profile_run__collect(r, &o->prof, &run);
+	if (err) {
+		if (err != -ENOMEM)
+			fprintf(stderr, "ptrace-gpu export: %s: %s\n", o->path,
+				trace_reader__error(r));
+		return err;
+	}
+	err = pstats__write(run->all, r, o->pstats_out);
+	profile_run__free(run);
+	return err;
+}
+
+int cmd_export(int argc, char **argv)
+{
+	struct export_opts o = {};
+	struct trace_reader *r = NULL;
+	char errbuf[256] = "";
+	int err;
+
+	err = export_parse(argc, argv, &o);
+	if (err)
+		return err > 0 ? 0 : 2;
+	err = trace_reader__open(o.path, &r, errbuf, sizeof(errbuf));
+	if (err) {
+		fprintf(stderr, "ptrace-gpu export: %s: %s\n", o.path,
+			errbuf[0] ? errbuf : strerror(-err));
+		return 1;
+	}
+	err = export_pstats(&o, r);
+	trace_reader__close(r);
+	return err ? 1 : 0;
+}

@@ -1,0 +1,441 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ptrace-gpu report: a trace's header, then cProfile's print_stats table of
+ * Python functions, or torch.profiler's key_averages() table of ops (--ops).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "profile.h"
+#include "pstats.h"
+#include "trace.h"
+
+struct report_opts {
+	const char *path;
+	struct profile_opts prof;
+	struct pstats_list_opts list;
+	bool sort_given;
+	bool callers;
+	bool callees;
+};
+
+static void report_usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "usage: ptrace-gpu report FILE [--sort cumtime|tottime|ncalls|name] [--limit N]\n"
+	    "                         [--tid TID] [--per-thread] [--callers] [--callees] [--ops]\n"
+	    "\n"
+	    "Prints the trace's header (command, pid, interpreter, duration, calls, lost\n"
+	    "events), then a table of Python functions like cProfile's print_stats: ncalls\n"
+	    "(total/primitive when they differ), tottime, percall, cumtime, percall, in\n"
+	    "seconds. Generator resumptions add time but are not calls.\n"
+	    "\n"
+	    "  --sort KEY     order of rows: cumtime (default), tottime, ncalls, name\n"
+	    "  --limit N      print at most N rows\n"
+	    "  --tid TID      only thread TID (default: all threads together)\n"
+	    "  --per-thread   one table per thread, with its tid and name\n"
+	    "  --callers      also list each function's callers (pstats print_callers)\n"
+	    "  --callees      also list each function's callees (pstats print_callees)\n"
+	    "  --ops          PyTorch dispatcher ops instead, as torch.profiler's\n"
+	    "                 key_averages().table(); sorted by self CPU unless --sort\n"
+	    "  -h, --help     this text\n"
+	    "\n"
+	    "docs/reports.md describes every column exactly.\n");
+}
+
+static int parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!*s || *s == '-')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* Returns 0, 1 for --help, or -EINVAL after printing why. */
+static int report_parse(int argc, char **argv, struct report_opts *o)
+{
+	static const struct option longopts[] = {
+	    {"sort", required_argument, NULL, 's'},
+	    {"limit", required_argument, NULL, 'l'},
+	    {"tid", required_argument, NULL, 't'},
+	    {"per-thread", no_argument, NULL, 'p'},
+	    {"callers", no_argument, NULL, 'c'},
+	    {"callees", no_argument, NULL, 'e'},
+	    {"ops", no_argument, NULL, 'o'},
+	    {"help", no_argument, NULL, 'h'},
+	    {},
+	};
+	uint64_t v;
+	int c;
+
+	o->prof.kind = PTG_REC_PY_ENTER;
+	o->list.sort = PSTATS_SORT_CUMTIME;
+	o->list.limit = -1;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			if (pstats_sort_parse(optarg, &o->list.sort))
+				goto bad_value;
+			o->sort_given = true;
+			break;
+		case 'l':
+			if (parse_u64(optarg, LONG_MAX, &v))
+				goto bad_value;
+			o->list.limit = (long)v;
+			break;
+		case 't':
+			if (parse_u64(optarg, UINT32_MAX, &v))
+				goto bad_value;
+			o->prof.by_tid = true;
+			o->prof.tid = (uint32_t)v;
+			break;
+		case 'p':
+			o->prof.per_thread = true;
+			break;
+		case 'c':
+			o->callers = true;
+			break;
+		case 'e':
+			o->callees = true;
+			break;
+		case 'o':
+			o->prof.kind = PTG_REC_OP_ENTER;
+			break;
+		case 'h':
+			report_usage(stdout);
+			return 1;
+		default:
+			report_usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "ptrace-gpu report: expected one trace FILE\n");
+		report_usage(stderr);
+		return -EINVAL;
+	}
+	o->path = argv[optind];
+	if (o->prof.kind == PTG_REC_OP_ENTER && !o->sort_given)
+		o->list.sort = PSTATS_SORT_TOTTIME;
+	return 0;
+bad_value:
+	fprintf(stderr, "ptrace-gpu report: bad value '%s' for --%s\n", optarg,
+		c == 's'   ? "sort"
+		: c == 'l' ? "limit"
+			   : "tid");
+	return -EINVAL;
+}
+
+/* The value of key, or NULL when the trace has none or an empty one. */
+static const char *meta(const struct trace_reader *r, const char *key)
+{
+	const char *v = trace_reader__meta(r, key);
+
+	return v && *v ? v : NULL;
+}
+
+static void print_losses(FILE *out, const struct trace_reader *r)
+{
+	const struct ptg_loss *l;
+	size_t n = 0, shown = 0;
+	uint64_t total = 0;
+
+	l = trace_reader__losses(r, &n);
+	for (size_t i = 0; i < n; i++)
+		total += l[i].count;
+	if (!total) {
+		fprintf(out, "no events lost\n");
+		return;
+	}
+	fprintf(out, "lost events: %" PRIu64 " (", total);
+	for (size_t i = 0; i < n; i++) {
+		if (!l[i].count)
+			continue;
+		fprintf(out, "%s%.*s %" PRIu64, shown++ ? ", " : "", (int)sizeof(l[i].what),
+			l[i].what, l[i].count);
+		if (l[i].cpu != UINT32_MAX)
+			fprintf(out, " on cpu %u", l[i].cpu);
+	}
+	fprintf(out, ")\n");
+}
+
+/* Metadata keys are those that record and import write. */
+static void print_header(FILE *out, const struct report_opts *o, const struct trace_reader *r,
+			 const struct profile_run *run)
+{
+	const struct model_stats *st = &run->stats;
+	uint64_t ncalls, pcalls, tt_ns;
+	const char *v;
+
+	fprintf(out, "trace: %s\n", o->path);
+	if ((v = meta(r, "source"))) {
+		fprintf(out, "source: %s", v);
+		if ((v = meta(r, "import.file")))
+			fprintf(out, " (%s)", v);
+		fprintf(out, "\n");
+	}
+	if ((v = meta(r, "cmdline")))
+		fprintf(out, "command: %s\n", v);
+	if ((v = meta(r, "pid")))
+		fprintf(out, "pid: %s\n", v);
+	if ((v = meta(r, "python.path"))) {
+		fprintf(out, "interpreter: %s", v);
+		if ((v = meta(r, "python.version")))
+			fprintf(out, " (Python %s)", v);
+		fprintf(out, "\n");
+	}
+	fprintf(out, "duration: %.3f s\n",
+		st->first_ts <= st->last_ts ? (st->last_ts - st->first_ts) / 1e9 : 0.0);
+	profile__totals(run->all, &ncalls, &pcalls, &tt_ns);
+	fprintf(out, "%s: %" PRIu64 " in %u thread%s\n",
+		o->prof.kind == PTG_REC_OP_ENTER ? "op calls" : "function calls", ncalls,
+		st->threads, st->threads == 1 ? "" : "s");
+	print_losses(out, r);
+	fprintf(out, "\n");
+}
+
+/* torch.autograd.profiler_util._format_time(), from ns */
+static void format_time(char *buf, size_t len, uint64_t ns)
+{
+	double us = ns / 1e3;
+
+	if (us >= 1e6)
+		snprintf(buf, len, "%.3fs", us / 1e6);
+	else if (us >= 1e3)
+		snprintf(buf, len, "%.3fms", us / 1e3);
+	else
+		snprintf(buf, len, "%.3fus", us);
+}
+
+static void format_share(char *buf, size_t len, uint64_t ns, uint64_t total_ns)
+{
+	if (!total_ns)
+		snprintf(buf, len, "NaN");
+	else
+		snprintf(buf, len, "%.2f%%", ns * 100.0 / total_ns);
+}
+
+#define OPS_COL	     12
+#define OPS_MAX_NAME 55 /* key_averages().table()'s max_name_column_width */
+
+static const char *sym_name(const struct trace_reader *r, uint32_t sym)
+{
+	const struct ptg_sym *s = trace_reader__sym(r, sym);
+
+	return s ? s->name : "?";
+}
+
+static void ops_separator(FILE *out, int name_w)
+{
+	for (int c = 0; c < 7; c++) {
+		for (int i = 0; i < (c ? OPS_COL : name_w); i++)
+			fputc('-', out);
+		fputs("  ", out);
+	}
+	fputc('\n', out);
+}
+
+static void ops_title(FILE *out, int name_w)
+{
+	ops_separator(out, name_w);
+	fprintf(out, "%*s  %*s  %*s  %*s  %*s  %*s  %*s  \n", name_w, "Name", OPS_COL, "Self CPU %",
+		OPS_COL, "Self CPU", OPS_COL, "CPU total %", OPS_COL, "CPU total", OPS_COL,
+		"CPU time avg", OPS_COL, "# of Calls");
+	ops_separator(out, name_w);
+}
+
+static void ops_row(FILE *out, const struct profile_func *f, const char *name, int name_w,
+		    uint64_t total_self)
+{
+	char self_pct[32], self_t[32], tot_pct[32], tot_t[32], avg[32], shown[OPS_MAX_NAME + 1];
+
+	/* names that do not fit are cut to max - 3 characters plus "..." */
+	if (strlen(name) >= OPS_MAX_NAME - 3) {
+		snprintf(shown, sizeof(shown), "%.*s...", OPS_MAX_NAME - 3, name);
+		name = shown;
+	}
+	format_share(self_pct, sizeof(self_pct), f->tt_ns, total_self);
+	format_time(self_t, sizeof(self_t), f->tt_ns);
+	format_share(tot_pct, sizeof(tot_pct), f->ct_ns, total_self);
+	format_time(tot_t, sizeof(tot_t), f->ct_ns);
+	format_time(avg, sizeof(avg), f->ncalls ? f->ct_ns / f->ncalls : 0);
+	fprintf(out, "%*s  %*s  %*s  %*s  %*s  %*s  %*" PRIu64 "  \n", name_w, name, OPS_COL,
+		self_pct, OPS_COL, self_t, OPS_COL, tot_pct, OPS_COL, tot_t, OPS_COL, avg, OPS_COL,
+		f->ncalls);
+}
+
+struct ops_sort {
+	const struct trace_reader *r;
+	enum pstats_sort sort;
+};
+
+static int cmp_ops(const void *pa, const void *pb, void *arg)
+{
+	const struct profile_func *a = *(const struct profile_func *const *)pa;
+	const struct profile_func *b = *(const struct profile_func *const *)pb;
+	const struct ops_sort *c = arg;
+	uint64_t x = 0, y = 0;
+	int d;
+
+	switch (c->sort) {
+	case PSTATS_SORT_NAME:
+		d = strcmp(sym_name(c->r, a->sym), sym_name(c->r, b->sym));
+		if (d)
+			return d;
+		break;
+	case PSTATS_SORT_CUMTIME:
+		x = a->ct_ns, y = b->ct_ns;
+		break;
+	case PSTATS_SORT_TOTTIME:
+		x = a->tt_ns, y = b->tt_ns;
+		break;
+	case PSTATS_SORT_NCALLS:
+		x = a->ncalls, y = b->ncalls;
+		break;
+	}
+	if (x != y)
+		return x < y ? 1 : -1;
+	return (a > b) - (a < b);
+}
+
+/* key_averages().table(): one row per op, Self CPU total under it. */
+static int print_ops(FILE *out, const struct profile *p, const struct trace_reader *r,
+		     const struct pstats_list_opts *o)
+{
+	struct ops_sort c = {.r = r, .sort = o->sort};
+	const struct profile_func *funcs, **rows;
+	uint64_t ncalls, pcalls, total_self;
+	size_t n, shown;
+	int name_w = 0;
+	char total[32];
+
+	funcs = profile__funcs(p, &n);
+	rows = calloc(n ? n : 1, sizeof(*rows));
+	if (!rows) {
+		fprintf(stderr, "ptrace-gpu report: out of memory\n");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++)
+		rows[i] = &funcs[i];
+	qsort_r(rows, n, sizeof(*rows), cmp_ops, &c);
+	shown = o->limit >= 0 && (size_t)o->limit < n ? (size_t)o->limit : n;
+	for (size_t i = 0; i < n; i++) {
+		int len = (int)strlen(sym_name(r, funcs[i].sym)) + 4;
+
+		name_w = len > name_w ? len : name_w;
+	}
+	name_w = name_w < OPS_MAX_NAME ? name_w : OPS_MAX_NAME;
+	profile__totals(p, &ncalls, &pcalls, &total_self);
+	ops_title(out, name_w);
+	for (size_t i = 0; i < shown; i++)
+		ops_row(out, rows[i], sym_name(r, rows[i]->sym), name_w, total_self);
+	ops_separator(out, name_w);
+	format_time(total, sizeof(total), total_self);
+	fprintf(out, "Self CPU time total: %s\n\n", total);
+	free(rows);
+	return 0;
+}
+
+static int print_profile(FILE *out, const struct report_opts *o, const struct profile *p,
+			 const struct trace_reader *r)
+{
+	int err;
+
+	if (o->prof.kind == PTG_REC_OP_ENTER)
+		err = print_ops(out, p, r, &o->list);
+	else
+		err = pstats__print_stats(out, p, r, &o->list);
+	if (!err && o->callers)
+		err = pstats__print_callers(out, p, r, &o->list);
+	if (!err && o->callees)
+		err = pstats__print_callees(out, p, r, &o->list);
+	return err;
+}
+
+static int print_threads(FILE *out, const struct report_opts *o, const struct profile_run *run,
+			 const struct trace_reader *r)
+{
+	int err = 0;
+
+	for (size_t i = 0; i < run->nthreads && !err; i++) {
+		const struct profile_thread *t = &run->threads[i];
+		size_t n;
+
+		if (!t->prof || !profile__funcs(t->prof, &n) || !n)
+			continue;
+		fprintf(out, "thread %u (pid %u)", t->tid, t->pid);
+		if (t->name_sym)
+			fprintf(out, " \"%s\"", sym_name(r, t->name_sym));
+		fprintf(out, "\n\n");
+		err = print_profile(out, o, t->prof, r);
+	}
+	return err;
+}
+
+static int report_run(const struct report_opts *o, struct trace_reader *r)
+{
+	struct profile_run *run = NULL;
+	size_t nfuncs;
+	int err;
+
+	err = profile_run__collect(r, &o->prof, &run);
+	if (err) {
+		if (err != -ENOMEM)
+			fprintf(stderr, "ptrace-gpu report: %s: %s\n", o->path,
+				trace_reader__error(r));
+		return err;
+	}
+	print_header(stdout, o, r, run);
+	profile__funcs(run->all, &nfuncs);
+	if (!nfuncs && o->prof.kind == PTG_REC_OP_ENTER)
+		printf("no PyTorch dispatcher ops in this trace (the process had no libtorch "
+		       "mapped)\n");
+	else if (!nfuncs)
+		printf("no Python function calls in this trace%s\n",
+		       o->prof.by_tid ? " for this thread" : "");
+	else if (o->prof.per_thread)
+		err = print_threads(stdout, o, run, r);
+	else
+		err = print_profile(stdout, o, run->all, r);
+	profile_run__free(run);
+	return err;
+}
+
+int cmd_report(int argc, char **argv)
+{
+	struct report_opts o = {};
+	struct trace_reader *r = NULL;
+	char errbuf[256] = "";
+	int err;
+
+	err = report_parse(argc, argv, &o);
+	if (err)
+		return err > 0 ? 0 : 2;
+	err = trace_reader__open(o.path, &r, errbuf, sizeof(errbuf));
+	if (err) {
+		fprintf(stderr, "ptrace-gpu report: %s: %s\n", o.path,
+			errbuf[0] ? errbuf : strerror(-err));
+		return 1;
+	}
+	err = report_run(&o, r);
+	trace_reader__close(r);
+	if (fflush(stdout) && !err) {
+		fprintf(stderr, "ptrace-gpu report: writing output: %s\n", strerror(errno));
+		err = -EIO;
+	}
+	return err ? 1 : 0;
+}

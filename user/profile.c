@@ -1,0 +1,348 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cProfile semantics over model spans. Recursion is judged on the stack the
+ * model hands us when a segment closes, which holds exactly the segments that
+ * were open when it was entered: a function (or a caller -> callee pair) is
+ * "already active" when it appears there, as _lsprof's recursionLevel says.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "profile.h"
+#include "u64map.h"
+
+struct profile {
+	uint16_t kind;
+	struct profile_func *funcs;
+	size_t nfuncs, funcs_cap;
+	struct profile_edge *edges;
+	size_t nedges, edges_cap;
+	struct u64map func_idx; /* sym -> index in funcs */
+	struct u64map edge_idx; /* caller << 32 | callee -> index in edges */
+};
+
+int profile__new(uint16_t kind, struct profile **out)
+{
+	struct profile *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	p->kind = kind;
+	*out = p;
+	return 0;
+}
+
+void profile__free(struct profile *p)
+{
+	if (!p)
+		return;
+	free(p->funcs);
+	free(p->edges);
+	u64map__free(&p->func_idx);
+	u64map__free(&p->edge_idx);
+	free(p);
+}
+
+uint16_t profile__kind(const struct profile *p)
+{
+	return p->kind;
+}
+
+static int grow_array(void **arr, size_t *cap, size_t need, size_t elem)
+{
+	size_t ncap = *cap ? *cap * 2 : 64;
+	void *n;
+
+	if (need <= *cap)
+		return 0;
+	while (ncap < need)
+		ncap *= 2;
+	n = realloc(*arr, ncap * elem);
+	if (!n)
+		return -ENOMEM;
+	memset((char *)n + *cap * elem, 0, (ncap - *cap) * elem);
+	*arr = n;
+	*cap = ncap;
+	return 0;
+}
+
+static struct profile_func *profile_func_get(struct profile *p, uint32_t sym)
+{
+	uint64_t *idx = u64map__get(&p->func_idx, sym);
+
+	if (idx)
+		return &p->funcs[*idx];
+	if (grow_array((void **)&p->funcs, &p->funcs_cap, p->nfuncs + 1, sizeof(*p->funcs)))
+		return NULL;
+	if (u64map__put(&p->func_idx, sym, p->nfuncs))
+		return NULL;
+	p->funcs[p->nfuncs].sym = sym;
+	return &p->funcs[p->nfuncs++];
+}
+
+static struct profile_edge *profile_edge_get(struct profile *p, uint32_t caller, uint32_t callee)
+{
+	uint64_t key = (uint64_t)caller << 32 | callee;
+	uint64_t *idx = u64map__get(&p->edge_idx, key);
+	struct profile_edge *e;
+
+	if (idx)
+		return &p->edges[*idx];
+	/* the dynamo rule: a caller gets an entry even if it never closes */
+	if (!profile_func_get(p, caller))
+		return NULL;
+	if (grow_array((void **)&p->edges, &p->edges_cap, p->nedges + 1, sizeof(*p->edges)))
+		return NULL;
+	if (u64map__put(&p->edge_idx, key, p->nedges))
+		return NULL;
+	e = &p->edges[p->nedges++];
+	e->caller = caller;
+	e->callee = callee;
+	return e;
+}
+
+int profile__add(struct profile *p, const struct model_span *s, uint64_t self_ns,
+		 const struct model_frame *stack, unsigned int depth)
+{
+	bool is_call = !(s->enter_flags & PTG_F_ENTER_RESUME);
+	bool recursive = false, pair_active = false;
+	uint64_t dur = s->end > s->start ? s->end - s->start : 0;
+	uint32_t caller = 0, prev = 0;
+	struct profile_func *f;
+	struct profile_edge *e;
+	unsigned int i;
+
+	/* frames of other kinds are transparent: an op's caller is the
+	 * nearest enclosing op, a Python function's the nearest function */
+	for (i = depth; i-- > 0;) {
+		if (stack[i].kind == p->kind) {
+			caller = stack[i].sym;
+			break;
+		}
+	}
+	for (i = 0; i < depth; i++) {
+		if (stack[i].kind != p->kind)
+			continue;
+		if (stack[i].sym == s->sym) {
+			recursive = true;
+			pair_active |= caller && prev == caller;
+		}
+		prev = stack[i].sym;
+	}
+
+	f = profile_func_get(p, s->sym);
+	if (!f)
+		return -ENOMEM;
+	f->ncalls += is_call;
+	f->pcalls += is_call && !recursive;
+	f->tt_ns += self_ns;
+	f->ct_ns += recursive ? 0 : dur;
+	if (!caller)
+		return 0;
+
+	e = profile_edge_get(p, caller, s->sym);
+	if (!e)
+		return -ENOMEM;
+	e->ncalls += is_call;
+	e->pcalls += is_call && !pair_active;
+	e->tt_ns += self_ns;
+	e->ct_ns += pair_active ? 0 : dur;
+	return 0;
+}
+
+const struct profile_func *profile__funcs(const struct profile *p, size_t *n)
+{
+	*n = p->nfuncs;
+	return p->funcs;
+}
+
+const struct profile_edge *profile__edges(const struct profile *p, size_t *n)
+{
+	*n = p->nedges;
+	return p->edges;
+}
+
+long profile__find(const struct profile *p, uint32_t sym)
+{
+	uint64_t *idx = u64map__get(&p->func_idx, sym);
+
+	return idx ? (long)*idx : -ENOENT;
+}
+
+void profile__totals(const struct profile *p, uint64_t *ncalls, uint64_t *pcalls, uint64_t *tt_ns)
+{
+	*ncalls = *pcalls = *tt_ns = 0;
+	for (size_t i = 0; i < p->nfuncs; i++) {
+		*ncalls += p->funcs[i].ncalls;
+		*pcalls += p->funcs[i].pcalls;
+		*tt_ns += p->funcs[i].tt_ns;
+	}
+}
+
+/* Self time of spans of other kinds, waiting to be folded into the frame of
+ * the profiled kind at that stack index when it closes. */
+struct fold_stack {
+	uint64_t *pending;
+	unsigned int cap;
+};
+
+struct collector {
+	const struct profile_opts *o;
+	struct profile_run *run;
+	struct fold_stack *folds; /* parallel to run->threads */
+	size_t threads_cap, folds_cap;
+	struct u64map thread_idx; /* thread_key() -> index */
+	int err;
+};
+
+/* u64map keys must not be 0; no real pid has bit 31 set */
+static uint64_t thread_key(uint32_t pid, uint32_t tid)
+{
+	return ((uint64_t)pid << 32 | tid) ^ 1ULL << 63;
+}
+
+static struct profile_thread *collector_thread(struct collector *c, uint32_t pid, uint32_t tid,
+					       struct fold_stack **fold)
+{
+	struct profile_run *run = c->run;
+	uint64_t key = thread_key(pid, tid);
+	uint64_t *idx = u64map__get(&c->thread_idx, key);
+	struct profile_thread *t;
+
+	if (idx) {
+		*fold = &c->folds[*idx];
+		return &run->threads[*idx];
+	}
+	if (grow_array((void **)&run->threads, &c->threads_cap, run->nthreads + 1,
+		       sizeof(*run->threads)) ||
+	    grow_array((void **)&c->folds, &c->folds_cap, run->nthreads + 1, sizeof(*c->folds)) ||
+	    u64map__put(&c->thread_idx, key, run->nthreads))
+		return NULL;
+	t = &run->threads[run->nthreads];
+	t->pid = pid;
+	t->tid = tid;
+	if (c->o->per_thread && profile__new(c->o->kind, &t->prof))
+		return NULL;
+	*fold = &c->folds[run->nthreads++];
+	return t;
+}
+
+static int fold_stack_reserve(struct fold_stack *f, unsigned int depth)
+{
+	unsigned int cap = f->cap ? f->cap : 64;
+	uint64_t *n;
+
+	if (depth < f->cap)
+		return 0;
+	while (cap <= depth)
+		cap *= 2;
+	n = realloc(f->pending, cap * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	memset(n + f->cap, 0, (cap - f->cap) * sizeof(*n));
+	f->pending = n;
+	f->cap = cap;
+	return 0;
+}
+
+static int collector_span(struct collector *c, const struct model_span *s,
+			  const struct model_frame *stack, unsigned int depth)
+{
+	uint16_t kind = c->o->kind;
+	struct profile_thread *t;
+	struct fold_stack *f;
+	uint64_t self_ns;
+	int err;
+
+	t = collector_thread(c, s->pid, s->tid, &f);
+	if (!t || fold_stack_reserve(f, depth))
+		return -ENOMEM;
+	if (s->kind != kind) {
+		/* time in an op under a function (or in Python under an op) is
+		 * self time of the nearest enclosing span of the profiled kind */
+		for (unsigned int i = depth; i-- > 0;) {
+			if (stack[i].kind == kind) {
+				f->pending[i] += s->self_ns;
+				break;
+			}
+		}
+		return 0;
+	}
+	self_ns = s->self_ns + f->pending[depth];
+	f->pending[depth] = 0;
+	err = profile__add(c->run->all, s, self_ns, stack, depth);
+	if (!err && t->prof)
+		err = profile__add(t->prof, s, self_ns, stack, depth);
+	return err;
+}
+
+static void collector_on_span(void *ctx, const struct model_span *s,
+			      const struct model_frame *stack, unsigned int depth)
+{
+	struct collector *c = ctx;
+
+	if (c->err || (c->o->by_tid && s->tid != c->o->tid))
+		return;
+	c->err = collector_span(c, s, stack, depth);
+}
+
+static void collector_on_record(void *ctx, const struct ptg_record *rec,
+				const struct model_frame *stack, unsigned int depth)
+{
+	struct collector *c = ctx;
+	struct profile_thread *t;
+	struct fold_stack *f;
+
+	if (c->err || rec->kind != PTG_REC_THREAD || (c->o->by_tid && rec->tid != c->o->tid))
+		return;
+	t = collector_thread(c, rec->pid, rec->tid, &f);
+	if (!t) {
+		c->err = -ENOMEM;
+		return;
+	}
+	t->name_sym = rec->sym;
+}
+
+void profile_run__free(struct profile_run *run)
+{
+	if (!run)
+		return;
+	for (size_t i = 0; i < run->nthreads; i++)
+		profile__free(run->threads[i].prof);
+	free(run->threads);
+	profile__free(run->all);
+	free(run);
+}
+
+int profile_run__collect(struct trace_reader *r, const struct profile_opts *o,
+			 struct profile_run **out)
+{
+	struct model_visitor v = {.span = collector_on_span, .record = collector_on_record};
+	struct collector c = {.o = o};
+	int err;
+
+	c.run = calloc(1, sizeof(*c.run));
+	if (!c.run)
+		return -ENOMEM;
+	err = profile__new(o->kind, &c.run->all);
+	if (err)
+		goto cleanup;
+	err = model__walk(r, &v, &c, &c.run->stats);
+	if (!err)
+		err = c.err;
+	if (err == -ENOMEM)
+		fprintf(stderr, "profile: out of memory\n");
+cleanup:
+	for (size_t i = 0; c.folds && i < c.run->nthreads; i++)
+		free(c.folds[i].pending);
+	free(c.folds);
+	u64map__free(&c.thread_idx);
+	if (err) {
+		profile_run__free(c.run);
+		return err;
+	}
+	*out = c.run;
+	return 0;
+}
