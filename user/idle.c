@@ -1,0 +1,1120 @@
+// SPDX-License-Identifier: MIT
+/*
+ * GPU idle analysis in two passes. Pass 1 keeps one 32-byte entry per GPU
+ * op and one per correlated CUDA call, joins them by correlation id and
+ * derives every GPU-side timeline (busy intervals, queue depth, breakdowns).
+ * Pass 2 walks CPU spans with the model and looks each one up in those
+ * timelines by binary search, keeping only the events that can be ranked.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "idle.h"
+#include "model.h"
+
+#define NONE UINT64_MAX
+/* BasicEvaluation's falling phase: from a depth of at least 4 down to 0 */
+#define QD_PEAK_MIN 4
+
+#define SF_KNOWN 1
+#define SF_SEED_LAUNCH 2 /* a launch call as BasicEvaluation's patterns define it */
+#define SF_COMM 4	 /* a communication kernel (HTA: "nccl" in the name) */
+
+struct gop {
+	uint64_t start;
+	uint64_t end;
+	uint64_t launch; /* correlation id in pass 1, then start of the launching call or NONE */
+	uint32_t stream;
+	uint16_t device;
+	uint8_t kind;
+	uint8_t flags; /* SF_SEED_LAUNCH from the call, SF_COMM from the kernel */
+};
+
+struct lcall {
+	uint64_t corr;
+	uint64_t ts;
+	uint32_t seed;
+};
+
+struct qd_point {
+	uint64_t t;
+	uint32_t depth;
+};
+
+struct span_iv {
+	uint64_t start, end;
+};
+
+struct acc_slot {
+	uint32_t pid, tid, level, used;
+	uint64_t ns;
+};
+
+/* Child CUDA-call time per open frame, keyed by (pid, tid, stack level). */
+struct acc_map {
+	struct acc_slot *slots;
+	size_t mask, n;
+};
+
+struct cand {
+	uint64_t start, dur, self_ns, idle_ns;
+	uint32_t sym, pysym, qd;
+	uint16_t kind;
+};
+
+struct idle_ctx {
+	struct trace_reader *r;
+	const struct idle_opts *o;
+	struct idle_report *rep;
+	uint8_t *symflags;
+	size_t nsyms;
+	struct gop *gops;
+	size_t ngops, gcap;
+	struct lcall *calls;
+	size_t ncalls, ccap;
+	struct qd_point *points;
+	size_t npoints;
+	struct span_iv *decr;
+	size_t ndecr;
+	struct acc_map acc;
+	struct idle_name *names; /* indexed by sym */
+	struct cand *cands;
+	size_t ncands, candcap;
+	int err;
+};
+
+void idle_opts__defaults(struct idle_opts *o)
+{
+	o->top_n = 10;
+	o->kernel_wait_ns = 30000;
+	o->max_queue_len = 1024;
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t size)
+{
+	size_t ncap = *cap ? *cap * 2 : 1024;
+	void *np;
+
+	if (need <= *cap)
+		return 0;
+	while (ncap < need)
+		ncap *= 2;
+	np = realloc(*p, ncap * size);
+	if (!np)
+		return -ENOMEM;
+	*p = np;
+	*cap = ncap;
+	return 0;
+}
+
+static int cmp_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? -1 : a > b;
+}
+
+static bool starts_with(const char *s, const char *prefix)
+{
+	return !strncmp(s, prefix, strlen(prefix));
+}
+
+static bool is_seed_launch(const char *name)
+{
+	/* BasicEvaluation's runtime patterns, plus their driver twins that a recorder sees */
+	static const char *const pats[] = {"cudaLaunchKernel", "__cudaLaunchKernel",
+					   "cudaLaunchCooperativeKernel", "cuLaunchKernel",
+					   "cuLaunchCooperativeKernel"};
+	size_t i;
+
+	for (i = 0; i < sizeof(pats) / sizeof(pats[0]); i++) {
+		if (starts_with(name, pats[i]))
+			return true;
+	}
+	return false;
+}
+
+static uint8_t sym_flags(struct idle_ctx *c, uint32_t id)
+{
+	const struct ptg_sym *s;
+	uint8_t f = SF_KNOWN;
+
+	if (id > c->nsyms)
+		return SF_KNOWN;
+	if (c->symflags[id])
+		return c->symflags[id];
+	s = trace_reader__sym(c->r, id);
+	if (s && is_seed_launch(s->name))
+		f |= SF_SEED_LAUNCH;
+	if (s && strcasestr(s->name, "nccl"))
+		f |= SF_COMM;
+	c->symflags[id] = f;
+	return f;
+}
+
+static int gop_add(struct idle_ctx *c, const struct ptg_record *rec)
+{
+	struct gop *g;
+
+	if (grow((void **)&c->gops, &c->gcap, c->ngops + 1, sizeof(*g)))
+		return -ENOMEM;
+	g = &c->gops[c->ngops++];
+	g->start = rec->ts;
+	g->end = rec->ts + rec->dur;
+	g->launch = rec->corr;
+	g->stream = rec->stream;
+	g->device = rec->device;
+	g->kind = rec->kind;
+	g->flags = rec->kind == PTG_REC_GPU_KERNEL ? sym_flags(c, rec->sym) & SF_COMM : 0;
+	return 0;
+}
+
+static int call_add(struct idle_ctx *c, const struct ptg_record *rec)
+{
+	struct lcall *l;
+
+	if (grow((void **)&c->calls, &c->ccap, c->ncalls + 1, sizeof(*l)))
+		return -ENOMEM;
+	l = &c->calls[c->ncalls++];
+	l->corr = rec->corr;
+	l->ts = rec->ts;
+	l->seed = sym_flags(c, rec->sym) & SF_SEED_LAUNCH;
+	return 0;
+}
+
+/* Pass 1: GPU ops and the CUDA calls that may have launched them. */
+static int pass1(struct idle_ctx *c)
+{
+	struct ptg_record rec;
+	int err;
+
+	while ((err = trace_reader__next(c->r, &rec)) > 0) {
+		switch (rec.kind) {
+		case PTG_REC_GPU_KERNEL:
+		case PTG_REC_GPU_MEMCPY:
+		case PTG_REC_GPU_MEMSET:
+			err = gop_add(c, &rec);
+			break;
+		case PTG_REC_CUDA_CALL:
+			err = rec.corr ? call_add(c, &rec) : 0;
+			break;
+		default:
+			err = 0;
+		}
+		if (err)
+			return err;
+	}
+	if (err < 0)
+		fprintf(stderr, "idle: %s\n", trace_reader__error(c->r));
+	return err;
+}
+
+static int cmp_call(const void *pa, const void *pb)
+{
+	const struct lcall *a = pa, *b = pb;
+
+	return cmp_u64(a->corr, b->corr) ?: cmp_u64(a->ts, b->ts);
+}
+
+static int cmp_gop_corr(const void *pa, const void *pb)
+{
+	const struct gop *a = pa, *b = pb;
+
+	return cmp_u64(a->launch, b->launch);
+}
+
+/* Replaces each op's correlation id by the start of its launching call. */
+static void join_launches(struct idle_ctx *c)
+{
+	size_t i, j = 0;
+
+	qsort(c->calls, c->ncalls, sizeof(*c->calls), cmp_call);
+	qsort(c->gops, c->ngops, sizeof(*c->gops), cmp_gop_corr);
+	for (i = 0; i < c->ngops; i++) {
+		struct gop *g = &c->gops[i];
+		uint64_t corr = g->launch;
+
+		while (j < c->ncalls && c->calls[j].corr < corr)
+			j++;
+		g->launch = NONE;
+		if (corr && j < c->ncalls && c->calls[j].corr == corr) {
+			g->launch = c->calls[j].ts;
+			if (c->calls[j].seed)
+				g->flags |= SF_SEED_LAUNCH;
+		}
+	}
+	free(c->calls);
+	c->calls = NULL;
+}
+
+static int cmp_u64p(const void *a, const void *b)
+{
+	return cmp_u64(*(const uint64_t *)a, *(const uint64_t *)b);
+}
+
+/* Nearest-rank percentile of sorted v. */
+static uint64_t percentile(const uint64_t *v, size_t n, unsigned int pct)
+{
+	size_t rank = (n * pct + 99) / 100;
+
+	return v[rank ? rank - 1 : 0];
+}
+
+static int launch_delays(struct idle_ctx *c)
+{
+	struct idle_delay *d = &c->rep->launch_delay;
+	uint64_t *v = malloc((c->ngops + 1) * sizeof(*v));
+	double sum = 0;
+	size_t i, n = 0;
+
+	if (!v)
+		return -ENOMEM;
+	for (i = 0; i < c->ngops; i++) {
+		const struct gop *g = &c->gops[i];
+
+		if (g->kind != PTG_REC_GPU_KERNEL || g->launch == NONE)
+			continue;
+		/* clocks of host and GPU can disagree by a little: a negative delay is 0 */
+		v[n] = g->start > g->launch ? g->start - g->launch : 0;
+		sum += v[n++];
+	}
+	if (n) {
+		qsort(v, n, sizeof(*v), cmp_u64p);
+		d->count = n;
+		d->mean_ns = sum / n;
+		d->p50_ns = percentile(v, n, 50);
+		d->p95_ns = percentile(v, n, 95);
+		d->max_ns = v[n - 1];
+	}
+	free(v);
+	return 0;
+}
+
+/* Kernels counted in the launch queue: launched by a launch call we saw. */
+static bool in_queue(const struct gop *g)
+{
+	return g->kind == PTG_REC_GPU_KERNEL && g->launch != NONE && (g->flags & SF_SEED_LAUNCH);
+}
+
+static int queue_arrays(struct idle_ctx *c)
+{
+	struct idle_report *rep = c->rep;
+	size_t i, n = 0;
+
+	rep->launches = malloc((c->ngops + 1) * sizeof(uint64_t));
+	rep->kstarts = malloc((c->ngops + 1) * sizeof(uint64_t));
+	if (!rep->launches || !rep->kstarts)
+		return -ENOMEM;
+	for (i = 0; i < c->ngops; i++) {
+		if (!in_queue(&c->gops[i]))
+			continue;
+		rep->launches[n] = c->gops[i].launch;
+		rep->kstarts[n++] = c->gops[i].start;
+	}
+	qsort(rep->launches, n, sizeof(uint64_t), cmp_u64p);
+	qsort(rep->kstarts, n, sizeof(uint64_t), cmp_u64p);
+	rep->nqd = n;
+	return 0;
+}
+
+/* Number of elements of sorted v that are <= t. */
+static size_t count_le(const uint64_t *v, size_t n, uint64_t t)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (v[mid] <= t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+uint32_t idle_report__queue_depth(const struct idle_report *rep, uint64_t t)
+{
+	size_t l = count_le(rep->launches, rep->nqd, t), k = count_le(rep->kstarts, rep->nqd, t);
+
+	return l > k ? l - k : 0;
+}
+
+/*
+ * The queue-depth data points of BasicEvaluation: every launch and every
+ * kernel start, launches first at equal times, each with the depth after it.
+ */
+static int queue_points(struct idle_ctx *c)
+{
+	const struct idle_report *rep = c->rep;
+	size_t n = rep->nqd, il = 0, ik = 0, k = 0, i;
+
+	c->points = malloc((2 * n + 1) * sizeof(*c->points));
+	if (!c->points)
+		return -ENOMEM;
+	for (i = 0; i < 2 * n; i++) {
+		bool launch = il < n && (ik >= n || rep->launches[il] <= rep->kstarts[ik]);
+		uint64_t t = launch ? rep->launches[il++] : rep->kstarts[ik++];
+
+		while (k < n && rep->kstarts[k] <= t)
+			k++;
+		c->points[i].t = t;
+		c->points[i].depth = il > k ? il - k : 0;
+	}
+	c->npoints = 2 * n;
+	return 0;
+}
+
+static unsigned int qd_bucket(uint32_t d)
+{
+	unsigned int b = 0;
+
+	while (d && b < IDLE_QD_BUCKETS - 1) {
+		b++;
+		d >>= 1;
+	}
+	return b;
+}
+
+/* Adds depth d over [a, b) to the histogram and the timeline buckets. */
+static void qd_segment(struct idle_report *rep, uint64_t a, uint64_t b, uint32_t d)
+{
+	uint64_t span = rep->qd_last - rep->qd_first, lo, hi;
+	size_t i;
+
+	rep->qd_hist_ns[qd_bucket(d)] += b - a;
+	if (!span)
+		return;
+	i = (a - rep->qd_first) * IDLE_TIMELINE_BUCKETS / span;
+	for (; i < IDLE_TIMELINE_BUCKETS; i++) {
+		lo = rep->qd_first + span * i / IDLE_TIMELINE_BUCKETS;
+		hi = rep->qd_first + span * (i + 1) / IDLE_TIMELINE_BUCKETS;
+		if (lo >= b && a != b)
+			break;
+		/* an instant still counts for its bucket's maximum */
+		if (d > rep->qd_timeline_max[i])
+			rep->qd_timeline_max[i] = d;
+		if (a == b)
+			break;
+		rep->qd_timeline_mean[i] += (double)d * ((b < hi ? b : hi) - (a > lo ? a : lo));
+	}
+}
+
+static void queue_stats(struct idle_ctx *c)
+{
+	struct idle_report *rep = c->rep;
+	double integral = 0;
+	uint64_t span, lo, hi;
+	size_t i;
+
+	if (!c->npoints)
+		return;
+	rep->qd_first = c->points[0].t;
+	rep->qd_last = c->points[c->npoints - 1].t;
+	for (i = 0; i < c->npoints; i++) {
+		const struct qd_point *p = &c->points[i];
+		uint64_t next = i + 1 < c->npoints ? p[1].t : p->t;
+
+		if (p->depth > rep->qd_max)
+			rep->qd_max = p->depth;
+		integral += (double)p->depth * (next - p->t);
+		qd_segment(rep, p->t, next, p->depth);
+	}
+	span = rep->qd_last - rep->qd_first;
+	rep->qd_mean = span ? integral / span : 0;
+	for (i = 0; i < IDLE_TIMELINE_BUCKETS && span; i++) {
+		lo = rep->qd_first + span * i / IDLE_TIMELINE_BUCKETS;
+		hi = rep->qd_first + span * (i + 1) / IDLE_TIMELINE_BUCKETS;
+		rep->qd_timeline_mean[i] = hi > lo ? rep->qd_timeline_mean[i] / (hi - lo) : 0;
+	}
+}
+
+static int decr_add(struct idle_ctx *c, size_t *cap, uint64_t a, uint64_t b)
+{
+	c->rep->decreases++;
+	/* an empty phase overlaps nothing, and dropping it keeps the list disjoint */
+	if (a >= b)
+		return 0;
+	if (grow((void **)&c->decr, cap, c->ndecr + 1, sizeof(*c->decr)))
+		return -ENOMEM;
+	c->decr[c->ndecr].start = a;
+	c->decr[c->ndecr++].end = b;
+	return 0;
+}
+
+/*
+ * BasicEvaluation.rank_events, step 1, kept exactly: walking the depth
+ * points backwards from the end, each zero opens a search up to the next
+ * zero; when the peak in between reaches QD_PEAK_MIN the span from the peak
+ * to the zero is a falling phase, and the walk resumes after the next zero
+ * (so that zero never closes a phase of its own).
+ */
+static int find_decreases(struct idle_ctx *c)
+{
+	size_t n = c->npoints, i = 0, j, k, end, peak, cap = 0, lo, hi;
+	const struct qd_point *p = c->points;
+#define QD(r) (p[n - 1 - (r)].depth)
+#define T(r) (p[n - 1 - (r)].t)
+
+	while (i < n) {
+		if (QD(i) > 0 || i + 1 >= n) {
+			i++;
+			continue;
+		}
+		j = i + 1;
+		for (end = j; end < n && QD(end) > 0; end++)
+			;
+		for (peak = j, k = j; k < end; k++) {
+			if (QD(k) > QD(peak))
+				peak = k;
+		}
+		if (end > j && QD(peak) >= QD_PEAK_MIN) {
+			if (decr_add(c, &cap, T(peak), T(i)))
+				return -ENOMEM;
+			if (end < n)
+				i = end;
+		}
+		i++;
+	}
+#undef QD
+#undef T
+	/* found from the end backwards: put them in time order */
+	for (lo = 0, hi = c->ndecr; hi > lo + 1; lo++, hi--) {
+		struct span_iv t = c->decr[lo];
+
+		c->decr[lo] = c->decr[hi - 1];
+		c->decr[hi - 1] = t;
+	}
+	return 0;
+}
+
+static bool in_decrease(const struct idle_ctx *c, uint64_t s, uint64_t e)
+{
+	size_t lo = 0, hi = c->ndecr;
+
+	if (s >= e)
+		return false;
+	/* the last phase that starts before e is the only one that can overlap */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (c->decr[mid].start < e)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo && c->decr[lo - 1].end > s;
+}
+
+static int cmp_gop_start(const void *pa, const void *pb)
+{
+	const struct gop *a = pa, *b = pb;
+
+	return cmp_u64(a->start, b->start) ?: cmp_u64(a->end, b->end);
+}
+
+static int cmp_gop_dev(const void *pa, const void *pb)
+{
+	const struct gop *a = pa, *b = pb;
+
+	return cmp_u64(a->device, b->device) ?: cmp_gop_start(pa, pb);
+}
+
+static int cmp_gop_stream(const void *pa, const void *pb)
+{
+	const struct gop *a = pa, *b = pb;
+
+	return cmp_u64(a->device, b->device) ?: cmp_u64(a->stream, b->stream)
+		?: cmp_gop_start(pa, pb);
+}
+
+/* Keeps the top_n longest gaps, longest first. */
+static void gap_keep(struct idle_ctx *c, uint64_t a, uint64_t b, uint32_t device)
+{
+	struct idle_report *rep = c->rep;
+	size_t i;
+
+	rep->gap_count++;
+	if (!c->o->top_n)
+		return;
+	if (rep->ngaps == c->o->top_n) {
+		const struct idle_gap *last = &rep->gaps[rep->ngaps - 1];
+
+		if (b - a <= last->end - last->start)
+			return;
+		rep->ngaps--;
+	}
+	for (i = rep->ngaps; i > 0 && rep->gaps[i - 1].end - rep->gaps[i - 1].start < b - a; i--)
+		rep->gaps[i] = rep->gaps[i - 1];
+	rep->gaps[i].start = a;
+	rep->gaps[i].end = b;
+	rep->gaps[i].device = device;
+	rep->ngaps++;
+}
+
+/* Merged length of the ops of g[0..n) that match; gaps are reported when dev is given. */
+static uint64_t merged_busy(struct idle_ctx *c, const struct gop *g, size_t n, bool compute_only,
+			    struct idle_device *dev)
+{
+	uint64_t busy = 0, s = 0, e = 0;
+	bool open = false;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (compute_only && (g[i].kind != PTG_REC_GPU_KERNEL || (g[i].flags & SF_COMM)))
+			continue;
+		if (open && g[i].start <= e) {
+			if (g[i].end > e)
+				e = g[i].end;
+			continue;
+		}
+		if (open) {
+			busy += e - s;
+			if (dev) {
+				gap_keep(c, e, g[i].start, dev->device);
+				dev->gaps++;
+			}
+		}
+		s = g[i].start;
+		e = g[i].end;
+		open = true;
+	}
+	return open ? busy + (e - s) : busy;
+}
+
+static void device_breakdown(struct idle_ctx *c, const struct gop *g, size_t n,
+			     struct idle_device *d)
+{
+	uint64_t busy;
+	size_t i;
+
+	d->device = g[0].device;
+	d->first = g[0].start;
+	for (i = 0; i < n; i++) {
+		if (g[i].end > d->last)
+			d->last = g[i].end;
+		d->kernels += g[i].kind == PTG_REC_GPU_KERNEL;
+		d->memcpys += g[i].kind == PTG_REC_GPU_MEMCPY;
+		d->memsets += g[i].kind == PTG_REC_GPU_MEMSET;
+		if (g[i].kind == PTG_REC_GPU_KERNEL)
+			d->kernel_ns += g[i].end - g[i].start;
+	}
+	busy = merged_busy(c, g, n, false, d);
+	d->idle_ns = d->last - d->first - busy;
+	d->compute_ns = merged_busy(c, g, n, true, NULL);
+	d->non_compute_ns = busy - d->compute_ns;
+}
+
+static int devices(struct idle_ctx *c)
+{
+	struct idle_report *rep = c->rep;
+	size_t i, lo, cap = 0;
+
+	qsort(c->gops, c->ngops, sizeof(*c->gops), cmp_gop_dev);
+	rep->gaps = calloc(c->o->top_n + 1, sizeof(*rep->gaps));
+	if (!rep->gaps)
+		return -ENOMEM;
+	for (lo = 0; lo < c->ngops; lo = i) {
+		struct idle_device *d;
+
+		for (i = lo; i < c->ngops && c->gops[i].device == c->gops[lo].device; i++)
+			;
+		if (grow((void **)&rep->devices, &cap, rep->ndevices + 1, sizeof(*d)))
+			return -ENOMEM;
+		d = &rep->devices[rep->ndevices++];
+		memset(d, 0, sizeof(*d));
+		device_breakdown(c, &c->gops[lo], i - lo, d);
+	}
+	return 0;
+}
+
+/* Busy intervals of all devices merged, with the busy time before each. */
+static int global_busy(struct idle_ctx *c)
+{
+	struct idle_report *rep = c->rep;
+	uint64_t total = 0;
+	size_t i, n = 0;
+
+	qsort(c->gops, c->ngops, sizeof(*c->gops), cmp_gop_start);
+	rep->busy = malloc((2 * c->ngops + 2) * sizeof(uint64_t));
+	rep->busy_before = malloc((c->ngops + 1) * sizeof(uint64_t));
+	if (!rep->busy || !rep->busy_before)
+		return -ENOMEM;
+	for (i = 0; i < c->ngops; i++) {
+		const struct gop *g = &c->gops[i];
+
+		if (n && g->start <= rep->busy[2 * n - 1]) {
+			if (g->end > rep->busy[2 * n - 1])
+				rep->busy[2 * n - 1] = g->end;
+			continue;
+		}
+		if (n)
+			total += rep->busy[2 * n - 1] - rep->busy[2 * n - 2];
+		rep->busy_before[n] = total;
+		rep->busy[2 * n] = g->start;
+		rep->busy[2 * n + 1] = g->end;
+		n++;
+	}
+	rep->nbusy = n;
+	if (n) {
+		total += rep->busy[2 * n - 1] - rep->busy[2 * n - 2];
+		rep->gpu_first = rep->busy[0];
+		rep->gpu_last = rep->busy[2 * n - 1];
+		rep->gpu_idle_ns = rep->gpu_last - rep->gpu_first - total;
+	}
+	return 0;
+}
+
+/* Busy time of all devices before t. */
+static uint64_t busy_until(const struct idle_report *rep, uint64_t t)
+{
+	size_t lo = 0, hi = rep->nbusy, k;
+	uint64_t s, e;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (rep->busy[2 * mid] < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return 0;
+	k = lo - 1;
+	s = rep->busy[2 * k];
+	e = rep->busy[2 * k + 1];
+	return rep->busy_before[k] + (t < e ? t : e) - s;
+}
+
+uint64_t idle_report__idle_overlap(const struct idle_report *rep, uint64_t start, uint64_t end)
+{
+	uint64_t a = start > rep->gpu_first ? start : rep->gpu_first;
+	uint64_t b = end < rep->gpu_last ? end : rep->gpu_last;
+
+	if (!rep->nbusy || a >= b)
+		return 0;
+	return (b - a) - (busy_until(rep, b) - busy_until(rep, a));
+}
+
+/* HTA's idle time breakdown of one stream: each gap is charged to the op after it. */
+static void stream_idle(const struct idle_opts *o, const struct gop *g, size_t n,
+			struct idle_stream *s)
+{
+	size_t i;
+
+	for (i = 1; i < n; i++) {
+		uint64_t prev_end = g[i - 1].end;
+		uint64_t gap = g[i].start > prev_end ? g[i].start - prev_end : 0;
+
+		if (g[i].launch != NONE && g[i].launch > prev_end)
+			s->host_wait_ns += gap;
+		else if (gap < o->kernel_wait_ns)
+			s->kernel_wait_ns += gap;
+		else
+			s->other_wait_ns += gap;
+	}
+}
+
+struct qchange {
+	uint64_t t;
+	int64_t delta;
+};
+
+static int cmp_qchange(const void *pa, const void *pb)
+{
+	const struct qchange *a = pa, *b = pb;
+
+	return cmp_u64(a->t, b->t) ?: (a->delta > b->delta) - (a->delta < b->delta);
+}
+
+/* HTA's queue length of one stream: +1 at each launching call, -1 at each op start. */
+static void stream_queue(const struct idle_opts *o, const struct gop *g, size_t n,
+			 struct qchange *q, struct idle_stream *s)
+{
+	size_t i, m = 0;
+	int64_t len = 0;
+	double integral = 0;
+
+	for (i = 0; i < n; i++) {
+		if (g[i].launch == NONE)
+			continue;
+		q[m++] = (struct qchange){g[i].launch, 1};
+		q[m++] = (struct qchange){g[i].start, -1};
+	}
+	qsort(q, m, sizeof(*q), cmp_qchange);
+	for (i = 0; i < m; i++) {
+		uint64_t dur = i + 1 < m ? q[i + 1].t - q[i].t : 0;
+
+		len += q[i].delta;
+		if (len > (int64_t)s->max_queue)
+			s->max_queue = len;
+		if (len > 0)
+			integral += (double)len * dur;
+		if (len >= (int64_t)o->max_queue_len)
+			s->full_queue_ns += dur;
+	}
+	if (m && q[m - 1].t > q[0].t)
+		s->mean_queue = integral / (q[m - 1].t - q[0].t);
+}
+
+static int streams(struct idle_ctx *c)
+{
+	struct idle_report *rep = c->rep;
+	struct qchange *q = malloc((2 * c->ngops + 1) * sizeof(*q));
+	size_t i, lo, cap = 0;
+
+	if (!q)
+		return -ENOMEM;
+	qsort(c->gops, c->ngops, sizeof(*c->gops), cmp_gop_stream);
+	for (lo = 0; lo < c->ngops; lo = i) {
+		const struct gop *g = &c->gops[lo];
+		struct idle_stream *s;
+
+		for (i = lo; i < c->ngops && c->gops[i].device == g->device &&
+			     c->gops[i].stream == g->stream;
+		     i++)
+			;
+		if (grow((void **)&rep->streams, &cap, rep->nstreams + 1, sizeof(*s))) {
+			free(q);
+			return -ENOMEM;
+		}
+		s = &rep->streams[rep->nstreams++];
+		memset(s, 0, sizeof(*s));
+		s->device = g->device;
+		s->stream = g->stream;
+		s->ops = i - lo;
+		stream_idle(c->o, g, i - lo, s);
+		stream_queue(c->o, g, i - lo, q, s);
+	}
+	free(q);
+	return 0;
+}
+
+static int gpu_side(struct idle_ctx *c)
+{
+	int err;
+
+	c->rep->gpu_ops = c->ngops;
+	join_launches(c);
+	if ((err = launch_delays(c)) || (err = queue_arrays(c)) || (err = queue_points(c)))
+		return err;
+	queue_stats(c);
+	if ((err = find_decreases(c)) || (err = devices(c)) || (err = global_busy(c)) ||
+	    (err = streams(c)))
+		return err;
+	free(c->points);
+	c->points = NULL;
+	free(c->gops);
+	c->gops = NULL;
+	return 0;
+}
+
+static size_t acc_hash(uint32_t pid, uint32_t tid, uint32_t level)
+{
+	uint64_t k = ((uint64_t)pid << 32 | tid) * 0x9e3779b97f4a7c15ull + level * 0xff51afd7ed558ccdull;
+
+	return k ^ k >> 29;
+}
+
+static struct acc_slot *acc_slot(struct acc_map *m, uint32_t pid, uint32_t tid, uint32_t level)
+{
+	size_t i;
+
+	for (i = acc_hash(pid, tid, level) & m->mask; m->slots[i].used; i = (i + 1) & m->mask) {
+		struct acc_slot *s = &m->slots[i];
+
+		if (s->pid == pid && s->tid == tid && s->level == level)
+			return s;
+	}
+	return &m->slots[i];
+}
+
+static int acc_grow(struct acc_map *m)
+{
+	struct acc_map nm = {.mask = m->slots ? 2 * m->mask + 1 : 255};
+	size_t i;
+
+	nm.slots = calloc(nm.mask + 1, sizeof(*nm.slots));
+	if (!nm.slots)
+		return -ENOMEM;
+	for (i = 0; m->slots && i <= m->mask; i++) {
+		const struct acc_slot *s = &m->slots[i];
+
+		if (s->used)
+			*acc_slot(&nm, s->pid, s->tid, s->level) = *s;
+	}
+	nm.n = m->n;
+	free(m->slots);
+	*m = nm;
+	return 0;
+}
+
+static int acc_add(struct acc_map *m, uint32_t pid, uint32_t tid, uint32_t level, uint64_t ns)
+{
+	struct acc_slot *s;
+
+	if ((m->n + 1) * 2 > m->mask + 1 && acc_grow(m))
+		return -ENOMEM;
+	s = acc_slot(m, pid, tid, level);
+	if (!s->used) {
+		*s = (struct acc_slot){pid, tid, level, 1, 0};
+		m->n++;
+	}
+	s->ns += ns;
+	return 0;
+}
+
+static uint64_t acc_take(struct acc_map *m, uint32_t pid, uint32_t tid, uint32_t level)
+{
+	struct acc_slot *s;
+	uint64_t ns;
+
+	if (!m->slots)
+		return 0;
+	s = acc_slot(m, pid, tid, level);
+	ns = s->used ? s->ns : 0;
+	if (s->used)
+		s->ns = 0;
+	return ns;
+}
+
+static uint32_t innermost_py(const struct model_frame *stack, unsigned int depth)
+{
+	while (depth--) {
+		if (stack[depth].kind == PTG_REC_PY_ENTER)
+			return stack[depth].sym;
+	}
+	return 0;
+}
+
+static void cpu_event(struct idle_ctx *c, const struct idle_event *ev)
+{
+	struct idle_name *nm;
+	struct cand *k;
+
+	c->rep->cpu_events++;
+	if (ev->sym && ev->sym <= c->nsyms) {
+		nm = &c->names[ev->sym];
+		nm->sym = ev->sym;
+		nm->kind = ev->kind;
+		nm->count++;
+		nm->total_ns += ev->dur;
+		nm->self_ns += ev->self_ns;
+		nm->idle_ns += ev->idle_ns;
+		nm->qd_sum += ev->queue_depth;
+	}
+	if (!in_decrease(c, ev->start, ev->start + ev->dur))
+		return;
+	if (grow((void **)&c->cands, &c->candcap, c->ncands + 1, sizeof(*k))) {
+		c->err = -ENOMEM;
+		return;
+	}
+	k = &c->cands[c->ncands++];
+	*k = (struct cand){ev->start, ev->dur, ev->self_ns, ev->idle_ns,
+			   ev->sym, ev->pysym, ev->queue_depth, ev->kind};
+}
+
+static void cpu_event_at(struct idle_ctx *c, struct idle_event *ev)
+{
+	ev->idle_ns = idle_report__idle_overlap(c->rep, ev->start, ev->start + ev->dur);
+	ev->queue_depth = idle_report__queue_depth(c->rep, ev->start);
+	cpu_event(c, ev);
+}
+
+static void p2_span(void *ctx, const struct model_span *s, const struct model_frame *stack,
+		    unsigned int depth)
+{
+	struct idle_ctx *c = ctx;
+	uint64_t calls = acc_take(&c->acc, s->pid, s->tid, depth);
+	struct idle_event ev = {
+		.start = s->start,
+		.dur = s->end - s->start,
+		.self_ns = s->self_ns > calls ? s->self_ns - calls : 0,
+		.sym = s->sym,
+		.kind = s->kind,
+	};
+
+	/* BasicEvaluation's source location starts at the event itself */
+	ev.pysym = s->kind == PTG_REC_PY_ENTER ? s->sym : innermost_py(stack, depth);
+	cpu_event_at(c, &ev);
+}
+
+static void p2_record(void *ctx, const struct ptg_record *rec, const struct model_frame *stack,
+		      unsigned int depth)
+{
+	struct idle_ctx *c = ctx;
+	struct idle_event ev = {
+		.start = rec->ts,
+		.dur = rec->dur,
+		.self_ns = rec->dur,
+		.sym = rec->sym,
+		.kind = PTG_REC_CUDA_CALL,
+	};
+
+	if (rec->kind != PTG_REC_CUDA_CALL)
+		return;
+	/* a CUDA call is a child of the op around it, as in the profiler's event tree */
+	if (depth && acc_add(&c->acc, rec->pid, rec->tid, depth - 1, rec->dur))
+		c->err = -ENOMEM;
+	ev.pysym = innermost_py(stack, depth);
+	cpu_event_at(c, &ev);
+}
+
+static int pass2(struct idle_ctx *c)
+{
+	const struct model_visitor v = {.span = p2_span, .record = p2_record};
+	struct model_stats st;
+	int err;
+
+	c->names = calloc(c->nsyms + 1, sizeof(*c->names));
+	if (!c->names)
+		return -ENOMEM;
+	err = trace_reader__rewind(c->r);
+	if (!err)
+		err = model__walk(c->r, &v, c, &st);
+	if (err) {
+		fprintf(stderr, "idle: %s\n", trace_reader__error(c->r));
+		return err;
+	}
+	c->rep->first_ts = st.first_ts == UINT64_MAX ? 0 : st.first_ts;
+	c->rep->last_ts = st.last_ts;
+	return c->err;
+}
+
+static void zstats(const struct cand *k, size_t n, bool self, double *mean, double *sd)
+{
+	double sum = 0, sq = 0, x;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		x = self ? (double)k[i].self_ns : k[i].dur ? (double)k[i].idle_ns / k[i].dur : 0;
+		sum += x;
+	}
+	*mean = n ? sum / n : 0;
+	for (i = 0; i < n; i++) {
+		x = self ? (double)k[i].self_ns : k[i].dur ? (double)k[i].idle_ns / k[i].dur : 0;
+		sq += (x - *mean) * (x - *mean);
+	}
+	/* torch.std is the sample deviation */
+	*sd = n > 1 ? sqrt(sq / (n - 1)) : 0;
+}
+
+static int cmp_event(const void *pa, const void *pb)
+{
+	const struct idle_event *a = pa, *b = pb;
+
+	if (a->score != b->score)
+		return a->score < b->score ? 1 : -1;
+	return cmp_u64(a->start, b->start);
+}
+
+/* BasicEvaluation.rank_events, step 2: z(idle fraction) + 0.6 z(self time). */
+static int rank(struct idle_ctx *c)
+{
+	struct idle_report *rep = c->rep;
+	double mi, si, ms, ss, frac;
+	struct idle_event *ev;
+	size_t i;
+
+	rep->candidates = c->ncands;
+	if (!c->ncands)
+		return 0;
+	ev = malloc(c->ncands * sizeof(*ev));
+	if (!ev)
+		return -ENOMEM;
+	zstats(c->cands, c->ncands, false, &mi, &si);
+	zstats(c->cands, c->ncands, true, &ms, &ss);
+	for (i = 0; i < c->ncands; i++) {
+		const struct cand *k = &c->cands[i];
+
+		ev[i] = (struct idle_event){k->start, k->dur, k->self_ns, k->idle_ns,
+					    k->sym, k->pysym, k->qd, k->kind, 0};
+		frac = k->dur ? (double)k->idle_ns / k->dur : 0;
+		/* a constant column carries no information: its z-score is 0, not NaN */
+		ev[i].score = (si > 0 ? (frac - mi) / si : 0) +
+			      0.6 * (ss > 0 ? ((double)k->self_ns - ms) / ss : 0);
+	}
+	qsort(ev, c->ncands, sizeof(*ev), cmp_event);
+	rep->nranked = c->ncands < c->o->top_n ? c->ncands : c->o->top_n;
+	rep->ranked = ev;
+	return 0;
+}
+
+static int cmp_name(const void *pa, const void *pb)
+{
+	const struct idle_name *a = pa, *b = pb;
+
+	return cmp_u64(b->self_ns, a->self_ns) ?: cmp_u64(a->sym, b->sym);
+}
+
+static void top_names(struct idle_ctx *c)
+{
+	struct idle_report *rep = c->rep;
+	size_t i, n = 0;
+
+	for (i = 1; i <= c->nsyms; i++) {
+		if (c->names[i].count)
+			c->names[n++] = c->names[i];
+	}
+	qsort(c->names, n, sizeof(*c->names), cmp_name);
+	rep->nnames_total = n;
+	rep->nnames = n < c->o->top_n ? n : c->o->top_n;
+	rep->names = c->names;
+	c->names = NULL;
+}
+
+static void ctx_free(struct idle_ctx *c)
+{
+	free(c->symflags);
+	free(c->gops);
+	free(c->calls);
+	free(c->points);
+	free(c->decr);
+	free(c->acc.slots);
+	free(c->names);
+	free(c->cands);
+}
+
+int idle_analyze(struct trace_reader *r, const struct idle_opts *o, struct idle_report **out)
+{
+	struct idle_ctx c = {.r = r, .o = o};
+	int err;
+
+	c.nsyms = trace_reader__nsyms(r);
+	c.symflags = calloc(c.nsyms + 1, 1);
+	c.rep = calloc(1, sizeof(*c.rep));
+	if (!c.symflags || !c.rep) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	if ((err = trace_reader__rewind(r)) || (err = pass1(&c)) || (err = gpu_side(&c)) ||
+	    (err = pass2(&c)) || (err = rank(&c)))
+		goto cleanup;
+	top_names(&c);
+	*out = c.rep;
+	c.rep = NULL;
+cleanup:
+	if (err == -ENOMEM)
+		fprintf(stderr, "idle: out of memory\n");
+	idle_report__free(c.rep);
+	ctx_free(&c);
+	return err;
+}
+
+void idle_report__free(struct idle_report *rep)
+{
+	if (!rep)
+		return;
+	free(rep->devices);
+	free(rep->streams);
+	free(rep->gaps);
+	free(rep->ranked);
+	free(rep->names);
+	free(rep->busy);
+	free(rep->busy_before);
+	free(rep->launches);
+	free(rep->kstarts);
+	free(rep);
+}
