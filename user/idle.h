@@ -96,8 +96,8 @@ struct idle_report {
 	uint64_t qd_first, qd_last;
 	/* optimizable events */
 	uint64_t decreases, candidates;
-	struct idle_event *ranked;
-	size_t nranked;
+	struct idle_event *ranked; /* all candidates, best first */
+	size_t nranked;		   /* how many of them to show: min(candidates, top_n) */
 	struct idle_name *names; /* top_n names by self time */
 	size_t nnames;
 	uint64_t nnames_total;
