@@ -96,8 +96,7 @@ static void marshal_float(FILE *f, double d)
 	put_le(f, bits, 8);
 }
 
-/* Length of the valid UTF-8 sequence at s, or 0 when it is not one. */
-static size_t utf8_seq_len(const unsigned char *s)
+size_t utf8_seq_len(const unsigned char *s)
 {
 	size_t n;
 	uint32_t cp;

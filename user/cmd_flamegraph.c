@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ptrace-gpu flamegraph: folded stacks (stdout or -o FILE) or, when FILE
+ * ends in .svg, an interactive SVG written by ptrace-gpu itself.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "flamegraph.h"
+#include "trace.h"
+
+struct fg_cmd_opts {
+	const char *path;
+	const char *out;
+	struct flamegraph_opts fg;
+};
+
+static void flamegraph_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: ptrace-gpu flamegraph FILE [-o OUT] [--weight wall|cpu|gpu|offcpu] [--tid "
+		"TID]\n"
+		"\n"
+		"Writes folded stacks, one 'frame;frame;frame N' line per distinct stack, for\n"
+		"flamegraph.pl, inferno or speedscope: Python frames as 'func (file:line)', ops\n"
+		"by name, GPU kernels as '[gpu] name' leaves. N is in nanoseconds.\n"
+		"\n"
+		"  -o, --output OUT  write to OUT instead of stdout; OUT ending in .svg gets an\n"
+		"                    interactive SVG (hover, click to zoom, search)\n"
+		"  --weight W        wall: self time of each span (default)\n"
+		"                    cpu: self time minus the off-CPU intervals inside it\n"
+		"                    gpu: kernel time, under the stack that launched it\n"
+		"                    offcpu: off-CPU intervals, under the stack they stopped\n"
+		"  --tid TID         only thread TID (default: all threads)\n"
+		"  -h, --help        this text\n");
+}
+
+/* Returns 0, 1 for --help, or -EINVAL after printing why. */
+static int flamegraph_parse(int argc, char **argv, struct fg_cmd_opts *o)
+{
+	static const struct option longopts[] = {
+	    {"output", required_argument, NULL, 'o'},
+	    {"weight", required_argument, NULL, 'w'},
+	    {"tid", required_argument, NULL, 't'},
+	    {"help", no_argument, NULL, 'h'},
+	    {},
+	};
+	unsigned long v;
+	char *end;
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			o->out = optarg;
+			break;
+		case 'w':
+			if (flamegraph_weight_parse(optarg, &o->fg.weight)) {
+				fprintf(stderr, "ptrace-gpu flamegraph: bad --weight '%s'\n",
+					optarg);
+				return -EINVAL;
+			}
+			break;
+		case 't':
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (errno || !*optarg || *end || *optarg == '-' || v > UINT32_MAX) {
+				fprintf(stderr, "ptrace-gpu flamegraph: bad --tid '%s'\n", optarg);
+				return -EINVAL;
+			}
+			o->fg.by_tid = true;
+			o->fg.tid = (uint32_t)v;
+			break;
+		case 'h':
+			flamegraph_usage(stdout);
+			return 1;
+		default:
+			flamegraph_usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "ptrace-gpu flamegraph: expected one trace FILE\n");
+		flamegraph_usage(stderr);
+		return -EINVAL;
+	}
+	o->path = argv[optind];
+	return 0;
+}
+
+static bool is_svg(const char *path)
+{
+	size_t len = path ? strlen(path) : 0;
+
+	return len >= 4 && !strcasecmp(path + len - 4, ".svg");
+}
+
+static int flamegraph_write(const struct fg_cmd_opts *o, struct flamegraph *fg,
+			    const struct trace_reader *r)
+{
+	FILE *out = o->out ? fopen(o->out, "w") : stdout;
+	int err;
+
+	if (!out) {
+		err = -errno;
+		fprintf(stderr, "ptrace-gpu flamegraph: cannot create %s: %s\n", o->out,
+			strerror(errno));
+		return err;
+	}
+	if (is_svg(o->out))
+		err = flamegraph__write_svg(fg, r, out, o->path);
+	else
+		err = flamegraph__write_folded(fg, r, out);
+	if ((fflush(out) || ferror(out)) && !err) {
+		err = errno ? -errno : -EIO;
+		fprintf(stderr, "ptrace-gpu flamegraph: writing %s: %s\n",
+			o->out ? o->out : "output", strerror(-err));
+	}
+	if (out != stdout && fclose(out) && !err) {
+		err = errno ? -errno : -EIO;
+		fprintf(stderr, "ptrace-gpu flamegraph: writing %s: %s\n", o->out, strerror(-err));
+	}
+	return err;
+}
+
+int cmd_flamegraph(int argc, char **argv)
+{
+	struct fg_cmd_opts o = {};
+	struct trace_reader *r = NULL;
+	struct flamegraph *fg = NULL;
+	char errbuf[256] = "";
+	int err;
+
+	err = flamegraph_parse(argc, argv, &o);
+	if (err)
+		return err > 0 ? 0 : 2;
+	err = trace_reader__open(o.path, &r, errbuf, sizeof(errbuf));
+	if (err) {
+		fprintf(stderr, "ptrace-gpu flamegraph: %s: %s\n", o.path,
+			errbuf[0] ? errbuf : strerror(-err));
+		return 1;
+	}
+	err = flamegraph__collect(r, &o.fg, &fg);
+	if (err == -ENOMEM)
+		goto cleanup;
+	if (err) {
+		fprintf(stderr, "ptrace-gpu flamegraph: %s: %s\n", o.path, trace_reader__error(r));
+		goto cleanup;
+	}
+	err = flamegraph_write(&o, fg, r);
+cleanup:
+	flamegraph__free(fg);
+	trace_reader__close(r);
+	return err ? 1 : 0;
+}

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Flame graphs of a trace: a trie of stacks (Python functions, ops, GPU
+ * kernels as "[gpu] name" leaves) weighted by wall, on-CPU, GPU or off-CPU
+ * nanoseconds, written as folded stacks (flamegraph.pl, inferno, speedscope)
+ * or as a self-contained interactive SVG.
+ */
+#ifndef PTG_FLAMEGRAPH_H
+#define PTG_FLAMEGRAPH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "trace.h"
+
+enum flamegraph_weight {
+	FG_WEIGHT_WALL,	  /* self time of each span */
+	FG_WEIGHT_CPU,	  /* self time minus off-CPU intervals in it */
+	FG_WEIGHT_GPU,	  /* kernel time, under the stack of its launch */
+	FG_WEIGHT_OFFCPU, /* off-CPU intervals, under the stack they interrupted */
+};
+
+/* Parses wall|cpu|gpu|offcpu; -EINVAL otherwise. */
+int flamegraph_weight_parse(const char *s, enum flamegraph_weight *out);
+const char *flamegraph_weight_name(enum flamegraph_weight w);
+
+struct flamegraph_opts {
+	enum flamegraph_weight weight;
+	bool by_tid; /* only stacks of thread tid */
+	uint32_t tid;
+};
+
+struct flamegraph;
+
+/*
+ * One model__walk over r from its current position. Memory grows with the
+ * number of distinct stacks (and, for gpu, of CUDA calls), not with the
+ * length of the trace. Returns 0 or a negative errno.
+ */
+int flamegraph__collect(struct trace_reader *r, const struct flamegraph_opts *o,
+			struct flamegraph **out);
+void flamegraph__free(struct flamegraph *fg);
+/* Sum of all weights, in ns. */
+uint64_t flamegraph__total(const struct flamegraph *fg);
+/* One "frame;frame;frame N" line per distinct stack with weight, sorted. */
+int flamegraph__write_folded(struct flamegraph *fg, const struct trace_reader *r, FILE *out);
+/* The interactive SVG; title heads the image. */
+int flamegraph__write_svg(struct flamegraph *fg, const struct trace_reader *r, FILE *out,
+			  const char *title);
+
+#endif /* PTG_FLAMEGRAPH_H */
