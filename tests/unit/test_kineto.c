@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "chrome.h"
 #include "kineto.h"
 #include "test.h"
 #include "trace.h"
@@ -170,6 +171,83 @@ static void test_bad_input(const char *path)
 		  "no traceEvents");
 }
 
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	long n;
+
+	if (!f)
+		return NULL;
+	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET)) {
+		buf = malloc(n + 1);
+		if (buf && fread(buf, 1, n, f) != (size_t)n) {
+			free(buf);
+			buf = NULL;
+		}
+		*len = n;
+	}
+	fclose(f);
+	return buf;
+}
+
+static int export_to(const char *ptg, const char *out)
+{
+	struct trace_reader *r;
+	char err[256];
+	int ret;
+
+	if (trace_reader__open(ptg, &r, err, sizeof(err)))
+		return -1;
+	ret = chrome_export(r, out);
+	trace_reader__close(r);
+	return ret;
+}
+
+/* export -> import -> export gives the same bytes; .gz output reads back the same */
+static void test_roundtrip(const char *ptg)
+{
+	char j1[] = "/tmp/test_kineto_e1_XXXXXX", j2[] = "/tmp/test_kineto_e2_XXXXXX";
+	char *a = NULL, *b = NULL, gz[64];
+	size_t la = 0, lb = 0;
+	int fd1 = mkstemp(j1), fd2 = mkstemp(j2);
+
+	close(fd1);
+	close(fd2);
+	snprintf(gz, sizeof(gz), "%s.gz", j2);
+	if (!ASSERT_EQ(kineto_import_buf(trace_json, sizeof(trace_json) - 1, "h.json", ptg, NULL),
+		       0, "import") ||
+	    !ASSERT_EQ(export_to(ptg, j1), 0, "export 1") ||
+	    !ASSERT_EQ(kineto_import(j1, ptg, NULL), 0, "import of the export") ||
+	    !ASSERT_EQ(export_to(ptg, j2), 0, "export 2") ||
+	    !ASSERT_EQ(export_to(ptg, gz), 0, "export .gz") ||
+	    !ASSERT_EQ(kineto_import(gz, ptg, NULL), 0, "import of .gz"))
+		goto cleanup;
+	a = slurp(j1, &la);
+	b = slurp(j2, &lb);
+	if (ASSERT_TRUE(a && b, "read exports") && ASSERT_EQ(la, lb, "same length"))
+		ASSERT_TRUE(!memcmp(a, b, la), "byte-identical");
+	free(b);
+	b = NULL;
+	if (ASSERT_EQ(export_to(ptg, j2), 0, "export after .gz") && (b = slurp(j2, &lb)))
+		ASSERT_TRUE(la == lb && !memcmp(a, b, la), ".gz round trip");
+	ASSERT_TRUE(a && strstr(a, "\"ts\": 1712195495519695.800, \"dur\": 1.280") != NULL,
+		    "µs with 3 decimals");
+	ASSERT_TRUE(a && strstr(a, "\"name\": \"model.py(12): forward\"") != NULL,
+		    "Python name rebuilt");
+	ASSERT_TRUE(a && strstr(a, "\"dur\": 40.500, \"args\": {\"External id\": 8}") != NULL,
+		    "clipped op exported clipped");
+	ASSERT_TRUE(a && strstr(a, "\"distributedInfo\": {\"rank\":0,\"path\":\"a/b\"},") != NULL,
+		    "top-level key");
+	ASSERT_TRUE(a && strstr(a, "\"displayTimeUnit\": \"ms\"") != NULL, "displayTimeUnit");
+cleanup:
+	free(a);
+	free(b);
+	unlink(j1);
+	unlink(j2);
+	unlink(gz);
+}
+
 static void test_us_to_ns(void)
 {
 	uint64_t ns = 0;
@@ -225,6 +303,7 @@ int main(void)
 	test_pyname();
 	test_import(path);
 	test_bad_input(path);
+	test_roundtrip(path);
 	unlink(path);
 	return TEST_DONE();
 }
