@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
  * ptrace-gpu export: a trace as files other tools read. --pstats writes what
- * cProfile's dump_stats() writes (pstats, snakeviz, gprof2dot).
+ * cProfile's dump_stats() writes (pstats, snakeviz, gprof2dot); --chrome the
+ * Chrome/Perfetto JSON that torch.profiler writes.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "chrome.h"
 #include "commands.h"
 #include "profile.h"
 #include "pstats.h"
@@ -16,19 +18,22 @@
 struct export_opts {
 	const char *path;
 	const char *pstats_out;
+	const char *chrome_out;
 	struct profile_opts prof;
 };
 
 static void export_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: ptrace-gpu export --pstats OUT [--tid TID] [--ops] FILE\n"
+		"usage: ptrace-gpu export [--pstats OUT [--tid TID] [--ops]] [--chrome OUT] FILE\n"
 		"\n"
 		"  --pstats OUT   write Python functions as a cProfile stats file: load it with\n"
 		"                 pstats.Stats(OUT), snakeviz OUT or gprof2dot -f pstats OUT\n"
-		"  --tid TID      only thread TID (default: all threads)\n"
-		"  --ops          PyTorch dispatcher ops instead of Python functions, keyed\n"
-		"                 like cProfile's built-ins: ('~', 0, '<aten::addmm>')\n"
+		"  --tid TID      pstats: only thread TID (default: all threads)\n"
+		"  --ops          pstats: PyTorch dispatcher ops instead of Python functions,\n"
+		"                 keyed like cProfile's built-ins: ('~', 0, '<aten::addmm>')\n"
+		"  --chrome OUT   write Chrome/Perfetto JSON in Kineto's schema (Perfetto UI,\n"
+		"                 chrome://tracing, HTA); OUT ending in .gz is gzipped\n"
 		"  -h, --help     this text\n");
 }
 
@@ -36,11 +41,9 @@ static void export_usage(FILE *f)
 static int export_parse(int argc, char **argv, struct export_opts *o)
 {
 	static const struct option longopts[] = {
-	    {"pstats", required_argument, NULL, 'p'},
-	    {"tid", required_argument, NULL, 't'},
-	    {"ops", no_argument, NULL, 'o'},
-	    {"help", no_argument, NULL, 'h'},
-	    {},
+	    {"pstats", required_argument, NULL, 'p'}, {"chrome", required_argument, NULL, 'c'},
+	    {"tid", required_argument, NULL, 't'},    {"ops", no_argument, NULL, 'o'},
+	    {"help", no_argument, NULL, 'h'},	      {},
 	};
 	unsigned long v;
 	char *end;
@@ -52,6 +55,9 @@ static int export_parse(int argc, char **argv, struct export_opts *o)
 		switch (c) {
 		case 'p':
 			o->pstats_out = optarg;
+			break;
+		case 'c':
+			o->chrome_out = optarg;
 			break;
 		case 't':
 			errno = 0;
@@ -74,10 +80,10 @@ static int export_parse(int argc, char **argv, struct export_opts *o)
 			return -EINVAL;
 		}
 	}
-	if (optind != argc - 1 || !o->pstats_out) {
-		fprintf(
-		    stderr,
-		    "ptrace-gpu export: expected an output (--pstats OUT) and one trace FILE\n");
+	if (optind != argc - 1 || (!o->pstats_out && !o->chrome_out)) {
+		fprintf(stderr,
+			"ptrace-gpu export: expected an output (--pstats OUT, --chrome OUT) "
+			"and one trace FILE\n");
 		export_usage(stderr);
 		return -EINVAL;
 	}
@@ -118,7 +124,16 @@ int cmd_export(int argc, char **argv)
 			errbuf[0] ? errbuf : strerror(-err));
 		return 1;
 	}
-	err = export_pstats(&o, r);
+	if (o.chrome_out)
+		err = chrome_export(r, o.chrome_out);
+	if (!err && o.pstats_out) {
+		err = trace_reader__rewind(r);
+		if (err)
+			fprintf(stderr, "ptrace-gpu export: %s: %s\n", o.path,
+				trace_reader__error(r));
+		else
+			err = export_pstats(&o, r);
+	}
 	trace_reader__close(r);
 	return err ? 1 : 0;
 }
