@@ -201,9 +201,12 @@ static void print_header(FILE *out, const struct report_opts *o, const struct tr
 	fprintf(out, "duration: %.3f s\n",
 		st->first_ts <= st->last_ts ? (st->last_ts - st->first_ts) / 1e9 : 0.0);
 	profile__totals(run->all, &ncalls, &pcalls, &tt_ns);
-	fprintf(out, "%s: %" PRIu64 " in %u thread%s\n",
-		o->prof.kind == PTG_REC_OP_ENTER ? "op calls" : "function calls", ncalls,
-		st->threads, st->threads == 1 ? "" : "s");
+	fprintf(out, "%s: %" PRIu64,
+		o->prof.kind == PTG_REC_OP_ENTER ? "op calls" : "function calls", ncalls);
+	if (o->prof.by_tid)
+		fprintf(out, " in thread %u\n", o->prof.tid);
+	else
+		fprintf(out, " in %u thread%s\n", st->threads, st->threads == 1 ? "" : "s");
 	print_losses(out, r);
 	fprintf(out, "\n");
 }
