@@ -36,8 +36,8 @@ struct chrome {
 	gzFile gz;
 	const char *path;
 	struct sbuf b;
-	bool kineto;	/* META source=kineto: pid/tid and flows are stored as they were */
-	bool first;	/* no event written yet */
+	bool kineto; /* META source=kineto: pid/tid and flows are stored as they were */
+	bool first;  /* no event written yet */
 	uint64_t last_ts;
 	struct cthread *threads;
 	size_t tmask, nthreads;
@@ -327,8 +327,8 @@ static void write_gpu(struct chrome *c, const struct ptg_record *rec)
 	ev_end(c, &a);
 }
 
-static void write_flow(struct chrome *c, char ph, const char *cat, const char *name,
-		       uint32_t pid, uint32_t tid, uint64_t ts, uint64_t id, bool bp_enclosing)
+static void write_flow(struct chrome *c, char ph, const char *cat, const char *name, uint32_t pid,
+		       uint32_t tid, uint64_t ts, uint64_t id, bool bp_enclosing)
 {
 	char phs[2] = {ph, '\0'};
 
@@ -346,8 +346,8 @@ static void write_flow_rec(struct chrome *c, const struct ptg_record *rec)
 
 	if (rec->aux[0] != 's' && rec->aux[0] != 'f' && rec->aux[0] != 't')
 		return;
-	write_flow(c, rec->aux[0], cat[0] ? cat : "ac2g", sym_name(c, rec->sym), rec->pid,
-		   rec->tid, rec->ts, rec->corr, rec->aux[1]);
+	write_flow(c, rec->aux[0], cat[0] ? cat : "ac2g", sym_name(c, rec->sym), rec->pid, rec->tid,
+		   rec->ts, rec->corr, rec->aux[1]);
 }
 
 static void write_thread(struct chrome *c, const struct ptg_record *rec)
@@ -355,7 +355,8 @@ static void write_thread(struct chrome *c, const struct ptg_record *rec)
 	int64_t m = rec->aux[0] >= 0 && rec->aux[0] < KINETO_M_NR ? rec->aux[0] : 0;
 	struct args a = {&c->b};
 
-	sb_str(&c->b, c->first ? "\n  {\"ph\": \"M\", \"name\": " : ",\n  {\"ph\": \"M\", \"name\": ");
+	sb_str(&c->b,
+	       c->first ? "\n  {\"ph\": \"M\", \"name\": " : ",\n  {\"ph\": \"M\", \"name\": ");
 	c->first = false;
 	sb_json(&c->b, kineto_meta_names[m]);
 	ev_where(c, rec->pid, rec->tid, rec->ts);

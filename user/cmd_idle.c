@@ -147,7 +147,8 @@ static void text_streams(const struct idle_out *out)
 		const struct idle_stream *s = &rep->streams[i];
 		uint64_t idle = s->host_wait_ns + s->kernel_wait_ns + s->other_wait_ns;
 
-		fprintf(out->f, "  %-6u %-7u %8" PRIu64 " %12s %12s %6.2f%% %12s %6.2f%% %12s %6.2f%%\n",
+		fprintf(out->f,
+			"  %-6u %-7u %8" PRIu64 " %12s %12s %6.2f%% %12s %6.2f%% %12s %6.2f%%\n",
 			s->device, s->stream, s->ops, fmt_ns(a, sizeof(a), idle),
 			fmt_ns(b, sizeof(b), s->host_wait_ns), pct(s->host_wait_ns, idle),
 			fmt_ns(c, sizeof(c), s->kernel_wait_ns), pct(s->kernel_wait_ns, idle),
@@ -157,8 +158,8 @@ static void text_streams(const struct idle_out *out)
 
 static void text_queue(const struct idle_out *out)
 {
-	static const char *const labels[IDLE_QD_BUCKETS] = {"0", "1", "2-3", "4-7",
-							     "8-15", "16-31", "32-63", "64+"};
+	static const char *const labels[IDLE_QD_BUCKETS] = {"0",    "1",     "2-3",   "4-7",
+							    "8-15", "16-31", "32-63", "64+"};
 	const struct idle_report *rep = out->rep;
 	uint64_t span = rep->qd_last - rep->qd_first, trace = rep->last_ts - rep->first_ts;
 	char a[32], b[32];
@@ -249,8 +250,7 @@ static void print_text(const struct idle_out *out)
 	char a[32];
 
 	fprintf(out->f, "%s: %s, %" PRIu64 " CPU events, %" PRIu64 " GPU ops\n", out->path,
-		fmt_ns(a, sizeof(a), rep->last_ts - rep->first_ts), rep->cpu_events,
-		rep->gpu_ops);
+		fmt_ns(a, sizeof(a), rep->last_ts - rep->first_ts), rep->cpu_events, rep->gpu_ops);
 	if (!rep->gpu_ops) {
 		fprintf(out->f, "no GPU activity in this trace\n");
 	} else {
@@ -478,7 +478,7 @@ static int print_json(const struct idle_out *out)
 	jset(root, "optimizable_events", json_ranked(out));
 	fprintf(out->f, "%s\n",
 		json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
-							     JSON_C_TO_STRING_NOSLASHESCAPE));
+							 JSON_C_TO_STRING_NOSLASHESCAPE));
 	json_object_put(root);
 	return ferror(out->f) ? -EIO : 0;
 }
@@ -486,11 +486,11 @@ static int print_json(const struct idle_out *out)
 static int parse_args(int argc, char **argv, struct idle_opts *o, bool *json)
 {
 	static const struct option opts[] = {
-		{"json", no_argument, NULL, 'j'},
-		{"kernel-wait-us", required_argument, NULL, 'k'},
-		{"max-queue", required_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},
-		{},
+	    {"json", no_argument, NULL, 'j'},
+	    {"kernel-wait-us", required_argument, NULL, 'k'},
+	    {"max-queue", required_argument, NULL, 'q'},
+	    {"help", no_argument, NULL, 'h'},
+	    {},
 	};
 	char *end;
 	int c;

@@ -41,9 +41,9 @@ static char *default_out(const char *in)
 int cmd_import(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"output", required_argument, NULL, 'o'},
-		{"help", no_argument, NULL, 'h'},
-		{},
+	    {"output", required_argument, NULL, 'o'},
+	    {"help", no_argument, NULL, 'h'},
+	    {},
 	};
 	struct kineto_stats st = {};
 	char *out = NULL;

@@ -19,9 +19,9 @@
 /* BasicEvaluation's falling phase: from a depth of at least 4 down to 0 */
 #define QD_PEAK_MIN 4
 
-#define SF_KNOWN 1
+#define SF_KNOWN       1
 #define SF_SEED_LAUNCH 2 /* a launch call as BasicEvaluation's patterns define it */
-#define SF_COMM 4	 /* a communication kernel (HTA: "nccl" in the name) */
+#define SF_COMM	       4 /* a communication kernel (HTA: "nccl" in the name) */
 
 struct gop {
 	uint64_t start;
@@ -455,7 +455,7 @@ static int find_decreases(struct idle_ctx *c)
 	size_t n = c->npoints, i = 0, j, k, end, peak, cap = 0, lo, hi;
 	const struct qd_point *p = c->points;
 #define QD(r) (p[n - 1 - (r)].depth)
-#define T(r) (p[n - 1 - (r)].t)
+#define T(r)  (p[n - 1 - (r)].t)
 
 	while (i < n) {
 		if (QD(i) > 0 || i + 1 >= n) {
@@ -801,11 +801,12 @@ static int gpu_side(struct idle_ctx *c)
 	if ((err = launch_delays(c)) || (err = queue_arrays(c)) || (err = queue_points(c)))
 		return err;
 	queue_stats(c);
-	if ((err = find_decreases(c)) || (err = devices(c)) || (err = global_busy(c)) ||
-	    (err = streams(c)))
+	if ((err = find_decreases(c)))
 		return err;
 	free(c->points);
 	c->points = NULL;
+	if ((err = devices(c)) || (err = global_busy(c)) || (err = streams(c)))
+		return err;
 	free(c->gops);
 	c->gops = NULL;
 	return 0;
@@ -813,7 +814,8 @@ static int gpu_side(struct idle_ctx *c)
 
 static size_t acc_hash(uint32_t pid, uint32_t tid, uint32_t level)
 {
-	uint64_t k = ((uint64_t)pid << 32 | tid) * 0x9e3779b97f4a7c15ull + level * 0xff51afd7ed558ccdull;
+	uint64_t k =
+	    ((uint64_t)pid << 32 | tid) * 0x9e3779b97f4a7c15ull + level * 0xff51afd7ed558ccdull;
 
 	return k ^ k >> 29;
 }
@@ -912,8 +914,8 @@ static void cpu_event(struct idle_ctx *c, const struct idle_event *ev)
 		return;
 	}
 	k = &c->cands[c->ncands++];
-	*k = (struct cand){ev->start, ev->dur, ev->self_ns, ev->idle_ns,
-			   ev->sym, ev->pysym, ev->queue_depth, ev->kind};
+	*k = (struct cand){ev->start, ev->dur,	 ev->self_ns,	  ev->idle_ns,
+			   ev->sym,   ev->pysym, ev->queue_depth, ev->kind};
 }
 
 static void cpu_event_at(struct idle_ctx *c, struct idle_event *ev)
@@ -929,11 +931,11 @@ static void p2_span(void *ctx, const struct model_span *s, const struct model_fr
 	struct idle_ctx *c = ctx;
 	uint64_t calls = acc_take(&c->acc, s->pid, s->tid, depth);
 	struct idle_event ev = {
-		.start = s->start,
-		.dur = s->end - s->start,
-		.self_ns = s->self_ns > calls ? s->self_ns - calls : 0,
-		.sym = s->sym,
-		.kind = s->kind,
+	    .start = s->start,
+	    .dur = s->end - s->start,
+	    .self_ns = s->self_ns > calls ? s->self_ns - calls : 0,
+	    .sym = s->sym,
+	    .kind = s->kind,
 	};
 
 	/* BasicEvaluation's source location starts at the event itself */
@@ -946,11 +948,11 @@ static void p2_record(void *ctx, const struct ptg_record *rec, const struct mode
 {
 	struct idle_ctx *c = ctx;
 	struct idle_event ev = {
-		.start = rec->ts,
-		.dur = rec->dur,
-		.self_ns = rec->dur,
-		.sym = rec->sym,
-		.kind = PTG_REC_CUDA_CALL,
+	    .start = rec->ts,
+	    .dur = rec->dur,
+	    .self_ns = rec->dur,
+	    .sym = rec->sym,
+	    .kind = PTG_REC_CUDA_CALL,
 	};
 
 	if (rec->kind != PTG_REC_CUDA_CALL)
@@ -1029,8 +1031,8 @@ static int rank(struct idle_ctx *c)
 	for (i = 0; i < c->ncands; i++) {
 		const struct cand *k = &c->cands[i];
 
-		ev[i] = (struct idle_event){k->start, k->dur, k->self_ns, k->idle_ns,
-					    k->sym, k->pysym, k->qd, k->kind, 0};
+		ev[i] = (struct idle_event){k->start, k->dur, k->self_ns, k->idle_ns, k->sym,
+					    k->pysym, k->qd,  k->kind,	  0};
 		frac = k->dur ? (double)k->idle_ns / k->dur : 0;
 		/* a constant column carries no information: its z-score is 0, not NaN */
 		ev[i].score = (si > 0 ? (frac - mi) / si : 0) +

@@ -13,25 +13,25 @@
 
 #include "trace.h"
 
-#define IDLE_QD_BUCKETS 8	/* queue depth histogram: 0, 1, 2-3, 4-7, ..., 64+ */
+#define IDLE_QD_BUCKETS	      8 /* queue depth histogram: 0, 1, 2-3, 4-7, ..., 64+ */
 #define IDLE_TIMELINE_BUCKETS 50
 
 struct idle_opts {
-	unsigned int top_n;	     /* events and gaps listed (-n) */
-	uint64_t kernel_wait_ns;     /* HTA consecutive_kernel_delay */
-	uint32_t max_queue_len;	     /* HTA max_queue_length: a launch queue this long is full */
+	unsigned int top_n;	 /* events and gaps listed (-n) */
+	uint64_t kernel_wait_ns; /* HTA consecutive_kernel_delay */
+	uint32_t max_queue_len;	 /* HTA max_queue_length: a launch queue this long is full */
 };
 
 /* HTA temporal breakdown of one GPU. */
 struct idle_device {
 	uint32_t device;
-	uint64_t first, last;	/* first GPU op start, last GPU op end */
-	uint64_t idle_ns;	/* span - merged busy time */
-	uint64_t compute_ns;	/* merged compute kernels */
+	uint64_t first, last;	 /* first GPU op start, last GPU op end */
+	uint64_t idle_ns;	 /* span - merged busy time */
+	uint64_t compute_ns;	 /* merged compute kernels */
 	uint64_t non_compute_ns; /* busy - compute: memcpy, memset, communication */
 	uint64_t kernels, memcpys, memsets;
-	uint64_t kernel_ns;	/* sum of kernel durations (not merged) */
-	uint64_t gaps;		/* idle intervals */
+	uint64_t kernel_ns; /* sum of kernel durations (not merged) */
+	uint64_t gaps;	    /* idle intervals */
 };
 
 /* HTA idle time breakdown and queue length of one stream. */
@@ -54,9 +54,9 @@ struct idle_gap {
 struct idle_event {
 	uint64_t start, dur, self_ns, idle_ns;
 	uint32_t sym;
-	uint32_t pysym;	/* innermost Python frame (the event itself for Python), 0 = none */
+	uint32_t pysym;	      /* innermost Python frame (the event itself for Python), 0 = none */
 	uint32_t queue_depth; /* at the event's start */
-	uint16_t kind;	/* PTG_REC_OP_ENTER, PTG_REC_PY_ENTER or PTG_REC_CUDA_CALL */
+	uint16_t kind;	      /* PTG_REC_OP_ENTER, PTG_REC_PY_ENTER or PTG_REC_CUDA_CALL */
 	double score;
 };
 
@@ -98,15 +98,15 @@ struct idle_report {
 	uint64_t decreases, candidates;
 	struct idle_event *ranked; /* all candidates, best first */
 	size_t nranked;		   /* how many of them to show: min(candidates, top_n) */
-	struct idle_name *names; /* top_n names by self time */
+	struct idle_name *names;   /* top_n names by self time */
 	size_t nnames;
 	uint64_t nnames_total;
 	/* timelines kept for the queries below */
-	uint64_t *busy;		/* merged busy intervals of all devices: start, end pairs */
-	uint64_t *busy_before;	/* busy time before busy[2 * i] */
+	uint64_t *busy;	       /* merged busy intervals of all devices: start, end pairs */
+	uint64_t *busy_before; /* busy time before busy[2 * i] */
 	size_t nbusy;
-	uint64_t *launches;	/* sorted launch times of matched kernels */
-	uint64_t *kstarts;	/* sorted start times of the same kernels */
+	uint64_t *launches; /* sorted launch times of matched kernels */
+	uint64_t *kstarts;  /* sorted start times of the same kernels */
 	size_t nqd;
 };
 

@@ -18,11 +18,11 @@
 #include "kineto.h"
 
 const char *const kineto_meta_names[KINETO_M_NR] = {
-	[KINETO_M_THREAD_NAME] = "thread_name",
-	[KINETO_M_PROCESS_NAME] = "process_name",
-	[KINETO_M_PROCESS_LABELS] = "process_labels",
-	[KINETO_M_PROCESS_SORT_INDEX] = "process_sort_index",
-	[KINETO_M_THREAD_SORT_INDEX] = "thread_sort_index",
+    [KINETO_M_THREAD_NAME] = "thread_name",
+    [KINETO_M_PROCESS_NAME] = "process_name",
+    [KINETO_M_PROCESS_LABELS] = "process_labels",
+    [KINETO_M_PROCESS_SORT_INDEX] = "process_sort_index",
+    [KINETO_M_THREAD_SORT_INDEX] = "thread_sort_index",
 };
 
 /* A record to write, with the strings that order records of equal ts. */
@@ -271,8 +271,8 @@ static uint32_t sym_str(struct importer *im, uint32_t kind, const char *s)
 	return trace_writer__sym(im->w, kind, s, "", 0);
 }
 
-static int add_nest(struct importer *im, json_object *ev, bool py, const char *name,
-		    uint64_t ts, uint64_t dur, uint32_t pid, uint32_t tid)
+static int add_nest(struct importer *im, json_object *ev, bool py, const char *name, uint64_t ts,
+		    uint64_t dur, uint32_t pid, uint32_t tid)
 {
 	json_object *args = get_args(ev);
 	char file[4096];
@@ -381,14 +381,14 @@ struct kcat {
 };
 
 static const struct kcat kcats[] = {
-	{"user_annotation", PTG_REC_SPAN, PTG_SYM_STRING},
-	{"gpu_user_annotation", PTG_REC_SPAN, PTG_SYM_STRING},
-	{"cuda_runtime", PTG_REC_CUDA_CALL, PTG_SYM_CUDA_API},
-	{"cuda_driver", PTG_REC_CUDA_CALL, PTG_SYM_CUDA_API},
-	{"kernel", PTG_REC_GPU_KERNEL, PTG_SYM_KERNEL},
-	{"gpu_memcpy", PTG_REC_GPU_MEMCPY, PTG_SYM_STRING},
-	{"gpu_memset", PTG_REC_GPU_MEMSET, PTG_SYM_STRING},
-	{"cuda_sync", PTG_REC_GPU_SYNC, PTG_SYM_STRING},
+    {"user_annotation", PTG_REC_SPAN, PTG_SYM_STRING},
+    {"gpu_user_annotation", PTG_REC_SPAN, PTG_SYM_STRING},
+    {"cuda_runtime", PTG_REC_CUDA_CALL, PTG_SYM_CUDA_API},
+    {"cuda_driver", PTG_REC_CUDA_CALL, PTG_SYM_CUDA_API},
+    {"kernel", PTG_REC_GPU_KERNEL, PTG_SYM_KERNEL},
+    {"gpu_memcpy", PTG_REC_GPU_MEMCPY, PTG_SYM_STRING},
+    {"gpu_memset", PTG_REC_GPU_MEMSET, PTG_SYM_STRING},
+    {"cuda_sync", PTG_REC_GPU_SYNC, PTG_SYM_STRING},
 };
 
 static const struct kcat *kcat_find(const char *cat)
@@ -643,8 +643,7 @@ static int nest_to_records(struct importer *im)
 		const struct knest *n = i < im->nnest ? &im->nest[i] : NULL;
 		bool new_thread = !n || (i && !same_thread(n, n - 1));
 
-		while (!err && depth &&
-		       (new_thread || im->nest[stack[depth - 1]].end <= n->start))
+		while (!err && depth && (new_thread || im->nest[stack[depth - 1]].end <= n->start))
 			err = emit_nest(im, &im->nest[stack[--depth]], false, seq++);
 		if (!n || err)
 			break;
@@ -692,9 +691,10 @@ static int write_top_keys(struct importer *im, json_object *root)
 		if (!strcmp(k, "traceEvents"))
 			continue;
 		snprintf(key, sizeof(key), KINETO_META_PREFIX "%s", k);
-		err = trace_writer__meta(im->w, key,
-					 json_object_to_json_string_ext(
-						 v, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+		err = trace_writer__meta(
+		    im->w, key,
+		    json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN |
+							  JSON_C_TO_STRING_NOSLASHESCAPE));
 		if (err)
 			return err;
 	}
@@ -785,7 +785,8 @@ static json_object *parse_json(const char *json, size_t len, const char *name)
 	}
 	if (!root || jerr != json_tokener_success) {
 		if (jerr == json_tokener_continue)
-			fprintf(stderr, "import: %s: malformed JSON: unexpected end of file\n", name);
+			fprintf(stderr, "import: %s: malformed JSON: unexpected end of file\n",
+				name);
 		else
 			fprintf(stderr, "import: %s: malformed JSON near byte %zu: %s\n", name,
 				off - chunk + json_tokener_get_parse_end(tok),

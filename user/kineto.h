@@ -49,10 +49,10 @@ enum kineto_meta {
 extern const char *const kineto_meta_names[KINETO_M_NR];
 
 struct kineto_stats {
-	uint64_t events;   /* entries of traceEvents */
-	uint64_t records;  /* records written */
-	uint64_t clipped;  /* X events cut to their parent's end */
-	uint64_t unknown;  /* events skipped: unknown category or shape */
+	uint64_t events;  /* entries of traceEvents */
+	uint64_t records; /* records written */
+	uint64_t clipped; /* X events cut to their parent's end */
+	uint64_t unknown; /* events skipped: unknown category or shape */
 };
 
 /*
@@ -66,7 +66,8 @@ int kineto_import(const char *json_path, const char *out_path, struct kineto_sta
 int kineto_import_buf(const char *json, size_t len, const char *name, const char *out_path,
 		      struct kineto_stats *stats);
 
-/* Kineto ts/dur text (microseconds, maybe fractional) -> ns, rounded; -EINVAL if not a number >= 0. */
+/* Kineto ts/dur text (microseconds, maybe fractional) -> ns, rounded; -EINVAL if not a number >= 0.
+ */
 int kineto_us_to_ns(const char *text, uint64_t *ns);
 
 /* Splits "path/file.py(123): func" into its parts; false when name has another shape. */

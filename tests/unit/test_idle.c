@@ -17,7 +17,7 @@
 #include "test.h"
 #include "trace.h"
 
-#define US(x) ((uint64_t)(x) * 1000)
+#define US(x) ((uint64_t)(x)*1000)
 
 static struct trace_writer *w;
 
@@ -25,8 +25,14 @@ static void rec(uint16_t kind, uint32_t sym, uint64_t ts, uint64_t dur, uint64_t
 		uint64_t stream)
 {
 	struct ptg_record r = {
-		.kind = kind, .pid = 1, .tid = 1, .sym = sym, .ts = US(ts), .dur = US(dur),
-		.corr = corr, .stream = stream,
+	    .kind = kind,
+	    .pid = 1,
+	    .tid = 1,
+	    .sym = sym,
+	    .ts = US(ts),
+	    .dur = US(dur),
+	    .corr = corr,
+	    .stream = stream,
 	};
 
 	if (kind >= PTG_REC_GPU_KERNEL && kind <= PTG_REC_GPU_SYNC) {
