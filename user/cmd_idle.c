@@ -156,6 +156,24 @@ static void text_streams(const struct idle_out *out)
 	}
 }
 
+/* The timeline as one line: the maximum depth of each 1/50 of the span, scaled to 8 levels. */
+static void text_sparkline(const struct idle_out *out)
+{
+	static const char *const bars[] = {" ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
+	const struct idle_report *rep = out->rep;
+	size_t i;
+
+	if (!rep->qd_max)
+		return;
+	fprintf(out->f, "\n  timeline of max depth (0..%u): |", rep->qd_max);
+	for (i = 0; i < IDLE_TIMELINE_BUCKETS; i++) {
+		uint64_t m = rep->qd_timeline_max[i];
+
+		fputs(bars[m ? 1 + (m * 7 + rep->qd_max - 1) / rep->qd_max : 0], out->f);
+	}
+	fputs("|", out->f);
+}
+
 static void text_queue(const struct idle_out *out)
 {
 	static const char *const labels[IDLE_QD_BUCKETS] = {"0",    "1",     "2-3",   "4-7",
@@ -170,6 +188,7 @@ static void text_queue(const struct idle_out *out)
 		rep->qd_mean, fmt_ns(a, sizeof(a), span));
 	for (i = 0; i < IDLE_QD_BUCKETS; i++)
 		fprintf(out->f, "  %s: %.1f%%", labels[i], pct(rep->qd_hist_ns[i], span));
+	text_sparkline(out);
 	fprintf(out->f, "\n  %-6s %-7s %10s %10s %14s %8s   (HTA queue length; full = %u)\n",
 		"device", "stream", "max", "mean", "time full", "%", out->o->max_queue_len);
 	for (i = 0; i < rep->nstreams; i++) {
