@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "commands.h"
 #include "profile.h"
 #include "pstats.h"
 #include "test.h"
@@ -423,6 +424,66 @@ cleanup:
 	trace_reader__close(r);
 }
 
+/* Runs a subcommand with its stdout in a string; free() it. */
+static char *run_command(int (*fn)(int, char **), int argc, char **argv, int *rc)
+{
+	FILE *tmp = tmpfile();
+	int saved = dup(STDOUT_FILENO);
+	char *buf = NULL;
+	long len;
+
+	if (!tmp || saved < 0)
+		return NULL;
+	fflush(stdout);
+	dup2(fileno(tmp), STDOUT_FILENO);
+	*rc = fn(argc, argv);
+	fflush(stdout);
+	dup2(saved, STDOUT_FILENO);
+	close(saved);
+	len = ftell(tmp);
+	buf = calloc(1, len + 1);
+	rewind(tmp);
+	if (buf && fread(buf, 1, len, tmp) != (size_t)len)
+		buf[0] = '\0';
+	fclose(tmp);
+	return buf;
+}
+
+/* The report's header counts lost events per kind and CPU; --ops without ops says so. */
+static void test_report_command(void)
+{
+	char *report[] = {"report", path, NULL};
+	char *ops[] = {"report", "--ops", path, NULL};
+	char *bad[] = {"report", "/nonexistent.ptg", NULL};
+	char *out;
+	int rc = -1;
+
+	start();
+	ASSERT_EQ(trace_writer__meta(writer, "cmdline", "python3 train.py"), 0, "meta");
+	ASSERT_EQ(trace_writer__loss(writer, "py_event", 3, 12), 0, "loss");
+	ASSERT_EQ(trace_writer__loss(writer, "cupti_records", UINT32_MAX, 3), 0, "loss");
+	enter(1, pyfunc("main", 1), 0);
+	leave(1, 2 * MS);
+	ASSERT_EQ(trace_writer__close(writer), 0, "writer close");
+
+	out = run_command(cmd_report, 2, report, &rc);
+	ASSERT_EQ(rc, 0, "report exit status");
+	ASSERT_TRUE(out && strstr(out, "command: python3 train.py\n"), "command line");
+	ASSERT_TRUE(out && strstr(out, "function calls: 1 in 1 thread\n"), "calls");
+	ASSERT_TRUE(out && strstr(out, "lost events: 15 (py_event 12 on cpu 3, cupti_records 3)\n"),
+		    "loss line");
+	free(out);
+	out = run_command(cmd_report, 3, ops, &rc);
+	ASSERT_EQ(rc, 0, "--ops without ops exit status");
+	ASSERT_TRUE(out && strstr(out, "no PyTorch dispatcher ops in this trace (the process had "
+				       "no libtorch mapped)\n"),
+		    "no ops message");
+	free(out);
+	out = run_command(cmd_report, 2, bad, &rc);
+	ASSERT_EQ(rc, 1, "unreadable trace exit status");
+	free(out);
+}
+
 int main(void)
 {
 	const char *dir = getenv("TMPDIR");
@@ -433,6 +494,7 @@ int main(void)
 	test_generator();
 	test_ops_folding();
 	test_threads();
+	test_report_command();
 	unlink(path);
 	return TEST_DONE();
 }
