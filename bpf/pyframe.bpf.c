@@ -82,6 +82,17 @@ static __always_inline __u64 current_frame(void)
 	return read_ptr(holder + off.cframe_current_frame);
 }
 
+/* Must match ptg_code_fingerprint() in user/pycode.c. */
+static __always_inline __u32 code_fingerprint(__u64 code)
+{
+	__u64 name = read_ptr(code + off.code_qualname);
+	__u64 file = read_ptr(code + off.code_filename);
+	__u32 line = 0;
+
+	bpf_probe_read_user(&line, sizeof(line), (const void *)(code + off.code_firstlineno));
+	return (__u32)((name * 0x9e3779b97f4a7c15ull ^ file * 0xc2b2ae3d27d4eb4full ^ line) >> 16);
+}
+
 static __always_inline bool is_shim(__u64 frame)
 {
 	__u8 owner = 0;
@@ -105,9 +116,11 @@ static int send_snapshot(__u64 ts, __u64 id, __u64 frame, __u32 reason)
 	}
 	for (int i = 0; i < PTG_MAX_SNAPSHOT_DEPTH && frame; i++) {
 		if (!is_shim(frame)) {
-			s->frames[n & (PTG_MAX_SNAPSHOT_DEPTH - 1)].frame = frame;
-			s->frames[n & (PTG_MAX_SNAPSHOT_DEPTH - 1)].code =
-				read_ptr(frame + off.frame_code);
+			struct ptg_frame_ref *f = &s->frames[n & (PTG_MAX_SNAPSHOT_DEPTH - 1)];
+
+			f->frame = frame;
+			f->code = read_ptr(frame + off.frame_code);
+			f->fingerprint = code_fingerprint(f->code);
 			n++;
 		}
 		frame = read_ptr(frame + off.frame_previous);
@@ -202,9 +215,11 @@ int BPF_KPROBE(py_resume)
 	oparg = unit >> 8;
 	if (oparg == 0) {
 		self = read_ptr(frame + off.frame_localsplus);
-		return emit(PTG_EV_PY_START, 0, frame, code, self, previous, previous);
+		return emit(PTG_EV_PY_START, code_fingerprint(code), frame, code, self, previous,
+			    previous);
 	}
-	return emit(PTG_EV_PY_RESUME, oparg, frame, code, 0, previous, previous);
+	return emit(PTG_EV_PY_RESUME, code_fingerprint(code), frame, code, 0, previous,
+		    previous);
 }
 
 SEC("uprobe")

@@ -205,6 +205,9 @@ static int start(struct recording *rc)
 		ret = pyframe__attach(rc->pf);
 	if (rc->child)
 		launch__release(rc->pid);
+	if (!ret && !rc->o->quiet)
+		fprintf(stderr, "ptrace-gpu: recording pid %d (Python %s, %s)\n", rc->pid,
+			rc->py.version, rc->py.path);
 	return ret;
 }
 

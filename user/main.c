@@ -5,13 +5,6 @@
 
 #include "commands.h"
 
-/* Subcommands land one by one while the tree is being built up. */
-#pragma weak cmd_report
-#pragma weak cmd_idle
-#pragma weak cmd_flamegraph
-#pragma weak cmd_export
-#pragma weak cmd_import
-
 struct command {
 	const char *name;
 	int (*fn)(int argc, char **argv);
@@ -52,13 +45,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-		if (strcmp(argv[1], commands[i].name))
-			continue;
-		if (!commands[i].fn) {
-			fprintf(stderr, "ptrace-gpu: '%s' is not in this build\n", argv[1]);
-			return 2;
-		}
-		return commands[i].fn(argc - 1, argv + 1);
+		if (!strcmp(argv[1], commands[i].name))
+			return commands[i].fn(argc - 1, argv + 1);
 	}
 	fprintf(stderr, "ptrace-gpu: unknown command '%s' (see ptrace-gpu --help)\n", argv[1]);
 	return 2;

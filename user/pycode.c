@@ -81,6 +81,13 @@ int py_read_str(int memfd, const struct py_version_info *vi, uint64_t addr, char
 	return 0;
 }
 
+uint32_t ptg_code_fingerprint(uint64_t qualname, uint64_t filename, uint32_t line)
+{
+	/* the same mix as code_fingerprint() in bpf/pyframe.bpf.c */
+	return (uint32_t)((qualname * 0x9e3779b97f4a7c15ull ^ filename * 0xc2b2ae3d27d4eb4full ^
+			   line) >> 16);
+}
+
 int py_read_code(int memfd, const struct py_version_info *vi, uint64_t code,
 		 struct py_code_info *out)
 {
@@ -88,10 +95,11 @@ int py_read_code(int memfd, const struct py_version_info *vi, uint64_t code,
 	int32_t line = 0;
 	int err;
 
-	if ((err = proc_mem_read(memfd, code + vi->code_qualname, &qualname, 8)) ||
-	    (err = proc_mem_read(memfd, code + vi->code_filename, &filename, 8)) ||
-	    (err = proc_mem_read(memfd, code + vi->code_firstlineno, &line, 4)))
+	if ((err = proc_mem_read(memfd, code + vi->off.code_qualname, &qualname, 8)) ||
+	    (err = proc_mem_read(memfd, code + vi->off.code_filename, &filename, 8)) ||
+	    (err = proc_mem_read(memfd, code + vi->off.code_firstlineno, &line, 4)))
 		return err;
+	out->fingerprint = ptg_code_fingerprint(qualname, filename, (uint32_t)line);
 	if ((err = py_read_str(memfd, vi, qualname, out->qualname, sizeof(out->qualname))) ||
 	    (err = py_read_str(memfd, vi, filename, out->filename, sizeof(out->filename))))
 		return err;

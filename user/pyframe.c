@@ -22,6 +22,7 @@
 struct py_slot {
 	uint64_t frame;
 	uint64_t code;
+	uint32_t fingerprint;
 };
 
 struct pythread {
@@ -58,27 +59,33 @@ static const char *const loss_names[PTG_LOSS_NR_KINDS] = {
 	[PTG_LOSS_PY_DEPTH] = "py_stack_depth",
 };
 
-static uint32_t resolve_code(struct pyframe *pf, uint64_t code)
+/*
+ * Symbol of a code object, read once per (address, fingerprint). The cache
+ * holds fingerprint << 32 | symbol, so a new code object at a freed one's
+ * address is read again.
+ */
+static uint32_t resolve_code(struct pyframe *pf, uint64_t code, uint32_t fingerprint)
 {
 	struct py_code_info ci;
 	uint64_t *cached;
 	uint32_t sym;
 
 	cached = u64map__get(&pf->code_syms, code);
-	if (cached)
+	if (cached && (uint32_t)(*cached >> 32) == fingerprint)
 		return (uint32_t)*cached;
-	if (code && py_read_code(pf->memfd, pf->py.info, code, &ci) == 0) {
+	if (code && py_read_code(pf->memfd, pf->py.info, code, &ci) == 0 &&
+	    ci.fingerprint == fingerprint) {
 		sym = trace_writer__sym(pf->w, PTG_SYM_PY_FUNC, ci.qualname, ci.filename,
 					ci.firstlineno);
 	} else {
-		/* the object went away before it could be read (the process exited) */
+		/* freed (or the process exited) before it could be read */
 		snprintf(ci.qualname, sizeof(ci.qualname), "<unknown code %#llx>",
 			 (unsigned long long)code);
 		sym = trace_writer__sym(pf->w, PTG_SYM_PY_FUNC, ci.qualname, "", 0);
 		pf->st.unresolved++;
 	}
 	if (code)
-		u64map__put(&pf->code_syms, code, sym);
+		u64map__put(&pf->code_syms, code, (uint64_t)fingerprint << 32 | sym);
 	return sym;
 }
 
@@ -131,7 +138,7 @@ static struct pythread *thread_of(struct pyframe *pf, const struct ptg_event *e)
 }
 
 static int push(struct pyframe *pf, struct pythread *t, uint64_t frame, uint64_t code,
-		uint64_t ts, uint16_t flags)
+		uint32_t fingerprint, uint64_t ts, uint16_t flags)
 {
 	if (t->depth == t->cap) {
 		uint32_t cap = t->cap ? t->cap * 2 : 64;
@@ -143,10 +150,12 @@ static int push(struct pyframe *pf, struct pythread *t, uint64_t frame, uint64_t
 		t->cap = cap;
 	}
 	t->stack[t->depth].frame = frame;
-	t->stack[t->depth++].code = code;
+	t->stack[t->depth].code = code;
+	t->stack[t->depth++].fingerprint = fingerprint;
 	if (!(flags & PTG_F_ENTER_RESUME))
 		pf->st.calls++;
-	return write_rec(pf, t, PTG_REC_PY_ENTER, flags, resolve_code(pf, code), ts);
+	return write_rec(pf, t, PTG_REC_PY_ENTER, flags, resolve_code(pf, code, fingerprint),
+			 ts);
 }
 
 /* Pops frames until depth `keep` remains. */
@@ -184,7 +193,7 @@ static int enter(struct pyframe *pf, struct pythread *t, const struct ptg_event 
 
 	if (at || !e->d)
 		err = pop_to(pf, t, at, e->ts, PTG_F_EXIT_UNWIND);
-	return err ?: push(pf, t, e->a, e->b, e->ts, flags);
+	return err ?: push(pf, t, e->a, e->b, e->aux, e->ts, flags);
 }
 
 static int leave(struct pyframe *pf, struct pythread *t, const struct ptg_event *e,
@@ -224,12 +233,15 @@ static int apply_snapshot(struct pyframe *pf, struct pythread *t, const struct p
 
 	while (common < n && common < t->depth &&
 	       t->stack[common].frame == s->frames[n - 1 - common].frame &&
-	       t->stack[common].code == s->frames[n - 1 - common].code)
+	       t->stack[common].code == s->frames[n - 1 - common].code &&
+	       t->stack[common].fingerprint == s->frames[n - 1 - common].fingerprint)
 		common++;
 	err = pop_to(pf, t, common, s->hdr.ts, PTG_F_EXIT_LOST);
-	for (uint32_t i = common; !err && i < n; i++)
-		err = push(pf, t, s->frames[n - 1 - i].frame, s->frames[n - 1 - i].code, ts,
-			   PTG_F_ENTER_PREEXISTING);
+	for (uint32_t i = common; !err && i < n; i++) {
+		const struct ptg_frame_ref *f = &s->frames[n - 1 - i];
+
+		err = push(pf, t, f->frame, f->code, f->fingerprint, ts, PTG_F_ENTER_PREEXISTING);
+	}
 	return err;
 }
 

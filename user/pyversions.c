@@ -27,12 +27,12 @@ static const struct py_version_info versions[] = {
 			.frame_owner = 69,
 			.frameobj_frame = 24,
 			.frame_localsplus = 72,
+			.code_filename = 112,
+			.code_qualname = 128,
+			.code_firstlineno = 72,
 			.owner_cstack = 0xff, /* 3.11 has no shim frames */
 		},
-		.code_filename = 112,
 		.code_name = 120,
-		.code_qualname = 128,
-		.code_firstlineno = 72,
 		.unicode_length = 16,
 		.unicode_state = 32,
 		.ascii_data = 48,   /* sizeof(PyASCIIObject) */

@@ -10,8 +10,8 @@
 #define PTG_MAX_SNAPSHOT_DEPTH 128
 
 enum ptg_ev_kind {
-	PTG_EV_PY_START = 1,  /* a new Python call: a = frame, b = code */
-	PTG_EV_PY_RESUME = 2, /* a suspended generator/coroutine resumes: a = frame, b = code */
+	PTG_EV_PY_START = 1,  /* a new Python call: a = frame, b = code, aux = code fingerprint */
+	PTG_EV_PY_RESUME = 2, /* a generator/coroutine continues: a = frame, b = code, aux = fingerprint */
 	PTG_EV_PY_RETURN = 3, /* frame a returns */
 	PTG_EV_PY_YIELD = 4,  /* frame a suspends (yield / await) */
 	PTG_EV_PY_UNWIND = 5, /* frames above frame a exited by an exception (a may be 0: all) */
@@ -37,9 +37,15 @@ struct ptg_event {
 	__u64 d; /* PY_START, PY_RESUME: the frame's previous frame (the caller) */
 };
 
+/*
+ * Code objects are freed and their addresses reused (a module's code, once it
+ * ran): the fingerprint of its name, file and first line tells two apart.
+ */
 struct ptg_frame_ref {
 	__u64 frame;
 	__u64 code;
+	__u32 fingerprint;
+	__u32 pad;
 };
 
 /*

@@ -17,6 +17,9 @@ struct ptg_py_offsets {
 	__u32 frame_owner;	      /* _PyInterpreterFrame.owner */
 	__u32 frameobj_frame;	      /* PyFrameObject.f_frame */
 	__u32 frame_localsplus;	      /* _PyInterpreterFrame.localsplus */
+	__u32 code_filename;	      /* PyCodeObject.co_filename */
+	__u32 code_qualname;	      /* PyCodeObject.co_qualname */
+	__u32 code_firstlineno;	      /* PyCodeObject.co_firstlineno */
 	__u32 owner_cstack;	      /* value of owner for C-stack shim frames (3.12+), 0xff if none */
 };
 

@@ -1,0 +1,115 @@
+"""record -p on real Python processes of both interpreters: exact call counts."""
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+import ptg
+
+
+class RecordCounts(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def record_attached(self, python, script, *args):
+        """Attaches while the workload waits, lets it run to its exit."""
+        out = os.path.join(self.tmp.name, f"{script}.ptg")
+        w = ptg.Workload(python, script, *args)
+        try:
+            rec = ptg.Recorder(["-p", str(w.pid)], out)
+            w.go()
+            self.assertIn("done", w.finish())
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+        finally:
+            w.kill()
+        trace = ptg.Trace(out)
+        self.assertEqual(trace.losses, [], "events were lost")
+        self.assertEqual(trace.meta["stop.reason"], "target exited")
+        return trace
+
+    def check_fib_attached(self, python):
+        trace = self.record_attached(python, "fib.py")
+        calls = [c for c in trace.calls() if c[1] == "f" and c[2].endswith("fib.py")]
+        self.assertEqual(len(calls), 5919)
+        for c in calls:
+            self.assertGreaterEqual(c[5], c[4], "exit before entry")
+            self.assertEqual(c[7], 0, "f returns normally")
+        # primitive calls: f not already on the stack
+        outermost = [c for c in calls if c[8] == min(x[8] for x in calls)]
+        self.assertEqual(len(outermost), 3)
+
+    def check_exception_chain(self, python):
+        trace = self.record_attached(python, "exceptions.py")
+        segs = {}
+        for c in trace.calls():
+            if c[2].endswith("exceptions.py") and c[1] in ("outer", "middle", "innermost"):
+                segs.setdefault(c[1], []).append(c)
+        self.assertEqual({k: len(v) for k, v in segs.items()},
+                         {"outer": 100, "middle": 100, "innermost": 100})
+        self.assertTrue(all(c[7] == ptg.EXIT_UNWIND for c in segs["innermost"]))
+        self.assertTrue(all(c[7] == ptg.EXIT_UNWIND for c in segs["middle"]))
+        self.assertTrue(all(c[7] == 0 for c in segs["outer"]))
+
+    def check_generator_is_one_call(self, python):
+        trace = self.record_attached(python, "generator.py")
+        segs = [c for c in trace.calls() if c[1] == "produce"]
+        new = [c for c in segs if not c[6] & ptg.ENTER_RESUME]
+        self.assertEqual(len(new), 1)
+        # started once, resumed after each of the 100 yields
+        self.assertEqual(len(segs), 101)
+        self.assertEqual(sum(1 for c in segs if c[7] == ptg.EXIT_YIELD), 100)
+
+    def check_threads_exact_per_thread(self, python):
+        trace = self.record_attached(python, "threads.py")
+        counts = trace.count("threads.py", by_tid=True)
+        per_leaf = {}
+        for (tid, key), n in counts.items():
+            if key.startswith("leaf"):
+                per_leaf.setdefault(key.split(":")[0], []).append((tid, n))
+        self.assertEqual(sorted(per_leaf), ["leaf0", "leaf1", "leaf2", "leaf3"])
+        tids = set()
+        for leaf, rows in per_leaf.items():
+            self.assertEqual(len(rows), 1, f"{leaf} ran on one thread")
+            self.assertEqual(rows[0][1], 1000, leaf)
+            tids.add(rows[0][0])
+        self.assertEqual(len(tids), 4, "four distinct threads")
+
+    def check_preexisting_frames_in_order(self, python):
+        trace = self.record_attached(python, "deep.py")
+        pre = [r for r in trace.records
+               if r.kind == "py_enter" and r.flags & ptg.ENTER_PREEXISTING]
+        names = [r.name for r in pre if r.file.endswith(("deep.py", "gate.py"))]
+        self.assertEqual(names, ["<module>", "main"] + ["deep"] * 20 + ["wait_for_go"])
+        start = int(trace.meta["start.monotonic_ns"])
+        self.assertTrue(all(r.ts == start for r in pre))
+        self.assertTrue(all(c[7] == 0 for c in trace.calls() if c[1] == "deep"))
+
+    def check_mixed_matches_oracle(self, python):
+        oracle = json.loads(subprocess.run(
+            [python, os.path.join(ptg.WORKLOADS, "mixed.py"), "--oracle"],
+            check=True, capture_output=True, text=True).stdout)
+        trace = self.record_attached(python, "mixed.py")
+        counts = trace.count("mixed.py")
+        # the workload's own run(); module-level code ran before the attach
+        got = {k: v for k, v in counts.items() if k in oracle or not k.startswith("<module>")}
+        self.assertEqual(got, oracle)
+
+    def check_record_command(self, python):
+        out = os.path.join(self.tmp.name, "cmd.ptg")
+        res = ptg.run(["record", "-o", out, "--", python,
+                       os.path.join(ptg.WORKLOADS, "fib.py")])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        trace = ptg.Trace(out)
+        self.assertEqual(trace.count("fib.py")["f:7"], 5919)
+        self.assertEqual(trace.count("fib.py")["main:11"], 1)
+        self.assertEqual(trace.count("fib.py")["<module>:1"], 1)
+
+
+ptg.per_interpreter(RecordCounts)
+
+if __name__ == "__main__":
+    ptg.main()
