@@ -21,6 +21,7 @@
 #include "pyinterp.h"
 #include "syscheck.h"
 #include "trace.h"
+#include "tracer.h"
 
 struct record_opts {
 	pid_t pid;
@@ -39,6 +40,7 @@ struct recording {
 	int pidfd;
 	struct py_interp py;
 	struct trace_writer *w;
+	struct tracer *tracer;
 	struct pyframe *pf;
 	uint64_t start_ts;
 	const char *stop_reason;
@@ -200,7 +202,9 @@ static int start(struct recording *rc)
 	rc->start_ts = now_ns(CLOCK_MONOTONIC);
 	ret = write_meta(rc);
 	if (!ret)
-		ret = pyframe__open(&rc->py, rc->w, rc->o->ringbuf_mb, rc->start_ts, &rc->pf);
+		ret = tracer__new(rc->w, rc->o->ringbuf_mb, rc->start_ts, &rc->tracer);
+	if (!ret)
+		ret = pyframe__open(&rc->py, rc->tracer, &rc->pf);
 	if (!ret)
 		ret = pyframe__attach(rc->pf);
 	if (rc->child)
@@ -230,11 +234,11 @@ static void live_status(struct recording *rc, uint64_t now, uint64_t *last_ts, u
 		return;
 	pyframe__stats(rc->pf, &st);
 	fprintf(stderr, "\rrecording pid %d: %.1f s, %llu events (%.0f/s), %llu dropped   ",
-		rc->pid, (now - rc->start_ts) / 1e9, (unsigned long long)st.events,
-		(st.events - *last_ev) * 1e9 / (double)(now - *last_ts),
+		rc->pid, (now - rc->start_ts) / 1e9, (unsigned long long)tracer__events(rc->tracer),
+		(tracer__events(rc->tracer) - *last_ev) * 1e9 / (double)(now - *last_ts),
 		(unsigned long long)st.dropped);
 	*last_ts = now;
-	*last_ev = st.events;
+	*last_ev = tracer__events(rc->tracer);
 }
 
 static int run_loop(struct recording *rc)
@@ -244,7 +248,7 @@ static int run_loop(struct recording *rc)
 	int ret;
 
 	for (;;) {
-		ret = pyframe__poll(rc->pf, 100);
+		ret = tracer__poll(rc->tracer, 100);
 		if (ret < 0)
 			return ret;
 		now = now_ns(CLOCK_MONOTONIC);
@@ -271,7 +275,8 @@ static int finish(struct recording *rc)
 	char buf[64];
 	int ret;
 
-	ret = pyframe__finish(rc->pf, stop_ts);
+	pyframe__detach(rc->pf);
+	ret = tracer__finish(rc->tracer, stop_ts);
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)stop_ts);
 	ret = ret ?: trace_writer__meta(rc->w, "stop.monotonic_ns", buf);
 	ret = ret ?: trace_writer__meta(rc->w, "stop.reason", rc->stop_reason);
@@ -287,8 +292,9 @@ static int finish(struct recording *rc)
 	fprintf(stderr,
 		"ptrace-gpu: %s after %.2f s: %llu Python calls from pid %d (%llu events), "
 		"%llu events lost; wrote %s\n",
-		rc->stop_reason, (stop_ts - rc->start_ts) / 1e9, (unsigned long long)st.calls,
-		rc->pid, (unsigned long long)st.events, (unsigned long long)st.dropped,
+		rc->stop_reason, (stop_ts - rc->start_ts) / 1e9,
+		(unsigned long long)tracer__calls(rc->tracer), rc->pid,
+		(unsigned long long)tracer__events(rc->tracer), (unsigned long long)st.dropped,
 		rc->o->output);
 	if (st.dropped)
 		fprintf(stderr, "ptrace-gpu: warning: %llu events were dropped (ring buffer full); "
@@ -321,10 +327,11 @@ int cmd_record(int argc, char **argv)
 		ret = run_loop(&rc);
 	if (!ret)
 		ret = finish(&rc);
-	else if (rc.w || rc.pf)
+	else if (rc.tracer)
 		fprintf(stderr, "ptrace-gpu: record failed: %s\n", strerror(-ret));
-	trace_writer__abort(rc.w);
 	pyframe__destroy(rc.pf);
+	tracer__free(rc.tracer);
+	trace_writer__abort(rc.w);
 	if (rc.pidfd >= 0)
 		close(rc.pidfd);
 	return ret ? 1 : 0;

@@ -9,6 +9,11 @@
 
 #define PTG_MAX_SNAPSHOT_DEPTH 128
 
+/*
+ * Kinds of ring-buffer record, in one range per probe module (the tracer
+ * routes each range to its module): Python 1-15, dispatcher ops 16-31,
+ * CUDA calls 32-47, scheduler 48-63, library loads 64-71.
+ */
 enum ptg_ev_kind {
 	PTG_EV_PY_START = 1,  /* a new Python call: a = frame, b = code, aux = code fingerprint */
 	PTG_EV_PY_RESUME = 2, /* a generator/coroutine continues: a = frame, b = code, aux = fingerprint */
