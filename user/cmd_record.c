@@ -16,6 +16,7 @@
 
 #include "commands.h"
 #include "launch.h"
+#include "libwatch.h"
 #include "procfs.h"
 #include "pyframe.h"
 #include "pyinterp.h"
@@ -42,6 +43,7 @@ struct recording {
 	struct trace_writer *w;
 	struct tracer *tracer;
 	struct pyframe *pf;
+	struct libwatch *libs;
 	uint64_t start_ts;
 	const char *stop_reason;
 };
@@ -206,7 +208,12 @@ static int start(struct recording *rc)
 	if (!ret)
 		ret = pyframe__open(&rc->py, rc->tracer, &rc->pf);
 	if (!ret)
+		ret = libwatch__open(rc->tracer, rc->pid, &rc->libs);
+	/* probe modules subscribe to rc->libs here, before it reports what is mapped */
+	if (!ret)
 		ret = pyframe__attach(rc->pf);
+	if (!ret)
+		ret = libwatch__attach(rc->libs);
 	if (rc->child)
 		launch__release(rc->pid);
 	if (!ret && !rc->o->quiet)
@@ -276,6 +283,7 @@ static int finish(struct recording *rc)
 	int ret;
 
 	pyframe__detach(rc->pf);
+	libwatch__detach(rc->libs);
 	ret = tracer__finish(rc->tracer, stop_ts);
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)stop_ts);
 	ret = ret ?: trace_writer__meta(rc->w, "stop.monotonic_ns", buf);
@@ -330,6 +338,7 @@ int cmd_record(int argc, char **argv)
 	else if (rc.tracer)
 		fprintf(stderr, "ptrace-gpu: record failed: %s\n", strerror(-ret));
 	pyframe__destroy(rc.pf);
+	libwatch__destroy(rc.libs);
 	tracer__free(rc.tracer);
 	trace_writer__abort(rc.w);
 	if (rc.pidfd >= 0)

@@ -21,6 +21,8 @@ enum ptg_ev_kind {
 	PTG_EV_PY_YIELD = 4,  /* frame a suspends (yield / await) */
 	PTG_EV_PY_UNWIND = 5, /* frames above frame a exited by an exception (a may be 0: all) */
 	PTG_EV_PY_STACK = 6,  /* snapshot of the thread's frame chain, see ptg_stack_event */
+
+	PTG_EV_LIB_CHANGE = 64, /* the dynamic loader changed the set of mapped objects */
 };
 
 /* Why a stack snapshot was taken. */

@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * The dynamic loader calls _dl_debug_state() (the r_brk hook debuggers use)
+ * before and after it maps or unmaps objects: one event each time tells the
+ * loader to look for libraries that appeared (libtorch imported late,
+ * libcuda loaded at first CUDA use).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "ptrace_gpu/events.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096); /* replaced by the tracer's shared ring buffer */
+} events SEC(".maps");
+
+__u64 lost = 0;
+
+SEC("uprobe")
+int dl_debug_state(void *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct ptg_event *e;
+
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&lost, 1);
+		return 0;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->ts = bpf_ktime_get_ns();
+	e->pid = id >> 32;
+	e->tid = (__u32)id;
+	e->kind = PTG_EV_LIB_CHANGE;
+	e->cpu = bpf_get_smp_processor_id();
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

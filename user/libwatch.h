@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Which objects a target has mapped, now and later: subscribers hear of each
+ * executable object once, when recording starts or when the dynamic loader
+ * maps it (a uprobe on ld.so's _dl_debug_state wakes the scan).
+ */
+#ifndef PTG_LIBWATCH_H
+#define PTG_LIBWATCH_H
+
+#include <sys/types.h>
+
+#include "procfs.h"
+#include "tracer.h"
+
+struct libwatch;
+
+/*
+ * A newly seen executable mapping of the file at m->path; attach_path opens
+ * the same file from here; bias = runtime address - link-time address.
+ * Returns 0, or -errno to stop recording.
+ */
+typedef int (*libwatch_fn)(void *ctx, const struct proc_map *m, const char *attach_path,
+			   uint64_t bias);
+
+int libwatch__open(struct tracer *t, pid_t pid, struct libwatch **out);
+int libwatch__subscribe(struct libwatch *lw, libwatch_fn fn, void *ctx);
+/* Attaches to ld.so and reports what is mapped already. */
+int libwatch__attach(struct libwatch *lw);
+void libwatch__detach(struct libwatch *lw);
+void libwatch__destroy(struct libwatch *lw);
+
+#endif /* PTG_LIBWATCH_H */
