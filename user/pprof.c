@@ -1,0 +1,537 @@
+// SPDX-License-Identifier: MIT
+/*
+ * profile.proto by hand. Samples are encoded as they are added, so memory
+ * holds the tables (strings, functions, locations, mappings) and the bytes
+ * of the samples, not a copy of every sample's fields.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "pprof.h"
+#include "u64map.h"
+
+#define WIRE_VARINT 0
+#define WIRE_LEN 2
+
+/* Field numbers of profile.proto */
+enum {
+	PROFILE_SAMPLE_TYPE = 1,
+	PROFILE_SAMPLE = 2,
+	PROFILE_MAPPING = 3,
+	PROFILE_LOCATION = 4,
+	PROFILE_FUNCTION = 5,
+	PROFILE_STRING_TABLE = 6,
+	PROFILE_TIME_NANOS = 9,
+	PROFILE_DURATION_NANOS = 10,
+	PROFILE_PERIOD_TYPE = 11,
+	PROFILE_PERIOD = 12,
+};
+
+static int pb_reserve(struct pb_buf *b, size_t more)
+{
+	size_t cap = b->cap ? b->cap : 256;
+	uint8_t *n;
+
+	if (b->err)
+		return b->err;
+	if (b->len + more <= b->cap)
+		return 0;
+	while (cap < b->len + more)
+		cap *= 2;
+	n = realloc(b->data, cap);
+	if (!n)
+		return b->err = -ENOMEM;
+	b->data = n;
+	b->cap = cap;
+	return 0;
+}
+
+void pb_buf__free(struct pb_buf *b)
+{
+	free(b->data);
+	*b = (struct pb_buf){};
+}
+
+static size_t varint_len(uint64_t v)
+{
+	size_t n = 1;
+
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+static void varint_put(uint8_t *p, uint64_t v)
+{
+	while (v >= 0x80) {
+		*p++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*p = (uint8_t)v;
+}
+
+void pb_varint(struct pb_buf *b, uint64_t v)
+{
+	size_t n = varint_len(v);
+
+	if (pb_reserve(b, n))
+		return;
+	varint_put(b->data + b->len, v);
+	b->len += n;
+}
+
+static void pb_key(struct pb_buf *b, uint32_t field, uint32_t wire)
+{
+	pb_varint(b, (uint64_t)field << 3 | wire);
+}
+
+void pb_uint(struct pb_buf *b, uint32_t field, uint64_t v)
+{
+	if (!v)
+		return;
+	pb_key(b, field, WIRE_VARINT);
+	pb_varint(b, v);
+}
+
+/* int64 (not sint64): a negative value is its two's complement, ten bytes */
+void pb_int(struct pb_buf *b, uint32_t field, int64_t v)
+{
+	pb_uint(b, field, (uint64_t)v);
+}
+
+void pb_bool(struct pb_buf *b, uint32_t field, bool v)
+{
+	pb_uint(b, field, v);
+}
+
+void pb_bytes(struct pb_buf *b, uint32_t field, const void *data, size_t len)
+{
+	pb_key(b, field, WIRE_LEN);
+	pb_varint(b, len);
+	if (!len || pb_reserve(b, len))
+		return;
+	memcpy(b->data + b->len, data, len);
+	b->len += len;
+}
+
+void pb_packed_uint(struct pb_buf *b, uint32_t field, const uint64_t *v, size_t n)
+{
+	size_t len = 0;
+
+	if (!n)
+		return;
+	for (size_t i = 0; i < n; i++)
+		len += varint_len(v[i]);
+	pb_key(b, field, WIRE_LEN);
+	pb_varint(b, len);
+	for (size_t i = 0; i < n; i++)
+		pb_varint(b, v[i]);
+}
+
+void pb_packed_int(struct pb_buf *b, uint32_t field, const int64_t *v, size_t n)
+{
+	pb_packed_uint(b, field, (const uint64_t *)v, n);
+}
+
+/* The body is written first; end() moves it up to make room for its length. */
+size_t pb_begin(struct pb_buf *b, uint32_t field)
+{
+	pb_key(b, field, WIRE_LEN);
+	return b->len;
+}
+
+void pb_end(struct pb_buf *b, size_t mark)
+{
+	size_t body = b->len - mark, n = varint_len(body);
+
+	if (b->err || pb_reserve(b, n))
+		return;
+	memmove(b->data + mark + n, b->data + mark, body);
+	varint_put(b->data + mark, body);
+	b->len += n;
+}
+
+struct pprof_function {
+	int64_t name, filename, start_line;
+};
+
+struct pprof_mapping {
+	uint64_t start, limit, offset;
+	int64_t filename;
+};
+
+struct pprof_location {
+	uint64_t mapping, address, function;
+	int64_t line;
+};
+
+struct pprof_value_type {
+	int64_t type, unit;
+};
+
+struct pprof {
+	char **strings;
+	size_t nstrings, strings_cap;
+	struct u64map string_idx; /* hash -> index + 1 */
+	struct pprof_function *funcs;
+	size_t nfuncs, funcs_cap;
+	struct u64map func_idx; /* hash -> id */
+	struct pprof_mapping *maps;
+	size_t nmaps, maps_cap;
+	struct u64map map_idx;
+	struct pprof_location *locs;
+	size_t nlocs, locs_cap;
+	struct u64map loc_idx;
+	struct pprof_value_type types[PPROF_MAX_VALUES];
+	size_t ntypes;
+	struct pprof_value_type period_type;
+	int64_t period, time_nanos, duration_nanos;
+	struct pb_buf samples; /* encoded Sample fields of the Profile */
+};
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+	size_t ncap = *cap ? *cap : 64;
+	void *n;
+
+	if (need <= *cap)
+		return 0;
+	while (ncap < need)
+		ncap *= 2;
+	n = realloc(*arr, ncap * elem);
+	if (!n)
+		return -ENOMEM;
+	*arr = n;
+	*cap = ncap;
+	return 0;
+}
+
+static uint64_t hash_bytes(uint64_t h, const void *data, size_t len)
+{
+	const unsigned char *p = data;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	return h;
+}
+
+/* u64map keys must not be 0 */
+static uint64_t map_key(uint64_t h)
+{
+	return h | 1ULL << 63;
+}
+
+int pprof__new(struct pprof **out)
+{
+	struct pprof *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	if (pprof__string(p, "") < 0) {
+		pprof__free(p);
+		return -ENOMEM;
+	}
+	*out = p;
+	return 0;
+}
+
+void pprof__free(struct pprof *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->nstrings; i++)
+		free(p->strings[i]);
+	free(p->strings);
+	free(p->funcs);
+	free(p->maps);
+	free(p->locs);
+	u64map__free(&p->string_idx);
+	u64map__free(&p->func_idx);
+	u64map__free(&p->map_idx);
+	u64map__free(&p->loc_idx);
+	pb_buf__free(&p->samples);
+	free(p);
+}
+
+int64_t pprof__string(struct pprof *p, const char *s)
+{
+	uint64_t h = hash_bytes(14695981039346656037ull, s, strlen(s)), *idx;
+	char *copy;
+
+	/* probe on past other strings with the same hash */
+	for (;; h++) {
+		idx = u64map__get(&p->string_idx, map_key(h));
+		if (!idx)
+			break;
+		if (!strcmp(p->strings[*idx - 1], s))
+			return (int64_t)*idx - 1;
+	}
+	if (grow((void **)&p->strings, &p->strings_cap, p->nstrings + 1, sizeof(*p->strings)))
+		return -ENOMEM;
+	copy = strdup(s);
+	if (!copy || u64map__put(&p->string_idx, map_key(h), p->nstrings + 1)) {
+		free(copy);
+		return -ENOMEM;
+	}
+	p->strings[p->nstrings++] = copy;
+	return (int64_t)p->nstrings - 1;
+}
+
+int pprof__add_sample_type(struct pprof *p, const char *type, const char *unit)
+{
+	int64_t t = pprof__string(p, type), u = pprof__string(p, unit);
+
+	if (t < 0 || u < 0)
+		return -ENOMEM;
+	if (p->ntypes >= PPROF_MAX_VALUES)
+		return -E2BIG;
+	p->types[p->ntypes++] = (struct pprof_value_type){ t, u };
+	return 0;
+}
+
+void pprof__set_period(struct pprof *p, const char *type, const char *unit, int64_t period)
+{
+	p->period_type.type = pprof__string(p, type);
+	p->period_type.unit = pprof__string(p, unit);
+	p->period = period;
+}
+
+void pprof__set_time(struct pprof *p, int64_t time_nanos, int64_t duration_nanos)
+{
+	p->time_nanos = time_nanos;
+	p->duration_nanos = duration_nanos;
+}
+
+uint64_t pprof__function(struct pprof *p, const char *name, const char *filename,
+			 int64_t start_line)
+{
+	struct pprof_function f = { pprof__string(p, name), pprof__string(p, filename),
+				    start_line };
+	uint64_t h = hash_bytes(14695981039346656037ull, &f, sizeof(f)), *id;
+
+	if (f.name < 0 || f.filename < 0)
+		return 0;
+	for (;; h++) {
+		id = u64map__get(&p->func_idx, map_key(h));
+		if (!id)
+			break;
+		if (!memcmp(&p->funcs[*id - 1], &f, sizeof(f)))
+			return *id;
+	}
+	if (grow((void **)&p->funcs, &p->funcs_cap, p->nfuncs + 1, sizeof(f)) ||
+	    u64map__put(&p->func_idx, map_key(h), p->nfuncs + 1))
+		return 0;
+	p->funcs[p->nfuncs++] = f;
+	return p->nfuncs;
+}
+
+uint64_t pprof__mapping(struct pprof *p, uint64_t start, uint64_t limit, uint64_t offset,
+			const char *filename)
+{
+	struct pprof_mapping m = { start, limit, offset, pprof__string(p, filename) };
+	uint64_t *id;
+
+	if (m.filename < 0)
+		return 0;
+	/* string indices are unique: the filename's index is the key */
+	id = u64map__get(&p->map_idx, map_key((uint64_t)m.filename));
+	if (id)
+		return *id;
+	if (grow((void **)&p->maps, &p->maps_cap, p->nmaps + 1, sizeof(m)) ||
+	    u64map__put(&p->map_idx, map_key((uint64_t)m.filename), p->nmaps + 1))
+		return 0;
+	p->maps[p->nmaps++] = m;
+	return p->nmaps;
+}
+
+uint64_t pprof__location(struct pprof *p, uint64_t mapping, uint64_t address, uint64_t function,
+			 int64_t line)
+{
+	struct pprof_location l = { mapping, address, function, line };
+	uint64_t h = hash_bytes(14695981039346656037ull, &l, sizeof(l)), *id;
+
+	for (;; h++) {
+		id = u64map__get(&p->loc_idx, map_key(h));
+		if (!id)
+			break;
+		if (!memcmp(&p->locs[*id - 1], &l, sizeof(l)))
+			return *id;
+	}
+	if (grow((void **)&p->locs, &p->locs_cap, p->nlocs + 1, sizeof(l)) ||
+	    u64map__put(&p->loc_idx, map_key(h), p->nlocs + 1))
+		return 0;
+	p->locs[p->nlocs++] = l;
+	return p->nlocs;
+}
+
+static int encode_label(struct pprof *p, const struct pprof_label *l)
+{
+	int64_t key = pprof__string(p, l->key);
+	int64_t str = l->str ? pprof__string(p, l->str) : 0;
+	int64_t unit = l->unit ? pprof__string(p, l->unit) : 0;
+	size_t m;
+
+	if (key < 0 || str < 0 || unit < 0)
+		return -ENOMEM;
+	m = pb_begin(&p->samples, 3);
+	pb_int(&p->samples, 1, key);
+	pb_int(&p->samples, 2, str);
+	if (!l->str)
+		pb_int(&p->samples, 3, l->num);
+	pb_int(&p->samples, 4, unit);
+	pb_end(&p->samples, m);
+	return 0;
+}
+
+int pprof__add_sample(struct pprof *p, const uint64_t *locs, size_t nlocs, const int64_t *values,
+		      size_t nvalues, const struct pprof_label *labels, size_t nlabels)
+{
+	size_t m;
+	int err = 0;
+
+	if (nvalues != p->ntypes)
+		return -EINVAL;
+	m = pb_begin(&p->samples, PROFILE_SAMPLE);
+	pb_packed_uint(&p->samples, 1, locs, nlocs);
+	pb_packed_int(&p->samples, 2, values, nvalues);
+	for (size_t i = 0; i < nlabels && !err; i++)
+		err = encode_label(p, &labels[i]);
+	pb_end(&p->samples, m);
+	return err ? err : p->samples.err;
+}
+
+static void encode_value_type(struct pb_buf *b, uint32_t field, const struct pprof_value_type *t)
+{
+	size_t m = pb_begin(b, field);
+
+	pb_int(b, 1, t->type);
+	pb_int(b, 2, t->unit);
+	pb_end(b, m);
+}
+
+static void encode_tables(const struct pprof *p, struct pb_buf *b)
+{
+	size_t m, l;
+
+	for (size_t i = 0; i < p->nmaps; i++) {
+		m = pb_begin(b, PROFILE_MAPPING);
+		pb_uint(b, 1, i + 1);
+		pb_uint(b, 2, p->maps[i].start);
+		pb_uint(b, 3, p->maps[i].limit);
+		pb_uint(b, 4, p->maps[i].offset);
+		pb_int(b, 5, p->maps[i].filename);
+		pb_bool(b, 7, true); /* has_functions: names come with the profile */
+		pb_end(b, m);
+	}
+	for (size_t i = 0; i < p->nlocs; i++) {
+		m = pb_begin(b, PROFILE_LOCATION);
+		pb_uint(b, 1, i + 1);
+		pb_uint(b, 2, p->locs[i].mapping);
+		pb_uint(b, 3, p->locs[i].address);
+		if (p->locs[i].function) {
+			l = pb_begin(b, 4);
+			pb_uint(b, 1, p->locs[i].function);
+			pb_int(b, 2, p->locs[i].line);
+			pb_end(b, l);
+		}
+		pb_end(b, m);
+	}
+	for (size_t i = 0; i < p->nfuncs; i++) {
+		m = pb_begin(b, PROFILE_FUNCTION);
+		pb_uint(b, 1, i + 1);
+		pb_int(b, 2, p->funcs[i].name);
+		pb_int(b, 3, p->funcs[i].name); /* system_name */
+		pb_int(b, 4, p->funcs[i].filename);
+		pb_int(b, 5, p->funcs[i].start_line);
+		pb_end(b, m);
+	}
+}
+
+int pprof__encode(struct pprof *p, struct pb_buf *b)
+{
+	if (p->samples.err)
+		return p->samples.err;
+	for (size_t i = 0; i < p->ntypes; i++)
+		encode_value_type(b, PROFILE_SAMPLE_TYPE, &p->types[i]);
+	if (!pb_reserve(b, p->samples.len) && p->samples.len) {
+		memcpy(b->data + b->len, p->samples.data, p->samples.len);
+		b->len += p->samples.len;
+	}
+	encode_tables(p, b);
+	/* a repeated string: "" at index 0 is written too */
+	for (size_t i = 0; i < p->nstrings; i++)
+		pb_bytes(b, PROFILE_STRING_TABLE, p->strings[i], strlen(p->strings[i]));
+	pb_int(b, PROFILE_TIME_NANOS, p->time_nanos);
+	pb_int(b, PROFILE_DURATION_NANOS, p->duration_nanos);
+	if (p->period_type.type || p->period_type.unit)
+		encode_value_type(b, PROFILE_PERIOD_TYPE, &p->period_type);
+	pb_int(b, PROFILE_PERIOD, p->period);
+	return b->err;
+}
+
+int pprof_gzip(const void *data, size_t len, struct pb_buf *out)
+{
+	z_stream z = {};
+	int ret;
+
+	/* windowBits 15 + 16: a gzip header and trailer around the deflate stream */
+	if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
+	    Z_OK)
+		return -ENOMEM;
+	if (pb_reserve(out, deflateBound(&z, len))) {
+		deflateEnd(&z);
+		return -ENOMEM;
+	}
+	z.next_in = (Bytef *)data;
+	z.avail_in = (uInt)len;
+	z.next_out = out->data + out->len;
+	z.avail_out = (uInt)(out->cap - out->len);
+	ret = deflate(&z, Z_FINISH);
+	out->len += z.total_out;
+	deflateEnd(&z);
+	return ret == Z_STREAM_END ? 0 : -EIO;
+}
+
+static int write_file(const char *path, const struct pb_buf *b)
+{
+	char tmp[4096];
+	FILE *f;
+	int err = 0;
+
+	/* readers of a continuous profile directory never see half a file */
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	f = fopen(tmp, "we");
+	if (!f)
+		return -errno;
+	if (fwrite(b->data, 1, b->len, f) != b->len)
+		err = -EIO;
+	if (fclose(f) && !err)
+		err = -errno;
+	if (!err && rename(tmp, path))
+		err = -errno;
+	if (err)
+		unlink(tmp);
+	return err;
+}
+
+int pprof__write(struct pprof *p, const char *path)
+{
+	struct pb_buf raw = {}, gz = {};
+	int err;
+
+	err = pprof__encode(p, &raw);
+	if (!err)
+		err = pprof_gzip(raw.data, raw.len, &gz);
+	if (!err)
+		err = write_file(path, &gz);
+	pb_buf__free(&raw);
+	pb_buf__free(&gz);
+	return err;
+}

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pprof profiles (github.com/google/pprof, proto/profile.proto), encoded by
+ * hand: a protobuf writer for the few wire types profile.proto uses, and a
+ * builder that deduplicates strings, functions and locations, so callers add
+ * samples as they come. Files are gzip-compressed, as pprof tools expect.
+ */
+#ifndef PTG_PPROF_H
+#define PTG_PPROF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A growing output buffer; a failed allocation sticks in err. */
+struct pb_buf {
+	uint8_t *data;
+	size_t len, cap;
+	int err;
+};
+
+void pb_buf__free(struct pb_buf *b);
+void pb_varint(struct pb_buf *b, uint64_t v);
+/* Fields; proto3 leaves out zero scalars and these do too. */
+void pb_uint(struct pb_buf *b, uint32_t field, uint64_t v);
+void pb_int(struct pb_buf *b, uint32_t field, int64_t v);
+void pb_bool(struct pb_buf *b, uint32_t field, bool v);
+void pb_bytes(struct pb_buf *b, uint32_t field, const void *data, size_t len);
+/* A repeated scalar field, packed (one length-delimited run of varints). */
+void pb_packed_uint(struct pb_buf *b, uint32_t field, const uint64_t *v, size_t n);
+void pb_packed_int(struct pb_buf *b, uint32_t field, const int64_t *v, size_t n);
+/* A nested message: what is written between begin and end becomes its body. */
+size_t pb_begin(struct pb_buf *b, uint32_t field);
+void pb_end(struct pb_buf *b, size_t mark);
+
+#define PPROF_MAX_VALUES 4
+
+struct pprof_label {
+	const char *key;
+	const char *str; /* NULL: a numeric label */
+	int64_t num;
+	const char *unit; /* of num, or NULL */
+};
+
+struct pprof;
+
+int pprof__new(struct pprof **out);
+void pprof__free(struct pprof *p);
+/* Index of s in the string table; "" is 0. Returns -ENOMEM on failure. */
+int64_t pprof__string(struct pprof *p, const char *s);
+/* Appends a value type (up to PPROF_MAX_VALUES); every sample has one value per type. */
+int pprof__add_sample_type(struct pprof *p, const char *type, const char *unit);
+void pprof__set_period(struct pprof *p, const char *type, const char *unit, int64_t period);
+void pprof__set_time(struct pprof *p, int64_t time_nanos, int64_t duration_nanos);
+/* Returns the id (>= 1) of the function, added once; 0 when out of memory. */
+uint64_t pprof__function(struct pprof *p, const char *name, const char *filename,
+			 int64_t start_line);
+/* A mapping of an object file, added once per filename. */
+uint64_t pprof__mapping(struct pprof *p, uint64_t start, uint64_t limit, uint64_t offset,
+			const char *filename);
+/* A location (one function and line, or an address in a mapping), added once. */
+uint64_t pprof__location(struct pprof *p, uint64_t mapping, uint64_t address, uint64_t function,
+			 int64_t line);
+/* locs: leaf first; nvalues must equal the number of sample types. */
+int pprof__add_sample(struct pprof *p, const uint64_t *locs, size_t nlocs, const int64_t *values,
+		      size_t nvalues, const struct pprof_label *labels, size_t nlabels);
+/* The encoded Profile message. */
+int pprof__encode(struct pprof *p, struct pb_buf *out);
+/* Encodes, gzips and writes to path (through a temporary file renamed into place). */
+int pprof__write(struct pprof *p, const char *path);
+
+/* gzip (RFC 1952) of data, as pprof files are stored. */
+int pprof_gzip(const void *data, size_t len, struct pb_buf *out);
+
+#endif /* PTG_PPROF_H */
