@@ -39,6 +39,14 @@ struct {
 	__uint(max_entries, 16 << 20); /* resized by the loader */
 } events SEC(".maps");
 
+/* where a snapshot is assembled: too large for the BPF stack */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ptg_stack_event);
+} snap_buf SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
@@ -103,29 +111,51 @@ static __always_inline bool is_shim(__u64 frame)
 	return owner == off.owner_cstack;
 }
 
+struct snap_walk {
+	__u64 frame;
+	__u32 n;
+};
+
+/*
+ * One step of the frame-chain walk, run by bpf_loop(): the verifier checks
+ * the body once instead of once per unrolled iteration, which keeps loading
+ * fast with a deep bound.
+ */
+static long snap_step(__u32 i, void *arg)
+{
+	struct snap_walk *w = arg;
+	struct ptg_stack_event *s;
+	__u32 zero = 0;
+
+	if (!w->frame)
+		return 1;
+	s = bpf_map_lookup_elem(&snap_buf, &zero);
+	if (!s)
+		return 1;
+	if (!is_shim(w->frame)) {
+		struct ptg_frame_ref *f = &s->frames[w->n & (PTG_MAX_SNAPSHOT_DEPTH - 1)];
+
+		f->frame = w->frame;
+		f->code = read_ptr(w->frame + off.frame_code);
+		f->fingerprint = code_fingerprint(f->code);
+		w->n++;
+	}
+	w->frame = read_ptr(w->frame + off.frame_previous);
+	return 0;
+}
+
 /* Sends the chain of frames from `frame` outwards. Returns 0 when sent. */
 static int send_snapshot(__u64 ts, __u64 id, __u64 frame, __u32 reason)
 {
+	struct snap_walk w = { .frame = frame };
 	struct ptg_stack_event *s;
-	__u32 n = 0;
+	__u32 zero = 0;
 
-	s = bpf_ringbuf_reserve(&events, sizeof(*s), 0);
-	if (!s) {
-		count_loss(PTG_LOSS_PY_STACK);
+	s = bpf_map_lookup_elem(&snap_buf, &zero);
+	if (!s)
 		return -1;
-	}
-	for (int i = 0; i < PTG_MAX_SNAPSHOT_DEPTH && frame; i++) {
-		if (!is_shim(frame)) {
-			struct ptg_frame_ref *f = &s->frames[n & (PTG_MAX_SNAPSHOT_DEPTH - 1)];
-
-			f->frame = frame;
-			f->code = read_ptr(frame + off.frame_code);
-			f->fingerprint = code_fingerprint(f->code);
-			n++;
-		}
-		frame = read_ptr(frame + off.frame_previous);
-	}
-	if (frame)
+	bpf_loop(PTG_MAX_SNAPSHOT_DEPTH, snap_step, &w, 0);
+	if (w.frame)
 		count_loss(PTG_LOSS_PY_DEPTH);
 	s->hdr.ts = ts;
 	s->hdr.pid = id >> 32;
@@ -133,11 +163,14 @@ static int send_snapshot(__u64 ts, __u64 id, __u64 frame, __u32 reason)
 	s->hdr.kind = PTG_EV_PY_STACK;
 	s->hdr.cpu = bpf_get_smp_processor_id();
 	s->hdr.aux = reason;
-	s->hdr.a = n;
-	s->hdr.b = frame != 0;
+	s->hdr.a = w.n;
+	s->hdr.b = w.frame != 0;
 	s->hdr.c = 0;
 	s->hdr.d = 0;
-	bpf_ringbuf_submit(s, 0);
+	if (bpf_ringbuf_output(&events, s, sizeof(*s), 0)) {
+		count_loss(PTG_LOSS_PY_STACK);
+		return -1;
+	}
 	return 0;
 }
 

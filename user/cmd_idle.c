@@ -563,7 +563,7 @@ int cmd_idle(int argc, char **argv)
 	out.path = argv[optind];
 	err = trace_reader__open(out.path, &r, errbuf, sizeof(errbuf));
 	if (err) {
-		fprintf(stderr, "idle: %s: %s\n", out.path, errbuf);
+		fprintf(stderr, "ptrace-gpu: idle: %s: %s\n", out.path, errbuf);
 		return 1;
 	}
 	err = idle_analyze(r, &o, &rep);

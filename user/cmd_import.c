@@ -74,7 +74,7 @@ int cmd_import(int argc, char **argv)
 	if (!out)
 		out = default_out(argv[optind]);
 	if (!out) {
-		fprintf(stderr, "import: out of memory\n");
+		fprintf(stderr, "ptrace-gpu: import: out of memory\n");
 		return 1;
 	}
 	err = kineto_import(argv[optind], out, &st);

@@ -15,11 +15,13 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "cudaprobe.h"
 #include "launch.h"
 #include "libwatch.h"
 #include "procfs.h"
 #include "pyframe.h"
 #include "pyinterp.h"
+#include "sched.h"
 #include "syscheck.h"
 #include "trace.h"
 #include "tracer.h"
@@ -30,6 +32,8 @@ struct record_opts {
 	const char *output;
 	unsigned int ringbuf_mb;
 	bool quiet;
+	bool no_cuda;
+	bool no_sched;
 	char **cmd;
 };
 
@@ -44,7 +48,10 @@ struct recording {
 	struct tracer *tracer;
 	struct pyframe *pf;
 	struct libwatch *libs;
-	uint64_t start_ts;
+	struct cudaprobe *cuda;
+	struct sched *sched;
+	uint64_t start_ts;    /* probes start to attach */
+	uint64_t attached_ts; /* all probes are in place: -d counts from here */
 	const char *stop_reason;
 };
 
@@ -74,6 +81,8 @@ static void usage(FILE *f)
 		"  -d, --duration SECS   stop after SECS seconds (default: until Ctrl-C,\n"
 		"                        SIGTERM, or the target exits)\n"
 		"      --ringbuf-mb N    size of the BPF ring buffer in MiB (default 64)\n"
+		"      --no-cuda         no probes on the CUDA driver and runtime libraries\n"
+		"      --no-sched        no off-CPU intervals from the kernel scheduler\n"
 		"  -q, --quiet           no live status line and no summary\n"
 		"  -h, --help            this help\n\n"
 		"Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE). Supported Python: %s.\n",
@@ -88,6 +97,8 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "duration", required_argument, NULL, 'd' },
 		{ "ringbuf-mb", required_argument, NULL, 'R' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "no-cuda", no_argument, NULL, 'C' },
+		{ "no-sched", no_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -125,6 +136,12 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 			break;
 		case 'q':
 			o->quiet = true;
+			break;
+		case 'C':
+			o->no_cuda = true;
+			break;
+		case 'S':
+			o->no_sched = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -201,19 +218,29 @@ static int start(struct recording *rc)
 	ret = trace_writer__open(rc->o->output, &rc->w);
 	if (ret)
 		return ret;
-	rc->start_ts = now_ns(CLOCK_MONOTONIC);
-	ret = write_meta(rc);
-	if (!ret)
-		ret = tracer__new(rc->w, rc->o->ringbuf_mb, rc->start_ts, &rc->tracer);
+	ret = tracer__new(rc->w, rc->o->ringbuf_mb, 0, &rc->tracer);
 	if (!ret)
 		ret = pyframe__open(&rc->py, rc->tracer, &rc->pf);
 	if (!ret)
 		ret = libwatch__open(rc->tracer, rc->pid, &rc->libs);
 	/* probe modules subscribe to rc->libs here, before it reports what is mapped */
+	if (!ret && !rc->o->no_cuda)
+		ret = cudaprobe__open(rc->tracer, rc->libs, rc->pid, rc->o->quiet, &rc->cuda);
+	if (!ret && !rc->o->no_sched)
+		ret = sched__open(rc->tracer, rc->pid, rc->cuda, &rc->sched);
+	if (!ret) {
+		/* loading (BPF verification) is done: time starts when probes go in */
+		rc->start_ts = now_ns(CLOCK_MONOTONIC);
+		tracer__set_start_ts(rc->tracer, rc->start_ts);
+		ret = write_meta(rc);
+	}
 	if (!ret)
 		ret = pyframe__attach(rc->pf);
+	if (!ret && rc->sched)
+		ret = sched__attach(rc->sched);
 	if (!ret)
 		ret = libwatch__attach(rc->libs);
+	rc->attached_ts = now_ns(CLOCK_MONOTONIC);
 	if (rc->child)
 		launch__release(rc->pid);
 	if (!ret && !rc->o->quiet)
@@ -263,7 +290,7 @@ static int run_loop(struct recording *rc)
 			rc->stop_reason = stop_signal == SIGINT ? "interrupted" : "terminated";
 			return 0;
 		}
-		if (limit && now - rc->start_ts >= limit) {
+		if (limit && now - rc->attached_ts >= limit) {
 			rc->stop_reason = "duration elapsed";
 			return 0;
 		}
@@ -284,6 +311,8 @@ static int finish(struct recording *rc)
 
 	pyframe__detach(rc->pf);
 	libwatch__detach(rc->libs);
+	cudaprobe__detach(rc->cuda);
+	sched__detach(rc->sched);
 	ret = tracer__finish(rc->tracer, stop_ts);
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)stop_ts);
 	ret = ret ?: trace_writer__meta(rc->w, "stop.monotonic_ns", buf);
@@ -338,6 +367,8 @@ int cmd_record(int argc, char **argv)
 	else if (rc.tracer)
 		fprintf(stderr, "ptrace-gpu: record failed: %s\n", strerror(-ret));
 	pyframe__destroy(rc.pf);
+	cudaprobe__destroy(rc.cuda);
+	sched__destroy(rc.sched);
 	libwatch__destroy(rc.libs);
 	tracer__free(rc.tracer);
 	trace_writer__abort(rc.w);

@@ -206,7 +206,7 @@ static int pass1(struct idle_ctx *c)
 			return err;
 	}
 	if (err < 0)
-		fprintf(stderr, "idle: %s\n", trace_reader__error(c->r));
+		fprintf(stderr, "ptrace-gpu: idle: %s\n", trace_reader__error(c->r));
 	return err;
 }
 
@@ -977,7 +977,7 @@ static int pass2(struct idle_ctx *c)
 	if (!err)
 		err = model__walk(c->r, &v, c, &st);
 	if (err) {
-		fprintf(stderr, "idle: %s\n", trace_reader__error(c->r));
+		fprintf(stderr, "ptrace-gpu: idle: %s\n", trace_reader__error(c->r));
 		return err;
 	}
 	c->rep->first_ts = st.first_ts == UINT64_MAX ? 0 : st.first_ts;
@@ -1099,7 +1099,7 @@ int idle_analyze(struct trace_reader *r, const struct idle_opts *o, struct idle_
 	c.rep = NULL;
 cleanup:
 	if (err == -ENOMEM)
-		fprintf(stderr, "idle: out of memory\n");
+		fprintf(stderr, "ptrace-gpu: idle: out of memory\n");
 	idle_report__free(c.rep);
 	ctx_free(&c);
 	return err;

@@ -773,7 +773,7 @@ static json_object *parse_json(const char *json, size_t len, const char *name)
 	size_t off = 0, chunk = 0;
 
 	if (!tok) {
-		fprintf(stderr, "import: %s: out of memory\n", name);
+		fprintf(stderr, "ptrace-gpu: import: %s: out of memory\n", name);
 		return NULL;
 	}
 	/* json-c takes an int length: feed traces above 2 GiB in pieces */
@@ -785,10 +785,10 @@ static json_object *parse_json(const char *json, size_t len, const char *name)
 	}
 	if (!root || jerr != json_tokener_success) {
 		if (jerr == json_tokener_continue)
-			fprintf(stderr, "import: %s: malformed JSON: unexpected end of file\n",
+			fprintf(stderr, "ptrace-gpu: import: %s: malformed JSON: unexpected end of file\n",
 				name);
 		else
-			fprintf(stderr, "import: %s: malformed JSON near byte %zu: %s\n", name,
+			fprintf(stderr, "ptrace-gpu: import: %s: malformed JSON near byte %zu: %s\n", name,
 				off - chunk + json_tokener_get_parse_end(tok),
 				json_tokener_error_desc(jerr));
 		json_object_put(root);
@@ -817,7 +817,7 @@ static int import_root(struct importer *im, json_object *root, const char *out_p
 	if (!json_object_is_type(root, json_type_object) ||
 	    !json_object_object_get_ex(root, "traceEvents", &events) ||
 	    !json_object_is_type(events, json_type_array)) {
-		fprintf(stderr, "import: %s: no traceEvents array: not a Chrome trace\n", im->path);
+		fprintf(stderr, "ptrace-gpu: import: %s: no traceEvents array: not a Chrome trace\n", im->path);
 		return -EINVAL;
 	}
 	err = trace_writer__open(out_path, &im->w);
@@ -825,7 +825,7 @@ static int import_root(struct importer *im, json_object *root, const char *out_p
 		return err;
 	err = convert(im, events);
 	if (err == -ENOMEM)
-		fprintf(stderr, "import: %s: out of memory\n", im->path);
+		fprintf(stderr, "ptrace-gpu: import: %s: out of memory\n", im->path);
 	if (!err)
 		err = write_meta(im, root);
 	if (!err)
@@ -865,7 +865,7 @@ static int read_file(const char *path, char **out, size_t *len)
 
 	if (!gz || !buf) {
 		err = gz ? -ENOMEM : -(errno ? errno : ENOMEM);
-		fprintf(stderr, "import: %s: %s\n", path, strerror(-err));
+		fprintf(stderr, "ptrace-gpu: import: %s: %s\n", path, strerror(-err));
 		goto cleanup;
 	}
 	while ((got = gzread(gz, buf + n, cap - n - 1)) > 0) {
@@ -875,7 +875,7 @@ static int read_file(const char *path, char **out, size_t *len)
 		nb = realloc(buf, cap * 2);
 		if (!nb) {
 			err = -ENOMEM;
-			fprintf(stderr, "import: %s: out of memory\n", path);
+			fprintf(stderr, "ptrace-gpu: import: %s: out of memory\n", path);
 			goto cleanup;
 		}
 		buf = nb;
@@ -883,7 +883,7 @@ static int read_file(const char *path, char **out, size_t *len)
 	}
 	if (got < 0) {
 		err = -EIO;
-		fprintf(stderr, "import: %s: %s\n", path, gzerror(gz, &errnum));
+		fprintf(stderr, "ptrace-gpu: import: %s: %s\n", path, gzerror(gz, &errnum));
 		goto cleanup;
 	}
 	buf[n] = '\0';

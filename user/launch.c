@@ -2,6 +2,8 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -128,16 +130,38 @@ static void child_exec(char **argv)
 	if (ptrace(PTRACE_TRACEME, 0, 0, 0) == 0)
 		raise(SIGSTOP);
 	execvp(argv[0], argv);
-	fprintf(stderr, "ptrace-gpu: cannot run %s: %s\n", argv[0], strerror(errno));
 	_exit(127);
+}
+
+/* What execvp() would run, so that a missing program is reported before forking. */
+static int find_program(const char *name, char *buf, size_t len)
+{
+	const char *path = getenv("PATH");
+	const char *p, *end;
+
+	if (strchr(name, '/'))
+		return access(name, X_OK) ? -errno : 0;
+	for (p = path ? path : "/usr/local/bin:/usr/bin:/bin"; *p; p = *end ? end + 1 : end) {
+		end = strchrnul(p, ':');
+		snprintf(buf, len, "%.*s/%s", (int)(end - p), p, name);
+		if (!access(buf, X_OK))
+			return 0;
+	}
+	return -ENOENT;
 }
 
 int launch__start(char **argv, pid_t *pidp, struct py_interp *py, char *err, size_t errlen)
 {
+	char exe[PATH_MAX];
 	int status, ret;
 	pid_t pid;
 
 	err[0] = '\0';
+	ret = find_program(argv[0], exe, sizeof(exe));
+	if (ret) {
+		snprintf(err, errlen, "cannot run %s: %s", argv[0], strerror(-ret));
+		return ret;
+	}
 	pid = fork();
 	if (pid < 0)
 		return -errno;

@@ -49,13 +49,12 @@ static int handle_event(void *ctx, void *data, size_t size)
 	t->events++;
 	if (e->ts > t->last_ts)
 		t->last_ts = e->ts;
-	for (int i = 0; i < t->nhandlers; i++) {
+	/* every module whose range holds the kind, in the order they registered */
+	for (int i = 0; i < t->nhandlers && !t->err; i++) {
 		const struct handler *h = &t->handlers[i];
 
-		if (e->kind >= h->lo && e->kind <= h->hi) {
+		if (e->kind >= h->lo && e->kind <= h->hi)
 			t->err = h->fn(t, h->ctx, e, size);
-			break;
-		}
 	}
 	return 0;
 }
@@ -116,12 +115,17 @@ uint64_t tracer__start_ts(const struct tracer *t)
 	return t->start_ts;
 }
 
+void tracer__set_start_ts(struct tracer *t, uint64_t ts)
+{
+	t->start_ts = ts;
+}
+
 static int write_rec(struct tracer *t, const struct tracer_thread *th, uint16_t kind,
-		     uint16_t flags, uint32_t sym, uint64_t ts, uint64_t ext)
+		     uint16_t flags, uint32_t sym, uint64_t ts, uint64_t ext, int64_t aux0)
 {
 	struct ptg_record r = {
 		.kind = kind, .flags = flags, .pid = th->pid, .tid = th->tid,
-		.sym = sym,   .ts = ts,	      .ext = ext,
+		.sym = sym,   .ts = ts,	      .ext = ext,     .aux = { aux0 },
 	};
 
 	return trace_writer__record(t->w, &r);
@@ -144,7 +148,7 @@ static struct tracer_thread *new_thread(struct tracer *t, uint32_t pid, uint32_t
 		return NULL;
 	if (proc_comm(pid, tid, comm, sizeof(comm)) == 0 &&
 	    write_rec(t, th, PTG_REC_THREAD, 0,
-		      trace_writer__sym(t->w, PTG_SYM_STRING, comm, "", 0), ts, 0))
+		      trace_writer__sym(t->w, PTG_SYM_STRING, comm, "", 0), ts, 0, 0))
 		return NULL;
 	return th;
 }
@@ -181,7 +185,7 @@ int tracer__push(struct tracer *t, struct tracer_thread *th, const struct tracer
 	th->stack[th->depth++] = *slot;
 	if (slot->kind == PTG_REC_PY_ENTER && !(flags & PTG_F_ENTER_RESUME))
 		t->calls++;
-	return write_rec(t, th, slot->kind, flags, sym, ts, slot->ext);
+	return write_rec(t, th, slot->kind, flags, sym, ts, slot->ext, slot->aux0);
 }
 
 int tracer__pop_to(struct tracer *t, struct tracer_thread *th, uint32_t depth, uint64_t ts,
@@ -193,7 +197,7 @@ int tracer__pop_to(struct tracer *t, struct tracer_thread *th, uint32_t depth, u
 		const struct tracer_slot *s = &th->stack[--th->depth];
 		uint16_t kind = s->kind == PTG_REC_OP_ENTER ? PTG_REC_OP_EXIT : PTG_REC_PY_EXIT;
 
-		err = write_rec(t, th, kind, flags, 0, ts, 0);
+		err = write_rec(t, th, kind, flags, 0, ts, 0, 0);
 	}
 	return err;
 }

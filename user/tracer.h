@@ -27,6 +27,7 @@ struct tracer_slot {
 	uint16_t kind;	      /* PTG_REC_PY_ENTER or PTG_REC_OP_ENTER */
 	uint16_t pad;
 	uint64_t ext; /* op: sequence id linking it to CUDA calls */
+	int64_t aux0; /* aux[0] of the ENTER record; op: module path symbol (0: none) */
 };
 
 struct tracer_thread {
@@ -47,11 +48,17 @@ int tracer__new(struct trace_writer *w, unsigned int ringbuf_mb, uint64_t start_
 		struct tracer **out);
 /* fd of the shared ring buffer: bpf_map__reuse_fd() it into each BPF object before load. */
 int tracer__ringbuf_fd(const struct tracer *t);
-/* Routes event kinds [lo, hi] to fn. */
+/*
+ * Routes event kinds [lo, hi] to fn. Ranges may overlap: each event goes to
+ * every module whose range holds it, in the order they registered, so a
+ * module registered after pyframe sees a frame event after the stack took it.
+ */
 int tracer__on(struct tracer *t, uint16_t lo, uint16_t hi, tracer_handler_fn fn,
 	       tracer_finish_fn finish, void *ctx);
 struct trace_writer *tracer__writer(struct tracer *t);
 uint64_t tracer__start_ts(const struct tracer *t);
+/* When probes start to attach: frames already open are recorded as opened then. */
+void tracer__set_start_ts(struct tracer *t, uint64_t ts);
 
 /* The thread's state, created (with a THREAD record naming it) on first sight. */
 struct tracer_thread *tracer__thread(struct tracer *t, uint32_t pid, uint32_t tid, uint64_t ts);

@@ -1,0 +1,159 @@
+"""Bad input gets one clear line on stderr and a non-zero exit, never a crash."""
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import ptg
+
+
+def patch_py_version(path, version_hex):
+    """Writes another PY_VERSION_HEX into a copy of an interpreter's Py_Version."""
+    syms = subprocess.run(["nm", "-D", path], capture_output=True, text=True,
+                          check=True).stdout
+    addr = next(int(line.split()[0], 16) for line in syms.splitlines()
+                if line.endswith(" Py_Version"))
+    segs = subprocess.run(["readelf", "-lW", path], capture_output=True, text=True,
+                          check=True).stdout
+    for line in segs.splitlines():
+        f = line.split()
+        if f and f[0] == "LOAD":
+            off, vaddr, filesz = int(f[1], 16), int(f[2], 16), int(f[4], 16)
+            if vaddr <= addr < vaddr + filesz:
+                with open(path, "r+b") as fp:
+                    fp.seek(addr - vaddr + off)
+                    fp.write(version_hex.to_bytes(8, "little"))
+                return
+    raise RuntimeError("Py_Version not in a loaded segment")
+
+
+class Errors(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.out = os.path.join(self.tmp.name, "t.ptg")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def assert_one_line_error(self, args, expect, code=1, env=None, **kw):
+        e = dict(os.environ)
+        e.update(env or {})
+        res = subprocess.run([ptg.PTG, *args], capture_output=True, text=True, env=e, **kw)
+        self.assertEqual(res.returncode, code, res.stderr)
+        lines = res.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, res.stderr)
+        self.assertTrue(lines[0].startswith("ptrace-gpu"), lines[0])
+        self.assertIn(expect, lines[0])
+        return lines[0]
+
+    def sleeper(self, argv):
+        p = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+        self.addCleanup(lambda: (p.kill(), p.wait()))
+        return p
+
+    def python_sleeper(self, python):
+        p = self.sleeper([python, "-c", "import time; print('ready', flush=True); time.sleep(60)"])
+        return p
+
+    def test_no_such_pid(self):
+        self.assert_one_line_error(["record", "-o", self.out, "-p", "999999999"],
+                                   "no such process: 999999999")
+
+    def test_not_python(self):
+        p = self.sleeper(["sleep", "60"])
+        self.assert_one_line_error(["record", "-o", self.out, "-p", str(p.pid)],
+                                   "is not a Python process")
+
+    def test_unsupported_version(self):
+        fake = os.path.join(self.tmp.name, "python3.11")
+        shutil.copy("/usr/bin/python3.11", fake)
+        patch_py_version(fake, 0x030C01F0)
+        p = self.python_sleeper(fake)
+        line = self.assert_one_line_error(["record", "-o", self.out, "-p", str(p.pid)],
+                                          "unsupported Python version 3.12.1")
+        self.assertIn("supported: 3.11", line)
+
+    def test_kernel_without_btf(self):
+        p = self.python_sleeper("/usr/bin/python3.11")
+        fake = os.path.join(self.tmp.name, "sys")
+        os.makedirs(fake)
+        self.assert_one_line_error(["record", "-o", self.out, "-p", str(p.pid)], "no BTF",
+                                   env={"PTRACE_GPU_SYSFS": fake})
+
+    def test_kernel_without_uprobes(self):
+        p = self.python_sleeper("/usr/bin/python3.11")
+        fake = os.path.join(self.tmp.name, "sys")
+        os.makedirs(os.path.join(fake, "kernel", "btf"))
+        open(os.path.join(fake, "kernel", "btf", "vmlinux"), "w").close()
+        self.assert_one_line_error(["record", "-o", self.out, "-p", str(p.pid)], "no uprobes",
+                                   env={"PTRACE_GPU_SYSFS": fake})
+
+    def test_usage(self):
+        self.assert_one_line_error(["record", "-o", self.out], "give either -p PID or -- CMD",
+                                   code=2)
+        self.assert_one_line_error(["record", "-p", "abc"], "bad PID", code=2)
+        self.assert_one_line_error(["frobnicate"], "unknown command", code=2)
+
+    def test_command_not_python(self):
+        self.assert_one_line_error(["record", "-o", self.out, "--", "/bin/true"],
+                                   "exited before it started a Python interpreter")
+        self.assert_one_line_error(["record", "-o", self.out, "--", "/nonexistent/prog"],
+                                   "cannot run /nonexistent/prog: No such file or directory")
+        self.assert_one_line_error(["record", "-o", self.out, "--", "no-such-program-ptg"],
+                                   "cannot run no-such-program-ptg: No such file or directory")
+
+    def make_trace(self):
+        res = ptg.run(["record", "-q", "-o", self.out, "--", "/usr/bin/python3.11", "-c",
+                       "def f(n): return n if n < 2 else f(n-1) + f(n-2)\nf(12)"])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        with open(self.out, "rb") as f:
+            return f.read()
+
+    def test_missing_file(self):
+        for cmd in (["report"], ["dump"], ["flamegraph"], ["idle"]):
+            self.assert_one_line_error([*cmd, "/nonexistent.ptg"], "")
+
+    def test_not_a_trace(self):
+        bad = os.path.join(self.tmp.name, "bad.ptg")
+        with open(bad, "wb") as f:
+            f.write(b"this is not a trace file at all" * 10)
+        for cmd in (["report"], ["dump"], ["flamegraph"], ["idle"]):
+            self.assert_one_line_error([*cmd, bad], "not a ptrace-gpu trace")
+
+    def test_truncated_and_corrupted(self):
+        data = self.make_trace()
+        bad = os.path.join(self.tmp.name, "bad.ptg")
+        for cut in (len(data) - 1, len(data) // 2, 20, 8):
+            with open(bad, "wb") as f:
+                f.write(data[:cut])
+            for cmd in (["report"], ["dump"], ["idle"], ["flamegraph"]):
+                self.assert_one_line_error([*cmd, bad], "trace")
+        # flip one bit in each quarter of the file
+        for pos in range(16, len(data), max(1, len(data) // 4)):
+            flipped = bytearray(data)
+            flipped[pos] ^= 0x10
+            with open(bad, "wb") as f:
+                f.write(flipped)
+            for cmd in (["report"], ["dump"]):
+                res = subprocess.run([ptg.PTG, *cmd, bad], capture_output=True, text=True)
+                self.assertIn(res.returncode, (0, 1), res.stderr)
+                if res.returncode:
+                    self.assertEqual(len(res.stderr.strip().splitlines()), 1, res.stderr)
+
+
+class Unprivileged(unittest.TestCase):
+    def test_not_root(self):
+        p = subprocess.Popen(["/usr/bin/python3.11", "-c", "import time; time.sleep(60)"])
+        self.addCleanup(lambda: (p.kill(), p.wait()))
+        res = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                              "--inh-caps=-all", ptg.PTG, "record", "-o", "/tmp/ptg-never.ptg",
+                              "-p", str(p.pid)], capture_output=True, text=True)
+        self.assertEqual(res.returncode, 1, res.stderr)
+        self.assertEqual(res.stderr.strip().splitlines(),
+                         ["ptrace-gpu: tracing needs root (or CAP_BPF, CAP_PERFMON and "
+                          "CAP_SYS_PTRACE): run it with sudo"])
+
+
+if __name__ == "__main__":
+    ptg.main()

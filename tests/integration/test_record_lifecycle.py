@@ -1,0 +1,108 @@
+"""How recording ends: Ctrl-C, SIGTERM, -d, SIGKILL of the recorder, exit of the target.
+
+In every case the target runs on unchanged and no probe stays behind.
+"""
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+import ptg
+
+PROBE_PROGS = {"py_resume", "py_return", "py_yield", "py_traceback", "py_eval_ret",
+               "dl_debug_state"}
+
+
+def our_programs():
+    out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True,
+                         check=True).stdout
+    return [p for p in json.loads(out) if p.get("name") in PROBE_PROGS]
+
+
+def expected_ticks(n):
+    return [str(i * i % 97) for i in range(n)]
+
+
+class Lifecycle(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.out = os.path.join(self.tmp.name, "t.ptg")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def start_ticker(self, python, n):
+        w = ptg.Workload(python, "ticker.py", str(n))
+        self.addCleanup(w.kill)
+        return w
+
+    def assert_complete(self, reason):
+        trace = ptg.Trace(self.out)
+        self.assertEqual(trace.meta["stop.reason"], reason)
+        trace.calls()  # every frame closed, properly nested
+        return trace
+
+    def stop_with_signal(self, python, sig, reason):
+        w = self.start_ticker(python, 400)
+        rec = ptg.Recorder(["-p", str(w.pid)], self.out)
+        w.go()
+        time.sleep(1.0)
+        rec.proc.send_signal(sig)
+        self.assertEqual(rec.wait(), 0, rec.stderr)
+        trace = self.assert_complete(reason)
+        self.assertGreater(trace.count("ticker.py")["tick:11"], 10)
+        # the target keeps running, unchanged, to its end
+        self.assertIsNone(w.proc.poll())
+        out = w.finish().split()
+        self.assertEqual(out, expected_ticks(400) + ["done"])
+        self.assertEqual(w.proc.returncode, 0)
+        self.assertEqual(our_programs(), [])
+
+    def check_ctrl_c(self, python):
+        self.stop_with_signal(python, signal.SIGINT, "interrupted")
+
+    def check_sigterm(self, python):
+        self.stop_with_signal(python, signal.SIGTERM, "terminated")
+
+    def check_duration(self, python):
+        w = self.start_ticker(python, 300)
+        rec = ptg.Recorder(["-p", str(w.pid), "-d", "0.5"], self.out)
+        w.go()
+        self.assertEqual(rec.wait(), 0, rec.stderr)
+        trace = self.assert_complete("duration elapsed")
+        self.assertGreater(trace.count("ticker.py")["tick:11"], 5)
+        self.assertEqual(w.finish().split(), expected_ticks(300) + ["done"])
+
+    def check_recorder_killed(self, python):
+        w = self.start_ticker(python, 300)
+        rec = ptg.Recorder(["-p", str(w.pid)], self.out)
+        w.go()
+        time.sleep(0.5)
+        rec.proc.kill()
+        rec.proc.wait()
+        self.assertTrue(ptg.wait_until(lambda: our_programs() == [], 10),
+                        "probes left behind after SIGKILL")
+        self.assertEqual(w.finish().split(), expected_ticks(300) + ["done"])
+        self.assertEqual(w.proc.returncode, 0)
+        # the trace of a killed recorder is incomplete, and the reader says so
+        res = ptg.run(["report", self.out])
+        self.assertNotEqual(res.returncode, 0)
+        self.assertEqual(len(res.stderr.strip().splitlines()), 1, res.stderr)
+
+    def check_target_exits(self, python):
+        w = self.start_ticker(python, 20)
+        rec = ptg.Recorder(["-p", str(w.pid)], self.out)
+        w.go()
+        self.assertEqual(w.finish().split(), expected_ticks(20) + ["done"])
+        self.assertEqual(rec.wait(), 0, rec.stderr)
+        trace = self.assert_complete("target exited")
+        self.assertEqual(trace.count("ticker.py")["tick:11"], 20)
+
+
+ptg.per_interpreter(Lifecycle)
+
+if __name__ == "__main__":
+    ptg.main()
