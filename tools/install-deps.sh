@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs everything ptrace-gpu needs to build, run and test, from Debian's
+# packages. Run as root on Debian bookworm (or the machine image this project
+# is developed on). Safe to run again.
+set -euo pipefail
+
+packages=(
+	# build: BPF objects with clang, skeletons with bpftool, one binary
+	cmake make gcc pkg-config clang llvm bpftool
+	libbpf-dev libelf-dev zlib1g-dev libjson-c-dev
+	# op probes: instruction boundaries of at::_ops::<op>::call (uprobes at each ret)
+	libcapstone-dev
+	# targets and tests: Debian's CPython 3.11 and PyTorch (CPU) for real dispatcher tests
+	python3 python3.11 python3-torch
+	# tests: setpriv (util-linux) to check the unprivileged error path
+	util-linux
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "install-deps: run as root (apt-get install)" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+echo "install-deps: ${#packages[@]} packages installed"
