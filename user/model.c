@@ -122,6 +122,7 @@ static int frame_push(struct thread_stack *t, const struct ptg_record *rec)
 	f->start = rec->ts;
 	f->child_ns = 0;
 	f->ext = rec->ext;
+	f->aux0 = rec->aux[0];
 	return 0;
 }
 
@@ -145,6 +146,7 @@ static void frame_pop(struct thread_stack *t, const struct ptg_record *rec,
 	s.end = f->start + dur;
 	s.self_ns = dur > f->child_ns ? dur - f->child_ns : 0;
 	s.ext = f->ext;
+	s.aux0 = f->aux0;
 	if (t->depth)
 		t->frames[t->depth - 1].child_ns += dur;
 	if (v && v->span)

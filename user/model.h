@@ -18,6 +18,7 @@ struct model_frame {
 	uint64_t start; /* ts of this segment's ENTER */
 	uint64_t child_ns; /* time spent in closed child segments so far */
 	uint64_t ext;	/* external id of an op (links ops to CUDA calls) */
+	int64_t aux0;	/* aux[0] of the ENTER record (op: module path symbol) */
 };
 
 /* A closed span segment. A generator resumed N times gives N+1 segments, of
@@ -34,6 +35,7 @@ struct model_span {
 	uint64_t end;
 	uint64_t self_ns; /* end - start minus the time of its child segments */
 	uint64_t ext;
+	int64_t aux0; /* aux[0] of the ENTER record */
 };
 
 struct model_visitor {

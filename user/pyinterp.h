@@ -16,6 +16,24 @@
 
 #define PY_MAX_HANDLERS 4
 
+/*
+ * Where an object's instance attributes are, and how a dict stores its
+ * entries: what reading nn.Module._modules out of the target takes.
+ */
+struct py_dict_layout {
+	uint32_t type_flags;	     /* PyTypeObject.tp_flags */
+	uint32_t type_dictoffset;    /* PyTypeObject.tp_dictoffset */
+	uint32_t heaptype_cached_keys; /* PyHeapTypeObject.ht_cached_keys: shared keys of instances */
+	uint64_t flag_managed_dict;  /* Py_TPFLAGS_MANAGED_DICT, 0 before 3.11 */
+	int32_t managed_dict;	     /* offset of the dict pointer from the object (negative) */
+	int32_t managed_values;	     /* offset of the values pointer (split keys, no dict yet) */
+	uint32_t dict_keys, dict_values; /* PyDictObject.ma_keys, ma_values */
+	uint32_t keys_log2_index_bytes, keys_kind, keys_nentries, keys_indices;
+	uint32_t entry_size, entry_key, entry_value;		   /* PyDictKeyEntry */
+	uint32_t uentry_size, uentry_key, uentry_value;		   /* PyDictUnicodeEntry */
+	uint8_t kind_general; /* dk_kind of keys with PyDictKeyEntry entries */
+};
+
 /* What ptrace-gpu knows of one CPython minor version: data, not code paths. */
 struct py_version_info {
 	const char *name; /* "3.11" */
@@ -27,6 +45,7 @@ struct py_version_info {
 	uint32_t unicode_length, unicode_state, ascii_data, compact_data;
 	uint32_t object_type, type_name;
 	uint32_t runtime_interp_head, interp_threads_head, tstate_next, tstate_native_tid;
+	struct py_dict_layout dict;
 	/* opcodes whose handlers are probed; lists end at 0 */
 	uint8_t op_resume[PY_MAX_HANDLERS];
 	uint8_t op_return[PY_MAX_HANDLERS];

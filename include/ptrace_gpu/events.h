@@ -22,8 +22,25 @@ enum ptg_ev_kind {
 	PTG_EV_PY_UNWIND = 5, /* frames above frame a exited by an exception (a may be 0: all) */
 	PTG_EV_PY_STACK = 6,  /* snapshot of the thread's frame chain, see ptg_stack_event */
 
+	/* a = op index (PTG_OP_COOKIE_OP), b = stack pointer, aux = enum ptg_op_site */
+	PTG_EV_OP_ENTER = 16, /* first instruction of at::_ops::<op>::call */
+	PTG_EV_OP_EXIT = 17,  /* a ret of it, or the jump of its tail call */
+
 	PTG_EV_LIB_CHANGE = 64, /* the dynamic loader changed the set of mapped objects */
 };
+
+/*
+ * bpf_cookie of a dispatcher op's uprobe site: the op's index in the
+ * loader's table and what the site is.
+ */
+enum ptg_op_site {
+	PTG_OP_SITE_ENTRY = 0,
+	PTG_OP_SITE_RET = 1,  /* a ret instruction */
+	PTG_OP_SITE_TAIL = 2, /* a jmp to another function, the stack as at entry */
+};
+#define PTG_OP_COOKIE(op, site) ((__u64)(op) << 2 | (site))
+#define PTG_OP_COOKIE_OP(c) ((c) >> 2)
+#define PTG_OP_COOKIE_SITE(c) ((__u32)((c) & 3))
 
 /* Why a stack snapshot was taken. */
 enum ptg_snapshot_reason {

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Finding PyTorch's dispatcher entry points in a library file: every
+ * exported at::_ops::<op>::call, the name torch.profiler gives it
+ * ("aten::addmm", read from the op's c10::Dispatcher::findSchemaOrThrow
+ * call, which is where the dispatcher itself learns it), and the uprobe
+ * sites of its entry and of each of its exits, found by disassembling it
+ * (capstone): every ret, and the jump of a tail call.
+ */
+#ifndef PTG_OPSCAN_H
+#define PTG_OPSCAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct opscan_op {
+	const char *name; /* "aten::addmm"; points into the scan's string pool */
+	uint64_t addr;	  /* link-time address of the function */
+	uint32_t size;
+};
+
+/* One uprobe site: a file offset and its bpf_cookie (PTG_OP_COOKIE with a local op index). */
+struct opscan_site {
+	uint64_t offset;
+	uint32_t op;
+	uint32_t site; /* enum ptg_op_site */
+};
+
+struct opscan_stats {
+	uint32_t ops;		/* functions found */
+	uint32_t rets;		/* ret sites */
+	uint32_t tails;		/* tail-call jump sites: the op ends there, before its callee */
+	uint32_t no_exit;	/* ops with no exit site at all (never closed but by the stack rules) */
+	uint32_t cond_tails;	/* conditional jumps out of the function: not probed (a uprobe
+				 * there fires whether or not the jump is taken) */
+	uint32_t unnamed;	/* ops named from their symbol, findSchemaOrThrow not found */
+	uint64_t elapsed_ns;
+};
+
+struct opscan {
+	struct opscan_op *ops;
+	size_t nops;
+	struct opscan_site *sites;
+	size_t nsites;
+	struct opscan_stats st;
+	char *pool; /* op names, NUL-separated */
+	size_t pool_len, pool_cap;
+};
+
+/*
+ * Scans the ELF file at path. Returns 0 (with nops 0 for a library without
+ * ops), or a negative errno after a message on stderr.
+ */
+int opscan__run(const char *path, struct opscan **out);
+void opscan__free(struct opscan *s);
+
+/*
+ * The op name torch.profiler shows for an at::_ops::<op>::call symbol when
+ * the library does not say: "aten::" and <op> up to its overload suffix is
+ * unknowable, so <op> whole. For tests and the fallback only.
+ */
+int opscan_name_from_symbol(const char *sym, char *buf, size_t len);
+
+#endif /* PTG_OPSCAN_H */
