@@ -10,5 +10,6 @@ int cmd_flamegraph(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
 
 #endif /* PTG_COMMANDS_H */

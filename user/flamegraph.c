@@ -40,6 +40,7 @@ struct flamegraph {
 	struct u64map name_idx;
 	char **names;
 	size_t nnames, names_cap;
+	struct u64map named; /* flamegraph__add_named(): name hash -> frame */
 };
 
 int flamegraph_weight_parse(const char *s, enum flamegraph_weight *out)
@@ -138,6 +139,7 @@ void flamegraph__free(struct flamegraph *fg)
 		free(fg->names[i]);
 	free(fg->names);
 	u64map__free(&fg->name_idx);
+	u64map__free(&fg->named);
 	u64map__free(&fg->index);
 	free(fg->nodes);
 	free(fg);
@@ -476,9 +478,77 @@ cleanup:
 	return 0;
 }
 
+int flamegraph__new(enum flamegraph_weight weight, struct flamegraph **out)
+{
+	struct flamegraph *fg = calloc(1, sizeof(*fg));
+	uint32_t root;
+
+	if (!fg || fg_new_node(fg, FG_ROOT, 0, &root)) {
+		flamegraph__free(fg);
+		return -ENOMEM;
+	}
+	fg->weight = weight;
+	*out = fg;
+	return 0;
+}
+
+/* The frame id of name: ids index names[] + 1, as fg_name() looks them up. */
+static int fg_named_frame(struct flamegraph *fg, const char *name, uint32_t *out)
+{
+	uint64_t h = 14695981039346656037ull, *idx;
+	char *copy;
+
+	for (const char *p = name; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	/* probe on: two names may share a hash */
+	for (;; h++) {
+		idx = u64map__get(&fg->named, h | 1ULL << 63);
+		if (!idx)
+			break;
+		if (!strcmp(fg->names[*idx - 1], name)) {
+			*out = (uint32_t)*idx;
+			return 0;
+		}
+	}
+	if (grow_array((void **)&fg->names, &fg->names_cap, fg->nnames + 1, sizeof(*fg->names)) ||
+	    !(copy = strdup(name)))
+		return -ENOMEM;
+	/* ';' separates frames and a newline ends a stack in the folded format */
+	for (char *p = copy; *p; p++) {
+		if (*p == ';')
+			*p = ':';
+		else if (*p == '\n' || *p == '\r')
+			*p = ' ';
+	}
+	fg->names[fg->nnames++] = copy;
+	*out = (uint32_t)fg->nnames;
+	if (u64map__put(&fg->named, h | 1ULL << 63, *out) ||
+	    u64map__put(&fg->name_idx, (uint64_t)*out | 1ULL << 63, *out - 1))
+		return -ENOMEM;
+	return 0;
+}
+
+int flamegraph__add_named(struct flamegraph *fg, const char *const *frames, unsigned int depth,
+			  uint64_t weight)
+{
+	uint32_t node = FG_ROOT, frame;
+	int err;
+
+	for (unsigned int i = 0; i < depth; i++) {
+		err = fg_named_frame(fg, frames[i], &frame);
+		if (!err)
+			err = fg_child(fg, node, frame, &node);
+		if (err)
+			return err;
+	}
+	fg->nodes[node].self += weight;
+	fg->sorted = false;
+	return 0;
+}
+
 static char *frame_format(const struct trace_reader *r, uint32_t frame)
 {
-	const struct ptg_sym *s = frame ? trace_reader__sym(r, frame) : NULL;
+	const struct ptg_sym *s = frame && r ? trace_reader__sym(r, frame) : NULL;
 	char *name = NULL;
 	int n;
 
@@ -802,7 +872,7 @@ static void svg_text(FILE *out, const char *s, size_t max)
 /* A stable color per name; the palette tells the kind of frame. */
 static void svg_color(FILE *out, const struct trace_reader *r, uint32_t frame, const char *name)
 {
-	const struct ptg_sym *s = frame ? trace_reader__sym(r, frame) : NULL;
+	const struct ptg_sym *s = frame && r ? trace_reader__sym(r, frame) : NULL;
 	uint32_t h = 2166136261u;
 	double v1, v2, v3;
 
@@ -811,10 +881,10 @@ static void svg_color(FILE *out, const struct trace_reader *r, uint32_t frame, c
 	v1 = (h & 0xff) / 255.0;
 	v2 = (h >> 8 & 0xff) / 255.0;
 	v3 = (h >> 16 & 0xff) / 255.0;
-	if (!s)
+	if (!s && r)
 		fprintf(out, "rgb(%d,%d,%d)", 180 + (int)(40 * v1), 180 + (int)(40 * v1),
 			180 + (int)(40 * v1));
-	else if (s->kind == PTG_SYM_PY_FUNC)
+	else if (!s || s->kind == PTG_SYM_PY_FUNC)
 		fprintf(out, "rgb(%d,%d,%d)", 205 + (int)(50 * v3), (int)(230 * v1),
 			(int)(55 * v2));
 	else if (s->kind == PTG_SYM_OP)

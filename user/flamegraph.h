@@ -43,6 +43,13 @@ int flamegraph__collect(struct trace_reader *r, const struct flamegraph_opts *o,
 void flamegraph__free(struct flamegraph *fg);
 /* Sum of all weights, in ns. */
 uint64_t flamegraph__total(const struct flamegraph *fg);
+/*
+ * Stacks from outside a trace (the sampler): an empty graph, then stacks of
+ * frame names, outermost first. Such a graph is written with r = NULL.
+ */
+int flamegraph__new(enum flamegraph_weight weight, struct flamegraph **out);
+int flamegraph__add_named(struct flamegraph *fg, const char *const *frames, unsigned int depth,
+			  uint64_t weight);
 /* One "frame;frame;frame N" line per distinct stack with weight, sorted. */
 int flamegraph__write_folded(struct flamegraph *fg, const struct trace_reader *r, FILE *out);
 /* The interactive SVG; title heads the image. */

@@ -19,6 +19,7 @@ static const struct command commands[] = {
 	{ "export", cmd_export, "write pstats (--pstats) or Chrome/Perfetto JSON (--chrome)" },
 	{ "import", cmd_import, "convert a torch.profiler/Kineto Chrome trace into a .ptg trace" },
 	{ "dump", cmd_dump, "print every record of a trace as text" },
+	{ "sample", cmd_sample, "sample Python stacks of some (-p) or all (-a) processes into pprof" },
 };
 
 static void usage(FILE *f)

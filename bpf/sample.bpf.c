@@ -1,0 +1,403 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * Sampling profiler of Python processes: a per-CPU timer (perf_event,
+ * cpu-clock) and, with --off-cpu, the scheduler's switch events. For a thread
+ * of a process in the procs map it walks the thread's Python frame chain
+ * and counts the stack in the counts map; user space reads the aggregates
+ * and never sees one event per sample.
+ *
+ * Each thread's own PyThreadState is needed: gilstate.tstate_current is the
+ * GIL holder, and a sampled thread often is not (it waits for the GIL, or
+ * runs C code that released it). The threads map caches tid -> tstate,
+ * found by a bounded walk of the interpreters' thread lists and checked on
+ * every use against tstate->native_thread_id, since tids and thread states
+ * are both reused.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "ptrace_gpu/sample.h"
+
+#define PTG_OFF_NONE 0xffffffffu
+#define NSEC_PER_SEC 1000000000ull
+/* a thread without a thread state is looked for again after this long */
+#define TSTATE_RETRY_NS (100 * 1000000ull)
+/* thread states visited per walk, over all interpreters */
+#define MAX_TSTATE_WALK 512
+
+const volatile __u64 period_ns = 0;
+const volatile bool native = false;
+
+/* the interval being counted; user space moves it on in continuous mode */
+__u32 gen = 0;
+__u64 stats[PTG_SAMPLE_MAX_CPUS][PTG_SAMPLE_STAT_NR] = {};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct ptg_sample_proc);
+} procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct ptg_sample_thread);
+} threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536); /* set by the loader */
+	__type(key, struct ptg_sample_key);
+	__type(value, struct ptg_sample_value);
+} counts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* 2 KiB values: pay for the stacks seen */
+	__uint(max_entries, 32768);
+	__type(key, __u64);
+	__type(value, struct ptg_sample_stack);
+} py_stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 16384); /* 1 without --native, set by the loader */
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, 127 * sizeof(__u64));
+} native_stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ptg_sample_stack);
+} scratch SEC(".maps");
+
+/* off-CPU: what a blocked thread was doing when it left the CPU, and when */
+struct offcpu_start {
+	struct ptg_sample_key key;
+	__u64 ts;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct offcpu_start);
+} offcpu SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 << 10);
+} new_stacks SEC(".maps");
+
+static __always_inline void stat_inc(int stat)
+{
+	__u32 cpu = bpf_get_smp_processor_id() & (PTG_SAMPLE_MAX_CPUS - 1);
+
+	__sync_fetch_and_add(&stats[cpu][stat & (PTG_SAMPLE_STAT_NR - 1)], 1);
+}
+
+static __always_inline __u64 read_ptr(__u64 addr)
+{
+	__u64 v = 0;
+
+	if (!addr || bpf_probe_read_user(&v, sizeof(v), (const void *)addr))
+		return 0;
+	return v;
+}
+
+/* Must match ptg_code_fingerprint() in user/pycode.c. */
+static __always_inline __u32 code_fingerprint(const struct ptg_sample_proc *p, __u64 code)
+{
+	__u64 name = read_ptr(code + p->off.code_qualname);
+	__u64 file = read_ptr(code + p->off.code_filename);
+	__u32 line = 0;
+
+	bpf_probe_read_user(&line, sizeof(line), (const void *)(code + p->off.code_firstlineno));
+	return (__u32)((name * 0x9e3779b97f4a7c15ull ^ file * 0xc2b2ae3d27d4eb4full ^ line) >> 16);
+}
+
+struct tstate_walk {
+	const struct ptg_sample_proc *p;
+	__u64 interp;
+	__u64 t;
+	__u64 found;
+	__u32 tid;
+};
+
+static long tstate_step(__u32 i, void *arg)
+{
+	struct tstate_walk *w = arg;
+	const struct ptg_sample_proc *p = w->p;
+
+	if (!w->t) {
+		/* subinterpreters keep their own thread lists */
+		w->interp = read_ptr(w->interp + p->interp_next);
+		if (!w->interp)
+			return 1;
+		w->t = read_ptr(w->interp + p->interp_threads_head);
+		return 0;
+	}
+	if (read_ptr(w->t + p->tstate_native_tid) == w->tid) {
+		w->found = w->t;
+		return 1;
+	}
+	w->t = read_ptr(w->t + p->tstate_next);
+	return 0;
+}
+
+/* The PyThreadState whose native_thread_id is tid, or 0. */
+static __u64 walk_tstates(const struct ptg_sample_proc *p, __u32 tid)
+{
+	struct tstate_walk w = { .p = p, .tid = tid };
+
+	stat_inc(PTG_SAMPLE_STAT_TSTATE_WALKS);
+	w.interp = read_ptr(p->runtime_addr + p->runtime_interp_head);
+	if (!w.interp)
+		return 0;
+	w.t = read_ptr(w.interp + p->interp_threads_head);
+	/* bpf_loop: the verifier checks the step once, not each iteration */
+	bpf_loop(MAX_TSTATE_WALK, tstate_step, &w, 0);
+	return w.found;
+}
+
+static __u64 thread_tstate(const struct ptg_sample_proc *p, __u32 tgid, __u32 tid)
+{
+	struct ptg_sample_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct ptg_sample_thread fresh = { .tgid = tgid };
+	__u64 now = bpf_ktime_get_ns();
+
+	if (t && t->tgid == tgid) {
+		if (t->tstate && read_ptr(t->tstate + p->tstate_native_tid) == tid)
+			return t->tstate;
+		/* not a Python thread yet (or any more): do not walk on every tick */
+		if (!t->tstate && now - t->checked_ns < TSTATE_RETRY_NS)
+			return 0;
+	}
+	fresh.tstate = walk_tstates(p, tid);
+	fresh.checked_ns = now;
+	bpf_map_update_elem(&threads, &tid, &fresh, BPF_ANY);
+	return fresh.tstate;
+}
+
+static __always_inline bool is_shim(const struct ptg_sample_proc *p, __u64 frame)
+{
+	__u8 owner = 0;
+
+	if (p->off.owner_cstack == 0xff)
+		return false;
+	bpf_probe_read_user(&owner, sizeof(owner), (const void *)(frame + p->off.frame_owner));
+	return owner == p->off.owner_cstack;
+}
+
+static __always_inline __u64 mix(__u64 h, __u64 v)
+{
+	return (h ^ v) * 0x100000001b3ull;
+}
+
+struct frame_walk {
+	const struct ptg_sample_proc *p;
+	struct ptg_sample_stack *s;
+	__u64 frame;
+	__u64 hash;
+	__u32 n;
+};
+
+static long frame_step(__u32 i, void *arg)
+{
+	struct frame_walk *w = arg;
+	const struct ptg_sample_proc *p = w->p;
+	struct ptg_sample_frame *f;
+	__u64 frame = w->frame, code, prev_instr;
+	__u8 entry = 0;
+
+	if (!frame || w->n >= PTG_SAMPLE_MAX_DEPTH)
+		return 1;
+	w->frame = read_ptr(frame + p->off.frame_previous);
+	if (is_shim(p, frame))
+		return 0;
+	code = read_ptr(frame + p->off.frame_code);
+	if (!code) {
+		stat_inc(PTG_SAMPLE_STAT_READ_ERR);
+		w->frame = 0;
+		return 1;
+	}
+	prev_instr = read_ptr(frame + p->off.frame_prev_instr);
+	bpf_probe_read_user(&entry, 1, (const void *)(frame + p->frame_is_entry));
+	f = &w->s->frames[w->n & (PTG_SAMPLE_MAX_DEPTH - 1)];
+	f->code = code;
+	f->fingerprint = code_fingerprint(p, code);
+	f->instr = prev_instr > code && prev_instr - code < PTG_SAMPLE_INSTR_NONE
+			   ? (__u32)(prev_instr - code)
+			   : PTG_SAMPLE_INSTR_NONE;
+	if (entry)
+		f->instr |= PTG_SAMPLE_FRAME_ENTRY;
+	w->hash = mix(mix(mix(w->hash, code), f->fingerprint), f->instr);
+	w->n++;
+	return 0;
+}
+
+/* Fills s with the frame chain from frame outwards; returns its hash (0: empty). */
+static __u64 walk_frames(const struct ptg_sample_proc *p, __u64 frame, struct ptg_sample_stack *s)
+{
+	struct frame_walk w = { .p = p, .s = s, .frame = frame, .hash = 0xcbf29ce484222325ull };
+
+	/* shim frames take a step but no slot: up to twice the depth in steps */
+	bpf_loop(2 * PTG_SAMPLE_MAX_DEPTH, frame_step, &w, 0);
+	s->depth = w.n;
+	s->truncated = w.frame != 0;
+	if (w.frame)
+		stat_inc(PTG_SAMPLE_STAT_TRUNCATED);
+	return w.n ? w.hash | 1 : 0;
+}
+
+/* Stores the stack the first time it is seen; 0 when it is (or already was) stored. */
+static int store_stack(__u32 tgid, __u64 hash, const struct ptg_sample_stack *s)
+{
+	struct ptg_sample_new_stack *e;
+
+	if (bpf_map_lookup_elem(&py_stacks, &hash))
+		return 0;
+	if (bpf_map_update_elem(&py_stacks, &hash, s, BPF_NOEXIST))
+		return bpf_map_lookup_elem(&py_stacks, &hash) ? 0 : -1;
+	e = bpf_ringbuf_reserve(&new_stacks, sizeof(*e), 0);
+	if (!e) {
+		stat_inc(PTG_SAMPLE_STAT_RINGBUF_DROP);
+		return 0;
+	}
+	e->py_stack = hash;
+	e->tgid = tgid;
+	e->pad = 0;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/* The Python stack of the current thread, into key->py_stack. */
+static void take_python(const struct ptg_sample_proc *p, __u32 tgid, __u32 tid,
+			struct ptg_sample_key *key)
+{
+	struct ptg_sample_stack *s;
+	__u64 tstate, cframe, frame, hash;
+	__u32 zero = 0;
+
+	tstate = thread_tstate(p, tgid, tid);
+	if (!tstate) {
+		stat_inc(PTG_SAMPLE_STAT_NO_TSTATE);
+		return;
+	}
+	cframe = tstate;
+	if (p->off.tstate_cframe != PTG_OFF_NONE)
+		cframe = read_ptr(tstate + p->off.tstate_cframe);
+	frame = read_ptr(cframe + p->off.cframe_current_frame);
+	s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!frame || !s)
+		return;
+	hash = walk_frames(p, frame, s);
+	if (!hash)
+		return;
+	if (store_stack(tgid, hash, s)) {
+		stat_inc(PTG_SAMPLE_STAT_STACKS_FULL);
+		return;
+	}
+	key->py_stack = hash;
+}
+
+/* Both stacks of the current thread; ctx is what bpf_get_stackid() needs. */
+static __always_inline void take_stacks(void *ctx, const struct ptg_sample_proc *p, __u64 id,
+					__u16 kind, struct ptg_sample_key *key)
+{
+	__builtin_memset(key, 0, sizeof(*key));
+	key->tgid = id >> 32;
+	key->tid = (__u32)id;
+	key->kind = kind;
+	key->gen = (__u16)gen;
+	key->native_stack = -1;
+	if (native) {
+		key->native_stack = bpf_get_stackid(ctx, &native_stacks, BPF_F_USER_STACK);
+		if (key->native_stack < 0)
+			stat_inc(PTG_SAMPLE_STAT_NATIVE_ERR);
+	}
+	take_python(p, key->tgid, key->tid, key);
+}
+
+static void count(const struct ptg_sample_key *key, __u64 ns)
+{
+	struct ptg_sample_value *v = bpf_map_lookup_elem(&counts, key);
+	struct ptg_sample_value init = { .count = 1, .ns = ns };
+
+	if (v) {
+		__sync_fetch_and_add(&v->count, 1);
+		__sync_fetch_and_add(&v->ns, ns);
+		return;
+	}
+	if (!bpf_map_update_elem(&counts, key, &init, BPF_NOEXIST))
+		return;
+	/* another CPU added the key in between */
+	v = bpf_map_lookup_elem(&counts, key);
+	if (!v) {
+		stat_inc(PTG_SAMPLE_STAT_COUNTS_FULL);
+		return;
+	}
+	__sync_fetch_and_add(&v->count, 1);
+	__sync_fetch_and_add(&v->ns, ns);
+}
+
+SEC("perf_event")
+int sample_cpu(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	struct ptg_sample_proc *p;
+	struct ptg_sample_key key;
+
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p)
+		return 0;
+	stat_inc(PTG_SAMPLE_STAT_TICKS);
+	take_stacks(ctx, p, id, PTG_SAMPLE_CPU, &key);
+	count(&key, period_ns);
+	return 0;
+}
+
+/*
+ * Runs in the context of prev, so prev's memory and user stack are the
+ * current ones. A thread that leaves the CPU in a sleeping state (it
+ * blocked; a preempted thread is runnable and not counted) gets its stacks
+ * taken now; when it is switched in again, the time in between is added
+ * under them.
+ */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sample_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct offcpu_start *st, start = {};
+	struct ptg_sample_proc *p;
+	__u32 pid = next->pid, tgid = prev->tgid;
+
+	st = bpf_map_lookup_elem(&offcpu, &pid);
+	if (st) {
+		/* counted in the interval it ends in, which user space has not read yet */
+		st->key.gen = (__u16)gen;
+		if (now > st->ts)
+			count(&st->key, now - st->ts);
+		bpf_map_delete_elem(&offcpu, &pid);
+	}
+	if (preempt || prev_state == 0)
+		return 0;
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p)
+		return 0;
+	stat_inc(PTG_SAMPLE_STAT_TICKS);
+	take_stacks(ctx, p, (__u64)tgid << 32 | (__u32)prev->pid, PTG_SAMPLE_OFFCPU, &start.key);
+	start.ts = now;
+	pid = prev->pid;
+	bpf_map_update_elem(&offcpu, &pid, &start, BPF_ANY);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

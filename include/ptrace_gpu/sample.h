@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Maps shared by bpf/sample.bpf.c and the sampler (user/sample.c). The BPF
+ * side only counts: per (process, thread, Python stack, native stack) one
+ * counter, and each distinct Python stack once, keyed by a hash of its
+ * frames. User space reads aggregates and resolves code objects to names.
+ * Fixed-width kernel types only: both sides must see the same bytes.
+ */
+#ifndef PTRACE_GPU_SAMPLE_H
+#define PTRACE_GPU_SAMPLE_H
+
+#include "ptrace_gpu/pyoffsets.h"
+
+#define PTG_SAMPLE_MAX_DEPTH 128
+/* ptg_sample_frame.instr: prev_instr was not readable */
+#define PTG_SAMPLE_INSTR_NONE 0x7fffffffu
+/* ptg_sample_frame.instr: the frame was entered from C (_PyInterpreterFrame.is_entry) */
+#define PTG_SAMPLE_FRAME_ENTRY 0x80000000u
+
+/* Value of the procs map (key: tgid): where a process keeps its interpreter state. */
+struct ptg_sample_proc {
+	__u64 runtime_addr; /* runtime address of _PyRuntime */
+	struct ptg_py_offsets off;
+	__u32 runtime_interp_head; /* _PyRuntime.interpreters.head */
+	__u32 interp_next;	   /* PyInterpreterState.next */
+	__u32 interp_threads_head; /* PyInterpreterState.threads.head */
+	__u32 tstate_next;	   /* PyThreadState.next */
+	__u32 tstate_native_tid;   /* PyThreadState.native_thread_id */
+	__u32 frame_is_entry;	   /* _PyInterpreterFrame.is_entry */
+};
+
+/* Value of the threads map (key: tid): the thread's PyThreadState, found by a walk. */
+struct ptg_sample_thread {
+	__u64 tstate; /* 0: the thread has none (yet) */
+	__u64 checked_ns;
+	__u32 tgid;
+	__u32 pad;
+};
+
+/*
+ * One Python frame as sampled. instr is prev_instr minus the code object's
+ * address in bytes (user space subtracts the offset of co_code_adaptive and
+ * maps the instruction to a line through co_linetable), or'ed with
+ * PTG_SAMPLE_FRAME_ENTRY.
+ */
+struct ptg_sample_frame {
+	__u64 code;
+	__u32 fingerprint; /* see ptg_code_fingerprint() */
+	__u32 instr;
+};
+
+/* Value of the py_stacks map (key: hash of the frames), innermost frame first. */
+struct ptg_sample_stack {
+	__u32 depth;
+	__u32 truncated; /* deeper than PTG_SAMPLE_MAX_DEPTH: the outermost frames are cut */
+	struct ptg_sample_frame frames[PTG_SAMPLE_MAX_DEPTH];
+};
+
+enum ptg_sample_kind {
+	PTG_SAMPLE_CPU = 0,    /* a timer tick on a thread: count 1, ns = period */
+	PTG_SAMPLE_OFFCPU = 1, /* a thread blocked: count 1, ns = time until it ran again */
+};
+
+/* Key of the counts map. */
+struct ptg_sample_key {
+	__u32 tgid;
+	__u32 tid;
+	__u64 py_stack;	   /* key in py_stacks; 0: no Python frame (no thread state) */
+	__s32 native_stack; /* id in native_stacks; < 0: none taken or the take failed */
+	__u16 kind;	    /* enum ptg_sample_kind */
+	__u16 gen;	    /* the interval it was counted in (continuous mode) */
+};
+
+struct ptg_sample_value {
+	__u64 count;
+	__u64 ns;
+};
+
+/* Ring-buffer record: a Python stack was stored for the first time. */
+struct ptg_sample_new_stack {
+	__u64 py_stack;
+	__u32 tgid;
+	__u32 pad;
+};
+
+/* Counters in the BPF program's .bss, per CPU, indexed by this. */
+enum ptg_sample_stat {
+	PTG_SAMPLE_STAT_TICKS = 0,	/* samples taken of threads of sampled processes */
+	PTG_SAMPLE_STAT_NO_TSTATE,	/* the thread had no PyThreadState */
+	PTG_SAMPLE_STAT_READ_ERR,	/* a read of target memory failed mid-walk */
+	PTG_SAMPLE_STAT_TRUNCATED,	/* stack deeper than PTG_SAMPLE_MAX_DEPTH */
+	PTG_SAMPLE_STAT_STACKS_FULL,	/* py_stacks full: the sample lost its Python stack */
+	PTG_SAMPLE_STAT_COUNTS_FULL,	/* counts full: the sample was dropped */
+	PTG_SAMPLE_STAT_NATIVE_ERR,	/* bpf_get_stackid failed (map full, collision) */
+	PTG_SAMPLE_STAT_RINGBUF_DROP,	/* new-stack notice dropped (resolved at the next sweep) */
+	PTG_SAMPLE_STAT_TSTATE_WALKS,	/* walks of the interpreter's thread list */
+	PTG_SAMPLE_STAT_NR = 16,
+};
+
+#define PTG_SAMPLE_MAX_CPUS 256
+
+#endif /* PTRACE_GPU_SAMPLE_H */

@@ -1,0 +1,743 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The sampler's lifecycle: load bpf/sample.bpf.c, open one cpu-clock
+ * perf event per CPU (or attach the sched_switch program), keep the procs
+ * map in step with the Python processes to sample, resolve new stacks as
+ * the BPF side reports them, and turn each interval's counts into a
+ * sample_set.
+ *
+ * Intervals: every counts key carries the interval (gen) it was counted in.
+ * take() moves the BPF side on to the next gen first and only then reads
+ * and deletes the keys of the old one, so no sample is counted twice or
+ * lost between two profiles.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "procfs.h"
+#include "sample.skel.h"
+#include "sample_int.h"
+#include "syscheck.h"
+
+#define NSEC_PER_SEC 1000000000ull
+#define TICK_NS NSEC_PER_SEC
+#define COUNTS_MAX 65536
+#define NATIVE_STACKS_MAX 16384
+#define MAX_ROW_DEPTH (PTG_SAMPLE_MAX_DEPTH + 128)
+/* entries unused for this many intervals leave the caches (continuous mode) */
+#define KEEP_GENS 2
+
+static uint64_t clock_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+	size_t ncap = *cap ? *cap : 16;
+	void *n;
+
+	if (need <= *cap)
+		return 0;
+	while (ncap < need)
+		ncap *= 2;
+	n = realloc(*arr, ncap * elem);
+	if (!n)
+		return -ENOMEM;
+	*arr = n;
+	*cap = ncap;
+	return 0;
+}
+
+/* Field 22 of /proc/PID/stat: tells a process from a later one with the same pid. */
+static int proc_starttime(pid_t pid, uint64_t *out)
+{
+	char path[64], buf[1024], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	/* comm may hold spaces and parentheses: fields count from the last ')' */
+	p = strrchr(buf, ')');
+	if (!p)
+		return -EIO;
+	for (int field = 2; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	if (!p)
+		return -EIO;
+	*out = strtoull(p + 1, NULL, 10);
+	return 0;
+}
+
+struct sproc *sampler_proc(struct sampler *s, uint32_t tgid)
+{
+	uint64_t *idx = u64map__get(&s->proc_idx, tgid);
+
+	return idx ? s->procs[*idx - 1] : NULL;
+}
+
+static void proc_bpf_value(const struct sproc *sp, struct ptg_sample_proc *v)
+{
+	const struct py_version_info *vi = sp->py.info;
+
+	memset(v, 0, sizeof(*v));
+	v->runtime_addr = sp->py.runtime_addr;
+	v->off = vi->off;
+	v->runtime_interp_head = vi->runtime_interp_head;
+	v->interp_next = sp->lay->interp_next;
+	v->interp_threads_head = vi->interp_threads_head;
+	v->tstate_next = vi->tstate_next;
+	v->tstate_native_tid = vi->tstate_native_tid;
+	v->frame_is_entry = sp->lay->frame_is_entry;
+}
+
+static int proc_register(struct sampler *s, struct sproc *sp)
+{
+	struct ptg_sample_proc v;
+	uint32_t key = (uint32_t)sp->pid;
+	int err;
+
+	if (grow((void **)&s->procs, &s->procs_cap, s->nprocs + 1, sizeof(*s->procs)) ||
+	    u64map__put(&s->proc_idx, key, s->nprocs + 1))
+		return -ENOMEM;
+	s->procs[s->nprocs++] = sp;
+	proc_bpf_value(sp, &v);
+	err = bpf_map_update_elem(bpf_map__fd(s->skel->maps.procs), &key, &v, BPF_ANY);
+	if (err) {
+		err = -errno;
+		fprintf(stderr, "ptrace-gpu: sample: cannot add pid %d to the BPF map: %s\n",
+			sp->pid, strerror(errno));
+	}
+	return err;
+}
+
+/*
+ * Starts sampling pid. Returns 0, or a negative errno with the reason in
+ * err: -ENOEXEC not Python, -EPROTONOSUPPORT an unsupported version.
+ */
+static int proc_add(struct sampler *s, pid_t pid, char *err, size_t errlen)
+{
+	struct sproc *sp = calloc(1, sizeof(*sp));
+	char path[64], comm[64], interp[64];
+	int ret;
+
+	if (!sp)
+		return -ENOMEM;
+	sp->memfd = -1;
+	ret = py_interp__find(pid, &sp->py, err, errlen);
+	if (!ret && !(sp->lay = sample_layout_lookup(sp->py.info->name))) {
+		snprintf(err, errlen, "pid %d: no sampling layout for Python %s", pid,
+			 sp->py.version);
+		ret = -EPROTONOSUPPORT;
+	}
+	if (!ret)
+		ret = proc_starttime(pid, &sp->starttime);
+	if (ret)
+		goto cleanup;
+	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
+	sp->memfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (proc_comm(pid, pid, comm, sizeof(comm)))
+		snprintf(comm, sizeof(comm), "%d", pid);
+	snprintf(interp, sizeof(interp), "CPython %s", sp->py.version);
+	sp->pid = pid;
+	sp->alive = true;
+	sp->last_gen = s->gen;
+	sp->comm = tables_str(&s->t, comm);
+	sp->interp = tables_str(&s->t, interp);
+	if (!sp->comm || !sp->interp) {
+		ret = -ENOMEM;
+		goto cleanup;
+	}
+	ret = proc_register(s, sp);
+	if (ret)
+		return ret; /* registered: freed with the sampler */
+	if (s->o.verbose)
+		fprintf(stderr, "ptrace-gpu: sample: pid %d (%s, Python %s)\n", pid, comm,
+			sp->py.version);
+	return 0;
+cleanup:
+	sproc_free(sp);
+	return ret;
+}
+
+static uint64_t exe_hash(pid_t pid)
+{
+	char path[64], exe[PATH_MAX];
+	uint64_t h = 14695981039346656037ull;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	n = readlink(path, exe, sizeof(exe));
+	if (n <= 0)
+		return 1; /* kernel threads have none */
+	for (ssize_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)exe[i]) * 1099511628211ull;
+	return h | 1;
+}
+
+/* -a: a pid not seen before, or one that ran exec since, is looked at once. */
+static void scan_pid(struct sampler *s, pid_t pid)
+{
+	struct sproc *sp = sampler_proc(s, (uint32_t)pid);
+	uint64_t h, *seen;
+	char err[512] = "";
+	int ret;
+
+	if (pid == getpid() || (sp && sp->alive))
+		return;
+	h = exe_hash(pid);
+	seen = u64map__get(&s->others, (uint64_t)pid);
+	if (seen && *seen == h)
+		return;
+	ret = proc_add(s, pid, err, sizeof(err));
+	if (!ret)
+		return;
+	if (u64map__put(&s->others, (uint64_t)pid, h))
+		return;
+	/* said once per process: the pid stays in others until it runs something else */
+	if (ret == -EPROTONOSUPPORT)
+		fprintf(stderr, "ptrace-gpu: sample: skipping pid %d: %s\n", pid, err);
+}
+
+static void scan_all(struct sampler *s)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (isdigit((unsigned char)de->d_name[0]))
+			scan_pid(s, (pid_t)strtol(de->d_name, NULL, 10));
+	}
+	closedir(d);
+}
+
+/* Ended processes leave the BPF map (their pid may come back as another program). */
+static void check_exits(struct sampler *s)
+{
+	for (size_t i = 0; i < s->nprocs; i++) {
+		struct sproc *sp = s->procs[i];
+		uint64_t st;
+		uint32_t key;
+
+		if (!sp->alive || (proc_starttime(sp->pid, &st) == 0 && st == sp->starttime))
+			continue;
+		sp->alive = false;
+		key = (uint32_t)sp->pid;
+		bpf_map_delete_elem(bpf_map__fd(s->skel->maps.procs), &key);
+		if (sp->memfd >= 0)
+			close(sp->memfd);
+		sp->memfd = -1;
+		if (s->o.verbose)
+			fprintf(stderr, "ptrace-gpu: sample: pid %d (%s) ended\n", sp->pid, sp->comm);
+	}
+}
+
+size_t sampler__live(const struct sampler *s)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < s->nprocs; i++)
+		n += s->procs[i]->alive;
+	return n;
+}
+
+static int on_new_stack(void *ctx, void *data, size_t size)
+{
+	const struct ptg_sample_new_stack *e = data;
+	struct sampler *s = ctx;
+	struct sproc *sp;
+	struct centry *c;
+
+	if (size < sizeof(*e))
+		return 0;
+	sp = sampler_proc(s, e->tgid);
+	/* resolved now, while the code objects surely exist */
+	if (sp && resolve_py_stack(s, sp, e->py_stack, &c) == -ENOMEM)
+		return -ENOMEM;
+	return 0;
+}
+
+static int open_perf_events(struct sampler *s)
+{
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_SOFTWARE,
+		.size = sizeof(attr),
+		.config = PERF_COUNT_SW_CPU_CLOCK,
+		.sample_period = s->period_ns, /* cpu-clock counts nanoseconds */
+	};
+	int attached = 0;
+
+	for (int cpu = 0; cpu < s->ncpus; cpu++) {
+		int fd = (int)syscall(SYS_perf_event_open, &attr, -1, cpu, -1,
+				      PERF_FLAG_FD_CLOEXEC);
+
+		s->pfds[cpu] = fd;
+		if (fd < 0) {
+			if (errno == ENODEV)
+				continue; /* offline CPU */
+			fprintf(stderr, "ptrace-gpu: sample: perf_event_open on CPU %d: %s\n",
+				cpu, strerror(errno));
+			return -errno;
+		}
+		s->links[cpu] = bpf_program__attach_perf_event(s->skel->progs.sample_cpu, fd);
+		if (!s->links[cpu]) {
+			fprintf(stderr, "ptrace-gpu: sample: cannot attach to CPU %d: %s\n", cpu,
+				strerror(errno));
+			return -errno;
+		}
+		attached++;
+	}
+	return attached ? 0 : -ENODEV;
+}
+
+static int load_bpf(struct sampler *s)
+{
+	struct sample_bpf *skel = sample_bpf__open();
+	int err;
+
+	if (!skel) {
+		fprintf(stderr, "ptrace-gpu: sample: cannot open BPF object: %s\n", strerror(errno));
+		return -errno;
+	}
+	s->skel = skel;
+	skel->rodata->period_ns = s->o.offcpu ? 0 : s->period_ns;
+	skel->rodata->native = s->o.native;
+	bpf_map__set_max_entries(skel->maps.counts, COUNTS_MAX);
+	bpf_map__set_max_entries(skel->maps.native_stacks, s->o.native ? NATIVE_STACKS_MAX : 1);
+	bpf_map__set_max_entries(skel->maps.offcpu, s->o.offcpu ? 65536 : 1);
+	bpf_program__set_autoload(skel->progs.sample_cpu, !s->o.offcpu);
+	bpf_program__set_autoload(skel->progs.sample_switch, s->o.offcpu);
+	err = sample_bpf__load(skel);
+	if (err) {
+		fprintf(stderr, "ptrace-gpu: sample: cannot load BPF programs: %s\n",
+			strerror(-err));
+		return err;
+	}
+	s->counts_fd = bpf_map__fd(skel->maps.counts);
+	s->py_stacks_fd = bpf_map__fd(skel->maps.py_stacks);
+	s->native_fd = bpf_map__fd(skel->maps.native_stacks);
+	s->rb = ring_buffer__new(bpf_map__fd(skel->maps.new_stacks), on_new_stack, s, NULL);
+	if (!s->rb) {
+		fprintf(stderr, "ptrace-gpu: sample: cannot open the ring buffer: %s\n",
+			strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+static int attach(struct sampler *s)
+{
+	int err;
+
+	if (s->o.offcpu) {
+		err = sample_bpf__attach(s->skel);
+		if (err)
+			fprintf(stderr, "ptrace-gpu: sample: cannot attach to sched_switch: %s\n",
+				strerror(-err));
+		return err;
+	}
+	s->ncpus = libbpf_num_possible_cpus();
+	if (s->ncpus <= 0)
+		return s->ncpus ? s->ncpus : -EINVAL;
+	s->pfds = calloc((size_t)s->ncpus, sizeof(*s->pfds));
+	s->links = calloc((size_t)s->ncpus, sizeof(*s->links));
+	if (!s->pfds || !s->links)
+		return -ENOMEM;
+	for (int i = 0; i < s->ncpus; i++)
+		s->pfds[i] = -1;
+	return open_perf_events(s);
+}
+
+static int add_targets(struct sampler *s)
+{
+	char err[512] = "";
+	int ret;
+
+	for (size_t i = 0; i < s->o.npids; i++) {
+		ret = proc_add(s, s->o.pids[i], err, sizeof(err));
+		if (ret) {
+			fprintf(stderr, "ptrace-gpu: %s\n", err[0] ? err : strerror(-ret));
+			return ret;
+		}
+	}
+	if (s->o.all)
+		scan_all(s);
+	return 0;
+}
+
+int sampler__open(const struct sample_opts *o, struct sampler **out)
+{
+	struct sampler *s;
+	char err[512] = "";
+	int ret;
+
+	ret = syscheck_tracing(err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "ptrace-gpu: %s\n", err);
+		return ret;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->o = *o;
+	s->period_ns = NSEC_PER_SEC / (o->freq ? o->freq : 99);
+	s->gen = 1;
+	ret = syms_cache__new(&s->syms);
+	if (!ret)
+		ret = load_bpf(s);
+	if (!ret) {
+		s->skel->bss->gen = s->gen;
+		/* targets before attaching: a bad -p fails before any sampling */
+		ret = add_targets(s);
+	}
+	if (!ret)
+		ret = attach(s);
+	if (ret) {
+		sampler__free(s);
+		return ret;
+	}
+	s->interval_start_mono = clock_ns(CLOCK_MONOTONIC);
+	s->interval_start_real = clock_ns(CLOCK_REALTIME);
+	s->next_tick = s->interval_start_mono + TICK_NS;
+	*out = s;
+	return 0;
+}
+
+void sampler__free(struct sampler *s)
+{
+	if (!s)
+		return;
+	for (int i = 0; s->links && i < s->ncpus; i++)
+		bpf_link__destroy(s->links[i]);
+	for (int i = 0; s->pfds && i < s->ncpus; i++) {
+		if (s->pfds[i] >= 0)
+			close(s->pfds[i]);
+	}
+	free(s->links);
+	free(s->pfds);
+	ring_buffer__free(s->rb);
+	sample_bpf__destroy(s->skel);
+	for (size_t i = 0; i < s->nprocs; i++)
+		sproc_free(s->procs[i]);
+	free(s->procs);
+	u64map__free(&s->proc_idx);
+	u64map__free(&s->others);
+	ccache_free(&s->py);
+	ccache_free(&s->native);
+	ccache_free(&s->threads);
+	syms_cache__free(s->syms);
+	tables_free(&s->t);
+	free(s->rows);
+	free(s->pool);
+	free(s->set_procs);
+	free(s);
+}
+
+/* The thread's name, read while it runs; the process's name after. */
+static const char *thread_name(struct sampler *s, struct sproc *sp, uint32_t tid)
+{
+	struct centry *e = ccache_get(&s->threads, sp->pid, tid, 0);
+	char comm[64];
+
+	if (e) {
+		e->last_gen = s->gen;
+		return e->name;
+	}
+	if (proc_comm(sp->pid, (pid_t)tid, comm, sizeof(comm)))
+		return sp->comm;
+	e = ccache_add(&s->threads, sp->pid, tid, 0);
+	if (!e)
+		return sp->comm;
+	e->name = tables_str(&s->t, comm);
+	e->last_gen = s->gen;
+	if (!e->name)
+		e->name = sp->comm;
+	return e->name;
+}
+
+/* Resolves what the key needs, into the caches; the stacks found, or NULL. */
+static int resolve_key(struct sampler *s, const struct ptg_sample_key *k, struct sproc **spp,
+		       struct centry **py, struct centry **nat)
+{
+	struct sproc *sp = sampler_proc(s, k->tgid);
+	int err = 0;
+
+	*py = *nat = NULL;
+	*spp = sp;
+	if (!sp)
+		return 0;
+	sp->last_gen = s->gen;
+	thread_name(s, sp, k->tid);
+	if (k->py_stack)
+		err = resolve_py_stack(s, sp, k->py_stack, py);
+	if (err == -ENOMEM)
+		return err;
+	if (*py)
+		(*py)->last_gen = s->gen;
+	if (k->native_stack >= 0)
+		err = resolve_native_stack(s, sp, k->native_stack, nat);
+	if (err == -ENOMEM)
+		return err;
+	if (*nat)
+		(*nat)->last_gen = s->gen;
+	return 0;
+}
+
+struct count_entry {
+	struct ptg_sample_key key;
+	struct ptg_sample_value val;
+};
+
+/* Every key and value of the counts map of interval gen. */
+static int read_counts(struct sampler *s, uint16_t gen, struct count_entry **out, size_t *n)
+{
+	struct ptg_sample_key key, next, *prev = NULL;
+	struct count_entry *e = NULL;
+	size_t cap = 0;
+
+	*n = 0;
+	while (bpf_map_get_next_key(s->counts_fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (key.gen != gen)
+			continue;
+		if (grow((void **)&e, &cap, *n + 1, sizeof(*e))) {
+			free(e);
+			return -ENOMEM;
+		}
+		e[*n].key = key;
+		if (bpf_map_lookup_elem(s->counts_fd, &key, &e[*n].val))
+			continue; /* deleted in between */
+		(*n)++;
+	}
+	*out = e;
+	return 0;
+}
+
+/* Resolves the stacks counted so far, while their processes are alive. */
+static int sweep(struct sampler *s)
+{
+	struct count_entry *e;
+	struct centry *py, *nat;
+	struct sproc *sp;
+	size_t n;
+	int err;
+
+	err = read_counts(s, (uint16_t)s->gen, &e, &n);
+	for (size_t i = 0; i < n && !err; i++)
+		err = resolve_key(s, &e[i].key, &sp, &py, &nat);
+	free(e);
+	return err;
+}
+
+int sampler__poll(struct sampler *s, int timeout_ms)
+{
+	uint64_t now;
+	int err;
+
+	err = ring_buffer__poll(s->rb, timeout_ms);
+	if (err < 0 && err != -EINTR)
+		return err;
+	now = clock_ns(CLOCK_MONOTONIC);
+	if (now < s->next_tick)
+		return 0;
+	s->next_tick = now + TICK_NS;
+	check_exits(s);
+	if (s->o.all)
+		scan_all(s);
+	return sweep(s);
+}
+
+static int set_proc_index(struct sampler *s, struct sproc *sp, uint32_t *out)
+{
+	for (size_t i = 0; i < s->set.nprocs; i++) {
+		if (s->set_procs[i].pid == (uint32_t)sp->pid) {
+			*out = (uint32_t)i;
+			return 0;
+		}
+	}
+	if (grow((void **)&s->set_procs, &s->set_procs_cap, s->set.nprocs + 1,
+		 sizeof(*s->set_procs)))
+		return -ENOMEM;
+	s->set_procs[s->set.nprocs] =
+		(struct sample_proc){ (uint32_t)sp->pid, sp->comm, sp->interp };
+	*out = (uint32_t)s->set.nprocs++;
+	return 0;
+}
+
+static int add_row(struct sampler *s, const struct count_entry *e)
+{
+	uint32_t frames[MAX_ROW_DEPTH], depth;
+	struct centry *py, *nat;
+	struct sample_row *r;
+	struct sproc *sp;
+	int err;
+
+	err = resolve_key(s, &e->key, &sp, &py, &nat);
+	if (err || !sp)
+		return err;
+	if (e->key.py_stack && !py)
+		s->lost_py_stacks += e->val.count;
+	if (e->key.native_stack >= 0 && !nat)
+		s->lost_native_stacks += e->val.count;
+	err = build_frames(s, py, nat, frames, &depth, MAX_ROW_DEPTH);
+	if (err || grow((void **)&s->rows, &s->rows_cap, s->set.nrows + 1, sizeof(*r)) ||
+	    grow((void **)&s->pool, &s->pool_cap, s->pool_len + depth, sizeof(*s->pool)))
+		return err ? err : -ENOMEM;
+	r = &s->rows[s->set.nrows];
+	err = set_proc_index(s, sp, &r->proc);
+	if (err)
+		return err;
+	memcpy(s->pool + s->pool_len, frames, depth * sizeof(*frames));
+	r->tid = e->key.tid;
+	r->thread = thread_name(s, sp, e->key.tid);
+	r->count = e->val.count;
+	r->ns = e->val.ns;
+	r->depth = depth;
+	/* pool may move while rows are added: frames are set at the end */
+	r->frames = (const uint32_t *)(uintptr_t)s->pool_len;
+	s->pool_len += depth;
+	s->set.nrows++;
+	return 0;
+}
+
+static void drop_py(void *ctx, struct centry *e)
+{
+	struct sampler *s = ctx;
+
+	bpf_map_delete_elem(s->py_stacks_fd, &e->id64);
+}
+
+static void drop_native(void *ctx, struct centry *e)
+{
+	struct sampler *s = ctx;
+	int32_t id = (int32_t)e->id32;
+
+	bpf_map_delete_elem(s->native_fd, &id);
+}
+
+/* Continuous mode: what no recent interval used leaves the caches and BPF maps. */
+static int prune(struct sampler *s)
+{
+	uint32_t min_gen = s->gen - KEEP_GENS;
+	size_t kept = 0;
+	int err = 0;
+
+	err = err ?: ccache_prune(&s->py, min_gen, drop_py, s);
+	err = err ?: ccache_prune(&s->native, min_gen, drop_native, s);
+	err = err ?: ccache_prune(&s->threads, min_gen, NULL, NULL);
+	u64map__free(&s->proc_idx);
+	for (size_t i = 0; i < s->nprocs; i++) {
+		struct sproc *sp = s->procs[i];
+
+		if (!sp->alive && (int32_t)(sp->last_gen - min_gen) < 0) {
+			sproc_free(sp);
+			continue;
+		}
+		s->procs[kept++] = sp;
+		if (!err)
+			err = u64map__put(&s->proc_idx, (uint32_t)sp->pid, kept);
+	}
+	s->nprocs = kept;
+	return err;
+}
+
+int sampler__take(struct sampler *s, const struct sample_set **out)
+{
+	uint16_t old = (uint16_t)s->gen;
+	struct count_entry *e = NULL;
+	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+	size_t n = 0;
+	int err;
+
+	/* the BPF side moves on; programs that read the old gen are done within microseconds */
+	s->gen++;
+	s->skel->bss->gen = s->gen;
+	usleep(2000);
+	ring_buffer__consume(s->rb);
+	s->set = (struct sample_set){
+		.kind = s->o.offcpu ? PTG_SAMPLE_OFFCPU : PTG_SAMPLE_CPU,
+		.period_ns = s->o.offcpu ? 0 : s->period_ns,
+		.start_realtime_ns = s->interval_start_real,
+		.duration_ns = now - s->interval_start_mono,
+	};
+	s->pool_len = 0;
+	err = read_counts(s, old, &e, &n);
+	for (size_t i = 0; i < n; i++)
+		bpf_map_delete_elem(s->counts_fd, &e[i].key);
+	for (size_t i = 0; i < n && !err; i++)
+		err = add_row(s, &e[i]);
+	free(e);
+	for (size_t i = 0; i < s->set.nrows; i++)
+		s->rows[i].frames = s->pool + (uintptr_t)s->rows[i].frames;
+	s->set.rows = s->rows;
+	s->set.funcs = s->t.funcs;
+	s->set.nfuncs = s->t.nfuncs;
+	s->set.frames = s->t.frames;
+	s->set.nframes = s->t.nframes;
+	s->set.procs = s->set_procs;
+	s->interval_start_mono = now;
+	s->interval_start_real = clock_ns(CLOCK_REALTIME);
+	if (!err)
+		err = prune(s);
+	*out = &s->set;
+	return err;
+}
+
+void sampler__print_stats(const struct sampler *s, FILE *f)
+{
+	static const char *const names[] = {
+		[PTG_SAMPLE_STAT_NO_TSTATE] = "had no Python thread state",
+		[PTG_SAMPLE_STAT_READ_ERR] = "had an unreadable frame",
+		[PTG_SAMPLE_STAT_TRUNCATED] = "were cut at the maximum depth",
+		[PTG_SAMPLE_STAT_STACKS_FULL] = "lost their Python stack (stack map full)",
+		[PTG_SAMPLE_STAT_COUNTS_FULL] = "were dropped (counts map full)",
+		[PTG_SAMPLE_STAT_NATIVE_ERR] = "have no native stack",
+	};
+	uint64_t tot[PTG_SAMPLE_STAT_NR] = {};
+
+	for (int cpu = 0; cpu < PTG_SAMPLE_MAX_CPUS; cpu++) {
+		for (int k = 0; k < PTG_SAMPLE_STAT_NR; k++)
+			tot[k] += s->skel->bss->stats[cpu][k];
+	}
+	fprintf(f, "ptrace-gpu: sample: %llu samples of %zu processes\n",
+		(unsigned long long)tot[PTG_SAMPLE_STAT_TICKS], s->nprocs);
+	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+		if (names[k] && tot[k])
+			fprintf(f, "ptrace-gpu: sample: %llu samples %s\n",
+				(unsigned long long)tot[k], names[k]);
+	}
+	if (s->lost_py_stacks || s->lost_native_stacks)
+		fprintf(f, "ptrace-gpu: sample: %llu samples lost their Python stack, %llu their "
+			   "native stack (evicted before they were read)\n",
+			(unsigned long long)s->lost_py_stacks,
+			(unsigned long long)s->lost_native_stacks);
+	if (s->unresolved_code)
+		fprintf(f, "ptrace-gpu: sample: %llu frames name code that was gone when read\n",
+			(unsigned long long)s->unresolved_code);
+}

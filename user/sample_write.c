@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A sample_set as pprof (one Sample per row, labels pid, tid, comm, thread
+ * and interpreter; Python frames as function + line, native frames as an
+ * address in their object's mapping) or as a flame graph, weighted by the
+ * rows' nanoseconds (on-CPU: samples x period; off-CPU: blocked time).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flamegraph.h"
+#include "pprof.h"
+#include "sample_write.h"
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t ls = strlen(s), lx = strlen(suffix);
+
+	return ls >= lx && !strcmp(s + ls - lx, suffix);
+}
+
+enum sample_format sample_format_of(const char *path)
+{
+	if (ends_with(path, ".svg"))
+		return SAMPLE_FMT_SVG;
+	if (ends_with(path, ".folded") || ends_with(path, ".txt") || !strcmp(path, "-"))
+		return SAMPLE_FMT_FOLDED;
+	return SAMPLE_FMT_PPROF;
+}
+
+const char *sample_format_ext(enum sample_format f)
+{
+	return f == SAMPLE_FMT_SVG ? "svg" : f == SAMPLE_FMT_FOLDED ? "folded" : "pb.gz";
+}
+
+/* The pprof location of frame i, made on first use. */
+static uint64_t location_of(struct pprof *p, const struct sample_set *set, uint64_t *locs,
+			    uint32_t i)
+{
+	const struct sample_frame *fr = &set->frames[i];
+	const struct sample_func *fn = &set->funcs[fr->func];
+	uint64_t mapping = 0, func;
+
+	if (locs[i])
+		return locs[i];
+	func = pprof__function(p, fn->name, fn->file, fn->start_line);
+	if (fn->kind == SAMPLE_FUNC_NATIVE && fn->file[0]) {
+		mapping = pprof__mapping(p, fr->obj_start, fr->obj_limit, fr->obj_offset, fn->file);
+		if (!mapping)
+			return 0;
+	}
+	if (func)
+		locs[i] = pprof__location(p, mapping, fr->addr, func, fr->line);
+	return locs[i];
+}
+
+static int add_row(struct pprof *p, const struct sample_set *set, const struct sample_row *r,
+		   uint64_t *locs, uint64_t *ids)
+{
+	const struct sample_proc *pr = &set->procs[r->proc];
+	struct pprof_label labels[] = {
+		{ .key = "pid", .num = pr->pid },
+		{ .key = "tid", .num = r->tid },
+		{ .key = "comm", .str = pr->comm },
+		{ .key = "thread", .str = r->thread },
+		{ .key = "interpreter", .str = pr->interp },
+	};
+	int64_t values[2] = { (int64_t)r->count, (int64_t)r->ns };
+
+	/* pprof lists the leaf first */
+	for (uint32_t d = 0; d < r->depth; d++) {
+		ids[d] = location_of(p, set, locs, r->frames[r->depth - 1 - d]);
+		if (!ids[d])
+			return -ENOMEM;
+	}
+	return pprof__add_sample(p, ids, r->depth, values, 2, labels,
+				 sizeof(labels) / sizeof(labels[0]));
+}
+
+static int write_pprof(const struct sample_set *set, const char *path)
+{
+	bool cpu = set->kind == PTG_SAMPLE_CPU;
+	const char *unit_type = cpu ? "cpu" : "off_cpu";
+	uint64_t *locs = calloc(set->nframes + 1, sizeof(*locs));
+	uint64_t *ids = NULL;
+	struct pprof *p = NULL;
+	uint32_t maxd = 1;
+	int err;
+
+	for (size_t i = 0; i < set->nrows; i++)
+		maxd = set->rows[i].depth > maxd ? set->rows[i].depth : maxd;
+	ids = calloc(maxd, sizeof(*ids));
+	err = locs && ids ? pprof__new(&p) : -ENOMEM;
+	err = err ?: pprof__add_sample_type(p, "samples", "count");
+	err = err ?: pprof__add_sample_type(p, unit_type, "nanoseconds");
+	for (size_t i = 0; i < set->nrows && !err; i++)
+		err = add_row(p, set, &set->rows[i], locs, ids);
+	if (!err) {
+		pprof__set_period(p, unit_type, "nanoseconds", (int64_t)set->period_ns);
+		pprof__set_time(p, (int64_t)set->start_realtime_ns, (int64_t)set->duration_ns);
+		err = pprof__write(p, path);
+	}
+	pprof__free(p);
+	free(ids);
+	free(locs);
+	return err;
+}
+
+/* A frame's name as flamegraph.c names Python functions of traces. */
+static char *frame_name(const struct sample_set *set, uint32_t i)
+{
+	const struct sample_func *fn = &set->funcs[set->frames[i].func];
+	char *s = NULL;
+
+	if (fn->kind == SAMPLE_FUNC_PYTHON)
+		return asprintf(&s, "%s (%s:%u)", fn->name, fn->file, fn->start_line) < 0 ? NULL : s;
+	return strdup(fn->name);
+}
+
+static int add_stack(struct flamegraph *fg, const struct sample_set *set,
+		     const struct sample_write_opts *o, const struct sample_row *r, char **names)
+{
+	const struct sample_proc *pr = &set->procs[r->proc];
+	const char *stack[2 + PTG_SAMPLE_MAX_DEPTH + 128];
+	char proc[96], thread[96];
+	unsigned int n = 0;
+
+	snprintf(proc, sizeof(proc), "%s [%u]", pr->comm, pr->pid);
+	stack[n++] = proc;
+	if (o->threads) {
+		snprintf(thread, sizeof(thread), "%s [%u]", r->thread, r->tid);
+		stack[n++] = thread;
+	}
+	for (uint32_t d = 0; d < r->depth && n < sizeof(stack) / sizeof(stack[0]); d++) {
+		uint32_t f = r->frames[d];
+
+		if (!names[f] && !(names[f] = frame_name(set, f)))
+			return -ENOMEM;
+		stack[n++] = names[f];
+	}
+	return flamegraph__add_named(fg, stack, n, r->ns);
+}
+
+static int collect(const struct sample_set *set, const struct sample_write_opts *o,
+		   struct flamegraph **out)
+{
+	char **names = calloc(set->nframes + 1, sizeof(*names));
+	struct flamegraph *fg = NULL;
+	int err;
+
+	err = names ? flamegraph__new(set->kind == PTG_SAMPLE_CPU ? FG_WEIGHT_CPU
+								 : FG_WEIGHT_OFFCPU,
+				      &fg)
+		    : -ENOMEM;
+	for (size_t i = 0; i < set->nrows && !err; i++)
+		err = add_stack(fg, set, o, &set->rows[i], names);
+	for (size_t i = 0; names && i < set->nframes; i++)
+		free(names[i]);
+	free(names);
+	if (err) {
+		flamegraph__free(fg);
+		return err;
+	}
+	*out = fg;
+	return 0;
+}
+
+int sample_write_folded(const struct sample_set *set, const struct sample_write_opts *o, FILE *f)
+{
+	struct flamegraph *fg;
+	int err = collect(set, o, &fg);
+
+	if (!err)
+		err = flamegraph__write_folded(fg, NULL, f);
+	flamegraph__free(fg);
+	return err;
+}
+
+static int write_svg(const struct sample_set *set, const struct sample_write_opts *o, FILE *f)
+{
+	struct flamegraph *fg;
+	char title[160];
+	size_t procs = set->nprocs;
+	int err = collect(set, o, &fg);
+
+	if (err)
+		return err;
+	snprintf(title, sizeof(title), "ptrace-gpu sample: %zu process%s, %.1f s%s", procs,
+		 procs == 1 ? "" : "es", set->duration_ns / 1e9,
+		 set->kind == PTG_SAMPLE_CPU ? "" : ", blocked time");
+	err = flamegraph__write_svg(fg, NULL, f, title);
+	flamegraph__free(fg);
+	return err;
+}
+
+int sample_write(const struct sample_set *set, const struct sample_write_opts *o, const char *path)
+{
+	char tmp[4096];
+	FILE *f;
+	int err;
+
+	if (o->format == SAMPLE_FMT_PPROF)
+		return write_pprof(set, path);
+	if (!strcmp(path, "-")) {
+		err = o->format == SAMPLE_FMT_SVG ? write_svg(set, o, stdout)
+						  : sample_write_folded(set, o, stdout);
+		return err ?: (fflush(stdout) ? -errno : 0);
+	}
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	f = fopen(tmp, "we");
+	if (!f)
+		return -errno;
+	err = o->format == SAMPLE_FMT_SVG ? write_svg(set, o, f) : sample_write_folded(set, o, f);
+	if (fclose(f) && !err)
+		err = -errno;
+	if (!err && rename(tmp, path))
+		err = -errno;
+	if (err)
+		remove(tmp);
+	return err;
+}
