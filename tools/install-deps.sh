@@ -11,7 +11,7 @@ packages=(
 	# op probes: instruction boundaries of at::_ops::<op>::call (uprobes at each ret)
 	libcapstone-dev
 	# targets and tests: Debian's CPython 3.11 and PyTorch (CPU) for real dispatcher tests
-	python3 python3.11 python3-torch
+	python3 python3.11 python3-torch libpython3.11-dev
 	# tests: setpriv (util-linux) to check the unprivileged error path
 	util-linux
 )
