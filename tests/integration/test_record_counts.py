@@ -108,6 +108,18 @@ class RecordCounts(unittest.TestCase):
         self.assertEqual(trace.count("fib.py")["main:11"], 1)
         self.assertEqual(trace.count("fib.py")["<module>:1"], 1)
 
+    def check_record_through_shell_script(self, python):
+        """The command may exec Python later (a wrapper script, a pyenv shim)."""
+        script = os.path.join(self.tmp.name, "run.sh")
+        with open(script, "w") as f:
+            f.write(f"#!/bin/sh\necho starting >&2\nexec {python} \"$@\"\n")
+        os.chmod(script, 0o755)
+        out = os.path.join(self.tmp.name, "sh.ptg")
+        res = ptg.run(["record", "-o", out, "--", script,
+                       os.path.join(ptg.WORKLOADS, "fib.py")])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertEqual(ptg.Trace(out).count("fib.py")["f:7"], 5919)
+
 
 ptg.per_interpreter(RecordCounts)
 
