@@ -21,12 +21,14 @@
 
 #define MAX_PIDS 1024
 #define MAX_FREQ 10000
+#define MAX_OUTPUTS 8
 
 struct sample_cmd {
 	struct sample_opts so;
 	pid_t pids[MAX_PIDS];
 	double duration;
-	const char *output;
+	const char *outputs[MAX_OUTPUTS];
+	size_t noutputs;
 	struct sample_write_opts wo;
 	bool format_set;
 	unsigned int every;
@@ -64,7 +66,7 @@ static void usage(FILE *f)
 		"  -d, --duration SECS   stop after SECS seconds (default: Ctrl-C or SIGTERM)\n"
 		"  -o, --output FILE     FILE.pb.gz: pprof (default sample.pb.gz); FILE.folded or\n"
 		"                        FILE.txt: folded stacks; FILE.svg: a flame graph; -: folded\n"
-		"                        stacks on stdout\n"
+		"                        stacks on stdout. Repeat -o for several from one run.\n"
 		"      --folded          folded stacks whatever the name (stdout without -o)\n"
 		"      --format FMT      pprof, folded or svg\n"
 		"      --threads         folded, SVG: one frame per thread under its process\n"
@@ -148,8 +150,12 @@ static int parse_opt(struct sample_cmd *c, int opt, char *arg)
 		fprintf(stderr, "ptrace-gpu: sample: bad duration '%s'\n", arg);
 		return -EINVAL;
 	case 'o':
-		c->output = arg;
-		return 0;
+		if (c->noutputs < MAX_OUTPUTS) {
+			c->outputs[c->noutputs++] = arg;
+			return 0;
+		}
+		fprintf(stderr, "ptrace-gpu: sample: at most %d -o\n", MAX_OUTPUTS);
+		return -EINVAL;
 	case 'v':
 		c->so.verbose = true;
 		return 0;
@@ -189,6 +195,12 @@ static int parse_opt(struct sample_cmd *c, int opt, char *arg)
 	return -EINVAL;
 }
 
+/* --format and --folded hold for every output; otherwise the name tells. */
+static enum sample_format output_format(const struct sample_cmd *c, const char *path)
+{
+	return c->format_set ? c->wo.format : sample_format_of(path);
+}
+
 static int check_opts(struct sample_cmd *c)
 {
 	if (!c->so.all == !c->so.npids) {
@@ -199,7 +211,7 @@ static int check_opts(struct sample_cmd *c)
 		fprintf(stderr, "ptrace-gpu: sample: --every and --dir go together\n");
 		return -EINVAL;
 	}
-	if (c->every && c->output) {
+	if (c->every && c->noutputs) {
 		fprintf(stderr, "ptrace-gpu: sample: -o and --dir exclude each other\n");
 		return -EINVAL;
 	}
@@ -207,13 +219,14 @@ static int check_opts(struct sample_cmd *c)
 		fprintf(stderr, "ptrace-gpu: sample: --off-cpu takes no --native\n");
 		return -EINVAL;
 	}
-	if (!c->output && !c->every)
-		c->output = c->wo.format == SAMPLE_FMT_FOLDED && c->format_set ? "-" : "sample.pb.gz";
-	if (!c->format_set && c->output)
-		c->wo.format = sample_format_of(c->output);
-	if (c->output && !strcmp(c->output, "-") && c->wo.format == SAMPLE_FMT_PPROF) {
-		fprintf(stderr, "ptrace-gpu: sample: pprof goes to a file, not stdout\n");
-		return -EINVAL;
+	if (!c->noutputs && !c->every)
+		c->outputs[c->noutputs++] =
+			c->wo.format == SAMPLE_FMT_FOLDED && c->format_set ? "-" : "sample.pb.gz";
+	for (size_t i = 0; i < c->noutputs; i++) {
+		if (!strcmp(c->outputs[i], "-") && output_format(c, c->outputs[i]) == SAMPLE_FMT_PPROF) {
+			fprintf(stderr, "ptrace-gpu: sample: pprof goes to a file, not stdout\n");
+			return -EINVAL;
+		}
 	}
 	return 0;
 }
@@ -334,7 +347,11 @@ static uint64_t set_samples(const struct sample_set *set)
 
 static int write_set(struct sample_cmd *c, const struct sample_set *set, const char *path)
 {
-	int err = sample_write(set, &c->wo, path);
+	struct sample_write_opts wo = c->wo;
+	int err;
+
+	wo.format = output_format(c, path);
+	err = sample_write(set, &wo, path);
 
 	if (err)
 		fprintf(stderr, "ptrace-gpu: sample: cannot write %s: %s\n", path, strerror(-err));
@@ -411,16 +428,20 @@ static int sample_run(struct sample_cmd *c)
 		return err;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	if (!c->quiet)
-		fprintf(stderr, "ptrace-gpu: sampling %zu Python process%s%s at %u Hz (%s)\n",
+	if (!c->quiet && c->so.offcpu)
+		fprintf(stderr, "ptrace-gpu: sampling %zu Python process%s%s (off-CPU time)\n",
 			sampler__live(s), sampler__live(s) == 1 ? "" : "es",
-			c->so.all ? " and any that start" : "", c->so.freq,
-			c->so.offcpu ? "off-CPU time" : "CPU time");
+			c->so.all ? " and any that start" : "");
+	else if (!c->quiet)
+		fprintf(stderr, "ptrace-gpu: sampling %zu Python process%s%s at %u Hz (CPU time)\n",
+			sampler__live(s), sampler__live(s) == 1 ? "" : "es",
+			c->so.all ? " and any that start" : "", c->so.freq);
 	why = run_loop(c, s, &err);
 	if (!err && c->every)
 		err = write_interval(c, s);
 	else if (!err && !(err = sampler__take(s, &set)))
-		err = write_set(c, set, c->output);
+		for (size_t i = 0; i < c->noutputs && !err; i++)
+			err = write_set(c, set, c->outputs[i]);
 	if (!c->quiet) {
 		fprintf(stderr, "ptrace-gpu: sample: stopped: %s\n", why);
 		sampler__print_stats(s, stderr);
