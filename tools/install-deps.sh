@@ -14,6 +14,8 @@ packages=(
 	python3 python3.11 python3-torch libpython3.11-dev
 	# tests: setpriv (util-linux) to check the unprivileged error path
 	util-linux
+	# tests: an independent pprof decoder (protoc + pprof's profile.proto) for sample
+	protobuf-compiler golang-github-google-pprof-dev
 )
 
 if [ "$(id -u)" -ne 0 ]; then
