@@ -11,5 +11,6 @@ int cmd_export(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
+int cmd_inject(int argc, char **argv);
 
 #endif /* PTG_COMMANDS_H */

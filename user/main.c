@@ -20,6 +20,7 @@ static const struct command commands[] = {
 	{ "import", cmd_import, "convert a torch.profiler/Kineto Chrome trace into a .ptg trace" },
 	{ "dump", cmd_dump, "print every record of a trace as text" },
 	{ "sample", cmd_sample, "sample Python stacks of some (-p) or all (-a) processes into pprof" },
+	{ "inject", cmd_inject, "diagnostic: load a shared library into a running process" },
 };
 
 static void usage(FILE *f)

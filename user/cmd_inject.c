@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: MIT
+/* ptrace-gpu inject: the diagnostic face of user/inject.c (what record -p does with the agent). */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "inject.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: ptrace-gpu inject -p PID LIBRARY [--call SYMBOL [--arg TEXT]] [--timeout "
+		"SECS]\n\n"
+		"Diagnostic: loads the shared library LIBRARY into the running process PID with\n"
+		"dlopen(), through ptrace, the way `record -p` loads the CUPTI agent. One thread\n"
+		"of PID is borrowed for a few milliseconds at a safe point; its registers and\n"
+		"the stack bytes written are put back and it goes on where it was. A library\n"
+		"already loaded is not loaded twice (its constructors do not run again).\n\n"
+		"  -p, --pid PID        the process\n"
+		"  -c, --call SYMBOL    then call `int SYMBOL(const char *TEXT)` of LIBRARY\n"
+		"  -a, --arg TEXT       the argument of --call (default \"\")\n"
+		"  -t, --timeout SECS   longest wait for each step (default 10)\n"
+		"  -h, --help           this help\n\n"
+		"Prints the handle (and what SYMBOL returned); exits 1 with the reason if\n"
+		"anything failed, the process running on unchanged. Needs CAP_SYS_PTRACE.\n");
+}
+
+struct inject_args {
+	pid_t pid;
+	char lib[PATH_MAX];
+	struct inject_opts opts;
+};
+
+static int parse_args(int argc, char **argv, struct inject_args *a)
+{
+	static const struct option longopts[] = {
+	    {"pid", required_argument, NULL, 'p'}, {"call", required_argument, NULL, 'c'},
+	    {"arg", required_argument, NULL, 'a'}, {"timeout", required_argument, NULL, 't'},
+	    {"help", no_argument, NULL, 'h'},	   {},
+	};
+	char *end;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "p:c:a:t:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			a->pid = (pid_t)strtol(optarg, &end, 10);
+			if (*end || a->pid <= 0)
+				goto bad;
+			break;
+		case 'c':
+			a->opts.entry = optarg;
+			break;
+		case 'a':
+			a->opts.arg = optarg;
+			break;
+		case 't':
+			a->opts.timeout_ms = (unsigned int)(strtod(optarg, &end) * 1000);
+			if (*end || !a->opts.timeout_ms)
+				goto bad;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (!a->pid || optind != argc - 1)
+		goto bad;
+	/* the target resolves the path from its own working directory: make it absolute */
+	if (!realpath(argv[optind], a->lib)) {
+		fprintf(stderr, "ptrace-gpu: inject: %s: %s\n", argv[optind], strerror(errno));
+		return -errno;
+	}
+	return 0;
+bad:
+	usage(stderr);
+	return -EINVAL;
+}
+
+int cmd_inject(int argc, char **argv)
+{
+	struct inject_args a = {};
+	struct inject_result res;
+	char err[512];
+	int ret;
+
+	ret = parse_args(argc, argv, &a);
+	if (ret)
+		return ret == -EINVAL ? 2 : 1;
+	ret = inject_library(a.pid, a.lib, &a.opts, &res, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "ptrace-gpu: inject: %s\n", err);
+		return 1;
+	}
+	printf("loaded %s into pid %d (handle %#llx)\n", a.lib, a.pid,
+	       (unsigned long long)res.handle);
+	if (a.opts.entry)
+		printf("%s returned %d\n", a.opts.entry, res.entry_ret);
+	return 0;
+}
