@@ -18,11 +18,14 @@
 #include "cudaprobe.h"
 #include "launch.h"
 #include "libwatch.h"
+#include "modpath.h"
 #include "procfs.h"
 #include "pyframe.h"
 #include "pyinterp.h"
 #include "sched.h"
+#include "steps.h"
 #include "syscheck.h"
+#include "torchops.h"
 #include "trace.h"
 #include "tracer.h"
 
@@ -34,6 +37,8 @@ struct record_opts {
 	bool quiet;
 	bool no_cuda;
 	bool no_sched;
+	bool no_ops;
+	struct steps_opts steps;
 	char **cmd;
 };
 
@@ -50,6 +55,10 @@ struct recording {
 	struct libwatch *libs;
 	struct cudaprobe *cuda;
 	struct sched *sched;
+	struct modpath *mp;
+	struct torchops *ops;
+	struct steps *steps; /* --steps, --schedule: the trace is cut from a recording at tmp */
+	char tmp[PATH_MAX];
 	uint64_t start_ts;    /* probes start to attach */
 	uint64_t attached_ts; /* all probes are in place: -d counts from here */
 	const char *stop_reason;
@@ -83,6 +92,15 @@ static void usage(FILE *f)
 		"      --ringbuf-mb N    size of the BPF ring buffer in MiB (default 64)\n"
 		"      --no-cuda         no probes on the CUDA driver and runtime libraries\n"
 		"      --no-sched        no off-CPU intervals from the kernel scheduler\n"
+		"      --no-ops          no probes on PyTorch's dispatcher ops\n"
+		"      --steps N         stop after N training steps (each return of an\n"
+		"                        optimizer's step(); ProfilerStep#0.. spans)\n"
+		"      --schedule wait=W,warmup=U,active=A[,repeat=R][,skip_first=S]\n"
+		"                        torch.profiler.schedule(): keep the active steps,\n"
+		"                        one trace per active cycle, FILE.cycleC.ptg\n"
+		"      --step-function MODULE:QUALNAME\n"
+		"                        the function whose return ends a step (default:\n"
+		"                        *.step of torch/optim/); MODULE __main__: any file\n"
 		"  -q, --quiet           no live status line and no summary\n"
 		"  -h, --help            this help\n\n"
 		"Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE). Supported Python: %s.\n",
@@ -99,6 +117,10 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "no-cuda", no_argument, NULL, 'C' },
 		{ "no-sched", no_argument, NULL, 'S' },
+		{ "no-ops", no_argument, NULL, 'O' },
+		{ "steps", required_argument, NULL, 'N' },
+		{ "schedule", required_argument, NULL, 'K' },
+		{ "step-function", required_argument, NULL, 'F' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -142,6 +164,34 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 			break;
 		case 'S':
 			o->no_sched = true;
+			break;
+		case 'O':
+			o->no_ops = true;
+			break;
+		case 'N':
+			o->steps.max_steps = (uint32_t)strtoul(optarg, &end, 10);
+			if (*end || optarg[0] == '-' || !o->steps.max_steps) {
+				fprintf(stderr, "ptrace-gpu: record: bad --steps '%s'\n", optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'K':
+			if (steps_parse_schedule(optarg, &o->steps)) {
+				fprintf(stderr, "ptrace-gpu: record: bad --schedule '%s' (want "
+						"wait=W,warmup=U,active=A with A > 0, and optionally "
+						"repeat=R,skip_first=S)\n",
+					optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'F':
+			if (steps_check_function(optarg)) {
+				fprintf(stderr, "ptrace-gpu: record: bad --step-function '%s' (want "
+						"MODULE:QUALNAME)\n",
+					optarg);
+				return -EINVAL;
+			}
+			o->steps.function = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -189,6 +239,11 @@ static int write_meta(struct recording *rc)
 	return err;
 }
 
+static bool wants_steps(const struct record_opts *o)
+{
+	return o->steps.max_steps || o->steps.schedule;
+}
+
 static int setup_target(struct recording *rc, char *err, size_t errlen)
 {
 	int ret;
@@ -215,14 +270,25 @@ static int start(struct recording *rc)
 		return ret;
 	}
 	rc->pidfd = (int)syscall(SYS_pidfd_open, rc->pid, 0);
-	ret = trace_writer__open(rc->o->output, &rc->w);
+	/* with --steps / --schedule the output is cut from this once the steps are known */
+	snprintf(rc->tmp, sizeof(rc->tmp), "%s.recording", rc->o->output);
+	ret = trace_writer__open(wants_steps(rc->o) ? rc->tmp : rc->o->output, &rc->w);
 	if (ret)
 		return ret;
 	ret = tracer__new(rc->w, rc->o->ringbuf_mb, 0, &rc->tracer);
 	if (!ret)
 		ret = pyframe__open(&rc->py, rc->tracer, &rc->pf);
+	/* after pyframe: they read the stacks it keeps */
+	if (!ret && !rc->o->no_ops)
+		ret = modpath__open(rc->tracer, &rc->py, &rc->mp);
+	if (!ret)
+		ret = steps__open(rc->tracer, &rc->py, &rc->o->steps, &rc->steps);
 	if (!ret)
 		ret = libwatch__open(rc->tracer, rc->pid, &rc->libs);
+	if (!ret && !rc->o->no_ops)
+		ret = torchops__open(rc->tracer, rc->pid, rc->mp, rc->o->quiet, &rc->ops);
+	if (!ret && rc->ops)
+		ret = libwatch__subscribe(rc->libs, torchops__on_lib, rc->ops);
 	/* probe modules subscribe to rc->libs here, before it reports what is mapped */
 	if (!ret && !rc->o->no_cuda)
 		ret = cudaprobe__open(rc->tracer, rc->libs, rc->pid, rc->o->quiet, &rc->cuda);
@@ -298,8 +364,29 @@ static int run_loop(struct recording *rc)
 			rc->stop_reason = "target exited";
 			return 0;
 		}
+		if (wants_steps(rc->o) && steps__done(rc->steps)) {
+			rc->stop_reason = "steps done";
+			return 0;
+		}
 		live_status(rc, now, &last_ts, &last_ev);
 	}
+}
+
+static void print_ops_summary(struct recording *rc)
+{
+	struct torchops_stats ops;
+
+	if (rc->steps && steps__count(rc->steps))
+		fprintf(stderr, "ptrace-gpu: %u training steps ended\n", steps__count(rc->steps));
+	if (!rc->ops)
+		return;
+	torchops__stats(rc->ops, &ops);
+	if (!ops.libs) {
+		fprintf(stderr, "ptrace-gpu: no PyTorch library was mapped: no op probes\n");
+		return;
+	}
+	fprintf(stderr, "ptrace-gpu: %llu PyTorch op calls (%u ops probed, %llu events lost)\n",
+		(unsigned long long)ops.calls, ops.ops, (unsigned long long)ops.dropped);
 }
 
 static int finish(struct recording *rc)
@@ -313,6 +400,7 @@ static int finish(struct recording *rc)
 	libwatch__detach(rc->libs);
 	cudaprobe__detach(rc->cuda);
 	sched__detach(rc->sched);
+	torchops__detach(rc->ops);
 	ret = tracer__finish(rc->tracer, stop_ts);
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)stop_ts);
 	ret = ret ?: trace_writer__meta(rc->w, "stop.monotonic_ns", buf);
@@ -321,6 +409,11 @@ static int finish(struct recording *rc)
 		return ret;
 	ret = trace_writer__close(rc->w);
 	rc->w = NULL;
+	if (!ret && wants_steps(rc->o)) {
+		ret = steps__write(rc->steps, rc->tmp, rc->o->output, stop_ts, rc->o->quiet);
+		unlink(rc->tmp);
+		ret = ret < 0 ? ret : 0;
+	}
 	if (ret || rc->o->quiet)
 		return ret;
 	pyframe__stats(rc->pf, &st);
@@ -333,6 +426,7 @@ static int finish(struct recording *rc)
 		(unsigned long long)tracer__calls(rc->tracer), rc->pid,
 		(unsigned long long)tracer__events(rc->tracer), (unsigned long long)st.dropped,
 		rc->o->output);
+	print_ops_summary(rc);
 	if (st.dropped)
 		fprintf(stderr, "ptrace-gpu: warning: %llu events were dropped (ring buffer full); "
 				"try a larger --ringbuf-mb\n",
@@ -369,6 +463,9 @@ int cmd_record(int argc, char **argv)
 	pyframe__destroy(rc.pf);
 	cudaprobe__destroy(rc.cuda);
 	sched__destroy(rc.sched);
+	torchops__destroy(rc.ops);
+	modpath__destroy(rc.mp);
+	steps__destroy(rc.steps);
 	libwatch__destroy(rc.libs);
 	tracer__free(rc.tracer);
 	trace_writer__abort(rc.w);

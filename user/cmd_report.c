@@ -30,6 +30,7 @@ static void report_usage(FILE *f)
 	    f,
 	    "usage: ptrace-gpu report FILE [--sort cumtime|tottime|ncalls|name] [--limit N]\n"
 	    "                         [--tid TID] [--per-thread] [--callers] [--callees] [--ops]\n"
+	    "                         [--group-by-module | --group-by-stack N]\n"
 	    "\n"
 	    "Prints the trace's header (command, pid, interpreter, duration, calls, lost\n"
 	    "events), then a table of Python functions like cProfile's print_stats: ncalls\n"
@@ -44,6 +45,10 @@ static void report_usage(FILE *f)
 	    "  --callees      also list each function's callees (pstats print_callees)\n"
 	    "  --ops          PyTorch dispatcher ops instead, as torch.profiler's\n"
 	    "                 key_averages().table(); sorted by self CPU unless --sort\n"
+	    "  --group-by-module  ops per nn.Module path (TOP(Net)::forward.fc1(Linear)::\n"
+	    "                 forward), in a Module Hierarchy column; implies --ops\n"
+	    "  --group-by-stack N  ops per innermost N Python frames, in a Source\n"
+	    "                 Location column (key_averages(group_by_stack_n=N)); implies --ops\n"
 	    "  -h, --help     this text\n"
 	    "\n"
 	    "docs/reports.md describes every column exactly.\n");
@@ -75,6 +80,8 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 	    {"callers", no_argument, NULL, 'c'},
 	    {"callees", no_argument, NULL, 'e'},
 	    {"ops", no_argument, NULL, 'o'},
+	    {"group-by-module", no_argument, NULL, 'M'},
+	    {"group-by-stack", required_argument, NULL, 'G'},
 	    {"help", no_argument, NULL, 'h'},
 	    {},
 	};
@@ -115,6 +122,17 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 		case 'o':
 			o->prof.kind = PTG_REC_OP_ENTER;
 			break;
+		case 'M':
+			o->prof.kind = PTG_REC_OP_ENTER;
+			o->prof.group = PROFILE_GROUP_MODULE;
+			break;
+		case 'G':
+			if (parse_u64(optarg, 64, &v) || !v)
+				goto bad_value;
+			o->prof.kind = PTG_REC_OP_ENTER;
+			o->prof.group = PROFILE_GROUP_STACK;
+			o->prof.stack_n = (unsigned int)v;
+			break;
 		case 'h':
 			report_usage(stdout);
 			return 1;
@@ -136,6 +154,7 @@ bad_value:
 	fprintf(stderr, "ptrace-gpu report: bad value '%s' for --%s\n", optarg,
 		c == 's'   ? "sort"
 		: c == 'l' ? "limit"
+		: c == 'G' ? "group-by-stack (1 to 64)"
 			   : "tid");
 	return -EINVAL;
 }
@@ -242,29 +261,106 @@ static const char *sym_name(const struct trace_reader *r, uint32_t sym)
 	return s ? s->name : "?";
 }
 
-static void ops_separator(FILE *out, int name_w)
+#define OPS_MAX_SRC 75   /* max_src_column_width */
+#define OPS_MAX_STACK 5  /* MAX_STACK_ENTRY: stack lines shown per row */
+
+/* The last column of a grouped table: each row's module path or Python frames. */
+struct ops_group {
+	enum profile_group kind;
+	const char *title; /* "Module Hierarchy", "Source Location"; NULL when not grouped */
+	int width;
+	const struct profile_run *run;
+	const struct trace_reader *r;
+};
+
+/* Line i of a group's column ("file(line): function" for a stack); false past the last. */
+static bool group_entry(const struct ops_group *g, uint32_t group, unsigned int i, char *buf,
+			size_t len)
 {
-	for (int c = 0; c < 7; c++) {
-		for (int i = 0; i < (c ? OPS_COL : name_w); i++)
+	const struct profile_run *run = g->run;
+	const struct ptg_sym *s;
+	uint32_t sym;
+
+	if (g->kind == PROFILE_GROUP_MODULE) {
+		snprintf(buf, len, "%s", i || !group ? "" : sym_name(g->r, group));
+		return i == 0;
+	}
+	if (g->kind != PROFILE_GROUP_STACK || !group || i >= run->stack_n || i >= OPS_MAX_STACK)
+		return false;
+	sym = run->stacks[(size_t)(group - 1) * run->stack_n + i];
+	s = sym ? trace_reader__sym(g->r, sym) : NULL;
+	if (!s)
+		return false;
+	/* torch prints the line of the call; a trace knows the function's first line */
+	snprintf(buf, len, "%s(%u): %s", s->file, s->line, s->name);
+	return true;
+}
+
+/* torch's trim_path(): the end of a long entry, "..." in front */
+static const char *trim_entry(char *buf, int width)
+{
+	int len = (int)strlen(buf);
+
+	if (len <= width)
+		return buf;
+	buf += len - width;
+	if (width > 3)
+		memcpy(buf, "...", 3);
+	return buf;
+}
+
+static void ops_separator(FILE *out, int name_w, const struct ops_group *g)
+{
+	for (int c = 0; c < (g->title ? 8 : 7); c++) {
+		for (int i = 0; i < (c == 7 ? g->width : c ? OPS_COL : name_w); i++)
 			fputc('-', out);
 		fputs("  ", out);
 	}
 	fputc('\n', out);
 }
 
-static void ops_title(FILE *out, int name_w)
+/* One line: seven right-aligned columns, then the group's left-aligned one. */
+static void ops_line(FILE *out, int name_w, const char *const col[7], const struct ops_group *g,
+		     const char *group)
 {
-	ops_separator(out, name_w);
-	fprintf(out, "%*s  %*s  %*s  %*s  %*s  %*s  %*s  \n", name_w, "Name", OPS_COL, "Self CPU %",
-		OPS_COL, "Self CPU", OPS_COL, "CPU total %", OPS_COL, "CPU total", OPS_COL,
-		"CPU time avg", OPS_COL, "# of Calls");
-	ops_separator(out, name_w);
+	fprintf(out, "%*s  ", name_w, col[0]);
+	for (int i = 1; i < 7; i++)
+		fprintf(out, "%*s  ", OPS_COL, col[i]);
+	if (g->title)
+		fprintf(out, "%-*s  ", g->width, group);
+	fputc('\n', out);
+}
+
+static void ops_title(FILE *out, int name_w, const struct ops_group *g)
+{
+	static const char *const titles[7] = { "Name",	    "Self CPU %",   "Self CPU",  "CPU total %",
+					       "CPU total", "CPU time avg", "# of Calls" };
+
+	ops_separator(out, name_w, g);
+	ops_line(out, name_w, titles, g, g->title);
+	ops_separator(out, name_w, g);
+}
+
+/* The rest of a row's stack, one entry a line, then an empty line. */
+static void ops_group_lines(FILE *out, int name_w, const struct ops_group *g, uint32_t group)
+{
+	static const char *const empty[7] = { "", "", "", "", "", "", "" };
+	char entry[1024];
+
+	/* one line per row for module paths; a stack's block ends with an empty line */
+	if (g->kind != PROFILE_GROUP_STACK)
+		return;
+	for (unsigned int i = 1; group_entry(g, group, i, entry, sizeof(entry)); i++)
+		ops_line(out, name_w, empty, g, trim_entry(entry, g->width));
+	ops_line(out, name_w, empty, g, "");
 }
 
 static void ops_row(FILE *out, const struct profile_func *f, const char *name, int name_w,
-		    uint64_t total_self)
+		    uint64_t total_self, const struct ops_group *g)
 {
 	char self_pct[32], self_t[32], tot_pct[32], tot_t[32], avg[32], shown[OPS_MAX_NAME + 1];
+	char calls[32], entry[1024] = "";
+	const char *col[7];
 
 	/* names that do not fit are cut to max - 3 characters plus "..." */
 	if (strlen(name) >= OPS_MAX_NAME - 3) {
@@ -276,9 +372,25 @@ static void ops_row(FILE *out, const struct profile_func *f, const char *name, i
 	format_share(tot_pct, sizeof(tot_pct), f->ct_ns, total_self);
 	format_time(tot_t, sizeof(tot_t), f->ct_ns);
 	format_time(avg, sizeof(avg), f->ncalls ? f->ct_ns / f->ncalls : 0);
-	fprintf(out, "%*s  %*s  %*s  %*s  %*s  %*s  %*" PRIu64 "  \n", name_w, name, OPS_COL,
-		self_pct, OPS_COL, self_t, OPS_COL, tot_pct, OPS_COL, tot_t, OPS_COL, avg, OPS_COL,
-		f->ncalls);
+	snprintf(calls, sizeof(calls), "%" PRIu64, f->ncalls);
+	col[0] = name, col[1] = self_pct, col[2] = self_t, col[3] = tot_pct, col[4] = tot_t;
+	col[5] = avg, col[6] = calls;
+	group_entry(g, f->group, 0, entry, sizeof(entry));
+	ops_line(out, name_w, col, g, trim_entry(entry, g->width));
+	ops_group_lines(out, name_w, g, f->group);
+}
+
+/* Width of the group column: its longest entry + 4, at most OPS_MAX_SRC. */
+static int group_width(const struct ops_group *g, const struct profile_func *funcs, size_t n)
+{
+	char entry[1024];
+	int w = (int)strlen(g->title) + 4;
+
+	for (size_t i = 0; i < n; i++) {
+		for (unsigned int k = 0; group_entry(g, funcs[i].group, k, entry, sizeof(entry)); k++)
+			w = (int)strlen(entry) + 4 > w ? (int)strlen(entry) + 4 : w;
+	}
+	return w < OPS_MAX_SRC ? w : OPS_MAX_SRC;
 }
 
 struct ops_sort {
@@ -315,9 +427,9 @@ static int cmp_ops(const void *pa, const void *pb, void *arg)
 	return (a > b) - (a < b);
 }
 
-/* key_averages().table(): one row per op, Self CPU total under it. */
+/* key_averages().table(): one row per op (and group), Self CPU total under it. */
 static int print_ops(FILE *out, const struct profile *p, const struct trace_reader *r,
-		     const struct pstats_list_opts *o)
+		     const struct pstats_list_opts *o, const struct ops_group *g)
 {
 	struct ops_sort c = {.r = r, .sort = o->sort};
 	const struct profile_func *funcs, **rows;
@@ -343,23 +455,34 @@ static int print_ops(FILE *out, const struct profile *p, const struct trace_read
 	}
 	name_w = name_w < OPS_MAX_NAME ? name_w : OPS_MAX_NAME;
 	profile__totals(p, &ncalls, &pcalls, &total_self);
-	ops_title(out, name_w);
+	ops_title(out, name_w, g);
 	for (size_t i = 0; i < shown; i++)
-		ops_row(out, rows[i], sym_name(r, rows[i]->sym), name_w, total_self);
-	ops_separator(out, name_w);
+		ops_row(out, rows[i], sym_name(r, rows[i]->sym), name_w, total_self, g);
+	ops_separator(out, name_w, g);
 	format_time(total, sizeof(total), total_self);
 	fprintf(out, "Self CPU time total: %s\n\n", total);
 	free(rows);
 	return 0;
 }
 
-static int print_profile(FILE *out, const struct report_opts *o, const struct profile *p,
-			 const struct trace_reader *r)
+static int print_profile(FILE *out, const struct report_opts *o, const struct profile_run *run,
+			 const struct profile *p, const struct trace_reader *r)
 {
+	struct ops_group g = { .kind = o->prof.group, .run = run, .r = r };
+	const struct profile_func *funcs;
+	size_t n;
 	int err;
 
+	if (g.kind == PROFILE_GROUP_MODULE)
+		g.title = "Module Hierarchy";
+	else if (g.kind == PROFILE_GROUP_STACK)
+		g.title = "Source Location";
+	if (g.title) {
+		funcs = profile__funcs(p, &n);
+		g.width = group_width(&g, funcs, n);
+	}
 	if (o->prof.kind == PTG_REC_OP_ENTER)
-		err = print_ops(out, p, r, &o->list);
+		err = print_ops(out, p, r, &o->list, &g);
 	else
 		err = pstats__print_stats(out, p, r, &o->list);
 	if (!err && o->callers)
@@ -384,7 +507,7 @@ static int print_threads(FILE *out, const struct report_opts *o, const struct pr
 		if (t->name_sym)
 			fprintf(out, " \"%s\"", sym_name(r, t->name_sym));
 		fprintf(out, "\n\n");
-		err = print_profile(out, o, t->prof, r);
+		err = print_profile(out, o, run, t->prof, r);
 	}
 	return err;
 }
@@ -413,7 +536,7 @@ static int report_run(const struct report_opts *o, struct trace_reader *r)
 	else if (o->prof.per_thread)
 		err = print_threads(stdout, o, run, r);
 	else
-		err = print_profile(stdout, o, run->all, r);
+		err = print_profile(stdout, o, run, run->all, r);
 	profile_run__free(run);
 	return err;
 }

@@ -15,6 +15,7 @@
 
 struct profile {
 	uint16_t kind;
+	bool grouped;
 	struct profile_func *funcs;
 	size_t nfuncs, funcs_cap;
 	struct profile_edge *edges;
@@ -45,6 +46,11 @@ void profile__free(struct profile *p)
 	free(p);
 }
 
+void profile__set_grouped(struct profile *p)
+{
+	p->grouped = true;
+}
+
 uint16_t profile__kind(const struct profile *p)
 {
 	return p->kind;
@@ -68,17 +74,18 @@ static int grow_array(void **arr, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
-static struct profile_func *profile_func_get(struct profile *p, uint32_t sym)
+static struct profile_func *profile_func_get(struct profile *p, uint32_t sym, uint32_t group)
 {
-	uint64_t *idx = u64map__get(&p->func_idx, sym);
+	uint64_t *idx = u64map__get(&p->func_idx, (uint64_t)group << 32 | sym);
 
 	if (idx)
 		return &p->funcs[*idx];
 	if (grow_array((void **)&p->funcs, &p->funcs_cap, p->nfuncs + 1, sizeof(*p->funcs)))
 		return NULL;
-	if (u64map__put(&p->func_idx, sym, p->nfuncs))
+	if (u64map__put(&p->func_idx, (uint64_t)group << 32 | sym, p->nfuncs))
 		return NULL;
 	p->funcs[p->nfuncs].sym = sym;
+	p->funcs[p->nfuncs].group = group;
 	return &p->funcs[p->nfuncs++];
 }
 
@@ -91,7 +98,7 @@ static struct profile_edge *profile_edge_get(struct profile *p, uint32_t caller,
 	if (idx)
 		return &p->edges[*idx];
 	/* the dynamo rule: a caller gets an entry even if it never closes */
-	if (!profile_func_get(p, caller))
+	if (!profile_func_get(p, caller, 0))
 		return NULL;
 	if (grow_array((void **)&p->edges, &p->edges_cap, p->nedges + 1, sizeof(*p->edges)))
 		return NULL;
@@ -105,6 +112,12 @@ static struct profile_edge *profile_edge_get(struct profile *p, uint32_t caller,
 
 int profile__add(struct profile *p, const struct model_span *s, uint64_t self_ns,
 		 const struct model_frame *stack, unsigned int depth)
+{
+	return profile__add_group(p, s, 0, self_ns, stack, depth);
+}
+
+int profile__add_group(struct profile *p, const struct model_span *s, uint32_t group,
+		       uint64_t self_ns, const struct model_frame *stack, unsigned int depth)
 {
 	bool is_call = !(s->enter_flags & PTG_F_ENTER_RESUME);
 	bool recursive = false, pair_active = false;
@@ -132,14 +145,14 @@ int profile__add(struct profile *p, const struct model_span *s, uint64_t self_ns
 		prev = stack[i].sym;
 	}
 
-	f = profile_func_get(p, s->sym);
+	f = profile_func_get(p, s->sym, group);
 	if (!f)
 		return -ENOMEM;
 	f->ncalls += is_call;
 	f->pcalls += is_call && !recursive;
 	f->tt_ns += self_ns;
 	f->ct_ns += recursive ? 0 : dur;
-	if (!caller)
+	if (!caller || p->grouped)
 		return 0;
 
 	e = profile_edge_get(p, caller, s->sym);
@@ -194,6 +207,8 @@ struct collector {
 	struct fold_stack *folds; /* parallel to run->threads */
 	size_t threads_cap, folds_cap;
 	struct u64map thread_idx; /* thread_key() -> index */
+	struct u64map stack_idx;  /* hash of a group's frames -> group id */
+	size_t stacks_cap;
 	int err;
 };
 
@@ -225,6 +240,8 @@ static struct profile_thread *collector_thread(struct collector *c, uint32_t pid
 	t->tid = tid;
 	if (c->o->per_thread && profile__new(c->o->kind, &t->prof))
 		return NULL;
+	if (t->prof && c->o->group)
+		profile__set_grouped(t->prof);
 	*fold = &c->folds[run->nthreads++];
 	return t;
 }
@@ -247,12 +264,41 @@ static int fold_stack_reserve(struct fold_stack *f, unsigned int depth)
 	return 0;
 }
 
+/* Id of the innermost stack_n Python frames of stack, the same for the same frames. */
+static uint32_t stack_group(struct collector *c, const struct model_frame *stack,
+			    unsigned int depth)
+{
+	struct profile_run *run = c->run;
+	unsigned int n = run->stack_n, k = 0;
+	uint32_t frames[64] = {};
+	uint64_t h = 0x84222325cbf29ce4ull, *id;
+
+	for (unsigned int i = depth; i-- > 0 && k < n;) {
+		if (stack[i].kind == PTG_REC_PY_ENTER)
+			frames[k++] = stack[i].sym;
+	}
+	for (unsigned int i = 0; i < n; i++)
+		h = (h ^ frames[i]) * 0x100000001b3ull;
+	/* open addressing on the hash: a colliding key moves on to h + 1 */
+	for (h = h ? h : 1; (id = u64map__get(&c->stack_idx, h)); h = h + 1 ? h + 1 : 1) {
+		if (!memcmp(&run->stacks[(*id - 1) * n], frames, n * sizeof(*frames)))
+			return (uint32_t)*id;
+	}
+	if (grow_array((void **)&run->stacks, &c->stacks_cap, (run->nstacks + 1) * n,
+		       sizeof(*run->stacks)) ||
+	    u64map__put(&c->stack_idx, h, run->nstacks + 1))
+		return 0;
+	memcpy(&run->stacks[run->nstacks * n], frames, n * sizeof(*frames));
+	return (uint32_t)++run->nstacks;
+}
+
 static int collector_span(struct collector *c, const struct model_span *s,
 			  const struct model_frame *stack, unsigned int depth)
 {
 	uint16_t kind = c->o->kind;
 	struct profile_thread *t;
 	struct fold_stack *f;
+	uint32_t group = 0;
 	uint64_t self_ns;
 	int err;
 
@@ -272,9 +318,13 @@ static int collector_span(struct collector *c, const struct model_span *s,
 	}
 	self_ns = s->self_ns + f->pending[depth];
 	f->pending[depth] = 0;
-	err = profile__add(c->run->all, s, self_ns, stack, depth);
+	if (c->o->group == PROFILE_GROUP_MODULE)
+		group = (uint32_t)s->aux0;
+	else if (c->o->group == PROFILE_GROUP_STACK && !(group = stack_group(c, stack, depth)))
+		return -ENOMEM;
+	err = profile__add_group(c->run->all, s, group, self_ns, stack, depth);
 	if (!err && t->prof)
-		err = profile__add(t->prof, s, self_ns, stack, depth);
+		err = profile__add_group(t->prof, s, group, self_ns, stack, depth);
 	return err;
 }
 
@@ -313,6 +363,7 @@ void profile_run__free(struct profile_run *run)
 		profile__free(run->threads[i].prof);
 	free(run->threads);
 	profile__free(run->all);
+	free(run->stacks);
 	free(run);
 }
 
@@ -329,6 +380,10 @@ int profile_run__collect(struct trace_reader *r, const struct profile_opts *o,
 	err = profile__new(o->kind, &c.run->all);
 	if (err)
 		goto cleanup;
+	if (o->group)
+		profile__set_grouped(c.run->all);
+	/* key_averages(group_by_stack_n) allows no more than we keep per group */
+	c.run->stack_n = o->group == PROFILE_GROUP_STACK ? (o->stack_n < 64 ? o->stack_n : 64) : 0;
 	err = model__walk(r, &v, &c, &c.run->stats);
 	if (!err)
 		err = c.err;
@@ -339,6 +394,7 @@ cleanup:
 		free(c.folds[i].pending);
 	free(c.folds);
 	u64map__free(&c.thread_idx);
+	u64map__free(&c.stack_idx);
 	if (err) {
 		profile_run__free(c.run);
 		return err;

@@ -18,6 +18,7 @@
 /* One function (a symbol of the profiled kind). Times in ns. */
 struct profile_func {
 	uint32_t sym;
+	uint32_t group; /* with profile__set_grouped(): what else keys the row (0: nothing) */
 	uint64_t ncalls; /* new calls; generator resumptions are not calls */
 	uint64_t pcalls; /* calls made while the function was not already active */
 	uint64_t tt_ns;	 /* self time of all its segments */
@@ -39,6 +40,11 @@ struct profile;
 /* kind: PTG_REC_PY_ENTER or PTG_REC_OP_ENTER. */
 int profile__new(uint16_t kind, struct profile **out);
 void profile__free(struct profile *p);
+/*
+ * Rows are keyed by (symbol, group) from now on, as key_averages() groups by
+ * name and stack; caller -> callee edges are not kept.
+ */
+void profile__set_grouped(struct profile *p);
 uint16_t profile__kind(const struct profile *p);
 /*
  * Adds one closed segment of the profiled kind. self_ns is its self time
@@ -47,6 +53,9 @@ uint16_t profile__kind(const struct profile *p);
  */
 int profile__add(struct profile *p, const struct model_span *s, uint64_t self_ns,
 		 const struct model_frame *stack, unsigned int depth);
+/* The same, into the row (s->sym, group) of a grouped profile. */
+int profile__add_group(struct profile *p, const struct model_span *s, uint32_t group,
+		       uint64_t self_ns, const struct model_frame *stack, unsigned int depth);
 /*
  * Functions, in order of first appearance. Every caller of an edge has an
  * entry, with zero counts when it never closed a segment itself.
@@ -57,12 +66,20 @@ const struct profile_edge *profile__edges(const struct profile *p, size_t *n);
 long profile__find(const struct profile *p, uint32_t sym);
 void profile__totals(const struct profile *p, uint64_t *ncalls, uint64_t *pcalls, uint64_t *tt_ns);
 
+enum profile_group {
+	PROFILE_GROUP_NONE,
+	PROFILE_GROUP_MODULE, /* group = the op's nn.Module path symbol (OP_ENTER aux[0]) */
+	PROFILE_GROUP_STACK,  /* group = id of its innermost stack_n Python frames */
+};
+
 /* What to aggregate from a trace. */
 struct profile_opts {
 	uint16_t kind; /* PTG_REC_PY_ENTER or PTG_REC_OP_ENTER */
 	bool by_tid;   /* only thread tid */
 	uint32_t tid;
 	bool per_thread; /* also one profile per thread */
+	enum profile_group group;
+	unsigned int stack_n; /* PROFILE_GROUP_STACK: frames that make a group */
 };
 
 struct profile_thread {
@@ -76,6 +93,11 @@ struct profile_run {
 	struct profile *all;		/* all threads, or only opts.tid */
 	struct profile_thread *threads; /* threads with spans of the kind, by first appearance */
 	size_t nthreads;
+	/* PROFILE_GROUP_STACK: group k has the Python function symbols
+	 * stacks[(k - 1) * stack_n ...], innermost first, 0 past the outermost */
+	uint32_t *stacks;
+	size_t nstacks;
+	unsigned int stack_n;
 	struct model_stats stats;
 };
 

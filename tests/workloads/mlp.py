@@ -1,0 +1,87 @@
+"""A two-layer MLP (fc1, fc2) trained with SGD for 5 steps on fixed data.
+
+  --wait             say ready and block until go (record -p attaches then)
+  --oracle           run the same steps under torch.profiler, in-process, and
+                     print "oracle" and the count of every op as JSON
+  --steps N          train N steps (default 5)
+  --backward-thread  run each backward pass on a thread of its own
+  --loop SECONDS     keep training that long (for benchmarks), then stop
+"""
+import argparse
+import json
+import threading
+import time
+
+import gate
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(32, 64)
+        self.fc2 = nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def backward(loss, on_thread):
+    if not on_thread:
+        loss.backward()
+        return
+    t = threading.Thread(target=loss.backward, name="backward")
+    t.start()
+    t.join()
+
+
+def train(model, opt, x, y, steps, on_thread=False):
+    loss_fn = nn.MSELoss()
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        backward(loss, on_thread)
+        opt.step()
+
+
+def oracle(model, opt, x, y, steps):
+    """What torch.profiler counts for the same steps: {op name: calls}."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        train(model, opt, x, y, steps)
+    return {e.key: e.count for e in prof.key_averages()}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--wait", action="store_true")
+    p.add_argument("--oracle", action="store_true")
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--backward-thread", action="store_true")
+    p.add_argument("--loop", type=float, default=0)
+    a = p.parse_args()
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(16, 32), torch.randn(16, 10)
+    if a.wait:
+        gate.wait_for_go()
+    if a.oracle:
+        print("oracle", json.dumps(oracle(model, opt, x, y, a.steps), sort_keys=True), flush=True)
+    elif a.loop:
+        end, n = time.monotonic() + a.loop, 0
+        while time.monotonic() < end:
+            train(model, opt, x, y, 1)
+            n += 1
+        print("steps", n, flush=True)
+    else:
+        train(model, opt, x, y, a.steps, a.backward_thread)
+    gate.done()
+
+
+if __name__ == "__main__":
+    main()

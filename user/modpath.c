@@ -1,0 +1,517 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Module paths. Each thread keeps the module calls (Module._call_impl
+ * frames) that are open on its tracer stack, with their tracer stack index
+ * and module object. Any frame that starts at index i ends every call at
+ * index >= i, so the list stays exact without a RETURN of its own.
+ *
+ * A path is built once per (parent path, module object, method) and cached;
+ * the memory of the target is read only then: the parent's _modules dict for
+ * the attribute name, the module's type name.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "modpath.h"
+#include "procfs.h"
+#include "pycode.h"
+#include "u64map.h"
+
+#define CALL_QUALNAME "Module._call_impl"
+#define CALL_FILE "/torch/nn/modules/module.py"
+#define MAX_DICT_ENTRIES 4096
+#define PATH_MAX_LEN 4096
+#define LABEL_LEN 256
+
+struct mod_call {
+	uint32_t idx; /* index of the _call_impl frame on the tracer stack */
+	uint64_t frame;
+	uint64_t code;
+	uint64_t self;
+	uint32_t path;	 /* index + 1 in modpath.paths, 0 until an op needs it */
+	uint64_t method; /* code of the frame above it when path was made */
+};
+
+struct mod_thread {
+	struct mod_call *calls;
+	uint32_t n, cap;
+};
+
+/* What a code object is to us: read once per (address, fingerprint). */
+struct code_kind {
+	uint32_t fingerprint;
+	bool module_call;
+	char method[64]; /* last part of the qualified name */
+};
+
+struct path {
+	uint32_t parent; /* index + 1, 0 for a top module */
+	uint64_t self;
+	uint64_t method;
+	uint32_t sym;
+	char *str;
+};
+
+struct modpath {
+	struct tracer *t;
+	const struct py_version_info *vi;
+	int memfd;
+	struct u64map thread_idx; /* pid << 32 | tid -> index + 1 */
+	struct mod_thread *threads;
+	size_t nthreads;
+	struct u64map code_idx; /* code -> index + 1 in kinds */
+	struct code_kind *kinds;
+	size_t nkinds, kinds_cap;
+	struct u64map path_idx; /* hash of (parent, self, method name) -> index + 1 */
+	struct path *paths;
+	size_t npaths, paths_cap;
+	struct u64map instance; /* unnamed module object -> its number + 1 in its class */
+	struct u64map class_count; /* type object -> modules of it numbered so far */
+	struct modpath_stats st;
+};
+
+/* Room for element n of *arr. */
+static int grow(void **arr, size_t n, size_t *cap, size_t elem)
+{
+	size_t ncap = *cap ? *cap * 2 : 16;
+	void *p;
+
+	if (n < *cap)
+		return 0;
+	p = realloc(*arr, ncap * elem);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
+static const struct code_kind *code_kind(struct modpath *mp, uint64_t code, uint32_t fingerprint)
+{
+	uint64_t *idx = u64map__get(&mp->code_idx, code);
+	struct py_code_info ci;
+	struct code_kind *k;
+	const char *dot;
+
+	if (idx && mp->kinds[*idx - 1].fingerprint == fingerprint)
+		return &mp->kinds[*idx - 1];
+	if (!idx) {
+		if (grow((void **)&mp->kinds, mp->nkinds, &mp->kinds_cap, sizeof(*mp->kinds)))
+			return NULL;
+		if (u64map__put(&mp->code_idx, code, mp->nkinds + 1))
+			return NULL;
+		k = &mp->kinds[mp->nkinds++];
+	} else {
+		k = &mp->kinds[*idx - 1];
+	}
+	memset(k, 0, sizeof(*k));
+	k->fingerprint = fingerprint;
+	if (py_read_code(mp->memfd, mp->vi, code, &ci) || ci.fingerprint != fingerprint)
+		return k; /* freed before we read it: not a module call as far as we know */
+	k->module_call = !strcmp(ci.qualname, CALL_QUALNAME) &&
+			 strlen(ci.filename) >= strlen(CALL_FILE) &&
+			 !strcmp(ci.filename + strlen(ci.filename) - strlen(CALL_FILE), CALL_FILE);
+	dot = strrchr(ci.qualname, '.');
+	snprintf(k->method, sizeof(k->method), "%.63s", dot ? dot + 1 : ci.qualname);
+	return k;
+}
+
+static struct mod_thread *mod_thread(struct modpath *mp, uint32_t pid, uint32_t tid, bool create)
+{
+	uint64_t key = (uint64_t)pid << 32 | tid | 1ull << 63;
+	uint64_t *idx = u64map__get(&mp->thread_idx, key);
+	struct mod_thread *n;
+
+	if (idx)
+		return &mp->threads[*idx - 1];
+	if (!create)
+		return NULL;
+	n = realloc(mp->threads, (mp->nthreads + 1) * sizeof(*n));
+	if (!n)
+		return NULL;
+	mp->threads = n;
+	memset(&n[mp->nthreads], 0, sizeof(*n));
+	if (u64map__put(&mp->thread_idx, key, mp->nthreads + 1))
+		return NULL;
+	return &mp->threads[mp->nthreads++];
+}
+
+static bool call_open(const struct mod_call *c, const struct tracer_thread *th)
+{
+	const struct tracer_slot *s;
+
+	if (c->idx >= th->depth)
+		return false;
+	s = &th->stack[c->idx];
+	return s->kind == PTG_REC_PY_ENTER && s->key == c->frame && s->code == c->code;
+}
+
+/* Drops the calls at tracer stack index >= idx. */
+static void truncate_at(struct mod_thread *mt, uint32_t idx)
+{
+	while (mt->n && mt->calls[mt->n - 1].idx >= idx)
+		mt->n--;
+}
+
+static int push_call(struct mod_thread *mt, uint32_t idx, uint64_t frame, uint64_t code,
+		     uint64_t self)
+{
+	if (mt->n == mt->cap) {
+		uint32_t cap = mt->cap ? mt->cap * 2 : 16;
+		struct mod_call *n = realloc(mt->calls, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		mt->calls = n;
+		mt->cap = cap;
+	}
+	mt->calls[mt->n++] = (struct mod_call){ .idx = idx, .frame = frame, .code = code,
+						.self = self };
+	return 0;
+}
+
+/*
+ * Frames on the stack before recording came in a snapshot, without their
+ * first local: read it from the frame, which is still running.
+ */
+static int resync(struct modpath *mp, struct mod_thread *mt, const struct tracer_thread *th)
+{
+	uint32_t keep = 0;
+	int err = 0;
+
+	while (keep < mt->n && call_open(&mt->calls[keep], th))
+		keep++;
+	mt->n = keep;
+	for (uint32_t i = keep ? mt->calls[keep - 1].idx + 1 : 0; !err && i < th->depth; i++) {
+		const struct tracer_slot *s = &th->stack[i];
+		const struct code_kind *k;
+		uint64_t self = 0, code = 0;
+
+		if (s->kind != PTG_REC_PY_ENTER)
+			continue;
+		k = code_kind(mp, s->code, s->fingerprint);
+		if (!k || !k->module_call)
+			continue;
+		if (proc_mem_read(mp->memfd, s->key + mp->vi->off.frame_code, &code, 8) ||
+		    code != s->code ||
+		    proc_mem_read(mp->memfd, s->key + mp->vi->off.frame_localsplus, &self, 8)) {
+			mp->st.unreadable++;
+			continue;
+		}
+		err = push_call(mt, i, s->key, s->code, self);
+	}
+	return err;
+}
+
+static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
+{
+	struct modpath *mp = ctx;
+	const struct tracer_thread *th = tracer__thread(t, e->pid, e->tid, e->ts);
+	struct mod_thread *mt = mod_thread(mp, e->pid, e->tid, true);
+	const struct tracer_slot *top;
+	const struct code_kind *k;
+
+	if (!th || !mt)
+		return -ENOMEM;
+	switch (e->kind) {
+	case PTG_EV_PY_START:
+	case PTG_EV_PY_RESUME:
+		top = th->depth ? &th->stack[th->depth - 1] : NULL;
+		if (!top || top->kind != PTG_REC_PY_ENTER || top->key != e->a)
+			return 0;
+		truncate_at(mt, th->depth - 1);
+		if (e->kind == PTG_EV_PY_RESUME)
+			return 0;
+		k = code_kind(mp, e->b, e->aux);
+		if (!k)
+			return -ENOMEM;
+		return k->module_call ? push_call(mt, th->depth - 1, e->a, e->b, e->c) : 0;
+	case PTG_EV_PY_STACK:
+		return resync(mp, mt, th);
+	default:
+		truncate_at(mt, th->depth);
+		return 0;
+	}
+}
+
+/* An entry of d: key and value object addresses. */
+struct dict_entries {
+	uint64_t keys[MAX_DICT_ENTRIES];
+	uint64_t values[MAX_DICT_ENTRIES];
+	int64_t n;
+};
+
+/* Reads the entries of a dict's keys object; values from a split table when given. */
+static int read_entries(struct modpath *mp, uint64_t dk, uint64_t split, struct dict_entries *out)
+{
+	const struct py_dict_layout *d = &mp->vi->dict;
+	uint8_t log2_index_bytes = 0, kind = 0;
+	uint32_t esize, koff, voff;
+	uint8_t *raw;
+	int err;
+
+	if ((err = proc_mem_read(mp->memfd, dk + d->keys_log2_index_bytes, &log2_index_bytes, 1)) ||
+	    (err = proc_mem_read(mp->memfd, dk + d->keys_kind, &kind, 1)) ||
+	    (err = proc_mem_read(mp->memfd, dk + d->keys_nentries, &out->n, 8)))
+		return err;
+	if (out->n < 0 || out->n > MAX_DICT_ENTRIES || log2_index_bytes > 40)
+		return -EINVAL;
+	esize = kind == d->kind_general ? d->entry_size : d->uentry_size;
+	koff = kind == d->kind_general ? d->entry_key : d->uentry_key;
+	voff = kind == d->kind_general ? d->entry_value : d->uentry_value;
+	raw = malloc((size_t)out->n * esize + 1);
+	if (!raw)
+		return -ENOMEM;
+	err = proc_mem_read(mp->memfd, dk + d->keys_indices + (1ull << log2_index_bytes), raw,
+			    (size_t)out->n * esize);
+	for (int64_t i = 0; !err && i < out->n; i++) {
+		memcpy(&out->keys[i], raw + i * esize + koff, 8);
+		memcpy(&out->values[i], raw + i * esize + voff, 8);
+	}
+	free(raw);
+	if (!err && split)
+		err = proc_mem_read(mp->memfd, split, out->values, (size_t)out->n * 8);
+	return err;
+}
+
+static int dict_entries_of(struct modpath *mp, uint64_t dict, struct dict_entries *out)
+{
+	uint64_t keys = 0, values = 0;
+	int err;
+
+	if ((err = proc_mem_read(mp->memfd, dict + mp->vi->dict.dict_keys, &keys, 8)) ||
+	    (err = proc_mem_read(mp->memfd, dict + mp->vi->dict.dict_values, &values, 8)))
+		return err;
+	/* a split table keeps its values apart from the shared keys */
+	return read_entries(mp, keys, values, out);
+}
+
+/* The entries of obj's instance dict, wherever 3.11 keeps them. */
+static int instance_entries(struct modpath *mp, uint64_t obj, struct dict_entries *out)
+{
+	const struct py_dict_layout *d = &mp->vi->dict;
+	uint64_t type = 0, flags = 0, dict = 0, values = 0, keys = 0;
+	int64_t dictoffset = 0;
+	int err;
+
+	if ((err = proc_mem_read(mp->memfd, obj + mp->vi->object_type, &type, 8)) ||
+	    (err = proc_mem_read(mp->memfd, type + d->type_flags, &flags, 8)))
+		return err;
+	if (d->flag_managed_dict && (flags & d->flag_managed_dict)) {
+		if ((err = proc_mem_read(mp->memfd, obj + d->managed_dict, &dict, 8)))
+			return err;
+		/* no dict object yet: the values sit in the object, the keys in the type */
+		if (!dict) {
+			if ((err = proc_mem_read(mp->memfd, obj + d->managed_values, &values, 8)) ||
+			    (err = proc_mem_read(mp->memfd, type + d->heaptype_cached_keys, &keys, 8)))
+				return err;
+			return values && keys ? read_entries(mp, keys, values, out) : -ENOENT;
+		}
+	} else {
+		if ((err = proc_mem_read(mp->memfd, type + d->type_dictoffset, &dictoffset, 8)))
+			return err;
+		if (dictoffset <= 0 ||
+		    (err = proc_mem_read(mp->memfd, obj + (uint64_t)dictoffset, &dict, 8)))
+			return err ?: -ENOENT;
+	}
+	return dict ? dict_entries_of(mp, dict, out) : -ENOENT;
+}
+
+/* parent._modules: the name under which it holds child. */
+static int attr_name(struct modpath *mp, uint64_t parent, uint64_t child, char *buf, size_t len)
+{
+	struct dict_entries *de = malloc(sizeof(*de));
+	uint64_t modules = 0;
+	char key[64];
+	int err;
+
+	if (!de)
+		return -ENOMEM;
+	err = instance_entries(mp, parent, de);
+	for (int64_t i = 0; !err && !modules && i < de->n; i++) {
+		if (de->keys[i] && de->values[i] &&
+		    !py_read_str(mp->memfd, mp->vi, de->keys[i], key, sizeof(key)) &&
+		    !strcmp(key, "_modules"))
+			modules = de->values[i];
+	}
+	err = err ?: modules ? dict_entries_of(mp, modules, de) : -ENOENT;
+	for (int64_t i = 0; !err && i < de->n; i++) {
+		if (de->values[i] == child && de->keys[i]) {
+			err = py_read_str(mp->memfd, mp->vi, de->keys[i], buf, len);
+			free(de);
+			return err;
+		}
+	}
+	free(de);
+	return err ?: -ENOENT;
+}
+
+/* "fc1", or "Linear#2" for the third Linear not held by its parent's _modules. */
+static void label_of(struct modpath *mp, const struct path *parent, uint64_t self,
+		     const char *type, char *buf, size_t len)
+{
+	uint64_t type_obj = 0, *no, *count;
+
+	if (!parent) {
+		snprintf(buf, len, "TOP");
+		return;
+	}
+	if (parent->self == self) {
+		snprintf(buf, len, "SELF");
+		return;
+	}
+	if (!attr_name(mp, parent->self, self, buf, len))
+		return;
+	mp->st.unnamed++;
+	no = u64map__get(&mp->instance, self);
+	if (!no) {
+		proc_mem_read(mp->memfd, self + mp->vi->object_type, &type_obj, 8);
+		count = u64map__get(&mp->class_count, type_obj | 1);
+		u64map__put(&mp->class_count, type_obj | 1, count ? *count + 1 : 1);
+		u64map__put(&mp->instance, self, count ? *count + 1 : 1);
+		no = u64map__get(&mp->instance, self);
+	}
+	snprintf(buf, len, "%.200s#%llu", type, no ? (unsigned long long)*no - 1 : 0ull);
+}
+
+static uint64_t path_key(uint32_t parent, uint64_t self, uint64_t method)
+{
+	uint64_t h = (parent + 1) * 0x9e3779b97f4a7c15ull ^ self * 0xc2b2ae3d27d4eb4full ^
+		     method * 0x165667b19e3779f9ull;
+
+	return h ? h : 1;
+}
+
+/* Index + 1 of the path of a module call under parent (index + 1, or 0). */
+static uint32_t make_path(struct modpath *mp, uint32_t parent, uint64_t self, uint64_t method,
+			  const char *method_name)
+{
+	uint64_t key = path_key(parent, self, method), *idx = u64map__get(&mp->path_idx, key);
+	const struct path *pp = parent ? &mp->paths[parent - 1] : NULL;
+	char label[LABEL_LEN], type[LABEL_LEN], *str;
+	struct path *p;
+
+	if (idx && mp->paths[*idx - 1].parent == parent && mp->paths[*idx - 1].self == self &&
+	    mp->paths[*idx - 1].method == method)
+		return (uint32_t)*idx;
+	if (py_read_type_name(mp->memfd, mp->vi, self, type, sizeof(type)))
+		snprintf(type, sizeof(type), "?");
+	label_of(mp, pp, self, type, label, sizeof(label));
+	str = malloc(PATH_MAX_LEN);
+	if (!str || grow((void **)&mp->paths, mp->npaths, &mp->paths_cap, sizeof(*mp->paths))) {
+		free(str);
+		return 0;
+	}
+	snprintf(str, PATH_MAX_LEN, "%s%s%s(%s)::%s", pp ? pp->str : "", pp ? "." : "", label,
+		 type, method_name);
+	p = &mp->paths[mp->npaths++];
+	*p = (struct path){ .parent = parent, .self = self, .method = method, .str = str };
+	p->sym = trace_writer__sym(tracer__writer(mp->t), PTG_SYM_STRING, str, "", 0);
+	mp->st.paths++;
+	/* on a hash collision the older path stays cached and this one is made again */
+	if (!idx)
+		u64map__put(&mp->path_idx, key, mp->npaths);
+	return (uint32_t)mp->npaths;
+}
+
+/* The method a module call runs: the frame right above _call_impl (forward, a hook). */
+static uint64_t method_of(struct modpath *mp, const struct tracer_thread *th,
+			  const struct mod_call *c, const char **name)
+{
+	const struct tracer_slot *s;
+	const struct code_kind *k;
+
+	*name = "__call__";
+	if (c->idx + 1 >= th->depth || th->stack[c->idx + 1].kind != PTG_REC_PY_ENTER)
+		return 0;
+	s = &th->stack[c->idx + 1];
+	k = code_kind(mp, s->code, s->fingerprint);
+	if (k && k->method[0])
+		*name = k->method;
+	return s->code;
+}
+
+uint32_t modpath__current(struct modpath *mp, const struct tracer_thread *th)
+{
+	struct mod_thread *mt = mod_thread(mp, th->pid, th->tid, false);
+	uint32_t parent = 0;
+
+	if (!mt)
+		return 0;
+	while (mt->n && !call_open(&mt->calls[mt->n - 1], th))
+		mt->n--;
+	for (uint32_t i = 0; i < mt->n; i++) {
+		struct mod_call *c = &mt->calls[i];
+		const char *name;
+		uint64_t method = method_of(mp, th, c, &name);
+
+		if (!c->path || c->method != method ||
+		    mp->paths[c->path - 1].parent != parent) {
+			c->path = make_path(mp, parent, c->self, method, name);
+			c->method = method;
+			if (!c->path)
+				return 0;
+		}
+		parent = c->path;
+	}
+	return parent ? mp->paths[parent - 1].sym : 0;
+}
+
+int modpath__open(struct tracer *t, const struct py_interp *py, struct modpath **out)
+{
+	struct modpath *mp;
+	char path[64];
+	int err;
+
+	mp = calloc(1, sizeof(*mp));
+	if (!mp)
+		return -ENOMEM;
+	mp->t = t;
+	mp->memfd = -1;
+	mp->vi = py->info;
+	snprintf(path, sizeof(path), "/proc/%d/mem", py->pid);
+	mp->memfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (mp->memfd < 0) {
+		err = -errno;
+		fprintf(stderr, "modpath: cannot open %s: %s\n", path, strerror(errno));
+		goto cleanup;
+	}
+	err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_STACK, handle_event, NULL, mp);
+	if (err)
+		goto cleanup;
+	*out = mp;
+	return 0;
+cleanup:
+	modpath__destroy(mp);
+	return err;
+}
+
+void modpath__stats(const struct modpath *mp, struct modpath_stats *st)
+{
+	*st = mp->st;
+}
+
+void modpath__destroy(struct modpath *mp)
+{
+	if (!mp)
+		return;
+	if (mp->memfd >= 0)
+		close(mp->memfd);
+	for (size_t i = 0; i < mp->nthreads; i++)
+		free(mp->threads[i].calls);
+	for (size_t i = 0; i < mp->npaths; i++)
+		free(mp->paths[i].str);
+	free(mp->threads);
+	free(mp->kinds);
+	free(mp->paths);
+	u64map__free(&mp->thread_idx);
+	u64map__free(&mp->code_idx);
+	u64map__free(&mp->path_idx);
+	u64map__free(&mp->instance);
+	u64map__free(&mp->class_count);
+	free(mp);
+}
