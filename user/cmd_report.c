@@ -11,8 +11,10 @@
 #include <string.h>
 
 #include "commands.h"
+#include "cudaprobe.h"
 #include "profile.h"
 #include "pstats.h"
+#include "sched.h"
 #include "trace.h"
 
 struct report_opts {
@@ -526,8 +528,13 @@ static int report_run(const struct report_opts *o, struct trace_reader *r)
 		return err;
 	}
 	print_header(stdout, o, r, run);
+	/* off-CPU time per thread and CUDA call counts, when the trace has them */
+	err = sched__report(stdout, r) ?: cudaprobe__report(stdout, r);
 	profile__funcs(run->all, &nfuncs);
-	if (!nfuncs && o->prof.kind == PTG_REC_OP_ENTER)
+	if (err)
+		fprintf(stderr, "ptrace-gpu report: %s: %s\n", o->path,
+			err == -ENOMEM ? strerror(ENOMEM) : trace_reader__error(r));
+	else if (!nfuncs && o->prof.kind == PTG_REC_OP_ENTER)
 		printf("no PyTorch dispatcher ops in this trace (the process had no libtorch "
 		       "mapped)\n");
 	else if (!nfuncs)

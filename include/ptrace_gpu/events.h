@@ -26,8 +26,34 @@ enum ptg_ev_kind {
 	PTG_EV_OP_ENTER = 16, /* first instruction of at::_ops::<op>::call */
 	PTG_EV_OP_EXIT = 17,  /* a ret of it, or the jump of its tail call */
 
+	/* aux = api | nesting depth << 8 (| result << 16 in EXIT); a = call id, b = stream, c = bytes */
+	PTG_EV_CUDA_ENTER = 32, /* a CUDA API call starts */
+	PTG_EV_CUDA_EXIT = 33,	/* it returned: d = its ENTER's ts */
+
+	PTG_EV_SCHED_OFF = 48, /* the thread is back on a CPU: ts = when it left, a = ns off-CPU,
+				* b = run-queue delay ns, c = waker tid, aux = enum ptg_sched_reason */
+	PTG_EV_SCHED_WAKE = 49, /* no data: wakes the loader for SCHED_OFF events sent without */
+
 	PTG_EV_LIB_CHANGE = 64, /* the dynamic loader changed the set of mapped objects */
 };
+
+/*
+ * bpf_cookie of a CUDA entry point's uprobe: which API it is and where its
+ * arguments are. An argument "slot" is its eightbyte in the SysV x86-64 call
+ * (0-5 in registers, 6 and up on the stack); a struct such as dim3 passed by
+ * value takes one slot per eightbyte.
+ */
+#define PTG_CUDA_MAX_NEST 4	 /* calls open at once on a thread (runtime -> driver) */
+#define PTG_CUDA_SLOT_NONE 0xff
+#define PTG_CUDA_DIRECT 0xff /* stream_off: the slot holds the stream itself */
+#define PTG_CUDA_COOKIE(api, stream_slot, stream_off, bytes_slot, bytes_shift)              \
+	((__u64)(api) | (__u64)(stream_slot) << 16 | (__u64)(stream_off) << 24 |            \
+	 (__u64)(bytes_slot) << 32 | (__u64)(bytes_shift) << 40)
+#define PTG_CUDA_API(c) ((__u32)((c) & 0xffff))
+#define PTG_CUDA_STREAM_SLOT(c) ((__u32)((c) >> 16) & 0xff)
+#define PTG_CUDA_STREAM_OFF(c) ((__u32)((c) >> 24) & 0xff) /* else: at this offset in the slot's struct */
+#define PTG_CUDA_BYTES_SLOT(c) ((__u32)((c) >> 32) & 0xff)
+#define PTG_CUDA_BYTES_SHIFT(c) ((__u32)((c) >> 40) & 0xff) /* bytes = count << shift */
 
 /*
  * bpf_cookie of a dispatcher op's uprobe site: the op's index in the

@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * Off-CPU intervals of the traced processes' threads, from the scheduler's
+ * BTF tracepoints. A thread's interval ends when it is switched back in: the
+ * event is sent then, from the switch, so it reaches the ring buffer after
+ * every event the thread sent before it left and before any it sends next.
+ *
+ *   sched_switch (prev traced)  -> remember when and why it left
+ *   sched_waking                -> who woke it (runs in the waker's context)
+ *   sched_wakeup(_new)          -> when it became runnable again
+ *   sched_switch (next traced)  -> SCHED_OFF: off-CPU time, run-queue delay
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "ptrace_gpu/events.h"
+
+/* enum ptg_sched_reason of user/trace.h */
+#define SCHED_PREEMPTED 1
+#define SCHED_BLOCKED	2
+
+struct off_cpu {
+	__u64 off_ts;  /* 0: on a CPU, or not seen leaving one */
+	__u64 wake_ts; /* 0: not woken yet */
+	__u32 waker;
+	__u32 reason;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096); /* replaced by the tracer's shared ring buffer */
+} events SEC(".maps");
+
+/* Filled by user space with the tgids to trace. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u8);
+} tgids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct off_cpu);
+} off_cpu SEC(".maps");
+
+/*
+ * Waking the loader at each switch-in can make it preempt the very thread
+ * that switched in, whose next switch-in wakes it again: a loop of context
+ * switches every few microseconds on a busy machine. Events go out without
+ * a wakeup instead, and a timer wakes the loader once, a little later. (A
+ * record left without a wakeup also stops the ring buffer's adaptive
+ * wakeups for the records behind it, so the timer must come.)
+ */
+struct wake_timer {
+	struct bpf_timer timer;
+	__u32 ready;
+	__u32 armed;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct wake_timer);
+} wake_timer SEC(".maps");
+
+#define CLOCK_MONOTONIC 1
+#define WAKE_DELAY_NS	1000000
+
+__u64 lost_events = 0; /* ring buffer full */
+__u64 lost_state = 0;  /* a thread's state could not be stored */
+
+static __always_inline bool traced(const struct task_struct *p)
+{
+	__u32 tgid = p->tgid;
+
+	return bpf_map_lookup_elem(&tgids, &tgid) != NULL;
+}
+
+static int wake_loader(void *map, __u32 *key, struct wake_timer *w)
+{
+	struct ptg_event *e;
+
+	w->armed = 0;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e)
+		return 0; /* full: the loader is awake or will be */
+	__builtin_memset(e, 0, sizeof(*e));
+	e->ts = bpf_ktime_get_ns();
+	e->kind = PTG_EV_SCHED_WAKE;
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	return 0;
+}
+
+static __always_inline void wake_loader_soon(void)
+{
+	struct wake_timer *w;
+	__u32 zero = 0;
+
+	w = bpf_map_lookup_elem(&wake_timer, &zero);
+	if (!w || w->armed)
+		return;
+	if (!w->ready) {
+		/* -EBUSY when another CPU got there first: the timer is set up either way */
+		bpf_timer_init(&w->timer, &wake_timer, CLOCK_MONOTONIC);
+		if (bpf_timer_set_callback(&w->timer, wake_loader))
+			return;
+		w->ready = 1;
+	}
+	w->armed = 1;
+	bpf_timer_start(&w->timer, WAKE_DELAY_NS, 0);
+}
+
+static __always_inline void leave(struct task_struct *p, __u64 ts, __u32 reason, __u64 wake_ts,
+				  __u32 waker)
+{
+	struct off_cpu oc = {.off_ts = ts, .wake_ts = wake_ts, .waker = waker, .reason = reason};
+	__u32 tid = p->pid;
+
+	if (bpf_map_update_elem(&off_cpu, &tid, &oc, BPF_ANY))
+		__sync_fetch_and_add(&lost_state, 1);
+}
+
+static __always_inline void arrive(struct task_struct *p, __u64 ts)
+{
+	struct ptg_event *e;
+	struct off_cpu *oc;
+	__u32 tid = p->pid;
+
+	oc = bpf_map_lookup_elem(&off_cpu, &tid);
+	/* off since before recording started: when it left is unknown */
+	if (!oc || !oc->off_ts)
+		return;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&lost_events, 1);
+		oc->off_ts = 0;
+		return;
+	}
+	e->ts = oc->off_ts;
+	e->pid = p->tgid;
+	e->tid = tid;
+	e->kind = PTG_EV_SCHED_OFF;
+	e->cpu = bpf_get_smp_processor_id();
+	e->aux = oc->reason;
+	e->a = ts - oc->off_ts;
+	/* runnable all along when preempted; else since the wakeup */
+	if (oc->reason == SCHED_PREEMPTED)
+		e->b = e->a;
+	else
+		e->b = oc->wake_ts && oc->wake_ts < ts ? ts - oc->wake_ts : 0;
+	e->c = oc->waker;
+	e->d = 0;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	wake_loader_soon();
+	oc->off_ts = 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	__u64 ts = bpf_ktime_get_ns();
+
+	/*
+	 * A task preempted between set_current_state() and schedule() has a
+	 * sleeping prev_state but stays on the run queue: preempt says so.
+	 */
+	if (traced(prev))
+		leave(prev, ts, preempt || prev_state == 0 ? SCHED_PREEMPTED : SCHED_BLOCKED, 0, 0);
+	if (traced(next))
+		arrive(next, ts);
+	return 0;
+}
+
+/* sched_waking runs in the waker's context; sched_wakeup may run on the wakee's CPU. */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(sched_waking, struct task_struct *p)
+{
+	struct off_cpu *oc;
+	__u32 tid;
+
+	if (!traced(p))
+		return 0;
+	tid = p->pid;
+	oc = bpf_map_lookup_elem(&off_cpu, &tid);
+	if (oc && oc->off_ts)
+		oc->waker = (__u32)bpf_get_current_pid_tgid();
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(sched_wakeup, struct task_struct *p)
+{
+	struct off_cpu *oc;
+	__u32 tid;
+
+	if (!traced(p))
+		return 0;
+	tid = p->pid;
+	oc = bpf_map_lookup_elem(&off_cpu, &tid);
+	if (oc && oc->off_ts && !oc->wake_ts)
+		oc->wake_ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+/*
+ * A new thread waits on the run queue before it first runs: an off-CPU
+ * interval, runnable throughout, that its creator started.
+ */
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(sched_wakeup_new, struct task_struct *p)
+{
+	__u64 ts;
+
+	if (!traced(p))
+		return 0;
+	ts = bpf_ktime_get_ns();
+	leave(p, ts, SCHED_PREEMPTED, ts, (__u32)bpf_get_current_pid_tgid());
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,670 @@
+// SPDX-License-Identifier: MIT
+/* CUDA API probes: find the entry points, attach, pair calls, write records. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+
+#include "cuda.skel.h"
+#include "cudaprobe.h"
+#include "elf_file.h"
+#include "ptrace_gpu/events.h"
+#include "u64map.h"
+
+#define NONE   PTG_CUDA_SLOT_NONE
+#define DIRECT PTG_CUDA_DIRECT
+
+/*
+ * Where an entry point's stream and byte count are (argument slots, see
+ * PTG_CUDA_COOKIE). bytes_shift turns a memset's element count into bytes.
+ */
+struct cuda_api {
+	const char *name;
+	uint8_t stream_slot;
+	uint8_t stream_off;
+	uint8_t bytes_slot;
+	uint8_t bytes_shift;
+	bool runtime;
+};
+
+/* clang-format off */
+#define API(n, ss, so, bs, sh, rt) { n, ss, so, bs, sh, rt }
+/* driver API; _PT: also its per-thread-default-stream twin (_ptsz for async, _ptds for sync) */
+#define DRV(n, ss, bs, sh) API(n, ss, DIRECT, bs, sh, false)
+#define DRV_PT(n, ss, bs, sh) DRV(n, ss, bs, sh), DRV(n "_ptsz", ss, bs, sh)
+#define DRV_PTDS(n, bs) DRV(n, NONE, bs, 0), DRV(n "_ptds", NONE, bs, 0)
+#define RT(n, ss, bs, sh) API(n, ss, DIRECT, bs, sh, true)
+#define RT_PT(n, ss, bs, sh) RT(n, ss, bs, sh), RT(n "_ptsz", ss, bs, sh)
+#define RT_PTDS(n, bs) RT(n, NONE, bs, 0), RT(n "_ptds", NONE, bs, 0)
+
+/*
+ * Signatures from cuda.h and cuda_runtime_api.h (CUDA 12/13). Canonical
+ * names first: where a library exports two names at one address, the first
+ * one is probed and named.
+ */
+static const struct cuda_api apis[] = {
+	/* cuLaunchKernel(f, gridX, gridY, gridZ, blockX, blockY, blockZ, shmem, stream, ...) */
+	DRV_PT("cuLaunchKernel", 8, NONE, 0),
+	/* cuLaunchKernelEx(const CUlaunchConfig *config, ...): hStream at offset 32 */
+	API("cuLaunchKernelEx", 0, 32, NONE, 0, false),
+	API("cuLaunchKernelEx_ptsz", 0, 32, NONE, 0, false),
+	DRV_PT("cuLaunchCooperativeKernel", 8, NONE, 0),
+	DRV_PT("cuLaunchHostFunc", 0, NONE, 0),
+	DRV_PT("cuGraphLaunch", 1, NONE, 0),
+	DRV_PT("cuMemcpyAsync", 3, 2, 0),
+	DRV_PT("cuMemcpyHtoDAsync_v2", 3, 2, 0),
+	DRV_PT("cuMemcpyDtoHAsync_v2", 3, 2, 0),
+	DRV_PT("cuMemcpyDtoDAsync_v2", 3, 2, 0),
+	DRV_PT("cuMemcpyHtoAAsync_v2", 4, 3, 0),
+	DRV_PT("cuMemcpyAtoHAsync_v2", 4, 3, 0),
+	DRV_PT("cuMemcpyPeerAsync", 5, 4, 0),
+	DRV_PT("cuMemcpy2DAsync_v2", 1, NONE, 0),
+	DRV_PT("cuMemcpy3DAsync_v2", 1, NONE, 0),
+	DRV_PT("cuMemcpy3DPeerAsync", 1, NONE, 0),
+	DRV_PT("cuMemsetD8Async", 3, 2, 0),
+	DRV_PT("cuMemsetD16Async", 3, 2, 1),
+	DRV_PT("cuMemsetD32Async", 3, 2, 2),
+	DRV_PT("cuMemsetD2D8Async", 5, NONE, 0),
+	DRV_PT("cuMemsetD2D16Async", 5, NONE, 0),
+	DRV_PT("cuMemsetD2D32Async", 5, NONE, 0),
+	DRV_PT("cuStreamSynchronize", 0, NONE, 0),
+	DRV_PT("cuStreamWaitEvent", 0, NONE, 0),
+	DRV_PT("cuEventRecord", 1, NONE, 0),
+	DRV_PT("cuEventRecordWithFlags", 1, NONE, 0),
+	DRV("cuCtxSynchronize", NONE, NONE, 0),
+	DRV("cuCtxSynchronize_v2", NONE, NONE, 0),
+	DRV("cuEventSynchronize", NONE, NONE, 0),
+	/* synchronous copies wait for the GPU as well */
+	DRV_PTDS("cuMemcpy", 2),
+	DRV_PTDS("cuMemcpyHtoD_v2", 2),
+	DRV_PTDS("cuMemcpyDtoH_v2", 2),
+	DRV_PTDS("cuMemcpyDtoD_v2", 2),
+
+	/* cudaLaunchKernel(func, dim3 grid, dim3 block, args, shmem, stream): dim3 takes 2 slots */
+	RT_PT("cudaLaunchKernel", 7, NONE, 0),
+	/* cudaLaunchKernelExC(const cudaLaunchConfig_t *config, ...): stream at offset 32 */
+	API("cudaLaunchKernelExC", 0, 32, NONE, 0, true),
+	API("cudaLaunchKernelExC_ptsz", 0, 32, NONE, 0, true),
+	RT_PT("cudaLaunchCooperativeKernel", 7, NONE, 0),
+	RT_PT("cudaLaunchHostFunc", 0, NONE, 0),
+	RT_PT("cudaGraphLaunch", 1, NONE, 0),
+	RT_PT("cudaMemcpyAsync", 4, 2, 0),
+	RT_PT("cudaMemcpy2DAsync", 7, NONE, 0),
+	RT_PT("cudaMemcpyPeerAsync", 5, 4, 0),
+	RT_PT("cudaMemcpyToSymbolAsync", 5, 2, 0),
+	RT_PT("cudaMemcpyFromSymbolAsync", 5, 2, 0),
+	RT_PT("cudaMemsetAsync", 3, 2, 0),
+	RT_PT("cudaMemset2DAsync", 5, NONE, 0),
+	RT_PT("cudaStreamSynchronize", 0, NONE, 0),
+	RT_PT("cudaStreamWaitEvent", 0, NONE, 0),
+	RT_PT("cudaEventRecord", 1, NONE, 0),
+	RT_PT("cudaEventRecordWithFlags", 1, NONE, 0),
+	RT("cudaDeviceSynchronize", NONE, NONE, 0),
+	RT("cudaEventSynchronize", NONE, NONE, 0),
+	RT_PTDS("cudaMemcpy", 2),
+	RT_PTDS("cudaMemset", 2),
+};
+/* clang-format on */
+
+#define NR_APIS (sizeof(apis) / sizeof(apis[0]))
+_Static_assert(NR_APIS <= 0xff, "the api id is 8 bits of an event's aux");
+
+/* Calls open on one thread, mirroring the BPF side's stack. */
+struct cuda_thread {
+	uint32_t depth;
+	struct {
+		uint64_t id;
+		uint8_t api;
+	} calls[PTG_CUDA_MAX_NEST];
+};
+
+struct cudaprobe {
+	struct cuda_bpf *skel;
+	struct tracer *t;
+	pid_t pid;
+	bool quiet;
+	bool multi; /* uprobe_multi links: link_fds, else links */
+	int *link_fds;
+	size_t nlink_fds;
+	struct bpf_link **links;
+	size_t nlinks;
+	uint32_t syms[NR_APIS]; /* symbol id of each API once written, 0 before */
+	struct u64map tids;	/* pid << 32 | tid -> index + 1 in threads */
+	struct cuda_thread *threads;
+	size_t nthreads;
+	char *libs; /* paths probed, ", "-separated, for the trace's metadata */
+	struct cudaprobe_stats st;
+};
+
+static uint32_t api_sym(struct cudaprobe *cp, uint32_t api)
+{
+	if (!cp->syms[api])
+		cp->syms[api] = trace_writer__sym(tracer__writer(cp->t), PTG_SYM_CUDA_API,
+						  apis[api].name, "", 0);
+	return cp->syms[api];
+}
+
+static struct cuda_thread *thread_of(struct cudaprobe *cp, uint32_t pid, uint32_t tid, bool add)
+{
+	uint64_t key = (uint64_t)pid << 32 | tid, *idx = u64map__get(&cp->tids, key);
+	struct cuda_thread *n;
+
+	if (idx)
+		return &cp->threads[*idx - 1];
+	if (!add)
+		return NULL;
+	n = realloc(cp->threads, (cp->nthreads + 1) * sizeof(*n));
+	if (!n)
+		return NULL;
+	cp->threads = n;
+	memset(&n[cp->nthreads], 0, sizeof(*n));
+	if (u64map__put(&cp->tids, key, ++cp->nthreads))
+		return NULL;
+	return &n[cp->nthreads - 1];
+}
+
+/* The external id of the innermost op open on the thread: CUDA calls belong to it. */
+static uint64_t op_ext(const struct tracer_thread *th)
+{
+	for (uint32_t i = th->depth; i > 0; i--) {
+		if (th->stack[i - 1].kind == PTG_REC_OP_ENTER)
+			return th->stack[i - 1].ext;
+	}
+	return 0;
+}
+
+/* The BPF side says how deep each call is: anything above it was lost. */
+static int call_enter(struct cudaprobe *cp, const struct ptg_event *e, uint32_t api, uint32_t depth)
+{
+	struct cuda_thread *ct = thread_of(cp, e->pid, e->tid, true);
+
+	if (!ct)
+		return -ENOMEM;
+	if (depth >= PTG_CUDA_MAX_NEST)
+		return 0;
+	ct->calls[depth].id = e->a;
+	ct->calls[depth].api = (uint8_t)api;
+	ct->depth = depth + 1;
+	return 0;
+}
+
+static int call_exit(struct cudaprobe *cp, const struct ptg_event *e, uint32_t api, uint32_t depth)
+{
+	struct cuda_thread *ct = thread_of(cp, e->pid, e->tid, false);
+	struct tracer_thread *th;
+	struct ptg_record r = {
+	    .kind = PTG_REC_CUDA_CALL,
+	    .flags = (uint16_t)(e->aux >> 16),
+	    .pid = e->pid,
+	    .tid = e->tid,
+	    .sym = api_sym(cp, api),
+	    .ts = e->d,
+	    .dur = e->ts > e->d ? e->ts - e->d : 0,
+	    .stream = e->b,
+	    /* kineto's cuda_driver marker; the call id never equals a CUPTI correlation id */
+	    .aux = {0, !apis[api].runtime, (int64_t)e->c, (int64_t)e->a},
+	};
+
+	if (ct && ct->depth > depth)
+		ct->depth = depth;
+	th = tracer__thread(cp->t, e->pid, e->tid, e->ts);
+	if (!th || !r.sym)
+		return -ENOMEM;
+	r.ext = op_ext(th);
+	cp->st.calls++;
+	return tracer__record(cp->t, &r);
+}
+
+static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
+{
+	struct cudaprobe *cp = ctx;
+	uint32_t api = e->aux & 0xff, depth = (e->aux >> 8) & 0xff;
+
+	if (api >= NR_APIS)
+		return 0;
+	if (e->kind == PTG_EV_CUDA_ENTER)
+		return call_enter(cp, e, api, depth);
+	if (e->kind == PTG_EV_CUDA_EXIT)
+		return call_exit(cp, e, api, depth);
+	return 0;
+}
+
+void cudaprobe__current(struct cudaprobe *cp, uint32_t pid, uint32_t tid, uint32_t *sym,
+			uint64_t *call_id)
+{
+	struct cuda_thread *ct = cp ? thread_of(cp, pid, tid, false) : NULL;
+
+	*sym = 0;
+	*call_id = 0;
+	if (!ct || !ct->depth)
+		return;
+	*sym = api_sym(cp, ct->calls[ct->depth - 1].api);
+	*call_id = ct->calls[ct->depth - 1].id;
+}
+
+static int write_losses(struct tracer *t, void *ctx)
+{
+	struct cudaprobe *cp = ctx;
+	const struct cuda_bpf__bss *bss = cp->skel->bss;
+	struct trace_writer *w = tracer__writer(t);
+	int err = 0;
+
+	if (bss->lost_events)
+		err = trace_writer__loss(w, "cuda_event", UINT32_MAX, bss->lost_events);
+	if (!err && bss->lost_nest)
+		err = trace_writer__loss(w, "cuda_nesting", UINT32_MAX, bss->lost_nest);
+	if (!err && bss->lost_state)
+		err = trace_writer__loss(w, "cuda_thread_state", UINT32_MAX, bss->lost_state);
+	if (!err && cp->st.attach_failed)
+		err = trace_writer__loss(w, "cuda_probe_attach", UINT32_MAX, cp->st.attach_failed);
+	if (!err && cp->libs)
+		err = trace_writer__meta(w, "cuda.libraries", cp->libs);
+	return err;
+}
+
+/*
+ * BPF_LINK_CREATE of BPF_TRACE_UPROBE_MULTI (Linux 6.6), newer than this
+ * libbpf and linux/bpf.h: one link holds every probe of a library, and
+ * closing it waits for one RCU grace period instead of one per probe (about
+ * 0.1 s each: minutes at exit for a few hundred probes).
+ */
+#define TRACE_UPROBE_MULTI    48
+#define F_UPROBE_MULTI_RETURN 1
+
+struct uprobe_multi_attr {
+	__u32 prog_fd;
+	__u32 target_fd;
+	__u32 attach_type;
+	__u32 flags;
+	__u64 path;
+	__u64 offsets;
+	__u64 ref_ctr_offsets;
+	__u64 cookies;
+	__u32 cnt;
+	__u32 multi_flags;
+	__u32 pid;
+};
+
+static bool kernel_has_uprobe_multi(void)
+{
+	struct btf *btf = btf__load_vmlinux_btf();
+	const struct btf_enum *e;
+	const struct btf_type *t;
+	bool found = false;
+	int id;
+
+	if (!btf)
+		return false;
+	id = btf__find_by_name_kind(btf, "bpf_attach_type", BTF_KIND_ENUM);
+	t = id > 0 ? btf__type_by_id(btf, id) : NULL;
+	for (int i = 0; t && i < btf_vlen(t) && !found; i++) {
+		e = btf_enum(t) + i;
+		found = !strcmp(btf__name_by_offset(btf, e->name_off), "BPF_TRACE_UPROBE_MULTI") &&
+			e->val == TRACE_UPROBE_MULTI;
+	}
+	btf__free(btf);
+	return found;
+}
+
+static int add_fd(struct cudaprobe *cp, int fd)
+{
+	int *n = realloc(cp->link_fds, (cp->nlink_fds + 1) * sizeof(*n));
+
+	if (!n) {
+		close(fd);
+		return -ENOMEM;
+	}
+	cp->link_fds = n;
+	cp->link_fds[cp->nlink_fds++] = fd;
+	return 0;
+}
+
+static int add_link(struct cudaprobe *cp, struct bpf_link *link)
+{
+	struct bpf_link **n = realloc(cp->links, (cp->nlinks + 1) * sizeof(*n));
+
+	if (!n) {
+		bpf_link__destroy(link);
+		return -ENOMEM;
+	}
+	cp->links = n;
+	cp->links[cp->nlinks++] = link;
+	return 0;
+}
+
+/* The probes found in one library: file offsets and cookies. */
+struct probe_set {
+	uint64_t offs[NR_APIS];
+	uint64_t cookies[NR_APIS];
+	uint32_t n;
+};
+
+/*
+ * Return probes go in first: a call that starts between the two attaches
+ * then has neither, rather than an entry whose return is never seen.
+ */
+static int attach_multi(struct cudaprobe *cp, const char *path, const struct probe_set *ps)
+{
+	struct bpf_program *progs[2] = {cp->skel->progs.cuda_exit, cp->skel->progs.cuda_enter};
+	int err = 0;
+
+	for (int i = 0; i < 2 && !err; i++) {
+		struct uprobe_multi_attr a = {
+		    .prog_fd = (__u32)bpf_program__fd(progs[i]),
+		    .attach_type = TRACE_UPROBE_MULTI,
+		    .path = (uintptr_t)path,
+		    .offsets = (uintptr_t)ps->offs,
+		    .cookies = (uintptr_t)ps->cookies,
+		    .cnt = ps->n,
+		    .multi_flags = i == 0 ? F_UPROBE_MULTI_RETURN : 0,
+		    .pid = (__u32)cp->pid,
+		};
+		int fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+
+		err = fd < 0 ? -errno : add_fd(cp, fd);
+	}
+	return err;
+}
+
+static int attach_one(struct cudaprobe *cp, const char *path, uint64_t off, uint64_t cookie)
+{
+	struct bpf_program *progs[2] = {cp->skel->progs.cuda_exit, cp->skel->progs.cuda_enter};
+	int err = 0;
+
+	for (int i = 0; i < 2 && !err; i++) {
+		LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = i == 0, .bpf_cookie = cookie);
+		struct bpf_link *link;
+
+		link = bpf_program__attach_uprobe_opts(progs[i], cp->pid, path, off, &opts);
+		err = link ? add_link(cp, link) : -errno;
+	}
+	return err;
+}
+
+static int attach_set(struct cudaprobe *cp, const char *path, const char *attach_path,
+		      const struct probe_set *ps)
+{
+	int err = 0, failed = 0;
+
+	if (cp->multi && ps->n) {
+		err = attach_multi(cp, attach_path, ps);
+		failed = err ? (int)ps->n : 0;
+	}
+	for (uint32_t i = 0; !cp->multi && i < ps->n && err != -ENOMEM; i++) {
+		int e = attach_one(cp, attach_path, ps->offs[i], ps->cookies[i]);
+
+		failed += !!e;
+		err = err ?: e;
+	}
+	if (err == -ENOMEM)
+		return err;
+	if (err)
+		fprintf(stderr, "cuda: cannot probe %d entry points of %s: %s\n", failed, path,
+			strerror(-err));
+	cp->st.attach_failed += failed;
+	cp->st.entry_points += ps->n - failed;
+	return 0;
+}
+
+static bool seen_offset(const struct probe_set *ps, uint64_t off)
+{
+	for (uint32_t i = 0; i < ps->n; i++) {
+		if (ps->offs[i] == off)
+			return true;
+	}
+	return false;
+}
+
+static void find_probes(struct elf_file *ef, bool runtime, struct probe_set *ps)
+{
+	ps->n = 0;
+	for (uint32_t api = 0; api < NR_APIS; api++) {
+		const struct cuda_api *a = &apis[api];
+		struct elf_sym_info si;
+		uint64_t off;
+
+		if (a->runtime != runtime || elf_file__find_sym(ef, a->name, false, &si) ||
+		    elf_file__vaddr_to_offset(ef, si.addr, &off) || seen_offset(ps, off))
+			continue;
+		ps->offs[ps->n] = off;
+		ps->cookies[ps->n++] = PTG_CUDA_COOKIE(api, a->stream_slot, a->stream_off,
+						       a->bytes_slot, a->bytes_shift);
+	}
+}
+
+static int probe_library(struct cudaprobe *cp, struct elf_file *ef, const char *path,
+			 const char *attach_path, bool runtime)
+{
+	struct probe_set ps;
+	uint32_t before = cp->st.entry_points;
+	int err;
+
+	find_probes(ef, runtime, &ps);
+	err = attach_set(cp, path, attach_path, &ps);
+	if (err)
+		return err;
+	cp->st.libraries++;
+	if (!cp->quiet)
+		fprintf(stderr, "ptrace-gpu: cuda: probing %u entry points of %s\n",
+			cp->st.entry_points - before, path);
+	return 0;
+}
+
+static int note_library(struct cudaprobe *cp, const char *path)
+{
+	size_t len = cp->libs ? strlen(cp->libs) : 0;
+	char *n = realloc(cp->libs, len + strlen(path) + 3);
+
+	if (!n)
+		return -ENOMEM;
+	sprintf(n + len, "%s%s", len ? ", " : "", path);
+	cp->libs = n;
+	return 0;
+}
+
+/* libcuda.so.1 (driver); libcudart.so.12 or a wheel's bundled libcudart-HASH.so.12 (runtime). */
+static int lib_kind(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	if (!strncmp(base, "libcuda.so", 10))
+		return 0;
+	if (!strncmp(base, "libcudart", 9) && (base[9] == '.' || base[9] == '-'))
+		return 1;
+	return -1;
+}
+
+static int on_library(void *ctx, const struct proc_map *m, const char *attach_path, uint64_t bias)
+{
+	struct cudaprobe *cp = ctx;
+	int kind = lib_kind(m->path), err;
+	struct elf_file *ef;
+
+	if (kind < 0)
+		return 0;
+	err = elf_file__open(attach_path, &ef);
+	if (err) {
+		fprintf(stderr, "cuda: cannot read %s: %s\n", m->path, strerror(-err));
+		cp->st.attach_failed++;
+		return 0;
+	}
+	err = probe_library(cp, ef, m->path, attach_path, kind == 1);
+	elf_file__close(ef);
+	return err ?: note_library(cp, m->path);
+}
+
+int cudaprobe__open(struct tracer *t, struct libwatch *lw, pid_t pid, bool quiet,
+		    struct cudaprobe **out)
+{
+	struct cudaprobe *cp;
+	int err;
+
+	cp = calloc(1, sizeof(*cp));
+	if (!cp)
+		return -ENOMEM;
+	cp->t = t;
+	cp->pid = pid;
+	cp->quiet = quiet;
+	cp->skel = cuda_bpf__open();
+	if (!cp->skel) {
+		err = -errno;
+		goto cleanup;
+	}
+	cp->multi = kernel_has_uprobe_multi();
+	if (cp->multi) {
+		bpf_program__set_expected_attach_type(cp->skel->progs.cuda_enter,
+						      TRACE_UPROBE_MULTI);
+		bpf_program__set_expected_attach_type(cp->skel->progs.cuda_exit,
+						      TRACE_UPROBE_MULTI);
+	}
+	err = bpf_map__reuse_fd(cp->skel->maps.events, tracer__ringbuf_fd(t));
+	err = err ?: cuda_bpf__load(cp->skel);
+	if (err)
+		goto cleanup;
+	err = tracer__on(t, PTG_EV_CUDA_ENTER, PTG_EV_CUDA_EXIT, handle_event, write_losses, cp);
+	err = err ?: libwatch__subscribe(lw, on_library, cp);
+	if (err)
+		goto cleanup;
+	*out = cp;
+	return 0;
+cleanup:
+	fprintf(stderr, "cuda: cannot load the CUDA API probes: %s\n", strerror(-err));
+	cudaprobe__destroy(cp);
+	return err;
+}
+
+void cudaprobe__detach(struct cudaprobe *cp)
+{
+	if (!cp)
+		return;
+	for (size_t i = 0; i < cp->nlink_fds; i++)
+		close(cp->link_fds[i]);
+	cp->nlink_fds = 0;
+	for (size_t i = 0; i < cp->nlinks; i++)
+		bpf_link__destroy(cp->links[i]);
+	cp->nlinks = 0;
+}
+
+void cudaprobe__stats(const struct cudaprobe *cp, struct cudaprobe_stats *st)
+{
+	*st = cp->st;
+}
+
+void cudaprobe__destroy(struct cudaprobe *cp)
+{
+	if (!cp)
+		return;
+	cudaprobe__detach(cp);
+	cuda_bpf__destroy(cp->skel);
+	free(cp->link_fds);
+	free(cp->links);
+	free(cp->threads);
+	u64map__free(&cp->tids);
+	free(cp->libs);
+	free(cp);
+}
+
+enum cuda_api_class cuda_api_classify(const char *name)
+{
+	if (strstr(name, "GraphLaunch"))
+		return CUDA_API_GRAPH;
+	if (strstr(name, "LaunchHostFunc"))
+		return CUDA_API_OTHER;
+	if (strstr(name, "Launch"))
+		return CUDA_API_LAUNCH;
+	if (strstr(name, "Memcpy"))
+		return CUDA_API_MEMCPY;
+	if (strstr(name, "Memset"))
+		return CUDA_API_MEMSET;
+	if (strstr(name, "Synchronize") || strstr(name, "WaitEvent"))
+		return CUDA_API_SYNC;
+	if (strstr(name, "EventRecord"))
+		return CUDA_API_EVENT;
+	return CUDA_API_OTHER;
+}
+
+static const char *const class_names[CUDA_API_NR_CLASSES] = {
+    [CUDA_API_LAUNCH] = "launch", [CUDA_API_GRAPH] = "graph", [CUDA_API_MEMCPY] = "memcpy",
+    [CUDA_API_MEMSET] = "memset", [CUDA_API_SYNC] = "sync",   [CUDA_API_EVENT] = "event",
+    [CUDA_API_OTHER] = "other",
+};
+
+struct api_total {
+	uint32_t sym;
+	uint64_t calls;
+	uint64_t ns;
+};
+
+struct cuda_totals {
+	struct api_total *by_sym; /* indexed by symbol id */
+	size_t nsyms;
+	uint64_t calls;
+	uint64_t by_class[CUDA_API_NR_CLASSES];
+	struct u64map tids;
+};
+
+static int cmp_total(const void *pa, const void *pb)
+{
+	const struct api_total *a = pa, *b = pb;
+
+	if (a->calls != b->calls)
+		return a->calls < b->calls ? 1 : -1;
+	return (a->sym > b->sym) - (a->sym < b->sym);
+}
+
+static int totals_add(struct cuda_totals *c, const struct trace_reader *r,
+		      const struct ptg_record *rec)
+{
+	const struct ptg_sym *s = trace_reader__sym(r, rec->sym);
+
+	if (!s || rec->sym > c->nsyms)
+		return 0;
+	c->calls++;
+	c->by_class[cuda_api_classify(s->name)]++;
+	c->by_sym[rec->sym].sym = rec->sym;
+	c->by_sym[rec->sym].calls++;
+	c->by_sym[rec->sym].ns += rec->dur;
+	return u64map__put(&c->tids, (uint64_t)rec->pid << 32 | rec->tid | 1ull << 63, 1);
+}
+
+static void totals_print(FILE *out, struct cuda_totals *c, const struct trace_reader *r)
+{
+	fprintf(out, "CUDA calls: %" PRIu64 " from %zu thread%s (", c->calls, c->tids.len,
+		c->tids.len == 1 ? "" : "s");
+	for (int k = 0; k < CUDA_API_NR_CLASSES; k++)
+		fprintf(out, "%s%s %" PRIu64, k ? ", " : "", class_names[k], c->by_class[k]);
+	fprintf(out, ")\n");
+	qsort(c->by_sym, c->nsyms + 1, sizeof(*c->by_sym), cmp_total);
+	for (size_t i = 0; i <= c->nsyms && c->by_sym[i].calls; i++)
+		fprintf(out, "  %-32s %10" PRIu64 " calls %14.3f ms\n",
+			trace_reader__sym(r, c->by_sym[i].sym)->name, c->by_sym[i].calls,
+			c->by_sym[i].ns / 1e6);
+	fprintf(out, "\n");
+}
+
+int cudaprobe__report(FILE *out, struct trace_reader *r)
+{
+	struct cuda_totals c = {.nsyms = trace_reader__nsyms(r)};
+	struct ptg_record rec;
+	int err;
+
+	c.by_sym = calloc(c.nsyms + 1, sizeof(*c.by_sym));
+	if (!c.by_sym)
+		return -ENOMEM;
+	err = trace_reader__rewind(r);
+	while (!err && (err = trace_reader__next(r, &rec)) > 0)
+		err = rec.kind == PTG_REC_CUDA_CALL ? totals_add(&c, r, &rec) : 0;
+	if (!err && c.calls)
+		totals_print(out, &c, r);
+	free(c.by_sym);
+	u64map__free(&c.tids);
+	return err;
+}

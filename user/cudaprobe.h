@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The user-space side of bpf/cuda.bpf.c: probes the CUDA driver (libcuda)
+ * and runtime (libcudart) entry points that launch work, copy, set memory or
+ * wait, in every copy of those libraries the target maps, now or later; and
+ * writes one PTG_REC_CUDA_CALL per call, nested in the thread's Python
+ * frames and ops. docs/cuda-sched.md describes the records.
+ */
+#ifndef PTG_CUDAPROBE_H
+#define PTG_CUDAPROBE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "libwatch.h"
+#include "trace.h"
+#include "tracer.h"
+
+struct cudaprobe;
+
+struct cudaprobe_stats {
+	uint64_t calls;		/* CUDA_CALL records written */
+	uint32_t libraries;	/* libraries probed */
+	uint32_t entry_points;	/* entry points probed in them */
+	uint32_t attach_failed; /* entry points that could not be probed */
+};
+
+/* What a CUDA call does, from its API name (driver, runtime or Kineto's). */
+enum cuda_api_class {
+	CUDA_API_LAUNCH,
+	CUDA_API_GRAPH,
+	CUDA_API_MEMCPY,
+	CUDA_API_MEMSET,
+	CUDA_API_SYNC,
+	CUDA_API_EVENT,
+	CUDA_API_OTHER,
+	CUDA_API_NR_CLASSES,
+};
+
+/*
+ * Loads the probes into the tracer's ring buffer and subscribes to lw, so
+ * that each CUDA library the target maps is probed when it appears. quiet:
+ * no line on stderr per library probed.
+ */
+int cudaprobe__open(struct tracer *t, struct libwatch *lw, pid_t pid, bool quiet,
+		    struct cudaprobe **out);
+/* Removes the probes; calls still open are not written. */
+void cudaprobe__detach(struct cudaprobe *cp);
+void cudaprobe__stats(const struct cudaprobe *cp, struct cudaprobe_stats *st);
+/*
+ * The innermost CUDA call that thread (pid, tid) is in, as its API symbol
+ * and call id (aux[3] of its record); 0 and 0 when none.
+ */
+void cudaprobe__current(struct cudaprobe *cp, uint32_t pid, uint32_t tid, uint32_t *sym,
+			uint64_t *call_id);
+void cudaprobe__destroy(struct cudaprobe *cp);
+
+enum cuda_api_class cuda_api_classify(const char *name);
+/* report: CUDA call counts by class and by API, when the trace has any. */
+int cudaprobe__report(FILE *out, struct trace_reader *r);
+
+#endif /* PTG_CUDAPROBE_H */

@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: MIT
+/* Scheduler probes: off-CPU intervals of the target's threads. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "ptrace_gpu/events.h"
+#include "sched.h"
+#include "sched.skel.h"
+#include "u64map.h"
+
+struct sched {
+	struct sched_bpf *skel;
+	struct tracer *t;
+	struct cudaprobe *cuda;
+	uint64_t intervals;
+};
+
+/* The external id of the innermost op open on the thread. */
+static uint64_t op_ext(const struct tracer_thread *th)
+{
+	for (uint32_t i = th->depth; i > 0; i--) {
+		if (th->stack[i - 1].kind == PTG_REC_OP_ENTER)
+			return th->stack[i - 1].ext;
+	}
+	return 0;
+}
+
+/*
+ * The thread has not run since it left the CPU: the frames, op and CUDA
+ * call open on it now are the ones it was in while off.
+ */
+static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
+{
+	struct sched *s = ctx;
+	struct tracer_thread *th;
+	struct ptg_record r = {
+	    .kind = PTG_REC_SCHED,
+	    .pid = e->pid,
+	    .tid = e->tid,
+	    .ts = e->ts,
+	    .dur = e->a,
+	    .device = e->cpu,
+	    .aux = {e->aux, (int64_t)e->b, (int64_t)e->c},
+	};
+	uint64_t call_id;
+
+	if (e->kind != PTG_EV_SCHED_OFF)
+		return 0;
+	th = tracer__thread(t, e->pid, e->tid, e->ts + e->a);
+	if (!th)
+		return -ENOMEM;
+	r.ext = op_ext(th);
+	cudaprobe__current(s->cuda, e->pid, e->tid, &r.sym, &call_id);
+	r.aux[3] = (int64_t)call_id;
+	s->intervals++;
+	return tracer__record(t, &r);
+}
+
+static int write_losses(struct tracer *t, void *ctx)
+{
+	const struct sched_bpf__bss *bss = ((struct sched *)ctx)->skel->bss;
+	struct trace_writer *w = tracer__writer(t);
+	int err = 0;
+
+	if (bss->lost_events)
+		err = trace_writer__loss(w, "sched_event", UINT32_MAX, bss->lost_events);
+	if (!err && bss->lost_state)
+		err = trace_writer__loss(w, "sched_thread_state", UINT32_MAX, bss->lost_state);
+	return err;
+}
+
+int sched__open(struct tracer *t, pid_t pid, struct cudaprobe *cuda, struct sched **out)
+{
+	__u32 tgid = (__u32)pid;
+	__u8 one = 1;
+	struct sched *s;
+	int err;
+
+	_Static_assert(PTG_SCHED_PREEMPTED == 1 && PTG_SCHED_BLOCKED == 2,
+		       "bpf/sched.bpf.c sends these values");
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->t = t;
+	s->cuda = cuda;
+	s->skel = sched_bpf__open();
+	if (!s->skel) {
+		err = -errno;
+		goto cleanup;
+	}
+	err = bpf_map__reuse_fd(s->skel->maps.events, tracer__ringbuf_fd(t));
+	err = err ?: sched_bpf__load(s->skel);
+	if (!err && bpf_map_update_elem(bpf_map__fd(s->skel->maps.tgids), &tgid, &one, BPF_ANY))
+		err = -errno;
+	err = err
+		  ?: tracer__on(t, PTG_EV_SCHED_OFF, PTG_EV_SCHED_WAKE, handle_event, write_losses,
+				s);
+	if (err)
+		goto cleanup;
+	*out = s;
+	return 0;
+cleanup:
+	fprintf(stderr, "sched: cannot load the scheduler probes: %s\n", strerror(-err));
+	sched__destroy(s);
+	return err;
+}
+
+int sched__attach(struct sched *s)
+{
+	int err = sched_bpf__attach(s->skel);
+
+	if (err)
+		fprintf(stderr, "sched: cannot attach to the scheduler tracepoints: %s\n",
+			strerror(-err));
+	return err;
+}
+
+void sched__detach(struct sched *s)
+{
+	if (s)
+		sched_bpf__detach(s->skel);
+}
+
+uint64_t sched__intervals(const struct sched *s)
+{
+	return s->intervals;
+}
+
+void sched__destroy(struct sched *s)
+{
+	if (!s)
+		return;
+	sched_bpf__destroy(s->skel);
+	free(s);
+}
+
+struct thread_off {
+	uint32_t pid;
+	uint32_t tid;
+	uint32_t name;
+	uint64_t intervals;
+	uint64_t ns[3]; /* by reason: [0] unknown, PTG_SCHED_PREEMPTED, PTG_SCHED_BLOCKED */
+	uint64_t runq_ns;
+};
+
+struct off_totals {
+	struct u64map index; /* pid << 32 | tid, with bit 63 set -> index + 1 in threads */
+	struct thread_off *threads;
+	size_t n;
+};
+
+static struct thread_off *thread_get(struct off_totals *o, uint32_t pid, uint32_t tid)
+{
+	uint64_t key = (uint64_t)pid << 32 | tid | 1ull << 63, *idx = u64map__get(&o->index, key);
+	struct thread_off *n;
+
+	if (idx)
+		return &o->threads[*idx - 1];
+	n = realloc(o->threads, (o->n + 1) * sizeof(*n));
+	if (!n)
+		return NULL;
+	o->threads = n;
+	memset(&n[o->n], 0, sizeof(*n));
+	n[o->n].pid = pid;
+	n[o->n].tid = tid;
+	if (u64map__put(&o->index, key, ++o->n))
+		return NULL;
+	return &n[o->n - 1];
+}
+
+static int totals_add(struct off_totals *o, const struct ptg_record *rec)
+{
+	struct thread_off *t;
+	int64_t reason;
+
+	if (rec->kind != PTG_REC_SCHED && rec->kind != PTG_REC_THREAD)
+		return 0;
+	t = thread_get(o, rec->pid, rec->tid);
+	if (!t)
+		return -ENOMEM;
+	if (rec->kind == PTG_REC_THREAD) {
+		t->name = rec->sym;
+		return 0;
+	}
+	reason = rec->aux[0];
+	t->intervals++;
+	t->ns[reason == PTG_SCHED_PREEMPTED || reason == PTG_SCHED_BLOCKED ? reason : 0] +=
+	    rec->dur;
+	t->runq_ns += (uint64_t)rec->aux[1];
+	return 0;
+}
+
+static void totals_print(FILE *out, const struct off_totals *o, const struct trace_reader *r)
+{
+	fprintf(out, "off-CPU time by thread:\n");
+	for (size_t i = 0; i < o->n; i++) {
+		const struct thread_off *t = &o->threads[i];
+		const struct ptg_sym *name = trace_reader__sym(r, t->name);
+
+		if (!t->intervals)
+			continue;
+		fprintf(out, "  tid %u", t->tid);
+		if (name)
+			fprintf(out, " \"%s\"", name->name);
+		fprintf(out,
+			": %.3f s off-CPU in %" PRIu64 " intervals (blocked %.3f s, preempted "
+			"%.3f s; run-queue wait %.3f s)\n",
+			(t->ns[0] + t->ns[1] + t->ns[2]) / 1e9, t->intervals,
+			t->ns[PTG_SCHED_BLOCKED] / 1e9, t->ns[PTG_SCHED_PREEMPTED] / 1e9,
+			t->runq_ns / 1e9);
+	}
+	fprintf(out, "\n");
+}
+
+int sched__report(FILE *out, struct trace_reader *r)
+{
+	struct off_totals o = {};
+	struct ptg_record rec;
+	uint64_t intervals = 0;
+	int err;
+
+	err = trace_reader__rewind(r);
+	while (!err && (err = trace_reader__next(r, &rec)) > 0) {
+		intervals += rec.kind == PTG_REC_SCHED;
+		err = totals_add(&o, &rec);
+	}
+	if (!err && intervals)
+		totals_print(out, &o, r);
+	free(o.threads);
+	u64map__free(&o.index);
+	return err;
+}

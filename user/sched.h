@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The user-space side of bpf/sched.bpf.c: off-CPU intervals of the target's
+ * threads, written as PTG_REC_SCHED records into each thread's stream when
+ * the thread runs again, so they nest in the Python frames, op and CUDA call
+ * it was in. docs/cuda-sched.md describes the records.
+ */
+#ifndef PTG_SCHED_H
+#define PTG_SCHED_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "cudaprobe.h"
+#include "trace.h"
+#include "tracer.h"
+
+struct sched;
+
+/* Loads the scheduler programs for the threads of process pid; cuda may be NULL. */
+int sched__open(struct tracer *t, pid_t pid, struct cudaprobe *cuda, struct sched **out);
+int sched__attach(struct sched *s);
+void sched__detach(struct sched *s);
+/* Off-CPU intervals written so far. */
+uint64_t sched__intervals(const struct sched *s);
+void sched__destroy(struct sched *s);
+
+/* report: one line per thread with its off-CPU time, when the trace has any. */
+int sched__report(FILE *out, struct trace_reader *r);
+
+#endif /* PTG_SCHED_H */
