@@ -25,6 +25,7 @@
 #define TSTATE_RETRY_NS (100 * 1000000ull)
 /* thread states visited per walk, over all interpreters */
 #define MAX_TSTATE_WALK 512
+#define TASK_DEAD 0x80
 
 const volatile __u64 period_ns = 0;
 const volatile bool native = false;
@@ -82,8 +83,9 @@ struct offcpu_start {
 	__u64 ts;
 };
 
+/* LRU: a thread that blocks and then is killed never switches in again */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
 	__type(value, struct offcpu_start);
@@ -92,7 +94,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 << 10);
-} new_stacks SEC(".maps");
+} notices SEC(".maps");
 
 static __always_inline void stat_inc(int stat)
 {
@@ -101,12 +103,12 @@ static __always_inline void stat_inc(int stat)
 	__sync_fetch_and_add(&stats[cpu][stat & (PTG_SAMPLE_STAT_NR - 1)], 1);
 }
 
+/* No branch: a failed read leaves 0 (the helper clears it), and branches cost verification */
 static __always_inline __u64 read_ptr(__u64 addr)
 {
 	__u64 v = 0;
 
-	if (!addr || bpf_probe_read_user(&v, sizeof(v), (const void *)addr))
-		return 0;
+	bpf_probe_read_user(&v, sizeof(v), (const void *)addr);
 	return v;
 }
 
@@ -165,6 +167,23 @@ static __u64 walk_tstates(const struct ptg_sample_proc *p, __u32 tid)
 	return w.found;
 }
 
+static void notify(__u32 kind, __u32 tgid, __u32 tid, __u64 hash)
+{
+	struct ptg_sample_notice *e;
+
+	e = bpf_ringbuf_reserve(&notices, sizeof(*e), 0);
+	if (!e) {
+		stat_inc(PTG_SAMPLE_STAT_RINGBUF_DROP);
+		return;
+	}
+	e->py_stack = hash;
+	e->tgid = tgid;
+	e->tid = tid;
+	e->kind = kind;
+	e->pad = 0;
+	bpf_ringbuf_submit(e, 0);
+}
+
 static __u64 thread_tstate(const struct ptg_sample_proc *p, __u32 tgid, __u32 tid)
 {
 	struct ptg_sample_thread *t = bpf_map_lookup_elem(&threads, &tid);
@@ -180,6 +199,8 @@ static __u64 thread_tstate(const struct ptg_sample_proc *p, __u32 tgid, __u32 ti
 	}
 	fresh.tstate = walk_tstates(p, tid);
 	fresh.checked_ns = now;
+	if (!t || t->tgid != tgid)
+		notify(PTG_SAMPLE_NEW_THREAD, tgid, tid, 0);
 	bpf_map_update_elem(&threads, &tid, &fresh, BPF_ANY);
 	return fresh.tstate;
 }
@@ -199,12 +220,15 @@ static __always_inline __u64 mix(__u64 h, __u64 v)
 	return (h ^ v) * 0x100000001b3ull;
 }
 
+/*
+ * The depth counts in s->depth, map memory: a counter on the stack would be
+ * a known value the verifier follows through every iteration of bpf_loop.
+ */
 struct frame_walk {
 	const struct ptg_sample_proc *p;
 	struct ptg_sample_stack *s;
 	__u64 frame;
 	__u64 hash;
-	__u32 n;
 };
 
 static long frame_step(__u32 i, void *arg)
@@ -215,7 +239,7 @@ static long frame_step(__u32 i, void *arg)
 	__u64 frame = w->frame, code, prev_instr;
 	__u8 entry = 0;
 
-	if (!frame || w->n >= PTG_SAMPLE_MAX_DEPTH)
+	if (!frame || w->s->depth >= PTG_SAMPLE_MAX_DEPTH)
 		return 1;
 	w->frame = read_ptr(frame + p->off.frame_previous);
 	if (is_shim(p, frame))
@@ -228,7 +252,7 @@ static long frame_step(__u32 i, void *arg)
 	}
 	prev_instr = read_ptr(frame + p->off.frame_prev_instr);
 	bpf_probe_read_user(&entry, 1, (const void *)(frame + p->frame_is_entry));
-	f = &w->s->frames[w->n & (PTG_SAMPLE_MAX_DEPTH - 1)];
+	f = &w->s->frames[w->s->depth & (PTG_SAMPLE_MAX_DEPTH - 1)];
 	f->code = code;
 	f->fingerprint = code_fingerprint(p, code);
 	f->instr = prev_instr > code && prev_instr - code < PTG_SAMPLE_INSTR_NONE
@@ -237,42 +261,39 @@ static long frame_step(__u32 i, void *arg)
 	if (entry)
 		f->instr |= PTG_SAMPLE_FRAME_ENTRY;
 	w->hash = mix(mix(mix(w->hash, code), f->fingerprint), f->instr);
-	w->n++;
+	w->s->depth++;
 	return 0;
 }
 
-/* Fills s with the frame chain from frame outwards; returns its hash (0: empty). */
-static __u64 walk_frames(const struct ptg_sample_proc *p, __u64 frame, struct ptg_sample_stack *s)
+/*
+ * Fills s with the frame chain from frame outwards; returns its hash (0:
+ * empty). The process is part of the hash: each process reports its own new
+ * stacks, though the non-PIE interpreter puts code at the same addresses in
+ * processes that run the same script.
+ */
+static __u64 walk_frames(const struct ptg_sample_proc *p, __u32 tgid, __u64 frame,
+			 struct ptg_sample_stack *s)
 {
-	struct frame_walk w = { .p = p, .s = s, .frame = frame, .hash = 0xcbf29ce484222325ull };
+	struct frame_walk w = { .p = p, .s = s, .frame = frame };
 
+	w.hash = mix(0xcbf29ce484222325ull, tgid);
+	s->depth = 0;
 	/* shim frames take a step but no slot: up to twice the depth in steps */
 	bpf_loop(2 * PTG_SAMPLE_MAX_DEPTH, frame_step, &w, 0);
-	s->depth = w.n;
 	s->truncated = w.frame != 0;
 	if (w.frame)
 		stat_inc(PTG_SAMPLE_STAT_TRUNCATED);
-	return w.n ? w.hash | 1 : 0;
+	return s->depth ? w.hash | 1 : 0;
 }
 
 /* Stores the stack the first time it is seen; 0 when it is (or already was) stored. */
-static int store_stack(__u32 tgid, __u64 hash, const struct ptg_sample_stack *s)
+static int store_stack(__u32 tgid, __u32 tid, __u64 hash, const struct ptg_sample_stack *s)
 {
-	struct ptg_sample_new_stack *e;
-
 	if (bpf_map_lookup_elem(&py_stacks, &hash))
 		return 0;
 	if (bpf_map_update_elem(&py_stacks, &hash, s, BPF_NOEXIST))
 		return bpf_map_lookup_elem(&py_stacks, &hash) ? 0 : -1;
-	e = bpf_ringbuf_reserve(&new_stacks, sizeof(*e), 0);
-	if (!e) {
-		stat_inc(PTG_SAMPLE_STAT_RINGBUF_DROP);
-		return 0;
-	}
-	e->py_stack = hash;
-	e->tgid = tgid;
-	e->pad = 0;
-	bpf_ringbuf_submit(e, 0);
+	notify(PTG_SAMPLE_NEW_STACK, tgid, tid, hash);
 	return 0;
 }
 
@@ -296,10 +317,10 @@ static void take_python(const struct ptg_sample_proc *p, __u32 tgid, __u32 tid,
 	s = bpf_map_lookup_elem(&scratch, &zero);
 	if (!frame || !s)
 		return;
-	hash = walk_frames(p, frame, s);
+	hash = walk_frames(p, tgid, frame, s);
 	if (!hash)
 		return;
-	if (store_stack(tgid, hash, s)) {
+	if (store_stack(tgid, tid, hash, s)) {
 		stat_inc(PTG_SAMPLE_STAT_STACKS_FULL);
 		return;
 	}
@@ -387,7 +408,8 @@ int BPF_PROG(sample_switch, bool preempt, struct task_struct *prev, struct task_
 			count(&st->key, now - st->ts);
 		bpf_map_delete_elem(&offcpu, &pid);
 	}
-	if (preempt || prev_state == 0)
+	/* runnable (preempted) is not blocked; a dying task never comes back */
+	if (preempt || prev_state == 0 || (prev_state & TASK_DEAD))
 		return 0;
 	p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p)

@@ -171,6 +171,9 @@ static int proc_add(struct sampler *s, pid_t pid, char *err, size_t errlen)
 		ret = -ENOMEM;
 		goto cleanup;
 	}
+	/* the mappings now: native stacks still resolve after the process ended */
+	if (s->o.native)
+		proc_syms__load(s->syms, pid, &sp->syms);
 	ret = proc_register(s, sp);
 	if (ret)
 		return ret; /* registered: freed with the sampler */
@@ -218,8 +221,9 @@ static void scan_pid(struct sampler *s, pid_t pid)
 	if (u64map__put(&s->others, (uint64_t)pid, h))
 		return;
 	/* said once per process: the pid stays in others until it runs something else */
-	if (ret == -EPROTONOSUPPORT)
-		fprintf(stderr, "ptrace-gpu: sample: skipping pid %d: %s\n", pid, err);
+	if (ret == -EPROTONOSUPPORT || (s->o.verbose && ret != -ENOEXEC && ret != -ESRCH))
+		fprintf(stderr, "ptrace-gpu: sample: skipping pid %d: %s\n", pid,
+			err[0] ? err : strerror(-ret));
 }
 
 static void scan_all(struct sampler *s)
@@ -266,9 +270,12 @@ size_t sampler__live(const struct sampler *s)
 	return n;
 }
 
-static int on_new_stack(void *ctx, void *data, size_t size)
+static const char *thread_name(struct sampler *s, struct sproc *sp, uint32_t tid);
+
+/* Read now, while the code objects and the thread surely exist. */
+static int on_notice(void *ctx, void *data, size_t size)
 {
-	const struct ptg_sample_new_stack *e = data;
+	const struct ptg_sample_notice *e = data;
 	struct sampler *s = ctx;
 	struct sproc *sp;
 	struct centry *c;
@@ -276,8 +283,11 @@ static int on_new_stack(void *ctx, void *data, size_t size)
 	if (size < sizeof(*e))
 		return 0;
 	sp = sampler_proc(s, e->tgid);
-	/* resolved now, while the code objects surely exist */
-	if (sp && resolve_py_stack(s, sp, e->py_stack, &c) == -ENOMEM)
+	if (!sp)
+		return 0;
+	if (e->kind == PTG_SAMPLE_NEW_THREAD)
+		thread_name(s, sp, e->tid);
+	else if (resolve_py_stack(s, sp, e->py_stack, &c) == -ENOMEM)
 		return -ENOMEM;
 	return 0;
 }
@@ -341,7 +351,7 @@ static int load_bpf(struct sampler *s)
 	s->counts_fd = bpf_map__fd(skel->maps.counts);
 	s->py_stacks_fd = bpf_map__fd(skel->maps.py_stacks);
 	s->native_fd = bpf_map__fd(skel->maps.native_stacks);
-	s->rb = ring_buffer__new(bpf_map__fd(skel->maps.new_stacks), on_new_stack, s, NULL);
+	s->rb = ring_buffer__new(bpf_map__fd(skel->maps.notices), on_notice, s, NULL);
 	if (!s->rb) {
 		fprintf(stderr, "ptrace-gpu: sample: cannot open the ring buffer: %s\n",
 			strerror(errno));
@@ -513,30 +523,47 @@ struct count_entry {
 	struct ptg_sample_value val;
 };
 
-/* Every key and value of the counts map of interval gen. */
+#define BATCH 4096
+
+/* Every key and value of the counts map of interval gen, a few syscalls per 4096 keys. */
 static int read_counts(struct sampler *s, uint16_t gen, struct count_entry **out, size_t *n)
 {
-	struct ptg_sample_key key, next, *prev = NULL;
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+	struct ptg_sample_key *keys = calloc(BATCH, sizeof(*keys));
+	struct ptg_sample_value *vals = calloc(BATCH, sizeof(*vals));
 	struct count_entry *e = NULL;
+	__u64 in = 0, outb = 0;
+	void *inp = NULL;
 	size_t cap = 0;
+	int err = keys && vals ? 0 : -ENOMEM;
 
 	*n = 0;
-	while (bpf_map_get_next_key(s->counts_fd, prev, &next) == 0) {
-		key = next;
-		prev = &key;
-		if (key.gen != gen)
-			continue;
-		if (grow((void **)&e, &cap, *n + 1, sizeof(*e))) {
-			free(e);
-			return -ENOMEM;
+	while (!err) {
+		__u32 cnt = BATCH;
+		int ret = bpf_map_lookup_batch(s->counts_fd, inp, &outb, keys, vals, &cnt, &opts);
+
+		if (ret && errno != ENOENT) {
+			err = -errno;
+			break;
 		}
-		e[*n].key = key;
-		if (bpf_map_lookup_elem(s->counts_fd, &key, &e[*n].val))
-			continue; /* deleted in between */
-		(*n)++;
+		for (__u32 i = 0; i < cnt && !err; i++) {
+			if (keys[i].gen != gen)
+				continue;
+			err = grow((void **)&e, &cap, *n + 1, sizeof(*e));
+			if (!err)
+				e[(*n)++] = (struct count_entry){ keys[i], vals[i] };
+		}
+		if (ret) /* ENOENT: that was the last batch */
+			break;
+		in = outb;
+		inp = &in;
 	}
-	*out = e;
-	return 0;
+	free(keys);
+	free(vals);
+	if (err)
+		free(e);
+	*out = err ? NULL : e;
+	return err;
 }
 
 /* Resolves the stacks counted so far, while their processes are alive. */
@@ -555,9 +582,18 @@ static int sweep(struct sampler *s)
 	return err;
 }
 
+static uint64_t stat_total(const struct sampler *s, int stat)
+{
+	uint64_t sum = 0;
+
+	for (int cpu = 0; cpu < PTG_SAMPLE_MAX_CPUS; cpu++)
+		sum += s->skel->bss->stats[cpu][stat];
+	return sum;
+}
+
 int sampler__poll(struct sampler *s, int timeout_ms)
 {
-	uint64_t now;
+	uint64_t now, drops;
 	int err;
 
 	err = ring_buffer__poll(s->rb, timeout_ms);
@@ -570,6 +606,11 @@ int sampler__poll(struct sampler *s, int timeout_ms)
 	check_exits(s);
 	if (s->o.all)
 		scan_all(s);
+	/* notices tell what to read; only a dropped one calls for a look at every key */
+	drops = stat_total(s, PTG_SAMPLE_STAT_RINGBUF_DROP);
+	if (drops == s->drops_seen)
+		return 0;
+	s->drops_seen = drops;
 	return sweep(s);
 }
 
@@ -719,12 +760,10 @@ void sampler__print_stats(const struct sampler *s, FILE *f)
 		[PTG_SAMPLE_STAT_COUNTS_FULL] = "were dropped (counts map full)",
 		[PTG_SAMPLE_STAT_NATIVE_ERR] = "have no native stack",
 	};
-	uint64_t tot[PTG_SAMPLE_STAT_NR] = {};
+	uint64_t tot[PTG_SAMPLE_STAT_NR];
 
-	for (int cpu = 0; cpu < PTG_SAMPLE_MAX_CPUS; cpu++) {
-		for (int k = 0; k < PTG_SAMPLE_STAT_NR; k++)
-			tot[k] += s->skel->bss->stats[cpu][k];
-	}
+	for (int k = 0; k < PTG_SAMPLE_STAT_NR; k++)
+		tot[k] = stat_total(s, k);
 	fprintf(f, "ptrace-gpu: sample: %llu samples of %zu processes\n",
 		(unsigned long long)tot[PTG_SAMPLE_STAT_TICKS], s->nprocs);
 	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {

@@ -112,6 +112,7 @@ struct sampler {
 	uint32_t gen;
 	uint64_t interval_start_mono, interval_start_real;
 	uint64_t next_tick;
+	uint64_t drops_seen; /* ring-buffer notices lost, as of the last sweep */
 	struct sproc **procs;
 	size_t nprocs, procs_cap;
 	struct u64map proc_idx; /* pid -> index + 1 of the live (or last) process */

@@ -76,10 +76,17 @@ struct ptg_sample_value {
 	__u64 ns;
 };
 
-/* Ring-buffer record: a Python stack was stored for the first time. */
-struct ptg_sample_new_stack {
+enum ptg_sample_notice_kind {
+	PTG_SAMPLE_NEW_STACK = 1,  /* a Python stack was stored for the first time */
+	PTG_SAMPLE_NEW_THREAD = 2, /* a thread was sampled for the first time: read its name */
+};
+
+/* Ring-buffer record: something user space reads while the process lives. */
+struct ptg_sample_notice {
 	__u64 py_stack;
 	__u32 tgid;
+	__u32 tid;
+	__u32 kind;
 	__u32 pad;
 };
 
@@ -92,7 +99,7 @@ enum ptg_sample_stat {
 	PTG_SAMPLE_STAT_STACKS_FULL,	/* py_stacks full: the sample lost its Python stack */
 	PTG_SAMPLE_STAT_COUNTS_FULL,	/* counts full: the sample was dropped */
 	PTG_SAMPLE_STAT_NATIVE_ERR,	/* bpf_get_stackid failed (map full, collision) */
-	PTG_SAMPLE_STAT_RINGBUF_DROP,	/* new-stack notice dropped (resolved at the next sweep) */
+	PTG_SAMPLE_STAT_RINGBUF_DROP,	/* notice dropped (resolved at the next sweep) */
 	PTG_SAMPLE_STAT_TSTATE_WALKS,	/* walks of the interpreter's thread list */
 	PTG_SAMPLE_STAT_NR = 16,
 };
