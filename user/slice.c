@@ -122,6 +122,9 @@ static int other_record(struct slicer *s, const struct ptg_record *rec)
 	}
 	if (r.ts < s->t0 || r.ts > s->t1)
 		return 0;
+	/* the next step's span starts where the window ends */
+	if (r.kind == PTG_REC_SPAN && r.ts == s->t1 && s->t1 > s->t0)
+		return 0;
 	if (r.dur > s->t1 - r.ts)
 		r.dur = s->t1 - r.ts;
 	return trace_writer__record(s->w, &r);

@@ -6,6 +6,8 @@
   --steps N          train N steps (default 5)
   --backward-thread  run each backward pass on a thread of its own
   --loop SECONDS     keep training that long (for benchmarks), then stop
+  --errors N         first call torch.mm N times on shapes that do not fit: the
+                     C++ exception unwinds through the op's probes
 """
 import argparse
 import json
@@ -54,6 +56,17 @@ def oracle(model, opt, x, y, steps):
     return {e.key: e.count for e in prof.key_averages()}
 
 
+def errors(n):
+    a, b = torch.ones(2, 3), torch.ones(4, 5)
+    caught = 0
+    for _ in range(n):
+        try:
+            torch.mm(a, b)
+        except RuntimeError:
+            caught += 1
+    print("caught", caught, flush=True)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--wait", action="store_true")
@@ -61,6 +74,7 @@ def main():
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--backward-thread", action="store_true")
     p.add_argument("--loop", type=float, default=0)
+    p.add_argument("--errors", type=int, default=0)
     a = p.parse_args()
 
     torch.manual_seed(0)
@@ -70,6 +84,8 @@ def main():
     x, y = torch.randn(16, 32), torch.randn(16, 10)
     if a.wait:
         gate.wait_for_go()
+    if a.errors:
+        errors(a.errors)
     if a.oracle:
         print("oracle", json.dumps(oracle(model, opt, x, y, a.steps), sort_keys=True), flush=True)
     elif a.loop:
