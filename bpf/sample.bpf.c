@@ -112,14 +112,47 @@ static __always_inline __u64 read_ptr(__u64 addr)
 	return v;
 }
 
-/* Must match ptg_code_fingerprint() in user/pycode.c. */
-static __always_inline __u32 code_fingerprint(const struct ptg_sample_proc *p, __u64 code)
-{
-	__u64 name = read_ptr(code + p->off.code_qualname);
-	__u64 file = read_ptr(code + p->off.code_filename);
-	__u32 line = 0;
+/* Per-CPU copies of the frame's and the code object's first bytes. */
+struct window {
+	__u8 frame[PTG_SAMPLE_WINDOW];
+	__u8 code[PTG_SAMPLE_WINDOW];
+};
 
-	bpf_probe_read_user(&line, sizeof(line), (const void *)(code + p->off.code_firstlineno));
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct window);
+} windows SEC(".maps");
+
+/* The u64 at off in a block read from base, or read on its own when outside it. */
+static __always_inline __u64 win_u64(const __u8 *win, __u64 base, __u32 off)
+{
+	if (off > PTG_SAMPLE_WINDOW - 8)
+		return read_ptr(base + off);
+	return *(const __u64 *)(win + off);
+}
+
+static __always_inline __u8 win_u8(const __u8 *win, __u64 base, __u32 off)
+{
+	__u8 v = 0;
+
+	if (off > PTG_SAMPLE_WINDOW - 1)
+		bpf_probe_read_user(&v, 1, (const void *)(base + off));
+	else
+		v = win[off];
+	return v;
+}
+
+/* Must match ptg_code_fingerprint() in user/pycode.c. */
+static __always_inline __u32 code_fingerprint(const struct ptg_sample_proc *p, __u64 code,
+					      const __u8 *win)
+{
+	__u64 base = code + p->code_window;
+	__u64 name = win_u64(win, base, p->off.code_qualname - p->code_window);
+	__u64 file = win_u64(win, base, p->off.code_filename - p->code_window);
+	__u32 line = (__u32)win_u64(win, base, p->off.code_firstlineno - p->code_window);
+
 	return (__u32)((name * 0x9e3779b97f4a7c15ull ^ file * 0xc2b2ae3d27d4eb4full ^ line) >> 16);
 }
 
@@ -205,15 +238,6 @@ static __u64 thread_tstate(const struct ptg_sample_proc *p, __u32 tgid, __u32 ti
 	return fresh.tstate;
 }
 
-static __always_inline bool is_shim(const struct ptg_sample_proc *p, __u64 frame)
-{
-	__u8 owner = 0;
-
-	if (p->off.owner_cstack == 0xff)
-		return false;
-	bpf_probe_read_user(&owner, sizeof(owner), (const void *)(frame + p->off.frame_owner));
-	return owner == p->off.owner_cstack;
-}
 
 static __always_inline __u64 mix(__u64 h, __u64 v)
 {
@@ -227,6 +251,7 @@ static __always_inline __u64 mix(__u64 h, __u64 v)
 struct frame_walk {
 	const struct ptg_sample_proc *p;
 	struct ptg_sample_stack *s;
+	struct window *win;
 	__u64 frame;
 	__u64 hash;
 };
@@ -235,26 +260,32 @@ static long frame_step(__u32 i, void *arg)
 {
 	struct frame_walk *w = arg;
 	const struct ptg_sample_proc *p = w->p;
-	struct ptg_sample_frame *f;
+	__u8 *fw = w->win->frame, *cw = w->win->code;
 	__u64 frame = w->frame, code, prev_instr;
-	__u8 entry = 0;
+	struct ptg_sample_frame *f;
+	__u8 entry;
 
 	if (!frame || w->s->depth >= PTG_SAMPLE_MAX_DEPTH)
 		return 1;
-	w->frame = read_ptr(frame + p->off.frame_previous);
-	if (is_shim(p, frame))
+	/* a frame is larger than the window: localsplus follows these fields */
+	bpf_probe_read_user(fw, PTG_SAMPLE_WINDOW, (const void *)frame);
+	w->frame = win_u64(fw, frame, p->off.frame_previous);
+	/* 3.12+ C-stack shim frames run no code of their own */
+	if (p->off.owner_cstack != 0xff &&
+	    win_u8(fw, frame, p->off.frame_owner) == p->off.owner_cstack)
 		return 0;
-	code = read_ptr(frame + p->off.frame_code);
+	code = win_u64(fw, frame, p->off.frame_code);
 	if (!code) {
 		stat_inc(PTG_SAMPLE_STAT_READ_ERR);
 		w->frame = 0;
 		return 1;
 	}
-	prev_instr = read_ptr(frame + p->off.frame_prev_instr);
-	bpf_probe_read_user(&entry, 1, (const void *)(frame + p->frame_is_entry));
+	prev_instr = win_u64(fw, frame, p->off.frame_prev_instr);
+	entry = win_u8(fw, frame, p->frame_is_entry);
+	bpf_probe_read_user(cw, PTG_SAMPLE_WINDOW, (const void *)(code + p->code_window));
 	f = &w->s->frames[w->s->depth & (PTG_SAMPLE_MAX_DEPTH - 1)];
 	f->code = code;
-	f->fingerprint = code_fingerprint(p, code);
+	f->fingerprint = code_fingerprint(p, code, cw);
 	f->instr = prev_instr > code && prev_instr - code < PTG_SAMPLE_INSTR_NONE
 			   ? (__u32)(prev_instr - code)
 			   : PTG_SAMPLE_INSTR_NONE;
@@ -275,7 +306,11 @@ static __u64 walk_frames(const struct ptg_sample_proc *p, __u32 tgid, __u64 fram
 			 struct ptg_sample_stack *s)
 {
 	struct frame_walk w = { .p = p, .s = s, .frame = frame };
+	__u32 zero = 0;
 
+	w.win = bpf_map_lookup_elem(&windows, &zero);
+	if (!w.win)
+		return 0;
 	w.hash = mix(0xcbf29ce484222325ull, tgid);
 	s->depth = 0;
 	/* shim frames take a step but no slot: up to twice the depth in steps */

@@ -112,6 +112,11 @@ static void proc_bpf_value(const struct sproc *sp, struct ptg_sample_proc *v)
 	v->tstate_next = vi->tstate_next;
 	v->tstate_native_tid = vi->tstate_native_tid;
 	v->frame_is_entry = sp->lay->frame_is_entry;
+	v->code_window = vi->off.code_qualname;
+	if (vi->off.code_filename < v->code_window)
+		v->code_window = vi->off.code_filename;
+	if (vi->off.code_firstlineno < v->code_window)
+		v->code_window = vi->off.code_firstlineno;
 }
 
 static int proc_register(struct sampler *s, struct sproc *sp)

@@ -27,7 +27,15 @@ struct ptg_sample_proc {
 	__u32 tstate_next;	   /* PyThreadState.next */
 	__u32 tstate_native_tid;   /* PyThreadState.native_thread_id */
 	__u32 frame_is_entry;	   /* _PyInterpreterFrame.is_entry */
+	__u32 code_window;	   /* lowest of the code fields the fingerprint reads */
 };
+
+/*
+ * The frame fields (from the frame's start) and the code fields (from
+ * code_window) are read as one block of this many bytes each: two reads per
+ * frame instead of seven. A field outside its block is read on its own.
+ */
+#define PTG_SAMPLE_WINDOW 80
 
 /* Value of the threads map (key: tid): the thread's PyThreadState, found by a walk. */
 struct ptg_sample_thread {
