@@ -139,6 +139,76 @@ static int proc_register(struct sampler *s, struct sproc *sp)
 	return err;
 }
 
+#define MAX_TMPLS 32
+
+struct tmpl_match {
+	struct sampler *s;
+	struct py_interp *py;
+	uint64_t inode;
+};
+
+static int match_tmpl(const struct proc_map *m, void *arg)
+{
+	struct tmpl_match *tm = arg;
+
+	if (m->offset || m->path[0] != '/')
+		return 0;
+	for (size_t i = 0; i < tm->s->ntmpls; i++) {
+		const struct interp_tmpl *t = &tm->s->tmpls[i];
+
+		if (t->inode != m->inode || strcmp(t->py.path, m->path))
+			continue;
+		/* the same file: only where it is loaded differs (0 for a non-PIE executable) */
+		*tm->py = t->py;
+		tm->inode = m->inode;
+		tm->py->bias = t->py.bias + (m->start - t->start);
+		tm->py->runtime_addr = t->py.runtime_addr - t->py.bias + tm->py->bias;
+		return 1;
+	}
+	return 0;
+}
+
+static int tmpl_start(const struct proc_map *m, void *arg)
+{
+	struct interp_tmpl *t = arg;
+
+	if (m->offset || strcmp(m->path, t->py.path))
+		return 0;
+	t->start = m->start;
+	t->inode = m->inode;
+	return 1;
+}
+
+/*
+ * py_interp__find() reads the interpreter's ELF file, a few milliseconds;
+ * with -a on a host that starts Python processes all day, each file is read
+ * once and later processes only look up where they mapped it.
+ */
+static int find_interp(struct sampler *s, pid_t pid, struct py_interp *py, char *err,
+		       size_t errlen)
+{
+	struct tmpl_match tm = { s, py, 0 };
+	struct interp_tmpl *t;
+	int ret;
+
+	if (s->ntmpls && proc_maps__for_each(pid, match_tmpl, &tm) == 1) {
+		py->pid = pid;
+		proc_target_path(pid, py->path, tm.inode, py->attach_path,
+				 sizeof(py->attach_path));
+		return 0;
+	}
+	ret = py_interp__find(pid, py, err, errlen);
+	if (ret || s->ntmpls >= MAX_TMPLS)
+		return ret;
+	if (!s->tmpls && !(s->tmpls = calloc(MAX_TMPLS, sizeof(*s->tmpls))))
+		return 0;
+	t = &s->tmpls[s->ntmpls];
+	t->py = *py;
+	if (proc_maps__for_each(pid, tmpl_start, t) == 1)
+		s->ntmpls++;
+	return 0;
+}
+
 /*
  * Starts sampling pid. Returns 0, or a negative errno with the reason in
  * err: -ENOEXEC not Python, -EPROTONOSUPPORT an unsupported version.
@@ -152,7 +222,7 @@ static int proc_add(struct sampler *s, pid_t pid, char *err, size_t errlen)
 	if (!sp)
 		return -ENOMEM;
 	sp->memfd = -1;
-	ret = py_interp__find(pid, &sp->py, err, errlen);
+	ret = find_interp(s, pid, &sp->py, err, errlen);
 	if (!ret && !(sp->lay = sample_layout_lookup(sp->py.info->name))) {
 		snprintf(err, errlen, "pid %d: no sampling layout for Python %s", pid,
 			 sp->py.version);
@@ -466,6 +536,7 @@ void sampler__free(struct sampler *s)
 	ccache_free(&s->native);
 	ccache_free(&s->threads);
 	syms_cache__free(s->syms);
+	free(s->tmpls);
 	tables_free(&s->t);
 	free(s->rows);
 	free(s->pool);

@@ -98,6 +98,13 @@ int ccache_prune(struct ccache *c, uint32_t min_gen, void (*drop)(void *ctx, str
 		 void *ctx);
 void ccache_free(struct ccache *c);
 
+/* An interpreter object already inspected: later processes that map it reuse the result. */
+struct interp_tmpl {
+	struct py_interp py;
+	uint64_t inode;
+	uint64_t start; /* where the inspected process mapped it */
+};
+
 struct sample_bpf;
 
 struct sampler {
@@ -120,6 +127,8 @@ struct sampler {
 	struct sample_tables t;
 	struct ccache py, native, threads;
 	struct syms_cache *syms;
+	struct interp_tmpl *tmpls;
+	size_t ntmpls;
 	/* what take() hands out */
 	struct sample_set set;
 	struct sample_row *rows;
