@@ -25,7 +25,7 @@
 #define TSTATE_RETRY_NS (100 * 1000000ull)
 /* thread states visited per walk, over all interpreters */
 #define MAX_TSTATE_WALK 512
-#define TASK_DEAD 0x80
+#define TASK_DEAD	0x80
 
 const volatile __u64 period_ns = 0;
 const volatile bool native = false;
@@ -188,7 +188,7 @@ static long tstate_step(__u32 i, void *arg)
 /* The PyThreadState whose native_thread_id is tid, or 0. */
 static __u64 walk_tstates(const struct ptg_sample_proc *p, __u32 tid)
 {
-	struct tstate_walk w = { .p = p, .tid = tid };
+	struct tstate_walk w = {.p = p, .tid = tid};
 
 	stat_inc(PTG_SAMPLE_STAT_TSTATE_WALKS);
 	w.interp = read_ptr(p->runtime_addr + p->runtime_interp_head);
@@ -220,7 +220,7 @@ static void notify(__u32 kind, __u32 tgid, __u32 tid, __u64 hash)
 static __u64 thread_tstate(const struct ptg_sample_proc *p, __u32 tgid, __u32 tid)
 {
 	struct ptg_sample_thread *t = bpf_map_lookup_elem(&threads, &tid);
-	struct ptg_sample_thread fresh = { .tgid = tgid };
+	struct ptg_sample_thread fresh = {.tgid = tgid};
 	__u64 now = bpf_ktime_get_ns();
 
 	if (t && t->tgid == tgid) {
@@ -237,7 +237,6 @@ static __u64 thread_tstate(const struct ptg_sample_proc *p, __u32 tgid, __u32 ti
 	bpf_map_update_elem(&threads, &tid, &fresh, BPF_ANY);
 	return fresh.tstate;
 }
-
 
 static __always_inline __u64 mix(__u64 h, __u64 v)
 {
@@ -287,8 +286,8 @@ static long frame_step(__u32 i, void *arg)
 	f->code = code;
 	f->fingerprint = code_fingerprint(p, code, cw);
 	f->instr = prev_instr > code && prev_instr - code < PTG_SAMPLE_INSTR_NONE
-			   ? (__u32)(prev_instr - code)
-			   : PTG_SAMPLE_INSTR_NONE;
+		       ? (__u32)(prev_instr - code)
+		       : PTG_SAMPLE_INSTR_NONE;
 	if (entry)
 		f->instr |= PTG_SAMPLE_FRAME_ENTRY;
 	w->hash = mix(mix(mix(w->hash, code), f->fingerprint), f->instr);
@@ -305,7 +304,7 @@ static long frame_step(__u32 i, void *arg)
 static __u64 walk_frames(const struct ptg_sample_proc *p, __u32 tgid, __u64 frame,
 			 struct ptg_sample_stack *s)
 {
-	struct frame_walk w = { .p = p, .s = s, .frame = frame };
+	struct frame_walk w = {.p = p, .s = s, .frame = frame};
 	__u32 zero = 0;
 
 	w.win = bpf_map_lookup_elem(&windows, &zero);
@@ -383,7 +382,7 @@ static __always_inline void take_stacks(void *ctx, const struct ptg_sample_proc 
 static void count(const struct ptg_sample_key *key, __u64 ns)
 {
 	struct ptg_sample_value *v = bpf_map_lookup_elem(&counts, key);
-	struct ptg_sample_value init = { .count = 1, .ns = ns };
+	struct ptg_sample_value init = {.count = 1, .ns = ns};
 
 	if (v) {
 		__sync_fetch_and_add(&v->count, 1);

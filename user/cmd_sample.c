@@ -19,8 +19,8 @@
 #include "sample.h"
 #include "sample_write.h"
 
-#define MAX_PIDS 1024
-#define MAX_FREQ 10000
+#define MAX_PIDS    1024
+#define MAX_FREQ    10000
 #define MAX_OUTPUTS 8
 
 struct sample_cmd {
@@ -54,33 +54,34 @@ static uint64_t mono_ns(void)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: ptrace-gpu sample (-a | -p PID[,PID...]) [-F HZ] [-d SECS] [-o FILE]\n"
-		"       ptrace-gpu sample (-a | -p PID[,PID...]) --every SECS --dir DIR [--keep N]\n\n"
-		"Samples the Python stacks of running CPython processes at a fixed rate per CPU,\n"
-		"with no change in them, and writes a pprof profile, folded stacks or an SVG.\n\n"
-		"  -a, --all             every Python process on the host, including ones that\n"
-		"                        start while sampling (looked for each second)\n"
-		"  -p, --pid PID[,PID]   these processes (stops when all have exited)\n"
-		"  -F, --freq HZ         samples per second per CPU (default 99)\n"
-		"  -d, --duration SECS   stop after SECS seconds (default: Ctrl-C or SIGTERM)\n"
-		"  -o, --output FILE     FILE.pb.gz: pprof (default sample.pb.gz); FILE.folded or\n"
-		"                        FILE.txt: folded stacks; FILE.svg: a flame graph; -: folded\n"
-		"                        stacks on stdout. Repeat -o for several from one run.\n"
-		"      --folded          folded stacks whatever the name (stdout without -o)\n"
-		"      --format FMT      pprof, folded or svg\n"
-		"      --threads         folded, SVG: one frame per thread under its process\n"
-		"      --native          also the native (C) stack, merged with the Python frames\n"
-		"      --off-cpu         blocked time instead of CPU time: where threads wait,\n"
-		"                        weighted by how long (from sched_switch)\n"
-		"      --every SECS      continuous: write one profile per SECS into --dir\n"
-		"      --dir DIR         where continuous profiles go (sample-<UTC time>.<ext>)\n"
-		"      --keep N          keep the newest N profiles in DIR (default 60)\n"
-		"  -v, --verbose         say when a process is found and when it ends\n"
-		"  -q, --quiet           no summary\n"
-		"  -h, --help            this help\n\n"
-		"Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE). Supported Python: %s.\n",
-		py_supported_versions());
+	fprintf(
+	    f,
+	    "usage: ptrace-gpu sample (-a | -p PID[,PID...]) [-F HZ] [-d SECS] [-o FILE]\n"
+	    "       ptrace-gpu sample (-a | -p PID[,PID...]) --every SECS --dir DIR [--keep N]\n\n"
+	    "Samples the Python stacks of running CPython processes at a fixed rate per CPU,\n"
+	    "with no change in them, and writes a pprof profile, folded stacks or an SVG.\n\n"
+	    "  -a, --all             every Python process on the host, including ones that\n"
+	    "                        start while sampling (looked for each second)\n"
+	    "  -p, --pid PID[,PID]   these processes (stops when all have exited)\n"
+	    "  -F, --freq HZ         samples per second per CPU (default 99)\n"
+	    "  -d, --duration SECS   stop after SECS seconds (default: Ctrl-C or SIGTERM)\n"
+	    "  -o, --output FILE     FILE.pb.gz: pprof (default sample.pb.gz); FILE.folded or\n"
+	    "                        FILE.txt: folded stacks; FILE.svg: a flame graph; -: folded\n"
+	    "                        stacks on stdout. Repeat -o for several from one run.\n"
+	    "      --folded          folded stacks whatever the name (stdout without -o)\n"
+	    "      --format FMT      pprof, folded or svg\n"
+	    "      --threads         folded, SVG: one frame per thread under its process\n"
+	    "      --native          also the native (C) stack, merged with the Python frames\n"
+	    "      --off-cpu         blocked time instead of CPU time: where threads wait,\n"
+	    "                        weighted by how long (from sched_switch)\n"
+	    "      --every SECS      continuous: write one profile per SECS into --dir\n"
+	    "      --dir DIR         where continuous profiles go (sample-<UTC time>.<ext>)\n"
+	    "      --keep N          keep the newest N profiles in DIR (default 60)\n"
+	    "  -v, --verbose         say when a process is found and when it ends\n"
+	    "  -q, --quiet           no summary\n"
+	    "  -h, --help            this help\n\n"
+	    "Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE). Supported Python: %s.\n",
+	    py_supported_versions());
 }
 
 static int parse_uint(const char *s, unsigned int min, unsigned int max, unsigned int *out)
@@ -112,7 +113,7 @@ static int parse_pids(struct sample_cmd *c, char *arg)
 
 static int parse_format(struct sample_cmd *c, const char *s)
 {
-	static const char *const names[] = { "pprof", "folded", "svg" };
+	static const char *const names[] = {"pprof", "folded", "svg"};
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		if (!strcmp(s, names[i])) {
@@ -125,8 +126,16 @@ static int parse_format(struct sample_cmd *c, const char *s)
 	return -EINVAL;
 }
 
-enum { OPT_FOLDED = 256, OPT_FORMAT, OPT_THREADS, OPT_NATIVE, OPT_OFFCPU, OPT_EVERY, OPT_DIR,
-       OPT_KEEP };
+enum {
+	OPT_FOLDED = 256,
+	OPT_FORMAT,
+	OPT_THREADS,
+	OPT_NATIVE,
+	OPT_OFFCPU,
+	OPT_EVERY,
+	OPT_DIR,
+	OPT_KEEP
+};
 
 static int parse_opt(struct sample_cmd *c, int opt, char *arg)
 {
@@ -221,9 +230,10 @@ static int check_opts(struct sample_cmd *c)
 	}
 	if (!c->noutputs && !c->every)
 		c->outputs[c->noutputs++] =
-			c->wo.format == SAMPLE_FMT_FOLDED && c->format_set ? "-" : "sample.pb.gz";
+		    c->wo.format == SAMPLE_FMT_FOLDED && c->format_set ? "-" : "sample.pb.gz";
 	for (size_t i = 0; i < c->noutputs; i++) {
-		if (!strcmp(c->outputs[i], "-") && output_format(c, c->outputs[i]) == SAMPLE_FMT_PPROF) {
+		if (!strcmp(c->outputs[i], "-") &&
+		    output_format(c, c->outputs[i]) == SAMPLE_FMT_PPROF) {
 			fprintf(stderr, "ptrace-gpu: sample: pprof goes to a file, not stdout\n");
 			return -EINVAL;
 		}
@@ -234,27 +244,27 @@ static int check_opts(struct sample_cmd *c)
 static int parse_opts(int argc, char **argv, struct sample_cmd *c)
 {
 	static const struct option longopts[] = {
-		{ "all", no_argument, NULL, 'a' },
-		{ "pid", required_argument, NULL, 'p' },
-		{ "freq", required_argument, NULL, 'F' },
-		{ "duration", required_argument, NULL, 'd' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "folded", no_argument, NULL, OPT_FOLDED },
-		{ "format", required_argument, NULL, OPT_FORMAT },
-		{ "threads", no_argument, NULL, OPT_THREADS },
-		{ "native", no_argument, NULL, OPT_NATIVE },
-		{ "off-cpu", no_argument, NULL, OPT_OFFCPU },
-		{ "every", required_argument, NULL, OPT_EVERY },
-		{ "dir", required_argument, NULL, OPT_DIR },
-		{ "keep", required_argument, NULL, OPT_KEEP },
-		{},
+	    {"all", no_argument, NULL, 'a'},
+	    {"pid", required_argument, NULL, 'p'},
+	    {"freq", required_argument, NULL, 'F'},
+	    {"duration", required_argument, NULL, 'd'},
+	    {"output", required_argument, NULL, 'o'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"folded", no_argument, NULL, OPT_FOLDED},
+	    {"format", required_argument, NULL, OPT_FORMAT},
+	    {"threads", no_argument, NULL, OPT_THREADS},
+	    {"native", no_argument, NULL, OPT_NATIVE},
+	    {"off-cpu", no_argument, NULL, OPT_OFFCPU},
+	    {"every", required_argument, NULL, OPT_EVERY},
+	    {"dir", required_argument, NULL, OPT_DIR},
+	    {"keep", required_argument, NULL, OPT_KEEP},
+	    {},
 	};
 	int opt, err;
 
-	*c = (struct sample_cmd){ .so = { .freq = 99 }, .keep = 60 };
+	*c = (struct sample_cmd){.so = {.freq = 99}, .keep = 60};
 	c->so.pids = c->pids;
 	while ((opt = getopt_long(argc, argv, "ap:F:d:o:vqh", longopts, NULL)) != -1) {
 		if (opt == 'h') {
@@ -279,7 +289,7 @@ static int cmp_names(const void *a, const void *b)
 
 static bool is_profile_name(const char *name)
 {
-	static const char *const exts[] = { ".pb.gz", ".folded", ".svg" };
+	static const char *const exts[] = {".pb.gz", ".folded", ".svg"};
 	size_t n = strlen(name);
 
 	if (strncmp(name, "sample-", 7))
@@ -413,7 +423,7 @@ static const char *run_loop(struct sample_cmd *c, struct sampler *s, int *err)
 
 static int sample_run(struct sample_cmd *c)
 {
-	struct sigaction sa = { .sa_handler = on_signal };
+	struct sigaction sa = {.sa_handler = on_signal};
 	const struct sample_set *set;
 	struct sampler *s = NULL;
 	const char *why;

@@ -15,7 +15,7 @@
 #include "u64map.h"
 
 #define WIRE_VARINT 0
-#define WIRE_LEN 2
+#define WIRE_LEN    2
 
 /* Field numbers of profile.proto */
 enum {
@@ -291,7 +291,7 @@ int pprof__add_sample_type(struct pprof *p, const char *type, const char *unit)
 		return -ENOMEM;
 	if (p->ntypes >= PPROF_MAX_VALUES)
 		return -E2BIG;
-	p->types[p->ntypes++] = (struct pprof_value_type){ t, u };
+	p->types[p->ntypes++] = (struct pprof_value_type){t, u};
 	return 0;
 }
 
@@ -311,8 +311,7 @@ void pprof__set_time(struct pprof *p, int64_t time_nanos, int64_t duration_nanos
 uint64_t pprof__function(struct pprof *p, const char *name, const char *filename,
 			 int64_t start_line)
 {
-	struct pprof_function f = { pprof__string(p, name), pprof__string(p, filename),
-				    start_line };
+	struct pprof_function f = {pprof__string(p, name), pprof__string(p, filename), start_line};
 	uint64_t h = hash_bytes(14695981039346656037ull, &f, sizeof(f)), *id;
 
 	if (f.name < 0 || f.filename < 0)
@@ -334,7 +333,7 @@ uint64_t pprof__function(struct pprof *p, const char *name, const char *filename
 uint64_t pprof__mapping(struct pprof *p, uint64_t start, uint64_t limit, uint64_t offset,
 			const char *filename)
 {
-	struct pprof_mapping m = { start, limit, offset, pprof__string(p, filename) };
+	struct pprof_mapping m = {start, limit, offset, pprof__string(p, filename)};
 	uint64_t *id;
 
 	if (m.filename < 0)
@@ -353,7 +352,7 @@ uint64_t pprof__mapping(struct pprof *p, uint64_t start, uint64_t limit, uint64_
 uint64_t pprof__location(struct pprof *p, uint64_t mapping, uint64_t address, uint64_t function,
 			 int64_t line)
 {
-	struct pprof_location l = { mapping, address, function, line };
+	struct pprof_location l = {mapping, address, function, line};
 	uint64_t h = hash_bytes(14695981039346656037ull, &l, sizeof(l)), *id;
 
 	for (;; h++) {

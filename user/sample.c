@@ -31,11 +31,11 @@
 #include "sample_int.h"
 #include "syscheck.h"
 
-#define NSEC_PER_SEC 1000000000ull
-#define TICK_NS NSEC_PER_SEC
-#define COUNTS_MAX 65536
+#define NSEC_PER_SEC	  1000000000ull
+#define TICK_NS		  NSEC_PER_SEC
+#define COUNTS_MAX	  65536
 #define NATIVE_STACKS_MAX 16384
-#define MAX_ROW_DEPTH (PTG_SAMPLE_MAX_DEPTH + 128)
+#define MAX_ROW_DEPTH	  (PTG_SAMPLE_MAX_DEPTH + 128)
 /* entries unused for this many intervals leave the caches (continuous mode) */
 #define KEEP_GENS 2
 
@@ -184,17 +184,15 @@ static int tmpl_start(const struct proc_map *m, void *arg)
  * with -a on a host that starts Python processes all day, each file is read
  * once and later processes only look up where they mapped it.
  */
-static int find_interp(struct sampler *s, pid_t pid, struct py_interp *py, char *err,
-		       size_t errlen)
+static int find_interp(struct sampler *s, pid_t pid, struct py_interp *py, char *err, size_t errlen)
 {
-	struct tmpl_match tm = { s, py, 0 };
+	struct tmpl_match tm = {s, py, 0};
 	struct interp_tmpl *t;
 	int ret;
 
 	if (s->ntmpls && proc_maps__for_each(pid, match_tmpl, &tm) == 1) {
 		py->pid = pid;
-		proc_target_path(pid, py->path, tm.inode, py->attach_path,
-				 sizeof(py->attach_path));
+		proc_target_path(pid, py->path, tm.inode, py->attach_path, sizeof(py->attach_path));
 		return 0;
 	}
 	ret = py_interp__find(pid, py, err, errlen);
@@ -332,7 +330,8 @@ static void check_exits(struct sampler *s)
 			close(sp->memfd);
 		sp->memfd = -1;
 		if (s->o.verbose)
-			fprintf(stderr, "ptrace-gpu: sample: pid %d (%s) ended\n", sp->pid, sp->comm);
+			fprintf(stderr, "ptrace-gpu: sample: pid %d (%s) ended\n", sp->pid,
+				sp->comm);
 	}
 }
 
@@ -370,23 +369,23 @@ static int on_notice(void *ctx, void *data, size_t size)
 static int open_perf_events(struct sampler *s)
 {
 	struct perf_event_attr attr = {
-		.type = PERF_TYPE_SOFTWARE,
-		.size = sizeof(attr),
-		.config = PERF_COUNT_SW_CPU_CLOCK,
-		.sample_period = s->period_ns, /* cpu-clock counts nanoseconds */
+	    .type = PERF_TYPE_SOFTWARE,
+	    .size = sizeof(attr),
+	    .config = PERF_COUNT_SW_CPU_CLOCK,
+	    .sample_period = s->period_ns, /* cpu-clock counts nanoseconds */
 	};
 	int attached = 0;
 
 	for (int cpu = 0; cpu < s->ncpus; cpu++) {
-		int fd = (int)syscall(SYS_perf_event_open, &attr, -1, cpu, -1,
-				      PERF_FLAG_FD_CLOEXEC);
+		int fd =
+		    (int)syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 
 		s->pfds[cpu] = fd;
 		if (fd < 0) {
 			if (errno == ENODEV)
 				continue; /* offline CPU */
-			fprintf(stderr, "ptrace-gpu: sample: perf_event_open on CPU %d: %s\n",
-				cpu, strerror(errno));
+			fprintf(stderr, "ptrace-gpu: sample: perf_event_open on CPU %d: %s\n", cpu,
+				strerror(errno));
 			return -errno;
 		}
 		s->links[cpu] = bpf_program__attach_perf_event(s->skel->progs.sample_cpu, fd);
@@ -406,7 +405,8 @@ static int load_bpf(struct sampler *s)
 	int err;
 
 	if (!skel) {
-		fprintf(stderr, "ptrace-gpu: sample: cannot open BPF object: %s\n", strerror(errno));
+		fprintf(stderr, "ptrace-gpu: sample: cannot open BPF object: %s\n",
+			strerror(errno));
 		return -errno;
 	}
 	s->skel = skel;
@@ -627,7 +627,7 @@ static int read_counts(struct sampler *s, uint16_t gen, struct count_entry **out
 				continue;
 			err = grow((void **)&e, &cap, *n + 1, sizeof(*e));
 			if (!err)
-				e[(*n)++] = (struct count_entry){ keys[i], vals[i] };
+				e[(*n)++] = (struct count_entry){keys[i], vals[i]};
 		}
 		if (ret) /* ENOENT: that was the last batch */
 			break;
@@ -701,8 +701,7 @@ static int set_proc_index(struct sampler *s, struct sproc *sp, uint32_t *out)
 	if (grow((void **)&s->set_procs, &s->set_procs_cap, s->set.nprocs + 1,
 		 sizeof(*s->set_procs)))
 		return -ENOMEM;
-	s->set_procs[s->set.nprocs] =
-		(struct sample_proc){ (uint32_t)sp->pid, sp->comm, sp->interp };
+	s->set_procs[s->set.nprocs] = (struct sample_proc){(uint32_t)sp->pid, sp->comm, sp->interp};
 	*out = (uint32_t)s->set.nprocs++;
 	return 0;
 }
@@ -798,10 +797,10 @@ int sampler__take(struct sampler *s, const struct sample_set **out)
 	usleep(2000);
 	ring_buffer__consume(s->rb);
 	s->set = (struct sample_set){
-		.kind = s->o.offcpu ? PTG_SAMPLE_OFFCPU : PTG_SAMPLE_CPU,
-		.period_ns = s->o.offcpu ? 0 : s->period_ns,
-		.start_realtime_ns = s->interval_start_real,
-		.duration_ns = now - s->interval_start_mono,
+	    .kind = s->o.offcpu ? PTG_SAMPLE_OFFCPU : PTG_SAMPLE_CPU,
+	    .period_ns = s->o.offcpu ? 0 : s->period_ns,
+	    .start_realtime_ns = s->interval_start_real,
+	    .duration_ns = now - s->interval_start_mono,
 	};
 	s->pool_len = 0;
 	err = read_counts(s, old, &e, &n);
@@ -829,12 +828,12 @@ int sampler__take(struct sampler *s, const struct sample_set **out)
 void sampler__print_stats(const struct sampler *s, FILE *f)
 {
 	static const char *const names[] = {
-		[PTG_SAMPLE_STAT_NO_TSTATE] = "had no Python thread state",
-		[PTG_SAMPLE_STAT_READ_ERR] = "had an unreadable frame",
-		[PTG_SAMPLE_STAT_TRUNCATED] = "were cut at the maximum depth",
-		[PTG_SAMPLE_STAT_STACKS_FULL] = "lost their Python stack (stack map full)",
-		[PTG_SAMPLE_STAT_COUNTS_FULL] = "were dropped (counts map full)",
-		[PTG_SAMPLE_STAT_NATIVE_ERR] = "have no native stack",
+	    [PTG_SAMPLE_STAT_NO_TSTATE] = "had no Python thread state",
+	    [PTG_SAMPLE_STAT_READ_ERR] = "had an unreadable frame",
+	    [PTG_SAMPLE_STAT_TRUNCATED] = "were cut at the maximum depth",
+	    [PTG_SAMPLE_STAT_STACKS_FULL] = "lost their Python stack (stack map full)",
+	    [PTG_SAMPLE_STAT_COUNTS_FULL] = "were dropped (counts map full)",
+	    [PTG_SAMPLE_STAT_NATIVE_ERR] = "have no native stack",
 	};
 	uint64_t tot[PTG_SAMPLE_STAT_NR];
 
@@ -848,8 +847,9 @@ void sampler__print_stats(const struct sampler *s, FILE *f)
 				(unsigned long long)tot[k], names[k]);
 	}
 	if (s->lost_py_stacks || s->lost_native_stacks)
-		fprintf(f, "ptrace-gpu: sample: %llu samples lost their Python stack, %llu their "
-			   "native stack (evicted before they were read)\n",
+		fprintf(f,
+			"ptrace-gpu: sample: %llu samples lost their Python stack, %llu their "
+			"native stack (evicted before they were read)\n",
 			(unsigned long long)s->lost_py_stacks,
 			(unsigned long long)s->lost_native_stacks);
 	if (s->unresolved_code)

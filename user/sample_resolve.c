@@ -18,19 +18,19 @@
 #include "sample_int.h"
 
 #define MAX_LINETABLE (1 << 20)
-#define NATIVE_DEPTH 127
-#define EVAL_FUNC "_PyEval_EvalFrameDefault"
+#define NATIVE_DEPTH  127
+#define EVAL_FUNC     "_PyEval_EvalFrameDefault"
 
 static const struct sample_layout layouts[] = {
-	{
-		.version = "3.11",
-		.interp_next = 0,
-		.frame_is_entry = 68,
-		.code_linetable = 136,
-		.code_adaptive = 184,
-		.bytes_size = 16,
-		.bytes_data = 32,
-	},
+    {
+	.version = "3.11",
+	.interp_next = 0,
+	.frame_is_entry = 68,
+	.code_linetable = 136,
+	.code_adaptive = 184,
+	.bytes_size = 16,
+	.bytes_data = 32,
+    },
 };
 
 const struct sample_layout *sample_layout_lookup(const char *version)
@@ -135,8 +135,8 @@ uint32_t tables_frame(struct sample_tables *t, const struct sample_frame *f)
 uint32_t tables_simple_frame(struct sample_tables *t, const char *name, const char *file,
 			     uint32_t start_line, uint32_t kind, uint32_t line)
 {
-	struct sample_func fn = { tables_str(t, name), tables_str(t, file), start_line, kind };
-	struct sample_frame fr = { .line = line };
+	struct sample_func fn = {tables_str(t, name), tables_str(t, file), start_line, kind};
+	struct sample_frame fr = {.line = line};
 
 	if (!fn.name || !fn.file)
 		return UINT32_MAX;
@@ -188,7 +188,7 @@ struct centry *ccache_add(struct ccache *c, uint32_t tgid, uint32_t id32, uint64
 	    u64map__put(&c->idx, k, c->n + 1))
 		return NULL;
 	e = &c->e[c->n++];
-	*e = (struct centry){ .tgid = tgid, .id32 = id32, .id64 = id64 };
+	*e = (struct centry){.tgid = tgid, .id32 = id32, .id64 = id64};
 	return e;
 }
 
@@ -300,7 +300,7 @@ static void read_linetable(struct sproc *sp, struct scode *c)
 static void read_code(struct sampler *s, struct sproc *sp, struct scode *c)
 {
 	struct py_code_info ci;
-	struct sample_func fn = { .kind = SAMPLE_FUNC_PYTHON };
+	struct sample_func fn = {.kind = SAMPLE_FUNC_PYTHON};
 
 	c->func = UINT32_MAX;
 	if (sp->memfd < 0 || py_read_code(sp->memfd, sp->py.info, c->code, &ci))
@@ -335,7 +335,7 @@ static struct scode *proc_code(struct sampler *s, struct sproc *sp, uint64_t cod
 		memset(c, 0, sizeof(*c));
 	}
 	free(c->linetable);
-	*c = (struct scode){ .code = code, .fingerprint = fp };
+	*c = (struct scode){.code = code, .fingerprint = fp};
 	read_code(s, sp, c);
 	return c;
 }
@@ -382,7 +382,8 @@ int resolve_py_stack(struct sampler *s, struct sproc *sp, uint64_t hash, struct 
 	if (!frames)
 		return -ENOMEM;
 	if (st.truncated)
-		frames[n++] = tables_simple_frame(&s->t, "[truncated]", "", 0, SAMPLE_FUNC_SPECIAL, 0);
+		frames[n++] =
+		    tables_simple_frame(&s->t, "[truncated]", "", 0, SAMPLE_FUNC_SPECIAL, 0);
 	for (uint32_t i = st.depth; i-- > 0;) {
 		frames[n] = py_frame(s, sp, &st.frames[i]);
 		if (frames[n] == UINT32_MAX)
@@ -415,8 +416,8 @@ static const char *basename_of(const char *path)
 static uint32_t native_frame(struct sampler *s, struct sproc *sp, uint64_t ip, bool leaf,
 			     bool *eval)
 {
-	struct sample_frame fr = { .addr = ip };
-	struct sample_func fn = { .kind = SAMPLE_FUNC_NATIVE };
+	struct sample_frame fr = {.addr = ip};
+	struct sample_func fn = {.kind = SAMPLE_FUNC_NATIVE};
 	struct sym_result r;
 	char buf[PATH_MAX + 2];
 

@@ -217,7 +217,7 @@ static int read_segments(struct obj_file *o, Elf *elf)
 	for (size_t i = 0; i < n; i++) {
 		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
 			continue;
-		o->segs[o->nsegs++] = (struct obj_seg){ ph.p_offset, ph.p_vaddr, ph.p_filesz };
+		o->segs[o->nsegs++] = (struct obj_seg){ph.p_offset, ph.p_vaddr, ph.p_filesz};
 		if (ph.p_vaddr < o->start) {
 			o->start = ph.p_vaddr;
 			o->start_offset = ph.p_offset;
@@ -306,7 +306,7 @@ static int add_map(const struct proc_map *m, void *arg)
 		ps->cap = ncap;
 	}
 	e = &ps->maps[ps->nmaps];
-	*e = (struct proc_map_ent){ .start = m->start, .end = m->end, .offset = m->offset };
+	*e = (struct proc_map_ent){.start = m->start, .end = m->end, .offset = m->offset};
 	if (m->path[0] == '/') {
 		e->obj = cache_get(ps->cache, m->path, m->inode);
 		if (!e->obj)

@@ -61,13 +61,13 @@ static int add_row(struct pprof *p, const struct sample_set *set, const struct s
 {
 	const struct sample_proc *pr = &set->procs[r->proc];
 	struct pprof_label labels[] = {
-		{ .key = "pid", .num = pr->pid },
-		{ .key = "tid", .num = r->tid },
-		{ .key = "comm", .str = pr->comm },
-		{ .key = "thread", .str = r->thread },
-		{ .key = "interpreter", .str = pr->interp },
+	    {.key = "pid", .num = pr->pid},
+	    {.key = "tid", .num = r->tid},
+	    {.key = "comm", .str = pr->comm},
+	    {.key = "thread", .str = r->thread},
+	    {.key = "interpreter", .str = pr->interp},
 	};
-	int64_t values[2] = { (int64_t)r->count, (int64_t)r->ns };
+	int64_t values[2] = {(int64_t)r->count, (int64_t)r->ns};
 
 	/* pprof lists the leaf first */
 	for (uint32_t d = 0; d < r->depth; d++) {
@@ -115,7 +115,8 @@ static char *frame_name(const struct sample_set *set, uint32_t i)
 	char *s = NULL;
 
 	if (fn->kind == SAMPLE_FUNC_PYTHON)
-		return asprintf(&s, "%s (%s:%u)", fn->name, fn->file, fn->start_line) < 0 ? NULL : s;
+		return asprintf(&s, "%s (%s:%u)", fn->name, fn->file, fn->start_line) < 0 ? NULL
+											  : s;
 	return strdup(fn->name);
 }
 
@@ -150,9 +151,8 @@ static int collect(const struct sample_set *set, const struct sample_write_opts 
 	struct flamegraph *fg = NULL;
 	int err;
 
-	err = names ? flamegraph__new(set->kind == PTG_SAMPLE_CPU ? FG_WEIGHT_CPU
-								 : FG_WEIGHT_OFFCPU,
-				      &fg)
+	err = names ? flamegraph__new(
+			  set->kind == PTG_SAMPLE_CPU ? FG_WEIGHT_CPU : FG_WEIGHT_OFFCPU, &fg)
 		    : -ENOMEM;
 	for (size_t i = 0; i < set->nrows && !err; i++)
 		err = add_stack(fg, set, o, &set->rows[i], names);

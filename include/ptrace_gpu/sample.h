@@ -73,7 +73,7 @@ enum ptg_sample_kind {
 struct ptg_sample_key {
 	__u32 tgid;
 	__u32 tid;
-	__u64 py_stack;	   /* key in py_stacks; 0: no Python frame (no thread state) */
+	__u64 py_stack;	    /* key in py_stacks; 0: no Python frame (no thread state) */
 	__s32 native_stack; /* id in native_stacks; < 0: none taken or the take failed */
 	__u16 kind;	    /* enum ptg_sample_kind */
 	__u16 gen;	    /* the interval it was counted in (continuous mode) */
@@ -100,15 +100,15 @@ struct ptg_sample_notice {
 
 /* Counters in the BPF program's .bss, per CPU, indexed by this. */
 enum ptg_sample_stat {
-	PTG_SAMPLE_STAT_TICKS = 0,	/* samples taken of threads of sampled processes */
-	PTG_SAMPLE_STAT_NO_TSTATE,	/* the thread had no PyThreadState */
-	PTG_SAMPLE_STAT_READ_ERR,	/* a read of target memory failed mid-walk */
-	PTG_SAMPLE_STAT_TRUNCATED,	/* stack deeper than PTG_SAMPLE_MAX_DEPTH */
-	PTG_SAMPLE_STAT_STACKS_FULL,	/* py_stacks full: the sample lost its Python stack */
-	PTG_SAMPLE_STAT_COUNTS_FULL,	/* counts full: the sample was dropped */
-	PTG_SAMPLE_STAT_NATIVE_ERR,	/* bpf_get_stackid failed (map full, collision) */
-	PTG_SAMPLE_STAT_RINGBUF_DROP,	/* notice dropped (resolved at the next sweep) */
-	PTG_SAMPLE_STAT_TSTATE_WALKS,	/* walks of the interpreter's thread list */
+	PTG_SAMPLE_STAT_TICKS = 0,    /* samples taken of threads of sampled processes */
+	PTG_SAMPLE_STAT_NO_TSTATE,    /* the thread had no PyThreadState */
+	PTG_SAMPLE_STAT_READ_ERR,     /* a read of target memory failed mid-walk */
+	PTG_SAMPLE_STAT_TRUNCATED,    /* stack deeper than PTG_SAMPLE_MAX_DEPTH */
+	PTG_SAMPLE_STAT_STACKS_FULL,  /* py_stacks full: the sample lost its Python stack */
+	PTG_SAMPLE_STAT_COUNTS_FULL,  /* counts full: the sample was dropped */
+	PTG_SAMPLE_STAT_NATIVE_ERR,   /* bpf_get_stackid failed (map full, collision) */
+	PTG_SAMPLE_STAT_RINGBUF_DROP, /* notice dropped (resolved at the next sweep) */
+	PTG_SAMPLE_STAT_TSTATE_WALKS, /* walks of the interpreter's thread list */
 	PTG_SAMPLE_STAT_NR = 16,
 };
 

@@ -27,10 +27,10 @@ static int bytes_eq(const struct pb_buf *b, const uint8_t *want, size_t n, const
 	return 0;
 }
 
-#define EXPECT_BYTES(b, name, ...)                                                      \
-	({                                                                              \
-		static const uint8_t ___w[] = { __VA_ARGS__ };                          \
-		bytes_eq(b, ___w, sizeof(___w), name);                                  \
+#define EXPECT_BYTES(b, name, ...)                                                                 \
+	({                                                                                         \
+		static const uint8_t ___w[] = {__VA_ARGS__};                                       \
+		bytes_eq(b, ___w, sizeof(___w), name);                                             \
 	})
 
 static void test_varints(void)
@@ -40,13 +40,13 @@ static void test_varints(void)
 		uint8_t bytes[10];
 		size_t n;
 	} cases[] = {
-		{ 0, { 0x00 }, 1 },
-		{ 1, { 0x01 }, 1 },
-		{ 127, { 0x7f }, 1 },
-		{ 128, { 0x80, 0x01 }, 2 },
-		{ 300, { 0xac, 0x02 }, 2 },
-		{ 16384, { 0x80, 0x80, 0x01 }, 3 },
-		{ UINT64_MAX, { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01 }, 10 },
+	    {0, {0x00}, 1},
+	    {1, {0x01}, 1},
+	    {127, {0x7f}, 1},
+	    {128, {0x80, 0x01}, 2},
+	    {300, {0xac, 0x02}, 2},
+	    {16384, {0x80, 0x80, 0x01}, 3},
+	    {UINT64_MAX, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, 10},
 	};
 	struct pb_buf b = {};
 
@@ -70,7 +70,7 @@ static void test_varints(void)
 	pb_bytes(&b, 6, "ab", 2);
 	EXPECT_BYTES(&b, "strings", 0x32, 0x00, 0x32, 0x02, 'a', 'b');
 	b.len = 0;
-	pb_packed_uint(&b, 1, (const uint64_t[]){ 1, 300, 2 }, 3);
+	pb_packed_uint(&b, 1, (const uint64_t[]){1, 300, 2}, 3);
 	EXPECT_BYTES(&b, "packed", 0x0a, 0x04, 0x01, 0xac, 0x02, 0x02);
 	pb_buf__free(&b);
 }
@@ -132,7 +132,7 @@ static void test_strings(void)
 
 static void test_profile(void)
 {
-	struct pprof_label label = { .key = "pid", .num = 42 };
+	struct pprof_label label = {.key = "pid", .num = 42};
 	struct pb_buf b = {};
 	struct pprof *p = NULL;
 	uint64_t fn, loc;
@@ -142,25 +142,23 @@ static void test_profile(void)
 	ASSERT_EQ(pprof__add_sample_type(p, "samples", "count"), 0, "sample type");
 	fn = pprof__function(p, "f", "x.py", 3);
 	loc = pprof__location(p, 0, 0, fn, 7);
-	ASSERT_EQ(pprof__add_sample(p, &loc, 1, (const int64_t[]){ 5 }, 1, &label, 1), 0,
-		  "sample");
-	ASSERT_EQ(pprof__add_sample(p, &loc, 1, (const int64_t[]){ 5, 6 }, 2, NULL, 0), -EINVAL,
+	ASSERT_EQ(pprof__add_sample(p, &loc, 1, (const int64_t[]){5}, 1, &label, 1), 0, "sample");
+	ASSERT_EQ(pprof__add_sample(p, &loc, 1, (const int64_t[]){5, 6}, 2, NULL, 0), -EINVAL,
 		  "value count checked");
 	ASSERT_EQ(pprof__encode(p, &b), 0, "encode");
-	EXPECT_BYTES(&b, "profile",
-		     /* sample_type { type: 1 unit: 2 } */
-		     0x0a, 0x04, 0x08, 0x01, 0x10, 0x02,
-		     /* sample { location_id: [1] value: [5] label { key: 5 num: 42 } } */
-		     0x12, 0x0c, 0x0a, 0x01, 0x01, 0x12, 0x01, 0x05, 0x1a, 0x04, 0x08, 0x05, 0x18,
-		     0x2a,
-		     /* location { id: 1 line { function_id: 1 line: 7 } } */
-		     0x22, 0x08, 0x08, 0x01, 0x22, 0x04, 0x08, 0x01, 0x10, 0x07,
-		     /* function { id: 1 name: 3 system_name: 3 filename: 4 start_line: 3 } */
-		     0x2a, 0x0a, 0x08, 0x01, 0x10, 0x03, 0x18, 0x03, 0x20, 0x04, 0x28, 0x03,
-		     /* string_table: "" samples count f x.py pid */
-		     0x32, 0x00, 0x32, 0x07, 's', 'a', 'm', 'p', 'l', 'e', 's', 0x32, 0x05, 'c',
-		     'o', 'u', 'n', 't', 0x32, 0x01, 'f', 0x32, 0x04, 'x', '.', 'p', 'y', 0x32,
-		     0x03, 'p', 'i', 'd');
+	EXPECT_BYTES(
+	    &b, "profile",
+	    /* sample_type { type: 1 unit: 2 } */
+	    0x0a, 0x04, 0x08, 0x01, 0x10, 0x02,
+	    /* sample { location_id: [1] value: [5] label { key: 5 num: 42 } } */
+	    0x12, 0x0c, 0x0a, 0x01, 0x01, 0x12, 0x01, 0x05, 0x1a, 0x04, 0x08, 0x05, 0x18, 0x2a,
+	    /* location { id: 1 line { function_id: 1 line: 7 } } */
+	    0x22, 0x08, 0x08, 0x01, 0x22, 0x04, 0x08, 0x01, 0x10, 0x07,
+	    /* function { id: 1 name: 3 system_name: 3 filename: 4 start_line: 3 } */
+	    0x2a, 0x0a, 0x08, 0x01, 0x10, 0x03, 0x18, 0x03, 0x20, 0x04, 0x28, 0x03,
+	    /* string_table: "" samples count f x.py pid */
+	    0x32, 0x00, 0x32, 0x07, 's', 'a', 'm', 'p', 'l', 'e', 's', 0x32, 0x05, 'c', 'o', 'u',
+	    'n', 't', 0x32, 0x01, 'f', 0x32, 0x04, 'x', '.', 'p', 'y', 0x32, 0x03, 'p', 'i', 'd');
 	pb_buf__free(&b);
 	pprof__free(p);
 }
