@@ -1,0 +1,381 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The CUPTI agent's messages -> records: clock mapping by hand, and
+ * synthetic activity buffers built with cupti_activity.h's own structs,
+ * decoded into a trace and read back. Without CUPTI headers at build time
+ * only the clock mapping is tested.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "cupti.h"
+#include "test.h"
+#include "trace.h"
+
+static void test_clock_map(void)
+{
+	const struct cupti_clock_pair p[] = {{1000, 5000}, {2000, 7000}, {4000, 8000}};
+	/* CUPTI's clock near wall time, the monotonic one near uptime, 500 ns drift per 250 ms */
+	const struct cupti_clock_pair big[] = {{1700000000000000000ull, 123456789000ull},
+					       {1700000000250000000ull, 123706789500ull}};
+	const struct cupti_clock_pair low[] = {{1000, 200}};
+
+	ASSERT_EQ(cupti_clock_map(p, 0, 12345), 12345, "no pair: unchanged");
+	ASSERT_EQ(cupti_clock_map(p, 3, 1000), 5000, "at the first pair");
+	ASSERT_EQ(cupti_clock_map(p, 3, 1500), 6000, "1500: 5000 + 500 * 2000 / 1000");
+	ASSERT_EQ(cupti_clock_map(p, 3, 2000), 7000, "at the second pair");
+	ASSERT_EQ(cupti_clock_map(p, 3, 3000), 7500, "3000: 7000 + 1000 * 1000 / 2000");
+	ASSERT_EQ(cupti_clock_map(p, 3, 3001), 7500, "3001: 7500.5 rounds down");
+	ASSERT_EQ(cupti_clock_map(p, 3, 3999), 7999, "3999: 7000 + 2999 / 2 = 7999.5");
+	ASSERT_EQ(cupti_clock_map(p, 3, 500), 4500, "before: offset of the first pair");
+	ASSERT_EQ(cupti_clock_map(p, 3, 5000), 9000, "after: offset of the last pair");
+	ASSERT_EQ(cupti_clock_map(p, 1, 1500), 5500, "one pair: an offset");
+	ASSERT_EQ(cupti_clock_map(low, 1, 100), 0, "never below 0");
+	ASSERT_EQ(cupti_clock_map(big, 2, 1700000000100000000ull), 123556789200ull,
+		  "1e8 ns in: 123456789000 + 1e8 * 250000500 / 250000000");
+}
+
+#ifdef PTG_HAVE_CUPTI
+
+#include "ptg_cupti_proto.h"
+#include "ptg_cupti_records.h"
+
+#define PID 4242
+
+struct buf {
+	uint8_t data[1 << 16];
+	size_t len;
+};
+
+static void put(struct buf *b, const void *p, size_t n)
+{
+	memcpy(b->data + b->len, p, n);
+	b->len += n;
+}
+
+static int msg(struct cupti_decoder *d, uint32_t type, const void *head, size_t hlen,
+	       const char *text)
+{
+	struct buf b = {};
+
+	put(&b, head, hlen);
+	if (text)
+		put(&b, text, strlen(text));
+	return cupti_decoder__message(d, type, b.data, b.len);
+}
+
+static int kernel_name(struct cupti_decoder *d, uint64_t ptr, const char *name)
+{
+	struct ptg_cupti_kernel_name m = {.ptr = ptr};
+
+	return msg(d, PTG_CUPTI_MSG_KERNEL_NAME, &m, sizeof(m), name);
+}
+
+static int api_name(struct cupti_decoder *d, uint32_t domain, uint32_t cbid, const char *name)
+{
+	struct ptg_cupti_api_name m = {.domain = domain, .cbid = cbid};
+
+	return msg(d, PTG_CUPTI_MSG_API_NAME, &m, sizeof(m), name);
+}
+
+static int clock_pair(struct cupti_decoder *d, uint64_t cupti_ns, uint64_t mono_ns)
+{
+	struct ptg_cupti_clock c = {cupti_ns, mono_ns};
+
+	return msg(d, PTG_CUPTI_MSG_CLOCK, &c, sizeof(c), NULL);
+}
+
+static void put_kernel(struct buf *b, uint64_t name, uint64_t start, uint64_t end, uint32_t corr)
+{
+	ptg_cupti_kernel k;
+
+	memset(&k, 0, sizeof(k));
+	k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+	k.start = start;
+	k.end = end;
+	k.deviceId = 3;
+	k.contextId = 1;
+	k.streamId = 13;
+	k.gridX = 4;
+	k.gridY = 2;
+	k.gridZ = 1;
+	k.blockX = 128;
+	k.blockY = 1;
+	k.blockZ = 1;
+	k.correlationId = corr;
+	k.name = (const char *)(uintptr_t)name;
+	put(b, &k, sizeof(k));
+}
+
+static void put_copies(struct buf *b)
+{
+	ptg_cupti_memcpy c;
+	ptg_cupti_memset s;
+
+	memset(&c, 0, sizeof(c));
+	c.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+	c.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+	c.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+	c.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+	c.bytes = 4096;
+	c.start = 1600000000;
+	c.end = 1600001000;
+	c.deviceId = 3;
+	c.contextId = 1;
+	c.streamId = 7;
+	c.correlationId = 50;
+	put(b, &c, sizeof(c));
+	memset(&s, 0, sizeof(s));
+	s.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+	s.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+	s.bytes = 256;
+	s.start = 1700000000;
+	s.end = 1700000100;
+	s.deviceId = 3;
+	s.contextId = 1;
+	s.streamId = 7;
+	s.correlationId = 51;
+	put(b, &s, sizeof(s));
+}
+
+static void put_sync(struct buf *b, CUpti_ActivitySynchronizationType type, uint32_t stream,
+		     uint32_t event, uint32_t corr)
+{
+	ptg_cupti_sync s;
+
+	memset(&s, 0, sizeof(s));
+	s.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+	s.type = type;
+	s.start = 1800000000;
+	s.end = 1800500000;
+	s.contextId = 1;
+	s.streamId = stream;
+	s.cudaEventId = event;
+	s.correlationId = corr;
+	put(b, &s, sizeof(s));
+}
+
+static void put_api(struct buf *b, CUpti_ActivityKind kind, uint32_t cbid, uint32_t corr)
+{
+	ptg_cupti_api a;
+
+	memset(&a, 0, sizeof(a));
+	a.kind = kind;
+	a.cbid = cbid;
+	a.start = 1400000000;
+	a.end = 1400002000;
+	a.processId = 99; /* the target's own PID namespace: not used */
+	a.threadId = 777;
+	a.correlationId = corr;
+	put(b, &a, sizeof(a));
+}
+
+/* The buffer the agent would send, and the names it sends before it. */
+static void feed(struct cupti_decoder *d)
+{
+	static struct buf b;
+	struct ptg_cupti_dropped dr = {.cupti = 3, .unknown = 2};
+	uint32_t junk[4] = {9999, 0, 0, 0};
+
+	/* mono = 5e6 + (t - 1e9) * 1000001000 / 1e9 between the pairs */
+	ASSERT_EQ(clock_pair(d, 1000000000, 5000000), 0, "clock 1");
+	ASSERT_EQ(clock_pair(d, 2000000000, 1005001000), 0, "clock 2");
+	ASSERT_EQ(clock_pair(d, 1500000000, 1), 0, "a pair going back is ignored, not an error");
+	ASSERT_EQ(kernel_name(d, 0x1000, "_Z6kernelPfi"), 0, "mangled name");
+	ASSERT_EQ(kernel_name(d, 0x2000, "volta_sgemm_128x64_nn"), 0, "C name");
+	ASSERT_EQ(api_name(d, CUPTI_CB_DOMAIN_RUNTIME_API, 211, "cudaLaunchKernel_v7000"), 0, "rt");
+	ASSERT_EQ(api_name(d, CUPTI_CB_DOMAIN_DRIVER_API, 307, "cuLaunchKernel"), 0, "drv");
+	b.len = 1; /* misaligned on purpose: messages need not be 8-byte aligned */
+	put_kernel(&b, 0x1000, 1500000000, 1500020000, 42);
+	put_kernel(&b, 0x2000, 1000000000, 1000000500, 43);
+	put_kernel(&b, 0x3000, 2500000000, 2500000010, 44);
+	put_kernel(&b, 0x1000, 0, 0, 45); /* never completed */
+	put_copies(&b);
+	put_sync(&b, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, 7,
+		 CUPTI_SYNCHRONIZATION_INVALID_VALUE, 60);
+	put_sync(&b, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE,
+		 CUPTI_SYNCHRONIZATION_INVALID_VALUE, 5, 61);
+	put_api(&b, CUPTI_ACTIVITY_KIND_RUNTIME, 211, 42);
+	put_api(&b, CUPTI_ACTIVITY_KIND_DRIVER, 307, 70);
+	put_api(&b, CUPTI_ACTIVITY_KIND_RUNTIME, 99, 71);
+	put(&b, junk, sizeof(junk)); /* a kind this build does not know: the rest is damage */
+	ASSERT_EQ(cupti_decoder__message(d, PTG_CUPTI_MSG_BUFFER, b.data + 1, b.len - 1), 0,
+		  "buffer");
+	ASSERT_EQ(msg(d, PTG_CUPTI_MSG_DROPPED, &dr, sizeof(dr), NULL), 0, "dropped");
+	ASSERT_EQ(msg(d, PTG_CUPTI_MSG_CLOCK, &dr, 4, NULL), -EPROTO, "short clock message");
+	ASSERT_EQ(msg(d, PTG_CUPTI_MSG_KERNEL_NAME, "ab", 2, NULL), -EPROTO, "short name message");
+}
+
+static const char *sym(struct trace_reader *r, uint32_t id)
+{
+	const struct ptg_sym *s = trace_reader__sym(r, id);
+
+	return s ? s->name : "(none)";
+}
+
+static void check_kernels(struct trace_reader *r, const struct ptg_record *rec)
+{
+	ASSERT_EQ(rec[0].kind, PTG_REC_GPU_KERNEL, "k0 kind");
+	ASSERT_EQ(rec[0].pid, PID, "k0 pid");
+	ASSERT_EQ(rec[0].tid, 0, "k0 tid");
+	/* 5e6 + 5e8 * 1.000001 = 505000500; end 5e6 + 500020000 * 1.000001 = 505020500.02 */
+	ASSERT_EQ(rec[0].ts, 505000500, "k0 ts mapped");
+	ASSERT_EQ(rec[0].dur, 20000, "k0 dur");
+	ASSERT_STREQ(sym(r, rec[0].sym), "kernel(float*, int)", "k0 demangled name");
+	ASSERT_EQ(trace_reader__sym(r, rec[0].sym)->kind, PTG_SYM_KERNEL, "k0 sym kind");
+	ASSERT_EQ(rec[0].corr, 42, "k0 corr");
+	ASSERT_EQ(rec[0].stream, 13, "k0 stream");
+	ASSERT_EQ(rec[0].device, 3, "k0 device");
+	ASSERT_EQ(rec[0].aux[0], 4 | 2ll << 32, "k0 grid x,y");
+	ASSERT_EQ(rec[0].aux[1], 1, "k0 grid z");
+	ASSERT_EQ(rec[0].aux[2], 128 | 1ll << 32, "k0 block x,y");
+	ASSERT_EQ(rec[0].aux[3], 1, "k0 block z");
+	ASSERT_EQ(rec[1].ts, 5000000, "k1 at the first pair");
+	ASSERT_EQ(rec[1].dur, 500, "k1 dur: 5000500 - 5000000");
+	ASSERT_STREQ(sym(r, rec[1].sym), "volta_sgemm_128x64_nn", "k1 name as is");
+	ASSERT_EQ(rec[2].ts, 1505001000, "k2 after the last pair: its offset");
+	ASSERT_EQ(rec[2].dur, 10, "k2 dur");
+	ASSERT_STREQ(sym(r, rec[2].sym), "(kernel name not received)", "k2 unnamed");
+}
+
+static void check_copies(struct trace_reader *r, const struct ptg_record *rec)
+{
+	ASSERT_EQ(rec[0].kind, PTG_REC_GPU_MEMCPY, "memcpy kind");
+	/* 5e6 + 6e8 * 1.000001 = 605000600; end 5e6 + 600001000 * 1.000001 = 605001600.001 */
+	ASSERT_EQ(rec[0].ts, 605000600, "memcpy ts");
+	ASSERT_EQ(rec[0].dur, 1000, "memcpy dur: 605001600 - 605000600");
+	ASSERT_STREQ(sym(r, rec[0].sym), "Memcpy HtoD (Pageable -> Device)", "memcpy name");
+	ASSERT_EQ(rec[0].aux[0], 4096, "memcpy bytes");
+	ASSERT_EQ(rec[0].aux[1], 1, "memcpy copy kind HtoD");
+	ASSERT_EQ(rec[0].corr, 50, "memcpy corr");
+	ASSERT_EQ(rec[0].stream, 7, "memcpy stream");
+	ASSERT_EQ(rec[1].kind, PTG_REC_GPU_MEMSET, "memset kind");
+	ASSERT_STREQ(sym(r, rec[1].sym), "Memset (Device)", "memset name");
+	ASSERT_EQ(rec[1].aux[0], 256, "memset bytes");
+	ASSERT_EQ(rec[1].corr, 51, "memset corr");
+	ASSERT_EQ(rec[1].device, 3, "memset device");
+}
+
+static void check_syncs(struct trace_reader *r, const struct ptg_record *rec)
+{
+	ASSERT_EQ(rec[0].kind, PTG_REC_GPU_SYNC, "sync kind");
+	ASSERT_STREQ(sym(r, rec[0].sym), "Stream Sync", "sync name");
+	ASSERT_EQ(rec[0].aux[0], rec[0].sym, "cuda_sync_kind as aux[0]");
+	ASSERT_EQ(rec[0].aux[3], 0, "no event");
+	ASSERT_EQ(rec[0].stream, 7, "sync stream");
+	ASSERT_EQ(rec[0].device, 3, "device of context 1, learnt from the kernels");
+	ASSERT_EQ(rec[0].corr, 60, "sync corr");
+	/* 5e6 + 8e8 * 1.000001 = 805000800, + 500000.5 */
+	ASSERT_EQ(rec[0].ts, 805000800, "sync ts");
+	ASSERT_EQ(rec[0].dur, 500000, "sync dur");
+	ASSERT_STREQ(sym(r, rec[1].sym), "Event Sync", "event sync name");
+	ASSERT_EQ(rec[1].aux[3], 6, "event id + 1");
+	ASSERT_EQ(rec[1].stream, 0, "no stream");
+}
+
+static void check_calls(struct trace_reader *r, const struct ptg_record *rec)
+{
+	ASSERT_EQ(rec[0].kind, PTG_REC_CUDA_CALL, "call kind");
+	ASSERT_EQ(rec[0].pid, PID, "call pid: the agent's, not CUPTI's processId");
+	ASSERT_EQ(rec[0].tid, 777, "call tid");
+	ASSERT_STREQ(sym(r, rec[0].sym), "cudaLaunchKernel", "version suffix stripped");
+	ASSERT_EQ(trace_reader__sym(r, rec[0].sym)->kind, PTG_SYM_CUDA_API, "API symbol");
+	ASSERT_EQ(rec[0].corr, 42, "runtime corr = k0's");
+	ASSERT_EQ(rec[0].aux[0], 211, "cbid");
+	ASSERT_EQ(rec[0].aux[1], 0, "runtime");
+	/* 5e6 + 4e8 * 1.000001 = 405000400; 2000 * 1.000001 = 2000.002 */
+	ASSERT_EQ(rec[0].ts, 405000400, "call ts");
+	ASSERT_EQ(rec[0].dur, 2000, "call dur");
+	ASSERT_STREQ(sym(r, rec[1].sym), "cuLaunchKernel", "driver name");
+	ASSERT_EQ(rec[1].aux[1], 1, "driver: KINETO_CALL_DRIVER");
+	ASSERT_EQ(rec[1].corr, 70, "driver corr");
+	ASSERT_STREQ(sym(r, rec[2].sym), "runtime cbid 99", "unnamed callback");
+}
+
+static void check_losses(struct trace_reader *r, size_t junk_bytes)
+{
+	const struct ptg_loss *l;
+	uint64_t dropped = 0, unknown = 0, incomplete = 0, undecoded = 0;
+	size_t n;
+
+	l = trace_reader__losses(r, &n);
+	for (size_t i = 0; i < n; i++) {
+		if (!strcmp(l[i].what, "cupti_dropped"))
+			dropped += l[i].count;
+		else if (!strcmp(l[i].what, "cupti_unknown"))
+			unknown += l[i].count;
+		else if (!strcmp(l[i].what, "cupti_incomplete"))
+			incomplete += l[i].count;
+		else if (!strcmp(l[i].what, "cupti_undecoded_bytes"))
+			undecoded += l[i].count;
+	}
+	ASSERT_EQ(dropped, 3, "cupti_dropped");
+	ASSERT_EQ(unknown, 2, "cupti_unknown");
+	ASSERT_EQ(incomplete, 1, "cupti_incomplete: the kernel without start");
+	ASSERT_EQ(undecoded, junk_bytes, "cupti_undecoded_bytes: the unknown record");
+}
+
+static void read_back(const char *path)
+{
+	struct ptg_record rec[16];
+	struct trace_reader *r;
+	char err[256];
+	size_t n = 0;
+
+	if (!ASSERT_EQ(trace_reader__open(path, &r, err, sizeof(err)), 0, "open"))
+		return;
+	while (n < 16 && trace_reader__next(r, &rec[n]) > 0)
+		n++;
+	if (ASSERT_EQ(n, 10, "records: 3 kernels, a memcpy, a memset, 2 syncs, 3 calls")) {
+		check_kernels(r, rec);
+		check_copies(r, rec + 3);
+		check_syncs(r, rec + 5);
+		check_calls(r, rec + 7);
+	}
+	check_losses(r, 4 * sizeof(uint32_t));
+	trace_reader__close(r);
+}
+
+static void test_decode(void)
+{
+	const struct cupti_decode_stats *st;
+	struct cupti_decoder *d;
+	struct trace_writer *w;
+	char path[256];
+
+	snprintf(path, sizeof(path), "/tmp/ptg-cupti-decode-%d.ptg", getpid());
+	if (!ASSERT_EQ(trace_writer__open(path, &w), 0, "writer"))
+		return;
+	if (!ASSERT_EQ(cupti_decoder__new(w, PID, &d), 0, "decoder")) {
+		trace_writer__abort(w);
+		return;
+	}
+	feed(d);
+	st = cupti_decoder__stats(d);
+	ASSERT_EQ(st->kernels, 3, "kernels");
+	ASSERT_EQ(st->memcpys, 1, "memcpys");
+	ASSERT_EQ(st->memsets, 1, "memsets");
+	ASSERT_EQ(st->syncs, 2, "syncs");
+	ASSERT_EQ(st->api_calls, 3, "api calls");
+	ASSERT_EQ(cupti_decoder__losses(d), 0, "losses");
+	cupti_decoder__free(d);
+	ASSERT_EQ(trace_writer__close(w), 0, "close");
+	read_back(path);
+	unlink(path);
+}
+
+#endif /* PTG_HAVE_CUPTI */
+
+int main(void)
+{
+	test_clock_map();
+#ifdef PTG_HAVE_CUPTI
+	test_decode();
+#else
+	printf("%s: decoder tests skipped: built without CUPTI headers (cupti_activity.h)\n",
+	       __FILE__);
+#endif
+	return TEST_DONE();
+}

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * GPU activity through the CUPTI agent (agent/ptg_cupti_agent.c): the
+ * loader's side. cupti_decoder turns the agent's messages (CUPTI activity
+ * buffers, names, clock pairs) into PTG_REC_GPU_* and PTG_REC_CUDA_CALL
+ * records on CLOCK_MONOTONIC; struct cupti runs the socket the agents of
+ * one recording connect to, and brings the agent into the target
+ * (CUDA_INJECTION64_PATH for `record -- CMD`, ptrace for `record -p`).
+ * docs/gpu.md has the whole picture.
+ */
+#ifndef PTG_CUPTI_H
+#define PTG_CUPTI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "procfs.h"
+#include "trace.h"
+
+/* One paired reading of cuptiGetTimestamp() and CLOCK_MONOTONIC. */
+struct cupti_clock_pair {
+	uint64_t cupti_ns;
+	uint64_t mono_ns;
+};
+
+/*
+ * Maps a CUPTI timestamp onto CLOCK_MONOTONIC through n pairs in increasing
+ * order: linear interpolation between the two pairs around t, the offset of
+ * the first (last) pair before (after) them, t itself when n is 0. Rounds
+ * down; never below 0.
+ */
+uint64_t cupti_clock_map(const struct cupti_clock_pair *pairs, size_t n, uint64_t t);
+
+/* Whether this build has the agent and the decoder (CUPTI was found at build time). */
+bool cupti_available(void);
+
+struct cupti_decode_stats {
+	uint64_t kernels, memcpys, memsets, syncs, api_calls;
+	uint64_t incomplete; /* records without a valid start and end: not written */
+	uint64_t undecoded;  /* bytes of buffers that did not parse */
+	uint64_t cupti_dropped;
+	uint64_t agent_unknown;
+};
+
+struct cupti_decoder;
+
+/* Records are written to w with pid (GPU records: tid 0; CUDA calls: the calling thread). */
+int cupti_decoder__new(struct trace_writer *w, uint32_t pid, struct cupti_decoder **out);
+/*
+ * One message of the agent's protocol (PTG_CUPTI_MSG_CLOCK, _KERNEL_NAME,
+ * _API_NAME, _BUFFER, _DROPPED; others are ignored). Returns 0, -EPROTO for a
+ * malformed message, or an error of the writer.
+ */
+int cupti_decoder__message(struct cupti_decoder *d, uint32_t type, const void *data, size_t len);
+/* Decodes a buffer of CUpti_Activity records (a BUFFER message's payload). */
+int cupti_decoder__buffer(struct cupti_decoder *d, const void *buf, size_t len);
+const struct cupti_decode_stats *cupti_decoder__stats(const struct cupti_decoder *d);
+/* Writes the loss counters (cupti_dropped, cupti_unknown, cupti_incomplete, cupti_undecoded). */
+int cupti_decoder__losses(struct cupti_decoder *d);
+void cupti_decoder__free(struct cupti_decoder *d);
+
+struct cupti;
+
+/*
+ * Opens the socket that agents connect to. Returns -EOPNOTSUPP (with no
+ * message) in a build without CUPTI, other errors after a message. Every
+ * function below accepts c == NULL and then does nothing.
+ */
+int cupti__open(bool quiet, struct cupti **out);
+/* record -- CMD: puts CUDA_INJECTION64_PATH and the socket name in our environment, for the child.
+ */
+int cupti__launch_env(struct cupti *c);
+/* The trace and the target; until then, messages wait. launched: -- CMD (descendants count). */
+int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, bool launched);
+/*
+ * record -p: a libwatch_fn. Hearing of libcuda makes the next cupti__poll()
+ * inject the agent into the target.
+ */
+int cupti__on_lib(void *ctx, const struct proc_map *m, const char *attach_path, uint64_t bias);
+/* Decodes what agents sent since the last call; injects when due. Returns 0 or a writer error. */
+int cupti__poll(struct cupti *c);
+/*
+ * Asks every agent to flush and stop, and decodes what comes until each has
+ * said END (or timeout_ms passed); writes the loss counters.
+ */
+int cupti__stop(struct cupti *c, unsigned int timeout_ms);
+/* One line about GPU activity, for record's summary. */
+void cupti__summary(const struct cupti *c);
+void cupti__free(struct cupti *c);
+
+#endif /* PTG_CUPTI_H */
