@@ -16,6 +16,7 @@
 
 #include "commands.h"
 #include "cudaprobe.h"
+#include "cupti.h"
 #include "launch.h"
 #include "libwatch.h"
 #include "modpath.h"
@@ -36,6 +37,7 @@ struct record_opts {
 	unsigned int ringbuf_mb;
 	bool quiet;
 	bool no_cuda;
+	bool no_cupti;
 	bool no_sched;
 	bool no_ops;
 	struct steps_opts steps;
@@ -54,6 +56,7 @@ struct recording {
 	struct pyframe *pf;
 	struct libwatch *libs;
 	struct cudaprobe *cuda;
+	struct cupti *cupti; /* GPU activity from the CUPTI agent in the target */
 	struct sched *sched;
 	struct modpath *mp;
 	struct torchops *ops;
@@ -91,6 +94,8 @@ static void usage(FILE *f)
 		"                        SIGTERM, or the target exits)\n"
 		"      --ringbuf-mb N    size of the BPF ring buffer in MiB (default 64)\n"
 		"      --no-cuda         no probes on the CUDA driver and runtime libraries\n"
+		"      --no-cupti        no GPU activity: do not load the CUPTI agent into\n"
+		"                        the target (docs/gpu.md)\n"
 		"      --no-sched        no off-CPU intervals from the kernel scheduler\n"
 		"      --no-ops          no probes on PyTorch's dispatcher ops\n"
 		"      --steps N         stop after N training steps (each return of an\n"
@@ -116,6 +121,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "ringbuf-mb", required_argument, NULL, 'R' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "no-cuda", no_argument, NULL, 'C' },
+		{ "no-cupti", no_argument, NULL, 'G' },
 		{ "no-sched", no_argument, NULL, 'S' },
 		{ "no-ops", no_argument, NULL, 'O' },
 		{ "steps", required_argument, NULL, 'N' },
@@ -161,6 +167,9 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 			break;
 		case 'C':
 			o->no_cuda = true;
+			break;
+		case 'G':
+			o->no_cupti = true;
 			break;
 		case 'S':
 			o->no_sched = true;
@@ -263,6 +272,9 @@ static int start(struct recording *rc)
 	int ret;
 
 	ret = syscheck_tracing(err, sizeof(err));
+	/* -- CMD: the child inherits the agent's path and socket; no GPU activity is no error */
+	if (!ret && !rc->o->no_cupti && !cupti__open(rc->o->quiet, &rc->cupti) && rc->o->cmd)
+		ret = cupti__launch_env(rc->cupti);
 	if (!ret)
 		ret = setup_target(rc, err, sizeof(err));
 	if (ret) {
@@ -294,6 +306,11 @@ static int start(struct recording *rc)
 		ret = cudaprobe__open(rc->tracer, rc->libs, rc->pid, rc->o->quiet, &rc->cuda);
 	if (!ret && !rc->o->no_sched)
 		ret = sched__open(rc->tracer, rc->pid, rc->cuda, &rc->sched);
+	/* -p: the agent is injected once the target has the CUDA driver mapped */
+	if (!ret && rc->cupti && !rc->child)
+		ret = libwatch__subscribe(rc->libs, cupti__on_lib, rc->cupti);
+	if (!ret)
+		ret = cupti__start(rc->cupti, rc->w, rc->pid, rc->child);
 	if (!ret) {
 		/* loading (BPF verification) is done: time starts when probes go in */
 		rc->start_ts = now_ns(CLOCK_MONOTONIC);
@@ -351,6 +368,9 @@ static int run_loop(struct recording *rc)
 		ret = tracer__poll(rc->tracer, 100);
 		if (ret < 0)
 			return ret;
+		ret = cupti__poll(rc->cupti);
+		if (ret < 0)
+			return ret;
 		now = now_ns(CLOCK_MONOTONIC);
 		if (stop_signal) {
 			rc->stop_reason = stop_signal == SIGINT ? "interrupted" : "terminated";
@@ -401,7 +421,9 @@ static int finish(struct recording *rc)
 	cudaprobe__detach(rc->cuda);
 	sched__detach(rc->sched);
 	torchops__detach(rc->ops);
-	ret = tracer__finish(rc->tracer, stop_ts);
+	/* the agents flush what CUPTI still holds, then hang up */
+	ret = cupti__stop(rc->cupti, 5000);
+	ret = tracer__finish(rc->tracer, stop_ts) ?: ret;
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)stop_ts);
 	ret = ret ?: trace_writer__meta(rc->w, "stop.monotonic_ns", buf);
 	ret = ret ?: trace_writer__meta(rc->w, "stop.reason", rc->stop_reason);
@@ -427,6 +449,7 @@ static int finish(struct recording *rc)
 		(unsigned long long)tracer__events(rc->tracer), (unsigned long long)st.dropped,
 		rc->o->output);
 	print_ops_summary(rc);
+	cupti__summary(rc->cupti);
 	if (st.dropped)
 		fprintf(stderr, "ptrace-gpu: warning: %llu events were dropped (ring buffer full); "
 				"try a larger --ringbuf-mb\n",
@@ -462,6 +485,7 @@ int cmd_record(int argc, char **argv)
 		fprintf(stderr, "ptrace-gpu: record failed: %s\n", strerror(-ret));
 	pyframe__destroy(rc.pf);
 	cudaprobe__destroy(rc.cuda);
+	cupti__free(rc.cupti);
 	sched__destroy(rc.sched);
 	torchops__destroy(rc.ops);
 	modpath__destroy(rc.mp);

@@ -76,6 +76,25 @@ time.sleep(100)
 """
 
 
+def read_trace(path):
+    """ptg.Trace, tolerant of bytes that are not UTF-8 in names that are not ours."""
+    res = subprocess.run([ptg.PTG, "dump", path], capture_output=True, text=True,
+                         errors="replace")
+    if res.returncode != 0:
+        raise RuntimeError(f"dump {path}: {res.stderr}")
+    t = ptg.Trace.__new__(ptg.Trace)
+    t.meta, t.losses, t.records = {}, [], []
+    for line in res.stdout.splitlines():
+        if line.startswith("# lost "):
+            t.losses.append(line[7:])
+        elif line.startswith("# "):
+            key, _, value = line[2:].partition(": ")
+            t.meta[key] = value
+        else:
+            t.records.append(ptg.Trace._parse(line))
+    return t
+
+
 def files(pid):
     return {k: f"/tmp/ptg-inject-{k}.{pid}" for k in ("marker", "call", "slow")}
 
@@ -101,6 +120,9 @@ class Target:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout):
+            if f:
+                f.close()
         for f in self.files.values():
             if os.path.exists(f):
                 os.unlink(f)
@@ -253,6 +275,221 @@ class TestInject(unittest.TestCase):
         self.assertIn(f"pid {t.pid} exited during injection", res.stderr)
         t.proc.wait(timeout=10)
         self.assertEqual(t.proc.returncode, 3)
+
+
+AGENT = os.path.join(BUILD, "libptg_cupti.so")
+FAKE_CUPTI = os.path.join(BUILD, "tests", "libinject_fakecupti.so")
+CUDA_STUBS = ["/usr/local/cuda/lib64/stubs/libcuda.so", "/usr/local/cuda/lib/stubs/libcuda.so"]
+
+# A CUDA program as far as the agent can tell: NVIDIA's stub driver is mapped
+# (so record -p injects), libcupti.so.13 is the stand-in, kernels are
+# "launched" through it. argv: mode, kernels, seconds to wait for the agent,
+# the stub driver. Modes: launch (call InitializeInjection as cuInit does
+# under CUDA_INJECTION64_PATH, launch, exit), attach (wait for record -p,
+# launch, wait until the agent has turned CUPTI off), loop (launch every
+# 10 ms until a line comes on stdin).
+GPU_TARGET = """
+import ctypes, os, select, sys, time
+ctypes.CDLL(sys.argv[4])
+fake = ctypes.CDLL("libcupti.so.13")
+mode, n, wait_s = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+if mode == "launch":
+    ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"]).InitializeInjection()
+print("ready", flush=True)
+
+def wait_state(want, secs):
+    end = time.time() + secs
+    while fake.fakecupti_state() != want and time.time() < end:
+        time.sleep(0.01)
+    print("state", fake.fakecupti_state(), flush=True)
+
+def launch(i):
+    t = time.monotonic_ns()
+    corr = fake.fakecupti_launch(b"_Z6kernelPfi" if i % 2 else b"volta_sgemm", 5000)
+    print("launch", corr, t, flush=True)
+    time.sleep(0.01)
+
+if mode != "loop":
+    wait_state(106, wait_s)
+    for i in range(n):
+        launch(i)
+    if mode == "attach":
+        wait_state(0, 30)
+else:
+    i = 0
+    while not select.select([sys.stdin], [], [], 0)[0]:
+        launch(i)
+        i += 1
+    wait_state(0, 30)
+"""
+
+
+class TestAgent(unittest.TestCase):
+    """The CUPTI agent's real code against a stand-in libcupti: no GPU needed."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.stub = next((p for p in CUDA_STUBS if os.path.exists(p)), None)
+        if not os.path.exists(AGENT) or cls.stub is None:
+            raise unittest.SkipTest("no CUPTI agent in this build (CUPTI not found)")
+        cls.libdir = f"/tmp/ptg-fakecupti.{os.getpid()}"
+        os.makedirs(cls.libdir, exist_ok=True)
+        link = os.path.join(cls.libdir, "libcupti.so.13")
+        if not os.path.lexists(link):
+            os.symlink(FAKE_CUPTI, link)
+        cls.env = dict(os.environ, LD_LIBRARY_PATH=cls.libdir)
+        # a file, not -c: the trace's cmdline then stays one line
+        cls.script = os.path.join(cls.libdir, "gpu_target.py")
+        with open(cls.script, "w") as f:
+            f.write(GPU_TARGET)
+        cls.python = ptg.interpreters()["debian" if "debian" in ptg.interpreters() else "pyenv"]
+
+    @classmethod
+    def tearDownClass(cls):
+        os.unlink(os.path.join(cls.libdir, "libcupti.so.13"))
+        os.unlink(cls.script)
+        os.rmdir(cls.libdir)
+
+    def setUp(self):
+        self.out = f"/tmp/ptg-agent-{os.getpid()}-{self._testMethodName}.ptg"
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            for f in (p.stdin, p.stdout):
+                if f:
+                    f.close()
+        if os.path.exists(self.out):
+            os.unlink(self.out)
+
+    def argv(self, mode, n, wait_s):
+        return [self.python, self.script, mode, str(n), str(wait_s), self.stub]
+
+    def start_target(self, *args, env=None):
+        p = subprocess.Popen(self.argv(*args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, env=env or self.env)
+        self.procs.append(p)
+        self.assertEqual(p.stdout.readline(), "ready\n")
+        return p
+
+    def launches(self, lines):
+        return [(int(x.split()[1]), int(x.split()[2])) for x in lines if x.startswith("launch")]
+
+    def check_gpu_records(self, trace, launches, pid):
+        kernels = [r for r in trace.records if r.kind == "kernel"]
+        calls = {r.fields["corr"]: r for r in trace.records if r.kind == "cuda_call"}
+        self.assertEqual(len(kernels), len(launches))
+        self.assertEqual(len(calls), len(launches))
+        start = dict(launches)
+        for k in kernels:
+            corr = k.fields["corr"]
+            # the stand-in stamps the kernel with CLOCK_REALTIME right after the
+            # target read CLOCK_MONOTONIC: mapped, it lands just after that
+            self.assertGreaterEqual(k.ts, start[corr] - 1000000)
+            self.assertLess(k.ts, start[corr] + 20000000)
+            self.assertEqual(k.fields["dur"], 5000)
+            self.assertEqual(k.pid, pid)
+            self.assertEqual(k.name, "kernel(float*, int)" if corr % 2 == 0 else "volta_sgemm")
+            call = calls[corr]
+            self.assertEqual(call.name, "cudaLaunchKernel")
+            self.assertEqual((call.pid, call.tid), (pid, pid))
+            self.assertEqual(k.ts - call.ts, 2000)
+        self.assertIn("cupti_dropped cpu=-1: 5", trace.losses)
+        self.assertEqual(trace.meta.get("cupti.version"), trace.meta.get("cupti.version"))
+
+    def test_launch(self):
+        """record -- CMD: CUDA_INJECTION64_PATH names the agent, which InitializeInjection starts."""
+        res = subprocess.run([ptg.PTG, "record", "-o", self.out, "--",
+                              *self.argv("launch", 20, 5)],
+                             capture_output=True, text=True, env=self.env, timeout=120)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        lines = res.stdout.splitlines()
+        self.assertEqual(lines[1], "state 106")
+        self.assertIn("recording GPU activity of pid", res.stderr)
+        self.assertIn("GPU: 20 kernels", res.stderr)
+        trace = read_trace(self.out)
+        pid = int(trace.meta["pid"])
+        self.check_gpu_records(trace, self.launches(lines), pid)
+        self.assertIn("cupti.version", trace.meta)
+
+    def test_attach(self):
+        """record -p: injected, records, and goes quiet when the recording stops."""
+        p = self.start_target("attach", 20, 20)
+        rec = ptg.Recorder(["-p", str(p.pid), "-d", "1.5"], self.out)
+        self.assertEqual(rec.wait(), 0, rec.stderr)
+        lines = [x.strip() for x in p.stdout]
+        self.assertEqual(p.wait(timeout=30), 0)
+        self.assertEqual(lines[0], "state 106")
+        self.assertEqual(lines[-1], "state 0", "the agent did not turn CUPTI off")
+        self.check_gpu_records(read_trace(self.out), self.launches(lines), p.pid)
+
+    def test_rerecord(self):
+        """A second record -p of the same process: the loaded agent starts again."""
+        p = self.start_target("loop", 0, 0)
+        counts = []
+        for _ in range(2):
+            rec = ptg.Recorder(["-p", str(p.pid), "-d", "1"], self.out)
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+            counts.append(sum(r.kind == "kernel" for r in read_trace(self.out).records))
+        p.stdin.write("stop\n")
+        p.stdin.flush()
+        lines = [x.strip() for x in p.stdout]
+        self.assertEqual(p.wait(timeout=30), 0)
+        self.assertGreater(counts[0], 10)
+        self.assertGreater(counts[1], 10)
+        self.assertEqual(lines[-1], "state 0")
+
+    def test_recorder_killed(self):
+        """kill -9 of ptrace-gpu: the agent notices, turns CUPTI off, the target goes on."""
+        p = self.start_target("attach", 50, 20)
+        rec = ptg.Recorder(["-p", str(p.pid)], self.out)
+        self.assertEqual(p.stdout.readline().strip(), "state 106")
+        time.sleep(0.2)
+        rec.proc.kill()
+        rec.proc.wait()
+        lines = [x.strip() for x in p.stdout]
+        self.assertEqual(p.wait(timeout=30), 0)
+        self.assertEqual(len(self.launches(lines)), 50)
+        self.assertEqual(lines[-1], "state 0")
+
+    def test_busy(self):
+        """Another CUPTI client holds CUPTI: one warning, host-side data only."""
+        env = dict(self.env, FAKECUPTI_BUSY="1")
+        res = subprocess.run([ptg.PTG, "record", "-o", self.out, "--",
+                              *self.argv("launch", 3, 1)],
+                             capture_output=True, text=True, env=env, timeout=120)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertIn("another CUPTI client", res.stderr)
+        self.assertIn("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED", res.stderr)
+        self.assertEqual(sum(r.kind == "kernel" for r in read_trace(self.out).records), 0)
+
+    def test_no_cupti(self):
+        """--no-cupti: nothing is loaded into the target."""
+        p = self.start_target("loop", 0, 0)
+        rec = ptg.Recorder(["-p", str(p.pid), "-d", "0.5", "--no-cupti"], self.out)
+        self.assertEqual(rec.wait(), 0, rec.stderr)
+        with open(f"/proc/{p.pid}/maps") as f:
+            self.assertNotIn("libptg_cupti", f.read())
+        p.stdin.write("stop\n")
+        p.stdin.flush()
+        self.assertEqual(p.wait(timeout=30), 0)
+
+    def test_no_cuda(self):
+        """A target without CUDA: no injection at all, and the recording is as before."""
+        t = Target(self.python, BLOCKED_READ, stdin=subprocess.PIPE)
+        self.procs.append(t.proc)
+        rec = ptg.Recorder(["-p", str(t.pid), "-d", "0.5"], self.out)
+        self.assertEqual(rec.wait(), 0, rec.stderr)
+        with open(f"/proc/{t.pid}/maps") as f:
+            self.assertNotIn("libptg_cupti", f.read())
+        self.assertNotIn("CUPTI", rec.stderr)
+        t.proc.stdin.write("ping\n")
+        t.proc.stdin.flush()
+        self.assertEqual(t.lines(), ["got ping"])
+        self.assertEqual(t.proc.returncode, 0)
 
 
 class TestInjectErrors(unittest.TestCase):

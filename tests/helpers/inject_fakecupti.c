@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A stand-in for libcupti.so.13, for tests/integration/test_inject.py on
+ * machines with no GPU: the CUPTI agent loads it through LD_LIBRARY_PATH and
+ * runs its real code against it. It implements the calls the agent makes,
+ * with CUPTI's C ABI and record layouts (from the real headers), and keeps
+ * activity records that the test program adds with fakecupti_launch() until
+ * the agent flushes. Timestamps are CLOCK_REALTIME, as a clock other than the
+ * loader's, so the mapping onto CLOCK_MONOTONIC is exercised.
+ * FAKECUPTI_BUSY=1 in the environment: cuptiSubscribe() finds another client.
+ */
+#ifdef PTG_HAVE_CUPTI
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ptg_cupti_records.h"
+
+#define EXPORT	     __attribute__((visibility("default")))
+#define MAX_PENDING  4096
+#define MAX_NAMES    64
+#define DROPPED_ONCE 5 /* reported by the first cuptiActivityGetNumDroppedRecords() */
+#define LAUNCH_CBID  211
+#define CALL_NS	     1000 /* the runtime call ends this long before its kernel starts */
+
+struct pending {
+	ptg_cupti_kernel k;
+	ptg_cupti_api a;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static CUpti_BuffersCallbackRequestFunc requested;
+static CUpti_BuffersCallbackCompleteFunc completed;
+static bool subscribed, enabled[CUPTI_ACTIVITY_KIND_MEM_DECOMPRESS + 1];
+static struct pending pending[MAX_PENDING];
+static size_t npending;
+static uint32_t next_corr = 1;
+static bool dropped_told;
+static char *names[MAX_NAMES];
+static CUpti_ActivityThreadIdType tid_type;
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+EXPORT CUptiResult cuptiGetVersion(uint32_t *version)
+{
+	*version = CUPTI_API_VERSION;
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiGetResultString(CUptiResult result, const char **str)
+{
+	*str = result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+		   ? "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
+		   : "CUPTI_ERROR_UNKNOWN";
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc cb, void *ud)
+{
+	const char *busy = getenv("FAKECUPTI_BUSY");
+
+	if (busy && busy[0] == '1')
+		return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+	*sub = (CUpti_SubscriberHandle)&subscribed;
+	subscribed = true;
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle sub)
+{
+	subscribed = false;
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiGetThreadIdType(CUpti_ActivityThreadIdType *type)
+{
+	*type = tid_type;
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiSetThreadIdType(CUpti_ActivityThreadIdType type)
+{
+	tid_type = type;
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
+						  CUpti_BuffersCallbackCompleteFunc done)
+{
+	requested = req;
+	completed = done;
+	return CUPTI_SUCCESS;
+}
+
+static CUptiResult set_kind(CUpti_ActivityKind kind, bool on)
+{
+	if ((unsigned int)kind >= sizeof(enabled))
+		return CUPTI_ERROR_INVALID_KIND;
+	pthread_mutex_lock(&lock);
+	enabled[kind] = on;
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind)
+{
+	return set_kind(kind, true);
+}
+
+EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind)
+{
+	return set_kind(kind, false);
+}
+
+EXPORT CUptiResult cuptiGetTimestamp(uint64_t *timestamp)
+{
+	*timestamp = realtime_ns();
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t stream,
+						     size_t *dropped)
+{
+	pthread_mutex_lock(&lock);
+	*dropped = dropped_told ? 0 : DROPPED_ONCE;
+	dropped_told = true;
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid,
+					const char **name)
+{
+	if (domain != CUPTI_CB_DOMAIN_RUNTIME_API || cbid != LAUNCH_CBID)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	*name = "cudaLaunchKernel_v7000";
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid,
+					      CUpti_Activity **record)
+{
+	uint8_t *p = (uint8_t *)*record;
+
+	p = p ? p + ptg_cupti_record_size((*record)->kind) : buffer;
+	if (p >= buffer + valid)
+		return CUPTI_ERROR_MAX_LIMIT_REACHED;
+	*record = (CUpti_Activity *)p;
+	return CUPTI_SUCCESS;
+}
+
+/* Hands every pending record over in one buffer, as CUPTI's flush does. */
+EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
+{
+	static struct pending batch[MAX_PENDING];
+	size_t n, size = 0, max = 0, valid = 0;
+	uint8_t *buf = NULL;
+
+	pthread_mutex_lock(&lock);
+	n = npending;
+	memcpy(batch, pending, n * sizeof(batch[0]));
+	npending = 0;
+	pthread_mutex_unlock(&lock);
+	if (!n || !requested || !completed)
+		return CUPTI_SUCCESS;
+	requested(&buf, &size, &max);
+	if (!buf)
+		return CUPTI_SUCCESS;
+	for (size_t i = 0; i < n && valid + sizeof(batch[i]) <= size; i++) {
+		memcpy(buf + valid, &batch[i].a, sizeof(batch[i].a));
+		valid += sizeof(batch[i].a);
+		memcpy(buf + valid, &batch[i].k, sizeof(batch[i].k));
+		valid += sizeof(batch[i].k);
+	}
+	completed(NULL, 0, buf, size, valid);
+	return CUPTI_SUCCESS;
+}
+
+/* CUPTI gives every launch of one kernel the same name pointer. */
+static const char *intern(const char *name)
+{
+	for (int i = 0; i < MAX_NAMES && names[i]; i++) {
+		if (!strcmp(names[i], name))
+			return names[i];
+	}
+	for (int i = 0; i < MAX_NAMES; i++) {
+		if (!names[i])
+			return names[i] = strdup(name);
+	}
+	return NULL;
+}
+
+/*
+ * The test program's kernel launch: a runtime call, then a kernel of dur_ns
+ * on stream 7 of device 0 starting now. Returns its correlation id, or -1
+ * when kernel activity is off (the agent is not recording).
+ */
+EXPORT int fakecupti_launch(const char *name, uint64_t dur_ns)
+{
+	uint64_t now = realtime_ns();
+	struct pending *p;
+	int corr = -1;
+
+	pthread_mutex_lock(&lock);
+	if (enabled[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL] &&
+	    enabled[CUPTI_ACTIVITY_KIND_RUNTIME] && npending < MAX_PENDING) {
+		p = &pending[npending++];
+		memset(p, 0, sizeof(*p));
+		corr = (int)next_corr++;
+		p->a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+		p->a.cbid = LAUNCH_CBID;
+		p->a.start = now - 2 * CALL_NS;
+		p->a.end = now - CALL_NS;
+		p->a.processId = (uint32_t)getpid();
+		p->a.threadId = (uint32_t)gettid();
+		p->a.correlationId = (uint32_t)corr;
+		p->k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+		p->k.start = now;
+		p->k.end = now + dur_ns;
+		p->k.streamId = 7;
+		p->k.gridX = p->k.gridY = p->k.gridZ = 1;
+		p->k.blockX = 256;
+		p->k.blockY = p->k.blockZ = 1;
+		p->k.correlationId = (uint32_t)corr;
+		p->k.name = intern(name);
+	}
+	pthread_mutex_unlock(&lock);
+	return corr;
+}
+
+/* How many activity kinds are on, + 100 while subscribed: 106 recording, 0 quiet. */
+EXPORT int fakecupti_state(void)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < sizeof(enabled); i++)
+		n += enabled[i];
+	n += subscribed ? 100 : 0;
+	pthread_mutex_unlock(&lock);
+	return n;
+}
+
+#endif /* PTG_HAVE_CUPTI */
