@@ -329,6 +329,31 @@ class SampleTest(unittest.TestCase):
             self.assertGreater(prof.total(0, proc.pid), 0)
             self.assertLess(prof.duration, 2 * 10**9)
 
+    def test_unsupported_versions_reported_once(self):
+        others = [p for p in ("/root/.pyenv/versions/3.12.1/bin/python3.12",
+                              "/root/.pyenv/versions/3.10.13/bin/python3.10") if os.path.exists(p)]
+        if not others:
+            self.skipTest("no other CPython version installed")
+        procs = [subprocess.Popen([py, "-c", "import time; print('ready', flush=True); "
+                                   "time.sleep(30)"], stdout=subprocess.PIPE, text=True)
+                 for py in others]
+        try:
+            for p in procs:
+                p.stdout.readline()
+            pb = os.path.join(self.dir, "u.pb.gz")
+            # three rescans of /proc: still said once
+            s = Sampler(["-a", "-d", "3.5", "-o", pb])
+            s.wait()
+            res = ptg.run(["sample", "-p", str(procs[0].pid), "-d", "1"])
+        finally:
+            stop(*procs)
+        for p in procs:
+            self.assertEqual(s.stderr.count(f"skipping pid {p.pid}: unsupported Python version"),
+                             1, s.stderr)
+        self.assertEqual(res.returncode, 1)
+        self.assertEqual(res.stderr.count("\n"), 1, res.stderr)
+        self.assertIn("unsupported Python version", res.stderr)
+
     def test_errors(self):
         sleeper = subprocess.Popen(["sleep", "60"])
         try:
