@@ -421,6 +421,38 @@ static const char *run_loop(struct sample_cmd *c, struct sampler *s, int *err)
 	}
 }
 
+/* Before sampling: a profile that cannot be written is better known now than at the end. */
+static int check_outputs(struct sample_cmd *c)
+{
+	char dir[4096], *slash;
+	int err;
+
+	if (c->dir) {
+		err = prune_dir(c->dir, c->keep);
+		if (!err && access(c->dir, W_OK))
+			err = -errno;
+		if (err)
+			fprintf(stderr, "ptrace-gpu: sample: --dir %s: %s\n", c->dir,
+				strerror(-err));
+		return err;
+	}
+	for (size_t i = 0; i < c->noutputs; i++) {
+		if (!strcmp(c->outputs[i], "-"))
+			continue;
+		snprintf(dir, sizeof(dir), "%s", c->outputs[i]);
+		slash = strrchr(dir, '/');
+		if (slash)
+			*(slash == dir ? slash + 1 : slash) = '\0';
+		if (access(slash ? dir : ".", W_OK)) {
+			err = -errno;
+			fprintf(stderr, "ptrace-gpu: sample: cannot write %s: %s\n", c->outputs[i],
+				strerror(errno));
+			return err;
+		}
+	}
+	return 0;
+}
+
 static int sample_run(struct sample_cmd *c)
 {
 	struct sigaction sa = {.sa_handler = on_signal};
@@ -429,13 +461,13 @@ static int sample_run(struct sample_cmd *c)
 	const char *why;
 	int err;
 
-	if (c->dir && (err = prune_dir(c->dir, c->keep))) {
-		fprintf(stderr, "ptrace-gpu: sample: --dir %s: %s\n", c->dir, strerror(-err));
+	err = sampler__open(&c->so, &s);
+	if (!err)
+		err = check_outputs(c);
+	if (err) {
+		sampler__free(s);
 		return err;
 	}
-	err = sampler__open(&c->so, &s);
-	if (err)
-		return err;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	if (!c->quiet && c->so.offcpu)

@@ -220,6 +220,10 @@ static int proc_add(struct sampler *s, pid_t pid, char *err, size_t errlen)
 	if (!sp)
 		return -ENOMEM;
 	sp->memfd = -1;
+	if (sampler_proc(s, (uint32_t)pid) && sampler_proc(s, (uint32_t)pid)->alive) {
+		free(sp);
+		return 0; /* given twice */
+	}
 	ret = find_interp(s, pid, &sp->py, err, errlen);
 	if (!ret && !(sp->lay = sample_layout_lookup(sp->py.info->name))) {
 		snprintf(err, errlen, "pid %d: no sampling layout for Python %s", pid,

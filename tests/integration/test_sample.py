@@ -370,6 +370,12 @@ class SampleTest(unittest.TestCase):
         self.assertEqual(res.stderr.count("\n"), 1, res.stderr)
         self.assertIn("needs root", res.stderr)
 
+        # found before sampling, not after it
+        res = ptg.run(["sample", "-a", "-d", "30", "-o", "/nonexistent/x.pb.gz"], timeout=10)
+        self.assertEqual(res.returncode, 1)
+        self.assertEqual(res.stderr.count("\n"), 1, res.stderr)
+        self.assertIn("cannot write /nonexistent/x.pb.gz", res.stderr)
+
         for args in (["-d", "1"], ["-a", "-p", "1"], ["-a", "-F", "0"],
                      ["-a", "--every", "5"], ["-a", "-o", "-", "--format", "pprof"]):
             res = ptg.run(["sample", *args])
