@@ -224,10 +224,6 @@ static int check_opts(struct sample_cmd *c)
 		fprintf(stderr, "ptrace-gpu: sample: -o and --dir exclude each other\n");
 		return -EINVAL;
 	}
-	if (c->so.offcpu && c->so.native) {
-		fprintf(stderr, "ptrace-gpu: sample: --off-cpu takes no --native\n");
-		return -EINVAL;
-	}
 	if (!c->noutputs && !c->every)
 		c->outputs[c->noutputs++] =
 		    c->wo.format == SAMPLE_FMT_FOLDED && c->format_set ? "-" : "sample.pb.gz";
