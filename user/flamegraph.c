@@ -496,22 +496,9 @@ int flamegraph__new(enum flamegraph_weight weight, struct flamegraph **out)
 static int fg_named_frame(struct flamegraph *fg, const char *name, uint32_t *out)
 {
 	uint64_t h = 14695981039346656037ull, *idx;
-	char *copy;
+	char *copy = strdup(name);
 
-	for (const char *p = name; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	/* probe on: two names may share a hash */
-	for (;; h++) {
-		idx = u64map__get(&fg->named, h | 1ULL << 63);
-		if (!idx)
-			break;
-		if (!strcmp(fg->names[*idx - 1], name)) {
-			*out = (uint32_t)*idx;
-			return 0;
-		}
-	}
-	if (grow_array((void **)&fg->names, &fg->names_cap, fg->nnames + 1, sizeof(*fg->names)) ||
-	    !(copy = strdup(name)))
+	if (!copy)
 		return -ENOMEM;
 	/* ';' separates frames and a newline ends a stack in the folded format */
 	for (char *p = copy; *p; p++) {
@@ -519,6 +506,22 @@ static int fg_named_frame(struct flamegraph *fg, const char *name, uint32_t *out
 			*p = ':';
 		else if (*p == '\n' || *p == '\r')
 			*p = ' ';
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	}
+	/* probe on: two names may share a hash */
+	for (;; h++) {
+		idx = u64map__get(&fg->named, h | 1ULL << 63);
+		if (!idx)
+			break;
+		if (!strcmp(fg->names[*idx - 1], copy)) {
+			free(copy);
+			*out = (uint32_t)*idx;
+			return 0;
+		}
+	}
+	if (grow_array((void **)&fg->names, &fg->names_cap, fg->nnames + 1, sizeof(*fg->names))) {
+		free(copy);
+		return -ENOMEM;
 	}
 	fg->names[fg->nnames++] = copy;
 	*out = (uint32_t)fg->nnames;
