@@ -16,6 +16,8 @@
 
 #include "ptrace_gpu/events.h"
 
+#define TASK_DEAD 0x80 /* include/linux/sched.h */
+
 /* enum ptg_sched_reason of user/trace.h */
 #define SCHED_PREEMPTED 1
 #define SCHED_BLOCKED	2
@@ -40,8 +42,13 @@ struct {
 	__type(value, __u8);
 } tgids SEC(".maps");
 
+/*
+ * Not an LRU map: one that replaces elements at each switch can evict a
+ * sleeping thread's entry long before it is full, and lose that interval.
+ * Entries are changed in place and removed at their thread's last switch.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
 	__type(value, struct off_cpu);
@@ -118,11 +125,24 @@ static __always_inline void wake_loader_soon(void)
 static __always_inline void leave(struct task_struct *p, __u64 ts, __u32 reason, __u64 wake_ts,
 				  __u32 waker)
 {
-	struct off_cpu oc = {.off_ts = ts, .wake_ts = wake_ts, .waker = waker, .reason = reason};
+	struct off_cpu *oc, init = {};
 	__u32 tid = p->pid;
 
-	if (bpf_map_update_elem(&off_cpu, &tid, &oc, BPF_ANY))
-		__sync_fetch_and_add(&lost_state, 1);
+	oc = bpf_map_lookup_elem(&off_cpu, &tid);
+	if (!oc) {
+		if (bpf_map_update_elem(&off_cpu, &tid, &init, BPF_NOEXIST) &&
+		    !bpf_map_lookup_elem(&off_cpu, &tid)) {
+			__sync_fetch_and_add(&lost_state, 1);
+			return;
+		}
+		oc = bpf_map_lookup_elem(&off_cpu, &tid);
+		if (!oc)
+			return;
+	}
+	oc->wake_ts = wake_ts;
+	oc->waker = waker;
+	oc->reason = reason;
+	oc->off_ts = ts;
 }
 
 static __always_inline void arrive(struct task_struct *p, __u64 ts)
@@ -170,8 +190,15 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	 * A task preempted between set_current_state() and schedule() has a
 	 * sleeping prev_state but stays on the run queue: preempt says so.
 	 */
-	if (traced(prev))
-		leave(prev, ts, preempt || prev_state == 0 ? SCHED_PREEMPTED : SCHED_BLOCKED, 0, 0);
+	if (traced(prev)) {
+		__u32 tid = prev->pid;
+
+		if (prev_state & TASK_DEAD)
+			bpf_map_delete_elem(&off_cpu, &tid);
+		else
+			leave(prev, ts,
+			      preempt || prev_state == 0 ? SCHED_PREEMPTED : SCHED_BLOCKED, 0, 0);
+	}
 	if (traced(next))
 		arrive(next, ts);
 	return 0;

@@ -103,7 +103,8 @@ class Sched(unittest.TestCase):
         tid, (start, end) = self.tid_running(spans, "sleep_loop")
         inside = self.off_in(off, tid, "sleep_loop")
         blocked = sum(r.fields["dur"] for r in inside if r.fields["aux0"] == BLOCKED)
-        self.assertGreaterEqual(blocked, 0.98 * load.SLEEPS * load.SLEEP_S * NS)
+        seen = [(r.ts - start, r.fields, inner) for r, inner in off[tid]]
+        self.assertGreaterEqual(blocked, 0.98 * load.SLEEPS * load.SLEEP_S * NS, seen)
         self.assertLessEqual(sum(r.fields["dur"] for r in inside), end - start)
         long = [r for r in inside if r.fields["dur"] >= 0.9 * load.SLEEP_S * NS]
         self.assertGreaterEqual(len(long), load.SLEEPS, "one long interval per sleep")
