@@ -54,6 +54,20 @@ struct {
 	__type(value, __u32);
 } tid_state SEC(".maps");
 
+/* code objects whose names were sent: (address, fingerprint) */
+struct code_key {
+	__u64 code;
+	__u32 fingerprint;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct code_key);
+	__type(value, __u8);
+} seen_code SEC(".maps");
+
 __u64 losses[PTG_MAX_CPUS][PTG_LOSS_NR_KINDS] = {};
 __u64 nr_events = 0;
 
@@ -174,6 +188,76 @@ static int send_snapshot(__u64 ts, __u64 id, __u64 frame, __u32 reason)
 	return 0;
 }
 
+/* Copies a compact str's characters; width 0 when it cannot. */
+static __always_inline void read_str(__u64 str, __u8 *dst, __u32 max, __u8 *width, __u16 *chars)
+{
+	__u32 state = 0, w;
+	__s64 len = 0;
+	__u64 n;
+
+	*width = 0;
+	*chars = 0;
+	if (!str || bpf_probe_read_user(&len, sizeof(len), (const void *)(str + off.unicode_length)) ||
+	    bpf_probe_read_user(&state, sizeof(state), (const void *)(str + off.unicode_state)))
+		return;
+	/* state bits: interned:2, kind:3, compact:1, ascii:1 */
+	if (!(state & (1 << 5)) || len < 0)
+		return;
+	w = state & (1 << 6) ? 1 : (state >> 2) & 7;
+	if (w != 1 && w != 2 && w != 4)
+		return;
+	n = (__u64)len * w;
+	if (n > max)
+		n = max; /* chars = n / w drops a cut character */
+	if (bpf_probe_read_user(dst, n,
+				(const void *)(str + (w == 1 && (state & (1 << 6))
+							      ? off.unicode_ascii_data
+							      : off.unicode_compact_data))))
+		return;
+	*width = w;
+	*chars = n / w;
+}
+
+/*
+ * Sends the names of a code object the first time it is seen: user space
+ * could read them later from /proc/PID/mem, but not once the process is gone.
+ */
+static __always_inline void send_code(__u64 code, __u32 fingerprint)
+{
+	struct code_key key = { .code = code, .fingerprint = fingerprint };
+	struct ptg_code_event *c;
+	__u64 id;
+	__u8 one = 1;
+	__u32 line = 0;
+
+	if (!code || bpf_map_lookup_elem(&seen_code, &key))
+		return;
+	c = bpf_ringbuf_reserve(&events, sizeof(*c), 0);
+	if (!c) {
+		count_loss(PTG_LOSS_PY_CODE);
+		return;
+	}
+	id = bpf_get_current_pid_tgid();
+	bpf_probe_read_user(&line, sizeof(line), (const void *)(code + off.code_firstlineno));
+	c->hdr.ts = bpf_ktime_get_ns();
+	c->hdr.pid = id >> 32;
+	c->hdr.tid = (__u32)id;
+	c->hdr.kind = PTG_EV_PY_CODE;
+	c->hdr.cpu = bpf_get_smp_processor_id();
+	c->hdr.aux = fingerprint;
+	c->hdr.a = code;
+	c->hdr.b = line;
+	c->hdr.c = 0;
+	c->hdr.d = 0;
+	c->pad = 0;
+	read_str(read_ptr(code + off.code_qualname), c->name, PTG_CODE_NAME_BYTES, &c->name_width,
+		 &c->name_chars);
+	read_str(read_ptr(code + off.code_filename), c->file, PTG_CODE_FILE_BYTES, &c->file_width,
+		 &c->file_chars);
+	bpf_ringbuf_submit(c, 0);
+	bpf_map_update_elem(&seen_code, &key, &one, BPF_ANY);
+}
+
 /*
  * Emits one event. `chain` is the innermost frame that was on the stack
  * before this event took effect: what a snapshot must show.
@@ -230,8 +314,8 @@ SEC("uprobe")
 int BPF_KPROBE(py_resume)
 {
 	__u64 frame, code, prev_instr, previous, self = 0;
+	__u32 oparg, fingerprint;
 	__u16 unit = 0;
-	__u32 oparg;
 
 	frame = current_frame();
 	if (!frame) {
@@ -246,13 +330,13 @@ int BPF_KPROBE(py_resume)
 		return 0;
 	}
 	oparg = unit >> 8;
+	fingerprint = code_fingerprint(code);
+	send_code(code, fingerprint);
 	if (oparg == 0) {
 		self = read_ptr(frame + off.frame_localsplus);
-		return emit(PTG_EV_PY_START, code_fingerprint(code), frame, code, self, previous,
-			    previous);
+		return emit(PTG_EV_PY_START, fingerprint, frame, code, self, previous, previous);
 	}
-	return emit(PTG_EV_PY_RESUME, code_fingerprint(code), frame, code, 0, previous,
-		    previous);
+	return emit(PTG_EV_PY_RESUME, fingerprint, frame, code, 0, previous, previous);
 }
 
 SEC("uprobe")

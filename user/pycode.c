@@ -48,13 +48,13 @@ int py_read_str(int memfd, const struct py_version_info *vi, uint64_t addr, char
 	uint8_t raw[MAX_STR_CHARS * 4];
 	uint32_t state = 0;
 	int64_t length = 0;
-	size_t width, o = 0;
+	size_t width;
 	int err;
 
 	if (!addr || !len)
 		return -EINVAL;
-	if ((err = proc_mem_read(memfd, addr + vi->unicode_length, &length, sizeof(length))) ||
-	    (err = proc_mem_read(memfd, addr + vi->unicode_state, &state, sizeof(state))))
+	if ((err = proc_mem_read(memfd, addr + vi->off.unicode_length, &length, sizeof(length))) ||
+	    (err = proc_mem_read(memfd, addr + vi->off.unicode_state, &state, sizeof(state))))
 		return err;
 	if (length < 0 || !STATE_COMPACT(state))
 		return -EINVAL; /* legacy (non-compact) strings do not name code */
@@ -63,14 +63,26 @@ int py_read_str(int memfd, const struct py_version_info *vi, uint64_t addr, char
 	width = STATE_ASCII(state) ? 1 : STATE_KIND(state);
 	if (width != 1 && width != 2 && width != 4)
 		return -EINVAL;
-	err = proc_mem_read(memfd, addr + (STATE_ASCII(state) ? vi->ascii_data : vi->compact_data),
+	err = proc_mem_read(memfd,
+			    addr + (STATE_ASCII(state) ? vi->off.unicode_ascii_data
+						       : vi->off.unicode_compact_data),
 			    raw, (size_t)length * width);
 	if (err)
 		return err;
-	for (int64_t i = 0; i < length; i++) {
-		uint32_t cp = width == 1 ? raw[i]
-			      : width == 2 ? ((uint16_t *)raw)[i]
-					   : ((uint32_t *)raw)[i];
+	py_decode_chars(raw, (unsigned int)width, (size_t)length, buf, len);
+	return 0;
+}
+
+void py_decode_chars(const uint8_t *raw, unsigned int width, size_t nchars, char *buf, size_t len)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < nchars; i++) {
+		uint32_t cp = width == 1   ? raw[i]
+			      : width == 2 ? (uint32_t)raw[2 * i] | (uint32_t)raw[2 * i + 1] << 8
+					   : (uint32_t)raw[4 * i] | (uint32_t)raw[4 * i + 1] << 8 |
+						     (uint32_t)raw[4 * i + 2] << 16 |
+						     (uint32_t)raw[4 * i + 3] << 24;
 		size_t n = put_utf8(buf + o, len - o, cp);
 
 		if (!n)
@@ -78,7 +90,6 @@ int py_read_str(int memfd, const struct py_version_info *vi, uint64_t addr, char
 		o += n;
 	}
 	buf[o] = '\0';
-	return 0;
 }
 
 uint32_t ptg_code_fingerprint(uint64_t qualname, uint64_t filename, uint32_t line)

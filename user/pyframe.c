@@ -35,6 +35,7 @@ static const char *const loss_names[PTG_LOSS_NR_KINDS] = {
 	[PTG_LOSS_PY_STACK] = "py_stack",
 	[PTG_LOSS_PY_READ] = "py_frame_read",
 	[PTG_LOSS_PY_DEPTH] = "py_stack_depth",
+	[PTG_LOSS_PY_CODE] = "py_code_names",
 };
 
 /*
@@ -65,6 +66,21 @@ static uint32_t resolve_code(struct pyframe *pf, uint64_t code, uint32_t fingerp
 	if (code)
 		u64map__put(&pf->code_syms, code, (uint64_t)fingerprint << 32 | sym);
 	return sym;
+}
+
+/* Names the BPF side read at the first sight of a code object. */
+static int learn_code(struct pyframe *pf, const struct ptg_code_event *c)
+{
+	char name[PTG_CODE_NAME_BYTES * 3 + 1], file[PTG_CODE_FILE_BYTES * 3 + 1];
+	uint32_t sym;
+
+	if (!c->name_width || !c->file_width)
+		return 0; /* resolve_code() reads /proc/PID/mem when the code is used */
+	py_decode_chars(c->name, c->name_width, c->name_chars, name, sizeof(name));
+	py_decode_chars(c->file, c->file_width, c->file_chars, file, sizeof(file));
+	sym = trace_writer__sym(tracer__writer(pf->t), PTG_SYM_PY_FUNC, name, file,
+				(uint32_t)c->hdr.b);
+	return u64map__put(&pf->code_syms, c->hdr.a, (uint64_t)c->hdr.aux << 32 | sym);
 }
 
 uint32_t pyframe__code_sym(struct pyframe *pf, uint64_t code, uint32_t fingerprint)
@@ -169,6 +185,10 @@ static int handle_event(struct tracer *tr, void *ctx, const struct ptg_event *e,
 		if (size >= sizeof(struct ptg_stack_event))
 			err = apply_snapshot(pf, t, (const struct ptg_stack_event *)e);
 		break;
+	case PTG_EV_PY_CODE:
+		if (size >= sizeof(struct ptg_code_event))
+			err = learn_code(pf, (const struct ptg_code_event *)e);
+		break;
 	case PTG_EV_PY_START:
 		err = enter(pf, t, e, PTG_F_ENTER_CALL);
 		break;
@@ -242,7 +262,7 @@ int pyframe__open(const struct py_interp *py, struct tracer *t, struct pyframe *
 		fprintf(stderr, "pyframe: cannot load BPF programs: %s\n", strerror(-err));
 		goto cleanup;
 	}
-	err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_STACK, handle_event, write_losses, pf);
+	err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, handle_event, write_losses, pf);
 	if (err)
 		goto cleanup;
 	*out = pf;

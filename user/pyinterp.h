@@ -42,7 +42,6 @@ struct py_version_info {
 	struct ptg_py_offsets off;
 	/* layouts user space reads through /proc/PID/mem */
 	uint32_t code_name; /* the other code fields are in off */
-	uint32_t unicode_length, unicode_state, ascii_data, compact_data;
 	uint32_t object_type, type_name;
 	uint32_t runtime_interp_head, interp_threads_head, tstate_next, tstate_native_tid;
 	struct py_dict_layout dict;

@@ -31,12 +31,12 @@ static const struct py_version_info versions[] = {
 			.code_qualname = 128,
 			.code_firstlineno = 72,
 			.owner_cstack = 0xff, /* 3.11 has no shim frames */
+			.unicode_length = 16,
+			.unicode_state = 32,
+			.unicode_ascii_data = 48,
+			.unicode_compact_data = 72,
 		},
 		.code_name = 120,
-		.unicode_length = 16,
-		.unicode_state = 32,
-		.ascii_data = 48,   /* sizeof(PyASCIIObject) */
-		.compact_data = 72, /* sizeof(PyCompactUnicodeObject) */
 		.object_type = 8,
 		.type_name = 24,
 		.runtime_interp_head = 40,

@@ -21,6 +21,7 @@ enum ptg_ev_kind {
 	PTG_EV_PY_YIELD = 4,  /* frame a suspends (yield / await) */
 	PTG_EV_PY_UNWIND = 5, /* frames above frame a exited by an exception (a may be 0: all) */
 	PTG_EV_PY_STACK = 6,  /* snapshot of the thread's frame chain, see ptg_stack_event */
+	PTG_EV_PY_CODE = 7,   /* names of a code object seen for the first time, see ptg_code_event */
 
 	/* a = op index (PTG_OP_COOKIE_OP), b = stack pointer, aux = enum ptg_op_site */
 	PTG_EV_OP_ENTER = 16, /* first instruction of at::_ops::<op>::call */
@@ -107,12 +108,33 @@ struct ptg_stack_event {
 	struct ptg_frame_ref frames[PTG_MAX_SNAPSHOT_DEPTH];
 };
 
+#define PTG_CODE_NAME_BYTES 256
+#define PTG_CODE_FILE_BYTES 512
+
+/*
+ * Sent before the first event that names a code object (per address and
+ * fingerprint), so a process that exits right after is still named. Strings
+ * are the raw characters of CPython's compact str: width 1, 2 or 4 bytes per
+ * character (0: could not be read, user space reads /proc/PID/mem instead).
+ */
+struct ptg_code_event {
+	struct ptg_event hdr; /* kind = PTG_EV_PY_CODE, a = code, aux = fingerprint, b = first line */
+	__u8 name_width;
+	__u8 file_width;
+	__u16 name_chars;
+	__u16 file_chars;
+	__u16 pad;
+	__u8 name[PTG_CODE_NAME_BYTES]; /* co_qualname */
+	__u8 file[PTG_CODE_FILE_BYTES]; /* co_filename */
+};
+
 /* Loss accounting: per-CPU counters in .bss, indexed by this. */
 enum ptg_loss_kind {
 	PTG_LOSS_PY_EVENT = 0, /* ring buffer full: a Python event was dropped */
 	PTG_LOSS_PY_STACK = 1, /* ring buffer full: a stack snapshot was dropped */
 	PTG_LOSS_PY_READ = 2,  /* a read of target memory failed in BPF */
 	PTG_LOSS_PY_DEPTH = 3, /* a snapshot was cut at PTG_MAX_SNAPSHOT_DEPTH */
+	PTG_LOSS_PY_CODE = 4,  /* ring buffer full: the names of a code object were not sent */
 	PTG_LOSS_NR_KINDS = 8,
 };
 

@@ -21,6 +21,10 @@ struct ptg_py_offsets {
 	__u32 code_qualname;	      /* PyCodeObject.co_qualname */
 	__u32 code_firstlineno;	      /* PyCodeObject.co_firstlineno */
 	__u32 owner_cstack;	      /* value of owner for C-stack shim frames (3.12+), 0xff if none */
+	__u32 unicode_length;	      /* PyASCIIObject.length */
+	__u32 unicode_state;	      /* PyASCIIObject.state */
+	__u32 unicode_ascii_data;     /* sizeof(PyASCIIObject): data of a compact ASCII str */
+	__u32 unicode_compact_data;   /* sizeof(PyCompactUnicodeObject): data of other compact strs */
 };
 
 #endif /* PTRACE_GPU_PYOFFSETS_H */

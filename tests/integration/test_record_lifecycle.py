@@ -12,14 +12,26 @@ import unittest
 
 import ptg
 
-PROBE_PROGS = {"py_resume", "py_return", "py_yield", "py_traceback", "py_eval_ret",
-               "dl_debug_state"}
+def programs_of(pid):
+    """IDs of the BPF programs a process holds, from its fds' fdinfo."""
+    ids = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:bpf-prog":
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                for line in f:
+                    if line.startswith("prog_id:"):
+                        ids.add(int(line.split()[1]))
+        except OSError:
+            pass
+    return ids
 
 
-def our_programs():
+def loaded_programs():
     out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True,
                          check=True).stdout
-    return [p for p in json.loads(out) if p.get("name") in PROBE_PROGS]
+    return {p["id"] for p in json.loads(out)}
 
 
 def expected_ticks(n):
@@ -48,6 +60,8 @@ class Lifecycle(unittest.TestCase):
     def stop_with_signal(self, python, sig, reason):
         w = self.start_ticker(python, 400)
         rec = ptg.Recorder(["-p", str(w.pid)], self.out)
+        progs = programs_of(rec.proc.pid)
+        self.assertGreaterEqual(len(progs), 5)
         w.go()
         time.sleep(1.0)
         rec.proc.send_signal(sig)
@@ -59,7 +73,7 @@ class Lifecycle(unittest.TestCase):
         out = w.finish().split()
         self.assertEqual(out, expected_ticks(400) + ["done"])
         self.assertEqual(w.proc.returncode, 0)
-        self.assertEqual(our_programs(), [])
+        self.assertEqual(progs & loaded_programs(), set(), "programs left behind")
 
     def check_ctrl_c(self, python):
         self.stop_with_signal(python, signal.SIGINT, "interrupted")
@@ -79,11 +93,13 @@ class Lifecycle(unittest.TestCase):
     def check_recorder_killed(self, python):
         w = self.start_ticker(python, 300)
         rec = ptg.Recorder(["-p", str(w.pid)], self.out)
+        progs = programs_of(rec.proc.pid)
+        self.assertGreaterEqual(len(progs), 5)
         w.go()
         time.sleep(0.5)
         rec.proc.kill()
         rec.proc.wait()
-        self.assertTrue(ptg.wait_until(lambda: our_programs() == [], 10),
+        self.assertTrue(ptg.wait_until(lambda: not progs & loaded_programs(), 10),
                         "probes left behind after SIGKILL")
         self.assertEqual(w.finish().split(), expected_ticks(300) + ["done"])
         self.assertEqual(w.proc.returncode, 0)

@@ -35,9 +35,9 @@ int main(void)
 	CHECK(off.code_qualname, offsetof(PyCodeObject, co_qualname));
 	CHECK(off.code_firstlineno, offsetof(PyCodeObject, co_firstlineno));
 	CHECK(code_name, offsetof(PyCodeObject, co_name));
-	CHECK(unicode_length, offsetof(PyASCIIObject, length));
-	CHECK(ascii_data, sizeof(PyASCIIObject));
-	CHECK(compact_data, sizeof(PyCompactUnicodeObject));
+	CHECK(off.unicode_length, offsetof(PyASCIIObject, length));
+	CHECK(off.unicode_ascii_data, sizeof(PyASCIIObject));
+	CHECK(off.unicode_compact_data, sizeof(PyCompactUnicodeObject));
 	CHECK(object_type, offsetof(PyObject, ob_type));
 	CHECK(type_name, offsetof(PyTypeObject, tp_name));
 	CHECK(runtime_interp_head, offsetof(_PyRuntimeState, interpreters.head));
