@@ -330,7 +330,8 @@ static int prune_dir(const char *dir, unsigned int keep)
 			n++;
 	}
 	closedir(d);
-	qsort(names, n, sizeof(*names), cmp_names);
+	if (n)
+		qsort(names, n, sizeof(*names), cmp_names);
 	for (size_t i = 0; i + keep < n && !err; i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
 		if (unlink(path) && errno != ENOENT)

@@ -298,7 +298,9 @@ static void scan_pid(struct sampler *s, pid_t pid)
 	if (u64map__put(&s->others, (uint64_t)pid, h))
 		return;
 	/* said once per process: the pid stays in others until it runs something else */
-	if (ret == -EPROTONOSUPPORT || (s->o.verbose && ret != -ENOEXEC && ret != -ESRCH))
+	/* -ESRCH, -ENOENT: it ended while being looked at */
+	if (ret == -EPROTONOSUPPORT ||
+	    (s->o.verbose && ret != -ENOEXEC && ret != -ESRCH && ret != -ENOENT))
 		fprintf(stderr, "ptrace-gpu: sample: skipping pid %d: %s\n", pid,
 			err[0] ? err : strerror(-ret));
 }
