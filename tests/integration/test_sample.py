@@ -322,7 +322,8 @@ class SampleTest(unittest.TestCase):
             stop(proc)
         files = sorted(glob.glob(os.path.join(self.dir, "sample-*.pb.gz")))
         self.assertEqual(len(files), 2, os.listdir(self.dir))
-        self.assertEqual(s.stderr.count("wrote "), 5)
+        # one a second and the last, partial one (a stalled loop may skip a second)
+        self.assertIn(s.stderr.count("wrote "), (4, 5), s.stderr)
         for f in files:
             self.assertRegex(os.path.basename(f), r"^sample-\d{8}T\d{6}Z\.pb\.gz$")
             prof = Profile(f)
