@@ -23,7 +23,7 @@
 #include "procfs.h"
 #include "pyframe.h"
 #include "pyinterp.h"
-#include "sched.h"
+#include "schedprobe.h"
 #include "steps.h"
 #include "syscheck.h"
 #include "torchops.h"

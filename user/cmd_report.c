@@ -14,7 +14,7 @@
 #include "cudaprobe.h"
 #include "profile.h"
 #include "pstats.h"
-#include "sched.h"
+#include "schedprobe.h"
 #include "trace.h"
 
 struct report_opts {

@@ -9,7 +9,7 @@
 #include <bpf/libbpf.h>
 
 #include "ptrace_gpu/events.h"
-#include "sched.h"
+#include "schedprobe.h"
 #include "sched.skel.h"
 #include "u64map.h"
 

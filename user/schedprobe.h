@@ -5,8 +5,8 @@
  * the thread runs again, so they nest in the Python frames, op and CUDA call
  * it was in. docs/cuda-sched.md describes the records.
  */
-#ifndef PTG_SCHED_H
-#define PTG_SCHED_H
+#ifndef PTG_SCHEDPROBE_H
+#define PTG_SCHEDPROBE_H
 
 #include <stdint.h>
 #include <stdio.h>
@@ -29,4 +29,4 @@ void sched__destroy(struct sched *s);
 /* report: one line per thread with its off-CPU time, when the trace has any. */
 int sched__report(FILE *out, struct trace_reader *r);
 
-#endif /* PTG_SCHED_H */
+#endif /* PTG_SCHEDPROBE_H */
