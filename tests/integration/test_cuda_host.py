@@ -9,6 +9,7 @@ nested inside, the Python function around each call, and the off-CPU time of
 a blocking synchronization attributed to that call.
 """
 import collections
+import glob
 import os
 import subprocess
 import sys
@@ -23,6 +24,7 @@ import cuda_driver as plan  # noqa: E402
 BUILD = os.environ.get("PTG_BUILD_DIR", os.path.join(ptg.SRC, "build"))
 LIBDIR = os.path.join(BUILD, "tests", "helpers")
 SCRIPT = os.path.join(ptg.WORKLOADS, "cuda_driver.py")
+CUDA_LIB = "/usr/local/cuda/lib64"
 US = 1000
 
 # Runtime call -> the driver call the fake runtime makes inside it.
@@ -241,6 +243,38 @@ class CudaHost(unittest.TestCase):
     def check_command(self, python):
         pid, trace = self.record_command(python)
         self.verify_trace(pid, trace)
+
+    def check_real_libraries(self, python):
+        """NVIDIA's libcudart and driver stub, where installed, on a machine with
+        no driver (a real driver would run the bogus launches)."""
+        rt = sorted(glob.glob(os.path.join(CUDA_LIB, "libcudart.so.*")))
+        stub = os.path.join(CUDA_LIB, "stubs", "libcuda.so")
+        if not rt or not os.path.exists(stub) or os.path.exists("/dev/nvidiactl"):
+            self.skipTest("needs CUDA's libcudart and stub libcuda, and no NVIDIA driver")
+        script = os.path.join(ptg.WORKLOADS, "cuda_real.py")
+        rec = ptg.Recorder(["--", python, script, "--wait", rt[-1], stub], self.out,
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            self.assertTrue(rec.proc.stdout.readline().startswith("ready"))
+            self.release_after_load(rec, rec.proc.stdin, rec.proc.stdout)
+            self.assertIn("done", rec.proc.stdout.read())
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+        finally:
+            if rec.proc.poll() is None:
+                rec.proc.kill()
+                rec.proc.wait()
+            for f in (rec.proc.stdin, rec.proc.stdout, rec.proc.stderr):
+                f.close()
+        calls = [r for r in Trace(self.out).records if r.kind == "cuda_call"]
+        got = collections.Counter((r.name, r.fields.get("stream", 0)) for r in calls)
+        # the runtime fails before it reaches a driver: no nested driver calls
+        self.assertEqual(got, {("cudaLaunchKernel", 0x1234): 3,
+                               ("cudaStreamSynchronize", 0x1234): 1,
+                               ("cuLaunchKernel", 0x5678): 3,
+                               ("cuStreamSynchronize", 0x5678): 1})
+        self.assertTrue(all(r.flags != 0 for r in calls), "every call failed")
+        self.assertEqual({r.flags for r in calls if r.name.startswith("cu") and
+                          not r.name.startswith("cuda")}, {34}, "CUDA_ERROR_STUB_LIBRARY")
 
     def check_no_cuda(self, python):
         res = ptg.run(["record", "--no-cuda", "-o", self.out, "--", python, SCRIPT, LIBDIR])
