@@ -449,6 +449,8 @@ static int finish(struct recording *rc)
 		(unsigned long long)tracer__events(rc->tracer), (unsigned long long)st.dropped,
 		rc->o->output);
 	print_ops_summary(rc);
+	cudaprobe__summary(rc->cuda);
+	sched__summary(rc->sched);
 	cupti__summary(rc->cupti);
 	if (st.dropped)
 		fprintf(stderr, "ptrace-gpu: warning: %llu events were dropped (ring buffer full); "

@@ -558,6 +558,18 @@ void cudaprobe__stats(const struct cudaprobe *cp, struct cudaprobe_stats *st)
 	*st = cp->st;
 }
 
+void cudaprobe__summary(const struct cudaprobe *cp)
+{
+	if (!cp)
+		return;
+	if (!cp->st.libraries) {
+		fprintf(stderr, "ptrace-gpu: no CUDA library was mapped: no CUDA calls\n");
+		return;
+	}
+	fprintf(stderr, "ptrace-gpu: %llu CUDA calls (%u entry points probed in %u libraries)\n",
+		(unsigned long long)cp->st.calls, cp->st.entry_points, cp->st.libraries);
+}
+
 void cudaprobe__destroy(struct cudaprobe *cp)
 {
 	if (!cp)

@@ -49,6 +49,8 @@ int cudaprobe__open(struct tracer *t, struct libwatch *lw, pid_t pid, bool quiet
 /* Removes the probes; calls still open are not written. */
 void cudaprobe__detach(struct cudaprobe *cp);
 void cudaprobe__stats(const struct cudaprobe *cp, struct cudaprobe_stats *st);
+/* record's closing line about CUDA calls; nothing for NULL. */
+void cudaprobe__summary(const struct cudaprobe *cp);
 /*
  * The innermost CUDA call that thread (pid, tid) is in, as its API symbol
  * and call id (aux[3] of its record); 0 and 0 when none.

@@ -126,9 +126,11 @@ void sched__detach(struct sched *s)
 		sched_bpf__detach(s->skel);
 }
 
-uint64_t sched__intervals(const struct sched *s)
+void sched__summary(const struct sched *s)
 {
-	return s->intervals;
+	if (s)
+		fprintf(stderr, "ptrace-gpu: %llu off-CPU intervals of the target's threads\n",
+			(unsigned long long)s->intervals);
 }
 
 void sched__destroy(struct sched *s)

@@ -22,8 +22,8 @@ struct sched;
 int sched__open(struct tracer *t, pid_t pid, struct cudaprobe *cuda, struct sched **out);
 int sched__attach(struct sched *s);
 void sched__detach(struct sched *s);
-/* Off-CPU intervals written so far. */
-uint64_t sched__intervals(const struct sched *s);
+/* record's closing line about off-CPU intervals; nothing for NULL. */
+void sched__summary(const struct sched *s);
 void sched__destroy(struct sched *s);
 
 /* report: one line per thread with its off-CPU time, when the trace has any. */
