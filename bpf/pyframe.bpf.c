@@ -125,69 +125,6 @@ static __always_inline bool is_shim(__u64 frame)
 	return owner == off.owner_cstack;
 }
 
-struct snap_walk {
-	__u64 frame;
-	__u32 n;
-};
-
-/*
- * One step of the frame-chain walk, run by bpf_loop(): the verifier checks
- * the body once instead of once per unrolled iteration, which keeps loading
- * fast with a deep bound.
- */
-static long snap_step(__u32 i, void *arg)
-{
-	struct snap_walk *w = arg;
-	struct ptg_stack_event *s;
-	__u32 zero = 0;
-
-	if (!w->frame)
-		return 1;
-	s = bpf_map_lookup_elem(&snap_buf, &zero);
-	if (!s)
-		return 1;
-	if (!is_shim(w->frame)) {
-		struct ptg_frame_ref *f = &s->frames[w->n & (PTG_MAX_SNAPSHOT_DEPTH - 1)];
-
-		f->frame = w->frame;
-		f->code = read_ptr(w->frame + off.frame_code);
-		f->fingerprint = code_fingerprint(f->code);
-		w->n++;
-	}
-	w->frame = read_ptr(w->frame + off.frame_previous);
-	return 0;
-}
-
-/* Sends the chain of frames from `frame` outwards. Returns 0 when sent. */
-static int send_snapshot(__u64 ts, __u64 id, __u64 frame, __u32 reason)
-{
-	struct snap_walk w = { .frame = frame };
-	struct ptg_stack_event *s;
-	__u32 zero = 0;
-
-	s = bpf_map_lookup_elem(&snap_buf, &zero);
-	if (!s)
-		return -1;
-	bpf_loop(PTG_MAX_SNAPSHOT_DEPTH, snap_step, &w, 0);
-	if (w.frame)
-		count_loss(PTG_LOSS_PY_DEPTH);
-	s->hdr.ts = ts;
-	s->hdr.pid = id >> 32;
-	s->hdr.tid = (__u32)id;
-	s->hdr.kind = PTG_EV_PY_STACK;
-	s->hdr.cpu = bpf_get_smp_processor_id();
-	s->hdr.aux = reason;
-	s->hdr.a = w.n;
-	s->hdr.b = w.frame != 0;
-	s->hdr.c = 0;
-	s->hdr.d = 0;
-	if (bpf_ringbuf_output(&events, s, sizeof(*s), 0)) {
-		count_loss(PTG_LOSS_PY_STACK);
-		return -1;
-	}
-	return 0;
-}
-
 /* Copies a compact str's characters; width 0 when it cannot. */
 static __always_inline void read_str(__u64 str, __u8 *dst, __u32 max, __u8 *width, __u16 *chars)
 {
@@ -256,6 +193,71 @@ static __always_inline void send_code(__u64 code, __u32 fingerprint)
 		 &c->file_chars);
 	bpf_ringbuf_submit(c, 0);
 	bpf_map_update_elem(&seen_code, &key, &one, BPF_ANY);
+}
+
+struct snap_walk {
+	__u64 frame;
+	__u32 n;
+};
+
+/*
+ * One step of the frame-chain walk, run by bpf_loop(): the verifier checks
+ * the body once instead of once per unrolled iteration, which keeps loading
+ * fast with a deep bound.
+ */
+static long snap_step(__u32 i, void *arg)
+{
+	struct snap_walk *w = arg;
+	struct ptg_stack_event *s;
+	__u32 zero = 0;
+
+	if (!w->frame)
+		return 1;
+	s = bpf_map_lookup_elem(&snap_buf, &zero);
+	if (!s)
+		return 1;
+	if (!is_shim(w->frame)) {
+		struct ptg_frame_ref *f = &s->frames[w->n & (PTG_MAX_SNAPSHOT_DEPTH - 1)];
+
+		f->frame = w->frame;
+		f->code = read_ptr(w->frame + off.frame_code);
+		f->fingerprint = code_fingerprint(f->code);
+		/* frames that were running before recording began: named now too */
+		send_code(f->code, f->fingerprint);
+		w->n++;
+	}
+	w->frame = read_ptr(w->frame + off.frame_previous);
+	return 0;
+}
+
+/* Sends the chain of frames from `frame` outwards. Returns 0 when sent. */
+static int send_snapshot(__u64 ts, __u64 id, __u64 frame, __u32 reason)
+{
+	struct snap_walk w = { .frame = frame };
+	struct ptg_stack_event *s;
+	__u32 zero = 0;
+
+	s = bpf_map_lookup_elem(&snap_buf, &zero);
+	if (!s)
+		return -1;
+	bpf_loop(PTG_MAX_SNAPSHOT_DEPTH, snap_step, &w, 0);
+	if (w.frame)
+		count_loss(PTG_LOSS_PY_DEPTH);
+	s->hdr.ts = ts;
+	s->hdr.pid = id >> 32;
+	s->hdr.tid = (__u32)id;
+	s->hdr.kind = PTG_EV_PY_STACK;
+	s->hdr.cpu = bpf_get_smp_processor_id();
+	s->hdr.aux = reason;
+	s->hdr.a = w.n;
+	s->hdr.b = w.frame != 0;
+	s->hdr.c = 0;
+	s->hdr.d = 0;
+	if (bpf_ringbuf_output(&events, s, sizeof(*s), 0)) {
+		count_loss(PTG_LOSS_PY_STACK);
+		return -1;
+	}
+	return 0;
 }
 
 /*

@@ -52,14 +52,30 @@ static void print_record(const struct trace_reader *r, const struct ptg_record *
 	putchar('\n');
 }
 
+/* One line per value: a command line may hold newlines (python -c "...") */
+static void print_escaped(const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\n')
+			fputs("\\n", stdout);
+		else if (*s == '\\')
+			fputs("\\\\", stdout);
+		else
+			putchar(*s);
+	}
+}
+
 static void print_header(const struct trace_reader *r)
 {
 	const char *key, *value;
 	const struct ptg_loss *l;
 	size_t n;
 
-	for (size_t i = 0; trace_reader__meta_at(r, i, &key, &value); i++)
-		printf("# %s: %s\n", key, value);
+	for (size_t i = 0; trace_reader__meta_at(r, i, &key, &value); i++) {
+		printf("# %s: ", key);
+		print_escaped(value);
+		putchar('\n');
+	}
 	l = trace_reader__losses(r, &n);
 	for (size_t i = 0; i < n; i++)
 		printf("# lost %s cpu=%d: %" PRIu64 "\n", l[i].what,

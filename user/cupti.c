@@ -1266,12 +1266,10 @@ void cupti_decoder__free(struct cupti_decoder *d)
 {
 }
 
+/* Silent: a target without CUDA loses nothing; `ptrace-gpu --version` tells the build. */
 int cupti__open(bool quiet, struct cupti **out)
 {
 	*out = NULL;
-	if (!quiet)
-		fprintf(stderr, "ptrace-gpu: CUPTI is unavailable (this build found none): no GPU "
-				"activity, host-side data only\n");
 	return -EOPNOTSUPP;
 }
 

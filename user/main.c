@@ -43,7 +43,11 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(argv[1], "--version")) {
-		printf("ptrace-gpu %s\n", PTG_VERSION);
+#ifdef PTG_HAVE_CUPTI
+		printf("ptrace-gpu %s (CUPTI agent: %s)\n", PTG_VERSION, PTG_CUPTI_AGENT_BUILD_PATH);
+#else
+		printf("ptrace-gpu %s (no CUPTI agent: GPU activity is not recorded)\n", PTG_VERSION);
+#endif
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {

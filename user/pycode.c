@@ -18,6 +18,9 @@ static size_t put_utf8(char *out, size_t room, uint32_t cp)
 	char tmp[4];
 	size_t n;
 
+	/* lone surrogates (allowed in str) and garbage have no UTF-8 form */
+	if ((cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+		cp = 0xfffd;
 	if (cp < 0x80) {
 		tmp[0] = (char)cp;
 		n = 1;
