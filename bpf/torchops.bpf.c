@@ -1,16 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
  * PyTorch dispatcher op probes: one uprobe at the entry of each
- * at::_ops::<op>::call and one at each of its exits (every `ret`, and the
- * jump of a tail call), never a uretprobe: a C++ exception that unwinds
+ * at::_ops::<op>::call and one on the way to each of its exits (the
+ * stack-protector check before a ret, the ret itself where there is none,
+ * the jump of a tail call), never a uretprobe: a C++ exception that unwinds
  * through a uretprobe's trampoline ends the target in std::terminate.
  *
- * The bpf_cookie of each site says which op it belongs to and whether it is
- * the entry or an exit (PTG_OP_COOKIE in events.h). The event carries the
- * stack pointer: at the entry and at every exit of one invocation it points
- * at the same return address, so user space pairs an exit with its entry by
- * it, and knows that an op whose entry stack pointer is at or below a later
- * event's was left by an exception.
+ * The bpf_cookie of each site says which op it belongs to, whether it is the
+ * entry or an exit, and where the stack pointer of the op's entry is at that
+ * site (PTG_OP_COOKIE in events.h). The event carries that stack pointer: it
+ * is the same at the entry and at every exit of one invocation, so user
+ * space pairs an exit with its entry by it, and knows that an op whose entry
+ * stack pointer is at or below a later event's was left by an exception.
  *
  * The same program is loaded twice: op_multi for one BPF_TRACE_UPROBE_MULTI
  * link per library (kernel 6.6+), op_single for the fallback of one perf
@@ -30,11 +31,29 @@ struct {
 __u64 lost[PTG_MAX_CPUS] = {};
 __u64 nr_events = 0;
 
+/*
+ * A wakeup is an interrupt on the consumer's CPU (an IPI, a VM exit in a
+ * guest) for each event. The loader polls with a timeout anyway, so wake it
+ * only once the buffer is a quarter full.
+ */
+static __always_inline __u64 wakeup_flags(void)
+{
+	__u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	__u64 size = bpf_ringbuf_query(&events, BPF_RB_RING_SIZE);
+
+	return avail >= size / 4 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
 static __always_inline int emit(struct pt_regs *ctx)
 {
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u64 id = bpf_get_current_pid_tgid();
+	__u64 sp = PT_REGS_SP(ctx), fp = PT_REGS_FP(ctx);
 	struct ptg_event *e;
+
+	/* two plain loads: the verifier refuses a context access at a computed offset */
+	barrier_var(sp);
+	barrier_var(fp);
 
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -49,10 +68,11 @@ static __always_inline int emit(struct pt_regs *ctx)
 	e->cpu = bpf_get_smp_processor_id();
 	e->aux = PTG_OP_COOKIE_SITE(cookie);
 	e->a = PTG_OP_COOKIE_OP(cookie);
-	e->b = PT_REGS_SP(ctx);
+	/* the stack pointer the op had at its entry, wherever in the op this is */
+	e->b = (PTG_OP_COOKIE_FP(cookie) ? fp : sp) + (__s64)PTG_OP_COOKIE_DELTA(cookie);
 	e->c = 0;
 	e->d = 0;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, wakeup_flags());
 	__sync_fetch_and_add(&nr_events, 1);
 	return 0;
 }

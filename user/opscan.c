@@ -45,6 +45,21 @@ struct range {
 	uint64_t lo, hi;
 };
 
+/* What the site finder needs of a decoded instruction. */
+struct insn {
+	uint64_t addr;
+	uint64_t target;     /* direct jump or call target */
+	uint64_t rip_target; /* address a rip-relative memory operand names */
+	int64_t imm;	     /* second operand, immediate */
+	int64_t disp;	     /* memory operand displacement */
+	uint16_t id;	     /* X86_INS_* */
+	uint16_t dst;	     /* first operand register, X86_REG_* */
+	uint16_t mem_base, mem_index;
+	uint8_t size;
+	bool canary;   /* reads fs:0x28, the stack protector's canary */
+	bool indirect; /* jmp/call through a register or memory */
+};
+
 struct scan {
 	int fd;
 	Elf *elf;
@@ -59,6 +74,8 @@ struct scan {
 	struct u64map callee_name; /* callee -> pool offset + 1, or NO_NAME */
 	csh cs;
 	cs_insn *insn;
+	struct insn *insns; /* the function being scanned */
+	size_t insns_cap;
 	uint8_t *buf;
 	size_t buf_cap;
 	struct opscan *out;
@@ -243,7 +260,8 @@ static size_t find_schema_name(struct scan *s, uint64_t addr, size_t len, bool s
 	return 0;
 }
 
-static int add_site(struct scan *s, uint64_t vaddr, uint32_t op, uint32_t site)
+static int add_site(struct scan *s, uint64_t vaddr, uint32_t op, uint32_t site, bool fp,
+		    int16_t delta)
 {
 	struct opscan *o = s->out;
 	uint64_t off, room;
@@ -259,21 +277,147 @@ static int add_site(struct scan *s, uint64_t vaddr, uint32_t op, uint32_t site)
 		o->sites = n;
 		s->sites_cap = cap;
 	}
-	o->sites[o->nsites++] = (struct opscan_site){ .offset = off, .op = op, .site = site };
+	o->sites[o->nsites++] = (struct opscan_site){
+		.offset = off, .op = op, .site = site, .fp = fp, .delta = delta,
+	};
 	return 0;
-}
-
-static bool is_epilogue(unsigned int id, const cs_x86 *x)
-{
-	if (id == X86_INS_POP || id == X86_INS_LEAVE)
-		return true;
-	return id == X86_INS_ADD && x->op_count == 2 && x->operands[0].type == X86_OP_REG &&
-	       x->operands[0].reg == X86_REG_RSP;
 }
 
 static bool is_cond_jump(unsigned int id)
 {
 	return id >= X86_INS_JAE && id <= X86_INS_JS && id != X86_INS_JMP;
+}
+
+/* Decodes [addr, addr + size) into s->insns. */
+static int decode(struct scan *s, uint64_t addr, uint32_t size, size_t *n)
+{
+	uint64_t pc = addr;
+	const uint8_t *code;
+	size_t left, got = 0;
+
+	code = code_at(s, addr, size, &got);
+	if (!code || got != size)
+		return -EIO;
+	left = got;
+	*n = 0;
+	while (cs_disasm_iter(s->cs, &code, &left, &pc, s->insn)) {
+		const cs_x86 *x = &s->insn->detail->x86;
+		struct insn *in;
+
+		if (*n == s->insns_cap) {
+			size_t cap = s->insns_cap ? s->insns_cap * 2 : 1024;
+			struct insn *p = realloc(s->insns, cap * sizeof(*p));
+
+			if (!p)
+				return -ENOMEM;
+			s->insns = p;
+			s->insns_cap = cap;
+		}
+		in = &s->insns[(*n)++];
+		memset(in, 0, sizeof(*in));
+		in->addr = s->insn->address;
+		in->size = s->insn->size;
+		in->id = s->insn->id;
+		for (int i = 0; i < x->op_count && i < 2; i++) {
+			const cs_x86_op *op = &x->operands[i];
+
+			if (op->type == X86_OP_REG && i == 0)
+				in->dst = op->reg;
+			if (op->type == X86_OP_IMM && i == 0)
+				in->target = (uint64_t)op->imm;
+			if (op->type == X86_OP_IMM && i == 1)
+				in->imm = op->imm;
+			if (op->type == X86_OP_MEM) {
+				in->mem_base = op->mem.base;
+				in->mem_index = op->mem.index;
+				in->disp = op->mem.disp;
+				in->rip_target = op->mem.base == X86_REG_RIP ?
+							 in->addr + in->size + (uint64_t)op->mem.disp : 0;
+				in->canary = op->mem.segment == X86_REG_FS && op->mem.disp == 0x28;
+			}
+			if (i == 0 && op->type != X86_OP_IMM &&
+			    (in->id == X86_INS_JMP || in->id == X86_INS_CALL))
+				in->indirect = true;
+		}
+	}
+	/* capstone stops at bytes it cannot decode: sites past them would be guesses */
+	return left ? -EILSEQ : 0;
+}
+
+static bool is_branch(const struct insn *in)
+{
+	return in->id == X86_INS_JMP || in->id == X86_INS_CALL || in->id == X86_INS_RET ||
+	       is_cond_jump(in->id);
+}
+
+static bool is_epilogue(const struct insn *in)
+{
+	return in->id == X86_INS_POP || in->id == X86_INS_LEAVE ||
+	       (in->id == X86_INS_ADD && in->dst == X86_REG_RSP);
+}
+
+/*
+ * Where the stack pointer of the op's entry is at insns[j], from the way
+ * insns[j + 1 .. k - 1] unwind the frame before the ret at k (where the
+ * stack pointer is the entry's again). Returns false on anything else than
+ * moves, pops, leave, lea rsp,[rbp + d] and add/sub rsp,imm.
+ */
+static bool unwind_to_ret(const struct insn *in, size_t j, size_t k, bool *fp, int16_t *delta)
+{
+	bool from_rbp = false, rbp_moved = false;
+	int64_t d = 0;
+
+	for (size_t i = j + 1; i < k; i++) {
+		const struct insn *x = &in[i];
+
+		if (x->id == X86_INS_LEA && x->dst == X86_REG_RSP && x->mem_base == X86_REG_RBP &&
+		    !x->mem_index && !rbp_moved) {
+			from_rbp = true;
+			d = x->disp;
+		} else if ((x->id == X86_INS_ADD || x->id == X86_INS_SUB) && x->dst == X86_REG_RSP &&
+			   !x->mem_base) {
+			d += x->id == X86_INS_ADD ? x->imm : -x->imm;
+		} else if (x->id == X86_INS_POP) {
+			d += 8;
+			rbp_moved |= x->dst == X86_REG_RBP;
+		} else if (x->id == X86_INS_LEAVE && !rbp_moved) {
+			from_rbp = true;
+			d = 8;
+			rbp_moved = true;
+		} else if (x->id == X86_INS_MOV || x->id == X86_INS_NOP) {
+			if (x->dst == X86_REG_RSP || x->dst == X86_REG_RBP)
+				return false;
+		} else {
+			return false;
+		}
+	}
+	if (d < INT16_MIN || d > INT16_MAX)
+		return false;
+	*fp = from_rbp;
+	*delta = (int16_t)d;
+	return true;
+}
+
+/*
+ * An emulated instruction before the ret at k on the only way to it: the
+ * stack protector's `jne __stack_chk_fail` right after `sub/xor reg,
+ * fs:0x28`. x86 runs a probed ret out of line with one more trap (12.5 us a
+ * hit in a VM here, bench/uprobe_cost.c), a jne it emulates (0.7 us).
+ */
+static bool check_before_ret(const struct insn *in, size_t k, const struct u64map *targets,
+			     size_t *j_out, bool *fp, int16_t *delta)
+{
+	for (size_t j = k; j-- > 1 && k - j <= 16;) {
+		if (u64map__get(targets, in[j + 1].addr))
+			return false; /* a way into the epilogue past the check */
+		if (in[j].id == X86_INS_JNE && in[j - 1].canary) {
+			*j_out = j;
+			return unwind_to_ret(in, j, k, fp, delta);
+		}
+		if (is_branch(&in[j]))
+			return false;
+	}
+	return false;
 }
 
 struct body {
@@ -283,76 +427,79 @@ struct body {
 	int exits;
 };
 
-/* Classifies one instruction of op's body [lo, hi). */
-static int body_insn(struct scan *s, uint32_t op, uint64_t lo, uint64_t hi, bool prev_epilogue,
+static int exit_site(struct scan *s, uint32_t op, size_t k, const struct u64map *targets,
 		     struct body *b)
 {
-	const cs_insn *in = s->insn;
-	const cs_x86 *x = &in->detail->x86;
-	uint64_t t;
+	const struct insn *in = s->insns;
+	int16_t delta = 0;
+	bool fp = false;
+	size_t j;
 
-	if (in->id == X86_INS_RET) {
-		b->exits++;
-		s->out->st.rets++;
-		return add_site(s, in->address, op, PTG_OP_SITE_RET);
+	b->exits++;
+	s->out->st.rets++;
+	if (check_before_ret(in, k, targets, &j, &fp, &delta)) {
+		s->out->st.checks++;
+		return add_site(s, in[j].addr, op, PTG_OP_SITE_CHECK, fp, delta);
 	}
-	if (x->op_count != 1 || x->operands[0].type != X86_OP_IMM) {
-		/* jmp *reg / *mem right after an epilogue: a tail call through a pointer */
-		if (in->id == X86_INS_JMP && prev_epilogue) {
-			b->exits++;
-			s->out->st.tails++;
-			return add_site(s, in->address, op, PTG_OP_SITE_TAIL);
-		}
+	return add_site(s, in[k].addr, op, PTG_OP_SITE_RET, false, 0);
+}
+
+/* Classifies insns[k] of op's body [lo, hi): exits, callees, an inlined name. */
+static int body_insn(struct scan *s, uint32_t op, size_t k, uint64_t lo, uint64_t hi,
+		     const struct u64map *targets, struct body *b, uint64_t *rdx)
+{
+	const struct insn *in = &s->insns[k];
+	bool after_epilogue = k && is_epilogue(&s->insns[k - 1]);
+
+	if (in->id == X86_INS_RET)
+		return exit_site(s, op, k, targets, b);
+	if (in->id == X86_INS_LEA && in->dst == X86_REG_RDX && in->rip_target)
+		*rdx = in->rip_target;
+	if (in->id == X86_INS_CALL && in->target) {
+		/* call() with the typed-handle creation inlined */
+		if (!b->name && *rdx && is_fsot(s, in->target))
+			b->name = pool_add_str(s, *rdx);
+		else if (b->ncallees < MAX_CALLEES && !in_plt(s, in->target))
+			b->callees[b->ncallees++] = in->target;
+		*rdx = 0;
 		return 0;
 	}
-	t = (uint64_t)x->operands[0].imm;
-	if (in->id == X86_INS_CALL) {
-		if (b->ncallees < MAX_CALLEES && !in_plt(s, t))
-			b->callees[b->ncallees++] = t;
+	if (in->id != X86_INS_JMP && !is_cond_jump(in->id))
 		return 0;
-	}
-	if (t >= lo && t < hi)
-		return 0;
-	if (in->id == X86_INS_JMP && (prev_epilogue || u64map__get(&s->funcs, t) || in_plt(s, t))) {
+	/* jmp *reg / *mem right after an epilogue: a tail call through a pointer */
+	if ((in->indirect && in->id == X86_INS_JMP && after_epilogue) ||
+	    (in->id == X86_INS_JMP && in->target && (in->target < lo || in->target >= hi) &&
+	     (after_epilogue || u64map__get(&s->funcs, in->target) || in_plt(s, in->target)))) {
 		b->exits++;
 		s->out->st.tails++;
-		return add_site(s, in->address, op, PTG_OP_SITE_TAIL);
+		/* jmp is emulated; the stack is as at entry */
+		return add_site(s, in->addr, op, PTG_OP_SITE_TAIL, false, 0);
 	}
-	if (is_cond_jump(in->id) && (u64map__get(&s->funcs, t) || in_plt(s, t)))
+	if (is_cond_jump(in->id) && in->target && (in->target < lo || in->target >= hi) &&
+	    (u64map__get(&s->funcs, in->target) || in_plt(s, in->target)))
 		s->out->st.cond_tails++;
 	return 0;
 }
 
 static int scan_body(struct scan *s, uint32_t op, uint64_t addr, uint32_t size, struct body *b)
 {
-	uint64_t pc = addr, rdx = 0;
-	bool prev_epilogue = false;
-	const uint8_t *code;
-	size_t n, got = 0;
+	struct u64map targets = {};
+	uint64_t rdx = 0;
+	size_t n;
 	int err;
 
-	code = code_at(s, addr, size, &got);
-	if (!code || got != size)
-		return -EIO;
-	n = got;
-	while (cs_disasm_iter(s->cs, &code, &n, &pc, s->insn)) {
-		const cs_x86 *x = &s->insn->detail->x86;
+	err = decode(s, addr, size, &n);
+	for (size_t k = 0; !err && k < n; k++) {
+		const struct insn *in = &s->insns[k];
 
-		err = body_insn(s, op, addr, addr + size, prev_epilogue, b);
-		if (err)
-			return err;
-		/* call() with the typed-handle creation inlined */
-		if (s->insn->id == X86_INS_LEA && x->op_count == 2 &&
-		    x->operands[0].type == X86_OP_REG && x->operands[0].reg == X86_REG_RDX &&
-		    x->operands[1].type == X86_OP_MEM && x->operands[1].mem.base == X86_REG_RIP)
-			rdx = rip_target(s->insn, &x->operands[1]);
-		else if (s->insn->id == X86_INS_CALL && x->operands[0].type == X86_OP_IMM &&
-			 !b->name && is_fsot(s, (uint64_t)x->operands[0].imm) && rdx)
-			b->name = pool_add_str(s, rdx);
-		prev_epilogue = is_epilogue(s->insn->id, x);
+		if (is_branch(in) && in->id != X86_INS_CALL && in->target >= addr &&
+		    in->target < addr + size)
+			err = u64map__put(&targets, in->target, 1);
 	}
-	/* capstone stops at bytes it cannot decode: sites past them would be guesses */
-	return n ? -EILSEQ : 0;
+	for (size_t k = 0; !err && k < n; k++)
+		err = body_insn(s, op, k, addr, addr + size, &targets, b, &rdx);
+	u64map__free(&targets);
+	return err;
 }
 
 static size_t callee_name(struct scan *s, uint64_t callee)
@@ -412,7 +559,7 @@ static int add_op(struct scan *s, const char *sym, const GElf_Sym *es)
 			return -ENOMEM;
 		s->ops_cap = cap;
 	}
-	err = add_site(s, es->st_value, op, PTG_OP_SITE_ENTRY);
+	err = add_site(s, es->st_value, op, PTG_OP_SITE_ENTRY, false, 0);
 	err = err ?: scan_body(s, op, es->st_value, (uint32_t)es->st_size, &b);
 	if (err)
 		return err;
@@ -578,6 +725,7 @@ static void scan_close(struct scan *s)
 		close(s->fd);
 	free(s->load);
 	free(s->buf);
+	free(s->insns);
 	free(s->name_off);
 	u64map__free(&s->funcs);
 	u64map__free(&s->fsot_slots);

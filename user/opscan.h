@@ -19,16 +19,23 @@ struct opscan_op {
 	uint32_t size;
 };
 
-/* One uprobe site: a file offset and its bpf_cookie (PTG_OP_COOKIE with a local op index). */
+/*
+ * One uprobe site: a file offset, and what its bpf_cookie says (PTG_OP_COOKIE
+ * with a local op index): the kind of site, and where the entry's stack
+ * pointer is there: rsp (fp 0) or rbp (fp 1) plus delta.
+ */
 struct opscan_site {
 	uint64_t offset;
 	uint32_t op;
-	uint32_t site; /* enum ptg_op_site */
+	uint8_t site; /* enum ptg_op_site */
+	uint8_t fp;
+	int16_t delta;
 };
 
 struct opscan_stats {
 	uint32_t ops;		/* functions found */
-	uint32_t rets;		/* ret sites */
+	uint32_t rets;		/* ret instructions */
+	uint32_t checks;	/* rets probed at the stack-protector check before them */
 	uint32_t tails;		/* tail-call jump sites: the op ends there, before its callee */
 	uint32_t no_exit;	/* ops with no exit site at all (never closed but by the stack rules) */
 	uint32_t cond_tails;	/* conditional jumps out of the function: not probed (a uprobe

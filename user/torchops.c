@@ -233,6 +233,11 @@ cleanup:
 	return err;
 }
 
+static uint64_t site_cookie(const struct op_lib *lib, const struct opscan_site *site)
+{
+	return PTG_OP_COOKIE(lib->base + site->op, site->site, site->fp, site->delta);
+}
+
 static int attach_multi(struct torchops *ops, struct op_lib *lib, const char *path)
 {
 	const struct opscan *s = lib->scan;
@@ -248,7 +253,7 @@ static int attach_multi(struct torchops *ops, struct op_lib *lib, const char *pa
 	}
 	for (size_t i = 0; i < s->nsites; i++) {
 		offsets[i] = s->sites[i].offset;
-		cookies[i] = PTG_OP_COOKIE(lib->base + s->sites[i].op, s->sites[i].site);
+		cookies[i] = site_cookie(lib, &s->sites[i]);
 	}
 	attr.prog_fd = bpf_program__fd(ops->skel->progs.op_multi);
 	attr.attach_type = PTG_BPF_TRACE_UPROBE_MULTI;
@@ -278,7 +283,7 @@ static int attach_each(struct torchops *ops, struct op_lib *lib, const char *pat
 		return -ENOMEM;
 	for (size_t i = 0; i < s->nsites; i++) {
 		LIBBPF_OPTS(bpf_uprobe_opts, opts,
-			    .bpf_cookie = PTG_OP_COOKIE(lib->base + s->sites[i].op, s->sites[i].site));
+			    .bpf_cookie = site_cookie(lib, &s->sites[i]));
 		struct bpf_link *l = bpf_program__attach_uprobe_opts(
 			ops->skel->progs.op_single, ops->pid, path, s->sites[i].offset, &opts);
 

@@ -220,8 +220,12 @@ int tracer__poll(struct tracer *t, int timeout_ms)
 {
 	int n = ring_buffer__poll(t->rb, timeout_ms);
 
-	if (n == -EINTR)
-		return 0;
+	/*
+	 * Probes that fire often skip the wakeup (an interrupt per event) until
+	 * the buffer fills up: a poll that timed out still reads what is there.
+	 */
+	if (n == 0 || n == -EINTR)
+		n = ring_buffer__consume(t->rb);
 	return t->err ?: n;
 }
 

@@ -43,7 +43,7 @@ static const struct opscan_op *find_op(const struct opscan *s, const char *name)
 
 static void test_libtorch(void)
 {
-	size_t entries = 0, rets = 0, tails = 0, linear = 0;
+	size_t entries = 0, rets = 0, checks = 0, tails = 0, linear = 0;
 	struct opscan *s = NULL;
 
 	if (access(LIBTORCH, R_OK)) {
@@ -52,10 +52,10 @@ static void test_libtorch(void)
 	}
 	if (!ASSERT_EQ(opscan__run(LIBTORCH, &s), 0, "scan libtorch_cpu"))
 		return;
-	printf("libtorch_cpu: %u ops, %u rets, %u tail jumps, %u without exit, %u unnamed, "
-	       "%u conditional tail jumps, %.3f s\n",
-	       s->st.ops, s->st.rets, s->st.tails, s->st.no_exit, s->st.unnamed, s->st.cond_tails,
-	       s->st.elapsed_ns / 1e9);
+	printf("libtorch_cpu: %u ops, %u rets (%u probed at their stack check), %u tail jumps, "
+	       "%u without exit, %u unnamed, %u conditional tail jumps, %.3f s\n",
+	       s->st.ops, s->st.rets, s->st.checks, s->st.tails, s->st.no_exit, s->st.unnamed,
+	       s->st.cond_tails, s->st.elapsed_ns / 1e9);
 	ASSERT_EQ(s->st.ops, 2952, "at::_ops::<op>::call functions");
 	ASSERT_EQ(s->st.unnamed, 0, "every op named by its findSchemaOrThrow call");
 	ASSERT_EQ(s->st.no_exit, 0, "every op has an exit site");
@@ -68,13 +68,17 @@ static void test_libtorch(void)
 	for (size_t i = 0; i < s->nsites; i++) {
 		entries += s->sites[i].site == PTG_OP_SITE_ENTRY;
 		rets += s->sites[i].site == PTG_OP_SITE_RET;
+		checks += s->sites[i].site == PTG_OP_SITE_CHECK;
 		tails += s->sites[i].site == PTG_OP_SITE_TAIL;
 	}
 	ASSERT_EQ(entries, s->st.ops, "one entry site per op");
-	ASSERT_EQ(rets, s->st.rets, "ret sites");
+	ASSERT_EQ(rets + checks, s->st.rets, "one exit site per ret");
+	ASSERT_EQ(checks, s->st.checks, "stack-check sites");
 	ASSERT_EQ(tails, s->st.tails, "tail sites");
 	/* measured with objdump: 2951 ops end in one ret, _cudnn_rnn_backward_out in a tail jump */
 	ASSERT_EQ(s->st.rets, 2951, "rets");
+	/* every ret of 1.13 follows a stack-protector check: none is probed out of line */
+	ASSERT_EQ(s->st.checks, 2951, "rets probed at their stack check");
 	ASSERT_EQ(s->st.tails, 1, "tail jumps");
 	/* .text is mapped at file offset == vaddr in this library */
 	for (size_t i = 0; i < s->nops; i++)
