@@ -156,6 +156,15 @@ class TorchOps(unittest.TestCase):
         self.assertTrue(all(c[7] == 0 for c in steps), "each step() returned in the trace")
         self.assertEqual(Ops(trace).count()["aten::addmm"], 2 * 3)
 
+    def test_step_function(self):
+        path, _, _ = self.record("mlp.py", "--steps", "5",
+                                 rec_args=["--steps", "2", "--step-function", "mlp:Net.forward"])
+        trace = ptg.Trace(path)
+        self.assertEqual(trace.meta["stop.reason"], "2 steps recorded")
+        forward = [c for c in trace.calls() if c[1] == "Net.forward"]
+        self.assertEqual(len(forward), 2)
+        self.assertTrue(all(c[7] == 0 for c in forward), "both returned in the trace")
+
     def test_schedule_one_trace_per_active_cycle(self):
         self.record("mlp.py", "--steps", "9",
                     rec_args=["--schedule", "wait=1,warmup=1,active=2,repeat=2"])
