@@ -158,8 +158,10 @@ static __always_inline void read_str(__u64 str, __u8 *dst, __u32 max, __u8 *widt
 /*
  * Sends the names of a code object the first time it is seen: user space
  * could read them later from /proc/PID/mem, but not once the process is gone.
+ * A global function: the verifier checks it once, on its own, instead of in
+ * every path of every caller.
  */
-static __always_inline void send_code(__u64 code, __u32 fingerprint)
+__noinline int send_code(__u64 code, __u32 fingerprint)
 {
 	struct code_key key = { .code = code, .fingerprint = fingerprint };
 	struct ptg_code_event *c;
@@ -168,11 +170,11 @@ static __always_inline void send_code(__u64 code, __u32 fingerprint)
 	__u32 line = 0;
 
 	if (!code || bpf_map_lookup_elem(&seen_code, &key))
-		return;
+		return 0;
 	c = bpf_ringbuf_reserve(&events, sizeof(*c), 0);
 	if (!c) {
 		count_loss(PTG_LOSS_PY_CODE);
-		return;
+		return 0;
 	}
 	id = bpf_get_current_pid_tgid();
 	bpf_probe_read_user(&line, sizeof(line), (const void *)(code + off.code_firstlineno));
@@ -193,6 +195,7 @@ static __always_inline void send_code(__u64 code, __u32 fingerprint)
 		 &c->file_chars);
 	bpf_ringbuf_submit(c, 0);
 	bpf_map_update_elem(&seen_code, &key, &one, BPF_ANY);
+	return 0;
 }
 
 struct snap_walk {
@@ -231,7 +234,7 @@ static long snap_step(__u32 i, void *arg)
 }
 
 /* Sends the chain of frames from `frame` outwards. Returns 0 when sent. */
-static int send_snapshot(__u64 ts, __u64 id, __u64 frame, __u32 reason)
+__noinline int send_snapshot(__u64 ts, __u64 id, __u64 frame, __u32 reason)
 {
 	struct snap_walk w = { .frame = frame };
 	struct ptg_stack_event *s;
@@ -312,8 +315,7 @@ static __always_inline int emit(__u16 kind, __u32 aux, __u64 a, __u64 b, __u64 c
  * (high byte) is 0 at the start of a call, 1-3 when a generator or coroutine
  * continues after yield / yield from / await.
  */
-SEC("uprobe")
-int BPF_KPROBE(py_resume)
+static __always_inline int on_resume(void)
 {
 	__u64 frame, code, prev_instr, previous, self = 0;
 	__u32 oparg, fingerprint;
@@ -341,8 +343,8 @@ int BPF_KPROBE(py_resume)
 	return emit(PTG_EV_PY_RESUME, fingerprint, frame, code, 0, previous, previous);
 }
 
-SEC("uprobe")
-int BPF_KPROBE(py_return)
+/* RETURN_VALUE or YIELD_VALUE: the current frame leaves. */
+static __always_inline int on_leave(__u16 kind)
 {
 	__u64 frame = current_frame();
 
@@ -350,30 +352,37 @@ int BPF_KPROBE(py_return)
 		count_loss(PTG_LOSS_PY_READ);
 		return 0;
 	}
-	return emit(PTG_EV_PY_RETURN, 0, frame, 0, 0, 0, frame);
-}
-
-SEC("uprobe")
-int BPF_KPROBE(py_yield)
-{
-	__u64 frame = current_frame();
-
-	if (!frame) {
-		count_loss(PTG_LOSS_PY_READ);
-		return 0;
-	}
-	return emit(PTG_EV_PY_YIELD, 0, frame, 0, 0, 0, frame);
+	return emit(kind, 0, frame, 0, 0, 0, frame);
 }
 
 /* PyTraceBack_Here(PyFrameObject *f): the exception now is in f's frame. */
-SEC("uprobe")
-int BPF_KPROBE(py_traceback, void *frame_obj)
+static __always_inline int on_traceback(__u64 frame_obj)
 {
-	__u64 frame = read_ptr((__u64)frame_obj + off.frameobj_frame);
+	__u64 frame = read_ptr(frame_obj + off.frameobj_frame);
 
 	if (!frame)
 		return 0;
 	return emit(PTG_EV_PY_UNWIND, 1, frame, 0, 0, 0, frame);
+}
+
+/*
+ * One program for every probe site, told apart by its BPF cookie: the
+ * kernel verifies it once and one multi-uprobe link holds all the sites.
+ */
+SEC("uprobe")
+int py_probe(struct pt_regs *ctx)
+{
+	switch (bpf_get_attach_cookie(ctx)) {
+	case PTG_PY_PROBE_RESUME:
+		return on_resume();
+	case PTG_PY_PROBE_RETURN:
+		return on_leave(PTG_EV_PY_RETURN);
+	case PTG_PY_PROBE_YIELD:
+		return on_leave(PTG_EV_PY_YIELD);
+	case PTG_PY_PROBE_TRACEBACK:
+		return on_traceback(PT_REGS_PARM1(ctx));
+	}
+	return 0;
 }
 
 /*

@@ -16,12 +16,15 @@
 #include "pyframe.h"
 #include "pyframe.skel.h"
 #include "u64map.h"
+#include "uprobe_multi.h"
 
-#define MAX_LINKS 16
+#define MAX_SITES 16
 
 struct pyframe {
 	struct pyframe_bpf *skel;
-	struct bpf_link *links[MAX_LINKS];
+	bool multi;		       /* the kernel has multi-uprobe links */
+	int link_fds[2];	       /* multi links: probe sites, eval loop return */
+	struct bpf_link *links[MAX_SITES]; /* one per site otherwise */
 	int nlinks;
 	struct py_interp py;
 	struct tracer *t;
@@ -238,6 +241,7 @@ int pyframe__open(const struct py_interp *py, struct tracer *t, struct pyframe *
 	if (!pf)
 		return -ENOMEM;
 	pf->memfd = -1;
+	pf->link_fds[0] = pf->link_fds[1] = -1;
 	pf->py = *py;
 	pf->t = t;
 	snprintf(path, sizeof(path), "/proc/%d/mem", py->pid);
@@ -255,6 +259,13 @@ int pyframe__open(const struct py_interp *py, struct tracer *t, struct pyframe *
 	}
 	pf->skel->rodata->off = py->info->off;
 	pf->skel->rodata->runtime_addr = py->runtime_addr;
+	pf->multi = uprobe_multi_supported();
+	if (pf->multi) {
+		bpf_program__set_expected_attach_type(pf->skel->progs.py_probe,
+						      PTG_BPF_TRACE_UPROBE_MULTI);
+		bpf_program__set_expected_attach_type(pf->skel->progs.py_eval_ret,
+						      PTG_BPF_TRACE_UPROBE_MULTI);
+	}
 	err = bpf_map__reuse_fd(pf->skel->maps.events, tracer__ringbuf_fd(t));
 	if (!err)
 		err = pyframe_bpf__load(pf->skel);
@@ -272,47 +283,89 @@ cleanup:
 	return err;
 }
 
-static int attach_one(struct pyframe *pf, struct bpf_program *prog, bool ret, uint64_t off)
+/* The probe sites of the interpreter and what each does (its BPF cookie). */
+static int probe_sites(const struct py_interp *py, uint64_t *offs, uint64_t *cookies)
 {
+	int n = 0;
+
+	for (int i = 0; i < py->nresume; i++, n++) {
+		offs[n] = py->resume_offs[i];
+		cookies[n] = PTG_PY_PROBE_RESUME;
+	}
+	for (int i = 0; i < py->nreturn; i++, n++) {
+		offs[n] = py->return_offs[i];
+		cookies[n] = PTG_PY_PROBE_RETURN;
+	}
+	for (int i = 0; i < py->nyield; i++, n++) {
+		offs[n] = py->yield_offs[i];
+		cookies[n] = PTG_PY_PROBE_YIELD;
+	}
+	offs[n] = py->traceback_off;
+	cookies[n++] = PTG_PY_PROBE_TRACEBACK;
+	return n;
+}
+
+static int attach_one(struct pyframe *pf, struct bpf_program *prog, bool ret, uint64_t off,
+		      uint64_t cookie)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = ret, .bpf_cookie = cookie);
 	struct bpf_link *link;
 
-	if (pf->nlinks == MAX_LINKS)
+	if (pf->nlinks == MAX_SITES)
 		return -E2BIG;
-	link = bpf_program__attach_uprobe(prog, ret, pf->py.pid, pf->py.attach_path, off);
-	if (!link) {
-		int err = -errno;
-
-		fprintf(stderr, "pyframe: cannot attach %s at %s+%#llx: %s\n",
-			bpf_program__name(prog), pf->py.path, (unsigned long long)off,
-			strerror(-err));
-		return err;
-	}
+	link = bpf_program__attach_uprobe_opts(prog, pf->py.pid, pf->py.attach_path, off, &opts);
+	if (!link)
+		return -errno;
 	pf->links[pf->nlinks++] = link;
+	return 0;
+}
+
+static int attach_multi(struct pyframe *pf, const uint64_t *offs, const uint64_t *cookies, int n)
+{
+	struct pyframe_bpf *s = pf->skel;
+	const char *path = pf->py.attach_path;
+	int fd;
+
+	fd = uprobe_multi_attach(bpf_program__fd(s->progs.py_probe), path, offs, cookies,
+				 (uint32_t)n, false, pf->py.pid);
+	if (fd < 0)
+		return fd;
+	pf->link_fds[0] = fd;
+	fd = uprobe_multi_attach(bpf_program__fd(s->progs.py_eval_ret), path, &pf->py.eval_off,
+				 NULL, 1, true, pf->py.pid);
+	if (fd < 0)
+		return fd;
+	pf->link_fds[1] = fd;
 	return 0;
 }
 
 int pyframe__attach(struct pyframe *pf)
 {
-	const struct py_interp *py = &pf->py;
-	struct pyframe_bpf *s = pf->skel;
-	int err = 0;
+	uint64_t offs[MAX_SITES], cookies[MAX_SITES];
+	int n = probe_sites(&pf->py, offs, cookies), err = 0;
 
-	for (int i = 0; !err && i < py->nresume; i++)
-		err = attach_one(pf, s->progs.py_resume, false, py->resume_offs[i]);
-	for (int i = 0; !err && i < py->nreturn; i++)
-		err = attach_one(pf, s->progs.py_return, false, py->return_offs[i]);
-	for (int i = 0; !err && i < py->nyield; i++)
-		err = attach_one(pf, s->progs.py_yield, false, py->yield_offs[i]);
-	if (!err)
-		err = attach_one(pf, s->progs.py_traceback, false, py->traceback_off);
-	/* C code calls the eval loop, no C++ exception unwinds through it: a uretprobe is safe */
-	if (!err)
-		err = attach_one(pf, s->progs.py_eval_ret, true, py->eval_off);
+	if (pf->multi) {
+		err = attach_multi(pf, offs, cookies, n);
+	} else {
+		for (int i = 0; !err && i < n; i++)
+			err = attach_one(pf, pf->skel->progs.py_probe, false, offs[i], cookies[i]);
+		/* C code calls the eval loop, no C++ exception unwinds through it: a uretprobe is safe */
+		if (!err)
+			err = attach_one(pf, pf->skel->progs.py_eval_ret, true, pf->py.eval_off, 0);
+	}
+	if (err)
+		fprintf(stderr, "pyframe: cannot attach probes to %s: %s\n", pf->py.path,
+			strerror(-err));
 	return err;
 }
 
 void pyframe__detach(struct pyframe *pf)
 {
+	for (int i = 0; i < 2; i++) {
+		if (pf->link_fds[i] >= 0)
+			close(pf->link_fds[i]);
+		pf->link_fds[i] = -1;
+	}
 	for (int i = 0; i < pf->nlinks; i++)
 		bpf_link__destroy(pf->links[i]);
 	pf->nlinks = 0;
