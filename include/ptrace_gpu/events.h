@@ -58,16 +58,21 @@ enum ptg_ev_kind {
 
 /*
  * bpf_cookie of a dispatcher op's uprobe site: the op's index in the
- * loader's table and what the site is.
+ * loader's table, what the site is, and where the stack pointer of the op's
+ * entry is at the site: base register (stack or frame pointer) + delta.
  */
 enum ptg_op_site {
 	PTG_OP_SITE_ENTRY = 0,
-	PTG_OP_SITE_RET = 1,  /* a ret instruction */
-	PTG_OP_SITE_TAIL = 2, /* a jmp to another function, the stack as at entry */
+	PTG_OP_SITE_RET = 1,   /* a ret instruction */
+	PTG_OP_SITE_TAIL = 2,  /* a jmp to another function, the stack as at entry */
+	PTG_OP_SITE_CHECK = 3, /* the stack-protector jne on the way to a ret */
 };
-#define PTG_OP_COOKIE(op, site) ((__u64)(op) << 2 | (site))
-#define PTG_OP_COOKIE_OP(c) ((c) >> 2)
+#define PTG_OP_COOKIE(op, site, fp, delta)                                                     \
+	((__u64)(op) << 32 | (__u64)(__u16)(delta) << 16 | (__u64)(fp) << 2 | (site))
+#define PTG_OP_COOKIE_OP(c) ((c) >> 32)
 #define PTG_OP_COOKIE_SITE(c) ((__u32)((c) & 3))
+#define PTG_OP_COOKIE_FP(c) ((__u32)((c) >> 2) & 1) /* 1: rbp + delta, 0: rsp + delta */
+#define PTG_OP_COOKIE_DELTA(c) ((__s16)((c) >> 16))
 
 /* BPF cookie of each Python probe site: what the handler at that address does. */
 enum ptg_py_probe {
