@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "chrome.h"
+#include "cudajoin.h"
 #include "kineto.h"
 
 #define FLUSH_AT (64 * 1024)
@@ -41,6 +42,7 @@ struct chrome {
 	uint64_t last_ts;
 	struct cthread *threads;
 	size_t tmask, nthreads;
+	struct u64map joins; /* host call id -> correlation id (cudajoin.h) */
 };
 
 static void sb_reserve(struct sbuf *b, size_t more)
@@ -462,6 +464,8 @@ static void write_synth_flows(struct chrome *c, const struct ptg_record *rec)
 
 static int write_record(struct chrome *c, const struct ptg_record *rec)
 {
+	struct ptg_record call;
+
 	if (rec->ts + rec->dur > c->last_ts)
 		c->last_ts = rec->ts + rec->dur;
 	switch (rec->kind) {
@@ -476,8 +480,11 @@ static int write_record(struct chrome *c, const struct ptg_record *rec)
 		write_span_rec(c, rec);
 		break;
 	case PTG_REC_CUDA_CALL:
-		write_call(c, rec);
-		write_synth_flows(c, rec);
+		/* a probed call carries the id of the CUPTI record joined to it, as Kineto's do */
+		call = *rec;
+		call.corr = cuda_join_corr(&c->joins, rec);
+		write_call(c, &call);
+		write_synth_flows(c, &call);
 		break;
 	case PTG_REC_GPU_KERNEL:
 	case PTG_REC_GPU_MEMCPY:
@@ -583,6 +590,7 @@ static void chrome_free(struct chrome *c)
 		free(c->threads[i].frames);
 	free(c->threads);
 	free(c->b.p);
+	u64map__free(&c->joins);
 }
 
 int chrome_export(struct trace_reader *r, const char *out_path)
@@ -600,7 +608,7 @@ int chrome_export(struct trace_reader *r, const char *out_path)
 		return err;
 	}
 	gzbuffer(c.gz, 256 * 1024);
-	err = trace_reader__rewind(r);
+	err = cuda_join_load(r, &c.joins);
 	if (!err)
 		err = write_all(&c);
 	if (err == -ENOMEM)

@@ -309,6 +309,9 @@ static int start(struct recording *rc)
 	/* -p: the agent is injected once the target has the CUDA driver mapped */
 	if (!ret && rc->cupti && !rc->child)
 		ret = libwatch__subscribe(rc->libs, cupti__on_lib, rc->cupti);
+	/* CUPTI's API records of probed calls become links to the probes' records */
+	if (!ret && rc->cuda)
+		cupti__set_join(rc->cupti, cudaprobe__join, rc->cuda);
 	if (!ret)
 		ret = cupti__start(rc->cupti, rc->w, rc->pid, rc->child);
 	if (!ret) {
@@ -421,8 +424,13 @@ static int finish(struct recording *rc)
 	cudaprobe__detach(rc->cuda);
 	sched__detach(rc->sched);
 	torchops__detach(rc->ops);
+	/*
+	 * The probes' last calls go into their histories before the agents'
+	 * last flush is decoded, so that CUPTI's records of them find them.
+	 */
+	ret = tracer__poll(rc->tracer, 0);
 	/* the agents flush what CUPTI still holds, then hang up */
-	ret = cupti__stop(rc->cupti, 5000);
+	ret = cupti__stop(rc->cupti, 5000) ?: (ret < 0 ? ret : 0);
 	ret = tracer__finish(rc->tracer, stop_ts) ?: ret;
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)stop_ts);
 	ret = ret ?: trace_writer__meta(rc->w, "stop.monotonic_ns", buf);

@@ -13,6 +13,7 @@
 #include <bpf/libbpf.h>
 
 #include "cuda.skel.h"
+#include "cudajoin.h"
 #include "cudaprobe.h"
 #include "elf_file.h"
 #include "ptrace_gpu/events.h"
@@ -116,13 +117,20 @@ static const struct cuda_api apis[] = {
 #define NR_APIS (sizeof(apis) / sizeof(apis[0]))
 _Static_assert(NR_APIS <= 0xff, "the api id is 8 bits of an event's aux");
 
-/* Calls open on one thread, mirroring the BPF side's stack. */
+/*
+ * Calls open on one thread, mirroring the BPF side's stack; and its last
+ * returned calls, for CUPTI's records to find (cudaprobe__join): the last
+ * CUDA_JOIN_HISTORY to 2 x CUDA_JOIN_HISTORY of them, in return order,
+ * allocated at the thread's first call.
+ */
 struct cuda_thread {
 	uint32_t depth;
 	struct {
 		uint64_t id;
 		uint8_t api;
 	} calls[PTG_CUDA_MAX_NEST];
+	struct cuda_host_call *hist;
+	size_t nhist;
 };
 
 struct cudaprobe {
@@ -180,6 +188,50 @@ static uint64_t op_ext(const struct tracer_thread *th)
 	return 0;
 }
 
+/* Appends in return order; the older half goes once the array is full. */
+static int history_add(struct cuda_thread *ct, const struct ptg_record *r, uint32_t api)
+{
+	const size_t cap = 2 * CUDA_JOIN_HISTORY;
+
+	if (!ct->hist) {
+		ct->hist = malloc(cap * sizeof(*ct->hist));
+		if (!ct->hist)
+			return -ENOMEM;
+	}
+	if (ct->nhist == cap) {
+		memmove(ct->hist, ct->hist + cap - CUDA_JOIN_HISTORY,
+			CUDA_JOIN_HISTORY * sizeof(*ct->hist));
+		ct->nhist = CUDA_JOIN_HISTORY;
+	}
+	ct->hist[ct->nhist++] = (struct cuda_host_call){
+	    .start = r->ts,
+	    .end = r->ts + r->dur,
+	    .id = (uint64_t)r->aux[3],
+	    .name = apis[api].name,
+	    .driver = !apis[api].runtime,
+	};
+	return 0;
+}
+
+int cudaprobe__join(void *ctx, uint32_t pid, uint32_t tid, const char *name, bool driver,
+		    uint64_t start, uint64_t end, uint64_t *call_id, uint64_t *call_ts)
+{
+	struct cudaprobe *cp = ctx;
+	struct cuda_thread *ct = thread_of(cp, pid, tid, false);
+	struct cuda_cupti_call c = {.name = name, .driver = driver, .start = start, .end = end};
+	long i;
+
+	if (!ct || !ct->nhist)
+		return 0;
+	i = cuda_join_find(ct->hist, ct->nhist, &c);
+	if (i < 0)
+		return 0;
+	ct->hist[i].joined = true;
+	*call_id = ct->hist[i].id;
+	*call_ts = ct->hist[i].start;
+	return 1;
+}
+
 /* The BPF side says how deep each call is: anything above it was lost. */
 static int call_enter(struct cudaprobe *cp, const struct ptg_event *e, uint32_t api, uint32_t depth)
 {
@@ -219,6 +271,8 @@ static int call_exit(struct cudaprobe *cp, const struct ptg_event *e, uint32_t a
 		return -ENOMEM;
 	r.ext = op_ext(th);
 	cp->st.calls++;
+	if (ct && history_add(ct, &r, api))
+		return -ENOMEM;
 	return tracer__record(cp->t, &r);
 }
 
@@ -578,6 +632,8 @@ void cudaprobe__destroy(struct cudaprobe *cp)
 	cuda_bpf__destroy(cp->skel);
 	free(cp->link_fds);
 	free(cp->links);
+	for (size_t i = 0; i < cp->nthreads; i++)
+		free(cp->threads[i].hist);
 	free(cp->threads);
 	u64map__free(&cp->tids);
 	free(cp->libs);

@@ -57,6 +57,14 @@ void cudaprobe__summary(const struct cudaprobe *cp);
  */
 void cudaprobe__current(struct cudaprobe *cp, uint32_t pid, uint32_t tid, uint32_t *sym,
 			uint64_t *call_id);
+/*
+ * A cupti_join_fn (cupti.h), ctx a struct cudaprobe: the host call of thread
+ * (pid, tid) that CUPTI's record of API name, [start, end] (CLOCK_MONOTONIC)
+ * describes, among the thread's last CUDA_JOIN_HISTORY or more (cudajoin.h).
+ * Returns 1 and its id and start, or 0 when none matches.
+ */
+int cudaprobe__join(void *ctx, uint32_t pid, uint32_t tid, const char *name, bool driver,
+		    uint64_t start, uint64_t end, uint64_t *call_id, uint64_t *call_ts);
 void cudaprobe__destroy(struct cudaprobe *cp);
 
 enum cuda_api_class cuda_api_classify(const char *name);

@@ -80,7 +80,11 @@ struct cupti_decoder {
 	struct cupti_clock_pair *pairs;
 	size_t npairs, cap;
 	struct u64map kernels; /* name pointer in the target -> symbol id */
-	struct u64map apis;    /* domain << 32 | cbid -> symbol id */
+	struct u64map apis;    /* domain << 32 | cbid -> index + 1 in api_names << 32 | symbol id */
+	char **api_names;      /* without the version suffix */
+	size_t napi_names;
+	cupti_join_fn join; /* finds the probed host call an API record duplicates */
+	void *join_ctx;
 	struct u64map names;   /* memcpy, memset, sync name key -> symbol id */
 	struct u64map devices; /* context id + 1 -> device id + 1 */
 	struct cupti_decode_stats st;
@@ -103,6 +107,9 @@ void cupti_decoder__free(struct cupti_decoder *d)
 	if (!d)
 		return;
 	free(d->pairs);
+	for (size_t i = 0; i < d->napi_names; i++)
+		free(d->api_names[i]);
+	free(d->api_names);
 	u64map__free(&d->kernels);
 	u64map__free(&d->apis);
 	u64map__free(&d->names);
@@ -113,6 +120,12 @@ void cupti_decoder__free(struct cupti_decoder *d)
 const struct cupti_decode_stats *cupti_decoder__stats(const struct cupti_decoder *d)
 {
 	return &d->st;
+}
+
+void cupti_decoder__set_join(struct cupti_decoder *d, cupti_join_fn fn, void *ctx)
+{
+	d->join = fn;
+	d->join_ctx = ctx;
 }
 
 static int add_pair(struct cupti_decoder *d, const struct ptg_cupti_clock *c)
@@ -203,10 +216,11 @@ static void strip_version(char *name)
 	*v = '\0';
 }
 
+/* The name is kept as well: the join compares it with the probed function's. */
 static int on_api_name(struct cupti_decoder *d, const uint8_t *data, size_t len)
 {
 	struct ptg_cupti_api_name m;
-	char *name;
+	char *name, **n;
 	uint32_t sym;
 
 	if (len < sizeof(m))
@@ -217,22 +231,31 @@ static int on_api_name(struct cupti_decoder *d, const uint8_t *data, size_t len)
 		return -ENOMEM;
 	strip_version(name);
 	sym = trace_writer__sym(d->w, PTG_SYM_CUDA_API, name, "", 0);
-	free(name);
-	if (!sym)
+	n = sym ? realloc(d->api_names, (d->napi_names + 1) * sizeof(*n)) : NULL;
+	if (!n) {
+		free(name);
 		return -ENOMEM;
-	return u64map__put(&d->apis, (uint64_t)m.domain << 32 | m.cbid, sym);
+	}
+	d->api_names = n;
+	n[d->napi_names++] = name;
+	return u64map__put(&d->apis, (uint64_t)m.domain << 32 | m.cbid,
+			   (uint64_t)d->napi_names << 32 | sym);
 }
 
-static uint32_t api_sym(struct cupti_decoder *d, bool driver, uint32_t cbid)
+/* *name: NULL for a cbid whose name the agent did not send. */
+static uint32_t api_sym(struct cupti_decoder *d, bool driver, uint32_t cbid, const char **name)
 {
 	uint32_t domain = driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API;
 	uint64_t *v = u64map__get(&d->apis, (uint64_t)domain << 32 | cbid);
-	char name[64];
+	char buf[64];
 
-	if (v)
+	*name = NULL;
+	if (v) {
+		*name = d->api_names[(*v >> 32) - 1];
 		return (uint32_t)*v;
-	snprintf(name, sizeof(name), "%s cbid %u", driver ? "driver" : "runtime", cbid);
-	return trace_writer__sym(d->w, PTG_SYM_CUDA_API, name, "", 0);
+	}
+	snprintf(buf, sizeof(buf), "%s cbid %u", driver ? "driver" : "runtime", cbid);
+	return trace_writer__sym(d->w, PTG_SYM_CUDA_API, buf, "", 0);
 }
 
 /* A STRING symbol cached under key (never 0). */
@@ -401,19 +424,50 @@ static int decode_sync(struct cupti_decoder *d, const ptg_cupti_sync *s)
 	return trace_writer__record(d->w, &r);
 }
 
+/*
+ * The probed host call that r duplicates, if any: then only a FLOW record
+ * that gives it r's correlation id, since the host call's record has the
+ * thread's frames around it and r, written at a flush, does not.
+ */
+static bool join_flow(struct cupti_decoder *d, const char *name, struct ptg_record *r)
+{
+	uint64_t id = 0, ts = 0;
+
+	if (!d->join || !name)
+		return false;
+	if (!d->join(d->join_ctx, r->pid, r->tid, name, r->aux[1] != 0, r->ts, r->ts + r->dur, &id,
+		     &ts)) {
+		d->st.api_unjoined++;
+		return false;
+	}
+	*r = (struct ptg_record){
+	    .kind = PTG_REC_FLOW,
+	    .pid = r->pid,
+	    .tid = r->tid,
+	    .sym = r->sym,
+	    .ts = ts,
+	    .corr = r->corr,
+	    .aux = {0, r->aux[1], r->aux[0], (int64_t)id},
+	};
+	d->st.api_joined++;
+	return true;
+}
+
 /* aux as Kineto's cuda_runtime/cuda_driver events: cbid, and which API. */
 static int decode_api(struct cupti_decoder *d, const ptg_cupti_api *a)
 {
 	struct ptg_record r = {.kind = PTG_REC_CUDA_CALL, .pid = d->pid, .tid = a->threadId};
 	bool driver = a->kind == CUPTI_ACTIVITY_KIND_DRIVER;
+	const char *name;
 
 	if (!set_interval(d, a->start, a->end, &r))
 		return 0;
-	r.sym = api_sym(d, driver, a->cbid);
+	r.sym = api_sym(d, driver, a->cbid, &name);
 	r.corr = a->correlationId;
 	r.aux[0] = a->cbid;
 	r.aux[1] = driver ? KINETO_CALL_DRIVER : 0;
 	d->st.api_calls++;
+	join_flow(d, name, &r);
 	return trace_writer__record(d->w, &r);
 }
 
@@ -568,6 +622,8 @@ struct cupti {
 	bool cuda_seen, inject_tried, expect_agent, version_meta;
 	uint64_t inject_ms;
 	int err;
+	cupti_join_fn join;
+	void *join_ctx;
 };
 
 static uint64_t now_ms(void)
@@ -833,6 +889,14 @@ int cupti__launch_env(struct cupti *c)
 	return 0;
 }
 
+void cupti__set_join(struct cupti *c, cupti_join_fn fn, void *ctx)
+{
+	if (!c)
+		return;
+	c->join = fn;
+	c->join_ctx = ctx;
+}
+
 int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, bool launched)
 {
 	if (!c)
@@ -968,6 +1032,7 @@ static int on_hello(struct cupti *c, struct conn *k, const uint8_t *data, size_t
 	err = cupti_decoder__new(c->w, (uint32_t)k->peer, &k->dec);
 	if (err)
 		return err;
+	cupti_decoder__set_join(k->dec, c->join, c->join_ctx);
 	k->hello = true;
 	if (c->version_meta)
 		return 0;
@@ -1145,6 +1210,25 @@ static int conns_seen(struct cupti *c)
 	return n;
 }
 
+/* cudajoin.c reads join flows only from traces whose cupti.api_joined is not 0. */
+static int join_meta(struct cupti *c)
+{
+	uint64_t joined = 0, unjoined = 0;
+	char buf[32];
+	int err;
+
+	for (int i = 0; i < MAX_CONNS; i++) {
+		if (c->conns[i].dec) {
+			joined += c->conns[i].dec->st.api_joined;
+			unjoined += c->conns[i].dec->st.api_unjoined;
+		}
+	}
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)joined);
+	err = trace_writer__meta(c->w, "cupti.api_joined", buf);
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)unjoined);
+	return err ?: trace_writer__meta(c->w, "cupti.api_unjoined", buf);
+}
+
 int cupti__stop(struct cupti *c, unsigned int timeout_ms)
 {
 	uint64_t deadline = now_ms() + timeout_ms;
@@ -1172,6 +1256,8 @@ int cupti__stop(struct cupti *c, unsigned int timeout_ms)
 		if (k->dec)
 			err = cupti_decoder__losses(k->dec);
 	}
+	if (!err && c->join)
+		err = join_meta(c);
 	return c->err ?: err;
 }
 
@@ -1191,17 +1277,19 @@ void cupti__summary(const struct cupti *c)
 		t.memsets += d->st.memsets;
 		t.syncs += d->st.syncs;
 		t.api_calls += d->st.api_calls;
+		t.api_joined += d->st.api_joined;
 		t.cupti_dropped += d->st.cupti_dropped;
 	}
 	if (!procs || c->quiet)
 		return;
 	fprintf(stderr,
 		"ptrace-gpu: GPU: %llu kernels, %llu copies, %llu memsets, %llu syncs, %llu CUDA "
-		"calls from %d process%s; %llu records dropped by CUPTI\n",
+		"calls (%llu joined to probed calls) from %d process%s; %llu records dropped by "
+		"CUPTI\n",
 		(unsigned long long)t.kernels, (unsigned long long)t.memcpys,
 		(unsigned long long)t.memsets, (unsigned long long)t.syncs,
-		(unsigned long long)t.api_calls, procs, procs == 1 ? "" : "es",
-		(unsigned long long)t.cupti_dropped);
+		(unsigned long long)t.api_calls, (unsigned long long)t.api_joined, procs,
+		procs == 1 ? "" : "es", (unsigned long long)t.cupti_dropped);
 }
 
 void cupti__free(struct cupti *c)
@@ -1255,6 +1343,14 @@ int cupti_decoder__buffer(struct cupti_decoder *d, const void *buf, size_t len)
 const struct cupti_decode_stats *cupti_decoder__stats(const struct cupti_decoder *d)
 {
 	return NULL;
+}
+
+void cupti_decoder__set_join(struct cupti_decoder *d, cupti_join_fn fn, void *ctx)
+{
+}
+
+void cupti__set_join(struct cupti *c, cupti_join_fn fn, void *ctx)
+{
 }
 
 int cupti_decoder__losses(struct cupti_decoder *d)

@@ -42,7 +42,16 @@ struct cupti_decode_stats {
 	uint64_t undecoded;  /* bytes of buffers that did not parse */
 	uint64_t cupti_dropped;
 	uint64_t agent_unknown;
+	uint64_t api_joined;   /* API records that matched a probed host call: written as FLOW */
+	uint64_t api_unjoined; /* API records that matched none, with the join on */
 };
+
+/*
+ * Finds the probed host call that a CUPTI API record of thread (pid, tid)
+ * duplicates (cudaprobe__join). Returns 1 with its id and start, else 0.
+ */
+typedef int (*cupti_join_fn)(void *ctx, uint32_t pid, uint32_t tid, const char *name, bool driver,
+			     uint64_t start, uint64_t end, uint64_t *call_id, uint64_t *call_ts);
 
 struct cupti_decoder;
 
@@ -57,6 +66,11 @@ int cupti_decoder__message(struct cupti_decoder *d, uint32_t type, const void *d
 /* Decodes a buffer of CUpti_Activity records (a BUFFER message's payload). */
 int cupti_decoder__buffer(struct cupti_decoder *d, const void *buf, size_t len);
 const struct cupti_decode_stats *cupti_decoder__stats(const struct cupti_decoder *d);
+/*
+ * From now on, an API record that fn matches to a host call is written as a
+ * PTG_REC_FLOW linking the two (docs/trace-format.md), not as a CUDA_CALL.
+ */
+void cupti_decoder__set_join(struct cupti_decoder *d, cupti_join_fn fn, void *ctx);
 /* Writes the loss counters (cupti_dropped, cupti_unknown, cupti_incomplete, cupti_undecoded). */
 int cupti_decoder__losses(struct cupti_decoder *d);
 void cupti_decoder__free(struct cupti_decoder *d);
@@ -86,6 +100,8 @@ int cupti__poll(struct cupti *c);
  * said END (or timeout_ms passed); writes the loss counters.
  */
 int cupti__stop(struct cupti *c, unsigned int timeout_ms);
+/* Joins the API records of every agent's decoder (cupti_decoder__set_join). */
+void cupti__set_join(struct cupti *c, cupti_join_fn fn, void *ctx);
 /* One line about GPU activity, for record's summary. */
 void cupti__summary(const struct cupti *c);
 void cupti__free(struct cupti *c);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cudajoin.h"
 #include "flamegraph.h"
 #include "model.h"
 #include "pstats.h"
@@ -180,6 +181,7 @@ struct fg_collect {
 	struct u64map thread_idx;
 	struct u64map launches; /* corr -> node of the launching stack, or FG_DROPPED */
 	struct u64map pending;	/* corr -> first waiting kernel, or FG_NONE */
+	struct u64map joins;	/* host call id -> corr (cudajoin.h) */
 	struct fg_kernel *kernels;
 	size_t nkernels, kernels_cap;
 	uint32_t free_kernel; /* reusable entries of kernels */
@@ -358,26 +360,28 @@ static int fg_kernels_flush(struct fg_collect *c, uint64_t corr, uint64_t node)
 	return err;
 }
 
+/* A probed call has the correlation id of the CUPTI record joined to it. */
 static int fg_on_cuda_call(struct fg_collect *c, const struct ptg_record *rec,
 			   const struct model_frame *stack, unsigned int depth)
 {
+	uint64_t corr = cuda_join_corr(&c->joins, rec);
 	struct fg_thread *t;
 	uint32_t node;
 	int err;
 
-	if (!rec->corr)
+	if (!corr)
 		return 0;
 	if (c->o->by_tid && rec->tid != c->o->tid) {
-		err = u64map__put(&c->launches, rec->corr, FG_DROPPED);
-		return err ? err : fg_kernels_flush(c, rec->corr, FG_DROPPED);
+		err = u64map__put(&c->launches, corr, FG_DROPPED);
+		return err ? err : fg_kernels_flush(c, corr, FG_DROPPED);
 	}
 	t = fg_thread_get(c, rec->pid, rec->tid);
 	if (!t)
 		return -ENOMEM;
 	err = fg_stack_node(c, t, stack, depth, &node);
 	if (!err)
-		err = u64map__put(&c->launches, rec->corr, node);
-	return err ? err : fg_kernels_flush(c, rec->corr, node);
+		err = u64map__put(&c->launches, corr, node);
+	return err ? err : fg_kernels_flush(c, corr, node);
 }
 
 static int fg_on_kernel(struct fg_collect *c, const struct ptg_record *rec)
@@ -443,6 +447,7 @@ static void fg_collect_free(struct fg_collect *c)
 	free(c->kernels);
 	u64map__free(&c->thread_idx);
 	u64map__free(&c->launches);
+	u64map__free(&c->joins);
 	u64map__free(&c->pending);
 }
 
@@ -461,7 +466,10 @@ int flamegraph__collect(struct trace_reader *r, const struct flamegraph_opts *o,
 	err = fg_new_node(c.fg, FG_ROOT, 0, &root);
 	if (err)
 		goto cleanup;
-	err = model__walk(r, &v, &c, NULL);
+	if (o->weight == FG_WEIGHT_GPU)
+		err = cuda_join_load(r, &c.joins);
+	if (!err)
+		err = model__walk(r, &v, &c, NULL);
 	if (!err)
 		err = c.err;
 	if (!err)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cudajoin.h"
 #include "idle.h"
 #include "model.h"
 
@@ -75,6 +76,7 @@ struct idle_ctx {
 	size_t ngops, gcap;
 	struct lcall *calls;
 	size_t ncalls, ccap;
+	struct u64map joins; /* host call id -> correlation id (cudajoin.h) */
 	struct qd_point *points;
 	size_t npoints;
 	struct span_iv *decr;
@@ -170,14 +172,18 @@ static int gop_add(struct idle_ctx *c, const struct ptg_record *rec)
 	return 0;
 }
 
+/* A probed call's correlation id comes from the join flow that CUPTI's record became. */
 static int call_add(struct idle_ctx *c, const struct ptg_record *rec)
 {
+	uint64_t corr = cuda_join_corr(&c->joins, rec);
 	struct lcall *l;
 
+	if (!corr)
+		return 0;
 	if (grow((void **)&c->calls, &c->ccap, c->ncalls + 1, sizeof(*l)))
 		return -ENOMEM;
 	l = &c->calls[c->ncalls++];
-	l->corr = rec->corr;
+	l->corr = corr;
 	l->ts = rec->ts;
 	l->seed = sym_flags(c, rec->sym) & SF_SEED_LAUNCH;
 	return 0;
@@ -197,7 +203,7 @@ static int pass1(struct idle_ctx *c)
 			err = gop_add(c, &rec);
 			break;
 		case PTG_REC_CUDA_CALL:
-			err = rec.corr ? call_add(c, &rec) : 0;
+			err = call_add(c, &rec);
 			break;
 		default:
 			err = 0;
@@ -1072,6 +1078,7 @@ static void ctx_free(struct idle_ctx *c)
 	free(c->symflags);
 	free(c->gops);
 	free(c->calls);
+	u64map__free(&c->joins);
 	free(c->points);
 	free(c->decr);
 	free(c->acc.slots);
@@ -1091,7 +1098,7 @@ int idle_analyze(struct trace_reader *r, const struct idle_opts *o, struct idle_
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	if ((err = trace_reader__rewind(r)) || (err = pass1(&c)) || (err = gpu_side(&c)) ||
+	if ((err = cuda_join_load(r, &c.joins)) || (err = pass1(&c)) || (err = gpu_side(&c)) ||
 	    (err = pass2(&c)) || (err = rank(&c)))
 		goto cleanup;
 	top_names(&c);
