@@ -20,6 +20,10 @@
  *
  * Where CUDA's cuda.h is present the prototypes are checked against it.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* RTLD_DEFAULT */
+#endif
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -102,6 +106,29 @@ static uint64_t drain(CUstream s, int all)
 	return us;
 }
 
+/*
+ * Where tests/helpers/inject_fakecupti.c (the stand-in libcupti) is loaded
+ * RTLD_GLOBAL, launches report to it from inside the call, as CUPTI's
+ * callbacks do inside the real library's functions.
+ */
+typedef uint64_t (*cupti_enter_fn)(void);
+typedef void (*cupti_exit_fn)(int driver, uint32_t cbid, uint64_t start, uint64_t kernel_ns);
+
+static uint64_t cupti_enter(void)
+{
+	cupti_enter_fn fn = (cupti_enter_fn)dlsym(RTLD_DEFAULT, "fakecupti_api_enter");
+
+	return fn ? fn() : 0;
+}
+
+static void cupti_exit(int driver, uint32_t cbid, uint64_t start, uint64_t kernel_ns)
+{
+	cupti_exit_fn fn = (cupti_exit_fn)dlsym(RTLD_DEFAULT, "fakecupti_api_exit");
+
+	if (fn && start)
+		fn(driver, cbid, start, kernel_ns);
+}
+
 static CUresult launch(unsigned int gridDimX, unsigned int sharedMemBytes, CUstream hStream)
 {
 	sleep_us(sharedMemBytes);
@@ -120,7 +147,11 @@ FAKE_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX,
 					    unsigned int blockDimZ, unsigned int sharedMemBytes,
 					    CUstream hStream, void **kernelParams, void **extra)
 {
-	return launch(gridDimX, sharedMemBytes, hStream);
+	uint64_t t = cupti_enter();
+	CUresult r = launch(gridDimX, sharedMemBytes, hStream);
+
+	cupti_exit(1, 307 /* cuLaunchKernel */, t, gridDimX * 1000ull);
+	return r;
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX,
@@ -130,7 +161,11 @@ FAKE_EXPORT CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int grid
 						 unsigned int sharedMemBytes, CUstream hStream,
 						 void **kernelParams, void **extra)
 {
-	return launch(gridDimX, sharedMemBytes, hStream);
+	uint64_t t = cupti_enter();
+	CUresult r = launch(gridDimX, sharedMemBytes, hStream);
+
+	cupti_exit(1, 442 /* cuLaunchKernel_ptsz */, t, gridDimX * 1000ull);
+	return r;
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel(

@@ -8,6 +8,10 @@
  * Where CUDA's cuda_runtime_api.h is present the prototypes are checked
  * against it.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* RTLD_DEFAULT */
+#endif
+#include <dlfcn.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -72,22 +76,54 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int g
 
 #define FAKE_EXPORT __attribute__((visibility("default")))
 
+/*
+ * Where tests/helpers/inject_fakecupti.c (the stand-in libcupti) is loaded
+ * RTLD_GLOBAL, launches report to it from inside the call, as CUPTI's
+ * callbacks do inside the real library's functions.
+ */
+typedef uint64_t (*cupti_enter_fn)(void);
+typedef void (*cupti_exit_fn)(int driver, uint32_t cbid, uint64_t start, uint64_t kernel_ns);
+
+static uint64_t cupti_enter(void)
+{
+	cupti_enter_fn fn = (cupti_enter_fn)dlsym(RTLD_DEFAULT, "fakecupti_api_enter");
+
+	return fn ? fn() : 0;
+}
+
+static void cupti_exit(int driver, uint32_t cbid, uint64_t start, uint64_t kernel_ns)
+{
+	cupti_exit_fn fn = (cupti_exit_fn)dlsym(RTLD_DEFAULT, "fakecupti_api_exit");
+
+	if (fn && start)
+		fn(driver, cbid, start, kernel_ns);
+}
+
 FAKE_EXPORT cudaError_t CUDARTAPI cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim,
 						   void **args, size_t sharedMem,
 						   cudaStream_t stream)
 {
-	return (cudaError_t)cuLaunchKernel((CUfunction)func, gridDim.x, gridDim.y, gridDim.z,
-					   blockDim.x, blockDim.y, blockDim.z,
-					   (unsigned int)sharedMem, (CUstream)stream, args, NULL);
+	uint64_t t = cupti_enter();
+	cudaError_t r = (cudaError_t)cuLaunchKernel((CUfunction)func, gridDim.x, gridDim.y,
+						    gridDim.z, blockDim.x, blockDim.y, blockDim.z,
+						    (unsigned int)sharedMem, (CUstream)stream, args,
+						    NULL);
+
+	cupti_exit(0, 211 /* cudaLaunchKernel_v7000 */, t, gridDim.x * 1000ull);
+	return r;
 }
 
 FAKE_EXPORT cudaError_t CUDARTAPI cudaLaunchKernel_ptsz(const void *func, dim3 gridDim,
 							dim3 blockDim, void **args,
 							size_t sharedMem, cudaStream_t stream)
 {
-	return (cudaError_t)cuLaunchKernel_ptsz(
+	uint64_t t = cupti_enter();
+	cudaError_t r = (cudaError_t)cuLaunchKernel_ptsz(
 	    (CUfunction)func, gridDim.x, gridDim.y, gridDim.z, blockDim.x, blockDim.y, blockDim.z,
 	    (unsigned int)sharedMem, (CUstream)stream, args, NULL);
+
+	cupti_exit(0, 214 /* cudaLaunchKernel_ptsz_v7000 */, t, gridDim.x * 1000ull);
+	return r;
 }
 
 FAKE_EXPORT cudaError_t CUDARTAPI cudaLaunchKernelExC(const cudaLaunchConfig_t *config,

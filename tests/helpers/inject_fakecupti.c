@@ -8,6 +8,9 @@
  * the agent flushes. Timestamps are CLOCK_REALTIME, as a clock other than the
  * loader's, so the mapping onto CLOCK_MONOTONIC is exercised.
  * FAKECUPTI_BUSY=1 in the environment: cuptiSubscribe() finds another client.
+ * The fake libcuda and libcudart (tests/fakecuda) report their launches
+ * through fakecupti_api_enter() and fakecupti_api_exit() when this library
+ * is loaded RTLD_GLOBAL.
  */
 #ifdef PTG_HAVE_CUPTI
 
@@ -30,6 +33,7 @@
 struct pending {
 	ptg_cupti_kernel k;
 	ptg_cupti_api a;
+	bool has_kernel;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -42,6 +46,7 @@ static uint32_t next_corr = 1;
 static bool dropped_told;
 static char *names[MAX_NAMES];
 static CUpti_ActivityThreadIdType tid_type;
+static __thread int api_depth; /* fake CUDA calls open on this thread */
 
 static uint64_t realtime_ns(void)
 {
@@ -141,10 +146,24 @@ EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t str
 EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid,
 					const char **name)
 {
-	if (domain != CUPTI_CB_DOMAIN_RUNTIME_API || cbid != LAUNCH_CBID)
-		return CUPTI_ERROR_INVALID_PARAMETER;
-	*name = "cudaLaunchKernel_v7000";
-	return CUPTI_SUCCESS;
+	static const struct {
+		CUpti_CallbackDomain domain;
+		uint32_t cbid;
+		const char *name;
+	} known[] = {
+	    {CUPTI_CB_DOMAIN_RUNTIME_API, LAUNCH_CBID, "cudaLaunchKernel_v7000"},
+	    {CUPTI_CB_DOMAIN_RUNTIME_API, 214, "cudaLaunchKernel_ptsz_v7000"},
+	    {CUPTI_CB_DOMAIN_DRIVER_API, 307, "cuLaunchKernel"},
+	    {CUPTI_CB_DOMAIN_DRIVER_API, 442, "cuLaunchKernel_ptsz"},
+	};
+
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+		if (known[i].domain == domain && known[i].cbid == cbid) {
+			*name = known[i].name;
+			return CUPTI_SUCCESS;
+		}
+	}
+	return CUPTI_ERROR_INVALID_PARAMETER;
 }
 
 EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid,
@@ -179,6 +198,8 @@ EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
 	for (size_t i = 0; i < n && valid + sizeof(batch[i]) <= size; i++) {
 		memcpy(buf + valid, &batch[i].a, sizeof(batch[i].a));
 		valid += sizeof(batch[i].a);
+		if (!batch[i].has_kernel)
+			continue;
 		memcpy(buf + valid, &batch[i].k, sizeof(batch[i].k));
 		valid += sizeof(batch[i].k);
 	}
@@ -233,9 +254,55 @@ EXPORT int fakecupti_launch(const char *name, uint64_t dur_ns)
 		p->k.blockY = p->k.blockZ = 1;
 		p->k.correlationId = (uint32_t)corr;
 		p->k.name = intern(name);
+		p->has_kernel = true;
 	}
 	pthread_mutex_unlock(&lock);
 	return corr;
+}
+
+/* A fake CUDA call begins: its CUPTI start time. */
+EXPORT uint64_t fakecupti_api_enter(void)
+{
+	api_depth++;
+	return realtime_ns();
+}
+
+/*
+ * The call ends: a runtime or driver API record from start to now; the
+ * outermost call of a thread (a runtime launch, not the driver launch it
+ * makes) gets a kernel of kernel_ns "fakecuda_kernel" with its id.
+ */
+EXPORT void fakecupti_api_exit(int driver, uint32_t cbid, uint64_t start, uint64_t kernel_ns)
+{
+	CUpti_ActivityKind kind = driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME;
+	uint64_t now = realtime_ns();
+	struct pending *p;
+
+	api_depth--;
+	pthread_mutex_lock(&lock);
+	if (enabled[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL] && enabled[kind] &&
+	    npending < MAX_PENDING) {
+		p = &pending[npending++];
+		memset(p, 0, sizeof(*p));
+		p->a.kind = kind;
+		p->a.cbid = cbid;
+		p->a.start = start;
+		p->a.end = now;
+		p->a.processId = (uint32_t)getpid();
+		p->a.threadId = (uint32_t)gettid();
+		p->a.correlationId = next_corr++;
+		p->has_kernel = api_depth == 0;
+		p->k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+		p->k.start = now + CALL_NS;
+		p->k.end = now + CALL_NS + kernel_ns;
+		p->k.streamId = 7;
+		p->k.gridX = p->k.gridY = p->k.gridZ = 1;
+		p->k.blockX = 256;
+		p->k.blockY = p->k.blockZ = 1;
+		p->k.correlationId = p->a.correlationId;
+		p->k.name = intern("fakecuda_kernel");
+	}
+	pthread_mutex_unlock(&lock);
 }
 
 /* How many activity kinds are on, + 100 while subscribed: 106 recording, 0 quiet. */

@@ -3,6 +3,7 @@ ptrace (what `record -p` does with the CUPTI agent) runs there, and the
 process goes on exactly as before: same output, same exit status, system
 calls it was blocked in still complete. Failures leave it unharmed too.
 """
+import collections
 import os
 import signal
 import subprocess
@@ -324,6 +325,35 @@ else:
 """
 
 
+# The fake libcuda and libcudart (tests/fakecuda) under the stand-in CUPTI:
+# each launch is seen by the uprobes and reported by CUPTI from inside it.
+JOIN_TARGET = """
+import ctypes, os, sys
+cupti = ctypes.CDLL("libcupti.so.13", mode=ctypes.RTLD_GLOBAL)
+ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"]).InitializeInjection()
+helpers = sys.argv[1]
+cu = ctypes.CDLL(os.path.join(helpers, "libcuda.so.1"))
+rt = ctypes.CDLL(os.path.join(helpers, "libcudart.so.12"))
+
+class dim3(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
+
+def runtime_launches(n):
+    for _ in range(n):
+        rt.cudaLaunchKernel(None, dim3(50, 1, 1), dim3(1, 1, 1), None, ctypes.c_size_t(0),
+                            ctypes.c_void_p(0))
+
+def driver_launches(n):
+    for _ in range(n):
+        cu.cuLaunchKernel(None, 300, 1, 1, 1, 1, 1, 0, ctypes.c_void_p(0), None, None)
+
+print("state", cupti.fakecupti_state(), flush=True)
+sys.stdin.readline()  # the libraries are probed
+runtime_launches(int(sys.argv[2]))
+driver_launches(int(sys.argv[3]))
+"""
+
+
 class TestAgent(unittest.TestCase):
     """The CUPTI agent's real code against a stand-in libcupti: no GPU needed."""
 
@@ -414,6 +444,67 @@ class TestAgent(unittest.TestCase):
         pid = int(trace.meta["pid"])
         self.check_gpu_records(trace, self.launches(lines), pid)
         self.assertIn("cupti.version", trace.meta)
+
+    def test_join_host_calls(self):
+        """Probed calls and CUPTI's records of them: one record each, linked by FLOW."""
+        script = os.path.join(self.libdir, "join_target.py")
+        with open(script, "w") as f:
+            f.write(JOIN_TARGET)
+        helpers = os.path.join(BUILD, "tests", "helpers")
+        rec = subprocess.Popen([ptg.PTG, "record", "-o", self.out, "--", self.python, script,
+                                helpers, "12", "7"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=self.env)
+        self.procs.append(rec)
+        err, probed = [], 0
+        while probed < 2:
+            line = rec.stderr.readline()
+            self.assertTrue(line, "".join(err))
+            err.append(line)
+            probed += "cuda: probing" in line
+        rec.stdin.write("go\n")
+        rec.stdin.flush()
+        out, rest = rec.communicate(timeout=120)
+        os.unlink(script)
+        self.assertEqual(rec.returncode, 0, "".join(err) + rest)
+        self.assertEqual(out.splitlines()[0], "state 106")
+        trace = read_trace(self.out)
+        calls = [r for r in trace.records if r.kind == "cuda_call"]
+        flows = [r for r in trace.records if r.kind == "flow"]
+        kernels = [r for r in trace.records if r.kind == "kernel"]
+        # 12 runtime launches, each with its driver launch inside; 7 driver launches
+        names = collections.Counter(r.name for r in calls)
+        self.assertEqual(names, {"cudaLaunchKernel": 12, "cuLaunchKernel": 19}, names)
+        self.assertTrue(all(r.fields.get("corr", 0) == 0 for r in calls),
+                        "a CUPTI record of a probed call was written as a call")
+        self.assertEqual(len(flows), 31)
+        self.assertEqual(trace.meta.get("cupti.api_joined"), "31")
+        self.assertEqual(trace.meta.get("cupti.api_unjoined"), "0")
+        by_id = {r.fields["aux3"]: r for r in calls}
+        for fl in flows:
+            call = by_id[fl.fields["aux3"]]
+            self.assertEqual((fl.pid, fl.tid, fl.ts), (call.pid, call.tid, call.ts))
+            self.assertEqual(fl.fields.get("aux1", 0), call.fields.get("aux1", 0))
+        self.assertEqual(len(kernels), 19)
+        flow_corr = {fl.fields["corr"]: by_id[fl.fields["aux3"]] for fl in flows}
+        for k in kernels:
+            launch = flow_corr[k.fields["corr"]]
+            self.assertEqual(launch.name, "cudaLaunchKernel" if k.fields["dur"] == 50000
+                             else "cuLaunchKernel")
+        report = subprocess.run([ptg.PTG, "report", self.out], capture_output=True, text=True)
+        self.assertEqual(report.returncode, 0, report.stderr)
+        self.assertIn("CUDA calls: 31 from 1 thread (launch 31,", report.stdout)
+        fg = subprocess.run([ptg.PTG, "flamegraph", "--weight", "gpu", self.out],
+                            capture_output=True, text=True)
+        self.assertEqual(fg.returncode, 0, fg.stderr)
+        weights = collections.Counter()
+        for line in fg.stdout.splitlines():
+            stack, _, w = line.rpartition(" ")
+            frames = stack.split(";")
+            if frames[-1] == "[gpu] fakecuda_kernel":
+                weights[frames[-2].split(" ")[0]] += int(w)
+        self.assertEqual(weights, {"runtime_launches": 12 * 50000,
+                                   "driver_launches": 7 * 300000}, fg.stdout)
 
     def test_attach(self):
         """record -p: injected, records, and goes quiet when the recording stops."""
