@@ -25,15 +25,26 @@ enum ptg_rec_kind {
 	PTG_REC_OP_ENTER = 3,  /* sym = dispatcher op (aten::addmm) */
 	PTG_REC_OP_EXIT = 4,
 	PTG_REC_SPAN = 5,      /* CPU interval on tid: user annotation, ProfilerStep#N, ... (sym = name, aux[0] = category) */
-	PTG_REC_CUDA_CALL = 6, /* host-side CUDA runtime/driver call (sym = API name, stream, correlation) */
+	/*
+	 * Host-side CUDA runtime/driver call: sym = API name, stream, ext; aux[1] = 1 for the
+	 * driver API. Probed by record: flags = result, aux[2] = bytes, aux[3] = host call id,
+	 * corr = 0 (a join FLOW gives it one). From CUPTI or Kineto: corr, aux[0] = cbid.
+	 */
+	PTG_REC_CUDA_CALL = 6,
 	PTG_REC_GPU_KERNEL = 7, /* aux: grid x,y,z packed in aux[0..1], block in aux[2..3]; device, stream, correlation */
 	PTG_REC_GPU_MEMCPY = 8, /* aux[0] = bytes, aux[1] = copy kind */
 	PTG_REC_GPU_MEMSET = 9, /* aux[0] = bytes */
 	PTG_REC_GPU_SYNC = 10,	/* GPU-side synchronization record */
-	PTG_REC_SCHED = 11,	/* off-CPU interval of tid: aux[0] = reason (PTG_SCHED_*), aux[1] = run-queue delay ns, aux[2] = waker tid */
+	PTG_REC_SCHED = 11,	/* off-CPU interval of tid: aux[0] = reason (PTG_SCHED_*), aux[1] = run-queue delay ns, aux[2] = waker tid; sym, aux[3] = CUDA call blocked in (API, host call id) */
 	PTG_REC_SAMPLE = 12,	/* stack sample: sym = stack id (see PTG_SYM_STACK), aux[0] = weight */
 	PTG_REC_THREAD = 13,	/* thread metadata: sym = thread name */
-	PTG_REC_FLOW = 14,	/* a link from one record to another, by correlation id (Kineto ac2g) */
+	/*
+	 * A link by correlation id. Kineto ac2g: aux[0] = phase ('s', 'f', 't'), aux[1] = bp "e",
+	 * sym = name, aux[2] = category. Join (record): aux[0] = 0, aux[3] = host call id of a
+	 * probed CUDA_CALL, corr = CUPTI's id for it, ts = the call's start, aux[1] = driver,
+	 * aux[2] = cbid (cudajoin.h, docs/trace-format.md).
+	 */
+	PTG_REC_FLOW = 14,
 	PTG_REC_NR_KINDS
 };
 
