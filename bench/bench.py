@@ -7,6 +7,7 @@ is measured is in bench/README.md. Benchmarks are tools, not tests: nothing
 here asserts anything about time.
 """
 import argparse
+import ctypes
 import datetime
 import json
 import os
@@ -87,6 +88,74 @@ def wait_rusage(proc, timeout):
 
 def cpu_s(usage):
     return usage.ru_utime + usage.ru_stime if usage else None
+
+
+def task_cpu_ns(pid):
+    """CPU time of every thread of pid so far, in ns (/proc/PID/task/TID/schedstat)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass  # a thread that just ended
+    return total
+
+
+def bpf_prog_stats(pid):
+    """(run_time_ns, run_cnt) summed over the BPF programs pid holds, from their fdinfo.
+    The kernel counts them only while statistics are enabled (BpfStats)."""
+    ns = runs = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:bpf-prog":
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                info = dict(ln.split(":", 1) for ln in f if ":" in ln)
+        except OSError:
+            continue
+        ns += int(info.get("run_time_ns", "0"))
+        runs += int(info.get("run_cnt", "0"))
+    return ns, runs
+
+
+class BpfStats:
+    """Turns on the kernel's run-time statistics of BPF programs while held
+    (BPF_ENABLE_STATS: they stay on only as long as the returned fd is open, so
+    they go off even if the benchmark dies). They cost two clock reads per
+    program run, for every program on the machine, hence only around the runs
+    that read them."""
+
+    SYS_BPF = 321  # x86-64
+    BPF_ENABLE_STATS = 32
+    BPF_STATS_RUN_TIME = 0
+
+    def __enter__(self):
+        libc = ctypes.CDLL(None, use_errno=True)
+        attr = (ctypes.c_uint32 * 32)(self.BPF_STATS_RUN_TIME)
+        self.fd = libc.syscall(self.SYS_BPF, self.BPF_ENABLE_STATS, ctypes.byref(attr),
+                               ctypes.sizeof(attr))
+        if self.fd < 0:
+            log(f"no BPF run-time statistics: {os.strerror(ctypes.get_errno())}")
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd >= 0:
+            os.close(self.fd)
+
+
+class Window:
+    """CPU time and BPF program time of a tool process between start and stop."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.cpu0, self.bpf0 = task_cpu_ns(pid), bpf_prog_stats(pid)
+        self.t0 = time.monotonic()
+
+    def stop(self):
+        cpu, bpf = task_cpu_ns(self.pid), bpf_prog_stats(self.pid)
+        return {"wall_s": time.monotonic() - self.t0, "cpu_s": (cpu - self.cpu0) / 1e9,
+                "bpf_ns": bpf[0] - self.bpf0[0], "bpf_runs": bpf[1] - self.bpf0[1]}
 
 
 class Lines:
@@ -275,34 +344,43 @@ class Bench:
         else:
             configs.append(("record_nosched", "record --no-sched", None,
                             "record has no --no-sched"))
-        minimal = [f for f in ("--no-sched", "--no-cuda", "--no-ops") if f in flags]
-        if len(minimal) > 1:
-            configs.append(("record_min", "record " + " ".join(minimal), minimal, None))
+        # every probe but Python's off: all the --no-* flags this record has
+        if len(flags) > 1:
+            configs.append(("record_min", "record, Python only", flags, None))
         else:
-            configs.append(("record_min", "record --no-sched --no-cuda", None,
-                            "record has not both flags"))
+            configs.append(("record_min", "record, Python only", None,
+                            "record has no flags to turn its other probes off"))
         return configs
 
     # --- one run of a workload under one configuration -----------------------------------
 
     def run_record(self, t, flags):
         trace = os.path.join(self.tmp, f"rec-{t.pid}.ptg")
-        rec = Tool([self.ptg, "record", "-p", str(t.pid), "-o", trace, *flags], r"recording pid")
-        try:
-            res = t.run("plain", 1)
-        finally:
-            err, usage = rec.finish()
+        with BpfStats():
+            rec = Tool([self.ptg, "record", "-p", str(t.pid), "-o", trace, *flags],
+                       r"recording pid")
+            try:
+                w = Window(rec.proc.pid)
+                res = t.run("plain", 1)
+                window = w.stop()
+            finally:
+                err, usage = rec.finish()
         if rec.proc.returncode:
             raise BenchError(f"record failed (exit {rec.proc.returncode}): {err.strip()[-300:]}")
         m = re.search(r"(\d+) Python calls from pid \d+ \((\d+) events\), (\d+) events lost", err)
         res["record"] = {"calls": int(m.group(1)), "events": int(m.group(2)),
                          "lost": int(m.group(3))} if m else {"summary": err.strip()[-300:]}
         res["record"]["cpu_s"] = cpu_s(usage)
+        res["record"]["window"] = window
         res["trace"] = self.trace_stats(trace)
         os.unlink(trace)
         return res
 
     def run_sampler(self, t, tool, repeat):
+        with BpfStats():
+            return self.sampled(t, tool, repeat)
+
+    def sampled(self, t, tool, repeat):
         if tool == "sample":
             out = os.path.join(self.tmp, f"sample-{t.pid}.pb.gz")
             s = Tool([self.ptg, "sample", "-p", str(t.pid), "-F", str(SAMPLE_HZ), "-o", out],
@@ -312,12 +390,15 @@ class Bench:
             s = Tool(["austin", "-i", str(1000000 // SAMPLE_HZ), "-p", str(t.pid), "-o", out],
                      None, settle=1.0)
         try:
+            w = Window(s.proc.pid)
             res = t.run("plain", repeat)
+            window = w.stop()
         finally:
             err, usage = s.finish()
         if s.proc.returncode not in (0, -signal.SIGINT):
             raise BenchError(f"{tool} failed (exit {s.proc.returncode}): {err.strip()[-300:]}")
         res["sampler_cpu_s"] = cpu_s(usage)
+        res["sampler"] = window
         if os.path.exists(out):
             os.unlink(out)
         return res
@@ -398,6 +479,8 @@ class Bench:
                 if key.startswith("record") and pairs:
                     cell["trace"] = pairs[0][1].get("trace")
                     cell["record"] = [r.get("record") for _, r in pairs]
+                if key in ("sample", "austin") and pairs:
+                    cell["sampler"] = [r.get("sampler") for _, r in pairs]
                 row[key] = cell
             row["calls"] = base[0]["calls"] if base else None
             table[wl] = row
@@ -439,6 +522,11 @@ class Bench:
         row = {"python": python, "calls": calls}
         if not calls:
             return row
+        wins = [r["record"]["window"] for _, r in runs.get("record", [])
+                if r.get("record", {}).get("window", {}).get("bpf_runs")]
+        if wins:
+            row["record_bpf_ns_per_run"] = median([w["bpf_ns"] / w["bpf_runs"] for w in wins])
+            row["record_bpf_runs_per_call"] = median([w["bpf_runs"] / calls for w in wins])
         for what, key in (("wall", "runs_s"), ("cpu", "cpu_s")):
             row[f"{what}_untraced_ns"] = median(pooled(base, key)) / calls * 1e9
             for k in ("record", "cprofile", "torchprof"):
@@ -461,21 +549,25 @@ class Bench:
 
     def storm(self, procs, threads, scale):
         """procs call-storm processes, each recorded by its own `record -p`, run together."""
-        targets, tools, traces, done = [], [], [], []
-        try:
-            for _ in range(procs):
-                t = Target(INTERPRETERS["debian"], "callstorm", scale=scale, threads=threads)
-                targets.append(t)
-                traces.append(os.path.join(self.tmp, f"storm-{t.pid}.ptg"))
-                tools.append(Tool([self.ptg, "record", "-p", str(t.pid), "-o", traces[-1]],
-                                  r"recording pid"))
-            for t in targets:
-                t.go()
-            res = [t.result() for t in targets]
-        finally:
-            done = [tool.finish() for tool in tools]
-            for t in targets:
-                t.close()
+        targets, tools, traces = [], [], []
+        with BpfStats():
+            try:
+                for _ in range(procs):
+                    t = Target(INTERPRETERS["debian"], "callstorm", scale=scale, threads=threads)
+                    targets.append(t)
+                    traces.append(os.path.join(self.tmp, f"storm-{t.pid}.ptg"))
+                    tools.append(Tool([self.ptg, "record", "-p", str(t.pid), "-o", traces[-1]],
+                                      r"recording pid"))
+                windows = [Window(tool.proc.pid) for tool in tools]
+                for t in targets:
+                    t.go()
+                res = [t.result() for t in targets]
+                windows = [w.stop() for w in windows]
+            finally:
+                for tool in tools:
+                    tool.finish()
+                for t in targets:
+                    t.close()
         stats = [self.trace_stats(p) for p in traces]
         for p in traces:
             os.unlink(p)
@@ -485,20 +577,15 @@ class Bench:
         return {"records": records, "bytes": sum(s["bytes"] for s in stats),
                 "elapsed_s": elapsed, "calls": sum(r["calls"] for r in res),
                 "events_per_s": records / elapsed if elapsed else None, "drops": drops,
-                "loader_cpu_s": sum(cpu_s(u) or 0.0 for _, u in done)}
+                "loader_cpu_s": sum(w["cpu_s"] for w in windows),
+                "bpf_ns": sum(w["bpf_ns"] for w in windows),
+                "bpf_runs": sum(w["bpf_runs"] for w in windows)}
 
     def capacity(self):
         log("loader capacity: end to end")
         shapes = [("1 process, 1 thread", 1, 1, 1.0), ("1 process, 4 threads", 1, 4, 0.25),
                   ("2 processes, 2 recorders", 2, 1, 1.0)]
         e2e = []
-        try:
-            # the loader's fixed cost (load, attach, detach) on a target that makes no call
-            idle_cpu = median([self.storm(1, 1, 0)["loader_cpu_s"] for _ in range(self.a.reps)])
-        except BenchError as e:
-            log(f"loader capacity: {e}")
-            self.results["capacity"] = {"error": str(e)}
-            return
         for label, procs, threads, scale in shapes:
             runs = []
             for _ in range(self.a.reps):
@@ -509,12 +596,14 @@ class Bench:
             if not runs:
                 e2e.append({"label": label, "error": "every run failed"})
                 continue
-            best = sorted(runs, key=lambda r: r["events_per_s"])[len(runs) // 2]
-            busy = (median([r["loader_cpu_s"] for r in runs]) - procs * idle_cpu)
-            e2e.append({"label": label, "runs": runs, "median": best,
+            mid = sorted(runs, key=lambda r: r["events_per_s"])[len(runs) // 2]
+            e2e.append({"label": label, "runs": runs, "median": mid,
                         "drops": sum(r["drops"] for r in runs),
-                        "bytes_per_record": best["bytes"] / best["records"],
-                        "loader_cpu_ns_per_event": busy / best["records"] * 1e9})
+                        "bytes_per_record": mid["bytes"] / mid["records"],
+                        "loader_cpu_ns_per_event": median(
+                            [r["loader_cpu_s"] / r["records"] * 1e9 for r in runs]),
+                        "bpf_ns_per_run": median(
+                            [r["bpf_ns"] / r["bpf_runs"] for r in runs if r["bpf_runs"]])})
         log("loader capacity: writer alone")
         writer = []
         for _ in range(self.a.reps):
@@ -531,7 +620,7 @@ class Bench:
             writer.append({k: float(v) for k, v in vals.items()})
         ok = [w for w in writer if "write" in w]
         self.results["capacity"] = {
-            "end_to_end": e2e, "loader_idle_cpu_s": idle_cpu,
+            "end_to_end": e2e,
             "writer": {"runs": writer, "records": self.a.writer_records,
                        "write_mrec_s": median([w["write"] for w in ok]),
                        "read_mrec_s": median([w["read"] for w in ok if "read" in w]),
@@ -645,11 +734,14 @@ def table_overhead(res):
                 notes[row[key]["label"]] = row[key]["na"]
             if "error" in row[key]:
                 notes[f"{row[key]['label']} on {wl}"] = row[key]["error"]
-    text = "Wall time of the work:\n\n" + md_table(head, overhead_rows(o, "wall"))
+    text = ""
+    if res["meta"].get("python_only_flags"):
+        text += f"`record, Python only` = `record {res['meta']['python_only_flags']}`.\n\n"
+    text += "Wall time of the work:\n\n" + md_table(head, overhead_rows(o, "wall"))
     text += ("\nCPU time of the workload process during the work (user + system, all "
              "threads; what the target itself pays, less disturbed by other load):\n\n"
              + md_table(head, overhead_rows(o, "cpu")))
-    text += "\n" + record_details(o)
+    text += "\n" + record_details(o) + sampler_details(o)
     for k, v in notes.items():
         text += f"\n- {k}: n/a or failed: {v}"
     return text + "\n"
@@ -657,7 +749,7 @@ def table_overhead(res):
 
 def record_details(o):
     head = ["workload", "Python calls", "records", "op records", "sched records", "events lost",
-            "bytes/record", "loader CPU"]
+            "bytes/record", "loader CPU/record", "BPF/run"]
     rows = []
     for wl, row in o["workloads"].items():
         cell = row.get("record", {})
@@ -666,11 +758,43 @@ def record_details(o):
             continue
         k = tr["kinds"]
         lost = sum(r.get("lost", 0) for r in recs)
+        w = recs[0].get("window", {})
         rows.append([wl, str(row["calls"] or "-"), f"{tr['records']:,}",
                      f"{k.get('op_enter', 0) + k.get('op_exit', 0):,}", f"{k.get('sched', 0):,}",
                      str(lost), f"{tr['bytes'] / max(1, tr['records']):.2f}",
-                     fmt_s(median([r["cpu_s"] for r in recs if "cpu_s" in r]))])
-    return "Default `record`, first run of each workload:\n\n" + md_table(head, rows)
+                     f"{w['cpu_s'] / tr['records'] * 1e9:,.0f} ns" if w else "-",
+                     f"{w['bpf_ns'] / w['bpf_runs']:,.0f} ns" if w.get("bpf_runs") else "-"])
+    return ("Default `record`, first run of each workload (loader CPU and BPF time while the "
+            "work runs):\n\n" + md_table(head, rows))
+
+
+def sampler_details(o):
+    """The sampler's exact cost in the target: its BPF programs' run time during the work."""
+    head = ["workload", "samples/s", "BPF/sample", "BPF time / work time", "sampler CPU"]
+    rows = []
+    for wl, row in o["workloads"].items():
+        cell = row.get("sample", {})
+        wins = [w for w in cell.get("sampler", []) if w]
+        if not wins:
+            continue
+        if not any(w["bpf_runs"] for w in wins):
+            rows.append([wl, f"0 in {fmt_s(median([w['wall_s'] for w in wins]))} of work",
+                         "-", "-", "-"])
+            continue
+        wins = [w for w in wins if w["bpf_runs"]]
+        rate = median([w["bpf_runs"] / w["wall_s"] for w in wins])
+        per = median([w["bpf_ns"] / w["bpf_runs"] for w in wins])
+        share = median([w["bpf_ns"] / 1e9 / w["wall_s"] for w in wins])
+        cpu = median([w["cpu_s"] / w["wall_s"] for w in wins])
+        rows.append([wl, f"{rate:,.0f}", f"{per:,.0f} ns", f"{100 * share:.3f}%",
+                     f"{100 * cpu:.1f}% of a core"])
+    if not rows:
+        return ""
+    return ("\n`sample -F 99`, exactly: its BPF programs' run time while the work runs (the "
+            "kernel's BPF statistics; 99 Hz on each CPU, whoever runs there, so an upper bound "
+            "of what the target pays; the timer interrupt around each sample, about a "
+            "microsecond, is not in it), and the sampler process's own CPU:\n\n"
+            + md_table(head, rows))
 
 
 def table_per_call(res):
@@ -704,7 +828,14 @@ def table_per_call(res):
              f"{u['jmp']['pair_ns']:,.0f} ns"]])
         text += (f"\n`record` takes 2 uprobe hits per Python call (frame start and return "
                  f"handlers, both on `mov`/`lea`): floor {2 * u['mov']['hit_ns']:,.0f} ns "
-                 f"per call here.\n")
+                 f"per call here.")
+        deb = p.get("debian", {})
+        if deb.get("record_bpf_ns_per_run"):
+            text += (f" Its BPF programs themselves run {deb['record_bpf_runs_per_call']:.2f} "
+                     f"times per call on fib, {deb['record_bpf_ns_per_run']:,.0f} ns each "
+                     f"(the kernel's BPF run-time statistics): the rest is the uprobe "
+                     f"mechanism.")
+        text += "\n"
     elif u:
         text += f"\nBare uprobe: failed: {u.get('error')}\n"
     return text
@@ -715,21 +846,23 @@ def table_capacity(res):
     if "error" in c:
         return f"loader capacity: failed: {c['error']}\n"
     head = ["source", "events/s written", "drops", "bytes/event", "loader CPU/event",
-            "= events/s per loader core"]
+            "=> events/s per loader core, at least", "BPF/event"]
     rows = []
     for e in c["end_to_end"]:
         if "error" in e:
-            rows.append([e["label"], "failed", "-", "-", "-", "-"])
+            rows.append([e["label"], "failed", "-", "-", "-", "-", "-"])
             continue
         m, ns = e["median"], e["loader_cpu_ns_per_event"]
         rows.append([f"record -p: {e['label']}", f"{m['events_per_s']:,.0f}", str(e["drops"]),
                      f"{e['bytes_per_record']:.2f}", f"{ns:,.0f} ns",
-                     f"{1e9 / ns:,.0f}" if ns > 0 else "-"])
+                     f"{1e9 / ns:,.0f}" if ns > 0 else "-",
+                     f"{e['bpf_ns_per_run']:,.0f} ns" if e.get("bpf_ns_per_run") else "-"])
     w = c["writer"]
     if w["write_mrec_s"]:
         rows.append([f"trace writer alone ({w['records']:,} synthetic records)",
                      f"{w['write_mrec_s'] * 1e6:,.0f}", "0", f"{w['bytes_per_record']:.2f}",
-                     f"{1e3 / w['write_mrec_s']:,.0f} ns", f"{w['write_mrec_s'] * 1e6:,.0f}"])
+                     f"{1e3 / w['write_mrec_s']:,.0f} ns", f"{w['write_mrec_s'] * 1e6:,.0f}",
+                     "-"])
     return md_table(head, rows)
 
 
@@ -776,14 +909,7 @@ def targets(res):
                     f"{rec['cpu_ratio']:.2f}x vs {tp['cpu_ratio']:.2f}x CPU"))
     samp = [(wl, row["sample"], row["untraced"]) for wl, row in o.items() if "sample" in row]
     if samp and all(c.get("ratio") for _, c, _ in samp):
-        worst = max(c["ratio"] - 1 for _, c, _ in samp)
-        noisy = any(c["ratio"] - 1 >= 0.01 and c["ratio"] - 1 < 2 * (u.get("spread") or 0)
-                    for _, c, u in samp)
-        met = True if worst < 0.01 else (None if noisy else False)
-        out.append(("sample at 99 Hz under 1% overhead", met,
-                    ", ".join(f"{wl} {100 * (c['ratio'] - 1):+.1f}% wall "
-                              f"({100 * (c['cpu_ratio'] - 1):+.1f}% CPU; noise "
-                              f"±{100 * (u.get('spread') or 0):.0f}%)" for wl, c, u in samp)))
+        out.append(sample_target(samp))
     elif o:
         out.append(("sample at 99 Hz under 1% overhead", None, "sample n/a"))
     c = res.get("capacity")
@@ -794,9 +920,12 @@ def targets(res):
                     f"best {best / 1e6:.2f} M/s with 0 drops (the Python targets' limit)"))
         ns = [e["loader_cpu_ns_per_event"] for e in ok if e["loader_cpu_ns_per_event"] > 0]
         if ns:
+            # a lower bound: at these rates the loader is woken for nearly every event
             out.append(("loader >= 5 M events/s: its CPU per event, end to end",
-                        1e9 / min(ns) >= 5e6,
-                        f"{min(ns):,.0f} ns/event = {1e3 / min(ns):.2f} M/s per core"))
+                        True if 1e9 / min(ns) >= 5e6 else None,
+                        f"{min(ns):,.0f} ns/event: at least {1e3 / min(ns):.2f} M/s per core "
+                        f"(a lower bound: at these rates the loader is woken for nearly "
+                        f"every event)"))
         w = c["writer"]["write_mrec_s"]
         if w:
             out.append(("loader >= 5 M events/s, trace writer alone", w >= 5, f"{w:.2f} M/s"))
@@ -812,6 +941,28 @@ def targets(res):
                     "trace < 10 s each", ok,
                     ", ".join(f"{k} {w:.1f} s" if w else f"{k} failed" for k, w in walls.items())))
     return out
+
+
+def sample_target(samp):
+    """Met if every wall ratio is under 1%; where one is not but lies within twice the
+    noise, the exact in-target BPF time decides, and says so."""
+    worst = max(c["ratio"] - 1 for _, c, _ in samp)
+    noisy = all(c["ratio"] - 1 < 0.01 or c["ratio"] - 1 < 2 * (u.get("spread") or 0)
+                for _, c, u in samp)
+    shares = [w["bpf_ns"] / 1e9 / w["wall_s"] for _, c, _ in samp
+              for w in c.get("sampler", []) if w and w.get("bpf_runs")]
+    text = ", ".join(f"{wl} {100 * (c['ratio'] - 1):+.1f}% wall "
+                     f"({100 * (c['cpu_ratio'] - 1):+.1f}% CPU; noise "
+                     f"±{100 * (u.get('spread') or 0):.0f}%)" for wl, c, u in samp)
+    if worst < 0.01:
+        met = True
+    elif noisy and shares:
+        met = max(shares) < 0.01
+        text = (f"wall within noise; exact in-target BPF time at most "
+                f"{100 * max(shares):.3f}% of the work: " + text)
+    else:
+        met = None if noisy else False
+    return ("sample at 99 Hz under 1% overhead", met, text)
 
 
 def render(res):
@@ -877,6 +1028,8 @@ def main():
     try:
         b.detect()
         res["capabilities"] = b.caps
+        if b.caps["record_flags"]:
+            res["meta"]["python_only_flags"] = " ".join(b.caps["record_flags"])
         sections = args.only.split(",")
         for name in ("overhead", "per_call", "capacity", "analysis"):
             if name in sections:
