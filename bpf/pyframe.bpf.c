@@ -25,6 +25,7 @@
 
 #include "ptrace_gpu/events.h"
 #include "ptrace_gpu/pyoffsets.h"
+#include "ringbuf.bpf.h"
 
 #define PTG_OFF_NONE 0xffffffffu
 
@@ -33,6 +34,7 @@
 
 const volatile struct ptg_py_offsets off = {};
 const volatile __u64 runtime_addr = 0; /* runtime address of _PyRuntime */
+const volatile __u8 resume_ops[2] = {};	 /* RESUME and its quickened form */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -193,7 +195,7 @@ __noinline int send_code(__u64 code, __u32 fingerprint)
 		 &c->name_chars);
 	read_str(read_ptr(code + off.code_filename), c->file, PTG_CODE_FILE_BYTES, &c->file_width,
 		 &c->file_chars);
-	bpf_ringbuf_submit(c, 0);
+	bpf_ringbuf_submit(c, ptg_wakeup_flags(&events));
 	bpf_map_update_elem(&seen_code, &key, &one, BPF_ANY);
 	return 0;
 }
@@ -256,7 +258,7 @@ __noinline int send_snapshot(__u64 ts, __u64 id, __u64 frame, __u32 reason)
 	s->hdr.b = w.frame != 0;
 	s->hdr.c = 0;
 	s->hdr.d = 0;
-	if (bpf_ringbuf_output(&events, s, sizeof(*s), 0)) {
+	if (bpf_ringbuf_output(&events, s, sizeof(*s), ptg_wakeup_flags(&events))) {
 		count_loss(PTG_LOSS_PY_STACK);
 		return -1;
 	}
@@ -303,18 +305,29 @@ static __always_inline int emit(__u16 kind, __u32 aux, __u64 a, __u64 b, __u64 c
 	e->b = b;
 	e->c = c;
 	e->d = d;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, ptg_wakeup_flags(&events));
 	__sync_fetch_and_add(&nr_events, 1);
 	return 0;
 }
 
 /*
- * At the first instruction of the RESUME handler the instruction has not
- * been counted yet: frame->prev_instr still points at the instruction before
- * it, so the RESUME being executed is the code unit right after. Its oparg
- * (high byte) is 0 at the start of a call, 1-3 when a generator or coroutine
- * continues after yield / yield from / await.
+ * The RESUME being executed: the probe sits at the handler's start, where
+ * frame->prev_instr still points at the instruction before it, or a few
+ * instructions in (on the first one the kernel emulates, see
+ * user/probesite.c), where it may already point at the RESUME itself. Two
+ * RESUMEs never follow each other, so the opcode at prev_instr tells which.
+ * The oparg (high byte) is 0 at the start of a call, 1-3 when a generator or
+ * coroutine continues after yield / yield from / await.
  */
+static __always_inline int resume_unit(__u64 prev_instr, __u16 *unit)
+{
+	if (bpf_probe_read_user(unit, sizeof(*unit), (const void *)prev_instr))
+		return -1;
+	if ((__u8)*unit == resume_ops[0] || (__u8)*unit == resume_ops[1])
+		return 0;
+	return bpf_probe_read_user(unit, sizeof(*unit), (const void *)(prev_instr + 2)) ? -1 : 0;
+}
+
 static __always_inline int on_resume(void)
 {
 	__u64 frame, code, prev_instr, previous, self = 0;
@@ -329,7 +342,7 @@ static __always_inline int on_resume(void)
 	code = read_ptr(frame + off.frame_code);
 	prev_instr = read_ptr(frame + off.frame_prev_instr);
 	previous = read_ptr(frame + off.frame_previous);
-	if (bpf_probe_read_user(&unit, sizeof(unit), (const void *)(prev_instr + 2))) {
+	if (resume_unit(prev_instr, &unit)) {
 		count_loss(PTG_LOSS_PY_READ);
 		return 0;
 	}

@@ -22,6 +22,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "ptrace_gpu/events.h"
+#include "ringbuf.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -30,19 +31,6 @@ struct {
 
 __u64 lost[PTG_MAX_CPUS] = {};
 __u64 nr_events = 0;
-
-/*
- * A wakeup is an interrupt on the consumer's CPU (an IPI, a VM exit in a
- * guest) for each event. The loader polls with a timeout anyway, so wake it
- * only once the buffer is a quarter full.
- */
-static __always_inline __u64 wakeup_flags(void)
-{
-	__u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
-	__u64 size = bpf_ringbuf_query(&events, BPF_RB_RING_SIZE);
-
-	return avail >= size / 4 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
-}
 
 static __always_inline int emit(struct pt_regs *ctx)
 {
@@ -72,7 +60,7 @@ static __always_inline int emit(struct pt_regs *ctx)
 	e->b = (PTG_OP_COOKIE_FP(cookie) ? fp : sp) + (__s64)PTG_OP_COOKIE_DELTA(cookie);
 	e->c = 0;
 	e->d = 0;
-	bpf_ringbuf_submit(e, wakeup_flags());
+	bpf_ringbuf_submit(e, ptg_wakeup_flags(&events));
 	__sync_fetch_and_add(&nr_events, 1);
 	return 0;
 }

@@ -259,6 +259,8 @@ int pyframe__open(const struct py_interp *py, struct tracer *t, struct pyframe *
 	}
 	pf->skel->rodata->off = py->info->off;
 	pf->skel->rodata->runtime_addr = py->runtime_addr;
+	pf->skel->rodata->resume_ops[0] = py->info->op_resume[0];
+	pf->skel->rodata->resume_ops[1] = py->info->op_resume[1];
 	pf->multi = uprobe_multi_supported();
 	if (pf->multi) {
 		bpf_program__set_expected_attach_type(pf->skel->progs.py_probe,

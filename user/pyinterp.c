@@ -4,10 +4,12 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "elf_file.h"
+#include "probesite.h"
 #include "procfs.h"
 #include "pyinterp.h"
 
@@ -53,15 +55,19 @@ static uint64_t table_default(const uint64_t table[256])
 }
 
 static int handler_offsets(const struct elf_file *ef, const uint64_t table[256],
-			   const uint8_t *ops, uint64_t *offs, int *n)
+			   const struct probesite_code *code, const uint8_t *ops, uint64_t *offs,
+			   int *n)
 {
 	uint64_t dflt = table_default(table);
 
 	*n = 0;
 	for (int i = 0; i < PY_MAX_HANDLERS && ops[i]; i++) {
+		uint64_t site;
+
 		if (table[ops[i]] == dflt)
 			return -ENOENT;
-		if (elf_file__vaddr_to_offset(ef, table[ops[i]], &offs[(*n)++]))
+		site = code ? probesite_refine(code, table[ops[i]]) : table[ops[i]];
+		if (elf_file__vaddr_to_offset(ef, site, &offs[(*n)++]))
 			return -ENOENT;
 	}
 	return 0;
@@ -70,8 +76,11 @@ static int handler_offsets(const struct elf_file *ef, const uint64_t table[256],
 static int find_handlers(const struct elf_file *ef, struct py_interp *py, char *err, size_t errlen)
 {
 	const struct py_version_info *vi = py->info;
+	struct probesite_code code = {};
 	struct elf_sym_info eval, tb;
 	uint64_t table[256];
+	uint8_t *bytes;
+	int ret;
 
 	if (elf_file__find_sym(ef, "_PyEval_EvalFrameDefault", false, &eval) || !eval.size)
 		return fail(err, errlen, -ENOENT, "%s: no _PyEval_EvalFrameDefault symbol", py->path);
@@ -85,9 +94,22 @@ static int find_handlers(const struct elf_file *ef, struct py_interp *py, char *
 		return fail(err, errlen, -ENOENT,
 			    "%s: no opcode dispatch table found (built without computed gotos?)",
 			    py->path);
-	if (handler_offsets(ef, table, vi->op_resume, py->resume_offs, &py->nresume) ||
-	    handler_offsets(ef, table, vi->op_return, py->return_offs, &py->nreturn) ||
-	    handler_offsets(ef, table, vi->op_yield, py->yield_offs, &py->nyield))
+	/* the eval loop's code, to move probes onto instructions the kernel emulates */
+	code.bytes = bytes = malloc(eval.size);
+	code.addr = eval.addr;
+	code.size = eval.size;
+	code.entries = table;
+	code.nentries = 256;
+	if (bytes && elf_file__read(ef, eval.addr, bytes, eval.size))
+		code.bytes = NULL;
+	ret = handler_offsets(ef, table, code.bytes ? &code : NULL, vi->op_resume, py->resume_offs,
+			      &py->nresume) ||
+	      handler_offsets(ef, table, code.bytes ? &code : NULL, vi->op_return, py->return_offs,
+			      &py->nreturn) ||
+	      handler_offsets(ef, table, code.bytes ? &code : NULL, vi->op_yield, py->yield_offs,
+			      &py->nyield);
+	free(bytes);
+	if (ret)
 		return fail(err, errlen, -ENOENT, "%s: opcode handlers not found in dispatch table",
 			    py->path);
 	if (elf_file__vaddr_to_offset(ef, eval.addr, &py->eval_off) ||
