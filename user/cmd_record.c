@@ -87,7 +87,9 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: ptrace-gpu record [-p PID | -- CMD [ARGS...]] [-o FILE] [-d SECONDS]\n\n"
 		"Records every Python call of a running CPython 3.11 process, with no restart\n"
-		"and no change in it, or of a command started under the tracer.\n\n"
+		"and no change in it, or of a command started under the tracer; and, when the\n"
+		"process has them, PyTorch dispatcher ops, CUDA driver/runtime calls, GPU\n"
+		"activity (CUPTI agent) and off-CPU intervals of its threads.\n\n"
 		"  -p, --pid PID         attach to the running process PID\n"
 		"  -o, --output FILE     trace file to write (default: ptrace-gpu.ptg)\n"
 		"  -d, --duration SECS   stop after SECS seconds (default: until Ctrl-C,\n"
