@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "cudajoin.h"
 #include "flamegraph.h"
 #include "model.h"
@@ -72,23 +73,6 @@ const char *flamegraph_weight_name(enum flamegraph_weight w)
 	return "";
 }
 
-static int grow_array(void **arr, size_t *cap, size_t need, size_t elem)
-{
-	size_t ncap = *cap ? *cap : 64;
-	void *n;
-
-	if (need <= *cap)
-		return 0;
-	while (ncap < need)
-		ncap *= 2;
-	n = realloc(*arr, ncap * elem);
-	if (!n)
-		return -ENOMEM;
-	*arr = n;
-	*cap = ncap;
-	return 0;
-}
-
 /* u64map keys must not be 0: the top bit is never part of a node index */
 static uint64_t node_key(uint32_t parent, uint32_t frame)
 {
@@ -100,7 +84,7 @@ static int fg_new_node(struct flamegraph *fg, uint32_t parent, uint32_t frame, u
 	struct fg_node *n;
 
 	if (fg->n >= INT32_MAX ||
-	    grow_array((void **)&fg->nodes, &fg->cap, fg->n + 1, sizeof(*fg->nodes)))
+	    array_grow((void **)&fg->nodes, &fg->cap, fg->n + 1, sizeof(*fg->nodes)))
 		return -ENOMEM;
 	n = &fg->nodes[fg->n];
 	memset(n, 0, sizeof(*n));
@@ -196,7 +180,7 @@ static struct fg_thread *fg_thread_get(struct fg_collect *c, uint32_t pid, uint3
 
 	if (idx)
 		return &c->threads[*idx];
-	if (grow_array((void **)&c->threads, &c->threads_cap, c->nthreads + 1,
+	if (array_grow((void **)&c->threads, &c->threads_cap, c->nthreads + 1,
 		       sizeof(*c->threads)) ||
 	    u64map__put(&c->thread_idx, key, c->nthreads))
 		return NULL;
@@ -325,7 +309,7 @@ static int fg_kernel_wait(struct fg_collect *c, const struct ptg_record *rec)
 		i = c->free_kernel;
 		c->free_kernel = c->kernels[i].next;
 	} else {
-		if (grow_array((void **)&c->kernels, &c->kernels_cap, c->nkernels + 1,
+		if (array_grow((void **)&c->kernels, &c->kernels_cap, c->nkernels + 1,
 			       sizeof(*c->kernels)))
 			return -ENOMEM;
 		i = c->nkernels++;
@@ -527,7 +511,7 @@ static int fg_named_frame(struct flamegraph *fg, const char *name, uint32_t *out
 			return 0;
 		}
 	}
-	if (grow_array((void **)&fg->names, &fg->names_cap, fg->nnames + 1, sizeof(*fg->names))) {
+	if (array_grow((void **)&fg->names, &fg->names_cap, fg->nnames + 1, sizeof(*fg->names))) {
 		free(copy);
 		return -ENOMEM;
 	}
@@ -594,7 +578,7 @@ static const char *fg_name(struct flamegraph *fg, const struct trace_reader *r, 
 
 	if (idx)
 		return fg->names[*idx];
-	if (grow_array((void **)&fg->names, &fg->names_cap, fg->nnames + 1, sizeof(*fg->names)))
+	if (array_grow((void **)&fg->names, &fg->names_cap, fg->nnames + 1, sizeof(*fg->names)))
 		return NULL;
 	name = frame_format(r, frame);
 	if (!name)
@@ -627,7 +611,7 @@ static int fg_sort(struct flamegraph *fg, const struct trace_reader *r)
 	for (size_t p = 0; p < fg->n && !fg->sorted; p++) {
 		n = 0;
 		for (uint32_t c = fg->nodes[p].child; c != FG_NONE; c = fg->nodes[c].sibling) {
-			err = grow_array((void **)&tmp, &cap, n + 1, sizeof(*tmp));
+			err = array_grow((void **)&tmp, &cap, n + 1, sizeof(*tmp));
 			if (err)
 				goto cleanup;
 			tmp[n].node = c;
@@ -659,7 +643,7 @@ static int strbuf_add(struct strbuf *b, const char *sep, const char *s)
 {
 	size_t ls = strlen(sep), l = strlen(s);
 
-	if (grow_array((void **)&b->s, &b->cap, b->len + ls + l + 1, 1))
+	if (array_grow((void **)&b->s, &b->cap, b->len + ls + l + 1, 1))
 		return -ENOMEM;
 	memcpy(b->s + b->len, sep, ls);
 	memcpy(b->s + b->len + ls, s, l + 1);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "cudajoin.h"
 #include "idle.h"
 #include "model.h"
@@ -95,23 +96,6 @@ void idle_opts__defaults(struct idle_opts *o)
 	o->max_queue_len = 1024;
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t size)
-{
-	size_t ncap = *cap ? *cap * 2 : 1024;
-	void *np;
-
-	if (need <= *cap)
-		return 0;
-	while (ncap < need)
-		ncap *= 2;
-	np = realloc(*p, ncap * size);
-	if (!np)
-		return -ENOMEM;
-	*p = np;
-	*cap = ncap;
-	return 0;
-}
-
 static int cmp_u64(uint64_t a, uint64_t b)
 {
 	return a < b ? -1 : a > b;
@@ -159,7 +143,7 @@ static int gop_add(struct idle_ctx *c, const struct ptg_record *rec)
 {
 	struct gop *g;
 
-	if (grow((void **)&c->gops, &c->gcap, c->ngops + 1, sizeof(*g)))
+	if (array_grow((void **)&c->gops, &c->gcap, c->ngops + 1, sizeof(*g)))
 		return -ENOMEM;
 	g = &c->gops[c->ngops++];
 	g->start = rec->ts;
@@ -180,7 +164,7 @@ static int call_add(struct idle_ctx *c, const struct ptg_record *rec)
 
 	if (!corr)
 		return 0;
-	if (grow((void **)&c->calls, &c->ccap, c->ncalls + 1, sizeof(*l)))
+	if (array_grow((void **)&c->calls, &c->ccap, c->ncalls + 1, sizeof(*l)))
 		return -ENOMEM;
 	l = &c->calls[c->ncalls++];
 	l->corr = corr;
@@ -442,7 +426,7 @@ static int decr_add(struct idle_ctx *c, size_t *cap, uint64_t a, uint64_t b)
 	/* an empty phase overlaps nothing, and dropping it keeps the list disjoint */
 	if (a >= b)
 		return 0;
-	if (grow((void **)&c->decr, cap, c->ndecr + 1, sizeof(*c->decr)))
+	if (array_grow((void **)&c->decr, cap, c->ndecr + 1, sizeof(*c->decr)))
 		return -ENOMEM;
 	c->decr[c->ndecr].start = a;
 	c->decr[c->ndecr++].end = b;
@@ -626,7 +610,7 @@ static int devices(struct idle_ctx *c)
 
 		for (i = lo; i < c->ngops && c->gops[i].device == c->gops[lo].device; i++)
 			;
-		if (grow((void **)&rep->devices, &cap, rep->ndevices + 1, sizeof(*d)))
+		if (array_grow((void **)&rep->devices, &cap, rep->ndevices + 1, sizeof(*d)))
 			return -ENOMEM;
 		d = &rep->devices[rep->ndevices++];
 		memset(d, 0, sizeof(*d));
@@ -782,7 +766,7 @@ static int streams(struct idle_ctx *c)
 			     c->gops[i].stream == g->stream;
 		     i++)
 			;
-		if (grow((void **)&rep->streams, &cap, rep->nstreams + 1, sizeof(*s))) {
+		if (array_grow((void **)&rep->streams, &cap, rep->nstreams + 1, sizeof(*s))) {
 			free(q);
 			return -ENOMEM;
 		}
@@ -915,7 +899,7 @@ static void cpu_event(struct idle_ctx *c, const struct idle_event *ev)
 	}
 	if (!in_decrease(c, ev->start, ev->start + ev->dur))
 		return;
-	if (grow((void **)&c->cands, &c->candcap, c->ncands + 1, sizeof(*k))) {
+	if (array_grow((void **)&c->cands, &c->candcap, c->ncands + 1, sizeof(*k))) {
 		c->err = -ENOMEM;
 		return;
 	}

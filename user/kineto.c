@@ -15,6 +15,7 @@
 #include <json-c/json.h>
 #include <zlib.h>
 
+#include "array.h"
 #include "kineto.h"
 
 const char *const kineto_meta_names[KINETO_M_NR] = {
@@ -65,28 +66,11 @@ struct importer {
 	struct kineto_stats st;
 };
 
-static int grow(void **p, size_t *cap, size_t need, size_t size)
-{
-	size_t ncap = *cap ? *cap * 2 : 4096;
-	void *np;
-
-	if (need <= *cap)
-		return 0;
-	while (ncap < need)
-		ncap *= 2;
-	np = realloc(*p, ncap * size);
-	if (!np)
-		return -ENOMEM;
-	*p = np;
-	*cap = ncap;
-	return 0;
-}
-
 static struct kev *kev_new(struct importer *im)
 {
 	struct kev *e;
 
-	if (grow((void **)&im->evs, &im->evcap, im->nevs + 1, sizeof(*im->evs)))
+	if (array_grow((void **)&im->evs, &im->evcap, im->nevs + 1, sizeof(*im->evs)))
 		return NULL;
 	e = &im->evs[im->nevs++];
 	memset(e, 0, sizeof(*e));
@@ -280,7 +264,7 @@ static int add_nest(struct importer *im, json_object *ev, bool py, const char *n
 	uint32_t line;
 	struct knest *n;
 
-	if (grow((void **)&im->nest, &im->nestcap, im->nnest + 1, sizeof(*im->nest)))
+	if (array_grow((void **)&im->nest, &im->nestcap, im->nnest + 1, sizeof(*im->nest)))
 		return -ENOMEM;
 	n = &im->nest[im->nnest++];
 	memset(n, 0, sizeof(*n));
@@ -601,7 +585,7 @@ static int clip_nest(struct importer *im)
 			n->end = stack[depth - 1];
 			im->st.clipped++;
 		}
-		if (grow((void **)&stack, &cap, depth + 1, sizeof(*stack))) {
+		if (array_grow((void **)&stack, &cap, depth + 1, sizeof(*stack))) {
 			free(stack);
 			return -ENOMEM;
 		}
@@ -649,7 +633,7 @@ static int nest_to_records(struct importer *im)
 			break;
 		if (new_thread)
 			seq = 0;
-		if ((err = grow((void **)&stack, &cap, depth + 1, sizeof(*stack))))
+		if ((err = array_grow((void **)&stack, &cap, depth + 1, sizeof(*stack))))
 			break;
 		stack[depth++] = i;
 		err = emit_nest(im, n, true, seq++);

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "modpath.h"
 #include "procfs.h"
 #include "pycode.h"
@@ -74,22 +75,6 @@ struct modpath {
 	struct modpath_stats st;
 };
 
-/* Room for element n of *arr. */
-static int grow(void **arr, size_t n, size_t *cap, size_t elem)
-{
-	size_t ncap = *cap ? *cap * 2 : 16;
-	void *p;
-
-	if (n < *cap)
-		return 0;
-	p = realloc(*arr, ncap * elem);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = ncap;
-	return 0;
-}
-
 static const struct code_kind *code_kind(struct modpath *mp, uint64_t code, uint32_t fingerprint)
 {
 	uint64_t *idx = u64map__get(&mp->code_idx, code);
@@ -100,7 +85,8 @@ static const struct code_kind *code_kind(struct modpath *mp, uint64_t code, uint
 	if (idx && mp->kinds[*idx - 1].fingerprint == fingerprint)
 		return &mp->kinds[*idx - 1];
 	if (!idx) {
-		if (grow((void **)&mp->kinds, mp->nkinds, &mp->kinds_cap, sizeof(*mp->kinds)))
+		if (array_grow((void **)&mp->kinds, &mp->kinds_cap, mp->nkinds + 1,
+			       sizeof(*mp->kinds)))
 			return NULL;
 		if (u64map__put(&mp->code_idx, code, mp->nkinds + 1))
 			return NULL;
@@ -402,7 +388,8 @@ static uint32_t make_path(struct modpath *mp, uint32_t parent, uint64_t self, ui
 		snprintf(type, sizeof(type), "?");
 	label_of(mp, pp, self, type, label, sizeof(label));
 	str = malloc(PATH_MAX_LEN);
-	if (!str || grow((void **)&mp->paths, mp->npaths, &mp->paths_cap, sizeof(*mp->paths))) {
+	if (!str ||
+	    array_grow((void **)&mp->paths, &mp->paths_cap, mp->npaths + 1, sizeof(*mp->paths))) {
 		free(str);
 		return 0;
 	}

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "array.h"
 #include "pprof.h"
 #include "u64map.h"
 
@@ -195,23 +196,6 @@ struct pprof {
 	struct pb_buf samples; /* encoded Sample fields of the Profile */
 };
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-	size_t ncap = *cap ? *cap : 64;
-	void *n;
-
-	if (need <= *cap)
-		return 0;
-	while (ncap < need)
-		ncap *= 2;
-	n = realloc(*arr, ncap * elem);
-	if (!n)
-		return -ENOMEM;
-	*arr = n;
-	*cap = ncap;
-	return 0;
-}
-
 static uint64_t hash_bytes(uint64_t h, const void *data, size_t len)
 {
 	const unsigned char *p = data;
@@ -272,7 +256,7 @@ int64_t pprof__string(struct pprof *p, const char *s)
 		if (!strcmp(p->strings[*idx - 1], s))
 			return (int64_t)*idx - 1;
 	}
-	if (grow((void **)&p->strings, &p->strings_cap, p->nstrings + 1, sizeof(*p->strings)))
+	if (array_grow((void **)&p->strings, &p->strings_cap, p->nstrings + 1, sizeof(*p->strings)))
 		return -ENOMEM;
 	copy = strdup(s);
 	if (!copy || u64map__put(&p->string_idx, map_key(h), p->nstrings + 1)) {
@@ -323,7 +307,7 @@ uint64_t pprof__function(struct pprof *p, const char *name, const char *filename
 		if (!memcmp(&p->funcs[*id - 1], &f, sizeof(f)))
 			return *id;
 	}
-	if (grow((void **)&p->funcs, &p->funcs_cap, p->nfuncs + 1, sizeof(f)) ||
+	if (array_grow((void **)&p->funcs, &p->funcs_cap, p->nfuncs + 1, sizeof(f)) ||
 	    u64map__put(&p->func_idx, map_key(h), p->nfuncs + 1))
 		return 0;
 	p->funcs[p->nfuncs++] = f;
@@ -342,7 +326,7 @@ uint64_t pprof__mapping(struct pprof *p, uint64_t start, uint64_t limit, uint64_
 	id = u64map__get(&p->map_idx, map_key((uint64_t)m.filename));
 	if (id)
 		return *id;
-	if (grow((void **)&p->maps, &p->maps_cap, p->nmaps + 1, sizeof(m)) ||
+	if (array_grow((void **)&p->maps, &p->maps_cap, p->nmaps + 1, sizeof(m)) ||
 	    u64map__put(&p->map_idx, map_key((uint64_t)m.filename), p->nmaps + 1))
 		return 0;
 	p->maps[p->nmaps++] = m;
@@ -362,7 +346,7 @@ uint64_t pprof__location(struct pprof *p, uint64_t mapping, uint64_t address, ui
 		if (!memcmp(&p->locs[*id - 1], &l, sizeof(l)))
 			return *id;
 	}
-	if (grow((void **)&p->locs, &p->locs_cap, p->nlocs + 1, sizeof(l)) ||
+	if (array_grow((void **)&p->locs, &p->locs_cap, p->nlocs + 1, sizeof(l)) ||
 	    u64map__put(&p->loc_idx, map_key(h), p->nlocs + 1))
 		return 0;
 	p->locs[p->nlocs++] = l;

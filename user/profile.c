@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "profile.h"
 #include "u64map.h"
 
@@ -56,31 +57,13 @@ uint16_t profile__kind(const struct profile *p)
 	return p->kind;
 }
 
-static int grow_array(void **arr, size_t *cap, size_t need, size_t elem)
-{
-	size_t ncap = *cap ? *cap * 2 : 64;
-	void *n;
-
-	if (need <= *cap)
-		return 0;
-	while (ncap < need)
-		ncap *= 2;
-	n = realloc(*arr, ncap * elem);
-	if (!n)
-		return -ENOMEM;
-	memset((char *)n + *cap * elem, 0, (ncap - *cap) * elem);
-	*arr = n;
-	*cap = ncap;
-	return 0;
-}
-
 static struct profile_func *profile_func_get(struct profile *p, uint32_t sym, uint32_t group)
 {
 	uint64_t *idx = u64map__get(&p->func_idx, (uint64_t)group << 32 | sym);
 
 	if (idx)
 		return &p->funcs[*idx];
-	if (grow_array((void **)&p->funcs, &p->funcs_cap, p->nfuncs + 1, sizeof(*p->funcs)))
+	if (array_grow((void **)&p->funcs, &p->funcs_cap, p->nfuncs + 1, sizeof(*p->funcs)))
 		return NULL;
 	if (u64map__put(&p->func_idx, (uint64_t)group << 32 | sym, p->nfuncs))
 		return NULL;
@@ -100,7 +83,7 @@ static struct profile_edge *profile_edge_get(struct profile *p, uint32_t caller,
 	/* the dynamo rule: a caller gets an entry even if it never closes */
 	if (!profile_func_get(p, caller, 0))
 		return NULL;
-	if (grow_array((void **)&p->edges, &p->edges_cap, p->nedges + 1, sizeof(*p->edges)))
+	if (array_grow((void **)&p->edges, &p->edges_cap, p->nedges + 1, sizeof(*p->edges)))
 		return NULL;
 	if (u64map__put(&p->edge_idx, key, p->nedges))
 		return NULL;
@@ -230,9 +213,9 @@ static struct profile_thread *collector_thread(struct collector *c, uint32_t pid
 		*fold = &c->folds[*idx];
 		return &run->threads[*idx];
 	}
-	if (grow_array((void **)&run->threads, &c->threads_cap, run->nthreads + 1,
+	if (array_grow((void **)&run->threads, &c->threads_cap, run->nthreads + 1,
 		       sizeof(*run->threads)) ||
-	    grow_array((void **)&c->folds, &c->folds_cap, run->nthreads + 1, sizeof(*c->folds)) ||
+	    array_grow((void **)&c->folds, &c->folds_cap, run->nthreads + 1, sizeof(*c->folds)) ||
 	    u64map__put(&c->thread_idx, key, run->nthreads))
 		return NULL;
 	t = &run->threads[run->nthreads];
@@ -284,7 +267,7 @@ static uint32_t stack_group(struct collector *c, const struct model_frame *stack
 		if (!memcmp(&run->stacks[(*id - 1) * n], frames, n * sizeof(*frames)))
 			return (uint32_t)*id;
 	}
-	if (grow_array((void **)&run->stacks, &c->stacks_cap, (run->nstacks + 1) * n,
+	if (array_grow((void **)&run->stacks, &c->stacks_cap, (run->nstacks + 1) * n,
 		       sizeof(*run->stacks)) ||
 	    u64map__put(&c->stack_idx, h, run->nstacks + 1))
 		return 0;

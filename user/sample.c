@@ -26,6 +26,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "array.h"
 #include "procfs.h"
 #include "sample.skel.h"
 #include "sample_int.h"
@@ -45,23 +46,6 @@ static uint64_t clock_ns(clockid_t clk)
 
 	clock_gettime(clk, &ts);
 	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
-}
-
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-	size_t ncap = *cap ? *cap : 16;
-	void *n;
-
-	if (need <= *cap)
-		return 0;
-	while (ncap < need)
-		ncap *= 2;
-	n = realloc(*arr, ncap * elem);
-	if (!n)
-		return -ENOMEM;
-	*arr = n;
-	*cap = ncap;
-	return 0;
 }
 
 /* Field 22 of /proc/PID/stat: tells a process from a later one with the same pid. */
@@ -125,7 +109,7 @@ static int proc_register(struct sampler *s, struct sproc *sp)
 	uint32_t key = (uint32_t)sp->pid;
 	int err;
 
-	if (grow((void **)&s->procs, &s->procs_cap, s->nprocs + 1, sizeof(*s->procs)) ||
+	if (array_grow((void **)&s->procs, &s->procs_cap, s->nprocs + 1, sizeof(*s->procs)) ||
 	    u64map__put(&s->proc_idx, key, s->nprocs + 1))
 		return -ENOMEM;
 	s->procs[s->nprocs++] = sp;
@@ -631,7 +615,7 @@ static int read_counts(struct sampler *s, uint16_t gen, struct count_entry **out
 		for (__u32 i = 0; i < cnt && !err; i++) {
 			if (keys[i].gen != gen)
 				continue;
-			err = grow((void **)&e, &cap, *n + 1, sizeof(*e));
+			err = array_grow((void **)&e, &cap, *n + 1, sizeof(*e));
 			if (!err)
 				e[(*n)++] = (struct count_entry){keys[i], vals[i]};
 		}
@@ -704,7 +688,7 @@ static int set_proc_index(struct sampler *s, struct sproc *sp, uint32_t *out)
 			return 0;
 		}
 	}
-	if (grow((void **)&s->set_procs, &s->set_procs_cap, s->set.nprocs + 1,
+	if (array_grow((void **)&s->set_procs, &s->set_procs_cap, s->set.nprocs + 1,
 		 sizeof(*s->set_procs)))
 		return -ENOMEM;
 	s->set_procs[s->set.nprocs] = (struct sample_proc){(uint32_t)sp->pid, sp->comm, sp->interp};
@@ -728,8 +712,8 @@ static int add_row(struct sampler *s, const struct count_entry *e)
 	if (e->key.native_stack >= 0 && !nat)
 		s->lost_native_stacks += e->val.count;
 	err = build_frames(s, py, nat, frames, &depth, MAX_ROW_DEPTH);
-	if (err || grow((void **)&s->rows, &s->rows_cap, s->set.nrows + 1, sizeof(*r)) ||
-	    grow((void **)&s->pool, &s->pool_cap, s->pool_len + depth, sizeof(*s->pool)))
+	if (err || array_grow((void **)&s->rows, &s->rows_cap, s->set.nrows + 1, sizeof(*r)) ||
+	    array_grow((void **)&s->pool, &s->pool_cap, s->pool_len + depth, sizeof(*s->pool)))
 		return err ? err : -ENOMEM;
 	r = &s->rows[s->set.nrows];
 	err = set_proc_index(s, sp, &r->proc);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "array.h"
 #include "trace.h"
 #include "trace_format.h"
 
@@ -85,21 +86,6 @@ __attribute__((format(printf, 3, 4))) static int reader_fail(struct trace_reader
 	vsnprintf(r->err, sizeof(r->err), fmt, ap);
 	va_end(ap);
 	return err;
-}
-
-static int grow(void **arr, size_t *cap, size_t n, size_t elem)
-{
-	size_t ncap = *cap ? *cap * 2 : 16;
-	void *p;
-
-	if (n < *cap)
-		return 0;
-	p = realloc(*arr, ncap * elem);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = ncap;
-	return 0;
 }
 
 static int reserve(uint8_t **buf, size_t *cap, size_t need)
@@ -196,7 +182,7 @@ static int parse_meta(struct trace_reader *r, struct cursor *c, uint32_t count)
 	int err;
 
 	while (count--) {
-		if (grow((void **)&r->meta, &r->meta_cap, r->nmeta, sizeof(m)))
+		if (array_grow((void **)&r->meta, &r->meta_cap, r->nmeta + 1, sizeof(m)))
 			return -ENOMEM;
 		err = cur_str(c, &m.key);
 		if (err)
@@ -245,7 +231,7 @@ static int parse_syms(struct trace_reader *r, struct cursor *c, uint32_t count)
 	int err;
 
 	while (count--) {
-		if (grow((void **)&r->syms, &cap, r->nsyms, sizeof(*r->syms)))
+		if (array_grow((void **)&r->syms, &cap, r->nsyms + 1, sizeof(*r->syms)))
 			return -ENOMEM;
 		r->syms_cap = cap;
 		err = parse_sym(r, c);
@@ -278,7 +264,7 @@ static int parse_loss(struct trace_reader *r, struct cursor *c, uint32_t count)
 			r->loss[i].count += l.count;
 			continue;
 		}
-		if (grow((void **)&r->loss, &r->loss_cap, r->nloss, sizeof(l)))
+		if (array_grow((void **)&r->loss, &r->loss_cap, r->nloss + 1, sizeof(l)))
 			return -ENOMEM;
 		r->loss[r->nloss++] = l;
 	}
@@ -393,7 +379,7 @@ static int chunk_header(struct trace_reader *r, uint64_t off, struct rchunk *c, 
 
 static int index_records(struct trace_reader *r, const struct rchunk *c)
 {
-	if (grow((void **)&r->chunks, &r->chunks_cap, r->nchunks, sizeof(*c)))
+	if (array_grow((void **)&r->chunks, &r->chunks_cap, r->nchunks + 1, sizeof(*c)))
 		return reader_fail(r, -ENOMEM, "out of memory indexing chunk %u", c->index);
 	r->chunks[r->nchunks++] = *c;
 	r->nrecords += c->count;
