@@ -73,10 +73,10 @@ const char *flamegraph_weight_name(enum flamegraph_weight w)
 	return "";
 }
 
-/* u64map keys must not be 0: the top bit is never part of a node index */
+/* the top bit is never part of a node index */
 static uint64_t node_key(uint32_t parent, uint32_t frame)
 {
-	return ((uint64_t)parent << 32 | frame) | 1ULL << 63;
+	return u64map_key((uint64_t)parent << 32 | frame);
 }
 
 static int fg_new_node(struct flamegraph *fg, uint32_t parent, uint32_t frame, uint32_t *out)
@@ -174,8 +174,7 @@ struct fg_collect {
 
 static struct fg_thread *fg_thread_get(struct fg_collect *c, uint32_t pid, uint32_t tid)
 {
-	/* no real pid has bit 31 set: the key is never 0 */
-	uint64_t key = ((uint64_t)pid << 32 | tid) ^ 1ULL << 63;
+	uint64_t key = u64map_key((uint64_t)pid << 32 | tid);
 	uint64_t *idx = u64map__get(&c->thread_idx, key);
 
 	if (idx)
@@ -484,25 +483,31 @@ int flamegraph__new(enum flamegraph_weight weight, struct flamegraph **out)
 	return 0;
 }
 
-/* The frame id of name: ids index names[] + 1, as fg_name() looks them up. */
-static int fg_named_frame(struct flamegraph *fg, const char *name, uint32_t *out)
+/* ';' separates frames and a newline ends a stack in the folded format: replaces them in name. */
+static char *folded_name(char *name)
 {
-	uint64_t h = 14695981039346656037ull, *idx;
-	char *copy = strdup(name);
-
-	if (!copy)
-		return -ENOMEM;
-	/* ';' separates frames and a newline ends a stack in the folded format */
-	for (char *p = copy; *p; p++) {
+	for (char *p = name; *p; p++) {
 		if (*p == ';')
 			*p = ':';
 		else if (*p == '\n' || *p == '\r')
 			*p = ' ';
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
 	}
+	return name;
+}
+
+/* The frame id of name: ids index names[] + 1, as fg_name() looks them up. */
+static int fg_named_frame(struct flamegraph *fg, const char *name, uint32_t *out)
+{
+	char *copy = strdup(name);
+	uint64_t h, *idx;
+
+	if (!copy)
+		return -ENOMEM;
+	folded_name(copy);
+	h = u64map_hash(U64MAP_HASH_SEED, copy, strlen(copy));
 	/* probe on: two names may share a hash */
 	for (;; h++) {
-		idx = u64map__get(&fg->named, h | 1ULL << 63);
+		idx = u64map__get(&fg->named, u64map_key(h));
 		if (!idx)
 			break;
 		if (!strcmp(fg->names[*idx - 1], copy)) {
@@ -517,8 +522,8 @@ static int fg_named_frame(struct flamegraph *fg, const char *name, uint32_t *out
 	}
 	fg->names[fg->nnames++] = copy;
 	*out = (uint32_t)fg->nnames;
-	if (u64map__put(&fg->named, h | 1ULL << 63, *out) ||
-	    u64map__put(&fg->name_idx, (uint64_t)*out | 1ULL << 63, *out - 1))
+	if (u64map__put(&fg->named, u64map_key(h), *out) ||
+	    u64map__put(&fg->name_idx, u64map_key(*out), *out - 1))
 		return -ENOMEM;
 	return 0;
 }
@@ -559,20 +564,13 @@ static char *frame_format(const struct trace_reader *r, uint32_t frame)
 		n = asprintf(&name, "%s", s->name);
 	if (n < 0)
 		return NULL;
-	/* ';' separates frames and a newline ends a stack in the folded format */
-	for (char *p = name; *p; p++) {
-		if (*p == ';')
-			*p = ':';
-		else if (*p == '\n' || *p == '\r')
-			*p = ' ';
-	}
-	return name;
+	return folded_name(name);
 }
 
 /* The printed name of frame, formatted once per symbol; NULL when out of memory. */
 static const char *fg_name(struct flamegraph *fg, const struct trace_reader *r, uint32_t frame)
 {
-	uint64_t key = (uint64_t)frame | 1ULL << 63;
+	uint64_t key = u64map_key(frame);
 	uint64_t *idx = u64map__get(&fg->name_idx, key);
 	char *name;
 

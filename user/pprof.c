@@ -196,21 +196,6 @@ struct pprof {
 	struct pb_buf samples; /* encoded Sample fields of the Profile */
 };
 
-static uint64_t hash_bytes(uint64_t h, const void *data, size_t len)
-{
-	const unsigned char *p = data;
-
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ p[i]) * 1099511628211ull;
-	return h;
-}
-
-/* u64map keys must not be 0 */
-static uint64_t map_key(uint64_t h)
-{
-	return h | 1ULL << 63;
-}
-
 int pprof__new(struct pprof **out)
 {
 	struct pprof *p = calloc(1, sizeof(*p));
@@ -245,12 +230,12 @@ void pprof__free(struct pprof *p)
 
 int64_t pprof__string(struct pprof *p, const char *s)
 {
-	uint64_t h = hash_bytes(14695981039346656037ull, s, strlen(s)), *idx;
+	uint64_t h = u64map_hash(U64MAP_HASH_SEED, s, strlen(s)), *idx;
 	char *copy;
 
 	/* probe on past other strings with the same hash */
 	for (;; h++) {
-		idx = u64map__get(&p->string_idx, map_key(h));
+		idx = u64map__get(&p->string_idx, u64map_key(h));
 		if (!idx)
 			break;
 		if (!strcmp(p->strings[*idx - 1], s))
@@ -259,7 +244,7 @@ int64_t pprof__string(struct pprof *p, const char *s)
 	if (array_grow((void **)&p->strings, &p->strings_cap, p->nstrings + 1, sizeof(*p->strings)))
 		return -ENOMEM;
 	copy = strdup(s);
-	if (!copy || u64map__put(&p->string_idx, map_key(h), p->nstrings + 1)) {
+	if (!copy || u64map__put(&p->string_idx, u64map_key(h), p->nstrings + 1)) {
 		free(copy);
 		return -ENOMEM;
 	}
@@ -296,19 +281,19 @@ uint64_t pprof__function(struct pprof *p, const char *name, const char *filename
 			 int64_t start_line)
 {
 	struct pprof_function f = {pprof__string(p, name), pprof__string(p, filename), start_line};
-	uint64_t h = hash_bytes(14695981039346656037ull, &f, sizeof(f)), *id;
+	uint64_t h = u64map_hash(U64MAP_HASH_SEED, &f, sizeof(f)), *id;
 
 	if (f.name < 0 || f.filename < 0)
 		return 0;
 	for (;; h++) {
-		id = u64map__get(&p->func_idx, map_key(h));
+		id = u64map__get(&p->func_idx, u64map_key(h));
 		if (!id)
 			break;
 		if (!memcmp(&p->funcs[*id - 1], &f, sizeof(f)))
 			return *id;
 	}
 	if (array_grow((void **)&p->funcs, &p->funcs_cap, p->nfuncs + 1, sizeof(f)) ||
-	    u64map__put(&p->func_idx, map_key(h), p->nfuncs + 1))
+	    u64map__put(&p->func_idx, u64map_key(h), p->nfuncs + 1))
 		return 0;
 	p->funcs[p->nfuncs++] = f;
 	return p->nfuncs;
@@ -323,11 +308,11 @@ uint64_t pprof__mapping(struct pprof *p, uint64_t start, uint64_t limit, uint64_
 	if (m.filename < 0)
 		return 0;
 	/* string indices are unique: the filename's index is the key */
-	id = u64map__get(&p->map_idx, map_key((uint64_t)m.filename));
+	id = u64map__get(&p->map_idx, u64map_key((uint64_t)m.filename));
 	if (id)
 		return *id;
 	if (array_grow((void **)&p->maps, &p->maps_cap, p->nmaps + 1, sizeof(m)) ||
-	    u64map__put(&p->map_idx, map_key((uint64_t)m.filename), p->nmaps + 1))
+	    u64map__put(&p->map_idx, u64map_key((uint64_t)m.filename), p->nmaps + 1))
 		return 0;
 	p->maps[p->nmaps++] = m;
 	return p->nmaps;
@@ -337,17 +322,17 @@ uint64_t pprof__location(struct pprof *p, uint64_t mapping, uint64_t address, ui
 			 int64_t line)
 {
 	struct pprof_location l = {mapping, address, function, line};
-	uint64_t h = hash_bytes(14695981039346656037ull, &l, sizeof(l)), *id;
+	uint64_t h = u64map_hash(U64MAP_HASH_SEED, &l, sizeof(l)), *id;
 
 	for (;; h++) {
-		id = u64map__get(&p->loc_idx, map_key(h));
+		id = u64map__get(&p->loc_idx, u64map_key(h));
 		if (!id)
 			break;
 		if (!memcmp(&p->locs[*id - 1], &l, sizeof(l)))
 			return *id;
 	}
 	if (array_grow((void **)&p->locs, &p->locs_cap, p->nlocs + 1, sizeof(l)) ||
-	    u64map__put(&p->loc_idx, map_key(h), p->nlocs + 1))
+	    u64map__put(&p->loc_idx, u64map_key(h), p->nlocs + 1))
 		return 0;
 	p->locs[p->nlocs++] = l;
 	return p->nlocs;

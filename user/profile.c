@@ -195,10 +195,9 @@ struct collector {
 	int err;
 };
 
-/* u64map keys must not be 0; no real pid has bit 31 set */
 static uint64_t thread_key(uint32_t pid, uint32_t tid)
 {
-	return ((uint64_t)pid << 32 | tid) ^ 1ULL << 63;
+	return u64map_key((uint64_t)pid << 32 | tid);
 }
 
 static struct profile_thread *collector_thread(struct collector *c, uint32_t pid, uint32_t tid,

@@ -257,9 +257,7 @@ static uint64_t exe_hash(pid_t pid)
 	n = readlink(path, exe, sizeof(exe));
 	if (n <= 0)
 		return 1; /* kernel threads have none */
-	for (ssize_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)exe[i]) * 1099511628211ull;
-	return h | 1;
+	return u64map_hash(h, exe, (size_t)n) | 1;
 }
 
 /* -a: a pid not seen before, or one that ran exec since, is looked at once. */

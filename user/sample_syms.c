@@ -87,11 +87,7 @@ void syms_cache__free(struct syms_cache *c)
 
 static uint64_t obj_key(const char *path, uint64_t inode)
 {
-	uint64_t h = 14695981039346656037ull ^ inode;
-
-	for (const char *p = path; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	return h | 1ULL << 63;
+	return u64map_key(u64map_hash(U64MAP_HASH_SEED ^ inode, path, strlen(path)));
 }
 
 static struct obj_file *cache_get(struct syms_cache *c, const char *path, uint64_t inode)
@@ -99,7 +95,7 @@ static struct obj_file *cache_get(struct syms_cache *c, const char *path, uint64
 	uint64_t key = obj_key(path, inode), *idx;
 	struct obj_file *o;
 
-	for (;; key = (key + 1) | 1ULL << 63) {
+	for (;; key = u64map_key(key + 1)) {
 		idx = u64map__get(&c->idx, key);
 		if (!idx)
 			break;

@@ -73,3 +73,17 @@ void u64map__free(struct u64map *m)
 	m->keys = m->vals = NULL;
 	m->cap = m->len = 0;
 }
+
+uint64_t u64map_hash(uint64_t h, const void *data, size_t len)
+{
+	const unsigned char *p = data;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	return h;
+}
+
+uint64_t u64map_key(uint64_t h)
+{
+	return h | 1ULL << 63;
+}
