@@ -5,11 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
-#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
 #include "cuda.skel.h"
@@ -18,6 +16,7 @@
 #include "elf_file.h"
 #include "ptrace_gpu/events.h"
 #include "u64map.h"
+#include "uprobe_multi.h"
 
 #define NONE   PTG_CUDA_SLOT_NONE
 #define DIRECT PTG_CUDA_DIRECT
@@ -323,50 +322,6 @@ static int write_losses(struct tracer *t, void *ctx)
 	return err;
 }
 
-/*
- * BPF_LINK_CREATE of BPF_TRACE_UPROBE_MULTI (Linux 6.6), newer than this
- * libbpf and linux/bpf.h: one link holds every probe of a library, and
- * closing it waits for one RCU grace period instead of one per probe (about
- * 0.1 s each: minutes at exit for a few hundred probes).
- */
-#define TRACE_UPROBE_MULTI    48
-#define F_UPROBE_MULTI_RETURN 1
-
-struct uprobe_multi_attr {
-	__u32 prog_fd;
-	__u32 target_fd;
-	__u32 attach_type;
-	__u32 flags;
-	__u64 path;
-	__u64 offsets;
-	__u64 ref_ctr_offsets;
-	__u64 cookies;
-	__u32 cnt;
-	__u32 multi_flags;
-	__u32 pid;
-};
-
-static bool kernel_has_uprobe_multi(void)
-{
-	struct btf *btf = btf__load_vmlinux_btf();
-	const struct btf_enum *e;
-	const struct btf_type *t;
-	bool found = false;
-	int id;
-
-	if (!btf)
-		return false;
-	id = btf__find_by_name_kind(btf, "bpf_attach_type", BTF_KIND_ENUM);
-	t = id > 0 ? btf__type_by_id(btf, id) : NULL;
-	for (int i = 0; t && i < btf_vlen(t) && !found; i++) {
-		e = btf_enum(t) + i;
-		found = !strcmp(btf__name_by_offset(btf, e->name_off), "BPF_TRACE_UPROBE_MULTI") &&
-			e->val == TRACE_UPROBE_MULTI;
-	}
-	btf__free(btf);
-	return found;
-}
-
 static int add_fd(struct cudaprobe *cp, int fd)
 {
 	int *n = realloc(cp->link_fds, (cp->nlink_fds + 1) * sizeof(*n));
@@ -410,19 +365,10 @@ static int attach_multi(struct cudaprobe *cp, const char *path, const struct pro
 	int err = 0;
 
 	for (int i = 0; i < 2 && !err; i++) {
-		struct uprobe_multi_attr a = {
-		    .prog_fd = (__u32)bpf_program__fd(progs[i]),
-		    .attach_type = TRACE_UPROBE_MULTI,
-		    .path = (uintptr_t)path,
-		    .offsets = (uintptr_t)ps->offs,
-		    .cookies = (uintptr_t)ps->cookies,
-		    .cnt = ps->n,
-		    .multi_flags = i == 0 ? F_UPROBE_MULTI_RETURN : 0,
-		    .pid = (__u32)cp->pid,
-		};
-		int fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+		int fd = uprobe_multi_attach(bpf_program__fd(progs[i]), path, ps->offs, ps->cookies,
+					     ps->n, i == 0, cp->pid);
 
-		err = fd < 0 ? -errno : add_fd(cp, fd);
+		err = fd < 0 ? fd : add_fd(cp, fd);
 	}
 	return err;
 }
@@ -572,12 +518,12 @@ int cudaprobe__open(struct tracer *t, struct libwatch *lw, pid_t pid, bool quiet
 		err = -errno;
 		goto cleanup;
 	}
-	cp->multi = kernel_has_uprobe_multi();
+	cp->multi = uprobe_multi_supported();
 	if (cp->multi) {
 		bpf_program__set_expected_attach_type(cp->skel->progs.cuda_enter,
-						      TRACE_UPROBE_MULTI);
+						      PTG_BPF_TRACE_UPROBE_MULTI);
 		bpf_program__set_expected_attach_type(cp->skel->progs.cuda_exit,
-						      TRACE_UPROBE_MULTI);
+						      PTG_BPF_TRACE_UPROBE_MULTI);
 	}
 	err = bpf_map__reuse_fd(cp->skel->maps.events, tracer__ringbuf_fd(t));
 	err = err ?: cuda_bpf__load(cp->skel);

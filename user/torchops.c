@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,25 +24,7 @@
 #include "opscan.h"
 #include "torchops.h"
 #include "torchops.skel.h"
-
-/* from the kernel's uapi (6.6+); Debian's linux-libc-dev and libbpf 1.1 predate them */
-#define PTG_BPF_TRACE_UPROBE_MULTI 48
-
-/* union bpf_attr as BPF_LINK_CREATE reads it for uprobe_multi */
-struct uprobe_multi_attr {
-	__u32 prog_fd;
-	__u32 target_fd;
-	__u32 attach_type;
-	__u32 flags;
-	__u64 path;
-	__u64 offsets;
-	__u64 ref_ctr_offsets;
-	__u64 cookies;
-	__u32 cnt;
-	__u32 multi_flags;
-	__u32 pid;
-	__u32 pad;
-};
+#include "uprobe_multi.h"
 
 struct op_lib {
 	struct opscan *scan;
@@ -241,7 +222,6 @@ static uint64_t site_cookie(const struct op_lib *lib, const struct opscan_site *
 static int attach_multi(struct torchops *ops, struct op_lib *lib, const char *path)
 {
 	const struct opscan *s = lib->scan;
-	struct uprobe_multi_attr attr = {};
 	uint64_t *offsets, *cookies;
 	int fd, err = 0;
 
@@ -255,17 +235,11 @@ static int attach_multi(struct torchops *ops, struct op_lib *lib, const char *pa
 		offsets[i] = s->sites[i].offset;
 		cookies[i] = site_cookie(lib, &s->sites[i]);
 	}
-	attr.prog_fd = bpf_program__fd(ops->skel->progs.op_multi);
-	attr.attach_type = PTG_BPF_TRACE_UPROBE_MULTI;
-	attr.path = (uintptr_t)path;
-	attr.offsets = (uintptr_t)offsets;
-	attr.cookies = (uintptr_t)cookies;
-	attr.cnt = (__u32)s->nsites;
 	/* the pid filter covers all its threads: autograd's, the data loader's */
-	attr.pid = (__u32)ops->pid;
-	fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+	fd = uprobe_multi_attach(bpf_program__fd(ops->skel->progs.op_multi), path, offsets, cookies,
+				 (uint32_t)s->nsites, false, ops->pid);
 	if (fd < 0)
-		err = -errno;
+		err = fd;
 	else
 		lib->link_fd = fd;
 cleanup:
