@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "commands.h"
 #include "pyinterp.h"
 #include "sample.h"
@@ -42,14 +43,6 @@ static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig)
 {
 	stop_signal = sig;
-}
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static void usage(FILE *f)
@@ -395,14 +388,15 @@ static int write_interval(struct sample_cmd *c, struct sampler *s)
 
 static const char *run_loop(struct sample_cmd *c, struct sampler *s, int *err)
 {
-	uint64_t start = mono_ns(), now, next = start + (uint64_t)c->every * 1000000000ull;
+	uint64_t start = now_ns(CLOCK_MONOTONIC), now;
+	uint64_t next = start + (uint64_t)c->every * 1000000000ull;
 	uint64_t limit = c->duration > 0 ? (uint64_t)(c->duration * 1e9) : 0;
 
 	for (;;) {
 		*err = sampler__poll(s, 100);
 		if (*err)
 			return "error";
-		now = mono_ns();
+		now = now_ns(CLOCK_MONOTONIC);
 		if (stop_signal)
 			return stop_signal == SIGINT ? "interrupted" : "terminated";
 		if (limit && now - start >= limit)

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "cupti.h"
 #include "elf_file.h"
 #include "inject.h"
@@ -626,14 +627,6 @@ struct cupti {
 	void *join_ctx;
 };
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static void warn(const char *fmt, ...)
@@ -821,7 +814,7 @@ static int listen_socket(struct cupti *c)
 
 	/* unguessable, so that no other local process takes the name first */
 	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
-		rnd = (uint32_t)now_ms() ^ (uint32_t)getpid() << 16;
+		rnd = (uint32_t)now_ms(CLOCK_MONOTONIC) ^ (uint32_t)getpid() << 16;
 	snprintf(c->name, sizeof(c->name), "ptrace-gpu-cupti-%d-%08x", getpid(), rnd);
 	n = strlen(c->name);
 	memcpy(a.sun_path + 1, c->name, n);
@@ -959,7 +952,7 @@ static void inject_agent(struct cupti *c)
 		     c->pid);
 	} else {
 		c->expect_agent = true;
-		c->inject_ms = now_ms();
+		c->inject_ms = now_ms(CLOCK_MONOTONIC);
 	}
 }
 
@@ -1167,7 +1160,7 @@ static int process(struct cupti *c)
 			err = on_chunk(c, ch);
 		free(ch);
 	}
-	if (c->expect_agent && now_ms() - c->inject_ms > CONNECT_WAIT_MS) {
+	if (c->expect_agent && now_ms(CLOCK_MONOTONIC) - c->inject_ms > CONNECT_WAIT_MS) {
 		c->expect_agent = false;
 		warn("no GPU activity: the CUPTI agent in pid %d did not connect (another network "
 		     "namespace?)",
@@ -1231,7 +1224,7 @@ static int join_meta(struct cupti *c)
 
 int cupti__stop(struct cupti *c, unsigned int timeout_ms)
 {
-	uint64_t deadline = now_ms() + timeout_ms;
+	uint64_t deadline = now_ms(CLOCK_MONOTONIC) + timeout_ms;
 	int err = 0;
 
 	if (!c || !c->started)
@@ -1242,7 +1235,7 @@ int cupti__stop(struct cupti *c, unsigned int timeout_ms)
 	wake_reader(c);
 	while (!c->err) {
 		c->err = process(c);
-		if (all_done(c, conns_seen(c)) || now_ms() >= deadline)
+		if (all_done(c, conns_seen(c)) || now_ms(CLOCK_MONOTONIC) >= deadline)
 			break;
 		usleep(10000);
 	}

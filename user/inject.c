@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "elf_file.h"
 #include "inject.h"
 #include "procfs.h"
@@ -74,14 +75,6 @@ static int fail(struct target *t, int ret, const char *fmt, ...)
 	vsnprintf(t->err, t->errlen, fmt, ap);
 	va_end(ap);
 	return ret;
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static void sleep_ms(unsigned int ms)
@@ -231,7 +224,7 @@ static int wait_stop(struct target *t, int *status, uint64_t deadline)
 			return -ESRCH;
 		if (w == t->tid && WIFSTOPPED(*status))
 			return 0;
-		if (now_ms() >= deadline)
+		if (now_ms(CLOCK_MONOTONIC) >= deadline)
 			return -ETIMEDOUT;
 		sleep_ms(1);
 	}
@@ -253,7 +246,7 @@ static void hold_signal(struct target *t, int sig)
 /* Stops the thread wherever it is. */
 static int interrupt(struct target *t)
 {
-	uint64_t deadline = now_ms() + t->timeout_ms;
+	uint64_t deadline = now_ms(CLOCK_MONOTONIC) + t->timeout_ms;
 	int status, err;
 
 	if (ptrace(PTRACE_INTERRUPT, t->tid, 0, 0))
@@ -324,7 +317,7 @@ static bool safe_point(const struct target *t, const struct user_regs_struct *r)
 /* Lets the thread run a little until it stops at a safe point. */
 static int reach_safe_point(struct target *t)
 {
-	uint64_t deadline = now_ms() + t->timeout_ms;
+	uint64_t deadline = now_ms(CLOCK_MONOTONIC) + t->timeout_ms;
 	int err;
 
 	for (unsigned int wait = 1;; wait = wait < 16 ? wait * 2 : 16) {
@@ -335,7 +328,7 @@ static int reach_safe_point(struct target *t)
 			return -errno;
 		if (safe_point(t, &t->regs))
 			return 0;
-		if (now_ms() >= deadline)
+		if (now_ms(CLOCK_MONOTONIC) >= deadline)
 			return fail(t, -EAGAIN,
 				    "thread %d of pid %d never stopped outside libc/ld.so", t->tid,
 				    t->pid);
@@ -425,7 +418,7 @@ static int remote_call(struct target *t, uint64_t fn, uint64_t a0, uint64_t a1, 
 		       uint64_t *ret)
 {
 	struct user_regs_struct r = t->regs;
-	uint64_t deadline = now_ms() + t->timeout_ms;
+	uint64_t deadline = now_ms(CLOCK_MONOTONIC) + t->timeout_ms;
 	int status, err;
 
 	r.rip = fn;

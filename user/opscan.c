@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include <linux/types.h>
+#include "clock.h"
 #include "ptrace_gpu/events.h"
 #include "opscan.h"
 #include "u64map.h"
@@ -82,14 +83,6 @@ struct scan {
 	size_t *name_off; /* per op: offset of its name in out->pool */
 	size_t ops_cap, sites_cap;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 int opscan_name_from_symbol(const char *sym, char *buf, size_t len)
 {
@@ -755,7 +748,7 @@ static int scan_file(struct scan *s, const char *path)
 int opscan__run(const char *path, struct opscan **out)
 {
 	struct scan s = { .fd = -1 };
-	uint64_t t0 = now_ns();
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
 	int err;
 
 	s.out = calloc(1, sizeof(*s.out));
@@ -770,7 +763,7 @@ int opscan__run(const char *path, struct opscan **out)
 	}
 	for (size_t i = 0; i < s.out->nops; i++)
 		s.out->ops[i].name = s.out->pool + s.name_off[i];
-	s.out->st.elapsed_ns = now_ns() - t0;
+	s.out->st.elapsed_ns = now_ns(CLOCK_MONOTONIC) - t0;
 	scan_close(&s);
 	*out = s.out;
 	return 0;

@@ -26,6 +26,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "clock.h"
 #include "array.h"
 #include "procfs.h"
 #include "sample.skel.h"
@@ -39,14 +40,6 @@
 #define MAX_ROW_DEPTH	  (PTG_SAMPLE_MAX_DEPTH + 128)
 /* entries unused for this many intervals leave the caches (continuous mode) */
 #define KEEP_GENS 2
-
-static uint64_t clock_ns(clockid_t clk)
-{
-	struct timespec ts;
-
-	clock_gettime(clk, &ts);
-	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
-}
 
 /* Field 22 of /proc/PID/stat: tells a process from a later one with the same pid. */
 static int proc_starttime(pid_t pid, uint64_t *out)
@@ -494,8 +487,8 @@ int sampler__open(const struct sample_opts *o, struct sampler **out)
 		sampler__free(s);
 		return ret;
 	}
-	s->interval_start_mono = clock_ns(CLOCK_MONOTONIC);
-	s->interval_start_real = clock_ns(CLOCK_REALTIME);
+	s->interval_start_mono = now_ns(CLOCK_MONOTONIC);
+	s->interval_start_real = now_ns(CLOCK_REALTIME);
 	s->next_tick = s->interval_start_mono + TICK_NS;
 	*out = s;
 	return 0;
@@ -663,7 +656,7 @@ int sampler__poll(struct sampler *s, int timeout_ms)
 	err = ring_buffer__poll(s->rb, timeout_ms);
 	if (err < 0 && err != -EINTR)
 		return err;
-	now = clock_ns(CLOCK_MONOTONIC);
+	now = now_ns(CLOCK_MONOTONIC);
 	if (now < s->next_tick)
 		return 0;
 	s->next_tick = now + TICK_NS;
@@ -775,7 +768,7 @@ int sampler__take(struct sampler *s, const struct sample_set **out)
 {
 	uint16_t old = (uint16_t)s->gen;
 	struct count_entry *e = NULL;
-	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+	uint64_t now = now_ns(CLOCK_MONOTONIC);
 	size_t n = 0;
 	int err;
 
@@ -806,7 +799,7 @@ int sampler__take(struct sampler *s, const struct sample_set **out)
 	s->set.nframes = s->t.nframes;
 	s->set.procs = s->set_procs;
 	s->interval_start_mono = now;
-	s->interval_start_real = clock_ns(CLOCK_REALTIME);
+	s->interval_start_real = now_ns(CLOCK_REALTIME);
 	if (!err)
 		err = prune(s);
 	*out = &s->set;

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "procfs.h"
 #include "sample_syms.h"
 #include "u64map.h"
@@ -314,14 +315,6 @@ static int add_map(const struct proc_map *m, void *arg)
 	return 0;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Re-reads the mappings; the old snapshot stays when the process is gone. */
 static int snapshot(struct proc_syms *ps)
 {
@@ -329,7 +322,7 @@ static int snapshot(struct proc_syms *ps)
 	size_t nold = ps->nmaps, oldcap = ps->cap;
 	int err;
 
-	ps->snapshot_ns = mono_ns();
+	ps->snapshot_ns = now_ns(CLOCK_MONOTONIC);
 	ps->maps = NULL;
 	ps->nmaps = ps->cap = 0;
 	err = proc_maps__for_each(ps->pid, add_map, ps);
@@ -398,7 +391,8 @@ int proc_syms__resolve(struct proc_syms *ps, uint64_t addr, struct sym_result *o
 	 * A library loaded after the snapshot, or a bad frame of an unwind
 	 * without frame pointers: re-read at most once a second.
 	 */
-	if (!m && mono_ns() - ps->snapshot_ns > 1000000000ull && proc_exists(ps->pid)) {
+	if (!m && now_ns(CLOCK_MONOTONIC) - ps->snapshot_ns > 1000000000ull &&
+	    proc_exists(ps->pid)) {
 		if (snapshot(ps) == 0)
 			m = find_map(ps, addr);
 	}

@@ -21,6 +21,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "clock.h"
 #include "opscan.h"
 #include "torchops.h"
 #include "torchops.skel.h"
@@ -49,14 +50,6 @@ struct torchops {
 	uint64_t seq; /* ext of the last op: links it to the CUDA calls it makes */
 	struct torchops_stats st;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static uint32_t op_sym(struct torchops *ops, uint64_t op)
 {
@@ -342,7 +335,7 @@ int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_pat
 		opscan__free(scan);
 		return err;
 	}
-	t0 = now_ns();
+	t0 = now_ns(CLOCK_MONOTONIC);
 	err = attach_lib(ops, lib, attach_path);
 	if (err) {
 		fprintf(stderr, "torchops: cannot attach to the ops of %s: %s\n", m->path,
@@ -355,13 +348,14 @@ int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_pat
 	ops->st.ops += scan->st.ops;
 	ops->st.sites += (uint32_t)scan->nsites;
 	ops->st.scan_ns += scan->st.elapsed_ns;
-	ops->st.attach_ns += now_ns() - t0;
+	ops->st.attach_ns += now_ns(CLOCK_MONOTONIC) - t0;
 	if (!ops->quiet)
 		fprintf(stderr,
 			"ptrace-gpu: %u PyTorch ops of %s probed (%zu sites; scan %.2f s, attach "
 			"%.3f s%s)\n",
 			scan->st.ops, m->path, scan->nsites, scan->st.elapsed_ns / 1e9,
-			(now_ns() - t0) / 1e9, lib->link_fd >= 0 ? ", uprobe_multi" : "");
+			(now_ns(CLOCK_MONOTONIC) - t0) / 1e9,
+			lib->link_fd >= 0 ? ", uprobe_multi" : "");
 	return 0;
 }
 
