@@ -201,6 +201,22 @@ int elf_file__segment_bias(const struct elf_file *ef, uint64_t offset, uint64_t 
 	return -ENOENT;
 }
 
+int elf_load_bias(const char *path, uint64_t start, uint64_t offset, uint64_t *bias)
+{
+	struct elf_file *ef;
+	uint64_t seg;
+	int err;
+
+	err = elf_file__open(path, &ef);
+	if (err)
+		return err;
+	err = elf_file__segment_bias(ef, offset, &seg);
+	if (!err)
+		*bias = elf_file__is_dyn(ef) ? start - offset - seg : 0;
+	elf_file__close(ef);
+	return err;
+}
+
 static bool is_code(const struct elf_file *ef, uint64_t addr)
 {
 	for (size_t i = 0; i < ef->nphdrs; i++) {

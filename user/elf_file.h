@@ -34,6 +34,11 @@ int elf_file__needed(const struct elf_file *ef, const char *prefix, char *buf, s
 /* p_vaddr - p_offset of the PT_LOAD segment mapped at file offset `offset`. */
 int elf_file__segment_bias(const struct elf_file *ef, uint64_t offset, uint64_t *vaddr_minus_off);
 /*
+ * Load bias of the object at path, mapped at address start from file offset
+ * offset: what its link-time addresses are moved by (0 for ET_EXEC).
+ */
+int elf_load_bias(const char *path, uint64_t start, uint64_t offset, uint64_t *bias);
+/*
  * Finds a table of 256 code pointers into [lo, hi): the eval loop's
  * computed-goto dispatch table. Works on stripped objects: raw pointers in
  * the data of a non-PIE executable, R_X86_64_RELATIVE addends in a PIE one.

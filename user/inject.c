@@ -125,19 +125,9 @@ static int find_dlopen(struct target *t, const struct proc_map *m, uint64_t bias
 static int map_bias(pid_t pid, const struct proc_map *m, uint64_t *bias)
 {
 	char path[PATH_MAX];
-	struct elf_file *ef;
-	uint64_t seg;
-	int err;
 
 	proc_target_path(pid, m->path, m->inode, path, sizeof(path));
-	err = elf_file__open(path, &ef);
-	if (err)
-		return err;
-	err = elf_file__segment_bias(ef, m->offset, &seg);
-	if (!err)
-		*bias = elf_file__is_dyn(ef) ? m->start - m->offset - seg : 0;
-	elf_file__close(ef);
-	return err;
+	return elf_load_bias(path, m->start, m->offset, bias);
 }
 
 static int scan_map(const struct proc_map *m, void *ctx)

@@ -28,22 +28,6 @@ struct libwatch {
 	struct u64map seen; /* inode -> 1 */
 };
 
-static int bias_of(const struct proc_map *m, const char *path, uint64_t *bias)
-{
-	struct elf_file *ef;
-	uint64_t seg;
-	int err;
-
-	err = elf_file__open(path, &ef);
-	if (err)
-		return err;
-	err = elf_file__segment_bias(ef, m->offset, &seg);
-	if (!err)
-		*bias = elf_file__is_dyn(ef) ? m->start - m->offset - seg : 0;
-	elf_file__close(ef);
-	return err;
-}
-
 static int on_map(const struct proc_map *m, void *arg)
 {
 	struct libwatch *lw = arg;
@@ -56,7 +40,7 @@ static int on_map(const struct proc_map *m, void *arg)
 	if (u64map__put(&lw->seen, m->inode, 1))
 		return -ENOMEM;
 	proc_target_path(lw->pid, m->path, m->inode, path, sizeof(path));
-	if (bias_of(m, path, &bias))
+	if (elf_load_bias(path, m->start, m->offset, &bias))
 		return 0; /* not an ELF object we can read: nothing to probe there */
 	for (int i = 0; !err && i < lw->nsubs; i++)
 		err = lw->subs[i].fn(lw->subs[i].ctx, m, path, bias);

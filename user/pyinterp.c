@@ -198,8 +198,6 @@ static int find_in_map(const struct proc_map *m, void *arg)
 {
 	struct find_ctx *ctx = arg;
 	struct py_interp *py = ctx->py;
-	struct elf_file *ef = NULL;
-	uint64_t seg;
 	int ret;
 
 	if (m->path[0] != '/' || !looks_like_python(ctx, m->path) || already_tried(ctx, m->path))
@@ -214,10 +212,7 @@ static int find_in_map(const struct proc_map *m, void *arg)
 		return ret;
 	}
 	/* maps lists objects from their first mapping on, at file offset 0 */
-	if (elf_file__open(py->attach_path, &ef) == 0 &&
-	    elf_file__segment_bias(ef, m->offset, &seg) == 0)
-		py->bias = elf_file__is_dyn(ef) ? m->start - m->offset - seg : 0;
-	elf_file__close(ef);
+	elf_load_bias(py->attach_path, m->start, m->offset, &py->bias);
 	py->runtime_addr += py->bias;
 	return 1;
 }
