@@ -989,7 +989,9 @@ def render(res):
 
 def machine_meta(args):
     commit = sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]).stdout.strip() or "unknown"
-    dirty = sh(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"]).stdout
+    # results of earlier runs are no change to what is measured
+    dirty = sh(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no", "--", ".",
+                ":!bench/results"]).stdout
     return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
             "commit": commit + ("+changes" if dirty.strip() else ""),
