@@ -195,7 +195,8 @@ __noinline int send_code(__u64 code, __u32 fingerprint)
 		 &c->name_chars);
 	read_str(read_ptr(code + off.code_filename), c->file, PTG_CODE_FILE_BYTES, &c->file_width,
 		 &c->file_chars);
-	bpf_ringbuf_submit(c, ptg_wakeup_flags(&events));
+	/* rare, and what follows needs it resolved: wake the loader now */
+	bpf_ringbuf_submit(c, BPF_RB_FORCE_WAKEUP);
 	bpf_map_update_elem(&seen_code, &key, &one, BPF_ANY);
 	return 0;
 }
@@ -258,7 +259,7 @@ __noinline int send_snapshot(__u64 ts, __u64 id, __u64 frame, __u32 reason)
 	s->hdr.b = w.frame != 0;
 	s->hdr.c = 0;
 	s->hdr.d = 0;
-	if (bpf_ringbuf_output(&events, s, sizeof(*s), ptg_wakeup_flags(&events))) {
+	if (bpf_ringbuf_output(&events, s, sizeof(*s), BPF_RB_FORCE_WAKEUP)) {
 		count_loss(PTG_LOSS_PY_STACK);
 		return -1;
 	}

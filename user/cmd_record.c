@@ -363,7 +363,12 @@ static int run_loop(struct recording *rc)
 	int ret;
 
 	for (;;) {
-		ret = tracer__poll(rc->tracer, 100);
+		/*
+		 * Probes wake us only when the ring buffer fills: read at least
+		 * every 10 ms anyway, so that what is read from the target's
+		 * memory (module names) is read while the target still runs.
+		 */
+		ret = tracer__poll(rc->tracer, 10);
 		if (ret < 0)
 			return ret;
 		ret = cupti__poll(rc->cupti);
