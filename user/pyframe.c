@@ -42,17 +42,24 @@ static const char *const loss_names[PTG_LOSS_NR_KINDS] = {
 };
 
 /*
- * Symbol of a code object, read once per (address, fingerprint). The cache
- * holds fingerprint << 32 | symbol, so a new code object at a freed one's
- * address is read again.
+ * The cache key of a code object: its address (user addresses fit in 47
+ * bits) with part of its fingerprint on top, so code objects that take turns
+ * at one address (exec()'d functions that dataclasses makes and frees) keep
+ * their own entries. The value holds the whole fingerprint << 32 | symbol.
  */
+static uint64_t code_key(uint64_t code, uint32_t fingerprint)
+{
+	return code | (uint64_t)(fingerprint & 0xffff) << 48;
+}
+
+/* Symbol of a code object, read once per (address, fingerprint). */
 static uint32_t resolve_code(struct pyframe *pf, uint64_t code, uint32_t fingerprint)
 {
 	struct py_code_info ci;
 	uint64_t *cached;
 	uint32_t sym;
 
-	cached = u64map__get(&pf->code_syms, code);
+	cached = u64map__get(&pf->code_syms, code_key(code, fingerprint));
 	if (cached && (uint32_t)(*cached >> 32) == fingerprint)
 		return (uint32_t)*cached;
 	if (code && py_read_code(pf->memfd, pf->py.info, code, &ci) == 0 &&
@@ -67,7 +74,8 @@ static uint32_t resolve_code(struct pyframe *pf, uint64_t code, uint32_t fingerp
 		pf->st.unresolved++;
 	}
 	if (code)
-		u64map__put(&pf->code_syms, code, (uint64_t)fingerprint << 32 | sym);
+		u64map__put(&pf->code_syms, code_key(code, fingerprint),
+			    (uint64_t)fingerprint << 32 | sym);
 	return sym;
 }
 
@@ -83,7 +91,8 @@ static int learn_code(struct pyframe *pf, const struct ptg_code_event *c)
 	py_decode_chars(c->file, c->file_width, c->file_chars, file, sizeof(file));
 	sym = trace_writer__sym(tracer__writer(pf->t), PTG_SYM_PY_FUNC, name, file,
 				(uint32_t)c->hdr.b);
-	return u64map__put(&pf->code_syms, c->hdr.a, (uint64_t)c->hdr.aux << 32 | sym);
+	return u64map__put(&pf->code_syms, code_key(c->hdr.a, c->hdr.aux),
+			   (uint64_t)c->hdr.aux << 32 | sym);
 }
 
 uint32_t pyframe__code_sym(struct pyframe *pf, uint64_t code, uint32_t fingerprint)
