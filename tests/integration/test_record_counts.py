@@ -120,6 +120,20 @@ class RecordCounts(unittest.TestCase):
         self.assertEqual(res.returncode, 0, res.stderr)
         self.assertEqual(ptg.Trace(out).count("fib.py")["f:7"], 5919)
 
+    def check_exec_code_objects_named(self, python):
+        """dataclasses exec()s short-lived functions that share addresses: all named."""
+        out = os.path.join(self.tmp.name, "dc.ptg")
+        script = ("import dataclasses\n"
+                  "for i in range(60):\n"
+                  "    dataclasses.make_dataclass(f'C{i}', ['x', ('y', int, 0)])\n")
+        res = ptg.run(["record", "-o", out, "--", python, "-c", script])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        trace = ptg.Trace(out)
+        self.assertEqual(trace.losses, [])
+        self.assertFalse([r for r in trace.records if r.name.startswith("<unknown code")])
+        # __init__, __repr__ and __eq__ of each class
+        self.assertEqual(trace.count()["__create_fn__:1"], 60 * 3)
+
 
 ptg.per_interpreter(RecordCounts)
 
