@@ -80,6 +80,7 @@ struct {
 
 __u64 lost_events = 0; /* ring buffer full */
 __u64 lost_state = 0;  /* a thread's state could not be stored */
+__u64 lost_unseen = 0; /* an unseen switch-in whose time cannot be estimated */
 
 static __always_inline bool traced(const struct task_struct *p)
 {
@@ -122,6 +123,52 @@ static __always_inline void wake_loader_soon(void)
 	bpf_timer_start(&w->timer, WAKE_DELAY_NS, 0);
 }
 
+static __always_inline void send_interval(struct task_struct *p, struct off_cpu *oc, __u64 end)
+{
+	struct ptg_event *e;
+
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&lost_events, 1);
+		return;
+	}
+	e->ts = oc->off_ts;
+	e->pid = p->tgid;
+	e->tid = p->pid;
+	e->kind = PTG_EV_SCHED_OFF;
+	e->cpu = bpf_get_smp_processor_id();
+	e->aux = oc->reason;
+	e->a = end - oc->off_ts;
+	/* runnable all along when preempted; else since the wakeup */
+	if (oc->reason == SCHED_PREEMPTED)
+		e->b = e->a;
+	else
+		e->b = oc->wake_ts && oc->wake_ts < end ? end - oc->wake_ts : 0;
+	e->c = oc->waker;
+	e->d = 0;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	wake_loader_soon();
+}
+
+/*
+ * The thread is leaving a CPU while still off since its previous switch:
+ * the switch that put it back never reached this program (a kernel can
+ * leave switches out of the tracepoint: here, those from some tasks of the
+ * host's own agent). The interval is closed now, ending when the thread was
+ * last picked: before this switch by the CPU time it got since
+ * (sum_exec_runtime counts from prev_sum_exec_runtime, set when picked).
+ */
+static __always_inline void close_unseen(struct task_struct *p, struct off_cpu *oc, __u64 ts)
+{
+	__u64 ran = p->se.sum_exec_runtime - p->se.prev_sum_exec_runtime;
+
+	if (ran < ts - oc->off_ts)
+		send_interval(p, oc, ts - ran);
+	else
+		__sync_fetch_and_add(&lost_unseen, 1);
+	oc->off_ts = 0;
+}
+
 static __always_inline void leave(struct task_struct *p, __u64 ts, __u32 reason, __u64 wake_ts,
 				  __u32 waker)
 {
@@ -139,6 +186,9 @@ static __always_inline void leave(struct task_struct *p, __u64 ts, __u32 reason,
 		if (!oc)
 			return;
 	}
+	/* a new thread with the tid of one whose last switches were not seen */
+	if (oc->off_ts)
+		__sync_fetch_and_add(&lost_unseen, 1);
 	oc->wake_ts = wake_ts;
 	oc->waker = waker;
 	oc->reason = reason;
@@ -147,7 +197,6 @@ static __always_inline void leave(struct task_struct *p, __u64 ts, __u32 reason,
 
 static __always_inline void arrive(struct task_struct *p, __u64 ts)
 {
-	struct ptg_event *e;
 	struct off_cpu *oc;
 	__u32 tid = p->pid;
 
@@ -155,28 +204,7 @@ static __always_inline void arrive(struct task_struct *p, __u64 ts)
 	/* off since before recording started: when it left is unknown */
 	if (!oc || !oc->off_ts)
 		return;
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		__sync_fetch_and_add(&lost_events, 1);
-		oc->off_ts = 0;
-		return;
-	}
-	e->ts = oc->off_ts;
-	e->pid = p->tgid;
-	e->tid = tid;
-	e->kind = PTG_EV_SCHED_OFF;
-	e->cpu = bpf_get_smp_processor_id();
-	e->aux = oc->reason;
-	e->a = ts - oc->off_ts;
-	/* runnable all along when preempted; else since the wakeup */
-	if (oc->reason == SCHED_PREEMPTED)
-		e->b = e->a;
-	else
-		e->b = oc->wake_ts && oc->wake_ts < ts ? ts - oc->wake_ts : 0;
-	e->c = oc->waker;
-	e->d = 0;
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
-	wake_loader_soon();
+	send_interval(p, oc, ts);
 	oc->off_ts = 0;
 }
 
@@ -192,7 +220,10 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	 */
 	if (traced(prev)) {
 		__u32 tid = prev->pid;
+		struct off_cpu *oc = bpf_map_lookup_elem(&off_cpu, &tid);
 
+		if (oc && oc->off_ts)
+			close_unseen(prev, oc, ts);
 		if (prev_state & TASK_DEAD)
 			bpf_map_delete_elem(&off_cpu, &tid);
 		else

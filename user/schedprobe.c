@@ -71,6 +71,8 @@ static int write_losses(struct tracer *t, void *ctx)
 		err = trace_writer__loss(w, "sched_event", UINT32_MAX, bss->lost_events);
 	if (!err && bss->lost_state)
 		err = trace_writer__loss(w, "sched_thread_state", UINT32_MAX, bss->lost_state);
+	if (!err && bss->lost_unseen)
+		err = trace_writer__loss(w, "sched_switch_unseen", UINT32_MAX, bss->lost_unseen);
 	return err;
 }
 

@@ -242,9 +242,12 @@ class SampleTest(unittest.TestCase):
             for (name, file, _), line in frames:
                 if file == SPLIT and name == "work":
                     lines[line] += values[0]
-        # lines of the body of work(), never its def line; mostly the loop
-        self.assertTrue(set(lines) <= set(range(work + 1, work + 5)), lines)
-        self.assertGreater(lines[work + 2] + lines[work + 3], 0.9 * sum(lines.values()))
+        # lines of work() only, mostly its loop. A sample taken as the call
+        # begins is on the def line: CPython 3.11 puts RESUME there, and a
+        # frame that has not run an instruction yet reports co_firstlineno.
+        self.assertTrue(set(lines) <= set(range(work, work + 5)), lines)
+        self.assertGreaterEqual(lines[work + 2] + lines[work + 3], 0.95 * sum(lines.values()),
+                                lines)
         hot_calls = {line for frames, _, _ in prof.samples
                      for (name, file, _), line in frames if name == "loop"}
         self.assertTrue(hot_calls <= set(range(def_line(SPLIT, "loop") + 1,
