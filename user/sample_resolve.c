@@ -15,6 +15,7 @@
 
 #include "procfs.h"
 #include "pycode.h"
+#include "array.h"
 #include "sample_int.h"
 
 #define MAX_LINETABLE (1 << 20)
@@ -42,52 +43,22 @@ const struct sample_layout *sample_layout_lookup(const char *version)
 	return NULL;
 }
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-	size_t ncap = *cap ? *cap : 64;
-	void *n;
-
-	if (need <= *cap)
-		return 0;
-	while (ncap < need)
-		ncap *= 2;
-	n = realloc(*arr, ncap * elem);
-	if (!n)
-		return -ENOMEM;
-	*arr = n;
-	*cap = ncap;
-	return 0;
-}
-
-static uint64_t hash_bytes(uint64_t h, const void *data, size_t len)
-{
-	const unsigned char *p = data;
-
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ p[i]) * 1099511628211ull;
-	return h;
-}
-
-#define FNV_INIT 14695981039346656037ull
-/* u64map keys must not be 0 */
-#define KEY(h) ((h) | 1ULL << 63)
-
 const char *tables_str(struct sample_tables *t, const char *s)
 {
-	uint64_t h = hash_bytes(FNV_INIT, s, strlen(s)), *idx;
+	uint64_t h = u64map_hash(U64MAP_HASH_SEED, s, strlen(s)), *idx;
 	char *copy;
 
 	for (;; h++) {
-		idx = u64map__get(&t->str_idx, KEY(h));
+		idx = u64map__get(&t->str_idx, u64map_key(h));
 		if (!idx)
 			break;
 		if (!strcmp(t->strs[*idx - 1], s))
 			return t->strs[*idx - 1];
 	}
-	if (grow((void **)&t->strs, &t->strs_cap, t->nstrs + 1, sizeof(*t->strs)))
+	if (array_grow((void **)&t->strs, &t->strs_cap, t->nstrs + 1, sizeof(*t->strs)))
 		return NULL;
 	copy = strdup(s);
-	if (!copy || u64map__put(&t->str_idx, KEY(h), t->nstrs + 1)) {
+	if (!copy || u64map__put(&t->str_idx, u64map_key(h), t->nstrs + 1)) {
 		free(copy);
 		return NULL;
 	}
@@ -98,17 +69,17 @@ const char *tables_str(struct sample_tables *t, const char *s)
 /* Functions and frames hold interned strings: equal pointers are equal strings. */
 static uint32_t tables_func(struct sample_tables *t, const struct sample_func *f)
 {
-	uint64_t h = hash_bytes(FNV_INIT, f, sizeof(*f)), *idx;
+	uint64_t h = u64map_hash(U64MAP_HASH_SEED, f, sizeof(*f)), *idx;
 
 	for (;; h++) {
-		idx = u64map__get(&t->func_idx, KEY(h));
+		idx = u64map__get(&t->func_idx, u64map_key(h));
 		if (!idx)
 			break;
 		if (!memcmp(&t->funcs[*idx - 1], f, sizeof(*f)))
 			return (uint32_t)*idx - 1;
 	}
-	if (grow((void **)&t->funcs, &t->funcs_cap, t->nfuncs + 1, sizeof(*f)) ||
-	    u64map__put(&t->func_idx, KEY(h), t->nfuncs + 1))
+	if (array_grow((void **)&t->funcs, &t->funcs_cap, t->nfuncs + 1, sizeof(*f)) ||
+	    u64map__put(&t->func_idx, u64map_key(h), t->nfuncs + 1))
 		return UINT32_MAX;
 	t->funcs[t->nfuncs++] = *f;
 	return (uint32_t)t->nfuncs - 1;
@@ -116,17 +87,17 @@ static uint32_t tables_func(struct sample_tables *t, const struct sample_func *f
 
 uint32_t tables_frame(struct sample_tables *t, const struct sample_frame *f)
 {
-	uint64_t h = hash_bytes(FNV_INIT, f, sizeof(*f)), *idx;
+	uint64_t h = u64map_hash(U64MAP_HASH_SEED, f, sizeof(*f)), *idx;
 
 	for (;; h++) {
-		idx = u64map__get(&t->frame_idx, KEY(h));
+		idx = u64map__get(&t->frame_idx, u64map_key(h));
 		if (!idx)
 			break;
 		if (!memcmp(&t->frames[*idx - 1], f, sizeof(*f)))
 			return (uint32_t)*idx - 1;
 	}
-	if (grow((void **)&t->frames, &t->frames_cap, t->nframes + 1, sizeof(*f)) ||
-	    u64map__put(&t->frame_idx, KEY(h), t->nframes + 1))
+	if (array_grow((void **)&t->frames, &t->frames_cap, t->nframes + 1, sizeof(*f)) ||
+	    u64map__put(&t->frame_idx, u64map_key(h), t->nframes + 1))
 		return UINT32_MAX;
 	t->frames[t->nframes++] = *f;
 	return (uint32_t)t->nframes - 1;
@@ -159,7 +130,7 @@ void tables_free(struct sample_tables *t)
 
 static uint64_t centry_key(uint32_t tgid, uint32_t id32, uint64_t id64)
 {
-	return KEY(((uint64_t)tgid << 32 | id32) * 0x9e3779b97f4a7c15ull ^ id64);
+	return u64map_key(((uint64_t)tgid << 32 | id32) * 0x9e3779b97f4a7c15ull ^ id64);
 }
 
 struct centry *ccache_get(struct ccache *c, uint32_t tgid, uint32_t id32, uint64_t id64)
@@ -167,7 +138,7 @@ struct centry *ccache_get(struct ccache *c, uint32_t tgid, uint32_t id32, uint64
 	uint64_t k = centry_key(tgid, id32, id64), *idx;
 	struct centry *e;
 
-	for (;; k = KEY(k + 1)) {
+	for (;; k = u64map_key(k + 1)) {
 		idx = u64map__get(&c->idx, k);
 		if (!idx)
 			return NULL;
@@ -183,8 +154,8 @@ struct centry *ccache_add(struct ccache *c, uint32_t tgid, uint32_t id32, uint64
 	struct centry *e;
 
 	while (u64map__get(&c->idx, k))
-		k = KEY(k + 1);
-	if (grow((void **)&c->e, &c->cap, c->n + 1, sizeof(*c->e)) ||
+		k = u64map_key(k + 1);
+	if (array_grow((void **)&c->e, &c->cap, c->n + 1, sizeof(*c->e)) ||
 	    u64map__put(&c->idx, k, c->n + 1))
 		return NULL;
 	e = &c->e[c->n++];
@@ -214,7 +185,7 @@ int ccache_prune(struct ccache *c, uint32_t min_gen, void (*drop)(void *ctx, str
 		uint64_t k = centry_key(c->e[i].tgid, c->e[i].id32, c->e[i].id64);
 
 		while (u64map__get(&c->idx, k))
-			k = KEY(k + 1);
+			k = u64map_key(k + 1);
 		err = u64map__put(&c->idx, k, i + 1);
 	}
 	return err;
@@ -328,7 +299,7 @@ static struct scode *proc_code(struct sampler *s, struct sproc *sp, uint64_t cod
 		if (c->fingerprint == fp && (c->func != UINT32_MAX || !sp->alive))
 			return c;
 	} else {
-		if (grow((void **)&sp->codes, &sp->codes_cap, sp->ncodes + 1, sizeof(*c)) ||
+		if (array_grow((void **)&sp->codes, &sp->codes_cap, sp->ncodes + 1, sizeof(*c)) ||
 		    u64map__put(&sp->code_idx, code, sp->ncodes + 1))
 			return NULL;
 		c = &sp->codes[sp->ncodes++];
