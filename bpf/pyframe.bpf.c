@@ -71,7 +71,6 @@ struct {
 } seen_code SEC(".maps");
 
 __u64 losses[PTG_MAX_CPUS][PTG_LOSS_NR_KINDS] = {};
-__u64 nr_events = 0;
 
 static __always_inline void count_loss(int kind)
 {
@@ -307,7 +306,6 @@ static __always_inline int emit(__u16 kind, __u32 aux, __u64 a, __u64 b, __u64 c
 	e->c = c;
 	e->d = d;
 	bpf_ringbuf_submit(e, ptg_wakeup_flags(&events));
-	__sync_fetch_and_add(&nr_events, 1);
 	return 0;
 }
 

@@ -30,7 +30,6 @@ struct {
 } events SEC(".maps");
 
 __u64 lost[PTG_MAX_CPUS] = {};
-__u64 nr_events = 0;
 
 static __always_inline int emit(struct pt_regs *ctx)
 {
@@ -61,7 +60,6 @@ static __always_inline int emit(struct pt_regs *ctx)
 	e->c = 0;
 	e->d = 0;
 	bpf_ringbuf_submit(e, ptg_wakeup_flags(&events));
-	__sync_fetch_and_add(&nr_events, 1);
 	return 0;
 }
 

@@ -95,11 +95,6 @@ static int learn_code(struct pyframe *pf, const struct ptg_code_event *c)
 			   (uint64_t)c->hdr.aux << 32 | sym);
 }
 
-uint32_t pyframe__code_sym(struct pyframe *pf, uint64_t code, uint32_t fingerprint)
-{
-	return resolve_code(pf, code, fingerprint);
-}
-
 static int push(struct pyframe *pf, struct tracer_thread *th, uint64_t frame, uint64_t code,
 		uint32_t fingerprint, uint64_t ts, uint16_t flags)
 {
@@ -237,6 +232,8 @@ static int write_losses(struct tracer *t, void *ctx)
 	}
 	if (!err && pf->st.unresolved)
 		err = trace_writer__loss(w, "py_code_unresolved", UINT32_MAX, pf->st.unresolved);
+	if (!err && pf->st.unmatched)
+		err = trace_writer__loss(w, "py_unmatched_exit", UINT32_MAX, pf->st.unmatched);
 	return err;
 }
 

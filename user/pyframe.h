@@ -27,8 +27,6 @@ int pyframe__attach(struct pyframe *pf);
 /* Removes the probes; events already sent stay in the ring buffer. */
 void pyframe__detach(struct pyframe *pf);
 void pyframe__stats(const struct pyframe *pf, struct pyframe_stats *st);
-/* Symbol of a code object (for other modules that see code addresses). */
-uint32_t pyframe__code_sym(struct pyframe *pf, uint64_t code, uint32_t fingerprint);
 void pyframe__destroy(struct pyframe *pf);
 
 #endif /* PTG_PYFRAME_H */
