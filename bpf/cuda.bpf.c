@@ -18,6 +18,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "ptrace_gpu/events.h"
+#include "ringbuf.bpf.h"
 
 struct call {
 	__u64 ts;
@@ -126,7 +127,7 @@ static __always_inline void emit(__u16 kind, __u64 ts, __u64 pid_tgid, __u32 aux
 	e->b = c->stream;
 	e->c = c->bytes;
 	e->d = c->ts;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, ptg_wakeup_flags(&events));
 }
 
 SEC("uprobe")

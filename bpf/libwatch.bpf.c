@@ -35,7 +35,8 @@ int dl_debug_state(void *ctx)
 	e->tid = (__u32)id;
 	e->kind = PTG_EV_LIB_CHANGE;
 	e->cpu = bpf_get_smp_processor_id();
-	bpf_ringbuf_submit(e, 0);
+	/* rare, and probes for the new library should go in at once */
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "ptrace_gpu/events.h"
+#include "ringbuf.bpf.h"
 
 #define TASK_DEAD 0x80 /* include/linux/sched.h */
 
@@ -54,30 +55,6 @@ struct {
 	__type(value, struct off_cpu);
 } off_cpu SEC(".maps");
 
-/*
- * Waking the loader at each switch-in can make it preempt the very thread
- * that switched in, whose next switch-in wakes it again: a loop of context
- * switches every few microseconds on a busy machine. Events go out without
- * a wakeup instead, and a timer wakes the loader once, a little later. (A
- * record left without a wakeup also stops the ring buffer's adaptive
- * wakeups for the records behind it, so the timer must come.)
- */
-struct wake_timer {
-	struct bpf_timer timer;
-	__u32 ready;
-	__u32 armed;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct wake_timer);
-} wake_timer SEC(".maps");
-
-#define CLOCK_MONOTONIC 1
-#define WAKE_DELAY_NS	1000000
-
 __u64 lost_events = 0; /* ring buffer full */
 __u64 lost_state = 0;  /* a thread's state could not be stored */
 __u64 lost_unseen = 0; /* an unseen switch-in whose time cannot be estimated */
@@ -87,40 +64,6 @@ static __always_inline bool traced(const struct task_struct *p)
 	__u32 tgid = p->tgid;
 
 	return bpf_map_lookup_elem(&tgids, &tgid) != NULL;
-}
-
-static int wake_loader(void *map, __u32 *key, struct wake_timer *w)
-{
-	struct ptg_event *e;
-
-	w->armed = 0;
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e)
-		return 0; /* full: the loader is awake or will be */
-	__builtin_memset(e, 0, sizeof(*e));
-	e->ts = bpf_ktime_get_ns();
-	e->kind = PTG_EV_SCHED_WAKE;
-	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
-	return 0;
-}
-
-static __always_inline void wake_loader_soon(void)
-{
-	struct wake_timer *w;
-	__u32 zero = 0;
-
-	w = bpf_map_lookup_elem(&wake_timer, &zero);
-	if (!w || w->armed)
-		return;
-	if (!w->ready) {
-		/* -EBUSY when another CPU got there first: the timer is set up either way */
-		bpf_timer_init(&w->timer, &wake_timer, CLOCK_MONOTONIC);
-		if (bpf_timer_set_callback(&w->timer, wake_loader))
-			return;
-		w->ready = 1;
-	}
-	w->armed = 1;
-	bpf_timer_start(&w->timer, WAKE_DELAY_NS, 0);
 }
 
 static __always_inline void send_interval(struct task_struct *p, struct off_cpu *oc, __u64 end)
@@ -146,8 +89,12 @@ static __always_inline void send_interval(struct task_struct *p, struct off_cpu 
 		e->b = oc->wake_ts && oc->wake_ts < end ? end - oc->wake_ts : 0;
 	e->c = oc->waker;
 	e->d = 0;
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
-	wake_loader_soon();
+	/*
+	 * Waking the loader at each switch-in would let it preempt the thread
+	 * that just switched in, whose next switch-in wakes it again: the
+	 * shared rule wakes it only when the buffer fills (it polls anyway).
+	 */
+	bpf_ringbuf_submit(e, ptg_wakeup_flags(&events));
 }
 
 /*

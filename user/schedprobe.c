@@ -100,7 +100,7 @@ int sched__open(struct tracer *t, pid_t pid, struct cudaprobe *cuda, struct sche
 	if (!err && bpf_map_update_elem(bpf_map__fd(s->skel->maps.tgids), &tgid, &one, BPF_ANY))
 		err = -errno;
 	err = err
-		  ?: tracer__on(t, PTG_EV_SCHED_OFF, PTG_EV_SCHED_WAKE, handle_event, write_losses,
+		  ?: tracer__on(t, PTG_EV_SCHED_OFF, PTG_EV_SCHED_OFF, handle_event, write_losses,
 				s);
 	if (err)
 		goto cleanup;

@@ -33,7 +33,6 @@ enum ptg_ev_kind {
 
 	PTG_EV_SCHED_OFF = 48, /* the thread is back on a CPU: ts = when it left, a = ns off-CPU,
 				* b = run-queue delay ns, c = waker tid, aux = enum ptg_sched_reason */
-	PTG_EV_SCHED_WAKE = 49, /* no data: wakes the loader for SCHED_OFF events sent without */
 
 	PTG_EV_LIB_CHANGE = 64, /* the dynamic loader changed the set of mapped objects */
 };
