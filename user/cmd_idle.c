@@ -576,8 +576,10 @@ int cmd_idle(int argc, char **argv)
 		err = print_json(&out);
 	else
 		print_text(&out);
-	if (fflush(stdout))
+	if (fflush(stdout)) {
 		err = -errno;
+		fprintf(stderr, "ptrace-gpu: idle: writing output: %s\n", strerror(-err));
+	}
 cleanup:
 	idle_report__free(rep);
 	trace_reader__close(r);

@@ -443,8 +443,10 @@ int flamegraph__collect(struct trace_reader *r, const struct flamegraph_opts *o,
 	int err;
 
 	c.fg = calloc(1, sizeof(*c.fg));
-	if (!c.fg)
+	if (!c.fg) {
+		fprintf(stderr, "ptrace-gpu: flamegraph: out of memory\n");
 		return -ENOMEM;
+	}
 	c.fg->weight = o->weight;
 	err = fg_new_node(c.fg, FG_ROOT, 0, &root);
 	if (err)
@@ -457,9 +459,9 @@ int flamegraph__collect(struct trace_reader *r, const struct flamegraph_opts *o,
 		err = c.err;
 	if (!err)
 		err = fg_kernels_orphaned(&c);
-	if (err == -ENOMEM)
-		fprintf(stderr, "flamegraph: out of memory\n");
 cleanup:
+	if (err == -ENOMEM)
+		fprintf(stderr, "ptrace-gpu: flamegraph: out of memory\n");
 	fg_collect_free(&c);
 	if (err) {
 		flamegraph__free(c.fg);

@@ -967,7 +967,9 @@ static int pass2(struct idle_ctx *c)
 	if (!err)
 		err = model__walk(c->r, &v, c, &st);
 	if (err) {
-		fprintf(stderr, "ptrace-gpu: idle: %s\n", trace_reader__error(c->r));
+		/* out of memory is reported once, by the caller */
+		if (err != -ENOMEM)
+			fprintf(stderr, "ptrace-gpu: idle: %s\n", trace_reader__error(c->r));
 		return err;
 	}
 	c->rep->first_ts = st.first_ts == UINT64_MAX ? 0 : st.first_ts;

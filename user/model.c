@@ -208,11 +208,10 @@ int model__walk(struct trace_reader *r, const struct model_visitor *v, void *ctx
 	int err;
 
 	while ((err = trace_reader__next(r, &rec)) > 0) {
+		/* -ENOMEM: the callers say so, once */
 		err = walk_one(&m, &rec, v, ctx, &st);
-		if (err) {
-			fprintf(stderr, "model: out of memory for thread stacks\n");
+		if (err)
 			break;
-		}
 	}
 	/* threads: those that entered at least one Python frame or op */
 	st.threads = m.n;

@@ -357,8 +357,10 @@ int profile_run__collect(struct trace_reader *r, const struct profile_opts *o,
 	int err;
 
 	c.run = calloc(1, sizeof(*c.run));
-	if (!c.run)
+	if (!c.run) {
+		fprintf(stderr, "ptrace-gpu: out of memory\n");
 		return -ENOMEM;
+	}
 	err = profile__new(o->kind, &c.run->all);
 	if (err)
 		goto cleanup;
@@ -369,9 +371,9 @@ int profile_run__collect(struct trace_reader *r, const struct profile_opts *o,
 	err = model__walk(r, &v, &c, &c.run->stats);
 	if (!err)
 		err = c.err;
-	if (err == -ENOMEM)
-		fprintf(stderr, "profile: out of memory\n");
 cleanup:
+	if (err == -ENOMEM)
+		fprintf(stderr, "ptrace-gpu: out of memory\n");
 	for (size_t i = 0; c.folds && i < c.run->nthreads; i++)
 		free(c.folds[i].pending);
 	free(c.folds);
