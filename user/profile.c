@@ -253,16 +253,15 @@ static uint32_t stack_group(struct collector *c, const struct model_frame *stack
 	struct profile_run *run = c->run;
 	unsigned int n = run->stack_n, k = 0;
 	uint32_t frames[64] = {};
-	uint64_t h = 0x84222325cbf29ce4ull, *id;
+	uint64_t h, *id;
 
 	for (unsigned int i = depth; i-- > 0 && k < n;) {
 		if (stack[i].kind == PTG_REC_PY_ENTER)
 			frames[k++] = stack[i].sym;
 	}
-	for (unsigned int i = 0; i < n; i++)
-		h = (h ^ frames[i]) * 0x100000001b3ull;
+	h = u64map_hash(U64MAP_HASH_SEED, frames, n * sizeof(*frames));
 	/* open addressing on the hash: a colliding key moves on to h + 1 */
-	for (h = h ? h : 1; (id = u64map__get(&c->stack_idx, h)); h = h + 1 ? h + 1 : 1) {
+	for (h = u64map_key(h); (id = u64map__get(&c->stack_idx, h)); h = u64map_key(h + 1)) {
 		if (!memcmp(&run->stacks[(*id - 1) * n], frames, n * sizeof(*frames)))
 			return (uint32_t)*id;
 	}

@@ -189,10 +189,8 @@ int torchops__open(struct tracer *t, pid_t pid, struct modpath *mp, bool quiet,
 	ops->pid = pid;
 	ops->mp = mp;
 	ops->quiet = quiet;
-	/* a kernel before 6.6 rejects the uprobe_multi program: load the per-site one alone */
-	err = load(ops, true);
-	if (err)
-		err = load(ops, false);
+	/* a kernel before 6.6 has no uprobe_multi: the per-site program then */
+	err = load(ops, uprobe_multi_supported());
 	if (err) {
 		fprintf(stderr, "torchops: cannot load BPF programs: %s\n", strerror(-err));
 		goto cleanup;
