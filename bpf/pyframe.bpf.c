@@ -25,16 +25,16 @@
 
 #include "ptrace_gpu/events.h"
 #include "ptrace_gpu/pyoffsets.h"
+#include "pystate.bpf.h"
 #include "ringbuf.bpf.h"
 
-#define PTG_OFF_NONE 0xffffffffu
 
 #define TID_SNAPSHOTTED 0x1 /* the thread's stack was sent */
 #define TID_DIRTY 0x2	    /* an event of the thread was dropped since */
 
 const volatile struct ptg_py_offsets off = {};
 const volatile __u64 runtime_addr = 0; /* runtime address of _PyRuntime */
-const volatile __u8 resume_ops[2] = {};	 /* RESUME and its quickened form */
+const volatile __u8 resume_ops[6] = {}; /* RESUME, its specialized and instrumented forms; 0 ends */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -88,21 +88,34 @@ static __always_inline __u64 read_ptr(__u64 addr)
 	return v;
 }
 
-/* The thread's innermost Python frame, through the GIL holder's thread state. */
+/* tid -> its PyThreadState (see pystate.bpf.h) */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct py_thread);
+} threads SEC(".maps");
+
+/*
+ * The thread's innermost Python frame. The cached thread state is checked
+ * against its native_thread_id: a thread that ended may have left its tid or
+ * its PyThreadState's memory to another.
+ */
 static __always_inline __u64 current_frame(void)
 {
-	__u64 tstate, holder;
+	const volatile struct ptg_py_offsets *o = &off;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct py_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct py_thread fresh = {};
 
-	tstate = read_ptr(runtime_addr + off.runtime_tstate_current);
-	if (!tstate)
+	if (t && t->tstate && (__u32)read_ptr(t->tstate + off.tstate_native_tid) == t->ns_tid)
+		return py_tstate_frame(o, t->tstate);
+	fresh.ns_tid = py_ns_tid();
+	fresh.tstate = py_walk_tstates(o, runtime_addr, fresh.ns_tid);
+	if (!fresh.tstate)
 		return 0;
-	holder = tstate;
-	if (off.tstate_cframe != PTG_OFF_NONE) {
-		holder = read_ptr(tstate + off.tstate_cframe);
-		if (!holder)
-			return 0;
-	}
-	return read_ptr(holder + off.cframe_current_frame);
+	bpf_map_update_elem(&threads, &tid, &fresh, BPF_ANY);
+	return py_tstate_frame(o, fresh.tstate);
 }
 
 /* Must match ptg_code_fingerprint() in user/pycode.c. */
@@ -123,7 +136,7 @@ static __always_inline bool is_shim(__u64 frame)
 	if (off.owner_cstack == 0xff)
 		return false;
 	bpf_probe_read_user(&owner, sizeof(owner), (const void *)(frame + off.frame_owner));
-	return owner == off.owner_cstack;
+	return owner >= off.owner_cstack;
 }
 
 /* Copies a compact str's characters; width 0 when it cannot. */
@@ -225,7 +238,7 @@ static long snap_step(__u32 i, void *arg)
 		struct ptg_frame_ref *f = &s->frames[w->n & (PTG_MAX_SNAPSHOT_DEPTH - 1)];
 
 		f->frame = w->frame;
-		f->code = read_ptr(w->frame + off.frame_code);
+		f->code = read_ptr(w->frame + off.frame_code) & PTG_PY_REF_MASK;
 		f->fingerprint = code_fingerprint(f->code);
 		/* frames that were running before recording began: named now too */
 		send_code(f->code, f->fingerprint);
@@ -316,13 +329,25 @@ static __always_inline int emit(__u16 kind, __u32 aux, __u64 a, __u64 b, __u64 c
  * user/probesite.c), where it may already point at the RESUME itself. Two
  * RESUMEs never follow each other, so the opcode at prev_instr tells which.
  * The oparg (high byte) is 0 at the start of a call, 1-3 when a generator or
- * coroutine continues after yield / yield from / await.
+ * coroutine continues after yield / yield from / await. The RESUME may be
+ * in its specialized (RESUME_QUICK, RESUME_CHECK) or instrumented form.
  */
+static __always_inline bool is_resume_op(__u8 op)
+{
+	for (int i = 0; i < 6; i++) {
+		if (!resume_ops[i])
+			return false;
+		if (op == resume_ops[i])
+			return true;
+	}
+	return false;
+}
+
 static __always_inline int resume_unit(__u64 prev_instr, __u16 *unit)
 {
 	if (bpf_probe_read_user(unit, sizeof(*unit), (const void *)prev_instr))
 		return -1;
-	if ((__u8)*unit == resume_ops[0] || (__u8)*unit == resume_ops[1])
+	if (is_resume_op((__u8)*unit))
 		return 0;
 	return bpf_probe_read_user(unit, sizeof(*unit), (const void *)(prev_instr + 2)) ? -1 : 0;
 }
@@ -338,24 +363,32 @@ static __always_inline int on_resume(void)
 		count_loss(PTG_LOSS_PY_READ);
 		return 0;
 	}
-	code = read_ptr(frame + off.frame_code);
+	code = read_ptr(frame + off.frame_code) & PTG_PY_REF_MASK;
 	prev_instr = read_ptr(frame + off.frame_prev_instr);
 	previous = read_ptr(frame + off.frame_previous);
+	/* 3.12+: a frame entered from C sits on a shim frame; its caller is below that */
+	if (previous && is_shim(previous))
+		previous = read_ptr(previous + off.frame_previous);
 	if (resume_unit(prev_instr, &unit)) {
 		count_loss(PTG_LOSS_PY_READ);
 		return 0;
 	}
-	oparg = unit >> 8;
+	/* 3.13+ keep a flag in bit 2 (RESUME_OPARG_DEPTH1_MASK): only the low 2 bits say where */
+	oparg = (unit >> 8) & 3;
 	fingerprint = code_fingerprint(code);
 	send_code(code, fingerprint);
 	if (oparg == 0) {
-		self = read_ptr(frame + off.frame_localsplus);
+		self = read_ptr(frame + off.frame_localsplus) & PTG_PY_REF_MASK;
 		return emit(PTG_EV_PY_START, fingerprint, frame, code, self, previous, previous);
 	}
 	return emit(PTG_EV_PY_RESUME, fingerprint, frame, code, 0, previous, previous);
 }
 
-/* RETURN_VALUE or YIELD_VALUE: the current frame leaves. */
+/*
+ * RETURN_VALUE or YIELD_VALUE: the current frame leaves, or, where the
+ * probe sits after the handler made the caller current, the frame above
+ * the current one (user/pyframe.c tells which). A shim frame is sent as 0.
+ */
 static __always_inline int on_leave(__u16 kind)
 {
 	__u64 frame = current_frame();
@@ -364,7 +397,7 @@ static __always_inline int on_leave(__u16 kind)
 		count_loss(PTG_LOSS_PY_READ);
 		return 0;
 	}
-	return emit(kind, 0, frame, 0, 0, 0, frame);
+	return emit(kind, 0, is_shim(frame) ? 0 : frame, 0, 0, 0, frame);
 }
 
 /* PyTraceBack_Here(PyFrameObject *f): the exception now is in f's frame. */

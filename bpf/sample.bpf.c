@@ -6,25 +6,22 @@
  * and counts the stack in the counts map; user space reads the aggregates
  * and never sees one event per sample.
  *
- * Each thread's own PyThreadState is needed: gilstate.tstate_current is the
- * GIL holder, and a sampled thread often is not (it waits for the GIL, or
- * runs C code that released it). The threads map caches tid -> tstate,
- * found by a bounded walk of the interpreters' thread lists and checked on
- * every use against tstate->native_thread_id, since tids and thread states
- * are both reused.
+ * Each thread's own PyThreadState is needed: the GIL holder is not it when
+ * the sampled thread waits for the GIL or runs C code that released it. The
+ * threads map caches tid -> tstate, found by pystate.bpf.h's walk of the
+ * interpreters' thread lists and checked on every use against
+ * tstate->native_thread_id, since tids and thread states are both reused.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
 #include "ptrace_gpu/sample.h"
+#include "pystate.bpf.h"
 
-#define PTG_OFF_NONE 0xffffffffu
 #define NSEC_PER_SEC 1000000000ull
 /* a thread without a thread state is looked for again after this long */
 #define TSTATE_RETRY_NS (100 * 1000000ull)
-/* thread states visited per walk, over all interpreters */
-#define MAX_TSTATE_WALK 512
 #define TASK_DEAD	0x80
 
 const volatile __u64 period_ns = 0;
@@ -156,50 +153,6 @@ static __always_inline __u32 code_fingerprint(const struct ptg_sample_proc *p, _
 	return (__u32)((name * 0x9e3779b97f4a7c15ull ^ file * 0xc2b2ae3d27d4eb4full ^ line) >> 16);
 }
 
-struct tstate_walk {
-	const struct ptg_sample_proc *p;
-	__u64 interp;
-	__u64 t;
-	__u64 found;
-	__u32 tid;
-};
-
-static long tstate_step(__u32 i, void *arg)
-{
-	struct tstate_walk *w = arg;
-	const struct ptg_sample_proc *p = w->p;
-
-	if (!w->t) {
-		/* subinterpreters keep their own thread lists */
-		w->interp = read_ptr(w->interp + p->interp_next);
-		if (!w->interp)
-			return 1;
-		w->t = read_ptr(w->interp + p->interp_threads_head);
-		return 0;
-	}
-	if (read_ptr(w->t + p->tstate_native_tid) == w->tid) {
-		w->found = w->t;
-		return 1;
-	}
-	w->t = read_ptr(w->t + p->tstate_next);
-	return 0;
-}
-
-/* The PyThreadState whose native_thread_id is tid, or 0. */
-static __u64 walk_tstates(const struct ptg_sample_proc *p, __u32 tid)
-{
-	struct tstate_walk w = {.p = p, .tid = tid};
-
-	stat_inc(PTG_SAMPLE_STAT_TSTATE_WALKS);
-	w.interp = read_ptr(p->runtime_addr + p->runtime_interp_head);
-	if (!w.interp)
-		return 0;
-	w.t = read_ptr(w.interp + p->interp_threads_head);
-	/* bpf_loop: the verifier checks the step once, not each iteration */
-	bpf_loop(MAX_TSTATE_WALK, tstate_step, &w, 0);
-	return w.found;
-}
-
 static void notify(__u32 kind, __u32 tgid, __u32 tid, __u64 hash)
 {
 	struct ptg_sample_notice *e;
@@ -224,13 +177,17 @@ static __u64 thread_tstate(const struct ptg_sample_proc *p, __u32 tgid, __u32 ti
 	__u64 now = bpf_ktime_get_ns();
 
 	if (t && t->tgid == tgid) {
-		if (t->tstate && read_ptr(t->tstate + p->tstate_native_tid) == tid)
+		/* native_thread_id is the tid in the target's pid namespace, as cached */
+		if (t->tstate &&
+		    (__u32)py_read_ptr(t->tstate + p->off.tstate_native_tid) == t->ns_tid)
 			return t->tstate;
 		/* not a Python thread yet (or any more): do not walk on every tick */
 		if (!t->tstate && now - t->checked_ns < TSTATE_RETRY_NS)
 			return 0;
 	}
-	fresh.tstate = walk_tstates(p, tid);
+	stat_inc(PTG_SAMPLE_STAT_TSTATE_WALKS);
+	fresh.ns_tid = py_ns_tid();
+	fresh.tstate = py_walk_tstates(&p->off, p->runtime_addr, fresh.ns_tid);
 	fresh.checked_ns = now;
 	if (!t || t->tgid != tgid)
 		notify(PTG_SAMPLE_NEW_THREAD, tgid, tid, 0);
@@ -255,39 +212,68 @@ struct frame_walk {
 	__u64 hash;
 };
 
+/*
+ * 3.12+: each eval-loop invocation pushes a C-stack shim frame under the
+ * frame it was entered with; that frame is what is_entry marks on 3.11. The
+ * mark goes into the hash too: a stack differs from one entered otherwise.
+ */
+static __always_inline void mark_entry(struct frame_walk *w)
+{
+	struct ptg_sample_frame *f;
+
+	if (!w->s->depth)
+		return;
+	f = &w->s->frames[(w->s->depth - 1) & (PTG_SAMPLE_MAX_DEPTH - 1)];
+	/* 3.15's base frame, a second shim under the outermost one */
+	if (f->instr & PTG_SAMPLE_FRAME_ENTRY)
+		return;
+	f->instr |= PTG_SAMPLE_FRAME_ENTRY;
+	w->hash = mix(w->hash, PTG_SAMPLE_FRAME_ENTRY);
+}
+
 static long frame_step(__u32 i, void *arg)
 {
 	struct frame_walk *w = arg;
 	const struct ptg_sample_proc *p = w->p;
 	__u8 *fw = w->win->frame, *cw = w->win->code;
-	__u64 frame = w->frame, code, prev_instr;
+	__u64 frame = w->frame, code, instr;
 	struct ptg_sample_frame *f;
-	__u8 entry;
+	__u8 entry = 0;
 
-	if (!frame || w->s->depth >= PTG_SAMPLE_MAX_DEPTH)
+	if (!frame)
 		return 1;
 	/* a frame is larger than the window: localsplus follows these fields */
 	bpf_probe_read_user(fw, PTG_SAMPLE_WINDOW, (const void *)frame);
-	w->frame = win_u64(fw, frame, p->off.frame_previous);
-	/* 3.12+ C-stack shim frames run no code of their own */
-	if (p->off.owner_cstack != 0xff &&
-	    win_u8(fw, frame, p->off.frame_owner) == p->off.owner_cstack)
+	/*
+	 * Shim frames run no code of their own. >=: 3.14 moved them to
+	 * FRAME_OWNED_BY_INTERPRETER, 3.15's base frame has that owner too.
+	 */
+	if (win_u8(fw, frame, p->off.frame_owner) >= p->off.owner_cstack) {
+		mark_entry(w);
+		w->frame = win_u64(fw, frame, p->off.frame_previous);
 		return 0;
-	code = win_u64(fw, frame, p->off.frame_code);
+	}
+	/* w->frame stays: the stack is marked truncated */
+	if (w->s->depth >= PTG_SAMPLE_MAX_DEPTH)
+		return 1;
+	w->frame = win_u64(fw, frame, p->off.frame_previous);
+	/* 3.14+: f_executable is a _PyStackRef, its low bits a tag */
+	code = win_u64(fw, frame, p->off.frame_code) & PTG_PY_REF_MASK;
 	if (!code) {
 		stat_inc(PTG_SAMPLE_STAT_READ_ERR);
 		w->frame = 0;
 		return 1;
 	}
-	prev_instr = win_u64(fw, frame, p->off.frame_prev_instr);
-	entry = win_u8(fw, frame, p->frame_is_entry);
+	/* the instruction last started (3.11, 3.12) or executing (3.13+): the same line */
+	instr = win_u64(fw, frame, p->off.frame_prev_instr);
+	if (p->off.frame_is_entry != PTG_OFF_NONE)
+		entry = win_u8(fw, frame, p->off.frame_is_entry);
 	bpf_probe_read_user(cw, PTG_SAMPLE_WINDOW, (const void *)(code + p->code_window));
 	f = &w->s->frames[w->s->depth & (PTG_SAMPLE_MAX_DEPTH - 1)];
 	f->code = code;
 	f->fingerprint = code_fingerprint(p, code, cw);
-	f->instr = prev_instr > code && prev_instr - code < PTG_SAMPLE_INSTR_NONE
-		       ? (__u32)(prev_instr - code)
-		       : PTG_SAMPLE_INSTR_NONE;
+	f->instr = instr > code && instr - code < PTG_SAMPLE_INSTR_NONE ? (__u32)(instr - code)
+									 : PTG_SAMPLE_INSTR_NONE;
 	if (entry)
 		f->instr |= PTG_SAMPLE_FRAME_ENTRY;
 	w->hash = mix(mix(mix(w->hash, code), f->fingerprint), f->instr);
@@ -312,8 +298,8 @@ static __u64 walk_frames(const struct ptg_sample_proc *p, __u32 tgid, __u64 fram
 		return 0;
 	w.hash = mix(0xcbf29ce484222325ull, tgid);
 	s->depth = 0;
-	/* shim frames take a step but no slot: up to twice the depth in steps */
-	bpf_loop(2 * PTG_SAMPLE_MAX_DEPTH, frame_step, &w, 0);
+	/* shim frames take a step but no slot: one under each frame at most, and a base frame */
+	bpf_loop(2 * PTG_SAMPLE_MAX_DEPTH + 2, frame_step, &w, 0);
 	s->truncated = w.frame != 0;
 	if (w.frame)
 		stat_inc(PTG_SAMPLE_STAT_TRUNCATED);
@@ -336,7 +322,7 @@ static void take_python(const struct ptg_sample_proc *p, __u32 tgid, __u32 tid,
 			struct ptg_sample_key *key)
 {
 	struct ptg_sample_stack *s;
-	__u64 tstate, cframe, frame, hash;
+	__u64 tstate, frame, hash;
 	__u32 zero = 0;
 
 	tstate = thread_tstate(p, tgid, tid);
@@ -344,10 +330,7 @@ static void take_python(const struct ptg_sample_proc *p, __u32 tgid, __u32 tid,
 		stat_inc(PTG_SAMPLE_STAT_NO_TSTATE);
 		return;
 	}
-	cframe = tstate;
-	if (p->off.tstate_cframe != PTG_OFF_NONE)
-		cframe = read_ptr(tstate + p->off.tstate_cframe);
-	frame = read_ptr(cframe + p->off.cframe_current_frame);
+	frame = py_tstate_frame(&p->off, tstate);
 	s = bpf_map_lookup_elem(&scratch, &zero);
 	if (!frame || !s)
 		return;

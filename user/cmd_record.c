@@ -276,6 +276,8 @@ static int start(struct recording *rc)
 		fprintf(stderr, "ptrace-gpu: %s\n", err[0] ? err : strerror(-ret));
 		return ret;
 	}
+	if (rc->py.warning[0])
+		fprintf(stderr, "ptrace-gpu: warning: %s\n", rc->py.warning);
 	rc->pidfd = (int)syscall(SYS_pidfd_open, rc->pid, 0);
 	/* with --steps / --schedule the output is cut from this once the steps are known */
 	snprintf(rc->tmp, sizeof(rc->tmp), "%s.recording", rc->o->output);

@@ -229,24 +229,12 @@ static bool is_code(const struct elf_file *ef, uint64_t addr)
 	return false;
 }
 
-/*
- * A run of 256 code pointers is the table when most of them point into the
- * eval function: some labels (the unknown-opcode one) live in its ".cold"
- * part, which the compiler places elsewhere.
- */
-static bool is_eval_table(const uint64_t *vals, uint64_t lo, uint64_t hi)
-{
-	int inside = 0;
-
-	for (int i = 0; i < PTR_TABLE_LEN; i++)
-		inside += vals[i] >= lo && vals[i] < hi;
-	return inside >= PTR_TABLE_LEN / 2;
-}
-
 /* Raw pointers, as a non-PIE link leaves them in initialized data. */
-static int scan_raw_tables(const struct elf_file *ef, uint64_t lo, uint64_t hi,
+static int scan_raw_tables(const struct elf_file *ef, elf_ptr_table_fn accept, void *ctx,
 			   uint64_t table[PTR_TABLE_LEN])
 {
+	int best = 0;
+
 	for (size_t i = 0; i < ef->nphdrs; i++) {
 		const GElf_Phdr *ph = &ef->phdrs[i];
 		uint64_t *words, run = 0;
@@ -264,17 +252,21 @@ static int scan_raw_tables(const struct elf_file *ef, uint64_t lo, uint64_t hi,
 		}
 		/* p_offset and p_vaddr agree modulo the page size, so 8-byte slots line up */
 		for (size_t j = 0; j < n; j++) {
+			int score;
+
 			run = is_code(ef, words[j]) ? run + 1 : 0;
-			if (run >= PTR_TABLE_LEN &&
-			    is_eval_table(&words[j + 1 - PTR_TABLE_LEN], lo, hi)) {
+			if (run < PTR_TABLE_LEN)
+				continue;
+			score = accept(&words[j + 1 - PTR_TABLE_LEN],
+				       ph->p_vaddr + (j + 1 - PTR_TABLE_LEN) * 8, ctx);
+			if (score > best) {
+				best = score;
 				memcpy(table, &words[j + 1 - PTR_TABLE_LEN], PTR_TABLE_LEN * 8);
-				free(words);
-				return 0;
 			}
 		}
 		free(words);
 	}
-	return -ENOENT;
+	return best ? 0 : -ENOENT;
 }
 
 struct rel_slot {
@@ -290,7 +282,7 @@ static int cmp_slot(const void *a, const void *b)
 }
 
 /* Relocated pointers of a PIE object: R_X86_64_RELATIVE addends into [lo, hi). */
-static int scan_rela_tables(const struct elf_file *ef, uint64_t lo, uint64_t hi,
+static int scan_rela_tables(const struct elf_file *ef, elf_ptr_table_fn accept, void *ctx,
 			    uint64_t table[PTR_TABLE_LEN])
 {
 	struct rel_slot *slots = NULL;
@@ -298,6 +290,8 @@ static int scan_rela_tables(const struct elf_file *ef, uint64_t lo, uint64_t hi,
 	Elf_Scn *scn = NULL;
 	int err = -ENOENT;
 	GElf_Shdr shdr;
+	uint64_t cand[PTR_TABLE_LEN];
+	int best = 0;
 
 	while ((scn = elf_nextscn(ef->elf, scn))) {
 		Elf_Data *data;
@@ -333,11 +327,15 @@ static int scan_rela_tables(const struct elf_file *ef, uint64_t lo, uint64_t hi,
 		run = i && slots[i].offset == slots[i - 1].offset + 8 ? run + 1 : 1;
 		if (run < PTR_TABLE_LEN)
 			continue;
+		int score;
+
 		for (size_t k = 0; k < PTR_TABLE_LEN; k++)
-			table[k] = slots[i + 1 - PTR_TABLE_LEN + k].addend;
-		if (is_eval_table(table, lo, hi)) {
+			cand[k] = slots[i + 1 - PTR_TABLE_LEN + k].addend;
+		score = accept(cand, slots[i + 1 - PTR_TABLE_LEN].offset, ctx);
+		if (score > best) {
+			best = score;
+			memcpy(table, cand, sizeof(cand));
 			err = 0;
-			break;
 		}
 	}
 cleanup:
@@ -345,15 +343,15 @@ cleanup:
 	return err;
 }
 
-int elf_file__find_ptr_table(const struct elf_file *ef, uint64_t lo, uint64_t hi,
+int elf_file__find_ptr_table(const struct elf_file *ef, elf_ptr_table_fn accept, void *ctx,
 			     uint64_t table[256])
 {
 	int err;
 
 	if (elf_file__is_dyn(ef)) {
-		err = scan_rela_tables(ef, lo, hi, table);
+		err = scan_rela_tables(ef, accept, ctx, table);
 		if (err != -ENOENT)
 			return err;
 	}
-	return scan_raw_tables(ef, lo, hi, table);
+	return scan_raw_tables(ef, accept, ctx, table);
 }

@@ -39,12 +39,14 @@ int elf_file__segment_bias(const struct elf_file *ef, uint64_t offset, uint64_t 
  */
 int elf_load_bias(const char *path, uint64_t start, uint64_t offset, uint64_t *bias);
 /*
- * Finds a table of 256 code pointers into [lo, hi): the eval loop's
+ * Finds the table of 256 code pointers that score() rates highest (given the
+ * entries and the table's own link-time address; 0 rejects): the eval loop's
  * computed-goto dispatch table. Works on stripped objects: raw pointers in
  * the data of a non-PIE executable, R_X86_64_RELATIVE addends in a PIE one.
  * Fills table[256] with link-time addresses.
  */
-int elf_file__find_ptr_table(const struct elf_file *ef, uint64_t lo, uint64_t hi,
+typedef int (*elf_ptr_table_fn)(const uint64_t table[256], uint64_t table_addr, void *ctx);
+int elf_file__find_ptr_table(const struct elf_file *ef, elf_ptr_table_fn accept, void *ctx,
 			     uint64_t table[256]);
 
 #endif /* PTG_ELF_FILE_H */

@@ -112,19 +112,62 @@ static int push(struct pyframe *pf, struct tracer_thread *th, uint64_t frame, ui
 static int enter(struct pyframe *pf, struct tracer_thread *th, const struct ptg_event *e,
 		 uint16_t flags)
 {
-	uint32_t at = e->d ? tracer__find(th, PTG_REC_PY_ENTER, e->d) : 0;
+	const struct tracer_slot *top = th->depth ? &th->stack[th->depth - 1] : NULL;
+	uint32_t at;
 	int err = 0;
+
+	/*
+	 * The frame already on top, with no exit in between: the same RESUME
+	 * dispatched again, not a new call. 3.12+ do that when a code object's
+	 * instrumentation is out of date (after any sys.monitoring, settrace or
+	 * setprofile in the process): RESUME re-instruments it and jumps back to
+	 * the instruction. A new frame at the same address needs the old one's
+	 * exit first, and that pops it.
+	 */
+	if (top && top->kind == PTG_REC_PY_ENTER && top->key == e->a && top->code == e->b) {
+		pf->st.redispatched++;
+		return 0;
+	}
+	at = e->d ? tracer__find(th, PTG_REC_PY_ENTER, e->d) : 0;
 
 	if (at || !e->d)
 		err = tracer__pop_to(pf->t, th, at, e->ts, PTG_F_EXIT_UNWIND);
 	return err ?: push(pf, th, e->a, e->b, e->aux, e->ts, flags);
 }
 
+/* Depth (index + 1) of the innermost Python frame above depth from, 0 if none. */
+static uint32_t python_above(const struct tracer_thread *th, uint32_t from)
+{
+	for (uint32_t i = th->depth; i > from; i--) {
+		if (th->stack[i - 1].kind == PTG_REC_PY_ENTER)
+			return i;
+	}
+	return 0;
+}
+
+/*
+ * A return or yield. The event names the thread's current frame as the
+ * probe saw it, and where the probe sits in the handler decides which
+ * that is: before the handler makes the caller current, the leaving frame
+ * itself (the innermost on our stack); after, its caller, with the leaving
+ * frame the innermost one above it; on 3.12+, after an entry frame made the
+ * C-stack shim current, 0 (the BPF side does not name shims), and the
+ * leaving frame is the innermost. The probe site is fixed per build, and a
+ * frame is never left without an event (or a resync after a loss), so this
+ * is exact.
+ */
 static int leave(struct pyframe *pf, struct tracer_thread *th, const struct ptg_event *e,
 		 uint16_t flags)
 {
-	uint32_t at = tracer__find(th, PTG_REC_PY_ENTER, e->a);
+	uint32_t at = e->a ? tracer__find(th, PTG_REC_PY_ENTER, e->a) : 0;
+	uint32_t above = python_above(th, at);
 
+	if (e->a && !at) {
+		pf->st.unmatched++;
+		return 0;
+	}
+	if (above)
+		at = above;
 	if (!at) {
 		pf->st.unmatched++;
 		return 0;
@@ -265,8 +308,7 @@ int pyframe__open(const struct py_interp *py, struct tracer *t, struct pyframe *
 	}
 	pf->skel->rodata->off = py->info->off;
 	pf->skel->rodata->runtime_addr = py->runtime_addr;
-	pf->skel->rodata->resume_ops[0] = py->info->op_resume[0];
-	pf->skel->rodata->resume_ops[1] = py->info->op_resume[1];
+	memcpy((void *)pf->skel->rodata->resume_ops, py->ops.resume, sizeof(py->ops.resume));
 	pf->multi = uprobe_multi_supported();
 	if (pf->multi) {
 		bpf_program__set_expected_attach_type(pf->skel->progs.py_probe,

@@ -19,6 +19,7 @@ struct pyframe_stats {
 	uint64_t dropped;    /* events and snapshots the BPF side could not send */
 	uint64_t unresolved; /* code objects whose names could not be read */
 	uint64_t unmatched;  /* returns of frames that were not on the stack */
+	uint64_t redispatched; /* RESUMEs executed twice (3.12+ re-instrumentation): one call */
 };
 
 /* Loads the probes for py into the tracer's ring buffer. */

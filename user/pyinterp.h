@@ -14,19 +14,35 @@
 #include <linux/types.h>
 #include "ptrace_gpu/pyoffsets.h"
 
-#define PY_MAX_HANDLERS 4
+#define PY_MAX_HANDLERS 6
+
+/*
+ * How an object keeps its instance dict, which changed in each version:
+ * 3.11: dict pointer at obj[-3], values (no dict yet) at obj[-4];
+ * 3.12: one tagged word at obj[-3], a values pointer when its low bit is set;
+ * 3.13+: dict pointer at obj[-3], values inline after the object (tp_basicsize).
+ */
+enum py_dict_scheme {
+	PY_DICT_SPLIT_311 = 1,
+	PY_DICT_TAGGED_312 = 2,
+	PY_DICT_INLINE_313 = 3,
+};
 
 /*
  * Where an object's instance attributes are, and how a dict stores its
  * entries: what reading nn.Module._modules out of the target takes.
  */
 struct py_dict_layout {
+	enum py_dict_scheme scheme;
 	uint32_t type_flags;	     /* PyTypeObject.tp_flags */
 	uint32_t type_dictoffset;    /* PyTypeObject.tp_dictoffset */
+	uint32_t type_basicsize;     /* PyTypeObject.tp_basicsize */
 	uint32_t heaptype_cached_keys; /* PyHeapTypeObject.ht_cached_keys: shared keys of instances */
-	uint64_t flag_managed_dict;  /* Py_TPFLAGS_MANAGED_DICT, 0 before 3.11 */
+	uint64_t flag_managed_dict;  /* Py_TPFLAGS_MANAGED_DICT */
+	uint64_t flag_inline_values; /* Py_TPFLAGS_INLINE_VALUES (3.13+), else 0 */
 	int32_t managed_dict;	     /* offset of the dict pointer from the object (negative) */
-	int32_t managed_values;	     /* offset of the values pointer (split keys, no dict yet) */
+	int32_t managed_values;	     /* offset of the values pointer (3.11 only) */
+	uint32_t values_items;	     /* PyDictValues.values */
 	uint32_t dict_keys, dict_values; /* PyDictObject.ma_keys, ma_values */
 	uint32_t keys_log2_index_bytes, keys_kind, keys_nentries, keys_indices;
 	uint32_t entry_size, entry_key, entry_value;		   /* PyDictKeyEntry */
@@ -34,7 +50,30 @@ struct py_dict_layout {
 	uint8_t kind_general; /* dk_kind of keys with PyDictKeyEntry entries */
 };
 
-/* What ptrace-gpu knows of one CPython minor version: data, not code paths. */
+/*
+ * Where _Py_DebugOffsets (the table at the start of _PyRuntime, 3.13+) keeps
+ * the offsets that the version row also has: byte offsets into it, 0 where
+ * it has none. Its layout changes between minor versions, so this is per row.
+ */
+struct py_debug_index {
+	uint16_t size; /* sizeof(_Py_DebugOffsets); 0: this version has none */
+	uint16_t free_threaded;
+	uint16_t interp_head, interp_next, threads_head;
+	uint16_t tstate_next, tstate_native_tid, tstate_current_frame;
+	uint16_t frame_previous, frame_code, frame_instr, frame_localsplus, frame_owner;
+	uint16_t code_filename, code_name, code_qualname, code_linetable, code_firstlineno;
+	uint16_t code_adaptive;
+	uint16_t object_type, type_name;
+	uint16_t unicode_state, unicode_length, unicode_ascii_size;
+	uint16_t bytes_size, bytes_data;
+};
+
+/*
+ * What ptrace-gpu knows of one CPython minor version: data, not code paths.
+ * The one table of layouts, for record, sample and the name readers alike.
+ * Opcode numbers are not here: they are read from each interpreter's own
+ * standard library (user/pyopcodes.c).
+ */
 struct py_version_info {
 	const char *name; /* "3.11" */
 	uint32_t hex_min; /* first PY_VERSION_HEX covered */
@@ -42,13 +81,20 @@ struct py_version_info {
 	struct ptg_py_offsets off;
 	/* layouts user space reads through /proc/PID/mem */
 	uint32_t code_name; /* the other code fields are in off */
+	uint32_t code_linetable; /* PyCodeObject.co_linetable */
+	uint32_t code_adaptive;	 /* PyCodeObject.co_code_adaptive: the first instruction */
+	uint32_t bytes_size;	 /* PyBytesObject.ob_size */
+	uint32_t bytes_data;	 /* PyBytesObject.ob_sval */
 	uint32_t object_type, type_name;
-	uint32_t runtime_interp_head, interp_threads_head, tstate_next, tstate_native_tid;
 	struct py_dict_layout dict;
-	/* opcodes whose handlers are probed; lists end at 0 */
-	uint8_t op_resume[PY_MAX_HANDLERS];
-	uint8_t op_return[PY_MAX_HANDLERS];
-	uint8_t op_yield[PY_MAX_HANDLERS];
+	struct py_debug_index debug;
+};
+
+/* Opcode numbers of one interpreter, read from its standard library; lists end at 0. */
+struct py_opcodes {
+	uint8_t resume[PY_MAX_HANDLERS];  /* RESUME, its specializations, INSTRUMENTED_RESUME */
+	uint8_t ret[PY_MAX_HANDLERS];	  /* RETURN_VALUE, RETURN_CONST and instrumented forms */
+	uint8_t yield[PY_MAX_HANDLERS];	  /* YIELD_VALUE, INSTRUMENTED_YIELD_VALUE */
 };
 
 struct py_interp {
@@ -59,6 +105,9 @@ struct py_interp {
 	uint32_t version_hex;
 	char version[24];
 	const struct py_version_info *info;
+	struct py_opcodes ops;
+	char stdlib[PATH_MAX]; /* where its opcode numbers were read, as the target sees it */
+	char warning[256];     /* what will be missed in this process, or "" */
 	uint64_t runtime_addr;	/* runtime address of _PyRuntime */
 	uint64_t eval_off;	/* file offsets, for uprobes */
 	uint64_t traceback_off;
@@ -74,10 +123,17 @@ struct py_interp {
  * -EPROTONOSUPPORT unsupported version, other errors reading its files.
  */
 int py_interp__find(pid_t pid, struct py_interp *py, char *err, size_t errlen);
-/* Same, for the interpreter object at path (no process: bias 0). */
+/*
+ * The same without the opcode handlers (no standard library needed): what
+ * sampling takes, the version, layouts and _PyRuntime.
+ */
+int py_interp__find_layout(pid_t pid, struct py_interp *py, char *err, size_t errlen);
+/* Same as py_interp__find, for the interpreter object at path (no process: bias 0). */
 int py_interp__from_file(const char *path, struct py_interp *py, char *err, size_t errlen);
 /* "3.11" */
 const char *py_supported_versions(void);
 const struct py_version_info *py_version_lookup(uint32_t version_hex);
+/* The row of the newest version known. */
+const struct py_version_info *py_version_newest(void);
 
 #endif /* PTG_PYINTERP_H */

@@ -83,12 +83,6 @@ static void proc_bpf_value(const struct sproc *sp, struct ptg_sample_proc *v)
 	memset(v, 0, sizeof(*v));
 	v->runtime_addr = sp->py.runtime_addr;
 	v->off = vi->off;
-	v->runtime_interp_head = vi->runtime_interp_head;
-	v->interp_next = sp->lay->interp_next;
-	v->interp_threads_head = vi->interp_threads_head;
-	v->tstate_next = vi->tstate_next;
-	v->tstate_native_tid = vi->tstate_native_tid;
-	v->frame_is_entry = sp->lay->frame_is_entry;
 	v->code_window = vi->off.code_qualname;
 	if (vi->off.code_filename < v->code_window)
 		v->code_window = vi->off.code_filename;
@@ -202,11 +196,6 @@ static int proc_add(struct sampler *s, pid_t pid, char *err, size_t errlen)
 		return 0; /* given twice */
 	}
 	ret = find_interp(s, pid, &sp->py, err, errlen);
-	if (!ret && !(sp->lay = sample_layout_lookup(sp->py.info->name))) {
-		snprintf(err, errlen, "pid %d: no sampling layout for Python %s", pid,
-			 sp->py.version);
-		ret = -EPROTONOSUPPORT;
-	}
 	if (!ret)
 		ret = proc_starttime(pid, &sp->starttime);
 	if (ret)

@@ -13,19 +13,6 @@
 /* In cached frame lists: Python, the frame was entered from C; native, it is the eval loop. */
 #define FRAME_FLAG (1u << 31)
 
-/* Layout that only the sampler reads, per CPython version (3.11's headers). */
-struct sample_layout {
-	const char *version;
-	uint32_t interp_next;	 /* PyInterpreterState.next */
-	uint32_t frame_is_entry; /* _PyInterpreterFrame.is_entry */
-	uint32_t code_linetable; /* PyCodeObject.co_linetable */
-	uint32_t code_adaptive;	 /* PyCodeObject.co_code_adaptive: the first instruction */
-	uint32_t bytes_size;	 /* PyBytesObject.ob_size */
-	uint32_t bytes_data;	 /* PyBytesObject.ob_sval */
-};
-
-const struct sample_layout *sample_layout_lookup(const char *version);
-
 /* Interned strings, functions and frames: each added once, indices stable. */
 struct sample_tables {
 	char **strs;
@@ -65,7 +52,6 @@ struct sproc {
 	const char *comm;
 	const char *interp;
 	struct py_interp py;
-	const struct sample_layout *lay;
 	int memfd;
 	struct scode *codes;
 	size_t ncodes, codes_cap;

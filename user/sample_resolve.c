@@ -22,27 +22,6 @@
 #define NATIVE_DEPTH  127
 #define EVAL_FUNC     "_PyEval_EvalFrameDefault"
 
-static const struct sample_layout layouts[] = {
-    {
-	.version = "3.11",
-	.interp_next = 0,
-	.frame_is_entry = 68,
-	.code_linetable = 136,
-	.code_adaptive = 184,
-	.bytes_size = 16,
-	.bytes_data = 32,
-    },
-};
-
-const struct sample_layout *sample_layout_lookup(const char *version)
-{
-	for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++) {
-		if (!strcmp(layouts[i].version, version))
-			return &layouts[i];
-	}
-	return NULL;
-}
-
 const char *tables_str(struct sample_tables *t, const char *s)
 {
 	uint64_t h = u64map_hash(U64MAP_HASH_SEED, s, strlen(s)), *idx;
@@ -201,10 +180,11 @@ void ccache_free(struct ccache *c)
 }
 
 /*
- * CPython 3.11's location table (Objects/locations.md): entries of one
- * header byte (bit 7 set, code in bits 3-6, length - 1 in code units in
- * bits 0-2) and varint operands. Codes 0-9: same line; 10-12: line delta
- * code - 10; 13, 14: a signed varint line delta first; 15: no location.
+ * CPython's location table (Objects/locations.md, unchanged from 3.11 to
+ * 3.15): entries of one header byte (bit 7 set, code in bits 3-6, length - 1
+ * in code units in bits 0-2) and varint operands. Codes 0-9: same line;
+ * 10-12: line delta code - 10; 13, 14: a signed varint line delta first; 15:
+ * no location.
  */
 static int signed_varint(const uint8_t *p, const uint8_t *end)
 {
@@ -249,7 +229,7 @@ int py_linetable_line(const uint8_t *table, size_t len, int firstlineno, int add
 
 static void read_linetable(struct sproc *sp, struct scode *c)
 {
-	const struct sample_layout *lay = sp->lay;
+	const struct py_version_info *lay = sp->py.info;
 	uint64_t bytes = 0;
 	int64_t size = 0;
 
@@ -326,10 +306,15 @@ static uint32_t py_frame(struct sampler *s, struct sproc *sp, const struct ptg_s
 		return tables_simple_frame(&s->t, "[unknown code]", "", 0, SAMPLE_FUNC_SPECIAL, 0);
 	}
 	line = c->firstlineno;
-	/* prev_instr is the instruction executing (innermost) or the call (outer frames) */
+	/*
+	 * prev_instr (3.11, 3.12: the instruction last started, or the last
+	 * cache entry of the CALL in progress, which shares its location) and
+	 * instr_ptr (3.13+: the instruction executing, or the CALL) both give
+	 * the line as PyFrame_GetLineNumber() does.
+	 */
 	if (instr != PTG_SAMPLE_INSTR_NONE && c->linetable)
 		line = py_linetable_line(c->linetable, c->ltlen, c->firstlineno,
-					 (int)instr - (int)sp->lay->code_adaptive);
+					 (int)instr - (int)sp->py.info->code_adaptive);
 	fr.func = c->func;
 	fr.line = line > 0 ? (uint32_t)line : (uint32_t)c->firstlineno;
 	return tables_frame(&s->t, &fr);

@@ -12,21 +12,19 @@
 #include "ptrace_gpu/pyoffsets.h"
 
 #define PTG_SAMPLE_MAX_DEPTH 128
-/* ptg_sample_frame.instr: prev_instr was not readable */
+/* ptg_sample_frame.instr: prev_instr / instr_ptr was not readable */
 #define PTG_SAMPLE_INSTR_NONE 0x7fffffffu
-/* ptg_sample_frame.instr: the frame was entered from C (_PyInterpreterFrame.is_entry) */
+/*
+ * ptg_sample_frame.instr: the frame was entered from C, its own eval-loop
+ * invocation (3.11: _PyInterpreterFrame.is_entry; 3.12+: a C-stack shim
+ * frame is its previous).
+ */
 #define PTG_SAMPLE_FRAME_ENTRY 0x80000000u
 
 /* Value of the procs map (key: tgid): where a process keeps its interpreter state. */
 struct ptg_sample_proc {
 	__u64 runtime_addr; /* runtime address of _PyRuntime */
 	struct ptg_py_offsets off;
-	__u32 runtime_interp_head; /* _PyRuntime.interpreters.head */
-	__u32 interp_next;	   /* PyInterpreterState.next */
-	__u32 interp_threads_head; /* PyInterpreterState.threads.head */
-	__u32 tstate_next;	   /* PyThreadState.next */
-	__u32 tstate_native_tid;   /* PyThreadState.native_thread_id */
-	__u32 frame_is_entry;	   /* _PyInterpreterFrame.is_entry */
 	__u32 code_window;	   /* lowest of the code fields the fingerprint reads */
 };
 
@@ -42,14 +40,14 @@ struct ptg_sample_thread {
 	__u64 tstate; /* 0: the thread has none (yet) */
 	__u64 checked_ns;
 	__u32 tgid;
-	__u32 pad;
+	__u32 ns_tid; /* the tid in the target's pid namespace: what native_thread_id holds */
 };
 
 /*
- * One Python frame as sampled. instr is prev_instr minus the code object's
- * address in bytes (user space subtracts the offset of co_code_adaptive and
- * maps the instruction to a line through co_linetable), or'ed with
- * PTG_SAMPLE_FRAME_ENTRY.
+ * One Python frame as sampled. instr is prev_instr (3.11, 3.12) or
+ * instr_ptr (3.13+) minus the code object's address in bytes (user space
+ * subtracts the offset of co_code_adaptive and maps the instruction to a
+ * line through co_linetable), or'ed with PTG_SAMPLE_FRAME_ENTRY.
  */
 struct ptg_sample_frame {
 	__u64 code;
