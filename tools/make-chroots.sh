@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Builds Debian chroots with newer CPython and PyTorch builds for the version
+# tests, cached under $PTG_CHROOT_DIR (default /var/cache/ptrace-gpu/chroots).
+# A chroot is rebuilt only when its ready marker is missing. Run as root.
+#
+#   tools/make-chroots.sh              every suite below
+#   tools/make-chroots.sh trixie sid   only these
+#
+# The tests look for <dir>/<suite>/.ptg-ready and skip (with the reason) what
+# is missing, so a machine without the mirror still runs everything else.
+set -euo pipefail
+
+dir=${PTG_CHROOT_DIR:-/var/cache/ptrace-gpu/chroots}
+
+# suite -> packages. trixie: 3.13 + torch 2.6; forky: 3.14 + torch 2.x;
+# sid: 3.14 and 3.15 (no torch: not needed twice, and it saves 1.5 GB).
+# The -dev packages hold each version's internal headers: the layout test
+# (tests/pyheaders) checks our tables against offsetof() on them.
+declare -A pkgs=(
+	[trixie]="python3 python3-torch libpython3.13-dev"
+	[forky]="python3 python3-torch libpython3.14-dev"
+	[sid]="python3 python3.15 libpython3.14-dev libpython3.15-dev"
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "make-chroots: run as root (mmdebstrap, chroot)" >&2
+	exit 1
+fi
+if ! command -v mmdebstrap >/dev/null; then
+	echo "make-chroots: mmdebstrap is not installed (tools/install-deps.sh installs it)" >&2
+	exit 1
+fi
+
+# The host's own mirror, as apt is configured here.
+mirror=$(sed -n 's/^URIs: *\([^ ]*debian\)$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null |
+	head -n1)
+mirror=${PTG_DEBIAN_MIRROR:-${mirror:-http://deb.debian.org/debian}}
+
+suites=("$@")
+[ ${#suites[@]} -gt 0 ] || suites=(trixie forky sid)
+
+# Root-owned and not writable by others: the tests run these interpreters as root.
+install -d -m 0755 -o root -g root "$dir"
+
+rc=0
+for s in "${suites[@]}"; do
+	if [ -z "${pkgs[$s]+x}" ]; then
+		echo "make-chroots: unknown suite $s (known: ${!pkgs[*]})" >&2
+		exit 2
+	fi
+	root="$dir/$s"
+	# one builder per suite: a second run waits, then finds it cached
+	exec 9>"$dir/$s.lock"
+	flock 9
+	if [ -f "$root/.ptg-ready" ]; then
+		echo "make-chroots: $s: cached in $root"
+		continue
+	fi
+	rm -rf "$root" "$root.tmp"
+	echo "make-chroots: $s: building in $root (${pkgs[$s]})"
+	opts=()
+	if [ "$s" != trixie ]; then
+		# forky and sid Release files can be past Valid-Until on a snapshot mirror.
+		opts+=(--aptopt='Acquire::Check-Valid-Until "false"')
+	fi
+	if mmdebstrap --quiet --variant=apt --include="${pkgs[$s]// /,}" "${opts[@]}" \
+		"$s" "$root.tmp" "$mirror" >"$dir/$s.log" 2>&1; then
+		chroot "$root.tmp" sh -c 'for p in python3 python3.13 python3.14 python3.15; do
+			command -v $p >/dev/null && $p -c "import sys; print(sys.executable, sys.version.split()[0])"
+		done' >"$root.tmp/.ptg-ready"
+		mv "$root.tmp" "$root"
+		cat "$root/.ptg-ready" | sed "s/^/make-chroots: $s: /"
+	else
+		echo "make-chroots: $s: mmdebstrap failed, see $dir/$s.log" >&2
+		tail -n 5 "$dir/$s.log" >&2 || true
+		rm -rf "$root.tmp"
+		rc=1
+	fi
+	exec 9>&-
+done
+exit $rc
