@@ -35,6 +35,8 @@
 const volatile struct ptg_py_offsets off = {};
 const volatile __u64 runtime_addr = 0; /* runtime address of _PyRuntime */
 const volatile __u8 resume_ops[6] = {}; /* RESUME, its specialized and instrumented forms; 0 ends */
+const volatile __u8 resume_where_mask = 3; /* oparg bits: where it resumes, 0 = a call starts */
+const volatile __u8 resume_not_a_call = 0xff; /* 3.15: RESUME_AT_GEN_EXPR_START */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -373,8 +375,10 @@ static __always_inline int on_resume(void)
 		count_loss(PTG_LOSS_PY_READ);
 		return 0;
 	}
-	/* 3.13+ keep a flag in bit 2 (RESUME_OPARG_DEPTH1_MASK): only the low 2 bits say where */
-	oparg = (unit >> 8) & 3;
+	/* 3.13+ keep a flag above (RESUME_OPARG_DEPTH1_MASK): only the low bits say where */
+	oparg = (unit >> 8) & resume_where_mask;
+	if (oparg == resume_not_a_call)
+		return 0;
 	fingerprint = code_fingerprint(code);
 	send_code(code, fingerprint);
 	if (oparg == 0) {

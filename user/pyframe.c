@@ -109,6 +109,46 @@ static int push(struct pyframe *pf, struct tracer_thread *th, uint64_t frame, ui
  * A frame starts or resumes on top of `previous`: frames above it must have
  * left without an event we saw (an uretprobe beyond its nesting limit).
  */
+static bool is_frame(const struct tracer_slot *s)
+{
+	return s->kind == PTG_REC_PY_ENTER || s->kind == TRACER_SLOT_HIDDEN;
+}
+
+/* Depth (index + 1) of the innermost frame (shown or hidden) at frame address key, 0 if none. */
+static uint32_t find_frame(const struct tracer_thread *th, uint64_t key)
+{
+	for (uint32_t i = th->depth; i > 0; i--) {
+		if (th->stack[i - 1].key == key && is_frame(&th->stack[i - 1]))
+			return i;
+	}
+	return 0;
+}
+
+/* Depth (index + 1) of the innermost frame above depth from, 0 if none. */
+static uint32_t python_above(const struct tracer_thread *th, uint32_t from)
+{
+	for (uint32_t i = th->depth; i > from; i--) {
+		if (is_frame(&th->stack[i - 1]))
+			return i;
+	}
+	return 0;
+}
+
+/*
+ * The caller of a new frame is a frame we never saw start: one that runs no
+ * RESUME, such as the cleanup frame 3.13+ push under an __init__ called
+ * through CALL_ALLOC_AND_ENTER_INIT (EXIT_INIT_CHECK, RETURN_VALUE). It will
+ * return like any frame; keep it on the stack, unrecorded, so that its
+ * return pops it and not its caller.
+ */
+static int push_hidden(struct pyframe *pf, struct tracer_thread *th, uint64_t frame)
+{
+	struct tracer_slot slot = { .key = frame, .kind = TRACER_SLOT_HIDDEN };
+
+	pf->st.hidden++;
+	return tracer__push(pf->t, th, &slot, 0, 0, 0);
+}
+
 static int enter(struct pyframe *pf, struct tracer_thread *th, const struct ptg_event *e,
 		 uint16_t flags)
 {
@@ -128,21 +168,12 @@ static int enter(struct pyframe *pf, struct tracer_thread *th, const struct ptg_
 		pf->st.redispatched++;
 		return 0;
 	}
-	at = e->d ? tracer__find(th, PTG_REC_PY_ENTER, e->d) : 0;
-
+	at = e->d ? find_frame(th, e->d) : 0;
 	if (at || !e->d)
 		err = tracer__pop_to(pf->t, th, at, e->ts, PTG_F_EXIT_UNWIND);
+	else
+		err = push_hidden(pf, th, e->d);
 	return err ?: push(pf, th, e->a, e->b, e->aux, e->ts, flags);
-}
-
-/* Depth (index + 1) of the innermost Python frame above depth from, 0 if none. */
-static uint32_t python_above(const struct tracer_thread *th, uint32_t from)
-{
-	for (uint32_t i = th->depth; i > from; i--) {
-		if (th->stack[i - 1].kind == PTG_REC_PY_ENTER)
-			return i;
-	}
-	return 0;
 }
 
 /*
@@ -159,7 +190,7 @@ static uint32_t python_above(const struct tracer_thread *th, uint32_t from)
 static int leave(struct pyframe *pf, struct tracer_thread *th, const struct ptg_event *e,
 		 uint16_t flags)
 {
-	uint32_t at = e->a ? tracer__find(th, PTG_REC_PY_ENTER, e->a) : 0;
+	uint32_t at = e->a ? find_frame(th, e->a) : 0;
 	uint32_t above = python_above(th, at);
 
 	if (e->a && !at) {
@@ -179,7 +210,7 @@ static int leave(struct pyframe *pf, struct tracer_thread *th, const struct ptg_
 /* An exception reached frame e->a: everything above it has exited. */
 static int unwind(struct pyframe *pf, struct tracer_thread *th, const struct ptg_event *e)
 {
-	uint32_t at = e->a ? tracer__find(th, PTG_REC_PY_ENTER, e->a) : 0;
+	uint32_t at = e->a ? find_frame(th, e->a) : 0;
 
 	if (e->a && !at)
 		return 0;
@@ -309,6 +340,8 @@ int pyframe__open(const struct py_interp *py, struct tracer *t, struct pyframe *
 	pf->skel->rodata->off = py->info->off;
 	pf->skel->rodata->runtime_addr = py->runtime_addr;
 	memcpy((void *)pf->skel->rodata->resume_ops, py->ops.resume, sizeof(py->ops.resume));
+	pf->skel->rodata->resume_where_mask = py->info->resume_where_mask;
+	pf->skel->rodata->resume_not_a_call = py->info->resume_not_a_call;
 	pf->multi = uprobe_multi_supported();
 	if (pf->multi) {
 		bpf_program__set_expected_attach_type(pf->skel->progs.py_probe,

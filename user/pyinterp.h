@@ -86,6 +86,13 @@ struct py_version_info {
 	uint32_t bytes_size;	 /* PyBytesObject.ob_size */
 	uint32_t bytes_data;	 /* PyBytesObject.ob_sval */
 	uint32_t object_type, type_name;
+	/*
+	 * RESUME's oparg: the bits that say where the frame resumes (0: a call
+	 * starts), and the value of that field that is no call at all (3.15's
+	 * RESUME_AT_GEN_EXPR_START, run by a generator expression's frame before
+	 * RETURN_GENERATOR hands it to the generator object), 0xff if none.
+	 */
+	uint8_t resume_where_mask, resume_not_a_call;
 	struct py_dict_layout dict;
 	struct py_debug_index debug;
 };

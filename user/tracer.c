@@ -183,6 +183,8 @@ int tracer__push(struct tracer *t, struct tracer_thread *th, const struct tracer
 		th->cap = cap;
 	}
 	th->stack[th->depth++] = *slot;
+	if (slot->kind == TRACER_SLOT_HIDDEN)
+		return 0;
 	if (slot->kind == PTG_REC_PY_ENTER && !(flags & PTG_F_ENTER_RESUME))
 		t->calls++;
 	return write_rec(t, th, slot->kind, flags, sym, ts, slot->ext, slot->aux0);
@@ -197,7 +199,8 @@ int tracer__pop_to(struct tracer *t, struct tracer_thread *th, uint32_t depth, u
 		const struct tracer_slot *s = &th->stack[--th->depth];
 		uint16_t kind = s->kind == PTG_REC_OP_ENTER ? PTG_REC_OP_EXIT : PTG_REC_PY_EXIT;
 
-		err = write_rec(t, th, kind, flags, 0, ts, 0, 0);
+		if (s->kind != TRACER_SLOT_HIDDEN)
+			err = write_rec(t, th, kind, flags, 0, ts, 0, 0);
 	}
 	return err;
 }

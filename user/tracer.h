@@ -20,6 +20,13 @@
 struct tracer;
 
 /* An open Python frame or op on a thread's stack. */
+/*
+ * A slot kind of the tracer's own: a frame kept on the stack for nesting
+ * only, with no record written when it is pushed or popped (a CPython frame
+ * that runs no code of its own, see user/pyframe.c).
+ */
+#define TRACER_SLOT_HIDDEN 0xffff
+
 struct tracer_slot {
 	uint64_t key;	      /* Python: frame address; op: stack pointer at entry */
 	uint64_t code;	      /* Python: code object; op: op symbol address */

@@ -11,6 +11,9 @@
 #include <internal/pycore_dict.h>
 #include <internal/pycore_frame.h>
 #include <internal/pycore_interp.h>
+#if PY_VERSION_HEX >= 0x030d0000
+#include <internal/pycore_opcode_utils.h>
+#endif
 #include <internal/pycore_runtime.h>
 #include <stddef.h>
 
@@ -77,6 +80,16 @@ static void check_objects(const struct py_version_info *vi)
 	CHECK(off.unicode_compact_data, sizeof(PyCompactUnicodeObject));
 	CHECK(object_type, offsetof(PyObject, ob_type));
 	CHECK(type_name, offsetof(PyTypeObject, tp_name));
+#ifdef RESUME_OPARG_LOCATION_MASK
+	CHECK(resume_where_mask, RESUME_OPARG_LOCATION_MASK);
+#else
+	CHECK(resume_where_mask, 3); /* 3.11, 3.12: 0 start, 1-3 after yield, yield from, await */
+#endif
+#ifdef RESUME_AT_GEN_EXPR_START
+	CHECK(resume_not_a_call, RESUME_AT_GEN_EXPR_START);
+#else
+	CHECK(resume_not_a_call, 0xff);
+#endif
 }
 
 static void check_dicts(const struct py_version_info *vi)
