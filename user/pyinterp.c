@@ -139,7 +139,8 @@ static bool handlers_reference(const struct table_ctx *c, const uint64_t table[2
 /*
  * Rates a candidate for the dispatch table. It has many distinct targets
  * (3.15's tracing table sends almost every opcode to one label, switch
- * tables have fewer cases), and the eval function's code or its handlers
+ * tables have fewer cases) and one repeated (the unknown-opcode label),
+ * and the eval function's code or its handlers
  * index it by its exact address. Handlers inside the eval function: the
  * classic layout; all of them in _PyEval_EvalFrameDefault.cold: Debian's
  * 3.14/3.15, where only the handlers' own DISPATCH may name the table.
@@ -156,7 +157,12 @@ static int is_dispatch_table(const uint64_t table[256], uint64_t table_addr, voi
 	}
 	int score = 0;
 
-	if (distinct < 64)
+	/*
+	 * Unused opcodes all go to one label: a GOT of -fno-plt calls (Debian's
+	 * 3.13) is as long, as referenced and as code-pointing, but has no
+	 * repeated entry.
+	 */
+	if (distinct < 64 || 256 - distinct < 8)
 		return 0;
 	if (references(c->code, c->lo, c->hi - c->lo, table_addr))
 		score = 2000 + distinct;
