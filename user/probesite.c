@@ -30,17 +30,15 @@ static bool transfers_control(const cs_insn *in)
 	       !strncmp(m, "loop", 4) || !strcmp(m, "syscall");
 }
 
-/* Does a direct branch of the function, or a table entry, land in (lo, hi]? */
-static bool lands_in(csh cs, const struct probesite_code *code, uint64_t lo, uint64_t hi)
+/* Does a direct branch in [bytes, bytes + size) land in (lo, hi]? */
+static bool branch_lands_in(csh cs, const uint8_t *bytes, uint64_t addr, size_t size, uint64_t lo,
+			    uint64_t hi)
 {
-	const uint8_t *p = code->bytes;
-	uint64_t addr = code->addr;
-	size_t left = code->size;
+	const uint8_t *p = bytes;
+	size_t left = size;
 	cs_insn *in = cs_malloc(cs);
 	bool found = false;
 
-	for (size_t i = 0; i < code->nentries && !found; i++)
-		found = code->entries[i] > lo && code->entries[i] <= hi;
 	while (!found && in && cs_disasm_iter(cs, &p, &left, &addr, in)) {
 		char *end;
 		uint64_t target;
@@ -50,11 +48,26 @@ static bool lands_in(csh cs, const struct probesite_code *code, uint64_t lo, uin
 		target = strtoull(in->op_str, &end, 16);
 		found = *end == '\0' && target > lo && target <= hi;
 	}
-	/* bytes capstone cannot decode hide branches: refuse to move the probe */
-	if (left)
+	/*
+	 * Bytes capstone cannot decode hide branches: refuse to move the probe.
+	 * Fewer than an instruction's 15 are the region's end cutting one.
+	 */
+	if (left >= 15)
 		found = true;
 	cs_free(in, 1);
 	return found;
+}
+
+/* Does a direct branch of the code, or a table entry, land in (lo, hi]? */
+static bool lands_in(csh cs, const struct probesite_code *code, uint64_t lo, uint64_t hi)
+{
+	for (size_t i = 0; i < code->nentries; i++) {
+		if (code->entries[i] > lo && code->entries[i] <= hi)
+			return true;
+	}
+	return branch_lands_in(cs, code->bytes, code->addr, code->size, lo, hi) ||
+	       (code->more_bytes &&
+		branch_lands_in(cs, code->more_bytes, code->more_addr, code->more_size, lo, hi));
 }
 
 uint64_t probesite_refine(const struct probesite_code *code, uint64_t start)

@@ -18,6 +18,10 @@ struct probesite_code {
 	const uint8_t *bytes; /* the function's machine code */
 	uint64_t addr;	      /* its link-time address */
 	size_t size;
+	/* more code whose branches may land in a handler (the hot part when handlers are .cold) */
+	const uint8_t *more_bytes;
+	uint64_t more_addr;
+	size_t more_size;
 	const uint64_t *entries; /* other addresses control reaches by table (dispatch table) */
 	size_t nentries;
 };

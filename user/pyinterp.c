@@ -180,7 +180,8 @@ static int is_dispatch_table(const uint64_t table[256], uint64_t table_addr, voi
  * function, or the span of the handlers when they sit outside it (.cold).
  */
 static void handler_code(const struct elf_file *ef, const struct elf_sym_info *eval,
-			 const uint64_t table[256], struct probesite_code *code)
+			 const uint8_t *evalbytes, const uint64_t table[256],
+			 struct probesite_code *code)
 {
 	uint64_t lo = eval->addr, hi = eval->addr + eval->size, dflt = table_default(table);
 	int inside = 0;
@@ -211,6 +212,12 @@ static void handler_code(const struct elf_file *ef, const struct elf_sym_info *e
 	code->size = hi - lo;
 	code->entries = table;
 	code->nentries = 256;
+	/* handlers apart from the eval function: its own jumps may land in them too */
+	if (lo != eval->addr && evalbytes) {
+		code->more_bytes = evalbytes;
+		code->more_addr = eval->addr;
+		code->more_size = eval->size;
+	}
 }
 
 static int find_handlers(const struct elf_file *ef, struct py_interp *py, char *err, size_t errlen)
@@ -241,13 +248,14 @@ static int find_handlers(const struct elf_file *ef, struct py_interp *py, char *
 		tctx.slow = true;
 		ret = elf_file__find_ptr_table(ef, is_dispatch_table, &tctx, table);
 	}
-	free(evalbytes);
-	if (ret)
+	if (ret) {
+		free(evalbytes);
 		return fail(err, errlen, -ENOENT,
 			    "%s: no opcode dispatch table found (built without computed gotos?)",
 			    py->path);
+	}
 	/* the handlers' code, to move probes onto instructions the kernel emulates */
-	handler_code(ef, &eval, table, &code);
+	handler_code(ef, &eval, tctx.code, table, &code);
 	ret = handler_offsets(ef, table, code.bytes ? &code : NULL, py->ops.resume,
 			      py->resume_offs, &py->nresume) ||
 	      handler_offsets(ef, table, code.bytes ? &code : NULL, py->ops.ret, py->return_offs,
@@ -255,6 +263,7 @@ static int find_handlers(const struct elf_file *ef, struct py_interp *py, char *
 	      handler_offsets(ef, table, code.bytes ? &code : NULL, py->ops.yield, py->yield_offs,
 			      &py->nyield);
 	free((void *)code.bytes);
+	free(evalbytes);
 	if (ret)
 		return fail(err, errlen, -ENOENT, "%s: opcode handlers not found in dispatch table",
 			    py->path);
