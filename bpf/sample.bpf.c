@@ -210,6 +210,7 @@ struct frame_walk {
 	struct window *win;
 	__u64 frame;
 	__u64 hash;
+	bool broken; /* a frame was unreadable: the outer ones are missing */
 };
 
 /*
@@ -260,8 +261,13 @@ static long frame_step(__u32 i, void *arg)
 	/* 3.14+: f_executable is a _PyStackRef, its low bits a tag */
 	code = win_u64(fw, frame, p->off.frame_code) & PTG_PY_REF_MASK;
 	if (!code) {
+		/*
+		 * Also a transient: 3.11 and 3.12 link a new _PyCFrame into
+		 * the thread state before they set its current_frame.
+		 */
 		stat_inc(PTG_SAMPLE_STAT_READ_ERR);
 		w->frame = 0;
+		w->broken = true;
 		return 1;
 	}
 	/* the instruction last started (3.11, 3.12) or executing (3.13+): the same line */
@@ -273,7 +279,7 @@ static long frame_step(__u32 i, void *arg)
 	f->code = code;
 	f->fingerprint = code_fingerprint(p, code, cw);
 	f->instr = instr > code && instr - code < PTG_SAMPLE_INSTR_NONE ? (__u32)(instr - code)
-									 : PTG_SAMPLE_INSTR_NONE;
+									: PTG_SAMPLE_INSTR_NONE;
 	if (entry)
 		f->instr |= PTG_SAMPLE_FRAME_ENTRY;
 	w->hash = mix(mix(mix(w->hash, code), f->fingerprint), f->instr);
@@ -300,7 +306,7 @@ static __u64 walk_frames(const struct ptg_sample_proc *p, __u32 tgid, __u64 fram
 	s->depth = 0;
 	/* shim frames take a step but no slot: one under each frame at most, and a base frame */
 	bpf_loop(2 * PTG_SAMPLE_MAX_DEPTH + 2, frame_step, &w, 0);
-	s->truncated = w.frame != 0;
+	s->truncated = w.frame != 0 || w.broken;
 	if (w.frame)
 		stat_inc(PTG_SAMPLE_STAT_TRUNCATED);
 	return s->depth ? w.hash | 1 : 0;

@@ -669,7 +669,7 @@ static int set_proc_index(struct sampler *s, struct sproc *sp, uint32_t *out)
 		}
 	}
 	if (array_grow((void **)&s->set_procs, &s->set_procs_cap, s->set.nprocs + 1,
-		 sizeof(*s->set_procs)))
+		       sizeof(*s->set_procs)))
 		return -ENOMEM;
 	s->set_procs[s->set.nprocs] = (struct sample_proc){(uint32_t)sp->pid, sp->comm, sp->interp};
 	*out = (uint32_t)s->set.nprocs++;

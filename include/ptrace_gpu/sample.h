@@ -25,7 +25,7 @@
 struct ptg_sample_proc {
 	__u64 runtime_addr; /* runtime address of _PyRuntime */
 	struct ptg_py_offsets off;
-	__u32 code_window;	   /* lowest of the code fields the fingerprint reads */
+	__u32 code_window; /* lowest of the code fields the fingerprint reads */
 };
 
 /*
@@ -58,7 +58,7 @@ struct ptg_sample_frame {
 /* Value of the py_stacks map (key: hash of the frames), innermost frame first. */
 struct ptg_sample_stack {
 	__u32 depth;
-	__u32 truncated; /* deeper than PTG_SAMPLE_MAX_DEPTH: the outermost frames are cut */
+	__u32 truncated; /* the outermost frames are missing: too deep, or one was unreadable */
 	struct ptg_sample_frame frames[PTG_SAMPLE_MAX_DEPTH];
 };
 
