@@ -451,4 +451,19 @@ int BPF_KRETPROBE(py_eval_ret, void *ret)
 	return emit(PTG_EV_PY_UNWIND, 2, frame, 0, 0, 0, frame);
 }
 
+/*
+ * A thread that ends leaves its tid, and its PyThreadState's memory, to
+ * others: a cached thread state would still pass the native id check on
+ * freed memory. Forget the thread.
+ */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(py_thread_exit, struct task_struct *task)
+{
+	__u32 tid = task->pid;
+
+	bpf_map_delete_elem(&threads, &tid);
+	bpf_map_delete_elem(&tid_state, &tid);
+	return 0;
+}
+
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -445,4 +445,18 @@ int BPF_PROG(sample_switch, bool preempt, struct task_struct *prev, struct task_
 	return 0;
 }
 
+/*
+ * A thread that ends leaves its tid, and its PyThreadState's memory, to
+ * others: a cached thread state would still pass the native id check on
+ * freed memory. Forget the thread.
+ */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sample_thread_exit, struct task_struct *task)
+{
+	__u32 tid = task->pid;
+
+	bpf_map_delete_elem(&threads, &tid);
+	return 0;
+}
+
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

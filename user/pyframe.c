@@ -436,6 +436,11 @@ int pyframe__attach(struct pyframe *pf)
 		if (!err)
 			err = attach_one(pf, pf->skel->progs.py_eval_ret, true, pf->py.eval_off, 0);
 	}
+	if (!err) {
+		pf->skel->links.py_thread_exit = bpf_program__attach(pf->skel->progs.py_thread_exit);
+		if (!pf->skel->links.py_thread_exit)
+			err = -errno;
+	}
 	if (err)
 		fprintf(stderr, "pyframe: cannot attach probes to %s: %s\n", pf->py.path,
 			strerror(-err));
@@ -452,6 +457,8 @@ void pyframe__detach(struct pyframe *pf)
 	for (int i = 0; i < pf->nlinks; i++)
 		bpf_link__destroy(pf->links[i]);
 	pf->nlinks = 0;
+	bpf_link__destroy(pf->skel->links.py_thread_exit);
+	pf->skel->links.py_thread_exit = NULL;
 }
 
 void pyframe__stats(const struct pyframe *pf, struct pyframe_stats *st)

@@ -416,6 +416,14 @@ static int attach(struct sampler *s)
 				strerror(-err));
 		return err;
 	}
+	/* with --off-cpu sample_bpf__attach() above attached it with the rest */
+	s->skel->links.sample_thread_exit = bpf_program__attach(s->skel->progs.sample_thread_exit);
+	if (!s->skel->links.sample_thread_exit) {
+		err = -errno;
+		fprintf(stderr, "ptrace-gpu: sample: cannot attach to sched_process_exit: %s\n",
+			strerror(-err));
+		return err;
+	}
 	s->ncpus = libbpf_num_possible_cpus();
 	if (s->ncpus <= 0)
 		return s->ncpus ? s->ncpus : -EINVAL;
