@@ -256,6 +256,10 @@ static int find_handlers(const struct elf_file *ef, struct py_interp *py, char *
 	}
 	/* the handlers' code, to move probes onto instructions the kernel emulates */
 	handler_code(ef, &eval, tctx.code, table, &code);
+	if (code.bytes && code.addr != eval.addr) {
+		py->handlers_lo = code.addr;
+		py->handlers_hi = code.addr + code.size;
+	}
 	ret = handler_offsets(ef, table, code.bytes ? &code : NULL, py->ops.resume,
 			      py->resume_offs, &py->nresume) ||
 	      handler_offsets(ef, table, code.bytes ? &code : NULL, py->ops.ret, py->return_offs,

@@ -116,6 +116,12 @@ struct py_interp {
 	char stdlib[PATH_MAX]; /* where its opcode numbers were read, as the target sees it */
 	char warning[256];     /* what will be missed in this process, or "" */
 	uint64_t runtime_addr;	/* runtime address of _PyRuntime */
+	/*
+	 * Link-time range of the opcode handlers when the compiler moved them out
+	 * of _PyEval_EvalFrameDefault (its .cold part, which stripped builds do
+	 * not name); 0, 0 when they are inside it.
+	 */
+	uint64_t handlers_lo, handlers_hi;
 	uint64_t eval_off;	/* file offsets, for uprobes */
 	uint64_t traceback_off;
 	uint64_t resume_offs[PY_MAX_HANDLERS];

@@ -368,6 +368,13 @@ static const char *basename_of(const char *path)
 	return b ? b + 1 : path;
 }
 
+/* Is r in the interpreter's opcode handlers, where they sit apart from the eval function? */
+static bool in_cold_handlers(const struct sproc *sp, const struct sym_result *r)
+{
+	return sp->py.handlers_hi && r->vaddr >= sp->py.handlers_lo &&
+	       r->vaddr < sp->py.handlers_hi && !strcmp(r->obj, sp->py.path);
+}
+
 /* ip: a return address except for the leaf; the call is the byte before it. */
 static uint32_t native_frame(struct sampler *s, struct sproc *sp, uint64_t ip, bool leaf,
 			     bool *eval)
@@ -384,9 +391,13 @@ static uint32_t native_frame(struct sampler *s, struct sproc *sp, uint64_t ip, b
 	fr.obj_start = r.obj_start;
 	fr.obj_limit = r.obj_limit;
 	fr.obj_offset = r.obj_offset;
-	if (r.name) {
+	if (r.name && !in_cold_handlers(sp, &r)) {
 		fn.name = tables_str(&s->t, r.name);
 		*eval = !strcmp(r.name, EVAL_FUNC);
+	} else if (in_cold_handlers(sp, &r)) {
+		/* the eval loop's handlers, moved out of the named function (Debian's 3.14+) */
+		fn.name = tables_str(&s->t, EVAL_FUNC ".cold");
+		*eval = true;
 	} else {
 		snprintf(buf, sizeof(buf), "[%s]", basename_of(r.obj));
 		fn.name = tables_str(&s->t, buf);
