@@ -498,8 +498,8 @@ static void check_jit(struct py_interp *py)
 		env[n] = '\0';
 		if (!strncmp(v, "PYTHON_JIT=", 11) && strcmp(v + 11, "0") && v[11])
 			snprintf(py->warning, sizeof(py->warning),
-				 "process %d runs with PYTHON_JIT=%s: calls inside JIT-compiled code "
-				 "bypass the eval loop and are not recorded",
+				 "process %d runs with PYTHON_JIT=%s: if its build has the JIT, calls "
+				 "inside JIT-compiled code bypass the eval loop and are not recorded",
 				 py->pid, v + 11);
 	}
 	free(env);
