@@ -100,11 +100,26 @@ int proc_comm(pid_t pid, pid_t tid, char *buf, size_t len)
 
 void proc_target_path(pid_t pid, const char *path, uint64_t inode, char *buf, size_t len)
 {
+	char link[64], root[PATH_MAX];
 	struct stat st;
+	ssize_t n;
 
 	/* a target in another mount namespace sees other files at the same path */
-	if (stat(path, &st) == 0 && st.st_ino == inode)
+	if (stat(path, &st) == 0 && st.st_ino == inode) {
 		snprintf(buf, len, "%s", path);
-	else
-		snprintf(buf, len, "/proc/%d/root%s", pid, path);
+		return;
+	}
+	/*
+	 * maps names files from our root: for a chrooted target whose file is
+	 * on a mount of its own namespace (a bind mount into the chroot) that is
+	 * <its root>/<path it sees>, which only its root resolves.
+	 */
+	snprintf(link, sizeof(link), "/proc/%d/root", pid);
+	n = readlink(link, root, sizeof(root) - 1);
+	if (n > 1) {
+		root[n] = '\0';
+		if (!strncmp(path, root, (size_t)n) && path[n] == '/')
+			path += n;
+	}
+	snprintf(buf, len, "/proc/%d/root%s", pid, path);
 }
