@@ -33,6 +33,7 @@ struct mod_call {
 	uint64_t frame;
 	uint64_t code;
 	uint64_t self;
+	bool method_self; /* self is the first local of the method frame above */
 	uint32_t path;	 /* index + 1 in modpath.paths, 0 until an op needs it */
 	uint64_t method; /* code of the frame above it when path was made */
 };
@@ -183,12 +184,12 @@ static int resync(struct modpath *mp, struct mod_thread *mt, const struct tracer
 		if (!k || !k->module_call)
 			continue;
 		if (proc_mem_read(mp->memfd, s->key + mp->vi->off.frame_code, &code, 8) ||
-		    code != s->code ||
+		    (code & PTG_PY_REF_MASK) != s->code ||
 		    proc_mem_read(mp->memfd, s->key + mp->vi->off.frame_localsplus, &self, 8)) {
 			mp->st.unreadable++;
 			continue;
 		}
-		err = push_call(mt, i, s->key, s->code, self);
+		err = push_call(mt, i, s->key, s->code, self & PTG_PY_REF_MASK);
 	}
 	return err;
 }
@@ -212,6 +213,18 @@ static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, 
 		truncate_at(mt, th->depth - 1);
 		if (e->kind == PTG_EV_PY_RESUME)
 			return 0;
+		/*
+		 * The method right above _call_impl (forward, a hook) runs on the
+		 * module too, and its first local is the module itself. Take it from
+		 * there: _call_impl of torch 2.x keeps self in a cell (a closure of
+		 * its slow path captures it), which is freed when the call returns,
+		 * often before we read it.
+		 */
+		if (mt->n && !mt->calls[mt->n - 1].method_self &&
+		    mt->calls[mt->n - 1].idx + 2 == th->depth && e->c) {
+			mt->calls[mt->n - 1].self = e->c;
+			mt->calls[mt->n - 1].method_self = true;
+		}
 		k = code_kind(mp, e->b, e->aux);
 		if (!k)
 			return -ENOMEM;
@@ -273,14 +286,56 @@ static int dict_entries_of(struct modpath *mp, uint64_t dict, struct dict_entrie
 	    (err = proc_mem_read(mp->memfd, dict + mp->vi->dict.dict_values, &values, 8)))
 		return err;
 	/* a split table keeps its values apart from the shared keys */
-	return read_entries(mp, keys, values, out);
+	return read_entries(mp, keys, values ? values + mp->vi->dict.values_items : 0, out);
 }
 
-/* The entries of obj's instance dict, wherever 3.11 keeps them. */
+/*
+ * An instance's managed dict, or (no dict object made yet) its values: the
+ * keys are the type's shared ones then. Where each version keeps them is in
+ * py_dict_layout.scheme.
+ */
+static int managed_entries(struct modpath *mp, uint64_t obj, uint64_t type, uint64_t flags,
+			   struct dict_entries *out)
+{
+	const struct py_dict_layout *d = &mp->vi->dict;
+	uint64_t word = 0, values = 0, keys = 0, basicsize = 0;
+	int err;
+
+	if ((err = proc_mem_read(mp->memfd, obj + d->managed_dict, &word, 8)))
+		return err;
+	switch (d->scheme) {
+	case PY_DICT_SPLIT_311:
+		if (word)
+			return dict_entries_of(mp, word, out);
+		err = proc_mem_read(mp->memfd, obj + d->managed_values, &values, 8);
+		break;
+	case PY_DICT_TAGGED_312:
+		/* PyDictOrValues: a values pointer, plus one, or the dict */
+		if (!(word & 1))
+			return word ? dict_entries_of(mp, word, out) : -ENOENT;
+		values = word - 1;
+		break;
+	case PY_DICT_INLINE_313:
+		if (word)
+			return dict_entries_of(mp, word, out);
+		if (!(flags & d->flag_inline_values))
+			return -ENOENT;
+		err = proc_mem_read(mp->memfd, type + d->type_basicsize, &basicsize, 8);
+		values = obj + basicsize;
+		break;
+	}
+	if (!err)
+		err = proc_mem_read(mp->memfd, type + d->heaptype_cached_keys, &keys, 8);
+	if (err)
+		return err;
+	return values && keys ? read_entries(mp, keys, values + d->values_items, out) : -ENOENT;
+}
+
+/* The entries of obj's instance dict, wherever its version keeps them. */
 static int instance_entries(struct modpath *mp, uint64_t obj, struct dict_entries *out)
 {
 	const struct py_dict_layout *d = &mp->vi->dict;
-	uint64_t type = 0, flags = 0, dict = 0, values = 0, keys = 0;
+	uint64_t type = 0, flags = 0, dict = 0;
 	int64_t dictoffset = 0;
 	int err;
 
@@ -288,15 +343,7 @@ static int instance_entries(struct modpath *mp, uint64_t obj, struct dict_entrie
 	    (err = proc_mem_read(mp->memfd, type + d->type_flags, &flags, 8)))
 		return err;
 	if (d->flag_managed_dict && (flags & d->flag_managed_dict)) {
-		if ((err = proc_mem_read(mp->memfd, obj + d->managed_dict, &dict, 8)))
-			return err;
-		/* no dict object yet: the values sit in the object, the keys in the type */
-		if (!dict) {
-			if ((err = proc_mem_read(mp->memfd, obj + d->managed_values, &values, 8)) ||
-			    (err = proc_mem_read(mp->memfd, type + d->heaptype_cached_keys, &keys, 8)))
-				return err;
-			return values && keys ? read_entries(mp, keys, values, out) : -ENOENT;
-		}
+		return managed_entries(mp, obj, type, flags, out);
 	} else {
 		if ((err = proc_mem_read(mp->memfd, type + d->type_dictoffset, &dictoffset, 8)))
 			return err;
