@@ -65,8 +65,11 @@ for s in "${suites[@]}"; do
 	fi
 	if mmdebstrap --quiet --variant=apt --include="${pkgs[$s]// /,}" "${opts[@]}" \
 		"$s" "$root.tmp" "$mirror" >"$dir/$s.log" 2>&1; then
+		# the interpreters it has (a missing one is no error: each suite has some)
 		chroot "$root.tmp" sh -c 'for p in python3 python3.13 python3.14 python3.15; do
-			command -v $p >/dev/null && $p -c "import sys; print(sys.executable, sys.version.split()[0])"
+			if command -v $p >/dev/null; then
+				$p -c "import sys; print(sys.executable, sys.version.split()[0])"
+			fi
 		done' >"$root.tmp/.ptg-ready"
 		mv "$root.tmp" "$root"
 		cat "$root/.ptg-ready" | sed "s/^/make-chroots: $s: /"
