@@ -16,6 +16,8 @@ packages=(
 	util-linux
 	# tests: an independent pprof decoder (protoc + pprof's profile.proto) for sample
 	protobuf-compiler golang-github-google-pprof-dev
+	# tests: Debian chroots with CPython 3.13-3.15 and PyTorch 2.x (tools/make-chroots.sh)
+	mmdebstrap
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -3,23 +3,169 @@
 Traces are read through `ptrace-gpu dump`, the same reader every report uses.
 """
 import collections
+import functools
+import glob
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
+import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("PTG_SOURCE_DIR", os.path.dirname(os.path.dirname(HERE)))
-PTG = os.environ.get("PTRACE_GPU", os.path.join(SRC, "build", "ptrace-gpu"))
+BUILD = os.environ.get("PTG_BUILD_DIR", os.path.join(SRC, "build"))
+PTG = os.environ.get("PTRACE_GPU", os.path.join(BUILD, "ptrace-gpu"))
 WORKLOADS = os.path.join(SRC, "tests", "workloads")
+CHROOTS = os.environ.get("PTG_CHROOT_DIR", "/var/cache/ptrace-gpu/chroots")
+PYENV = os.environ.get("PYENV_ROOT", "/root/.pyenv")
 
-# The two interpreters of this kind of machine: Debian's static, non-PIE,
-# stripped executable, and pyenv's PIE libpython with a full symbol table.
+# name -> (where, executable there): "host", "pyenv" (the newest installed
+# X.Y.* under $PYENV_ROOT) or a chroot of tools/make-chroots.sh. Debian's is
+# static, non-PIE and stripped; pyenv's are PIE libpythons with full symbol
+# tables; the chroots hold Debian's newer builds (trixie and forky with torch).
 INTERPRETERS = {
-    "debian": "/usr/bin/python3.11",
-    "pyenv": "/root/.pyenv/versions/3.11.7/bin/python3.11",
+    "debian-3.11": ("host", "/usr/bin/python3.11"),
+    "pyenv-3.11": ("pyenv", "python3.11"),
+    "pyenv-3.12": ("pyenv", "python3.12"),
+    "pyenv-3.13": ("pyenv", "python3.13"),
+    "trixie-3.13": ("trixie", "/usr/bin/python3.13"),
+    "forky-3.14": ("forky", "/usr/bin/python3.14"),
+    "sid-3.14": ("sid", "/usr/bin/python3.14"),
+    "sid-3.15": ("sid", "/usr/bin/python3.15"),
 }
+# Interpreter-independent tests (ptg.once) run under this one.
+ONCE = "debian-3.11"
+
+# Runs argv[N+3:] in chroot $1 with the N host dirs $3.. bound at the same
+# paths in it (so that a path means the same to the tests, the tracer and the
+# target), in the mount namespace of `unshare --mount`: every mount is private
+# to it and goes when the interpreter exits; only the empty mount points stay
+# in the chroot. Only exec()s from unshare to the interpreter, no fork: the
+# pid Popen returns is Python's.
+_IN_CHROOT = """r=$1 n=$2
+shift 2
+mount -t proc proc "$r/proc" && mount -t sysfs -o ro sysfs "$r/sys" || exit 125
+while [ "$n" -gt 0 ]; do
+	mkdir -p "$r$1" && mount --bind "$1" "$r$1" || exit 125
+	shift
+	n=$((n - 1))
+done
+exec chroot "$r" "$@"
+"""
+
+
+def pyenv_exe(version, exe=None):
+    """$PYENV_ROOT/versions/<newest version.*>/bin/<exe or pythonX.Y>, or None."""
+    found = []
+    for d in glob.glob(os.path.join(PYENV, "versions", version + ".*")):
+        micro = os.path.basename(d)[len(version) + 1:]
+        path = os.path.join(d, "bin", exe or "python" + version)
+        if micro.isdigit() and os.access(path, os.X_OK):
+            found.append((int(micro), path))
+    return max(found)[1] if found else None
+
+
+class Python:
+    """One interpreter of INTERPRETERS, on the host or in a chroot.
+
+    name ("pyenv-3.12"), version ((3, 12)), exe (its path as it sees it), root
+    (its chroot, None on the host), missing (why it cannot run here, or None).
+    str() is the name.
+    """
+
+    def __init__(self, name):
+        if name not in INTERPRETERS:
+            raise KeyError(f"unknown interpreter {name} (known: {' '.join(INTERPRETERS)})")
+        where, exe = INTERPRETERS[name]
+        self.name = name
+        self.version = tuple(int(x) for x in name.rpartition("-")[2].split("."))
+        self.root, self.missing = None, None
+        if where == "pyenv":
+            ver = name.rpartition("-")[2]
+            self.exe = pyenv_exe(ver, exe)
+            if not self.exe:
+                self.exe = os.path.join(PYENV, "versions", ver + ".*", "bin", exe)
+                self.missing = f"no pyenv version {ver}.* ({self.exe})"
+        elif where == "host":
+            self.exe = exe
+            if not os.access(exe, os.X_OK):
+                self.missing = f"{exe} not installed (tools/install-deps.sh)"
+        else:
+            self.exe, self.root = exe, os.path.join(CHROOTS, where)
+            if not os.path.exists(os.path.join(self.root, ".ptg-ready")):
+                self.missing = f"chroot {self.root} not built (tools/make-chroots.sh)"
+            elif not os.access(self.root + exe, os.X_OK):
+                self.missing = f"no {exe} in chroot {self.root}"
+
+    def __str__(self):
+        return self.name
+
+    def __repr__(self):
+        return f"ptg.Python({self.name!r})"
+
+    @staticmethod
+    def shared():
+        """The host dirs a chroot sees, at the same paths: the sources and the build."""
+        dirs = [os.path.abspath(SRC)]
+        build = os.path.abspath(BUILD)
+        if os.path.commonpath([dirs[0], build]) != dirs[0]:
+            dirs.append(build)
+        return dirs
+
+    def argv(self, *args):
+        """The command that runs this interpreter with args (paths in them: see path())."""
+        if self.root is None:
+            return [self.exe, *args]
+        dirs = self.shared()
+        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", _IN_CHROOT, "sh",
+                self.root, str(len(dirs)), *dirs, self.exe, *args]
+
+    def shell(self):
+        """argv() as words for a shell script: f"exec {py.shell()} \"$@\"\n"."""
+        return shlex.join(self.argv())
+
+    def path(self, host_path):
+        """A file of the host as this interpreter sees it: the same path, but
+        in a chroot only those under shared() are there (ValueError)."""
+        if self.root is not None:
+            p = os.path.abspath(host_path)
+            if not any(os.path.commonpath([d, p]) == d for d in self.shared()):
+                raise ValueError(f"{host_path} is not visible in {self.name}'s chroot")
+        return host_path
+
+    def on_host(self, path):
+        """A file this interpreter sees (outside shared()), as the host sees it."""
+        return path if self.root is None else self.root + os.path.abspath(path)
+
+    @functools.cached_property
+    def has_torch(self):
+        res = subprocess.run(self.argv("-c", "import torch"), capture_output=True)
+        return res.returncode == 0
+
+
+def selected(need_torch=False):
+    """The interpreters to test: the one $PTG_PYTHON names, or every one here.
+
+    One that is named and cannot run here (or lacks torch when needed) skips
+    the whole test file: one line with the reason, exit status 77.
+    """
+    name = os.environ.get("PTG_PYTHON")
+    if not name:
+        found = [p for p in map(Python, INTERPRETERS) if not p.missing]
+        return [p for p in found if p.has_torch or not need_torch]
+    try:
+        py = Python(name)
+    except KeyError as e:
+        print(f"PTG_PYTHON: {e.args[0]}", file=sys.stderr)
+        sys.exit(2)
+    reason = py.missing or (need_torch and not py.has_torch and f"no PyTorch in {py.exe}")
+    if reason:
+        print(f"skip: {name}: {reason}", flush=True)
+        sys.exit(77)
+    return [py]
+
 
 ENTER_RESUME = 0x1
 ENTER_PREEXISTING = 0x2
@@ -28,19 +174,12 @@ EXIT_UNWIND = 0x2
 EXIT_STOP = 0x4
 
 
-def interpreters():
-    found = {k: v for k, v in INTERPRETERS.items() if os.path.exists(v)}
-    if not found:
-        raise RuntimeError("no CPython 3.11 interpreter found")
-    return found
-
-
 class Workload:
     """A workload started with --wait: it says ready and blocks until go()."""
 
     def __init__(self, python, script, *args):
         self.proc = subprocess.Popen(
-            [python, os.path.join(WORKLOADS, script), "--wait", *args],
+            python.argv(python.path(os.path.join(WORKLOADS, script)), "--wait", *args),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         if not line.startswith("ready"):
@@ -169,13 +308,28 @@ class Trace:
         return c
 
 
-def per_interpreter(cls):
-    """Turns each check_NAME(self, python) of cls into test_NAME_<interpreter>."""
-    for attr in [a for a in vars(cls) if a.startswith("check_")]:
-        for name, python in interpreters().items():
-            def test(self, check=getattr(cls, attr), python=python):
-                check(self, python)
-            setattr(cls, f"test_{attr[6:]}_{name}", test)
+def per_interpreter(cls=None, need_torch=False):
+    """Turns each check_NAME(self, python) of cls into test_NAME_<interpreter>,
+    python a Python, for the interpreters of selected(). Also
+    @per_interpreter(need_torch=True): only those that import torch."""
+    def wrap(cls):
+        pythons = selected(need_torch)
+        for attr in [a for a in vars(cls) if a.startswith("check_")]:
+            for python in pythons:
+                def test(self, check=getattr(cls, attr), python=python):
+                    check(self, python)
+                suffix = re.sub(r"[^0-9a-zA-Z]", "_", python.name)
+                setattr(cls, f"test_{attr[6:]}_{suffix}", test)
+        return cls
+    return wrap if cls is None else wrap(cls)
+
+
+def once(cls):
+    """For the interpreter-independent tests of a per-interpreter file: they
+    run when it runs for ONE or for all, not again for each other one."""
+    name = os.environ.get("PTG_PYTHON")
+    if name and name != ONCE:
+        return unittest.skip(f"runs under PTG_PYTHON={ONCE} only")(cls)
     return cls
 
 
@@ -189,7 +343,6 @@ def wait_until(pred, timeout=30.0):
 
 
 def main(testcase_module="__main__"):
-    import unittest
     if os.geteuid() != 0:
         print("integration tests need root", file=sys.stderr)
         sys.exit(1)

@@ -11,9 +11,11 @@ a blocking synchronization attributed to that call.
 import collections
 import glob
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 
 import ptg
@@ -21,8 +23,7 @@ import ptg
 sys.path.insert(0, ptg.WORKLOADS)
 import cuda_driver as plan  # noqa: E402
 
-BUILD = os.environ.get("PTG_BUILD_DIR", os.path.join(ptg.SRC, "build"))
-LIBDIR = os.path.join(BUILD, "tests", "helpers")
+LIBDIR = os.path.join(ptg.BUILD, "tests", "helpers")
 SCRIPT = os.path.join(ptg.WORKLOADS, "cuda_driver.py")
 CUDA_LIB = "/usr/local/cuda/lib64"
 US = 1000
@@ -76,15 +77,31 @@ def python_stacks(trace):
     return out
 
 
-def wait_for_probes(rec, libs=2):
-    """Reads record's stderr until it says it probed the libraries."""
+def kill_group(proc):
+    """Kills proc's process group: record and, under -- CMD, the command that
+    shares its stderr (started with start_new_session=True)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def wait_for_probes(rec, libs=2, timeout=60):
+    """Reads record's stderr until it says it probed the libraries; kills
+    record if it has not within timeout seconds (instead of hanging)."""
     seen = 0
-    while seen < libs:
-        line = rec.proc.stderr.readline()
-        if not line:
-            raise AssertionError("record ended before probing: " + rec.stderr)
-        rec.lines.append(line)
-        seen += "cuda: probing" in line
+    timer = threading.Timer(timeout, kill_group, (rec.proc,))
+    timer.start()
+    try:
+        while seen < libs:
+            line = rec.proc.stderr.readline()
+            if not line:
+                raise AssertionError(f"record ended (or was killed after {timeout} s) "
+                                     "before probing: " + rec.stderr)
+            rec.lines.append(line)
+            seen += "cuda: probing" in line
+    finally:
+        timer.cancel()
 
 
 def go(stdin):
@@ -109,9 +126,9 @@ class CudaHost(unittest.TestCase):
         go(stdin)
 
     def record_attached(self, python):
-        w = ptg.Workload(python, "cuda_driver.py", LIBDIR)
+        w = ptg.Workload(python, "cuda_driver.py", python.path(LIBDIR))
         try:
-            rec = ptg.Recorder(["-p", str(w.pid)], self.out)
+            rec = ptg.Recorder(["-p", str(w.pid)], self.out, start_new_session=True)
             with open(f"/proc/{w.pid}/maps") as f:
                 self.assertNotIn("libcuda.so.1", f.read())
             self.release_after_load(rec, w.proc.stdin, w.proc.stdout)
@@ -122,8 +139,9 @@ class CudaHost(unittest.TestCase):
         return w.pid, Trace(self.out)
 
     def record_command(self, python):
-        rec = ptg.Recorder(["--", python, SCRIPT, "--wait", LIBDIR], self.out,
-                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        argv = python.argv(python.path(SCRIPT), "--wait", python.path(LIBDIR))
+        rec = ptg.Recorder(["--", *argv], self.out, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           start_new_session=True)
         try:
             self.assertTrue(rec.proc.stdout.readline().startswith("ready"))
             self.release_after_load(rec, rec.proc.stdin, rec.proc.stdout)
@@ -251,9 +269,11 @@ class CudaHost(unittest.TestCase):
         stub = os.path.join(CUDA_LIB, "stubs", "libcuda.so")
         if not rt or not os.path.exists(stub) or os.path.exists("/dev/nvidiactl"):
             self.skipTest("needs CUDA's libcudart and stub libcuda, and no NVIDIA driver")
+        if python.root:
+            self.skipTest(f"CUDA's libraries are on the host, not in {python.root}")
         script = os.path.join(ptg.WORKLOADS, "cuda_real.py")
-        rec = ptg.Recorder(["--", python, script, "--wait", rt[-1], stub], self.out,
-                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        rec = ptg.Recorder(["--", *python.argv(script, "--wait", rt[-1], stub)], self.out,
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
         try:
             self.assertTrue(rec.proc.stdout.readline().startswith("ready"))
             self.release_after_load(rec, rec.proc.stdin, rec.proc.stdout)
@@ -277,7 +297,8 @@ class CudaHost(unittest.TestCase):
                           not r.name.startswith("cuda")}, {34}, "CUDA_ERROR_STUB_LIBRARY")
 
     def check_no_cuda(self, python):
-        res = ptg.run(["record", "--no-cuda", "-o", self.out, "--", python, SCRIPT, LIBDIR])
+        res = ptg.run(["record", "--no-cuda", "-o", self.out, "--",
+                       *python.argv(python.path(SCRIPT), python.path(LIBDIR))])
         self.assertEqual(res.returncode, 0, res.stderr)
         self.assertNotIn("cuda: probing", res.stderr)
         trace = Trace(self.out)

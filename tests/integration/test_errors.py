@@ -68,10 +68,10 @@ class Errors(unittest.TestCase):
     def test_unsupported_version(self):
         fake = os.path.join(self.tmp.name, "python3.11")
         shutil.copy("/usr/bin/python3.11", fake)
-        patch_py_version(fake, 0x030C01F0)
+        patch_py_version(fake, 0x030A0DF0)  # below the supported range
         p = self.python_sleeper(fake)
         line = self.assert_one_line_error(["record", "-o", self.out, "-p", str(p.pid)],
-                                          "unsupported Python version 3.12.1")
+                                          "unsupported Python version 3.10.13")
         self.assertIn("supported: 3.11", line)
 
     def test_kernel_without_btf(self):

@@ -15,7 +15,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ptg  # noqa: E402
 
-BUILD = os.environ.get("PTG_BUILD_DIR", os.path.join(ptg.SRC, "build"))
+BUILD = ptg.BUILD
 MARKER_LIB = os.path.join(BUILD, "tests", "libinject_marker.so")
 SLOW_LIB = os.path.join(BUILD, "tests", "libinject_slow.so")
 
@@ -96,20 +96,21 @@ def read_trace(path):
     return t
 
 
-def files(pid):
-    return {k: f"/tmp/ptg-inject-{k}.{pid}" for k in ("marker", "call", "slow")}
+def files(python, pid):
+    """What the injected libraries write in the target's /tmp, as the host sees it."""
+    return {k: python.on_host(f"/tmp/ptg-inject-{k}.{pid}") for k in ("marker", "call", "slow")}
 
 
 class Target:
     def __init__(self, python, script, *args, stdin=subprocess.DEVNULL):
-        self.proc = subprocess.Popen([python, "-c", script, *map(str, args)], stdin=stdin,
+        self.proc = subprocess.Popen(python.argv("-c", script, *map(str, args)), stdin=stdin,
                                      stdout=subprocess.PIPE, text=True)
         self.pid = self.proc.pid
         line = self.proc.stdout.readline()
         if line != "ready\n":
             self.proc.kill()
             raise RuntimeError(f"target did not start: {line!r}")
-        self.files = files(self.pid)
+        self.files = files(python, self.pid)
 
     def lines(self, timeout=60):
         # not communicate(): it would skip what readline() has buffered already
@@ -163,7 +164,8 @@ class TestInject(unittest.TestCase):
     def check_counter(self, python):
         t = self.target(python, COUNTER, 200)
         first = [t.proc.stdout.readline() for _ in range(5)]
-        res = inject(t.pid, MARKER_LIB, "--call", "inject_marker_call", "--arg", "hello")
+        res = inject(t.pid, python.path(MARKER_LIB), "--call", "inject_marker_call",
+                     "--arg", "hello")
         self.assertEqual(res.returncode, 0, res.stderr)
         self.assertIn("inject_marker_call returned 42", res.stdout)
         lines = [x.strip() for x in first] + t.lines()
@@ -177,10 +179,11 @@ class TestInject(unittest.TestCase):
         """A second load finds the library loaded: no second constructor run, process fine."""
         t = self.target(python, COUNTER, 100)
         t.proc.stdout.readline()
-        self.assertEqual(inject(t.pid, MARKER_LIB).returncode, 0)
+        self.assertEqual(inject(t.pid, python.path(MARKER_LIB)).returncode, 0)
         self.assert_marker(t)
         os.unlink(t.files["marker"])
-        res = inject(t.pid, MARKER_LIB, "--call", "inject_marker_call", "--arg", "again")
+        res = inject(t.pid, python.path(MARKER_LIB), "--call", "inject_marker_call",
+                     "--arg", "again")
         self.assertEqual(res.returncode, 0, res.stderr)
         self.assertFalse(os.path.exists(t.files["marker"]))
         self.assertEqual(t.lines()[-1], "99")
@@ -191,7 +194,7 @@ class TestInject(unittest.TestCase):
     def check_threads(self, python):
         t = self.target(python, THREADS)
         t.proc.stdout.readline()
-        res = inject(t.pid, MARKER_LIB)
+        res = inject(t.pid, python.path(MARKER_LIB))
         self.assertEqual(res.returncode, 0, res.stderr)
         lines = t.lines()
         self.assertEqual(lines[-1], "True")
@@ -204,7 +207,7 @@ class TestInject(unittest.TestCase):
         t = self.target(python, BLOCKED_READ, stdin=subprocess.PIPE)
         self.assertTrue(ptg.wait_until(lambda: syscall_nr(t.pid) == 0, 10),
                         "target never blocked in read()")
-        res = inject(t.pid, MARKER_LIB)
+        res = inject(t.pid, python.path(MARKER_LIB))
         self.assertEqual(res.returncode, 0, res.stderr)
         self.assertTrue(ptg.wait_until(lambda: syscall_nr(t.pid) == 0, 10), "not back in read()")
         t.proc.stdin.write("ping\n")
@@ -219,7 +222,7 @@ class TestInject(unittest.TestCase):
         self.assertTrue(ptg.wait_until(lambda: syscall_nr(t.pid) == 230, 10),
                         "target never blocked in clock_nanosleep()")
         time.sleep(0.3)
-        res = inject(t.pid, MARKER_LIB)
+        res = inject(t.pid, python.path(MARKER_LIB))
         self.assertEqual(res.returncode, 0, res.stderr)
         self.assertEqual(t.lines(), ["slept 1.5"])
         self.assertEqual(t.proc.returncode, 0)
@@ -231,7 +234,8 @@ class TestInject(unittest.TestCase):
         res = inject(t.pid, "/nonexistent/libnothere.so")
         self.assertEqual(res.returncode, 1)
         self.assertIn("No such file", res.stderr)
-        junk = f"/tmp/ptg-inject-junk.{os.getpid()}.so"
+        # where both the command and the target see it
+        junk = python.path(os.path.join(BUILD, "tests", f"ptg-inject-junk.{os.getpid()}.so"))
         with open(junk, "w") as f:
             f.write("not an ELF file\n")
         try:
@@ -240,7 +244,7 @@ class TestInject(unittest.TestCase):
             os.unlink(junk)
         self.assertEqual(res.returncode, 1)
         self.assertIn(f"dlopen in pid {t.pid} failed: {junk}", res.stderr)
-        res = inject(t.pid, MARKER_LIB, "--call", "no_such_function")
+        res = inject(t.pid, python.path(MARKER_LIB), "--call", "no_such_function")
         self.assertEqual(res.returncode, 1)
         self.assertIn("has no function no_such_function", res.stderr)
         self.assertEqual(t.lines()[-1], "99")
@@ -258,7 +262,7 @@ class TestInject(unittest.TestCase):
         th = threading.Thread(target=killer)
         th.start()
         start = time.time()
-        res = inject(t.pid, SLOW_LIB)
+        res = inject(t.pid, python.path(SLOW_LIB))
         th.join()
         self.assertLess(time.time() - start, 10)
         self.assertEqual(res.returncode, 1)
@@ -271,7 +275,7 @@ class TestInject(unittest.TestCase):
         t = self.target(python, EXITS)
         self.assertTrue(ptg.wait_until(lambda: syscall_nr(t.pid) == 230, 10),
                         "target never blocked in clock_nanosleep()")
-        res = inject(t.pid, SLOW_LIB)
+        res = inject(t.pid, python.path(SLOW_LIB))
         self.assertEqual(res.returncode, 1)
         self.assertIn(f"pid {t.pid} exited during injection", res.stderr)
         t.proc.wait(timeout=10)
@@ -354,6 +358,7 @@ driver_launches(int(sys.argv[3]))
 """
 
 
+@ptg.once
 class TestAgent(unittest.TestCase):
     """The CUPTI agent's real code against a stand-in libcupti: no GPU needed."""
 
@@ -372,7 +377,9 @@ class TestAgent(unittest.TestCase):
         cls.script = os.path.join(cls.libdir, "gpu_target.py")
         with open(cls.script, "w") as f:
             f.write(GPU_TARGET)
-        cls.python = ptg.interpreters()["debian" if "debian" in ptg.interpreters() else "pyenv"]
+        # the host's 3.11: the stand-in libraries and scripts are in the host's /tmp
+        cls.python = next(p for p in map(ptg.Python, ("debian-3.11", "pyenv-3.11"))
+                          if not p.missing)
 
     @classmethod
     def tearDownClass(cls):
@@ -396,7 +403,7 @@ class TestAgent(unittest.TestCase):
             os.unlink(self.out)
 
     def argv(self, mode, n, wait_s):
-        return [self.python, self.script, mode, str(n), str(wait_s), self.stub]
+        return self.python.argv(self.script, mode, str(n), str(wait_s), self.stub)
 
     def start_target(self, *args, env=None):
         p = subprocess.Popen(self.argv(*args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -451,10 +458,10 @@ class TestAgent(unittest.TestCase):
         with open(script, "w") as f:
             f.write(JOIN_TARGET)
         helpers = os.path.join(BUILD, "tests", "helpers")
-        rec = subprocess.Popen([ptg.PTG, "record", "-o", self.out, "--", self.python, script,
-                                helpers, "12", "7"], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=self.env)
+        rec = subprocess.Popen([ptg.PTG, "record", "-o", self.out, "--",
+                                *self.python.argv(script, helpers, "12", "7")],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=self.env)
         self.procs.append(rec)
         err, probed = [], 0
         while probed < 2:
@@ -583,6 +590,7 @@ class TestAgent(unittest.TestCase):
         self.assertEqual(t.proc.returncode, 0)
 
 
+@ptg.once
 class TestInjectErrors(unittest.TestCase):
     def test_no_process(self):
         pid = 4194303  # above any pid_max default in use here

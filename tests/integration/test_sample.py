@@ -1,9 +1,14 @@
-"""ptrace-gpu sample against real Python processes of both interpreters.
+"""ptrace-gpu sample against real Python processes.
 
 Profiles are decoded with protoc and Debian's copy of pprof's profile.proto,
 a decoder this project did not write. Shares are checked against workloads
 whose functions split their CPU time by construction (sample_split.py: hot
 75%, cold 25%), with tolerances wide enough never to flake.
+
+SampleStacks runs for each interpreter of ptg.selected() (PTG_PYTHON: one):
+every sampled stack must be one the workload can have, frame by frame, with
+the line each frame was executing. SampleTest (options, outputs, errors)
+runs once, with both kinds of 3.11 executable.
 """
 import codecs
 import collections
@@ -23,8 +28,9 @@ import ptg  # noqa: E402
 
 SPLIT = os.path.join(ptg.WORKLOADS, "sample_split.py")
 SLEEP = os.path.join(ptg.WORKLOADS, "sample_sleep.py")
-DEBIAN = ptg.INTERPRETERS["debian"]
-PYENV = ptg.INTERPRETERS["pyenv"]
+# Sampling of several processes at once, of both kinds of 3.11 executable.
+DEBIAN = ptg.Python("debian-3.11").exe
+PYENV = ptg.Python("pyenv-3.11").exe
 
 
 def proto_dir():
@@ -82,11 +88,14 @@ class Profile:
                                        f["start_line"][0] if f["start_line"] else 0)
                           for f in p["function"]}
         self.locations = {}
+        self.native = set()  # functions of native frames: their locations have an address
         for loc in p["location"]:
             line = loc["line"][0] if loc["line"] else None
             self.locations[loc["id"][0]] = (
                 self.functions[line["function_id"][0]] if line else ("", "", 0),
                 line["line"][0] if line and line["line"] else 0)
+            if loc["address"]:
+                self.native.add(self.locations[loc["id"][0]][0])
         self.mappings = p["mapping"]
         self.samples = []
         for smp in p["sample"]:
@@ -163,7 +172,12 @@ class Sampler:
 
 
 def start(python, script, *args):
-    proc = subprocess.Popen([python, script, *args], stdout=subprocess.PIPE, text=True)
+    """python: an executable's path, or a ptg.Python (script as it sees it; "-c" for code)."""
+    if isinstance(python, ptg.Python):
+        argv = python.argv(script if script == "-c" else python.path(script), *args)
+    else:
+        argv = [python, script, *args]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     if not proc.stdout.readline().startswith("ready"):
         proc.kill()
         raise AssertionError(f"{script} did not start")
@@ -179,6 +193,222 @@ def stop(*procs):
             p.stdout.close()
 
 
+LOST = ("[no Python stack]", "[truncated]")
+
+
+def reported_lost(stderr):
+    """Samples the sampler's summary says lost their Python stack, or part of it."""
+    return sum(int(m) for m in re.findall(
+        r"(\d+) samples had (?:an unreadable frame|no Python thread state)", stderr))
+
+
+def line_of(text, marker):
+    """The line of text that holds marker (once)."""
+    found = [i for i, line in enumerate(text.splitlines(), 1) if marker in line]
+    if len(found) != 1:
+        raise AssertionError(f"{marker!r} is on lines {found}")
+    return found[0]
+
+
+# Python functions called from C: sorted() calls key(), sum() resumes gen().
+# On 3.11 the frames they start are marked is_entry; from 3.12 on a C-stack
+# shim frame sits under each, which the sampler must step over.
+CENTRY = """import time
+def key(x):
+    s = 0
+    for i in range(300):
+        s += i ^ x
+    return s  # key ends
+def gen(n):
+    for i in range(n):  # gen loops
+        yield key(i)  # gen yields
+def by_sort():
+    return sorted(range(20), key=key)  # by_sort calls
+def by_gen():
+    return sum(gen(20))  # by_gen calls
+def main(deadline):
+    while time.monotonic() < deadline:  # main loops
+        by_sort()  # main calls by_sort
+        by_gen()  # main calls by_gen
+print("ready", flush=True)
+main(time.monotonic() + 600)  # module calls
+"""
+
+
+class StackRules:
+    """The stacks a workload can have: the functions each function calls,
+    on which lines, and the lines it runs as the innermost frame."""
+
+    def __init__(self, path, text, roots):
+        """roots: the frames of other files above the workload's (as "file:name") -> the
+        workload's outermost function under them."""
+        self.path, self.text, self.roots = path, text, roots
+        self.calls, self.leaf, self.firstline = {}, {}, {}
+
+    def func(self, name, leaf_lines=(), **calls):
+        """calls: callee=line or callee=(lines...)."""
+        first = 1 if name == "<module>" else line_of(self.text, f"def {name}(")
+        self.firstline[name] = first
+        self.calls[name] = {k: {v} if isinstance(v, int) else set(v) for k, v in calls.items()}
+        # innermost, a frame is at a line of its own code; at a call line (the
+        # call not started yet, a C function running, or C code between two
+        # calls back into Python); or at its def line (no instruction run yet)
+        self.leaf[name] = set(leaf_lines).union({first}, *self.calls[name].values())
+
+    def check(self, test, frames, what):
+        """frames: outermost first, ((name, file, start line), line)."""
+        ours = [i for i, ((_, file, _), _) in enumerate(frames) if file == self.path]
+        test.assertTrue(ours, f"{what}: no frame of {self.path}: {frames}")
+        first = ours[0]
+        # the workload's frames are one run, under one of the roots
+        test.assertEqual(ours, list(range(first, len(frames))), f"{what}: {frames}")
+        root = tuple(os.path.basename(f[0][1]) + ":" + f[0][0] for f in frames[:first])
+        test.assertIn(root, self.roots, f"{what}: {frames}")
+        mine = frames[first:]
+        test.assertEqual(mine[0][0][0], self.roots[root], f"{what}: {frames}")
+        for i, ((name, _, start), line) in enumerate(mine):
+            test.assertIn(name, self.calls, f"{what}: {frames}")
+            test.assertEqual(start, self.firstline[name], f"{what}: {name}'s first line")
+            if i + 1 == len(mine):
+                test.assertIn(line, self.leaf[name], f"{what}: innermost {name}: {frames}")
+                continue
+            callee = mine[i + 1][0][0]
+            test.assertIn(callee, self.calls[name], f"{what}: {name} -> {callee}: {frames}")
+            test.assertIn(line, self.calls[name][callee],
+                          f"{what}: line of {name}'s call of {callee}: {frames}")
+
+
+def split_rules(python):
+    with open(SPLIT) as f:
+        text = f.read()
+    threads = ("threading.py:Thread._bootstrap", "threading.py:Thread._bootstrap_inner",
+               "threading.py:Thread.run")
+    r = StackRules(python.path(SPLIT), text, {(): "<module>", threads: "loop"})
+    loop = line_of(text, "def loop(")
+    r.func("<module>", main=line_of(text, "    main()"))
+    r.func("main", loop=line_of(text, "    loop(deadline)"))
+    # the while line, then hot() three times and cold()
+    r.func("loop", [loop + 1], hot=(loop + 2, loop + 3, loop + 4), cold=loop + 5)
+    r.func("hot", work=line_of(text, "def hot(") + 1)
+    r.func("cold", work=line_of(text, "def cold(") + 1)
+    r.func("work", range(line_of(text, "def work(") + 1, line_of(text, "    return x") + 1))
+    return r
+
+
+def centry_rules():
+    t = CENTRY
+    r = StackRules("<string>", t, {(): "<module>"})
+    r.func("<module>", main=line_of(t, "# module calls"))
+    r.func("main", [line_of(t, "# main loops")], by_sort=line_of(t, "# main calls by_sort"),
+           by_gen=line_of(t, "# main calls by_gen"))
+    r.func("by_sort", key=line_of(t, "# by_sort calls"))
+    r.func("by_gen", gen=line_of(t, "# by_gen calls"))
+    r.func("gen", [line_of(t, "# gen loops")], key=line_of(t, "# gen yields"))
+    r.func("key", range(line_of(t, "def key(") + 1, line_of(t, "# key ends") + 1))
+    return r
+
+
+@ptg.per_interpreter
+class SampleStacks(unittest.TestCase):
+    """Stacks, names and lines on each CPython version, threads and C-entered frames included."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def check_stacks(self, python):
+        procs = [start(python, SPLIT, "--threads", "3"), start(python, "-c", CENTRY)]
+        try:
+            pids = [p.pid for p in procs]
+            pb = os.path.join(self.dir, "s.pb.gz")
+            s = Sampler(["-p", ",".join(map(str, pids)), "-F", "499", "-d", "4", "-o", pb])
+            s.wait()
+        finally:
+            stop(*procs)
+        self.assertNotIn("name code that was gone", s.stderr)
+        prof = Profile(pb)
+        version = "CPython %d.%d." % python.version
+        rules = {pids[0]: split_rules(python), pids[1]: centry_rules()}
+        ends, lost = collections.Counter(), 0
+        for frames, values, labels in prof.samples:
+            self.assertTrue(labels["interpreter"].startswith(version), labels)
+            frames = frames[::-1]
+            if frames[0][0][0] in LOST:
+                lost += values[0]
+                continue
+            rules[labels["pid"]].check(self, frames, f"{python} pid {labels['pid']} tid "
+                                       f"{labels['tid']}")
+            ends[labels["pid"], labels["tid"], tuple(f[0][0] for f in frames[-2:])] += values[0]
+        # a transient now and then (see docs/sample.md), said in the summary
+        self.assertLessEqual(lost, reported_lost(s.stderr), s.stderr)
+        self.assertLessEqual(lost, prof.total(0) // 200, s.stderr)
+        # each thread of the split workload, mostly in work(), 3/4 of that under hot()
+        threads = {tid for pid, tid, _ in ends if pid == pids[0]}
+        self.assertEqual(len(threads), 3, ends)
+        for tid in threads:
+            mine = {k[2]: v for k, v in ends.items() if k[1] == tid}
+            hot, cold = mine.get(("hot", "work"), 0), mine.get(("cold", "work"), 0)
+            self.assertGreater(hot + cold, 50, f"{python} tid {tid}: {mine}")
+            self.assertGreater(hot + cold, 0.8 * sum(mine.values()), f"{python} tid {tid}: {mine}")
+            self.assertAlmostEqual(hot / (hot + cold), 0.75, delta=0.15,
+                                   msg=f"{python} tid {tid}: {mine}")
+        # key() under both ways in from C
+        got = {k[2] for k in ends if k[0] == pids[1]}
+        self.assertIn(("by_sort", "key"), got, ends)
+        self.assertIn(("gen", "key"), got, ends)
+
+    def check_native(self, python):
+        """--native: the Python frames merged into the native stack stay in their order."""
+        proc = start(python, "-c", CENTRY)
+        try:
+            pb = os.path.join(self.dir, "n.pb.gz")
+            s = Sampler(["-p", str(proc.pid), "--native", "-F", "499", "-d", "2", "-o", pb])
+            s.wait()
+        finally:
+            stop(proc)
+        prof = Profile(pb)
+        rules = centry_rules()
+        self.assertTrue(prof.native, f"{python}: no native frame")
+        # a native frame that no mapping covers has no address
+        native = prof.native | {("[unknown]", "", 0)}
+        lost = 0
+        for frames, values, labels in prof.samples:
+            python_frames = [f for f in frames[::-1] if f[0] not in native]
+            if not python_frames or python_frames[0][0][0] in LOST:
+                lost += values[0]
+                continue
+            rules.check(self, python_frames, f"{python} --native")
+        self.assertLessEqual(lost, reported_lost(s.stderr), s.stderr)
+
+    def check_off_cpu(self, python):
+        proc = start(python, SLEEP)
+        try:
+            pb = os.path.join(self.dir, "off.pb.gz")
+            s = Sampler(["-p", str(proc.pid), "--off-cpu", "-d", "2", "-o", pb])
+            s.wait()
+        finally:
+            stop(proc)
+        prof = Profile(pb)
+        with open(SLEEP) as f:
+            text = f.read()
+        nap = ("nap", line_of(text, "time.sleep("))
+        sleeper = ("sleeper", line_of(text, "        nap()"))
+        naps = collections.Counter()
+        for frames, values, labels in prof.samples:
+            names = [(f[0][0], f[1]) for f in frames[::-1]]
+            if nap in names:
+                self.assertEqual(names[-2:], [sleeper, nap], names)
+                naps[labels["tid"]] += values[1]
+        # only the sleeper thread, blocked for about the 2 s sampled
+        self.assertEqual(len(naps), 1, naps)
+        self.assertNotIn(proc.pid, naps)
+        self.assertGreater(sum(naps.values()), 1.4e9, naps)
+
+
+@ptg.once
 class SampleTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -334,8 +564,8 @@ class SampleTest(unittest.TestCase):
             self.assertLess(prof.duration, 2 * 10**9)
 
     def test_unsupported_versions_reported_once(self):
-        others = [p for p in ("/root/.pyenv/versions/3.12.1/bin/python3.12",
-                              "/root/.pyenv/versions/3.10.13/bin/python3.10") if os.path.exists(p)]
+        # below the supported range, and so never supported
+        others = [p for p in (ptg.pyenv_exe("3.10"), ptg.pyenv_exe("3.9")) if p]
         if not others:
             self.skipTest("no other CPython version installed")
         procs = [subprocess.Popen([py, "-c", "import time; print('ready', flush=True); "

@@ -167,8 +167,8 @@ class Sched(unittest.TestCase):
         self.assertGreaterEqual(total, 0.98 * load.SLEEPS * load.SLEEP_S)
 
     def check_command(self, python):
-        res = ptg.run(["record", "-o", self.out, "--", python,
-                       os.path.join(ptg.WORKLOADS, "sched_threads.py")])
+        script = python.path(os.path.join(ptg.WORKLOADS, "sched_threads.py"))
+        res = ptg.run(["record", "-o", self.out, "--", *python.argv(script)])
         self.assertEqual(res.returncode, 0, res.stderr)
         trace = Trace(self.out)
         spans, off = analyse(trace)

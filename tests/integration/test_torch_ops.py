@@ -1,6 +1,8 @@
-"""record on real PyTorch 1.13 training (Debian's python3-torch, CPU): dispatcher
-ops counted as torch.profiler counts them, nn.Module paths, training steps,
-backward threads, libtorch loaded after recording started, C++ exceptions.
+"""record on real PyTorch training (Debian's python3-torch, CPU: 1.13 on the
+host, 2.x in the trixie and forky chroots): dispatcher ops counted as
+torch.profiler counts them, nn.Module paths, training steps, backward threads,
+libtorch loaded after recording started, C++ exceptions. Runs for each
+interpreter that imports torch.
 """
 import collections
 import json
@@ -13,7 +15,6 @@ import unittest
 
 import ptg
 
-PYTHON = "/usr/bin/python3.11"  # the interpreter Debian's torch is built for
 STEPS = 5
 
 # Ops whose counts torch.profiler and ptrace-gpu cannot agree on, and why.
@@ -30,10 +31,6 @@ DISAGREE = {
 # Never observed by torch.profiler (c10's ObservedOperators list), always by us.
 UNOBSERVED = {"aten::size", "aten::is_leaf", "aten::output_nr", "aten::_version",
               "aten::is_complex"}
-
-
-def have_torch():
-    return subprocess.run([PYTHON, "-c", "import torch"], capture_output=True).returncode == 0
 
 
 class Ops:
@@ -68,7 +65,7 @@ class Ops:
         return collections.Counter(c[1] for c in self.calls if c[1] == c[2])
 
 
-@unittest.skipUnless(have_torch(), "no PyTorch for " + PYTHON)
+@ptg.per_interpreter(need_torch=True)
 class TorchOps(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -76,10 +73,10 @@ class TorchOps(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def record(self, script, *args, rec_args=(), name="run.ptg"):
+    def record(self, python, script, *args, rec_args=(), name="run.ptg"):
         """Attaches while the workload waits; returns (trace path, workload output, stderr)."""
         out = os.path.join(self.tmp.name, name)
-        w = ptg.Workload(PYTHON, script, *args)
+        w = ptg.Workload(python, script, *args)
         try:
             rec = ptg.Recorder(["-p", str(w.pid), *rec_args], out)
             w.go()
@@ -95,13 +92,14 @@ class TorchOps(unittest.TestCase):
         self.assertEqual(res.returncode, 0, res.stderr)
         return res.stdout
 
-    def test_counts_match_torch_profiler(self):
-        res = subprocess.run([PYTHON, os.path.join(ptg.WORKLOADS, "mlp.py"), "--oracle",
-                              "--steps", str(STEPS)], capture_output=True, text=True)
+    def check_counts_match_torch_profiler(self, python):
+        mlp = python.path(os.path.join(ptg.WORKLOADS, "mlp.py"))
+        res = subprocess.run(python.argv(mlp, "--oracle", "--steps", str(STEPS)),
+                             capture_output=True, text=True)
         self.assertEqual(res.returncode, 0, res.stderr)
         line = next(l for l in res.stdout.splitlines() if l.startswith("oracle "))
         theirs = {k: v for k, v in json.loads(line[7:]).items() if k.startswith("aten::")}
-        path, _, _ = self.record("mlp.py", "--steps", str(STEPS))
+        path, _, _ = self.record(python, "mlp.py", "--steps", str(STEPS))
         trace = ptg.Trace(path)
         self.assertEqual(trace.losses, [])
         ops = Ops(trace)
@@ -125,8 +123,8 @@ class TorchOps(unittest.TestCase):
         linear = [c for c in ops.calls if c[1] == "aten::linear"]
         self.assertTrue(all(c[5] and c[5][-1] == "Linear.forward" for c in linear))
 
-    def test_module_paths(self):
-        path, _, _ = self.record("mlp.py", "--steps", str(STEPS))
+    def check_module_paths(self, python):
+        path, _, _ = self.record(python, "mlp.py", "--steps", str(STEPS))
         rows = collections.defaultdict(dict)
         for line in self.report("--group-by-module", path).splitlines():
             m = re.match(r"\s*(aten::\S+)(?:\s+\S+){5}\s+(\d+)\s+(\S*)\s*$", line)
@@ -144,8 +142,9 @@ class TorchOps(unittest.TestCase):
         stack = self.report("--group-by-stack", "1", path)
         self.assertRegex(stack, r"aten::addmm.*torch/nn/modules/linear\.py\(\d+\): Linear\.forward")
 
-    def test_steps_stop_after_exactly_three(self):
-        path, printed, err = self.record("mlp.py", "--steps", "8", rec_args=["--steps", "3"])
+    def check_steps_stop_after_exactly_three(self, python):
+        path, printed, err = self.record(python, "mlp.py", "--steps", "8",
+                                         rec_args=["--steps", "3"])
         trace = ptg.Trace(path)
         self.assertEqual(trace.meta["stop.reason"], "3 steps recorded")
         self.assertEqual(trace.meta["steps"], "ProfilerStep#0-#2")
@@ -156,8 +155,8 @@ class TorchOps(unittest.TestCase):
         self.assertTrue(all(c[7] == 0 for c in steps), "each step() returned in the trace")
         self.assertEqual(Ops(trace).count()["aten::addmm"], 2 * 3)
 
-    def test_step_function(self):
-        path, _, _ = self.record("mlp.py", "--steps", "5",
+    def check_step_function(self, python):
+        path, _, _ = self.record(python, "mlp.py", "--steps", "5",
                                  rec_args=["--steps", "2", "--step-function", "mlp:Net.forward"])
         trace = ptg.Trace(path)
         self.assertEqual(trace.meta["stop.reason"], "2 steps recorded")
@@ -165,8 +164,8 @@ class TorchOps(unittest.TestCase):
         self.assertEqual(len(forward), 2)
         self.assertTrue(all(c[7] == 0 for c in forward), "both returned in the trace")
 
-    def test_schedule_one_trace_per_active_cycle(self):
-        self.record("mlp.py", "--steps", "9",
+    def check_schedule_one_trace_per_active_cycle(self, python):
+        self.record(python, "mlp.py", "--steps", "9",
                     rec_args=["--schedule", "wait=1,warmup=1,active=2,repeat=2"])
         for cycle, first in ((1, 2), (2, 6)):
             trace = ptg.Trace(os.path.join(self.tmp.name, f"run.cycle{cycle}.ptg"))
@@ -177,8 +176,8 @@ class TorchOps(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "run.cycle3.ptg")))
         self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "run.ptg.recording")))
 
-    def test_backward_threads(self):
-        path, _, _ = self.record("mlp.py", "--steps", str(STEPS), "--backward-thread")
+    def check_backward_threads(self, python):
+        path, _, _ = self.record(python, "mlp.py", "--steps", str(STEPS), "--backward-thread")
         trace = ptg.Trace(path)
         ops = Ops(trace)
         main_tid = int(trace.meta["pid"])
@@ -193,20 +192,21 @@ class TorchOps(unittest.TestCase):
         self.assertEqual(by_tid[main_tid]["aten::threshold_backward"], 0)
         self.assertEqual(by_tid[main_tid]["aten::addmm"], 2 * STEPS)
 
-    def test_cpp_exception_unwinds_through_probes(self):
-        path, printed, _ = self.record("mlp.py", "--steps", "1", "--errors", "50")
+    def check_cpp_exception_unwinds_through_probes(self, python):
+        path, printed, _ = self.record(python, "mlp.py", "--steps", "1", "--errors", "50")
         self.assertIn("caught 50", printed)
         mm = [c for c in Ops(ptg.Trace(path)).calls if c[1] == "aten::mm"]
         failed = [c for c in mm if c[4] & ptg.EXIT_UNWIND]
         self.assertEqual(len(failed), 50, "each failed mm is closed as left by an exception")
 
-    def check_late_import(self, via_pid):
+    def late_import(self, python, via_pid):
         out = os.path.join(self.tmp.name, "late.ptg")
-        script = os.path.join(ptg.WORKLOADS, "late_torch.py")
+        script = python.path(os.path.join(ptg.WORKLOADS, "late_torch.py"))
         if via_pid:
-            path, printed, err = self.record("late_torch.py", "--seconds", "2", name="late.ptg")
+            path, printed, err = self.record(python, "late_torch.py", "--seconds", "2",
+                                             name="late.ptg")
         else:
-            res = ptg.run(["record", "-o", out, "--", PYTHON, script, "--seconds", "2"])
+            res = ptg.run(["record", "-o", out, "--", *python.argv(script, "--seconds", "2")])
             self.assertEqual(res.returncode, 0, res.stderr)
             path, printed, err = out, res.stdout, res.stderr
         n = int(re.search(r"mm (\d+)", printed).group(1))
@@ -217,14 +217,14 @@ class TorchOps(unittest.TestCase):
         self.assertGreaterEqual(got, n // 2)
         self.assertLessEqual(got, n)
 
-    def test_late_import_attached(self):
-        self.check_late_import(True)
+    def check_late_import_attached(self, python):
+        self.late_import(python, True)
 
-    def test_late_import_command(self):
-        self.check_late_import(False)
+    def check_late_import_command(self, python):
+        self.late_import(python, False)
 
-    def test_without_torch(self):
-        path, _, err = self.record("fib.py")
+    def check_without_torch(self, python):
+        path, _, err = self.record(python, "fib.py")
         self.assertIn("no PyTorch library was mapped", err)
         self.assertIn("no PyTorch dispatcher ops in this trace", self.report("--ops", path))
 

@@ -3,12 +3,14 @@
 Run with --wait to be recorded (ready/go on stdin/stdout), or with --oracle
 to count calls in-process with sys.setprofile and print them as JSON.
 """
+import dis
 import functools
 import json
 import sys
 
 import gate
 
+RESUME = dis.opmap["RESUME"]
 
 
 class Point:
@@ -140,17 +142,28 @@ def run():
     run_coroutine(10)
 
 
+def is_new_call(frame):
+    """Whether a "call" event of sys.setprofile starts a call. It comes at the
+    code's RESUME: its oparg says where it resumes, 0 at the start of the
+    function, 1-3 after a yield, yield from or await (a generator or coroutine
+    that continues, not a new call). 3.13 and later put flags in the bits
+    above (the exception depth), so only the low two bits say which."""
+    lasti = frame.f_lasti
+    if lasti < 0:
+        return True
+    code = frame.f_code.co_code
+    if code[lasti] != RESUME:
+        raise AssertionError(f"call event of {frame.f_code.co_qualname} at "
+                             f"{dis.opname[code[lasti]]}, not at RESUME")
+    return code[lasti + 1] & 3 == 0
+
+
 def oracle():
     counts = {}
     me = __file__
 
     def profiler(frame, event, arg):
-        if event != "call" or frame.f_code.co_filename != me:
-            return
-        # the event comes at RESUME; its oparg is 0 at the start of a call and
-        # non-zero when a generator or coroutine continues: not a new call
-        lasti = frame.f_lasti
-        if lasti >= 0 and frame.f_code.co_code[lasti + 1] != 0:
+        if event != "call" or frame.f_code.co_filename != me or not is_new_call(frame):
             return
         key = f"{frame.f_code.co_qualname}:{frame.f_code.co_firstlineno}"
         counts[key] = counts.get(key, 0) + 1
