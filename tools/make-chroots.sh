@@ -42,43 +42,55 @@ suites=("$@")
 # Root-owned and not writable by others: the tests run these interpreters as root.
 install -d -m 0755 -o root -g root "$dir"
 
-rc=0
 for s in "${suites[@]}"; do
 	if [ -z "${pkgs[$s]+x}" ]; then
 		echo "make-chroots: unknown suite $s (known: ${!pkgs[*]})" >&2
 		exit 2
 	fi
-	root="$dir/$s"
-	# one builder per suite: a second run waits, then finds it cached
+done
+
+# Builds suite $1 unless cached; one builder per suite (a second run waits
+# on the lock, then finds it cached). Returns non-zero when mmdebstrap failed.
+build_suite() {
+	local s=$1 root="$dir/$1" opts=()
+
 	exec 9>"$dir/$s.lock"
 	flock 9
 	if [ -f "$root/.ptg-ready" ]; then
 		echo "make-chroots: $s: cached in $root"
-		continue
+		return 0
 	fi
 	rm -rf "$root" "$root.tmp"
 	echo "make-chroots: $s: building in $root (${pkgs[$s]})"
-	opts=()
 	if [ "$s" != trixie ]; then
 		# forky and sid Release files can be past Valid-Until on a snapshot mirror.
 		opts+=(--aptopt='Acquire::Check-Valid-Until "false"')
 	fi
-	if mmdebstrap --quiet --variant=apt --include="${pkgs[$s]// /,}" "${opts[@]}" \
+	if ! mmdebstrap --quiet --variant=apt --include="${pkgs[$s]// /,}" "${opts[@]}" \
 		"$s" "$root.tmp" "$mirror" >"$dir/$s.log" 2>&1; then
-		# the interpreters it has (a missing one is no error: each suite has some)
-		chroot "$root.tmp" sh -c 'for p in python3 python3.13 python3.14 python3.15; do
-			if command -v $p >/dev/null; then
-				$p -c "import sys; print(sys.executable, sys.version.split()[0])"
-			fi
-		done' >"$root.tmp/.ptg-ready"
-		mv "$root.tmp" "$root"
-		cat "$root/.ptg-ready" | sed "s/^/make-chroots: $s: /"
-	else
 		echo "make-chroots: $s: mmdebstrap failed, see $dir/$s.log" >&2
 		tail -n 5 "$dir/$s.log" >&2 || true
 		rm -rf "$root.tmp"
-		rc=1
+		return 1
 	fi
-	exec 9>&-
+	# the interpreters it has (a missing one is no error: each suite has some)
+	chroot "$root.tmp" sh -c 'for p in python3 python3.13 python3.14 python3.15; do
+		if command -v $p >/dev/null; then
+			$p -c "import sys; print(sys.executable, sys.version.split()[0])"
+		fi
+	done' >"$root.tmp/.ptg-ready"
+	mv "$root.tmp" "$root"
+	sed "s/^/make-chroots: $s: /" "$root/.ptg-ready"
+}
+
+# In parallel: each download is one apt stream; together they fill the link.
+pids=()
+for s in "${suites[@]}"; do
+	build_suite "$s" &
+	pids+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do
+	wait "$p" || rc=1
 done
 exit $rc

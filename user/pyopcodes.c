@@ -1,5 +1,9 @@
 // SPDX-License-Identifier: MIT
-/* Opcode numbers from the interpreter's standard library. */
+/*
+ * Opcode numbers from the interpreter's standard library. These files are
+ * Python source that is never run: a small tokenizer reads the literal
+ * tables in them, and a table that does not close is refused, not guessed.
+ */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -8,103 +12,156 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "pyopcodes.h"
 
-#define MAX_SOURCE (1 << 20)
-#define MAX_NAME 48
-#define MAX_SPECIALIZED 256
+#define PY_313	   0x030d0000
+#define MAX_SOURCE (1 << 20) /* the files are ~10 KiB: a bound on memory, not a size guess */
+#define MAX_NAME   64
+#define MAX_OPS	   1024 /* 3.15 numbers ~ 470 names, pseudo-instructions included */
 
-struct opmap {
-	char names[512][MAX_NAME];
-	int16_t nums[512];
-	int n;
+struct py_opmap {
+	int n, nspec;
+	struct {
+		char name[MAX_NAME];
+		int num;
+	} ops[MAX_OPS];
+	/* specialized instructions in source order, with their family ("" in a flat list) */
+	struct {
+		char name[MAX_NAME];
+		char family[MAX_NAME];
+	} spec[MAX_OPS];
 };
 
-static int opmap_get(const struct opmap *m, const char *name)
+int py_opmap__get(const struct py_opmap *m, const char *name)
 {
 	for (int i = 0; i < m->n; i++) {
-		if (!strcmp(m->names[i], name))
-			return m->nums[i];
+		if (!strcmp(m->ops[i].name, name))
+			return m->ops[i].num;
 	}
-	return -1;
+	return -ENOENT;
 }
 
-static void opmap_put(struct opmap *m, const char *name, int num)
+void py_opmap__free(struct py_opmap *m)
 {
-	if (num < 0 || num > 255 || m->n >= 512 || opmap_get(m, name) >= 0)
-		return;
-	snprintf(m->names[m->n], MAX_NAME, "%s", name);
-	m->nums[m->n++] = (int16_t)num;
+	free(m);
+}
+
+/* The first number given a name wins, as in the dicts the interpreter builds. */
+static int opmap_put(struct py_opmap *m, const char *name, int num)
+{
+	if (py_opmap__get(m, name) >= 0)
+		return 0;
+	if (m->n >= MAX_OPS)
+		return -E2BIG;
+	snprintf(m->ops[m->n].name, MAX_NAME, "%s", name);
+	m->ops[m->n++].num = num;
+	return 0;
+}
+
+static int spec_put(struct py_opmap *m, const char *name, const char *family)
+{
+	if (m->nspec >= MAX_OPS)
+		return -E2BIG;
+	snprintf(m->spec[m->nspec].name, MAX_NAME, "%s", name);
+	snprintf(m->spec[m->nspec++].family, MAX_NAME, "%s", family);
+	return 0;
 }
 
 /*
- * A tiny tokenizer for the literal tables these files hold, in the forms
- * each version writes: { 'NAME': 1 }, frozendict(NAME=1),
- * { "FAMILY": [ "SPEC" ] }, frozendict(FAMILY=( "SPEC", )). Names are
- * identifiers, quoted or bare; nothing is ever evaluated.
+ * Tokens of the literal tables these files hold, in each version's form:
+ * { 'NAME': 1 }, frozendict(NAME=1), { "FAMILY": [ "SPEC", ] },
+ * frozendict(FAMILY=( "SPEC", )), [ "SPEC", ... ]. Strings and comments are
+ * skipped whole, so a bracket inside them does not move the depth.
  */
 struct tok {
 	const char *p, *end;
-	int depth; /* brackets open inside the table, the table's own included */
-	char name[MAX_NAME];
-	bool is_name;
-	long num; /* -1: not a number */
+	int depth;	     /* brackets open, the table's own included */
+	bool closed;	     /* the table's own closing bracket was passed */
+	bool quoted;	     /* the token was a string literal */
+	int num;	     /* its value when a decimal number, else -1 */
+	char word[MAX_NAME]; /* a name or a string's text (truncated), else "" */
 };
 
-/* The next name or number inside [p, end); false at the end. Punctuation adjusts depth. */
-static bool next_tok(struct tok *t)
+static void read_word(struct tok *t, char quote)
 {
-	while (t->p < t->end) {
+	size_t n = 0;
+
+	for (; t->p < t->end; t->p++) {
 		char c = *t->p;
 
-		if (c == '#') {
+		if (quote ? c == quote || c == '\n' : !isalnum((unsigned char)c) && c != '_')
+			break;
+		if (quote && c == '\\' && t->p + 1 < t->end)
+			c = *++t->p;
+		if (n < MAX_NAME - 1)
+			t->word[n++] = c;
+	}
+	if (quote && t->p < t->end && *t->p == quote)
+		t->p++;
+	t->word[n] = '\0';
+	t->quoted = quote;
+	t->num = -1;
+}
+
+static void read_number(struct tok *t)
+{
+	int v = 0;
+
+	for (; t->p < t->end && isdigit((unsigned char)*t->p); t->p++) {
+		if (v < 1000000)
+			v = v * 10 + (*t->p - '0');
+	}
+	t->num = v;
+	t->word[0] = '\0';
+	t->quoted = false;
+}
+
+/* The next name, string or number; false at the end or past the table's closing bracket. */
+static bool next_tok(struct tok *t)
+{
+	while (t->p < t->end && !t->closed) {
+		char c = *t->p++;
+
+		switch (c) {
+		case '#':
 			while (t->p < t->end && *t->p != '\n')
 				t->p++;
-			continue;
-		}
-		if (c == '(' || c == '[' || c == '{') {
+			break;
+		case '(':
+		case '[':
+		case '{':
 			t->depth++;
-			t->p++;
-			continue;
-		}
-		if (c == ')' || c == ']' || c == '}') {
-			t->depth--;
-			t->p++;
-			continue;
-		}
-		t->is_name = false;
-		t->num = -1;
-		if (c == '\'' || c == '"' || isalpha((unsigned char)c) || c == '_') {
-			bool quoted = c == '\'' || c == '"';
-			size_t n = 0;
-
-			t->p += quoted;
-			while (t->p < t->end && (isalnum((unsigned char)*t->p) || *t->p == '_')) {
-				if (n < MAX_NAME - 1)
-					t->name[n++] = *t->p;
-				t->p++;
+			break;
+		case ')':
+		case ']':
+		case '}':
+			t->closed = --t->depth <= 0;
+			break;
+		case '\'':
+		case '"':
+			read_word(t, c);
+			return true;
+		default:
+			if (isdigit((unsigned char)c)) {
+				t->p--;
+				read_number(t);
+				return true;
 			}
-			t->name[n] = '\0';
-			if (quoted && t->p < t->end && *t->p == c)
-				t->p++;
-			t->is_name = n > 0;
-			return true;
+			if (isalpha((unsigned char)c) || c == '_') {
+				t->p--;
+				read_word(t, 0);
+				return true;
+			}
 		}
-		if (isdigit((unsigned char)c)) {
-			t->num = strtol(t->p, NULL, 10);
-			while (t->p < t->end && isdigit((unsigned char)*t->p))
-				t->p++;
-			return true;
-		}
-		t->p++;
 	}
 	return false;
 }
 
-/* The char after a token, spaces skipped: ':' or '=' make the name a key. */
+/* The character after the token, blanks skipped: ':' or '=' make it a key. */
 static char after(const struct tok *t)
 {
 	const char *q = t->p;
@@ -114,211 +171,374 @@ static char after(const struct tok *t)
 	return q < t->end ? *q : '\0';
 }
 
-/* The bracketed table that follows "\n<key> =" (a dict, a list or a frozendict(...) call). */
-static bool table(const char *text, const char *key, struct tok *t)
+static bool is_key(const struct tok *t)
 {
-	char pat[64];
-	const char *p, *q;
-	int depth = 0;
+	char c = after(t);
 
-	snprintf(pat, sizeof(pat), "\n%s = ", key);
-	p = strstr(text, pat);
-	if (!p && !strncmp(text, pat + 1, strlen(pat + 1)))
-		p = text - 1; /* at the very start of the file */
+	return t->word[0] && t->depth == 1 && (c == ':' || c == '=');
+}
+
+/*
+ * The table assigned to key at the top level ("key = {", "key = [",
+ * "key = frozendict("): t starts at its opening bracket and ends at its
+ * closing one. -ENOENT: no such assignment; -EINVAL: not a bracketed table,
+ * or one that never closes (a truncated file).
+ */
+static int find_table(const char *text, const char *key, struct tok *t)
+{
+	size_t klen = strlen(key);
+	const char *p;
+	struct tok probe;
+
+	for (p = strstr(text, key); p; p = strstr(p + 1, key)) {
+		if ((p == text || p[-1] == '\n') && !strncmp(p + klen, " = ", 3))
+			break;
+	}
 	if (!p)
-		return false;
-	for (q = p + strlen(pat); *q && !strchr("([{\n", *q); q++)
+		return -ENOENT;
+	for (p += klen + 3; isalnum((unsigned char)*p) || *p == '_'; p++)
 		;
-	if (!*q || *q == '\n')
-		return false;
+	if (*p != '(' && *p != '[' && *p != '{')
+		return -EINVAL;
 	memset(t, 0, sizeof(*t));
-	t->p = q;
-	for (; *q; q++) {
-		depth += !!strchr("([{", *q);
-		depth -= !!strchr(")]}", *q);
-		if (!depth) {
-			t->end = q + 1;
-			return true;
-		}
-	}
-	return false;
+	t->p = p;
+	t->end = p + strlen(p);
+	probe = *t;
+	while (next_tok(&probe))
+		;
+	if (!probe.closed)
+		return -EINVAL;
+	t->end = probe.p;
+	return 0;
 }
 
-/* NAME: number or NAME=number pairs of the table called key. */
-static void parse_numbers(const char *text, const char *key, struct opmap *m)
+/* The NAME: number (or NAME=number) pairs of the table called key. */
+static int parse_numbers(struct py_opmap *m, const char *text, const char *key)
 {
+	char name[MAX_NAME];
 	struct tok t;
+	int ret;
 
-	if (!table(text, key, &t))
-		return;
-	while (next_tok(&t)) {
-		char name[MAX_NAME], c;
-
-		if (!t.is_name || ((c = after(&t)) != ':' && c != '='))
+	ret = find_table(text, key, &t);
+	while (!ret && next_tok(&t)) {
+		if (!is_key(&t))
 			continue;
-		snprintf(name, sizeof(name), "%s", t.name);
+		snprintf(name, sizeof(name), "%s", t.word);
 		if (next_tok(&t) && t.num >= 0)
-			opmap_put(m, name, (int)t.num);
+			ret = opmap_put(m, name, t.num);
 	}
+	return ret;
+}
+
+/* _specializations: each family's specialized forms, in source order. */
+static int parse_families(struct py_opmap *m, const char *text)
+{
+	char family[MAX_NAME] = "";
+	struct tok t;
+	int ret;
+
+	ret = find_table(text, "_specializations", &t);
+	while (!ret && next_tok(&t)) {
+		if (is_key(&t))
+			snprintf(family, sizeof(family), "%s", t.word);
+		else if (t.depth == 2 && t.quoted && t.word[0])
+			ret = spec_put(m, t.word, family);
+	}
+	return ret;
 }
 
 /*
- * The specialized forms of each family, in source order: names one level
- * inside a family's brackets (the family names are the table's keys). When
- * family is given, only that family's members. Before 3.12.0 final some
- * releases list them flat: _specialized_instructions = [ ... ].
+ * A flat _specialized_instructions = [ "SPEC", ... ], which some 3.11
+ * releases have instead of _specializations. Only a list of strings will
+ * do: the later form, a comprehension over _specializations, is code.
  */
-static int specialized(const char *text, const char *family, char (*out)[MAX_NAME], int max)
+static int parse_flat_list(struct py_opmap *m, const char *text)
 {
-	char cur[MAX_NAME] = "";
 	struct tok t;
-	int n = 0;
+	int ret;
 
-	if (!table(text, "_specializations", &t)) {
-		if (family || !table(text, "_specialized_instructions", &t))
-			return 0;
-		while (n < max && next_tok(&t)) {
-			if (t.is_name && t.depth == 1)
-				snprintf(out[n++], MAX_NAME, "%s", t.name);
-		}
-		return n;
+	ret = find_table(text, "_specialized_instructions", &t);
+	while (!ret && next_tok(&t)) {
+		if (!t.quoted || t.depth != 1)
+			return -EINVAL;
+		ret = spec_put(m, t.word, "");
 	}
-	while (n < max && next_tok(&t)) {
-		if (!t.is_name)
-			continue;
-		if (t.depth == 1 && (after(&t) == ':' || after(&t) == '='))
-			snprintf(cur, sizeof(cur), "%s", t.name);
-		else if (t.depth == 2 && (!family || !strcmp(cur, family)))
-			snprintf(out[n++], MAX_NAME, "%s", t.name);
-	}
-	return n;
+	return ret;
 }
 
-/* 3.11, 3.12: def_op('NAME', N), name_op(...), jrel_op(...): every "_op('NAME', N". */
-static void parse_def_ops(const char *text, struct opmap *m)
+static const char *next_line(const char *line)
 {
-	for (const char *p = strstr(text, "_op("); p; p = strstr(p + 4, "_op(")) {
-		struct tok t = { .p = p + 4, .end = p + 4 + strnlen(p + 4, 128) };
-		char name[MAX_NAME];
+	const char *nl = strchr(line, '\n');
 
-		if (!next_tok(&t) || !t.is_name || after(&t) != ',')
+	return nl ? nl + 1 : line + strlen(line);
+}
+
+/* Before 3.13: lines def_op('NAME', N), name_op(...), jrel_op(...), pseudo_op(...). */
+static int parse_def_ops(struct py_opmap *m, const char *text)
+{
+	char name[MAX_NAME];
+	struct tok t;
+	int ret = 0;
+
+	for (const char *line = text; *line && !ret; line = next_line(line)) {
+		const char *q = line;
+
+		while (isalnum((unsigned char)*q) || *q == '_')
+			q++;
+		if (q - line < 3 || strncmp(q - 3, "_op(", 4))
 			continue;
-		snprintf(name, sizeof(name), "%s", t.name);
+		memset(&t, 0, sizeof(t));
+		t.p = q;
+		t.end = q + strcspn(q, "\n");
+		if (!next_tok(&t) || !t.quoted || !t.word[0] || after(&t) != ',')
+			continue;
+		snprintf(name, sizeof(name), "%s", t.word);
 		if (next_tok(&t) && t.num >= 0)
-			opmap_put(m, name, (int)t.num);
+			ret = opmap_put(m, name, t.num);
 	}
+	return ret;
 }
 
 /*
- * Before 3.13 the build numbers the specialized instructions: each in turn
- * takes the lowest number from 1 up that no opcode uses yet
- * (Tools/build/generate_opcode_h.py). Same rule, same order.
+ * Before 3.13 the build numbers the specialized instructions
+ * (generate_opcode_h.py, in Tools/scripts on 3.11, Tools/build on 3.12):
+ * each in turn takes the lowest number from 1 up that no opcode uses yet.
+ * Same rule, same order.
  */
-static void number_specialized(const char *text, struct opmap *m)
+static int number_specialized(struct py_opmap *m, const char **bad)
 {
-	static char names[MAX_SPECIALIZED][MAX_NAME];
-	bool used[256] = { false };
-	int n = specialized(text, NULL, names, MAX_SPECIALIZED), next = 1;
+	bool used[256] = {false};
+	int next = 1, ret = 0;
 
-	for (int i = 0; i < m->n; i++)
-		used[m->nums[i]] = true;
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < m->n; i++) {
+		if (m->ops[i].num < 256)
+			used[m->ops[i].num] = true;
+	}
+	for (int i = 0; i < m->nspec && !ret; i++) {
 		while (next < 256 && used[next])
 			next++;
-		if (next >= 256)
-			return;
+		if (next >= 256) {
+			*bad = m->spec[i].name;
+			return -ERANGE;
+		}
 		used[next] = true;
-		opmap_put(m, names[i], next);
+		ret = opmap_put(m, m->spec[i].name, next);
 	}
+	return ret;
 }
 
-static void add(uint8_t *list, int *n, int num)
+static int table_error(int ret, const char *key, char *err, size_t errlen)
 {
-	if (num <= 0 || *n >= PY_MAX_HANDLERS)
-		return;
-	for (int i = 0; i < *n; i++) {
-		if (list[i] == num)
-			return;
+	if (ret == -ENOENT)
+		snprintf(err, errlen, "no %s table", key);
+	else if (ret == -E2BIG)
+		snprintf(err, errlen, "%s: more than %d names", key, MAX_OPS);
+	else
+		snprintf(err, errlen, "%s: not a complete literal table", key);
+	return ret;
+}
+
+/* 3.13+: every number is written out, the specialized ones in their own table. */
+static int parse_metadata(struct py_opmap *m, const char *text, char *err, size_t errlen)
+{
+	int ret;
+
+	ret = parse_numbers(m, text, "opmap");
+	if (ret)
+		return table_error(ret, "opmap", err, errlen);
+	ret = parse_numbers(m, text, "_specialized_opmap");
+	if (ret && ret != -ENOENT)
+		return table_error(ret, "_specialized_opmap", err, errlen);
+	ret = parse_families(m, text);
+	if (ret && ret != -ENOENT)
+		return table_error(ret, "_specializations", err, errlen);
+	return 0;
+}
+
+/* 3.11, 3.12: the explicit numbers, then the specialized ones by the build's rule. */
+static int parse_opcode_py(struct py_opmap *m, const char *text, char *err, size_t errlen)
+{
+	const char *key = "_specializations", *bad = "";
+	int ret;
+
+	ret = parse_def_ops(m, text);
+	if (ret)
+		return table_error(ret, "def_op()", err, errlen);
+	if (!m->n) {
+		snprintf(err, errlen, "no def_op('NAME', N) lines");
+		return -ENOENT;
 	}
-	list[(*n)++] = (uint8_t)num;
+	/* before 3.11 (no RESUME) the families are missing too: name what matters */
+	if (py_opmap__get(m, "RESUME") < 0) {
+		snprintf(err, errlen, "no RESUME in opcode map");
+		return -ENOENT;
+	}
+	ret = parse_families(m, text);
+	if (ret == -ENOENT) {
+		key = "_specialized_instructions";
+		ret = parse_flat_list(m, text);
+	}
+	if (ret)
+		return table_error(ret, ret == -ENOENT ? "_specializations" : key, err, errlen);
+	ret = number_specialized(m, &bad);
+	if (ret == -ERANGE)
+		snprintf(err, errlen, "no opcode number left for %s", bad);
+	else if (ret)
+		table_error(ret, "opcode", err, errlen);
+	return ret;
+}
+
+int py_opmap__parse(const char *text, uint32_t version_hex, struct py_opmap **map, char *err,
+		    size_t errlen)
+{
+	struct py_opmap *m = calloc(1, sizeof(*m));
+	int ret;
+
+	*map = NULL;
+	if (!m) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	if (version_hex >= PY_313)
+		ret = parse_metadata(m, text, err, errlen);
+	else
+		ret = parse_opcode_py(m, text, err, errlen);
+	if (ret) {
+		free(m);
+		return ret;
+	}
+	*map = m;
+	return 0;
+}
+
+/*
+ * Appends num (1-255: 0 is CACHE, never a handler) once. A full list is an
+ * error: a form left out is a handler never probed, and calls missed.
+ */
+static int add(uint8_t *list, int num)
+{
+	int i;
+
+	if (num <= 0 || num > 255)
+		return 0;
+	for (i = 0; i < PY_MAX_HANDLERS && list[i]; i++) {
+		if (list[i] == num)
+			return 0;
+	}
+	if (i >= PY_MAX_HANDLERS)
+		return -E2BIG;
+	list[i] = (uint8_t)num;
+	return 0;
+}
+
+/*
+ * RESUME, its specialized forms in source order, INSTRUMENTED_RESUME. A flat
+ * list names no families: there RESUME's are the RESUME_* names in it.
+ */
+static int resume_family(const struct py_opmap *m, uint8_t *list)
+{
+	int ret = add(list, py_opmap__get(m, "RESUME"));
+
+	for (int i = 0; i < m->nspec && !ret; i++) {
+		const char *fam = m->spec[i].family, *name = m->spec[i].name;
+
+		if (!strcmp(fam, "RESUME") || (!fam[0] && !strncmp(name, "RESUME_", 7)))
+			ret = add(list, py_opmap__get(m, name));
+	}
+	return ret ?: add(list, py_opmap__get(m, "INSTRUMENTED_RESUME"));
+}
+
+static int pick_lists(const struct py_opmap *m, struct py_opcodes *ops, char *err, size_t errlen)
+{
+	static const char *const rets[] = {"RETURN_VALUE", "RETURN_CONST",
+					   "INSTRUMENTED_RETURN_VALUE",
+					   "INSTRUMENTED_RETURN_CONST"};
+	static const char *const yields[] = {"YIELD_VALUE", "INSTRUMENTED_YIELD_VALUE"};
+	static const char *const firsts[] = {"RESUME", "RETURN_VALUE", "YIELD_VALUE"};
+	int ret;
+
+	/* the first of each list must be there: the others may not exist in a version */
+	for (size_t i = 0; i < sizeof(firsts) / sizeof(*firsts); i++) {
+		int num = py_opmap__get(m, firsts[i]);
+
+		if (num < 0) {
+			snprintf(err, errlen, "no %s in opcode map", firsts[i]);
+			return -ENOENT;
+		}
+		if (num == 0 || num > 255) {
+			snprintf(err, errlen, "%s is %d in opcode map, not 1-255", firsts[i], num);
+			return -ERANGE;
+		}
+	}
+	ret = resume_family(m, ops->resume);
+	for (size_t i = 0; i < sizeof(rets) / sizeof(*rets) && !ret; i++)
+		ret = add(ops->ret, py_opmap__get(m, rets[i]));
+	for (size_t i = 0; i < sizeof(yields) / sizeof(*yields) && !ret; i++)
+		ret = add(ops->yield, py_opmap__get(m, yields[i]));
+	if (ret)
+		snprintf(err, errlen, "more than %d forms of one instruction", PY_MAX_HANDLERS);
+	return ret;
 }
 
 int py_opcodes__parse(const char *text, uint32_t version_hex, struct py_opcodes *ops, char *err,
 		      size_t errlen)
 {
-	static char family[16][MAX_NAME];
-	struct opmap *m = calloc(1, sizeof(*m));
-	int nr = 0, nt = 0, ny = 0, nf;
+	struct py_opmap *m;
+	int ret;
 
-	if (!m)
-		return -ENOMEM;
 	memset(ops, 0, sizeof(*ops));
-	if (version_hex >= 0x030d0000) {
-		parse_numbers(text, "opmap", m);
-		parse_numbers(text, "_specialized_opmap", m);
-	} else {
-		parse_def_ops(text, m);
-		number_specialized(text, m);
-	}
-	if (opmap_get(m, "RESUME") < 0)
-		nr = -1; /* the specialized forms alone are no RESUME */
-	else
-		add(ops->resume, &nr, opmap_get(m, "RESUME"));
-	nf = nr < 0 ? 0 : specialized(text, "RESUME", family, 16);
-	for (int i = 0; i < nf; i++)
-		add(ops->resume, &nr, opmap_get(m, family[i]));
-	if (nr >= 0)
-		add(ops->resume, &nr, opmap_get(m, "INSTRUMENTED_RESUME"));
-	add(ops->ret, &nt, opmap_get(m, "RETURN_VALUE"));
-	add(ops->ret, &nt, opmap_get(m, "RETURN_CONST"));
-	add(ops->ret, &nt, opmap_get(m, "INSTRUMENTED_RETURN_VALUE"));
-	add(ops->ret, &nt, opmap_get(m, "INSTRUMENTED_RETURN_CONST"));
-	add(ops->yield, &ny, opmap_get(m, "YIELD_VALUE"));
-	add(ops->yield, &ny, opmap_get(m, "INSTRUMENTED_YIELD_VALUE"));
-	free(m);
-	if (nr <= 0 || !ops->ret[0] || !ops->yield[0]) {
-		snprintf(err, errlen, "no %s in the opcode map",
-			 nr <= 0 ? "RESUME" : !ops->ret[0] ? "RETURN_VALUE" : "YIELD_VALUE");
+	ret = py_opmap__parse(text, version_hex, &m, err, errlen);
+	if (ret)
+		return ret;
+	ret = pick_lists(m, ops, err, errlen);
+	if (ret)
 		memset(ops, 0, sizeof(*ops));
-		return -ENOENT;
-	}
-	return 0;
+	py_opmap__free(m);
+	return ret;
 }
 
-/* Opens path inside root: a container's absolute symlinks resolve inside the container. */
-static int open_in_root(const char *root, const char *path)
+/*
+ * Opens path inside rootfd as a chroot would: a container's absolute
+ * symlinks and its ".." resolve inside the container, never on the host.
+ * O_NONBLOCK: a FIFO planted at the path must not hang the tracer.
+ */
+static int open_in_root(int rootfd, const char *path)
 {
 	struct open_how how = {
-		.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY,
-		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+	    .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+	    .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
 	};
-	int rootfd, fd;
+	int fd;
 
-	rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (rootfd < 0)
-		return -errno;
 	while (*path == '/')
 		path++;
 	fd = (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
-	if (fd < 0)
-		fd = -errno;
-	close(rootfd);
-	return fd;
+	return fd < 0 ? -errno : fd;
 }
 
-/* The whole file, at most MAX_SOURCE bytes, '\0'-terminated. */
-static int slurp(int fd, char **out)
+/* The whole of a regular file, at most MAX_SOURCE bytes, '\0'-terminated. */
+static int read_bounded(int fd, char **out, const char **why)
 {
-	char *buf = malloc(MAX_SOURCE + 1);
+	struct stat st;
 	size_t len = 0;
-	ssize_t n;
+	ssize_t n = 0;
+	char *buf;
 
+	if (fstat(fd, &st))
+		return -errno;
+	if (!S_ISREG(st.st_mode)) {
+		*why = "not a regular file";
+		return -EINVAL;
+	}
+	buf = malloc(MAX_SOURCE + 1);
 	if (!buf)
 		return -ENOMEM;
-	while ((n = read(fd, buf + len, MAX_SOURCE + 1 - len)) > 0 && len <= MAX_SOURCE)
+	/* reads one byte past the bound: the size that st_size claims is not trusted */
+	while (len <= MAX_SOURCE && (n = read(fd, buf + len, MAX_SOURCE + 1 - len)) > 0)
 		len += (size_t)n;
 	if (n < 0 || len > MAX_SOURCE) {
 		free(buf);
+		*why = n < 0 ? NULL : "larger than 1 MiB";
 		return n < 0 ? -errno : -EFBIG;
 	}
 	buf[len] = '\0';
@@ -326,33 +546,65 @@ static int slurp(int fd, char **out)
 	return 0;
 }
 
+/* <prefix>/<libdir>/pythonX.Y/<file> as the target sees it; -ENAMETOOLONG when cut. */
+static int stdlib_path(char *buf, size_t len, const char *prefix, const char *libdir,
+		       uint32_t version_hex, const char *file)
+{
+	int n = snprintf(buf, len, "%s/%s/python%u.%u/%s", strcmp(prefix, "/") ? prefix : "",
+			 libdir, version_hex >> 24, (version_hex >> 16) & 0xff, file);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* The stdlib file under lib/, or lib64/ where lib/ lacks it; path: the one opened or failed. */
+static int open_stdlib(int rootfd, const char *prefix, uint32_t version_hex, char *path, size_t len)
+{
+	const char *file = version_hex >= PY_313 ? "_opcode_metadata.py" : "opcode.py";
+	char lib64[4096];
+	int fd, ret;
+
+	ret = stdlib_path(path, len, prefix, "lib", version_hex, file);
+	if (ret)
+		return ret;
+	fd = open_in_root(rootfd, path);
+	if (fd != -ENOENT && fd != -ENOTDIR)
+		return fd;
+	/* a failure under lib64/ too reports lib/'s path: the one most installs have */
+	if (stdlib_path(lib64, sizeof(lib64), prefix, "lib64", version_hex, file))
+		return fd;
+	ret = open_in_root(rootfd, lib64);
+	if (ret >= 0 || (ret != -ENOENT && ret != -ENOTDIR)) {
+		snprintf(path, len, "%s", lib64);
+		return ret;
+	}
+	return fd;
+}
+
 int py_opcodes__read(const char *root, const char *prefix, uint32_t version_hex,
 		     struct py_opcodes *ops, char *used, size_t usedlen, char *err, size_t errlen)
 {
-	const char *file = version_hex >= 0x030d0000 ? "_opcode_metadata.py" : "opcode.py";
-	static const char *const libdirs[] = { "lib", "lib64" };
-	unsigned major = version_hex >> 24, minor = (version_hex >> 16) & 0xff;
-	char path[4096], first[4096] = "", why[160];
+	unsigned int major = version_hex >> 24, minor = (version_hex >> 16) & 0xff;
+	char path[4096] = "", why[256];
+	const char *reason = NULL;
 	char *text = NULL;
-	int fd = -ENOENT, ret;
+	int rootfd, fd, ret;
 
-	for (size_t i = 0; i < 2 && fd == -ENOENT; i++) {
-		snprintf(path, sizeof(path), "%s/%s/python%u.%u/%s", strcmp(prefix, "/") ? prefix : "",
-			 libdirs[i], major, minor, file);
-		fd = open_in_root(root, path);
-		if (!first[0])
-			snprintf(first, sizeof(first), "%s", path);
+	memset(ops, 0, sizeof(*ops));
+	rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "python %u.%u: cannot read opcode numbers: root %s: %s",
+			 major, minor, root, strerror(-ret));
+		return ret;
 	}
-	if (fd < 0) {
-		snprintf(err, errlen, "python %u.%u: cannot read opcode numbers: %s: %s", major, minor,
-			 first, strerror(-fd));
-		return fd;
-	}
-	ret = slurp(fd, &text);
-	close(fd);
+	fd = open_stdlib(rootfd, prefix, version_hex, path, sizeof(path));
+	close(rootfd);
+	ret = fd < 0 ? fd : read_bounded(fd, &text, &reason);
+	if (fd >= 0)
+		close(fd);
 	if (ret) {
-		snprintf(err, errlen, "python %u.%u: cannot read opcode numbers: %s: %s", major, minor,
-			 path, ret == -EFBIG ? "larger than 1 MiB" : strerror(-ret));
+		snprintf(err, errlen, "python %u.%u: cannot read opcode numbers: %s: %s", major,
+			 minor, path[0] ? path : prefix, reason ?: strerror(-ret));
 		return ret;
 	}
 	ret = py_opcodes__parse(text, version_hex, ops, why, sizeof(why));
