@@ -17,6 +17,11 @@ per op call: (record time - untraced time) / op calls.
 
 usage (as root): bench/torch_overhead.py [--ptrace-gpu PATH] [--steps N]
                  [--rounds R] [--hidden H] [--batch B] [--record-args ARGS]
+                 [--interp NAME]
+
+--interp runs the loop on one of tests/integration/ptg.py's interpreters
+(e.g. trixie-3.13 for PyTorch 2.6, forky-3.14 for 2.14, in their chroots);
+the default is Debian's /usr/bin/python3.11 with PyTorch 1.13.
 """
 import argparse
 import os
@@ -77,8 +82,17 @@ def worker(a):
 
 def run_one(a, mode, out, steps=None):
     steps = steps or a.steps
-    cmd = [PYTHON, os.path.abspath(__file__), "--worker", mode, "--steps", str(steps),
-           "--hidden", str(a.hidden), "--batch", str(a.batch)]
+    args = ["--worker", mode, "--steps", str(steps), "--hidden", str(a.hidden),
+            "--batch", str(a.batch)]
+    if a.interp:
+        sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+        import ptg
+        py = ptg.Python(a.interp)
+        if py.missing:
+            sys.exit(f"torch_overhead: {a.interp}: {py.missing}")
+        cmd = py.argv(py.path(os.path.abspath(__file__)), *args)
+    else:
+        cmd = [PYTHON, os.path.abspath(__file__), *args]
     w = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert w.stdout.readline().startswith("ready")
     rec = None
@@ -96,6 +110,11 @@ def run_one(a, mode, out, steps=None):
     w.wait()
     if rec:
         rec.communicate()
+    if not line.startswith("elapsed"):
+        # torch.profiler(with_stack=True) of Debian's PyTorch 2.6 on 3.13 dies of SIGSEGV
+        print(f"  {mode}: the loop died ({'signal %d' % -w.returncode if w.returncode < 0 else 'status %d' % w.returncode})",
+              file=sys.stderr)
+        return float("nan")
     return float(line.split()[1]) / steps
 
 
@@ -116,6 +135,7 @@ def main():
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--record-args", default="", help="more options of record, e.g. --no-sched")
     p.add_argument("--op-iters", type=int, default=20000)
+    p.add_argument("--interp", help="an interpreter of tests/integration/ptg.py, e.g. trixie-3.13")
     a = p.parse_args()
     if a.worker:
         a.mode = {"opsrecord": "opsloop"}.get(a.worker, a.worker)

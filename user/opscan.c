@@ -532,6 +532,22 @@ static int name_fallback(struct scan *s, const char *sym, size_t *name)
 	return 0;
 }
 
+/*
+ * Where an op's entry probe goes: its first instruction, or the one after
+ * an endbr64 (CET builds: PyTorch 2.14 in Debian). The kernel single-steps
+ * endbr64, a second trap of ~14 us per call; the next instruction runs on
+ * every call too, with the entry's stack pointer and arguments.
+ */
+static uint64_t entry_site(struct scan *s, uint64_t addr)
+{
+	static const uint8_t endbr64[] = { 0xf3, 0x0f, 0x1e, 0xfa };
+	size_t got = 0;
+	const uint8_t *p = code_at(s, addr, sizeof(endbr64), &got);
+
+	return p && got == sizeof(endbr64) && !memcmp(p, endbr64, sizeof(endbr64)) ? addr + 4
+										 : addr;
+}
+
 static int add_op(struct scan *s, const char *sym, const GElf_Sym *es)
 {
 	struct opscan *o = s->out;
@@ -552,7 +568,7 @@ static int add_op(struct scan *s, const char *sym, const GElf_Sym *es)
 			return -ENOMEM;
 		s->ops_cap = cap;
 	}
-	err = add_site(s, es->st_value, op, PTG_OP_SITE_ENTRY, false, 0);
+	err = add_site(s, entry_site(s, es->st_value), op, PTG_OP_SITE_ENTRY, false, 0);
 	err = err ?: scan_body(s, op, es->st_value, (uint32_t)es->st_size, &b);
 	if (err)
 		return err;
