@@ -98,6 +98,23 @@ class RecordCounts(unittest.TestCase):
         got = {k: v for k, v in counts.items() if k in oracle or not k.startswith("<module>")}
         self.assertEqual(got, oracle)
 
+    def check_late_threads_and_uncaught(self, python):
+        """Threads started after the attach, exceptions that end a thread and the
+        program: counts equal sys.setprofile's, the raising frames exit unwound."""
+        oracle = json.loads(subprocess.run(
+            python.argv(python.path(os.path.join(ptg.WORKLOADS, "late_threads.py")), "--oracle"),
+            check=True, capture_output=True, text=True).stdout)
+        trace = self.record_attached(python, "late_threads.py")
+        counts = trace.count("late_threads.py")
+        got = {k: v for k, v in counts.items() if k in oracle or not k.startswith("<module>")}
+        self.assertEqual(got, oracle)
+        booms = [c for c in trace.calls() if c[1].startswith("boom_")]
+        self.assertEqual(len(booms), 6)
+        self.assertTrue(all(c[7] == ptg.EXIT_UNWIND for c in booms), booms)
+        # four threads of their own besides the main one
+        tids = {tid for (tid, key) in trace.count("late_threads.py", by_tid=True)}
+        self.assertGreaterEqual(len(tids), 5)
+
     def check_record_command(self, python):
         out = os.path.join(self.tmp.name, "cmd.ptg")
         res = ptg.run(["record", "-o", out, "--",

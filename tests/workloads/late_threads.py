@@ -8,7 +8,6 @@ stderr). Run with --oracle to count the calls in-process with
 sys.setprofile and threading.setprofile instead, printed as JSON (the
 oracle catches the main thread's exception so it can print).
 """
-import json
 import sys
 import threading
 
@@ -59,26 +58,19 @@ def quiet_excepthook(args):
         sys.__excepthook__(args.exc_type, args.exc_value, args.exc_traceback)
 
 
-def oracle():
-    counts = {}
-    me = __file__
-
-    def profiler(frame, event, arg):
-        if event != "call" or frame.f_code.co_filename != me:
-            return
-        key = f"{frame.f_code.co_qualname}:{frame.f_code.co_firstlineno}"
-        counts[key] = counts.get(key, 0) + 1
-
-    threading.setprofile(profiler)
-    sys.setprofile(profiler)
+def run_and_fail():
+    """run(), then the main thread's exception, caught so that the oracle can print."""
     run()
     try:
         boom_outer(8)
     except ValueError:
         pass
-    sys.setprofile(None)
-    threading.setprofile(None)
-    print(json.dumps(counts, sort_keys=True))
+
+
+def oracle():
+    # run_and_fail is the oracle's own wrapper: the recorded run has none
+    gate.print_oracle(run_and_fail, __file__, lambda f: f.f_code.co_name != "run_and_fail",
+                      threads=True)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ to count calls in-process with sys.setprofile and print them as JSON.
 """
 import dis
 import functools
-import json
 import sys
 
 import gate
@@ -159,19 +158,7 @@ def is_new_call(frame):
 
 
 def oracle():
-    counts = {}
-    me = __file__
-
-    def profiler(frame, event, arg):
-        if event != "call" or frame.f_code.co_filename != me or not is_new_call(frame):
-            return
-        key = f"{frame.f_code.co_qualname}:{frame.f_code.co_firstlineno}"
-        counts[key] = counts.get(key, 0) + 1
-
-    sys.setprofile(profiler)
-    run()
-    sys.setprofile(None)
-    print(json.dumps(counts, sort_keys=True))
+    gate.print_oracle(run, __file__, is_new_call)
 
 
 if __name__ == "__main__":
