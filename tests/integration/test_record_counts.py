@@ -115,6 +115,15 @@ class RecordCounts(unittest.TestCase):
         tids = {tid for (tid, key) in trace.count("late_threads.py", by_tid=True)}
         self.assertGreaterEqual(len(tids), 5)
 
+    def check_jit_warning(self, python):
+        """PYTHON_JIT=1 (3.13+): record says what JIT-compiled code hides from it."""
+        out = os.path.join(self.tmp.name, "jit.ptg")
+        res = ptg.run(["record", "-o", out, "--", "env", "PYTHON_JIT=1",
+                       *python.argv(python.path(os.path.join(ptg.WORKLOADS, "fib.py")))])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        warned = "PYTHON_JIT=1" in res.stderr and "not recorded" in res.stderr
+        self.assertEqual(warned, python.version >= (3, 13), res.stderr)
+
     def check_record_command(self, python):
         out = os.path.join(self.tmp.name, "cmd.ptg")
         res = ptg.run(["record", "-o", out, "--",
