@@ -84,10 +84,10 @@ static long py_tstate_step(__u32 i, void *arg)
 }
 
 /* The PyThreadState whose native_thread_id is ns_tid, or 0. */
-static __always_inline __u64 py_walk_tstates(const volatile struct ptg_py_offsets *off, __u64 runtime_addr,
-					     __u32 ns_tid)
+static __always_inline __u64 py_walk_tstates(const volatile struct ptg_py_offsets *off,
+					     __u64 runtime_addr, __u32 ns_tid)
 {
-	struct py_tstate_walk w = { .off = off, .tid = ns_tid };
+	struct py_tstate_walk w = {.off = off, .tid = ns_tid};
 
 	w.interp = py_read_ptr(runtime_addr + off->runtime_interp_head);
 	if (!w.interp)
@@ -102,7 +102,8 @@ static __always_inline __u64 py_walk_tstates(const volatile struct ptg_py_offset
  * The innermost frame of a thread state: through _PyCFrame up to 3.12,
  * directly from 3.13. 0 when unreadable.
  */
-static __always_inline __u64 py_tstate_frame(const volatile struct ptg_py_offsets *off, __u64 tstate)
+static __always_inline __u64 py_tstate_frame(const volatile struct ptg_py_offsets *off,
+					     __u64 tstate)
 {
 	__u64 holder = tstate;
 

@@ -27,7 +27,7 @@ static size_t debug_fields(const struct py_version_info *vi, struct debug_field 
 	const struct ptg_py_offsets *o = &vi->off;
 	size_t n = 0;
 
-#define F(name, idx, value) f[n++] = (struct debug_field){ name, d->idx, value }
+#define F(name, idx, value) f[n++] = (struct debug_field){name, d->idx, value}
 	F("interpreters.head", interp_head, o->runtime_interp_head);
 	F("PyInterpreterState.next", interp_next, o->interp_next);
 	F("PyInterpreterState.threads.head", threads_head, o->interp_threads_head);

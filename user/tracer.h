@@ -81,7 +81,8 @@ int tracer__record(struct tracer *t, const struct ptg_record *rec);
 
 /* Consumes events, waiting up to timeout_ms. Returns records consumed or -errno. */
 int tracer__poll(struct tracer *t, int timeout_ms);
-/* Drains, closes every open slot at stop_ts (or the last event's time) and calls the finish hooks. */
+/* Drains, closes every open slot at stop_ts (or the last event's time) and calls the finish hooks.
+ */
 int tracer__finish(struct tracer *t, uint64_t stop_ts);
 uint64_t tracer__events(const struct tracer *t);
 uint64_t tracer__calls(const struct tracer *t);

@@ -25,7 +25,8 @@ struct ptg_py_offsets {
 	__u32 interp_threads_head; /* PyInterpreterState.threads.head */
 	__u32 tstate_next;	   /* PyThreadState.next */
 	__u32 tstate_native_tid;   /* PyThreadState.native_thread_id */
-	/* its innermost frame: tstate->cframe->current_frame (3.11, 3.12) or tstate->current_frame */
+	/* its innermost frame: tstate->cframe->current_frame (3.11, 3.12) or tstate->current_frame
+	 */
 	__u32 tstate_cframe;	    /* PyThreadState.cframe, PTG_OFF_NONE from 3.13 */
 	__u32 cframe_current_frame; /* _PyCFrame.current_frame, or PyThreadState.current_frame */
 	__u32 frame_code;	    /* _PyInterpreterFrame.f_code / f_executable */

@@ -57,7 +57,7 @@ static void check_real(const char *path)
 static void check_refusals(void)
 {
 	const struct py_version_info *vi = py_version_lookup(0x030d05f0);
-	uint8_t raw[1024] = { 0 };
+	uint8_t raw[1024] = {0};
 	uint64_t v;
 	char err[256];
 

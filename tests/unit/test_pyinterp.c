@@ -106,7 +106,8 @@ int main(void)
 		return TEST_DONE();
 	}
 	check_refused(dir, "Py_Version", 0, 0x031000f0, -EPROTONOSUPPORT, "newer than any version");
-	check_refused(dir, "Py_Version", 0, 0x030a0cf0, -EPROTONOSUPPORT, "unsupported Python version");
+	check_refused(dir, "Py_Version", 0, 0x030a0cf0, -EPROTONOSUPPORT,
+		      "unsupported Python version");
 	check_refused(dir, "_PyRuntime", v313->debug.free_threaded, 1, -EPROTONOSUPPORT,
 		      "free-threaded");
 	check_refused(dir, "_PyRuntime", v313->debug.frame_previous, 16, -EPROTO,
