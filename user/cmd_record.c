@@ -49,6 +49,7 @@ struct recording {
 	struct record_opts *o;
 	pid_t pid;
 	bool child; /* started by us: -- CMD */
+	bool child_reaped;
 	int child_status;
 	int pidfd;
 	struct py_interp py;
@@ -103,6 +104,8 @@ static void usage(FILE *f)
 		"                        *.step of torch/optim/); MODULE __main__: any file\n"
 		"  -q, --quiet           no live status line and no summary\n"
 		"  -h, --help            this help\n\n"
+		"Exit status: 1 when recording failed; with -- CMD, else the command's own\n"
+		"status (128+N when signal N killed it); else 0.\n"
 		"Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE). Supported Python: %s.\n",
 		py_supported_versions());
 }
@@ -336,8 +339,11 @@ static bool target_exited(struct recording *rc)
 {
 	struct pollfd p = { .fd = rc->pidfd, .events = POLLIN };
 
-	if (rc->child)
-		return waitpid(rc->pid, &rc->child_status, WNOHANG) == rc->pid;
+	if (rc->child) {
+		if (!rc->child_reaped && waitpid(rc->pid, &rc->child_status, WNOHANG) == rc->pid)
+			rc->child_reaped = true;
+		return rc->child_reaped;
+	}
 	if (rc->pidfd >= 0)
 		return poll(&p, 1, 0) == 1;
 	return !proc_exists(rc->pid);
@@ -469,6 +475,21 @@ static int finish(struct recording *rc)
 	return 0;
 }
 
+/*
+ * record -- CMD exits as its command did, like time(1) and perf record: the
+ * command's status, or 128 + N when signal N killed it; 0 otherwise.
+ */
+static int command_status(const struct recording *rc)
+{
+	if (!rc->child || !rc->child_reaped)
+		return 0;
+	if (WIFEXITED(rc->child_status))
+		return WEXITSTATUS(rc->child_status);
+	if (WIFSIGNALED(rc->child_status))
+		return 128 + WTERMSIG(rc->child_status);
+	return 0;
+}
+
 static void install_signals(void)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
@@ -507,5 +528,5 @@ int cmd_record(int argc, char **argv)
 	trace_writer__abort(rc.w);
 	if (rc.pidfd >= 0)
 		close(rc.pidfd);
-	return ret ? 1 : 0;
+	return ret ? 1 : command_status(&rc);
 }

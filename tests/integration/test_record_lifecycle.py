@@ -90,6 +90,15 @@ class Lifecycle(unittest.TestCase):
         self.assertGreater(trace.count("ticker.py")["tick:11"], 5)
         self.assertEqual(w.finish().split(), expected_ticks(300) + ["done"])
 
+    def check_command_exit_status(self, python):
+        """record -- CMD exits as the command did: its status, 128 + N for signal N."""
+        out = os.path.join(self.tmp.name, "status.ptg")
+        for code, want in (("pass", 0), ("import sys; sys.exit(3)", 3),
+                           ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", 139)):
+            res = ptg.run(["record", "-q", "-o", out, "--", *python.argv("-c", code)])
+            self.assertEqual(res.returncode, want, res.stderr)
+            self.assertTrue(os.path.getsize(out) > 0)
+
     def check_recorder_killed(self, python):
         w = self.start_ticker(python, 300)
         rec = ptg.Recorder(["-p", str(w.pid)], self.out)
