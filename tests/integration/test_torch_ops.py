@@ -76,7 +76,7 @@ class TorchOps(unittest.TestCase):
     def record(self, python, script, *args, rec_args=(), name="run.ptg"):
         """Attaches while the workload waits; returns (trace path, workload output, stderr)."""
         out = os.path.join(self.tmp.name, name)
-        w = ptg.Workload(python, script, *args)
+        w, rec = ptg.Workload(python, script, *args), None
         try:
             rec = ptg.Recorder(["-p", str(w.pid), *rec_args], out)
             w.go()
@@ -85,6 +85,9 @@ class TorchOps(unittest.TestCase):
             self.assertIn("done", printed)
         finally:
             w.kill()
+            for f in (w.proc.stdin, w.proc.stdout, rec and rec.proc.stderr):
+                if f:
+                    f.close()
         return out, printed, rec.stderr
 
     def report(self, *args):
@@ -92,14 +95,16 @@ class TorchOps(unittest.TestCase):
         self.assertEqual(res.returncode, 0, res.stderr)
         return res.stdout
 
-    def check_counts_match_torch_profiler(self, python):
+    def compare_with_torch_profiler(self, python, *args):
+        """Op counts of mlp.py args as recorded, and as torch.profiler counts
+        them in-process: (Ops of the trace, {op: calls} of torch.profiler)."""
         mlp = python.path(os.path.join(ptg.WORKLOADS, "mlp.py"))
-        res = subprocess.run(python.argv(mlp, "--oracle", "--steps", str(STEPS)),
+        res = subprocess.run(python.argv(mlp, "--oracle", "--steps", str(STEPS), *args),
                              capture_output=True, text=True)
         self.assertEqual(res.returncode, 0, res.stderr)
         line = next(l for l in res.stdout.splitlines() if l.startswith("oracle "))
         theirs = {k: v for k, v in json.loads(line[7:]).items() if k.startswith("aten::")}
-        path, _, _ = self.record(python, "mlp.py", "--steps", str(STEPS))
+        path, _, _ = self.record(python, "mlp.py", "--steps", str(STEPS), *args)
         trace = ptg.Trace(path)
         self.assertEqual(trace.losses, [])
         ops = Ops(trace)
@@ -115,6 +120,10 @@ class TorchOps(unittest.TestCase):
             else:
                 self.assertEqual(mine, torch_n, f"{name}: ptrace-gpu {mine}, torch.profiler "
                                                 f"{torch_n}")
+        return ops, theirs
+
+    def check_counts_match_torch_profiler(self, python):
+        ops, _ = self.compare_with_torch_profiler(python)
         # nesting as torch shows it: aten::linear -> aten::t, aten::addmm
         children = collections.Counter(c[1] for c in ops.calls if c[2] == "aten::linear")
         self.assertEqual(children["aten::addmm"], 2 * STEPS)
@@ -123,13 +132,50 @@ class TorchOps(unittest.TestCase):
         linear = [c for c in ops.calls if c[1] == "aten::linear"]
         self.assertTrue(all(c[5] and c[5][-1] == "Linear.forward" for c in linear))
 
-    def check_module_paths(self, python):
-        path, _, _ = self.record(python, "mlp.py", "--steps", str(STEPS))
+    def check_counts_match_torch_profiler_adam_hooks(self, python):
+        # torch 2.x's Adam.step and hooks run through more Python wrappers and ops
+        ops, theirs = self.compare_with_torch_profiler(python, "--optim", "adam", "--hooks")
+        # one addcdiv_ per parameter and step: fc1, fc2 and the listed Linear
+        self.assertEqual(theirs["aten::addcdiv_"], 6 * STEPS)
+        self.assertEqual(theirs["aten::clamp"], STEPS)
+
+    def module_rows(self, path):
+        """{op: {module path: calls}} of report --group-by-module."""
         rows = collections.defaultdict(dict)
         for line in self.report("--group-by-module", path).splitlines():
             m = re.match(r"\s*(aten::\S+)(?:\s+\S+){5}\s+(\d+)\s+(\S*)\s*$", line)
             if m:
                 rows[m.group(1)][m.group(3)] = int(m.group(2))
+        return rows
+
+    def check_module_paths_hooks(self, python):
+        # torch 2.1+ runs hooks and forward from a closure of _call_impl that
+        # holds the module in a cell; a hook may be bound to another object
+        path, _, _ = self.record(python, "mlp.py", "--steps", str(STEPS), "--hooks")
+        rows = self.module_rows(path)
+        fc1 = "TOP(Net)::forward.fc1(Linear)"
+        self.assertEqual(rows["aten::mul"], {fc1 + "::scale_input": STEPS})
+        self.assertEqual(rows["aten::clamp"], {fc1 + "::hook": STEPS})
+        self.assertEqual(rows["aten::addmm"], {fc1 + "::forward": STEPS,
+                                               "TOP(Net)::forward.fc2(Linear)::forward": STEPS,
+                                               "TOP(Net)::forward.Linear#0(Linear)::forward": STEPS})
+        self.assertEqual(rows["aten::relu"], {"TOP(Net)::forward": STEPS})
+
+    def check_module_paths_attached_in_forward(self, python):
+        # the tracer attaches while Net.forward runs: the module calls come
+        # from the stack snapshot, their modules read from the running frames
+        path, _, _ = self.record(python, "mlp.py", "--steps", str(STEPS), "--hooks",
+                                 "--wait-in-forward")
+        rows = self.module_rows(path)
+        self.assertEqual(rows["aten::addmm"], {"TOP(Net)::forward.fc1(Linear)::forward": STEPS,
+                                               "TOP(Net)::forward.fc2(Linear)::forward": STEPS,
+                                               "TOP(Net)::forward.Linear#0(Linear)::forward": STEPS})
+        self.assertEqual(rows["aten::relu"], {"TOP(Net)::forward": STEPS})
+        self.assertEqual(rows["aten::clamp"], {"TOP(Net)::forward.fc1(Linear)::hook": STEPS})
+
+    def check_module_paths(self, python):
+        path, _, _ = self.record(python, "mlp.py", "--steps", str(STEPS))
+        rows = self.module_rows(path)
         fc1 = "TOP(Net)::forward.fc1(Linear)::forward"
         fc2 = "TOP(Net)::forward.fc2(Linear)::forward"
         self.assertEqual(rows["aten::addmm"], {fc1: STEPS, fc2: STEPS})
@@ -154,6 +200,22 @@ class TorchOps(unittest.TestCase):
         self.assertEqual(len(steps), 3)
         self.assertTrue(all(c[7] == 0 for c in steps), "each step() returned in the trace")
         self.assertEqual(Ops(trace).count()["aten::addmm"], 2 * 3)
+
+    def check_steps_adam(self, python):
+        # torch 2.x wraps Adam.step in profile_hook_step, _use_grad and
+        # maybe_fallback: one step per opt.step() all the same
+        path, _, _ = self.record(python, "mlp.py", "--steps", "8", "--optim", "adam",
+                                 rec_args=["--steps", "3"])
+        trace = ptg.Trace(path)
+        self.assertEqual(trace.meta["stop.reason"], "3 steps recorded")
+        spans = [r.name for r in trace.records if r.kind == "span"]
+        self.assertEqual(spans, ["ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2"])
+        steps = [c for c in trace.calls() if c[1] == "Adam.step" and c[2].endswith("adam.py")]
+        self.assertEqual(len(steps), 3)
+        # each span ends where its Adam.step() returned
+        self.assertEqual([r.ts + r.fields["dur"] for r in trace.records if r.kind == "span"],
+                         [c[5] for c in steps])
+        self.assertEqual(Ops(trace).count()["aten::addcdiv_"], 4 * 3, "4 parameters, 3 steps")
 
     def check_step_function(self, python):
         path, _, _ = self.record(python, "mlp.py", "--steps", "5",

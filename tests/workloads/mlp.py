@@ -8,6 +8,13 @@
   --loop SECONDS     keep training that long (for benchmarks), then stop
   --errors N         first call torch.mm N times on shapes that do not fit: the
                      C++ exception unwinds through the op's probes
+  --optim NAME       sgd (default) or adam
+  --hooks            a forward pre-hook and a forward hook on fc1 (each runs
+                     an op), a pre-hook on the model, and a Linear called
+                     from a plain list: module calls that are not a plain
+                     forward
+  --wait-in-forward  with --wait: wait inside the model's first forward(), so
+                     that the tracer attaches with module calls running
 """
 import argparse
 import json
@@ -20,13 +27,37 @@ from torch import nn
 
 
 class Net(nn.Module):
-    def __init__(self):
+    def __init__(self, hooks=False, wait_in_forward=False):
         super().__init__()
+        self.wait_in_forward = wait_in_forward
         self.fc1 = nn.Linear(32, 64)
         self.fc2 = nn.Linear(64, 10)
+        # a module its caller does not hold in _modules: named Linear#0
+        self.extra = [nn.Linear(10, 10)] if hooks else []
+        if hooks:
+            self.fc1.register_forward_pre_hook(scale_input)
+            self.fc1.register_forward_hook(Clamp().hook)
+            self.register_forward_pre_hook(lambda module, args: None)
 
     def forward(self, x):
-        return self.fc2(torch.relu(self.fc1(x)))
+        if self.wait_in_forward:
+            self.wait_in_forward = False
+            gate.wait_for_go()
+        x = self.fc2(torch.relu(self.fc1(x)))
+        for m in self.extra:
+            x = m(x)
+        return x
+
+
+def scale_input(module, args):
+    return (torch.mul(args[0], 0.5),)
+
+
+class Clamp:
+    """A hook that is a bound method of another object: its first local is not the module."""
+
+    def hook(self, module, args, out):
+        return torch.clamp(out, -10, 10)
 
 
 def backward(loss, on_thread):
@@ -75,14 +106,21 @@ def main():
     p.add_argument("--backward-thread", action="store_true")
     p.add_argument("--loop", type=float, default=0)
     p.add_argument("--errors", type=int, default=0)
+    p.add_argument("--optim", choices=("sgd", "adam"), default="sgd")
+    p.add_argument("--hooks", action="store_true")
+    p.add_argument("--wait-in-forward", action="store_true")
     a = p.parse_args()
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    model = Net()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    model = Net(a.hooks, a.wait and a.wait_in_forward)
+    params = list(model.parameters()) + [p for m in model.extra for p in m.parameters()]
+    if a.optim == "adam":
+        opt = torch.optim.Adam(params, lr=0.01)
+    else:
+        opt = torch.optim.SGD(params, lr=0.01)
     x, y = torch.randn(16, 32), torch.randn(16, 10)
-    if a.wait:
+    if a.wait and not a.wait_in_forward:
         gate.wait_for_go()
     if a.errors:
         errors(a.errors)
