@@ -22,31 +22,47 @@
 #include "pycode.h"
 #include "u64map.h"
 
-#define CALL_QUALNAME "Module._call_impl"
-#define CALL_FILE "/torch/nn/modules/module.py"
+#define CALL_FILE	 "/torch/nn/modules/module.py"
 #define MAX_DICT_ENTRIES 4096
-#define PATH_MAX_LEN 4096
-#define LABEL_LEN 256
+#define PATH_MAX_LEN	 4096
+#define LABEL_LEN	 256
 
 struct mod_call {
 	uint32_t idx; /* index of the _call_impl frame on the tracer stack */
 	uint64_t frame;
 	uint64_t code;
 	uint64_t self;
-	bool method_self; /* self is the first local of the method frame above */
+	uint64_t alt;	 /* first local of the method frame, if self turns out no module */
+	bool trusted;	 /* self is the module */
 	uint32_t path;	 /* index + 1 in modpath.paths, 0 until an op needs it */
-	uint64_t method; /* code of the frame above it when path was made */
+	uint64_t method; /* code of the method frame when path was made */
+};
+
+/* The last Module._wrapped_call_impl frame started on a thread. */
+struct wrapped_call {
+	uint32_t idx;
+	uint64_t frame;
+	uint64_t self;
 };
 
 struct mod_thread {
 	struct mod_call *calls;
 	uint32_t n, cap;
+	struct wrapped_call wrapped;
+};
+
+/* The functions of torch/nn/modules/module.py that a module call runs in. */
+enum code_role {
+	ROLE_NONE,
+	ROLE_CALL_IMPL, /* Module._call_impl: a module call */
+	ROLE_WRAPPED,	/* Module._wrapped_call_impl (torch 2.1+), which calls it */
+	ROLE_INNER,	/* Module._call_impl.<locals>.inner (2.1+), which runs hooks and forward */
 };
 
 /* What a code object is to us: read once per (address, fingerprint). */
 struct code_kind {
 	uint32_t fingerprint;
-	bool module_call;
+	uint8_t role;	 /* enum code_role */
 	char method[64]; /* last part of the qualified name */
 };
 
@@ -71,10 +87,26 @@ struct modpath {
 	struct u64map path_idx; /* hash of (parent, self, method name) -> index + 1 */
 	struct path *paths;
 	size_t npaths, paths_cap;
-	struct u64map instance; /* unnamed module object -> its number + 1 in its class */
+	struct u64map instance;	   /* unnamed module object -> its number + 1 in its class */
 	struct u64map class_count; /* type object -> modules of it numbered so far */
+	struct u64map modules;	   /* objects found to hold a _modules attribute -> 1 */
 	struct modpath_stats st;
 };
+
+static enum code_role code_role(const struct py_code_info *ci)
+{
+	size_t n = strlen(ci->filename), m = strlen(CALL_FILE);
+
+	if (n < m || strcmp(ci->filename + n - m, CALL_FILE))
+		return ROLE_NONE;
+	if (!strcmp(ci->qualname, "Module._call_impl"))
+		return ROLE_CALL_IMPL;
+	if (!strcmp(ci->qualname, "Module._wrapped_call_impl"))
+		return ROLE_WRAPPED;
+	if (!strcmp(ci->qualname, "Module._call_impl.<locals>.inner"))
+		return ROLE_INNER;
+	return ROLE_NONE;
+}
 
 static const struct code_kind *code_kind(struct modpath *mp, uint64_t code, uint32_t fingerprint)
 {
@@ -99,9 +131,7 @@ static const struct code_kind *code_kind(struct modpath *mp, uint64_t code, uint
 	k->fingerprint = fingerprint;
 	if (py_read_code(mp->memfd, mp->vi, code, &ci) || ci.fingerprint != fingerprint)
 		return k; /* freed before we read it: not a module call as far as we know */
-	k->module_call = !strcmp(ci.qualname, CALL_QUALNAME) &&
-			 strlen(ci.filename) >= strlen(CALL_FILE) &&
-			 !strcmp(ci.filename + strlen(ci.filename) - strlen(CALL_FILE), CALL_FILE);
+	k->role = code_role(&ci);
 	dot = strrchr(ci.qualname, '.');
 	snprintf(k->method, sizeof(k->method), "%.63s", dot ? dot + 1 : ci.qualname);
 	return k;
@@ -145,7 +175,7 @@ static void truncate_at(struct mod_thread *mt, uint32_t idx)
 }
 
 static int push_call(struct mod_thread *mt, uint32_t idx, uint64_t frame, uint64_t code,
-		     uint64_t self)
+		     uint64_t self, bool trusted)
 {
 	if (mt->n == mt->cap) {
 		uint32_t cap = mt->cap ? mt->cap * 2 : 16;
@@ -156,8 +186,63 @@ static int push_call(struct mod_thread *mt, uint32_t idx, uint64_t frame, uint64
 		mt->calls = n;
 		mt->cap = cap;
 	}
-	mt->calls[mt->n++] = (struct mod_call){ .idx = idx, .frame = frame, .code = code,
-						.self = self };
+	mt->calls[mt->n++] = (struct mod_call){
+	    .idx = idx, .frame = frame, .code = code, .self = self, .trusted = trusted};
+	return 0;
+}
+
+/*
+ * Index of the frame a module call at idx runs its method in (forward, a
+ * hook): the one right above _call_impl, or above the closure `inner` that
+ * torch 2.1+'s _call_impl calls hooks and forward from when there are hooks.
+ * UINT32_MAX when none is running.
+ */
+static uint32_t method_slot(struct modpath *mp, const struct tracer_thread *th, uint32_t idx)
+{
+	const struct tracer_slot *s;
+	const struct code_kind *k;
+
+	if (idx + 1 >= th->depth || th->stack[idx + 1].kind != PTG_REC_PY_ENTER)
+		return UINT32_MAX;
+	s = &th->stack[idx + 1];
+	k = code_kind(mp, s->code, s->fingerprint);
+	if (!k || k->role != ROLE_INNER)
+		return idx + 1;
+	return idx + 2 < th->depth && s[1].kind == PTG_REC_PY_ENTER ? idx + 2 : UINT32_MAX;
+}
+
+/*
+ * The module of a _call_impl frame at idx starting with first local self.
+ * torch 2.1+ keeps self in a cell there (a closure of its hook path captures
+ * it), freed when the call returns, often before we read it; its caller
+ * _wrapped_call_impl has the module itself as first local. Without that
+ * caller (torch 1.x, or _call_impl called directly) self is taken as it is
+ * and checked when a path is made.
+ */
+static int start_call(struct mod_thread *mt, const struct tracer_thread *th, uint32_t idx,
+		      uint64_t frame, uint64_t code, uint64_t self)
+{
+	const struct wrapped_call *w = &mt->wrapped;
+	const struct tracer_slot *below = idx ? &th->stack[idx - 1] : NULL;
+
+	if (below && w->frame && w->self && w->idx == idx - 1 && below->kind == PTG_REC_PY_ENTER &&
+	    below->key == w->frame)
+		return push_call(mt, idx, frame, code, w->self, true);
+	return push_call(mt, idx, frame, code, self, false);
+}
+
+/* The first local of a running frame, if the frame still runs that code. */
+static int first_local(struct modpath *mp, const struct tracer_slot *s, uint64_t *out)
+{
+	uint64_t code = 0, local = 0;
+	int err;
+
+	if ((err = proc_mem_read(mp->memfd, s->key + mp->vi->off.frame_code, &code, 8)) ||
+	    (err = proc_mem_read(mp->memfd, s->key + mp->vi->off.frame_localsplus, &local, 8)))
+		return err;
+	if ((code & PTG_PY_REF_MASK) != s->code)
+		return -ESRCH;
+	*out = local & PTG_PY_REF_MASK;
 	return 0;
 }
 
@@ -176,20 +261,27 @@ static int resync(struct modpath *mp, struct mod_thread *mt, const struct tracer
 	for (uint32_t i = keep ? mt->calls[keep - 1].idx + 1 : 0; !err && i < th->depth; i++) {
 		const struct tracer_slot *s = &th->stack[i];
 		const struct code_kind *k;
-		uint64_t self = 0, code = 0;
+		uint64_t self = 0;
+		uint32_t m;
 
 		if (s->kind != PTG_REC_PY_ENTER)
 			continue;
 		k = code_kind(mp, s->code, s->fingerprint);
-		if (!k || !k->module_call)
+		if (!k || (k->role != ROLE_CALL_IMPL && k->role != ROLE_WRAPPED))
 			continue;
-		if (proc_mem_read(mp->memfd, s->key + mp->vi->off.frame_code, &code, 8) ||
-		    (code & PTG_PY_REF_MASK) != s->code ||
-		    proc_mem_read(mp->memfd, s->key + mp->vi->off.frame_localsplus, &self, 8)) {
+		if (first_local(mp, s, &self)) {
 			mp->st.unreadable++;
 			continue;
 		}
-		err = push_call(mt, i, s->key, s->code, self & PTG_PY_REF_MASK);
+		if (k->role == ROLE_WRAPPED) {
+			mt->wrapped =
+			    (struct wrapped_call){.idx = i, .frame = s->key, .self = self};
+			continue;
+		}
+		err = start_call(mt, th, i, s->key, s->code, self);
+		m = err ? UINT32_MAX : method_slot(mp, th, i);
+		if (m != UINT32_MAX && !mt->calls[mt->n - 1].trusted)
+			first_local(mp, &th->stack[m], &mt->calls[mt->n - 1].alt);
 	}
 	return err;
 }
@@ -211,24 +303,24 @@ static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, 
 		if (!top || top->kind != PTG_REC_PY_ENTER || top->key != e->a)
 			return 0;
 		truncate_at(mt, th->depth - 1);
+		/* a frame at or below a _wrapped_call_impl's slot: that one has ended */
+		if (mt->wrapped.frame && th->depth - 1 <= mt->wrapped.idx)
+			mt->wrapped.frame = 0;
 		if (e->kind == PTG_EV_PY_RESUME)
 			return 0;
-		/*
-		 * The method right above _call_impl (forward, a hook) runs on the
-		 * module too, and its first local is the module itself. Take it from
-		 * there: _call_impl of torch 2.x keeps self in a cell (a closure of
-		 * its slow path captures it), which is freed when the call returns,
-		 * often before we read it.
-		 */
-		if (mt->n && !mt->calls[mt->n - 1].method_self &&
-		    mt->calls[mt->n - 1].idx + 2 == th->depth && e->c) {
-			mt->calls[mt->n - 1].self = e->c;
-			mt->calls[mt->n - 1].method_self = true;
-		}
 		k = code_kind(mp, e->b, e->aux);
 		if (!k)
 			return -ENOMEM;
-		return k->module_call ? push_call(mt, th->depth - 1, e->a, e->b, e->c) : 0;
+		/* the method (forward, a hook) runs on the module: its first local is one */
+		if (mt->n && !mt->calls[mt->n - 1].trusted && !mt->calls[mt->n - 1].alt &&
+		    method_slot(mp, th, mt->calls[mt->n - 1].idx) == th->depth - 1)
+			mt->calls[mt->n - 1].alt = e->c;
+		if (k->role == ROLE_WRAPPED)
+			mt->wrapped = (struct wrapped_call){
+			    .idx = th->depth - 1, .frame = e->a, .self = e->c};
+		if (k->role != ROLE_CALL_IMPL)
+			return 0;
+		return start_call(mt, th, th->depth - 1, e->a, e->b, e->c);
 	case PTG_EV_PY_STACK:
 		return resync(mp, mt, th);
 	default:
@@ -354,24 +446,74 @@ static int instance_entries(struct modpath *mp, uint64_t obj, struct dict_entrie
 	return dict ? dict_entries_of(mp, dict, out) : -ENOENT;
 }
 
+/* obj._modules, from obj's instance attributes; de is scratch space. */
+static int modules_dict(struct modpath *mp, uint64_t obj, struct dict_entries *de, uint64_t *out)
+{
+	char key[64];
+	int err;
+
+	*out = 0;
+	err = instance_entries(mp, obj, de);
+	for (int64_t i = 0; !err && i < de->n; i++) {
+		if (de->keys[i] && de->values[i] &&
+		    !py_read_str(mp->memfd, mp->vi, de->keys[i], key, sizeof(key)) &&
+		    !strcmp(key, "_modules")) {
+			*out = de->values[i];
+			return 0;
+		}
+	}
+	return err ?: -ENOENT;
+}
+
+/* obj is an nn.Module, as far as its attributes say: it has _modules. */
+static bool is_module(struct modpath *mp, uint64_t obj)
+{
+	struct dict_entries *de;
+	uint64_t modules;
+	bool yes;
+
+	if (!obj)
+		return false;
+	if (u64map__get(&mp->modules, obj))
+		return true;
+	de = malloc(sizeof(*de));
+	yes = de && !modules_dict(mp, obj, de, &modules);
+	free(de);
+	if (yes)
+		u64map__put(&mp->modules, obj, 1);
+	return yes;
+}
+
+/*
+ * The module of call c. A self taken from _call_impl itself may be the cell
+ * of torch 2.1+ (see start_call()): then the first local of the method frame
+ * above it is the module, unless that method is a hook bound to some other
+ * object. Decided once the module is known.
+ */
+static uint64_t module_of(struct modpath *mp, struct mod_call *c)
+{
+	if (c->trusted)
+		return c->self;
+	if (is_module(mp, c->self)) {
+		c->trusted = true;
+	} else if (c->alt && is_module(mp, c->alt)) {
+		c->self = c->alt;
+		c->trusted = true;
+	}
+	return c->self;
+}
+
 /* parent._modules: the name under which it holds child. */
 static int attr_name(struct modpath *mp, uint64_t parent, uint64_t child, char *buf, size_t len)
 {
 	struct dict_entries *de = malloc(sizeof(*de));
 	uint64_t modules = 0;
-	char key[64];
 	int err;
 
 	if (!de)
 		return -ENOMEM;
-	err = instance_entries(mp, parent, de);
-	for (int64_t i = 0; !err && !modules && i < de->n; i++) {
-		if (de->keys[i] && de->values[i] &&
-		    !py_read_str(mp->memfd, mp->vi, de->keys[i], key, sizeof(key)) &&
-		    !strcmp(key, "_modules"))
-			modules = de->values[i];
-	}
-	err = err ?: modules ? dict_entries_of(mp, modules, de) : -ENOENT;
+	err = modules_dict(mp, parent, de, &modules);
+	err = err ?: dict_entries_of(mp, modules, de);
 	for (int64_t i = 0; !err && i < de->n; i++) {
 		if (de->values[i] == child && de->keys[i]) {
 			err = py_read_str(mp->memfd, mp->vi, de->keys[i], buf, len);
@@ -384,8 +526,8 @@ static int attr_name(struct modpath *mp, uint64_t parent, uint64_t child, char *
 }
 
 /* "fc1", or "Linear#2" for the third Linear not held by its parent's _modules. */
-static void label_of(struct modpath *mp, const struct path *parent, uint64_t self,
-		     const char *type, char *buf, size_t len)
+static void label_of(struct modpath *mp, const struct path *parent, uint64_t self, const char *type,
+		     char *buf, size_t len)
 {
 	uint64_t type_obj = 0, *no, *count;
 
@@ -440,10 +582,10 @@ static uint32_t make_path(struct modpath *mp, uint32_t parent, uint64_t self, ui
 		free(str);
 		return 0;
 	}
-	snprintf(str, PATH_MAX_LEN, "%s%s%s(%s)::%s", pp ? pp->str : "", pp ? "." : "", label,
-		 type, method_name);
+	snprintf(str, PATH_MAX_LEN, "%s%s%s(%s)::%s", pp ? pp->str : "", pp ? "." : "", label, type,
+		 method_name);
 	p = &mp->paths[mp->npaths++];
-	*p = (struct path){ .parent = parent, .self = self, .method = method, .str = str };
+	*p = (struct path){.parent = parent, .self = self, .method = method, .str = str};
 	p->sym = trace_writer__sym(tracer__writer(mp->t), PTG_SYM_STRING, str, "", 0);
 	mp->st.paths++;
 	/* on a hash collision the older path stays cached and this one is made again */
@@ -452,17 +594,18 @@ static uint32_t make_path(struct modpath *mp, uint32_t parent, uint64_t self, ui
 	return (uint32_t)mp->npaths;
 }
 
-/* The method a module call runs: the frame right above _call_impl (forward, a hook). */
+/* The method a module call runs (forward, a hook): see method_slot(). */
 static uint64_t method_of(struct modpath *mp, const struct tracer_thread *th,
 			  const struct mod_call *c, const char **name)
 {
+	uint32_t m = method_slot(mp, th, c->idx);
 	const struct tracer_slot *s;
 	const struct code_kind *k;
 
 	*name = "__call__";
-	if (c->idx + 1 >= th->depth || th->stack[c->idx + 1].kind != PTG_REC_PY_ENTER)
+	if (m == UINT32_MAX)
 		return 0;
-	s = &th->stack[c->idx + 1];
+	s = &th->stack[m];
 	k = code_kind(mp, s->code, s->fingerprint);
 	if (k && k->method[0])
 		*name = k->method;
@@ -483,9 +626,8 @@ uint32_t modpath__current(struct modpath *mp, const struct tracer_thread *th)
 		const char *name;
 		uint64_t method = method_of(mp, th, c, &name);
 
-		if (!c->path || c->method != method ||
-		    mp->paths[c->path - 1].parent != parent) {
-			c->path = make_path(mp, parent, c->self, method, name);
+		if (!c->path || c->method != method || mp->paths[c->path - 1].parent != parent) {
+			c->path = make_path(mp, parent, module_of(mp, c), method, name);
 			c->method = method;
 			if (!c->path)
 				return 0;
@@ -547,5 +689,6 @@ void modpath__destroy(struct modpath *mp)
 	u64map__free(&mp->path_idx);
 	u64map__free(&mp->instance);
 	u64map__free(&mp->class_count);
+	u64map__free(&mp->modules);
 	free(mp);
 }
