@@ -5,7 +5,10 @@ over the output once complete: a symlink planted at the output (or at a name
 the writer used to derive from it) is replaced, its target never written; a
 failure leaves the previous file as it was, and no temporary file behind.
 """
+import gzip
+import json
 import os
+import pstats
 import stat
 import subprocess
 import tempfile
@@ -63,7 +66,9 @@ class Outputs(unittest.TestCase):
         self.assert_no_temporaries()
 
     def assert_no_temporaries(self, where=None):
-        left = [n for n in os.listdir(where or self.dir) if n.endswith(".tmp")]
+        where = where or self.dir
+        left = [n for n in os.listdir(where)
+                if n.endswith(".tmp") and not os.path.islink(os.path.join(where, n))]
         self.assertEqual(left, [], "temporary files left behind")
 
     def record(self, out, *args):
@@ -100,6 +105,123 @@ class Outputs(unittest.TestCase):
         with open(out, "rb") as f:
             self.assertEqual(f.read(), before, "a failed record changed the previous trace")
         self.assert_no_temporaries()
+
+    def trace(self):
+        """A recorded trace of SCRIPT."""
+        out = self.path("in.ptg")
+        self.record(out)
+        return out
+
+    def assert_refused(self, args, what):
+        """args fail with one line on stderr, and what is unchanged."""
+        with open(what, "rb") as f:
+            before = f.read()
+        res = ptg.run(args)
+        self.assertEqual(res.returncode, 2, res.stderr)
+        self.assertEqual(len(res.stderr.strip().splitlines()), 1, res.stderr)
+        self.assertIn("itself", res.stderr)
+        with open(what, "rb") as f:
+            self.assertEqual(f.read(), before, f"{what} changed")
+
+    def test_export_replaces_planted_symlinks(self):
+        trace = self.trace()
+        outs = {name: self.plant(name) for name in ("t.json", "t.json.gz", "t.pstats")}
+        for opt, name in (("--chrome", "t.json"), ("--chrome", "t.json.gz"),
+                          ("--pstats", "t.pstats")):
+            res = ptg.run(["export", opt, outs[name], trace])
+            self.assertEqual(res.returncode, 0, res.stderr)
+            self.assert_safe_output(outs[name])
+        with open(outs["t.json"]) as f:
+            events = json.load(f)["traceEvents"]
+        self.assertTrue(any(e.get("name", "").endswith("(2): work") for e in events))
+        with gzip.open(outs["t.json.gz"]) as f:
+            self.assertEqual(json.load(f)["traceEvents"], events)
+        stats = pstats.Stats(outs["t.pstats"])
+        self.assertTrue(any(k[2] == "work" for k in stats.stats))
+
+    def test_export_refuses_its_input(self):
+        trace = self.trace()
+        self.assert_refused(["export", "--chrome", trace, trace], trace)
+        self.assert_refused(["export", "--pstats", trace, trace], trace)
+        os.link(trace, self.path("hard.ptg"))
+        self.assert_refused(["export", "--chrome", self.path("hard.ptg"), trace], trace)
+        # a symlink to the input is replaced, the input stays
+        os.symlink(trace, self.path("link.json"))
+        with open(trace, "rb") as f:
+            before = f.read()
+        res = ptg.run(["export", "--chrome", self.path("link.json"), trace])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        with open(trace, "rb") as f:
+            self.assertEqual(f.read(), before)
+
+    def test_flamegraph_replaces_planted_symlinks(self):
+        trace = self.trace()
+        for name in ("t.folded", "t.svg"):
+            out = self.plant(name)
+            res = ptg.run(["flamegraph", "-o", out, trace])
+            self.assertEqual(res.returncode, 0, res.stderr)
+            self.assert_safe_output(out)
+            with open(out) as f:
+                self.assertIn("work (", f.read())
+        self.assert_refused(["flamegraph", "-o", trace, trace], trace)
+
+    def test_import_replaces_planted_symlink(self):
+        kineto = self.path("k.json")
+        res = ptg.run(["export", "--chrome", kineto, self.trace()])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        out = self.plant("k.ptg")
+        res = ptg.run(["import", kineto])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assert_safe_output(out)
+        self.assertGreater(ptg.Trace(out).count(self.script)["work:2"], 11)
+        self.assert_refused(["import", kineto, "-o", kineto], kineto)
+
+    def test_import_of_bad_json_leaves_no_output(self):
+        kineto = self.path("k.json")
+        res = ptg.run(["export", "--chrome", kineto, self.trace()])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        with open(kineto, "rb") as f:
+            good = f.read()
+        bad = {
+            "truncated.json": good[:len(good) // 2],
+            "garbage.json": good[:1000] + b"\x00\xff{]" + good[1000:],
+            "notatrace.json": json.dumps({"traceEvents": {"ph": "X"}}).encode(),
+        }
+        for name, data in bad.items():
+            src = self.path(name)
+            with open(src, "wb") as f:
+                f.write(data)
+            out = self.path(name.replace(".json", ".ptg"))
+            res = ptg.run(["import", src])
+            self.assertNotEqual(res.returncode, 0, f"{name}: {res.stdout}")
+            self.assertFalse(os.path.lexists(out), f"{name} left {out}")
+            # and a previous output of the same name stays as it was
+            with open(out, "wb") as f:
+                f.write(VICTIM_TEXT)
+            res = ptg.run(["import", src])
+            self.assertNotEqual(res.returncode, 0)
+            with open(out, "rb") as f:
+                self.assertEqual(f.read(), VICTIM_TEXT, f"{name} changed {out}")
+        self.assert_no_temporaries()
+
+    def test_sample_replaces_planted_symlinks(self):
+        proc = subprocess.Popen(PY.argv("-c", "while True: pass"))
+        try:
+            # the old fixed scratch name, next to the output, is planted too
+            outs = [self.plant("s.pb.gz"), self.plant("s.folded")]
+            self.plant("s.pb.gz.tmp")
+            res = ptg.run(["sample", "-q", "-p", str(proc.pid), "-d", "0.5",
+                           "-o", outs[0], "-o", outs[1]])
+            self.assertEqual(res.returncode, 0, res.stderr)
+        finally:
+            proc.kill()
+            proc.wait()
+        for out in outs:
+            self.assert_safe_output(out)
+        with gzip.open(outs[0]) as f:
+            self.assertGreater(len(f.read()), 0)
+        with open(outs[1]) as f:
+            self.assertIn("python", f.read())
 
 
 def mount_tmpfs(where, size):
@@ -149,6 +271,30 @@ class FullDisk(unittest.TestCase):
         res = ptg.run(["report", out])
         self.assertEqual(res.returncode, 0, res.stderr)
         self.assertIn("trace_write", res.stdout)
+
+    def test_import_on_full_disk_leaves_previous_output(self):
+        """An import that cannot be written is no trace: nothing of it stays."""
+        work = tempfile.TemporaryDirectory()
+        self.addCleanup(work.cleanup)
+        trace, kineto = os.path.join(work.name, "in.ptg"), os.path.join(work.name, "k.json")
+        code = "def f(i):\n    return i\nfor i in range(100000):\n    f(i)\n"
+        res = ptg.run(["record", "-q", "-o", trace, "--", *PY.argv("-c", code)])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        res = ptg.run(["export", "--chrome", kineto, trace])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertGreater(os.path.getsize(trace), 160 << 10)
+        out = os.path.join(self.tmp.name, "k.ptg")
+        with open(out, "wb") as f:
+            f.write(VICTIM_TEXT)
+        # what is left of the 2 MiB: less than the trace
+        with open(os.path.join(self.tmp.name, "filler"), "wb") as f:
+            f.write(b"\0" * (1920 << 10))
+        res = ptg.run(["import", kineto, "-o", out])
+        self.assertEqual(res.returncode, 1, res.stderr)
+        self.assertIn("No space left on device", res.stderr)
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(), VICTIM_TEXT)
+        self.assertEqual(sorted(os.listdir(self.tmp.name)), ["filler", "k.ptg"])
 
 
 if __name__ == "__main__":
