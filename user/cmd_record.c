@@ -502,6 +502,8 @@ static void install_signals(void)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	/* past a file size limit a write then fails (EFBIG): the trace so far is kept */
+	signal(SIGXFSZ, SIG_IGN);
 }
 
 int cmd_record(int argc, char **argv)

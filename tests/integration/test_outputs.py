@@ -9,6 +9,7 @@ import gzip
 import json
 import os
 import pstats
+import resource
 import stat
 import subprocess
 import tempfile
@@ -222,6 +223,28 @@ class Outputs(unittest.TestCase):
             self.assertGreater(len(f.read()), 0)
         with open(outs[1]) as f:
             self.assertIn("python", f.read())
+
+    def test_file_size_limit_keeps_complete_chunks(self):
+        """RLIMIT_FSIZE fails the write (the recorder ignores SIGXFSZ) as a full disk does."""
+        out = self.path("big.ptg")
+        code = "def f(i):\n    return i\nfor i in range(2000000):\n    f(i)\n"
+
+        def limit():
+            resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+        res = subprocess.run([ptg.PTG, "record", "-q", "-o", out, "--", *PY.argv("-c", code)],
+                             capture_output=True, text=True, preexec_fn=limit, timeout=300)
+        self.assertEqual(res.returncode, 1, res.stderr)
+        loss = [line for line in res.stderr.splitlines() if "keeps the" in line]
+        self.assertEqual(len(loss), 1, res.stderr)
+        self.assertIn("(File too large)", loss[0])
+        kept = int(loss[0].split("keeps the ")[1].split()[0])
+        self.assertGreater(kept, 100000)
+        self.assertLessEqual(os.path.getsize(out), 1 << 20)
+        trace = ptg.Trace(out)
+        self.assertEqual(len(trace.records), kept)
+        self.assertTrue(any(l.startswith("trace_write ") for l in trace.losses), trace.losses)
+        self.assert_no_temporaries()
 
 
 def mount_tmpfs(where, size):
