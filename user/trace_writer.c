@@ -525,6 +525,9 @@ static int write_losses(struct trace_writer *w)
 		b.count++;
 	}
 	err = wbuf_flush(w, &b, PTG_CHUNK_LOSS);
+	/* on disk: salvage() after a failed END must not count them twice (readers add up) */
+	if (!err)
+		w->nloss = 0;
 	free(b.data);
 	return err;
 }
@@ -570,6 +573,8 @@ static int salvage(struct trace_writer *w)
 		return -errno;
 	w->err = 0;
 	err = trace_writer__loss(w, "trace_write", UINT32_MAX, lost);
+	/* metadata still in memory when a SYMS chunk failed, such as stop.reason */
+	err = err ?: wbuf_flush(w, &w->meta, PTG_CHUNK_META);
 	err = err ?: write_losses(w);
 	err = err ?: write_end(w);
 	err = err ?: commit(w);
