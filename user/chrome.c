@@ -10,12 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <zlib.h>
 
 #include "chrome.h"
 #include "cudajoin.h"
 #include "kineto.h"
+#include "outfile.h"
 
 #define FLUSH_AT (64 * 1024)
 
@@ -593,21 +595,38 @@ static void chrome_free(struct chrome *c)
 	u64map__free(&c->joins);
 }
 
+/* gzip (or plain, "T") on a descriptor of the output file; gzclose closes only its own. */
+static int open_gz(struct chrome *c, int fd)
+{
+	int gzfd = dup(fd);
+
+	if (gzfd < 0)
+		return -errno;
+	/* "T": zlib writes plain bytes, so both outputs share one code path */
+	c->gz = gzdopen(gzfd, ends_with(c->path, ".gz") ? "wb6" : "wbT");
+	if (!c->gz) {
+		close(gzfd);
+		return -ENOMEM;
+	}
+	gzbuffer(c->gz, 256 * 1024);
+	return 0;
+}
+
 int chrome_export(struct trace_reader *r, const char *out_path)
 {
 	const char *source = trace_reader__meta(r, "source");
 	struct chrome c = {.r = r, .path = out_path, .first = true};
+	struct outfile *of = NULL;
 	int err, zerr;
 
 	c.kineto = source && !strcmp(source, "kineto");
-	/* "T": zlib writes plain bytes, so both outputs share one code path */
-	c.gz = gzopen(out_path, ends_with(out_path, ".gz") ? "wb6" : "wbT");
-	if (!c.gz) {
-		err = -(errno ? errno : ENOMEM);
-		fprintf(stderr, "chrome: %s: %s\n", out_path, strerror(-err));
+	err = outfile__open(out_path, &of);
+	err = err ?: open_gz(&c, outfile__fd(of));
+	if (err) {
+		fprintf(stderr, "chrome: cannot create %s: %s\n", out_path, strerror(-err));
+		outfile__abort(of);
 		return err;
 	}
-	gzbuffer(c.gz, 256 * 1024);
 	err = cuda_join_load(r, &c.joins);
 	if (!err)
 		err = write_all(&c);
@@ -617,6 +636,13 @@ int chrome_export(struct trace_reader *r, const char *out_path)
 	if (!err && zerr != Z_OK) {
 		fprintf(stderr, "chrome: %s: write failed\n", out_path);
 		err = -EIO;
+	}
+	if (!err) {
+		err = outfile__commit(of);
+		if (err)
+			fprintf(stderr, "chrome: cannot write %s: %s\n", out_path, strerror(-err));
+	} else {
+		outfile__abort(of);
 	}
 	chrome_free(&c);
 	return err;

@@ -10,9 +10,11 @@
 
 /*
  * Writes every record of r (from its start) to out_path; a path ending in
- * ".gz" is gzip-compressed. For a trace imported from Kineto the output is a
- * fixed point: importing it and exporting again gives the same bytes.
- * Returns 0 or a negative errno after one line on stderr.
+ * ".gz" is gzip-compressed. out_path appears (mode 0600) once complete,
+ * replacing what was there, a symlink included (outfile.h). For a trace
+ * imported from Kineto the output is a fixed point: importing it and
+ * exporting again gives the same bytes. Returns 0 or a negative errno after
+ * one line on stderr.
  */
 int chrome_export(struct trace_reader *r, const char *out_path);
 

@@ -11,6 +11,7 @@
 
 #include "chrome.h"
 #include "commands.h"
+#include "outfile.h"
 #include "profile.h"
 #include "pstats.h"
 #include "trace.h"
@@ -34,7 +35,29 @@ static void export_usage(FILE *f)
 		"                 keyed like cProfile's built-ins: ('~', 0, '<aten::addmm>')\n"
 		"  --chrome OUT   write Chrome/Perfetto JSON in Kineto's schema (Perfetto UI,\n"
 		"                 chrome://tracing, HTA); OUT ending in .gz is gzipped\n"
-		"  -h, --help     this text\n");
+		"  -h, --help     this text\n"
+		"\n"
+		"Each OUT is a new file, mode 0600, that replaces OUT once complete.\n");
+}
+
+/* An output that replaces the trace, or the other output, loses it: refused. */
+static int export_check_outputs(const struct export_opts *o)
+{
+	const char *outs[] = {o->chrome_out, o->pstats_out};
+
+	for (size_t i = 0; i < 2; i++) {
+		if (outs[i] && outfile_is_input(outs[i], o->path)) {
+			fprintf(stderr, "ptrace-gpu export: output %s is the trace %s itself\n",
+				outs[i], o->path);
+			return -EINVAL;
+		}
+	}
+	if (outs[0] && outs[1] && !strcmp(outs[0], outs[1])) {
+		fprintf(stderr, "ptrace-gpu export: --chrome and --pstats both write %s\n",
+			outs[0]);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 /* Returns 0, 1 for --help, or -EINVAL after printing why. */
@@ -88,7 +111,7 @@ static int export_parse(int argc, char **argv, struct export_opts *o)
 		return -EINVAL;
 	}
 	o->path = argv[optind];
-	return 0;
+	return export_check_outputs(o);
 }
 
 static int export_pstats(const struct export_opts *o, struct trace_reader *r)

@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "flamegraph.h"
+#include "outfile.h"
 #include "trace.h"
 
 struct fg_cmd_opts {
@@ -28,7 +29,8 @@ static void flamegraph_usage(FILE *f)
 		"flamegraph.pl, inferno or speedscope: Python frames as 'func (file:line)', ops\n"
 		"by name, GPU kernels as '[gpu] name' leaves. N is in nanoseconds.\n"
 		"\n"
-		"  -o, --output OUT  write to OUT instead of stdout; OUT ending in .svg gets an\n"
+		"  -o, --output OUT  write to OUT (a new file, mode 0600, that replaces OUT)\n"
+		"                    instead of stdout; OUT ending in .svg gets an\n"
 		"                    interactive SVG (hover, click to zoom, search)\n"
 		"  --weight W        wall: self time of each span (default)\n"
 		"                    cpu: self time minus the off-CPU intervals inside it\n"
@@ -89,6 +91,11 @@ static int flamegraph_parse(int argc, char **argv, struct fg_cmd_opts *o)
 		return -EINVAL;
 	}
 	o->path = argv[optind];
+	if (o->out && outfile_is_input(o->out, o->path)) {
+		fprintf(stderr, "ptrace-gpu flamegraph: output %s is the trace %s itself\n", o->out,
+			o->path);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -102,28 +109,35 @@ static bool is_svg(const char *path)
 static int flamegraph_write(const struct fg_cmd_opts *o, struct flamegraph *fg,
 			    const struct trace_reader *r)
 {
-	FILE *out = o->out ? fopen(o->out, "w") : stdout;
-	int err;
+	struct outfile *of = NULL;
+	FILE *out = stdout;
+	int err = 0;
 
+	if (o->out) {
+		err = outfile__open(o->out, &of);
+		out = err ? NULL : outfile__stream(of);
+	}
 	if (!out) {
-		err = -errno;
+		err = err ?: -ENOMEM;
 		fprintf(stderr, "ptrace-gpu flamegraph: cannot create %s: %s\n", o->out,
-			strerror(errno));
+			strerror(-err));
+		outfile__abort(of);
 		return err;
 	}
 	if (is_svg(o->out))
 		err = flamegraph__write_svg(fg, r, out, o->path);
 	else
 		err = flamegraph__write_folded(fg, r, out);
-	if ((fflush(out) || ferror(out)) && !err) {
+	if (of && !err) {
+		err = outfile__commit(of);
+		of = NULL;
+	} else if (!of && (fflush(out) || ferror(out)) && !err) {
 		err = errno ? -errno : -EIO;
+	}
+	if (err && err != -ENOMEM)
 		fprintf(stderr, "ptrace-gpu flamegraph: writing %s: %s\n",
 			o->out ? o->out : "output", strerror(-err));
-	}
-	if (out != stdout && fclose(out) && !err) {
-		err = errno ? -errno : -EIO;
-		fprintf(stderr, "ptrace-gpu flamegraph: writing %s: %s\n", o->out, strerror(-err));
-	}
+	outfile__abort(of);
 	return err;
 }
 

@@ -8,13 +8,15 @@
 
 #include "commands.h"
 #include "kineto.h"
+#include "outfile.h"
 
 static void import_usage(FILE *f)
 {
 	fprintf(f, "usage: ptrace-gpu import TRACE.json[.gz] [-o OUT.ptg]\n\n"
 		   "Converts a Chrome trace written by torch.profiler / Kineto into a .ptg trace,\n"
 		   "so that every report works on it. OUT defaults to TRACE without .json[.gz],\n"
-		   "plus .ptg.\n");
+		   "plus .ptg: a new file, mode 0600, that replaces OUT once complete; when the\n"
+		   "import fails, OUT is left as it was.\n");
 }
 
 /* "a/b.json.gz" -> "a/b.ptg" */
@@ -76,6 +78,12 @@ int cmd_import(int argc, char **argv)
 	if (!out) {
 		fprintf(stderr, "ptrace-gpu: import: out of memory\n");
 		return 1;
+	}
+	if (outfile_is_input(out, argv[optind])) {
+		fprintf(stderr, "ptrace-gpu: import: output %s is the input %s itself\n", out,
+			argv[optind]);
+		free(out);
+		return 2;
 	}
 	err = kineto_import(argv[optind], out, &st);
 	if (!err)

@@ -85,7 +85,8 @@ static void usage(FILE *f)
 		"process has them, PyTorch dispatcher ops, CUDA driver/runtime calls, GPU\n"
 		"activity (CUPTI agent) and off-CPU intervals of its threads.\n\n"
 		"  -p, --pid PID         attach to the running process PID\n"
-		"  -o, --output FILE     trace file to write (default: ptrace-gpu.ptg)\n"
+		"  -o, --output FILE     trace file (default: ptrace-gpu.ptg): a new file, mode\n"
+		"                        0600, that replaces FILE once complete\n"
 		"  -d, --duration SECS   stop after SECS seconds (default: until Ctrl-C,\n"
 		"                        SIGTERM, or the target exits)\n"
 		"      --ringbuf-mb N    size of the BPF ring buffer in MiB (default 64)\n"
@@ -287,6 +288,9 @@ static int start(struct recording *rc)
 	ret = trace_writer__open(wants_steps(rc->o) ? rc->tmp : rc->o->output, &rc->w);
 	if (ret)
 		return ret;
+	/* a full disk keeps what was written; cut into steps, a partial recording is no use */
+	if (!wants_steps(rc->o))
+		trace_writer__keep_partial(rc->w);
 	ret = tracer__new(rc->w, rc->o->ringbuf_mb, 0, &rc->tracer);
 	if (!ret)
 		ret = pyframe__open(&rc->py, rc->tracer, &rc->pf);
@@ -498,6 +502,8 @@ static void install_signals(void)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	/* past a file size limit a write then fails (EFBIG): the trace so far is kept */
+	signal(SIGXFSZ, SIG_IGN);
 }
 
 int cmd_record(int argc, char **argv)

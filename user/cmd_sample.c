@@ -61,6 +61,7 @@ static void usage(FILE *f)
 	    "  -o, --output FILE     FILE.pb.gz: pprof (default sample.pb.gz); FILE.folded or\n"
 	    "                        FILE.txt: folded stacks; FILE.svg: a flame graph; -: folded\n"
 	    "                        stacks on stdout. Repeat -o for several from one run.\n"
+	    "                        Each FILE is a new file, mode 0600, that replaces FILE.\n"
 	    "      --folded          folded stacks whatever the name (stdout without -o)\n"
 	    "      --format FMT      pprof, folded or svg\n"
 	    "      --threads         folded, SVG: one frame per thread under its process\n"

@@ -127,6 +127,8 @@ static int check_image(pid_t pid, struct py_interp *py, char *err, size_t errlen
 
 static void child_exec(char **argv)
 {
+	/* the recorder ignores it (cmd_record.c); an ignored signal stays so across exec */
+	signal(SIGXFSZ, SIG_DFL);
 	if (ptrace(PTRACE_TRACEME, 0, 0, 0) == 0)
 		raise(SIGSTOP);
 	execvp(argv[0], argv);

@@ -8,10 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include "array.h"
+#include "outfile.h"
 #include "pprof.h"
 #include "u64map.h"
 
@@ -466,27 +466,21 @@ int pprof_gzip(const void *data, size_t len, struct pb_buf *out)
 	return ret == Z_STREAM_END ? 0 : -EIO;
 }
 
+/* Readers of a continuous profile directory never see half a file: outfile renames it in. */
 static int write_file(const char *path, const struct pb_buf *b)
 {
-	char tmp[4096];
-	FILE *f;
-	int err = 0;
+	struct outfile *of;
+	int err;
 
-	/* readers of a continuous profile directory never see half a file */
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	f = fopen(tmp, "we");
-	if (!f)
-		return -errno;
-	if (fwrite(b->data, 1, b->len, f) != b->len)
-		err = -EIO;
-	if (fclose(f) && !err)
-		err = -errno;
-	if (!err && rename(tmp, path))
-		err = -errno;
+	err = outfile__open(path, &of);
 	if (err)
-		unlink(tmp);
-	return err;
+		return err;
+	err = outfile__write(of, b->data, b->len);
+	if (err) {
+		outfile__abort(of);
+		return err;
+	}
+	return outfile__commit(of);
 }
 
 int pprof__write(struct pprof *p, const char *path)

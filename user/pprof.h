@@ -66,7 +66,7 @@ int pprof__add_sample(struct pprof *p, const uint64_t *locs, size_t nlocs, const
 		      size_t nvalues, const struct pprof_label *labels, size_t nlabels);
 /* The encoded Profile message. */
 int pprof__encode(struct pprof *p, struct pb_buf *out);
-/* Encodes, gzips and writes to path (through a temporary file renamed into place). */
+/* Encodes, gzips and writes to path (a new 0600 file renamed into place: outfile.h). */
 int pprof__write(struct pprof *p, const char *path);
 
 /* gzip (RFC 1952) of data, as pprof files are stored. */

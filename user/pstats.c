@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "outfile.h"
 #include "pstats.h"
 
 /* Type codes of CPython's Python/marshal.c (format version 4, no refs). */
@@ -317,8 +318,9 @@ static int write_stats(FILE *f, const struct view *v, const struct profile *p)
 
 int pstats__write(const struct profile *p, const struct trace_reader *r, const char *path)
 {
+	struct outfile *of = NULL;
 	struct view v;
-	FILE *f = NULL;
+	FILE *f;
 	int err;
 
 	err = view_init(&v, p, r);
@@ -326,10 +328,11 @@ int pstats__write(const struct profile *p, const struct trace_reader *r, const c
 		fprintf(stderr, "pstats: out of memory\n");
 		goto cleanup;
 	}
-	f = fopen(path, "wb");
+	err = outfile__open(path, &of);
+	f = err ? NULL : outfile__stream(of);
 	if (!f) {
-		err = -errno;
-		fprintf(stderr, "pstats: cannot create %s: %s\n", path, strerror(errno));
+		err = err ?: -ENOMEM;
+		fprintf(stderr, "pstats: cannot create %s: %s\n", path, strerror(-err));
 		goto cleanup;
 	}
 	err = write_stats(f, &v, p);
@@ -337,15 +340,12 @@ int pstats__write(const struct profile *p, const struct trace_reader *r, const c
 		fprintf(stderr, "pstats: out of memory\n");
 		goto cleanup;
 	}
-	if (fflush(f) || ferror(f)) {
-		err = errno ? -errno : -EIO;
+	err = outfile__commit(of);
+	of = NULL;
+	if (err)
 		fprintf(stderr, "pstats: writing %s: %s\n", path, strerror(-err));
-	}
 cleanup:
-	if (f && fclose(f) && !err) {
-		err = errno ? -errno : -EIO;
-		fprintf(stderr, "pstats: writing %s: %s\n", path, strerror(-err));
-	}
+	outfile__abort(of);
 	view_free(&v);
 	return err;
 }

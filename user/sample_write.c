@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "flamegraph.h"
+#include "outfile.h"
 #include "pprof.h"
 #include "sample_write.h"
 
@@ -197,7 +198,7 @@ static int write_svg(const struct sample_set *set, const struct sample_write_opt
 
 int sample_write(const struct sample_set *set, const struct sample_write_opts *o, const char *path)
 {
-	char tmp[4096];
+	struct outfile *of;
 	FILE *f;
 	int err;
 
@@ -208,17 +209,18 @@ int sample_write(const struct sample_set *set, const struct sample_write_opts *o
 						  : sample_write_folded(set, o, stdout);
 		return err ?: (fflush(stdout) ? -errno : 0);
 	}
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	f = fopen(tmp, "we");
-	if (!f)
-		return -errno;
-	err = o->format == SAMPLE_FMT_SVG ? write_svg(set, o, f) : sample_write_folded(set, o, f);
-	if (fclose(f) && !err)
-		err = -errno;
-	if (!err && rename(tmp, path))
-		err = -errno;
+	err = outfile__open(path, &of);
 	if (err)
-		remove(tmp);
-	return err;
+		return err;
+	f = outfile__stream(of);
+	if (!f) {
+		outfile__abort(of);
+		return -ENOMEM;
+	}
+	err = o->format == SAMPLE_FMT_SVG ? write_svg(set, o, f) : sample_write_folded(set, o, f);
+	if (err) {
+		outfile__abort(of);
+		return err;
+	}
+	return outfile__commit(of);
 }

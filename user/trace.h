@@ -108,8 +108,18 @@ struct ptg_loss {
 
 struct trace_writer;
 
-/* All return 0 or a negative errno; on failure a message goes to stderr. */
+/*
+ * All return 0 or a negative errno; on failure a message goes to stderr. The
+ * file appears at path, mode 0600, only when __close succeeds (a symlink there
+ * is replaced, not followed); until then whatever was at path stays.
+ */
 int trace_writer__open(const char *path, struct trace_writer **out);
+/*
+ * For a recording: when a write fails (a full disk, an I/O error), __close
+ * and __abort keep the complete chunks written before it as a readable trace,
+ * with a "trace_write" loss counter of the records lost, and say so on stderr.
+ */
+void trace_writer__keep_partial(struct trace_writer *w);
 int trace_writer__meta(struct trace_writer *w, const char *key, const char *value);
 /* Returns a symbol id >= 1, the same id for the same (kind, name, file, line). */
 uint32_t trace_writer__sym(struct trace_writer *w, uint32_t kind, const char *name,
@@ -119,7 +129,7 @@ int trace_writer__record(struct trace_writer *w, const struct ptg_record *rec);
 int trace_writer__loss(struct trace_writer *w, const char *what, uint32_t cpu, uint64_t count);
 /* Flushes, writes the final chunk and closes; frees w even on error. */
 int trace_writer__close(struct trace_writer *w);
-/* Frees w without finishing the file (for error paths). Accepts NULL. */
+/* Frees w and drops the file, except as __keep_partial says (error paths). Accepts NULL. */
 void trace_writer__abort(struct trace_writer *w);
 
 struct trace_reader;

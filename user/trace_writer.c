@@ -5,6 +5,11 @@
  * PTG_CHUNK_RAW_TARGET bytes; symbols and metadata wait in memory and go out
  * as SYMS/META chunks just before the next RECORDS chunk, so a reader always
  * sees a symbol before the first record that uses it.
+ *
+ * The file is written through outfile: it appears at its name, complete,
+ * when closed. A writer told to keep_partial (record) that fails to write
+ * (a full disk) ends the file after its last complete chunk instead, with an
+ * end marker that counts only what is on disk, so that it is still a trace.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +19,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "outfile.h"
 #include "trace.h"
 #include "trace_format.h"
 
@@ -32,10 +38,24 @@ struct wsym {
 	char *file;
 };
 
+/*
+ * Room kept past the end of the file for what salvage() writes (LOSS and END
+ * chunks of a few hundred bytes): a full disk leaves it that much.
+ */
+#define PTG_TAIL_RESERVE (64u * 1024)
+
 struct trace_writer {
-	int fd;
+	struct outfile *of;
+	int fd;	 /* of's */
 	int err; /* first failure; every later call returns it */
 	char *path;
+	bool keep_partial;
+	bool write_failed; /* err came from writing the file */
+
+	/* what complete chunks hold: the file ends there if a write fails */
+	uint64_t good_len;
+	uint64_t disk_records;
+	uint32_t disk_syms;
 
 	/* RECORDS chunk being filled; the delta state restarts with each chunk */
 	uint8_t *raw;
@@ -73,20 +93,11 @@ static int writer_fail(struct trace_writer *w, int err, const char *what)
 	return w->err;
 }
 
-static int write_full(int fd, const uint8_t *p, size_t len)
+/* Best effort: where nothing can be reserved, the chunk cut off usually frees as much. */
+static void reserve_tail(struct trace_writer *w)
 {
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		len -= n;
-	}
-	return 0;
+	if (w->keep_partial)
+		fallocate(w->fd, FALLOC_FL_KEEP_SIZE, (off_t)w->good_len, PTG_TAIL_RESERVE);
 }
 
 static int wbuf_reserve(struct wbuf *b, size_t more)
@@ -144,10 +155,18 @@ static int write_chunk(struct trace_writer *w, uint32_t type, const uint8_t *raw
 	put_le32(w->comp + 12, comp_len);
 	put_le32(w->comp + 16, crc32(0, w->comp + PTG_CHUNK_HDR_LEN, comp_len));
 	put_le32(w->comp + 20, count);
-	err = write_full(w->fd, w->comp, PTG_CHUNK_HDR_LEN + comp_len);
-	if (err)
+	err = outfile__write(w->of, w->comp, PTG_CHUNK_HDR_LEN + comp_len);
+	if (err) {
+		w->write_failed = true;
 		return writer_fail(w, err, "write");
+	}
 	w->nchunks++;
+	w->good_len += PTG_CHUNK_HDR_LEN + comp_len;
+	if (type == PTG_CHUNK_RECORDS)
+		w->disk_records += count;
+	else if (type == PTG_CHUNK_SYMS)
+		w->disk_syms += count;
+	reserve_tail(w);
 	return 0;
 }
 
@@ -219,7 +238,6 @@ int trace_writer__open(const char *path, struct trace_writer **out)
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	w->fd = -1;
 	w->path = strdup(path);
 	w->raw = malloc(PTG_CHUNK_RAW_TARGET + PTG_REC_MAX_BYTES);
 	if (!w->path || !w->raw) {
@@ -227,25 +245,32 @@ int trace_writer__open(const char *path, struct trace_writer **out)
 		fprintf(stderr, "trace: open %s: %s\n", path, strerror(-err));
 		goto cleanup;
 	}
-	w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (w->fd < 0) {
-		err = -errno;
-		fprintf(stderr, "trace: open %s: %s\n", path, strerror(-err));
+	err = outfile__open(path, &w->of);
+	if (err) {
+		fprintf(stderr, "trace: cannot create %s: %s\n", path, strerror(-err));
 		goto cleanup;
 	}
+	w->fd = outfile__fd(w->of);
 	memcpy(hdr, PTG_FILE_MAGIC, PTG_FILE_MAGIC_LEN);
 	put_le32(hdr + 8, PTG_TRACE_VERSION);
 	put_le32(hdr + 12, 0);
-	err = write_full(w->fd, hdr, sizeof(hdr));
+	err = outfile__write(w->of, hdr, sizeof(hdr));
 	if (err) {
 		fprintf(stderr, "trace: write %s: %s\n", path, strerror(-err));
 		goto cleanup;
 	}
+	w->good_len = sizeof(hdr);
 	*out = w;
 	return 0;
 cleanup:
 	trace_writer__abort(w);
 	return err;
+}
+
+void trace_writer__keep_partial(struct trace_writer *w)
+{
+	w->keep_partial = true;
+	reserve_tail(w);
 }
 
 int trace_writer__meta(struct trace_writer *w, const char *key, const char *value)
@@ -500,6 +525,9 @@ static int write_losses(struct trace_writer *w)
 		b.count++;
 	}
 	err = wbuf_flush(w, &b, PTG_CHUNK_LOSS);
+	/* on disk: salvage() after a failed END must not count them twice (readers add up) */
+	if (!err)
+		w->nloss = 0;
 	free(b.data);
 	return err;
 }
@@ -508,11 +536,55 @@ static int write_end(struct trace_writer *w)
 {
 	uint8_t buf[3 * PTG_VARINT_MAX], *p = buf;
 
-	p = varint_put(p, w->nrecords);
-	p = varint_put(p, w->nsyms);
+	/* on disk: all of them, unless salvage() ends the file early */
+	p = varint_put(p, w->disk_records);
+	p = varint_put(p, w->disk_syms);
 	/* chunks before END: a dropped or duplicated whole chunk changes it */
 	p = varint_put(p, w->nchunks);
 	return write_chunk(w, PTG_CHUNK_END, buf, p - buf, 0, Z_DEFAULT_COMPRESSION);
+}
+
+/* Syncs the file and renames it into place; frees what the reserve holds past its end. */
+static int commit(struct trace_writer *w)
+{
+	int err = 0;
+
+	if (w->keep_partial && ftruncate(w->fd, (off_t)w->good_len))
+		err = -errno;
+	err = err ?: outfile__commit(w->of);
+	w->of = NULL;
+	if (err)
+		fprintf(stderr, "trace: cannot write %s: %s\n", w->path, strerror(-err));
+	return err;
+}
+
+/*
+ * After a write failed: cuts the file after its last complete chunk and
+ * ends it there, the loss counters with "trace_write" (the records that were
+ * not written) and an end marker that counts what is on disk. Records refer
+ * only to symbols written before them, so the chunks kept stand alone.
+ */
+static int salvage(struct trace_writer *w)
+{
+	unsigned long long lost = w->nrecords - w->disk_records;
+	int failure = w->err, err;
+
+	if (ftruncate(w->fd, (off_t)w->good_len) || lseek(w->fd, 0, SEEK_END) < 0)
+		return -errno;
+	w->err = 0;
+	err = trace_writer__loss(w, "trace_write", UINT32_MAX, lost);
+	/* metadata still in memory when a SYMS chunk failed, such as stop.reason */
+	err = err ?: wbuf_flush(w, &w->meta, PTG_CHUNK_META);
+	err = err ?: write_losses(w);
+	err = err ?: write_end(w);
+	err = err ?: commit(w);
+	if (!err)
+		fprintf(stderr,
+			"trace: %s keeps the %llu records written before the failure (%s); "
+			"%llu more and every later event are lost\n",
+			w->path, (unsigned long long)w->disk_records, strerror(-failure), lost);
+	w->err = failure;
+	return err;
 }
 
 int trace_writer__close(struct trace_writer *w)
@@ -524,14 +596,8 @@ int trace_writer__close(struct trace_writer *w)
 		err = write_losses(w);
 	if (!err)
 		err = write_end(w);
-	if (!err) {
-		/* Linux releases the descriptor even when close() reports an error */
-		int rc = close(w->fd);
-
-		w->fd = -1;
-		if (rc)
-			err = writer_fail(w, -errno, "close");
-	}
+	if (!err)
+		err = commit(w);
 	trace_writer__abort(w);
 	return err;
 }
@@ -542,8 +608,9 @@ void trace_writer__abort(struct trace_writer *w)
 
 	if (!w)
 		return;
-	if (w->fd >= 0)
-		close(w->fd);
+	if (w->of && w->keep_partial && w->write_failed)
+		salvage(w);
+	outfile__abort(w->of);
 	for (i = 0; i < w->nsyms; i++) {
 		free(w->syms[i].name);
 		free(w->syms[i].file);

@@ -112,7 +112,9 @@ class Lifecycle(unittest.TestCase):
                         "probes left behind after SIGKILL")
         self.assertEqual(w.finish().split(), expected_ticks(300) + ["done"])
         self.assertEqual(w.proc.returncode, 0)
-        # the trace of a killed recorder is incomplete, and the reader says so
+        # a killed recorder never renamed its trace into place: nothing half-written
+        # at its name, and the reader says so
+        self.assertFalse(os.path.lexists(self.out))
         res = ptg.run(["report", self.out])
         self.assertNotEqual(res.returncode, 0)
         self.assertEqual(len(res.stderr.strip().splitlines()), 1, res.stderr)

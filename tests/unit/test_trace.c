@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: MIT
-/* Round trip through trace_writer and trace_reader: every field, symbol, meta and loss. */
+/*
+ * Round trip through trace_writer and trace_reader: every field, symbol, meta
+ * and loss; and what a write that fails half way (a file size limit standing in
+ * for a full disk) leaves at the trace's name.
+ */
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "test.h"
@@ -299,10 +305,81 @@ static void test_bad_files(void)
 	unlink(path);
 }
 
+/* Writes random records until a write fails under a 256 KiB file size limit; returns how many. */
+static size_t write_until_full(const char *path, bool keep_partial, struct ptg_record *expect)
+{
+	struct rlimit old, lim = {.rlim_cur = 256 << 10};
+	struct trace_writer *w;
+	uint64_t ts = 1000;
+	size_t i;
+	int err = 0;
+
+	if (!ASSERT_EQ(trace_writer__open(path, &w), 0, "writer open"))
+		return 0;
+	if (keep_partial)
+		trace_writer__keep_partial(w);
+	trace_writer__sym(w, PTG_SYM_PY_FUNC, "f", "f.py", 1);
+	getrlimit(RLIMIT_FSIZE, &old);
+	lim.rlim_max = old.rlim_max;
+	ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &lim), 0, "setrlimit");
+	for (i = 0; i < NR_RANDOM && !err; i++) {
+		random_record(&expect[i], 1, &ts);
+		err = trace_writer__record(w, &expect[i]);
+	}
+	ASSERT_EQ(err, -EFBIG, "a record fails at the limit");
+	ASSERT_EQ(trace_writer__close(w), -EFBIG, "close says it failed");
+	setrlimit(RLIMIT_FSIZE, &old);
+	return i;
+}
+
+static void test_write_failure(void)
+{
+	struct ptg_record *expect = calloc(NR_RANDOM, sizeof(*expect));
+	struct trace_reader *r;
+	const struct ptg_loss *l;
+	char path[256], err[256] = "", old[8] = "";
+	size_t sent, n = 0;
+	FILE *f;
+
+	/* past the limit the write fails with EFBIG instead of the signal killing us */
+	signal(SIGXFSZ, SIG_IGN);
+	tmp_path(path, sizeof(path), "full");
+	f = fopen(path, "w");
+	fputs("old", f);
+	fclose(f);
+	write_until_full(path, false, expect);
+	f = fopen(path, "r");
+	ASSERT_TRUE(f && fgets(old, sizeof(old), f), "read the previous file");
+	ASSERT_STREQ(old, "old", "a failed write leaves the previous file");
+	if (f)
+		fclose(f);
+
+	sent = write_until_full(path, true, expect);
+	if (!ASSERT_EQ(trace_reader__open(path, &r, err, sizeof(err)), 0, "partial trace opens")) {
+		fprintf(stderr, "%s\n", err);
+		goto cleanup;
+	}
+	l = trace_reader__losses(r, &n);
+	ASSERT_EQ(n, 1, "one loss counter");
+	if (n == 1) {
+		ASSERT_STREQ(l->what, "trace_write", "loss counter name");
+		ASSERT_EQ(trace_reader__nrecords(r) + l->count, sent, "kept + lost = written");
+	}
+	ASSERT_TRUE(trace_reader__nrecords(r) > 5000, "the complete chunks are kept");
+	ASSERT_EQ(trace_reader__nsyms(r), 1, "the symbol is kept");
+	check_records(r, expect, trace_reader__nrecords(r));
+	trace_reader__close(r);
+cleanup:
+	signal(SIGXFSZ, SIG_DFL);
+	unlink(path);
+	free(expect);
+}
+
 int main(void)
 {
 	test_round_trip();
 	test_empty();
 	test_bad_files();
+	test_write_failure();
 	return TEST_DONE();
 }
