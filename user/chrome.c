@@ -44,9 +44,9 @@ struct chrome {
 	uint64_t last_ts;
 	struct cthread *threads;
 	size_t tmask, nthreads;
-	struct u64map joins; /* host call id -> correlation id (cudajoin.h) */
-	const char *args;    /* args blob of the record being written, or NULL */
-	unsigned int nkeys;  /* top-level keys written so far */
+	struct cuda_links links; /* a recorded trace's joins, cbids, External ids */
+	const char *args;	 /* args blob of the record being written, or NULL */
+	unsigned int nkeys;	 /* top-level keys written so far */
 };
 
 static void sb_reserve(struct sbuf *b, size_t more)
@@ -192,6 +192,25 @@ static void arg_nz(struct args *a, const char *key, uint64_t v)
 		arg_int(a, key, (int64_t)v);
 }
 
+/* The shortest text that reads back as the same double, as Kineto's fmt writes it. */
+static void arg_double(struct args *a, const char *key, double v)
+{
+	char buf[32];
+	int prec;
+
+	for (prec = 15; prec < 17; prec++) {
+		snprintf(buf, sizeof(buf), "%.*g", prec, v);
+		if (strtod(buf, NULL) == v)
+			break;
+	}
+	snprintf(buf, sizeof(buf), "%.*g", prec, v);
+	arg_key(a, key);
+	/* a whole number stays a JSON float, as 7.0 */
+	sb_str(a->b, buf);
+	if (!strpbrk(buf, ".eEn"))
+		sb_str(a->b, ".0");
+}
+
 static void arg_str(struct args *a, const char *key, const char *v)
 {
 	arg_key(a, key);
@@ -287,7 +306,7 @@ static void write_call(struct chrome *c, const struct ptg_record *rec)
 	ev_x(c, call_cat(c, rec), sym_name(c, rec->sym), rec->pid, rec->tid, rec->ts, rec->dur);
 	if (!c->args) {
 		arg_nz(&a, "External id", rec->ext);
-		arg_nz(&a, "cbid", c->kineto ? rec->aux[0] : 0);
+		arg_nz(&a, "cbid", cuda_links_cbid(&c->links, rec));
 		arg_nz(&a, "correlation", rec->corr);
 	}
 	ev_end(c, &a, c->args);
@@ -331,6 +350,9 @@ static void gpu_args(struct chrome *c, const struct ptg_record *rec, struct args
 	case PTG_REC_GPU_MEMCPY:
 	case PTG_REC_GPU_MEMSET:
 		arg_int(a, "bytes", rec->aux[0]);
+		/* Kineto's: bytes per ns, which is GB/s; none for a zero duration */
+		if (rec->dur)
+			arg_double(a, "memory bandwidth (GB/s)", (double)rec->aux[0] / rec->dur);
 		break;
 	default:
 		if (rec->aux[0] && c->kineto)
@@ -350,7 +372,8 @@ static void write_gpu(struct chrome *c, const struct ptg_record *rec)
 
 	ev_x(c, gpu_cat(rec->kind), sym_name(c, rec->sym), pid, tid, rec->ts, rec->dur);
 	if (!c->args) {
-		arg_nz(&a, "External id", rec->ext);
+		/* a recorded GPU record names its op as Kineto's do: through its CUDA call */
+		arg_nz(&a, "External id", rec->ext ?: cuda_links_ext(&c->links, rec->corr));
 		arg_int(&a, "device", rec->device);
 		arg_int(&a, "stream", (int64_t)rec->stream);
 		arg_nz(&a, "correlation", rec->corr);
@@ -530,7 +553,7 @@ static int write_record(struct chrome *c, const struct ptg_record *rec)
 	case PTG_REC_CUDA_CALL:
 		/* a probed call carries the id of the CUPTI record joined to it, as Kineto's do */
 		call = *rec;
-		call.corr = cuda_join_corr(&c->joins, rec);
+		call.corr = cuda_join_corr(&c->links.joins, rec);
 		write_call(c, &call);
 		write_synth_flows(c, &call);
 		break;
@@ -721,7 +744,7 @@ static void chrome_free(struct chrome *c)
 	}
 	free(c->threads);
 	free(c->b.p);
-	u64map__free(&c->joins);
+	cuda_links_free(&c->links);
 }
 
 int chrome_export(struct trace_reader *r, const char *out_path)
@@ -739,7 +762,7 @@ int chrome_export(struct trace_reader *r, const char *out_path)
 		return err;
 	}
 	gzbuffer(c.gz, 256 * 1024);
-	err = cuda_join_load(r, &c.joins);
+	err = cuda_links_load(r, &c.links);
 	if (!err)
 		err = write_all(&c);
 	if (err == -ENOMEM)
