@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """import -> export --chrome loses nothing of a real torch.profiler trace: every
 event comes back with every key and arg at the same value, the top-level keys
-in their order, and HTA's rank detection finds each rank of a multi-rank set
-(standard library only).
+in their order, and HTA's rank detection finds each rank of a multi-rank set,
+imported or recorded here (standard library only).
 
 The only difference allowed is the form of ts and dur: export writes µs with
 3 decimals ("68.000" for 68, "1695835542513910.000" for an int), so they are
@@ -146,11 +146,38 @@ def test_ranks(tmp):
     print(f"ranks of the exports, by HTA's rule: {got}")
 
 
+def test_recorded_ranks(tmp):
+    """Two processes of a job recorded here, as torchrun starts them (RANK, WORLD_SIZE in
+    their environment): HTA must tell their exports apart too."""
+    if os.geteuid() != 0:
+        print("recorded ranks: skipped, recording needs root")
+        return
+    exports = os.path.join(tmp, "recorded")
+    os.mkdir(exports)
+    for rank in (1, 0):
+        ptg = os.path.join(tmp, f"rec{rank}.ptg")
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2")
+        r = subprocess.run([PTG, "record", "-q", "-o", ptg, "--", sys.executable, "-c",
+                            "sum(range(1000))"], capture_output=True, text=True, env=env,
+                           timeout=120)
+        if not check(r.returncode == 0, f"record rank {rank}: {r.stderr.strip()}"):
+            return
+        run("export", "--chrome", os.path.join(exports, f"rec{rank}.json"), ptg)
+    got = {rank: os.path.basename(p) for rank, p in hta_rank_map(exports).items()}
+    check(got == {0: "rec0.json", 1: "rec1.json"}, f"HTA's ranks of recorded exports: {got}")
+    doc = load(os.path.join(exports, "rec1.json"))
+    check(doc.get("distributedInfo") == {"rank": 1, "world_size": 2}, "distributedInfo")
+    check(list(doc)[:3] == ["schemaVersion", "deviceProperties", "distributedInfo"],
+          f"recorded export's keys in Kineto's order: {list(doc)}")
+    print(f"ranks of recorded exports, by HTA's rule: {got}")
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         for name in TRACES:
             test_trace(tmp, name)
         test_ranks(tmp)
+        test_recorded_ranks(tmp)
     print(f"test_kineto_lossless: {len(failures)} failed")
     return 1 if failures else 0
 
