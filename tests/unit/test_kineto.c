@@ -6,6 +6,7 @@
 
 #include "chrome.h"
 #include "kineto.h"
+#include "model.h"
 #include "test.h"
 #include "trace.h"
 
@@ -41,7 +42,7 @@ static const char trace_json[] =
     "  {\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 10, \"tid\": 11, \"ts\": 1,"
     "   \"args\": {\"name\": \"main\"}},\n"
     "  {\"ph\": \"X\", \"cat\": \"Trace\", \"name\": \"PyTorch Profiler (0)\", \"pid\": \"Spans\","
-    "   \"tid\": \"PyTorch Profiler\", \"ts\": 1, \"dur\": 2},\n"
+    "   \"tid\": \"PyTorch Profiler\", \"ts\": 0.5, \"dur\": 2},\n"
     "  {\"ph\": \"i\", \"name\": \"x\", \"pid\": 1, \"tid\": 1, \"ts\": 5}\n"
     " ],\n"
     " \"traceName\": \"t.json\"}\n";
@@ -75,10 +76,10 @@ static void check_records(void)
 	const struct ptg_sym *s;
 
 	/* what no record kind models comes back whole: the Trace span with string pid, "i" */
-	expect(PTG_REC_EVENT, 0, 1000, "PyTorch Profiler (0)", "Trace span kept");
+	expect(PTG_REC_EVENT, 0, 500, "PyTorch Profiler (0)", "Trace span kept");
 	ASSERT_STREQ(trace_reader__args(reader, NULL),
 		     "{\"ph\": \"X\", \"cat\": \"Trace\", \"name\": \"PyTorch Profiler (0)\", "
-		     "\"pid\": \"Spans\", \"tid\": \"PyTorch Profiler\", \"ts\": 1, \"dur\": 2}",
+		     "\"pid\": \"Spans\", \"tid\": \"PyTorch Profiler\", \"ts\": 0.5, \"dur\": 2}",
 		     "Trace span as it came");
 	expect(PTG_REC_THREAD, 11, 1000, "main", "thread name");
 	ASSERT_TRUE(trace_reader__args(reader, NULL) == NULL, "nothing extra in thread_name");
@@ -166,6 +167,7 @@ static void check_meta(void)
 
 static void test_import(const char *path)
 {
+	struct model_stats ms = {};
 	struct kineto_stats st = {};
 	char err[256];
 
@@ -180,6 +182,12 @@ static void test_import(const char *path)
 		return;
 	check_records();
 	check_meta();
+	/* the Trace span (at 0.5 µs) and the instant are no part of what analyses see */
+	trace_reader__rewind(reader);
+	if (ASSERT_EQ(model__walk(reader, NULL, NULL, &ms), 0, "model walk")) {
+		ASSERT_EQ(ms.records, trace_reader__nrecords(reader) - 2, "EVENT records skipped");
+		ASSERT_EQ(ms.first_ts, 1000, "first ts: the thread_name");
+	}
 	trace_reader__close(reader);
 }
 
