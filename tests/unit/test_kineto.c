@@ -288,6 +288,50 @@ cleanup:
 	unlink(gz);
 }
 
+/*
+ * A trace imported before args blobs: top-level values as json-c wrote them,
+ * no import.events_at, args only in the fields. Export still writes them.
+ */
+static void test_older_import(const char *ptg)
+{
+	char j[] = "/tmp/test_kineto_old_XXXXXX", *a = NULL;
+	struct ptg_record k = {.kind = PTG_REC_GPU_KERNEL,
+			       .ts = 5000,
+			       .dur = 1000,
+			       .stream = 7,
+			       .corr = 42,
+			       .aux = {2 | 3ll << 32, 4, 128 | 1ll << 32, 1}};
+	struct trace_writer *w;
+	int fd = mkstemp(j);
+	size_t len = 0;
+
+	close(fd);
+	if (!ASSERT_EQ(trace_writer__open(ptg, &w), 0, "writer"))
+		return;
+	trace_writer__meta(w, "source", "kineto");
+	trace_writer__meta(w, "kineto.distributedInfo", "{\"rank\":1,\"world_size\":2}");
+	trace_writer__meta(w, "kineto.displayTimeUnit", "\"ns\"");
+	trace_writer__meta(w, "kineto.traceName", "\"x.json\"");
+	k.sym = trace_writer__sym(w, PTG_SYM_KERNEL, "gemm", "", 0);
+	k.pid = 0;
+	k.tid = 7;
+	trace_writer__record(w, &k);
+	if (ASSERT_EQ(trace_writer__close(w), 0, "close") &&
+	    ASSERT_EQ(export_to(ptg, j), 0, "export"))
+		a = slurp(j, &len);
+	ASSERT_TRUE(a && strstr(a, "{\n  \"distributedInfo\": {\"rank\": 1, \"world_size\": 2},\n"
+				   "  \"traceName\": \"x.json\",\n  \"schemaVersion\": 1,\n"
+				   "  \"traceEvents\": [") != NULL,
+		    "older import: keys respaced, schemaVersion added as before");
+	ASSERT_TRUE(a && strstr(a, "\"args\": {\"device\": 0, \"stream\": 7, \"correlation\": 42, "
+				   "\"grid\": [2, 3, 4], \"block\": [128, 1, 1]}}") != NULL,
+		    "older import: args from the fields");
+	ASSERT_TRUE(a && strstr(a, "\n  ],\n  \"displayTimeUnit\": \"ns\"\n}\n") != NULL,
+		    "older import: displayTimeUnit last");
+	free(a);
+	unlink(j);
+}
+
 static void test_us_to_ns(void)
 {
 	uint64_t ns = 0;
@@ -344,6 +388,7 @@ int main(void)
 	test_import(path);
 	test_bad_input(path);
 	test_roundtrip(path);
+	test_older_import(path);
 	unlink(path);
 	return TEST_DONE();
 }
