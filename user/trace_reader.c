@@ -586,6 +586,7 @@ int trace_reader__next(struct trace_reader *r, struct ptg_record *rec)
 {
 	int err;
 
+	r->has_args = false;
 	if (r->failed)
 		return r->failed;
 	while (!r->left) {

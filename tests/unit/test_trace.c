@@ -311,6 +311,9 @@ static void set_version(const char *path, uint8_t v)
 	fclose(f);
 }
 
+/* ends on a record with args: none may seem to follow it */
+#define NR_ARGS_RECS 30001
+
 /* Args blobs: every third record has one, one of them larger than a whole chunk. */
 static void write_args_trace(const char *path, bool with_args)
 {
@@ -323,7 +326,7 @@ static void write_args_trace(const char *path, bool with_args)
 	memset(big, 'x', sizeof(big) - 1);
 	if (!ASSERT_EQ(trace_writer__open(path, &w), 0, "writer open"))
 		return;
-	for (i = 0; i < 30000; i++) {
+	for (i = 0; i < NR_ARGS_RECS; i++) {
 		rec.ts = 1000 + i;
 		rec.corr = i;
 		snprintf(args, sizeof(args), "{\"n\": %d}", i);
@@ -352,7 +355,7 @@ static void test_args(void)
 	write_args_trace(path, true);
 	if (!ASSERT_EQ(trace_reader__open(path, &r, err, sizeof(err)), 0, "open"))
 		goto cleanup;
-	ASSERT_EQ(trace_reader__nrecords(r), 30000, "args are not records");
+	ASSERT_EQ(trace_reader__nrecords(r), NR_ARGS_RECS, "args are not records");
 	for (i = 0; trace_reader__next(r, &rec) == 1; i++) {
 		args = trace_reader__args(r, &len);
 		snprintf(want, sizeof(want), "{\"n\": %d}", i);
@@ -363,8 +366,9 @@ static void test_args(void)
 		else if (args && i != 300 && (strcmp(args, want) || len != strlen(want)))
 			bad++;
 	}
-	ASSERT_EQ(i, 30000, "all records");
+	ASSERT_EQ(i, NR_ARGS_RECS, "all records");
 	ASSERT_EQ(bad, 0, "records with the wrong args");
+	ASSERT_TRUE(trace_reader__args(r, NULL) == NULL, "no args past the end");
 	trace_reader__close(r);
 	/* a version 1 file had no args: one that has them is corrupt */
 	set_version(path, 1);
@@ -382,7 +386,7 @@ static void test_args(void)
 	if (ASSERT_EQ(trace_reader__open(path, &r, err, sizeof(err)), 0, "version 1 trace")) {
 		for (i = 0; trace_reader__next(r, &rec) == 1; i++)
 			bad += trace_reader__args(r, NULL) != NULL;
-		ASSERT_EQ(i, 30000, "version 1 records");
+		ASSERT_EQ(i, NR_ARGS_RECS, "version 1 records");
 		ASSERT_EQ(bad, 0, "no args in version 1");
 		trace_reader__close(r);
 	}
