@@ -238,6 +238,18 @@ static void ev_extra(struct chrome *c, const char *blob)
 	}
 }
 
+/* A record's own further args (PTG_F_ARGS_ADD): the blob's members inside "args". */
+static void arg_members(struct args *a, const char *blob)
+{
+	size_t n = strlen(blob);
+
+	if (n <= 2 || blob[0] != '{' || blob[n - 1] != '}')
+		return;
+	sb_str(a->b, a->open ? ", " : ", \"args\": {");
+	a->open = true;
+	sb_put(a->b, blob + 1, n - 2);
+}
+
 static void ev_end(struct chrome *c, struct args *a, const char *blob)
 {
 	if (a->open)
@@ -369,9 +381,10 @@ static void write_gpu(struct chrome *c, const struct ptg_record *rec)
 	/* Kineto's GPU rows: pid = device, tid = stream */
 	uint32_t pid = c->kineto ? rec->pid : rec->device;
 	uint32_t tid = c->kineto ? rec->tid : (uint32_t)rec->stream;
+	bool add = c->args && (rec->flags & PTG_F_ARGS_ADD);
 
 	ev_x(c, gpu_cat(rec->kind), sym_name(c, rec->sym), pid, tid, rec->ts, rec->dur);
-	if (!c->args) {
+	if (!c->args || add) {
 		/* a recorded GPU record names its op as Kineto's do: through its CUDA call */
 		arg_nz(&a, "External id", rec->ext ?: cuda_links_ext(&c->links, rec->corr));
 		arg_int(&a, "device", rec->device);
@@ -379,7 +392,9 @@ static void write_gpu(struct chrome *c, const struct ptg_record *rec)
 		arg_nz(&a, "correlation", rec->corr);
 		gpu_args(c, rec, &a);
 	}
-	ev_end(c, &a, c->args);
+	if (add)
+		arg_members(&a, c->args);
+	ev_end(c, &a, add ? NULL : c->args);
 }
 
 static void write_flow(struct chrome *c, char ph, const char *cat, const char *name, uint32_t pid,

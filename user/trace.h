@@ -71,6 +71,14 @@ enum ptg_rec_kind {
 #define PTG_F_EXIT_STOP 0x4   /* still open when recording stopped; ts = stop time */
 #define PTG_F_EXIT_LOST 0x8   /* closed because events were lost; ts = time of resynchronization */
 
+/*
+ * flags of PTG_REC_GPU_KERNEL / GPU_MEMCPY / GPU_MEMSET: the args blob is an
+ * object of further Kineto args (what CUPTI told beyond the fields: context,
+ * registers per thread, shared memory), to add to those derived from the
+ * fields. Without it a blob replaces them (an import's, kineto.h).
+ */
+#define PTG_F_ARGS_ADD 0x1
+
 enum ptg_sched_reason {
 	PTG_SCHED_PREEMPTED = 1, /* runnable when switched out */
 	PTG_SCHED_BLOCKED = 2,	 /* sleeping / waiting */

@@ -535,6 +535,9 @@ class TestAgent(unittest.TestCase):
         self.assertEqual(len(kernels), 19)
         for k in kernels:
             self.assertIn(k["args"]["correlation"], by_corr)
+            # what CUPTI's kernel record adds, under Kineto's names
+            self.assertIn("registers per thread", k["args"])
+            self.assertIn("context", k["args"])
 
     def test_attach(self):
         """record -p: injected, records, and goes quiet when the recording stops."""

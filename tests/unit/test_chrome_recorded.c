@@ -3,7 +3,8 @@
  * Chrome export of a trace as record writes it (not imported): the top-level
  * keys Kineto writes, in its order and spacing, and the args Kineto gives
  * kernels, copies and CUDA calls, linked op -> call -> kernel by External id
- * and correlation through a join flow.
+ * and correlation through a join flow, with the further args CUPTI's decoding
+ * keeps (PTG_F_ARGS_ADD).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -16,8 +17,9 @@
 #include "test.h"
 #include "trace.h"
 
-#define PID  100
-#define CORR 77
+#define PID	    100
+#define CORR	    77
+#define KERNEL_ARGS "{\"context\": 1, \"registers per thread\": 32, \"shared memory\": 1536}"
 
 static void write_recorded(struct trace_writer *w)
 {
@@ -72,8 +74,17 @@ static void write_recorded(struct trace_writer *w)
 	trace_writer__meta(w, "cupti.api_joined", "1");
 	trace_writer__meta(w, "dist.rank", "3");
 	trace_writer__meta(w, "dist.world_size", "4");
-	for (i = 0; i < sizeof(recs) / sizeof(recs[0]); i++)
+	for (i = 0; i < sizeof(recs) / sizeof(recs[0]); i++) {
+		/* what CUPTI told of the kernel beyond the fields, as cupti.c writes it */
+		if (recs[i].kind == PTG_REC_GPU_KERNEL) {
+			recs[i].flags = PTG_F_ARGS_ADD;
+			ASSERT_EQ(trace_writer__record_args(w, &recs[i], KERNEL_ARGS,
+							    strlen(KERNEL_ARGS)),
+				  0, "kernel");
+			continue;
+		}
 		ASSERT_EQ(trace_writer__record(w, &recs[i]), 0, "record");
+	}
 }
 
 static char *export_text(const char *ptg, const char *json)
@@ -165,8 +176,9 @@ static void check_args(json_object *root)
 		     "call: cbid and correlation from its join flow");
 	ASSERT_STREQ(args_of(root, "kernel"),
 		     "{\"External id\":5,\"device\":1,\"stream\":7,\"correlation\":77,"
-		     "\"grid\":[2,3,4],\"block\":[128,1,1]}",
-		     "kernel: the External id of the op that launched it");
+		     "\"grid\":[2,3,4],\"block\":[128,1,1],\"context\":1,"
+		     "\"registers per thread\":32,\"shared memory\":1536}",
+		     "kernel: the External id of the op that launched it, CUPTI's args");
 	ASSERT_STREQ(args_of(root, "gpu_memcpy"),
 		     "{\"device\":1,\"stream\":7,\"correlation\":78,\"bytes\":92928,"
 		     "\"memory bandwidth (GB/s)\":7.744}",
