@@ -14,7 +14,10 @@ static const char trace_json[] =
     "{\"schemaVersion\": 1, \"distributedInfo\": {\"rank\": 0, \"path\": \"a/b\"},\n"
     " \"traceEvents\": [\n"
     "  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::linear\", \"pid\": 10, \"tid\": 11,"
-    "   \"ts\": 100.5, \"dur\": 50, \"args\": {\"External id\": 7, \"Sequence number\": 3}},\n"
+    "   \"ts\": 100.5, \"dur\": 50, \"args\": {\"External id\": 7, \"Sequence number\": 3,"
+    "   \"Call stack\": \"m.py(3): f;m.py(9): <module>\", \"Module Hierarchy\": \"top.fc "
+    "(Linear)\","
+    "   \"Input Dims\": [[2, 3], [4, 3], []], \"Input type\": [\"float\", \"float\", \"\"]}},\n"
     /* overhangs aten::linear (ends at 150.5): clipped */
     "  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::addmm\", \"pid\": 10, \"tid\": 11,"
     "   \"ts\": 110.0, \"dur\": 60.25, \"args\": {\"External id\": 8}},\n"
@@ -280,6 +283,12 @@ static void test_roundtrip(const char *ptg)
 				"\"bytes\": 256, \"memory bandwidth (GB/s)\": 0.6, \"queued\": 0}, "
 				"\"unknown key\": [1, {\"a\": null}]}") != NULL,
 		    "memcpy args and unknown key exported");
+	ASSERT_TRUE(
+	    a && strstr(a, "\"args\": {\"External id\": 7, \"Sequence number\": 3, \"Call stack\": "
+			   "\"m.py(3): f;m.py(9): <module>\", \"Module Hierarchy\": "
+			   "\"top.fc (Linear)\", \"Input Dims\": [[2, 3], [4, 3], []], "
+			   "\"Input type\": [\"float\", \"float\", \"\"]}}") != NULL,
+	    "op args exported as they came");
 cleanup:
 	free(a);
 	free(b);
