@@ -528,9 +528,9 @@ static int add_meta(struct importer *im, json_object *ev)
 		if (!strcmp(name, kineto_meta_names[m]))
 			break;
 	}
-	/* the record holds one arg and the ts: anything else keeps the event whole */
+	/* the record holds one arg: an event with more is kept whole */
 	if (!name || m == KINETO_M_NR || !args || json_object_object_length(args) != 1 ||
-	    !get_pid_tid(ev, &pid, &tid) || !get_time(ev, "ts", &ts))
+	    !get_pid_tid(ev, &pid, &tid))
 		return keep_event(im, ev, name ? name : "M");
 	if (m == KINETO_M_PROCESS_SORT_INDEX || m == KINETO_M_THREAD_SORT_INDEX) {
 		if (!get_int(args, "sort_index", &sort))
@@ -540,6 +540,8 @@ static int add_meta(struct importer *im, json_object *ev)
 		if (!val)
 			return keep_event(im, ev, name);
 	}
+	/* Kineto always writes one; other writers' names without a ts come back at 0 */
+	get_time(ev, "ts", &ts);
 	e = kev_new(im);
 	if (!e)
 		return -ENOMEM;
