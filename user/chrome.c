@@ -645,6 +645,9 @@ static void kineto_keys(struct chrome *c, bool after)
 	size_t i, n = 0, nr_before = at ? strtoull(at, NULL, 10) : 0;
 	bool is_after;
 
+	/* such an older import also had these added, and keeps them */
+	if (!at && !after && !trace_reader__meta(c->r, KINETO_META_PREFIX "schemaVersion"))
+		top_key(c, "schemaVersion", "1");
 	for (i = 0; trace_reader__meta_at(c->r, i, &key, &val); i++) {
 		if (!is_kineto_key(key))
 			continue;
@@ -653,9 +656,6 @@ static void kineto_keys(struct chrome *c, bool after)
 		if (is_after == after)
 			top_key(c, key, val);
 	}
-	/* such an older import also had these added, and keeps them */
-	if (!at && !after && !trace_reader__meta(c->r, KINETO_META_PREFIX "schemaVersion"))
-		top_key(c, "schemaVersion", "1");
 	if (!at && after && !trace_reader__meta(c->r, KINETO_META_PREFIX "displayTimeUnit"))
 		top_key(c, "displayTimeUnit", "\"ms\"");
 }
@@ -683,7 +683,7 @@ static void recorded_keys(struct chrome *c)
 
 	top_key(c, "schemaVersion", "1");
 	top_key(c, "deviceProperties", "[]");
-	/* HTA finds the rank by the text "rank": N, so only what record saw in the target's env */
+	/* only when record found the job's rank in the target's environment */
 	if (meta_u64(c, "dist.rank", &rank) && meta_u64(c, "dist.world_size", &world)) {
 		snprintf(buf, sizeof(buf), "{\"rank\": %" PRIu64 ", \"world_size\": %" PRIu64 "}",
 			 rank, world);

@@ -328,10 +328,13 @@ static void test_older_import(const char *ptg)
 	if (ASSERT_EQ(trace_writer__close(w), 0, "close") &&
 	    ASSERT_EQ(export_to(ptg, j), 0, "export"))
 		a = slurp(j, &len);
-	ASSERT_TRUE(a && strstr(a, "{\n  \"distributedInfo\": {\"rank\": 1, \"world_size\": 2},\n"
-				   "  \"traceName\": \"x.json\",\n  \"schemaVersion\": 1,\n"
-				   "  \"traceEvents\": [") != NULL,
-		    "older import: keys respaced, schemaVersion added as before");
+	ASSERT_TRUE(
+	    a &&
+		strstr(a,
+		       "{\n  \"schemaVersion\": 1,\n  \"distributedInfo\": {\"rank\": 1, "
+		       "\"world_size\": 2},\n  \"traceName\": \"x.json\",\n  \"traceEvents\": [") !=
+		    NULL,
+	    "older import: keys respaced, schemaVersion added as before");
 	ASSERT_TRUE(a && strstr(a, "\"args\": {\"device\": 0, \"stream\": 7, \"correlation\": 42, "
 				   "\"grid\": [2, 3, 4], \"block\": [128, 1, 1]}}") != NULL,
 		    "older import: args from the fields");
