@@ -17,6 +17,7 @@
 #include "chrome.h"
 #include "cudajoin.h"
 #include "kineto.h"
+#include "kineto_args.h"
 #include "outfile.h"
 
 #define FLUSH_AT (64 * 1024)
@@ -30,6 +31,7 @@ struct sbuf {
 struct cthread {
 	uint32_t pid, tid;
 	struct ptg_record *frames;
+	char **frame_args; /* args blob of each frame's ENTER, NULL for none */
 	size_t depth, cap;
 	bool used;
 };
@@ -44,7 +46,9 @@ struct chrome {
 	uint64_t last_ts;
 	struct cthread *threads;
 	size_t tmask, nthreads;
-	struct u64map joins; /* host call id -> correlation id (cudajoin.h) */
+	struct cuda_links links; /* a recorded trace's joins, cbids, External ids */
+	const char *args;	 /* args blob of the record being written, or NULL */
+	unsigned int nkeys;	 /* top-level keys written so far */
 };
 
 static void sb_reserve(struct sbuf *b, size_t more)
@@ -190,6 +194,25 @@ static void arg_nz(struct args *a, const char *key, uint64_t v)
 		arg_int(a, key, (int64_t)v);
 }
 
+/* The shortest text that reads back as the same double, as Kineto's fmt writes it. */
+static void arg_double(struct args *a, const char *key, double v)
+{
+	char buf[32];
+	int prec;
+
+	for (prec = 15; prec < 17; prec++) {
+		snprintf(buf, sizeof(buf), "%.*g", prec, v);
+		if (strtod(buf, NULL) == v)
+			break;
+	}
+	snprintf(buf, sizeof(buf), "%.*g", prec, v);
+	arg_key(a, key);
+	/* a whole number stays a JSON float, as 7.0 */
+	sb_str(a->b, buf);
+	if (!strpbrk(buf, ".eEn"))
+		sb_str(a->b, ".0");
+}
+
 static void arg_str(struct args *a, const char *key, const char *v)
 {
 	arg_key(a, key);
@@ -202,9 +225,39 @@ static void arg_dims(struct args *a, const char *key, int64_t xy, int64_t z)
 	sb_printf(a->b, "[%u, %u, %" PRId64 "]", (uint32_t)xy, (uint32_t)((uint64_t)xy >> 32), z);
 }
 
-static void ev_end(struct chrome *c, struct args *a)
+/*
+ * The members of an args blob (kineto_args.h) after those written, for a
+ * record imported with one: its Kineto args and unknown keys as they came.
+ */
+static void ev_extra(struct chrome *c, const char *blob)
 {
-	sb_str(&c->b, a->open ? "}}" : "}");
+	size_t n = blob ? strlen(blob) : 0;
+
+	/* "{}" has none; the blob is an object, so its members lie between the braces */
+	if (n > 2 && blob[0] == '{' && blob[n - 1] == '}') {
+		sb_str(&c->b, ", ");
+		sb_put(&c->b, blob + 1, n - 2);
+	}
+}
+
+/* A record's own further args (PTG_F_ARGS_ADD): the blob's members inside "args". */
+static void arg_members(struct args *a, const char *blob)
+{
+	size_t n = strlen(blob);
+
+	if (n <= 2 || blob[0] != '{' || blob[n - 1] != '}')
+		return;
+	sb_str(a->b, a->open ? ", " : ", \"args\": {");
+	a->open = true;
+	sb_put(a->b, blob + 1, n - 2);
+}
+
+static void ev_end(struct chrome *c, struct args *a, const char *blob)
+{
+	if (a->open)
+		sb_str(&c->b, "}");
+	ev_extra(c, blob);
+	sb_str(&c->b, "}");
 }
 
 static void ev_x(struct chrome *c, const char *cat, const char *name, uint32_t pid, uint32_t tid,
@@ -229,7 +282,8 @@ static void py_name(const struct chrome *c, uint32_t id, char *buf, size_t len)
 		snprintf(buf, len, "%s", s ? s->name : "");
 }
 
-static void write_span(struct chrome *c, const struct ptg_record *enter, uint64_t end)
+static void write_span(struct chrome *c, const struct ptg_record *enter, const char *blob,
+		       uint64_t end)
 {
 	bool py = enter->kind == PTG_REC_PY_ENTER;
 	struct args a = {&c->b};
@@ -239,10 +293,12 @@ static void write_span(struct chrome *c, const struct ptg_record *enter, uint64_
 		py_name(c, enter->sym, name, sizeof(name));
 	ev_x(c, py ? "python_function" : "cpu_op", py ? name : sym_name(c, enter->sym), enter->pid,
 	     enter->tid, enter->ts, end > enter->ts ? end - enter->ts : 0);
-	arg_nz(&a, "External id", enter->ext);
-	arg_id1(&a, py ? "Python id" : "Sequence number", enter->aux[0]);
-	arg_id1(&a, py ? "Python parent id" : "Fwd thread id", enter->aux[1]);
-	ev_end(c, &a);
+	if (!blob) {
+		arg_nz(&a, "External id", enter->ext);
+		arg_id1(&a, py ? "Python id" : "Sequence number", enter->aux[0]);
+		arg_id1(&a, py ? "Python parent id" : "Fwd thread id", enter->aux[1]);
+	}
+	ev_end(c, &a, blob);
 }
 
 static const char *call_cat(const struct chrome *c, const struct ptg_record *rec)
@@ -262,10 +318,12 @@ static void write_call(struct chrome *c, const struct ptg_record *rec)
 	struct args a = {&c->b};
 
 	ev_x(c, call_cat(c, rec), sym_name(c, rec->sym), rec->pid, rec->tid, rec->ts, rec->dur);
-	arg_nz(&a, "External id", rec->ext);
-	arg_nz(&a, "cbid", c->kineto ? rec->aux[0] : 0);
-	arg_nz(&a, "correlation", rec->corr);
-	ev_end(c, &a);
+	if (!c->args) {
+		arg_nz(&a, "External id", rec->ext);
+		arg_nz(&a, "cbid", cuda_links_cbid(&c->links, rec));
+		arg_nz(&a, "correlation", rec->corr);
+	}
+	ev_end(c, &a, c->args);
 }
 
 static void write_span_rec(struct chrome *c, const struct ptg_record *rec)
@@ -275,8 +333,9 @@ static void write_span_rec(struct chrome *c, const struct ptg_record *rec)
 
 	ev_x(c, cat[0] ? cat : "user_annotation", sym_name(c, rec->sym), rec->pid, rec->tid,
 	     rec->ts, rec->dur);
-	arg_nz(&a, "External id", rec->ext);
-	ev_end(c, &a);
+	if (!c->args)
+		arg_nz(&a, "External id", rec->ext);
+	ev_end(c, &a, c->args);
 }
 
 static const char *gpu_cat(uint16_t kind)
@@ -305,6 +364,9 @@ static void gpu_args(struct chrome *c, const struct ptg_record *rec, struct args
 	case PTG_REC_GPU_MEMCPY:
 	case PTG_REC_GPU_MEMSET:
 		arg_int(a, "bytes", rec->aux[0]);
+		/* Kineto's: bytes per ns, which is GB/s; none for a zero duration */
+		if (rec->dur)
+			arg_double(a, "memory bandwidth (GB/s)", (double)rec->aux[0] / rec->dur);
 		break;
 	default:
 		if (rec->aux[0] && c->kineto)
@@ -321,18 +383,24 @@ static void write_gpu(struct chrome *c, const struct ptg_record *rec)
 	/* Kineto's GPU rows: pid = device, tid = stream */
 	uint32_t pid = c->kineto ? rec->pid : rec->device;
 	uint32_t tid = c->kineto ? rec->tid : (uint32_t)rec->stream;
+	bool add = c->args && (rec->flags & PTG_F_ARGS_ADD);
 
 	ev_x(c, gpu_cat(rec->kind), sym_name(c, rec->sym), pid, tid, rec->ts, rec->dur);
-	arg_nz(&a, "External id", rec->ext);
-	arg_int(&a, "device", rec->device);
-	arg_int(&a, "stream", (int64_t)rec->stream);
-	arg_nz(&a, "correlation", rec->corr);
-	gpu_args(c, rec, &a);
-	ev_end(c, &a);
+	if (!c->args || add) {
+		/* a recorded GPU record names its op as Kineto's do: through its CUDA call */
+		arg_nz(&a, "External id", rec->ext ?: cuda_links_ext(&c->links, rec->corr));
+		arg_int(&a, "device", rec->device);
+		arg_int(&a, "stream", (int64_t)rec->stream);
+		arg_nz(&a, "correlation", rec->corr);
+		gpu_args(c, rec, &a);
+	}
+	if (add)
+		arg_members(&a, c->args);
+	ev_end(c, &a, add ? NULL : c->args);
 }
 
 static void write_flow(struct chrome *c, char ph, const char *cat, const char *name, uint32_t pid,
-		       uint32_t tid, uint64_t ts, uint64_t id, bool bp_enclosing)
+		       uint32_t tid, uint64_t ts, uint64_t id, bool bp_enclosing, const char *blob)
 {
 	char phs[2] = {ph, '\0'};
 
@@ -341,7 +409,10 @@ static void write_flow(struct chrome *c, char ph, const char *cat, const char *n
 	sb_json(&c->b, name);
 	sb_printf(&c->b, ", \"id\": %" PRIu64, id);
 	ev_where(c, pid, tid, ts);
-	sb_str(&c->b, bp_enclosing ? ", \"bp\": \"e\"}" : "}");
+	if (bp_enclosing)
+		sb_str(&c->b, ", \"bp\": \"e\"");
+	ev_extra(c, blob);
+	sb_str(&c->b, "}");
 }
 
 static void write_flow_rec(struct chrome *c, const struct ptg_record *rec)
@@ -351,7 +422,7 @@ static void write_flow_rec(struct chrome *c, const struct ptg_record *rec)
 	if (rec->aux[0] != 's' && rec->aux[0] != 'f' && rec->aux[0] != 't')
 		return;
 	write_flow(c, rec->aux[0], cat[0] ? cat : "ac2g", sym_name(c, rec->sym), rec->pid, rec->tid,
-		   rec->ts, rec->corr, rec->aux[1]);
+		   rec->ts, rec->corr, rec->aux[1], c->args);
 }
 
 static void write_thread(struct chrome *c, const struct ptg_record *rec)
@@ -369,7 +440,7 @@ static void write_thread(struct chrome *c, const struct ptg_record *rec)
 	else
 		arg_str(&a, m == KINETO_M_PROCESS_LABELS ? "labels" : "name",
 			sym_name(c, rec->sym));
-	ev_end(c, &a);
+	ev_end(c, &a, c->args);
 }
 
 static size_t thread_hash(uint32_t pid, uint32_t tid)
@@ -434,12 +505,23 @@ static int span_enter(struct chrome *c, const struct ptg_record *rec)
 	if (!t)
 		return -ENOMEM;
 	if (t->depth == t->cap) {
-		f = realloc(t->frames, (t->cap ? 2 * t->cap : 16) * sizeof(*f));
+		size_t cap = t->cap ? 2 * t->cap : 16;
+		char **fa;
+
+		f = realloc(t->frames, cap * sizeof(*f));
 		if (!f)
 			return -ENOMEM;
 		t->frames = f;
-		t->cap = t->cap ? 2 * t->cap : 16;
+		fa = realloc(t->frame_args, cap * sizeof(*fa));
+		if (!fa)
+			return -ENOMEM;
+		t->frame_args = fa;
+		t->cap = cap;
 	}
+	/* the blob lives in the reader's buffer only until the next record */
+	t->frame_args[t->depth] = c->args ? strdup(c->args) : NULL;
+	if (c->args && !t->frame_args[t->depth])
+		return -ENOMEM;
 	t->frames[t->depth++] = *rec;
 	return 0;
 }
@@ -449,8 +531,11 @@ static void span_exit(struct chrome *c, const struct ptg_record *rec)
 	struct cthread *t = thread_get(c, rec->pid, rec->tid, false);
 
 	/* an EXIT without ENTER (recording started inside the call) has no start */
-	if (t && t->depth)
-		write_span(c, &t->frames[--t->depth], rec->ts);
+	if (t && t->depth) {
+		t->depth--;
+		write_span(c, &t->frames[t->depth], t->frame_args[t->depth], rec->ts);
+		free(t->frame_args[t->depth]);
+	}
 }
 
 static void write_synth_flows(struct chrome *c, const struct ptg_record *rec)
@@ -458,10 +543,11 @@ static void write_synth_flows(struct chrome *c, const struct ptg_record *rec)
 	if (c->kineto || !rec->corr)
 		return;
 	if (rec->kind == PTG_REC_CUDA_CALL)
-		write_flow(c, 's', "ac2g", "ac2g", rec->pid, rec->tid, rec->ts, rec->corr, false);
+		write_flow(c, 's', "ac2g", "ac2g", rec->pid, rec->tid, rec->ts, rec->corr, false,
+			   NULL);
 	else
 		write_flow(c, 'f', "ac2g", "ac2g", rec->device, (uint32_t)rec->stream, rec->ts,
-			   rec->corr, true);
+			   rec->corr, true, NULL);
 }
 
 static int write_record(struct chrome *c, const struct ptg_record *rec)
@@ -484,7 +570,7 @@ static int write_record(struct chrome *c, const struct ptg_record *rec)
 	case PTG_REC_CUDA_CALL:
 		/* a probed call carries the id of the CUPTI record joined to it, as Kineto's do */
 		call = *rec;
-		call.corr = cuda_join_corr(&c->joins, rec);
+		call.corr = cuda_join_corr(&c->links.joins, rec);
 		write_call(c, &call);
 		write_synth_flows(c, &call);
 		break;
@@ -502,6 +588,14 @@ static int write_record(struct chrome *c, const struct ptg_record *rec)
 	case PTG_REC_THREAD:
 		write_thread(c, rec);
 		break;
+	case PTG_REC_EVENT:
+		/* an imported event nothing models: written back as it came */
+		if (c->args) {
+			sb_str(&c->b, c->first ? "\n  " : ",\n  ");
+			c->first = false;
+			sb_str(&c->b, c->args);
+		}
+		break;
 	default:
 		/* scheduler intervals and samples have no place in Kineto's schema */
 		break;
@@ -517,8 +611,11 @@ static void close_open_spans(struct chrome *c)
 	for (i = 0; c->threads && i <= c->tmask; i++) {
 		struct cthread *t = &c->threads[i];
 
-		while (t->used && t->depth)
-			write_span(c, &t->frames[--t->depth], c->last_ts);
+		while (t->used && t->depth) {
+			t->depth--;
+			write_span(c, &t->frames[t->depth], t->frame_args[t->depth], c->last_ts);
+			free(t->frame_args[t->depth]);
+		}
 	}
 }
 
@@ -527,33 +624,100 @@ static bool is_kineto_key(const char *key)
 	return !strncmp(key, KINETO_META_PREFIX, strlen(KINETO_META_PREFIX));
 }
 
+/* One top-level member on its own line, its value spaced as Kineto writes it. */
+static void top_key(struct chrome *c, const char *key, const char *val)
+{
+	char *spaced = kineto_json_respace(val);
+
+	sb_str(&c->b, c->nkeys++ ? ",\n  " : "\n  ");
+	sb_json(&c->b, key);
+	sb_str(&c->b, ": ");
+	sb_str(&c->b, spaced ? spaced : val);
+	free(spaced);
+}
+
+/*
+ * The imported trace's own top-level keys that came before its events (after
+ * = false) or after them. import.events_at says how many came before; a trace
+ * imported before that existed has them all before but displayTimeUnit.
+ */
+static void kineto_keys(struct chrome *c, bool after)
+{
+	const char *at = trace_reader__meta(c->r, "import.events_at"), *key, *val;
+	size_t i, n = 0, nr_before = at ? strtoull(at, NULL, 10) : 0;
+	bool is_after;
+
+	/* such an older import also had these added, and keeps them */
+	if (!at && !after && !trace_reader__meta(c->r, KINETO_META_PREFIX "schemaVersion"))
+		top_key(c, "schemaVersion", "1");
+	for (i = 0; trace_reader__meta_at(c->r, i, &key, &val); i++) {
+		if (!is_kineto_key(key))
+			continue;
+		key += strlen(KINETO_META_PREFIX);
+		is_after = at ? n++ >= nr_before : !strcmp(key, "displayTimeUnit");
+		if (is_after == after)
+			top_key(c, key, val);
+	}
+	if (!at && after && !trace_reader__meta(c->r, KINETO_META_PREFIX "displayTimeUnit"))
+		top_key(c, "displayTimeUnit", "\"ms\"");
+}
+
+static bool meta_u64(const struct chrome *c, const char *key, uint64_t *v)
+{
+	const char *s = trace_reader__meta(c->r, key);
+	char *end;
+
+	if (!s || !*s)
+		return false;
+	*v = strtoull(s, &end, 10);
+	return !*end;
+}
+
+/*
+ * A recorded trace's keys in Kineto's order: what HTA and Perfetto look for.
+ * Its ts are CLOCK_MONOTONIC, so the base that turns them into wall-clock
+ * time is the two clocks' difference at the start.
+ */
+static void recorded_keys(struct chrome *c)
+{
+	uint64_t real, mono, rank, world;
+	char buf[96];
+
+	top_key(c, "schemaVersion", "1");
+	top_key(c, "deviceProperties", "[]");
+	/* only when record found the job's rank in the target's environment */
+	if (meta_u64(c, "dist.rank", &rank) && meta_u64(c, "dist.world_size", &world)) {
+		snprintf(buf, sizeof(buf), "{\"rank\": %" PRIu64 ", \"world_size\": %" PRIu64 "}",
+			 rank, world);
+		top_key(c, "distributedInfo", buf);
+	}
+	top_key(c, "displayTimeUnit", "\"ms\"");
+	if (meta_u64(c, "start.realtime_ns", &real) && meta_u64(c, "start.monotonic_ns", &mono)) {
+		snprintf(buf, sizeof(buf), "%" PRIu64, real - mono);
+		top_key(c, "baseTimeNanoseconds", buf);
+	}
+}
+
 static void write_header(struct chrome *c)
 {
-	const char *key, *val;
-	size_t i;
-
 	sb_str(&c->b, "{");
-	/* a trace recorded here has no Kineto keys: say which schema it follows */
-	if (!trace_reader__meta(c->r, KINETO_META_PREFIX "schemaVersion"))
-		sb_str(&c->b, "\n  \"schemaVersion\": 1,");
-	for (i = 0; trace_reader__meta_at(c->r, i, &key, &val); i++) {
-		if (!is_kineto_key(key) || !strcmp(key, KINETO_META_PREFIX "displayTimeUnit"))
-			continue;
-		sb_str(&c->b, "\n  ");
-		sb_json(&c->b, key + strlen(KINETO_META_PREFIX));
-		sb_str(&c->b, ": ");
-		sb_str(&c->b, val);
-		sb_str(&c->b, ",");
-	}
-	sb_str(&c->b, "\n  \"traceEvents\": [");
+	if (c->kineto)
+		kineto_keys(c, false);
+	else
+		recorded_keys(c);
+	sb_str(&c->b, c->nkeys ? ",\n  \"traceEvents\": [" : "\n  \"traceEvents\": [");
 }
 
 static void write_footer(struct chrome *c)
 {
-	const char *unit = trace_reader__meta(c->r, KINETO_META_PREFIX "displayTimeUnit");
-
-	sb_str(&c->b, "\n  ],\n  \"displayTimeUnit\": ");
-	sb_str(&c->b, unit ? unit : "\"ms\"");
+	sb_str(&c->b, "\n  ]");
+	c->nkeys = 1; /* the events' array came first */
+	if (c->kineto) {
+		kineto_keys(c, true);
+	} else {
+		sb_str(&c->b, ",\n  \"traceName\": ");
+		sb_json(&c->b, c->path);
+	}
 	sb_str(&c->b, "\n}\n");
 }
 
@@ -564,6 +728,7 @@ static int write_all(struct chrome *c)
 
 	write_header(c);
 	while ((err = trace_reader__next(c->r, &rec)) > 0) {
+		c->args = trace_reader__args(c->r, NULL);
 		err = write_record(c, &rec);
 		if (err)
 			return err;
@@ -588,11 +753,15 @@ static void chrome_free(struct chrome *c)
 {
 	size_t i;
 
-	for (i = 0; c->threads && i <= c->tmask; i++)
+	for (i = 0; c->threads && i <= c->tmask; i++) {
+		while (c->threads[i].depth)
+			free(c->threads[i].frame_args[--c->threads[i].depth]);
 		free(c->threads[i].frames);
+		free(c->threads[i].frame_args);
+	}
 	free(c->threads);
 	free(c->b.p);
-	u64map__free(&c->joins);
+	cuda_links_free(&c->links);
 }
 
 /* gzip (or plain, "T") on a descriptor of the output file; gzclose closes only its own. */
@@ -627,7 +796,7 @@ int chrome_export(struct trace_reader *r, const char *out_path)
 		outfile__abort(of);
 		return err;
 	}
-	err = cuda_join_load(r, &c.joins);
+	err = cuda_links_load(r, &c.links);
 	if (!err)
 		err = write_all(&c);
 	if (err == -ENOMEM)

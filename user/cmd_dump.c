@@ -17,6 +17,7 @@ static const char *const kind_names[PTG_REC_NR_KINDS] = {
 	[PTG_REC_GPU_MEMSET] = "memset", [PTG_REC_GPU_SYNC] = "gpu_sync",
 	[PTG_REC_SCHED] = "sched",	 [PTG_REC_SAMPLE] = "sample",
 	[PTG_REC_THREAD] = "thread",	 [PTG_REC_FLOW] = "flow",
+	[PTG_REC_EVENT] = "event",
 };
 
 static void print_sym(const struct trace_reader *r, uint32_t id)
@@ -28,6 +29,19 @@ static void print_sym(const struct trace_reader *r, uint32_t id)
 	printf(" %s", s->name);
 	if (s->file && s->file[0])
 		printf(" (%s:%u)", s->file, s->line);
+}
+
+/* One line per value: a command line may hold newlines (python -c "...") */
+static void print_escaped(const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\n')
+			fputs("\\n", stdout);
+		else if (*s == '\\')
+			fputs("\\\\", stdout);
+		else
+			putchar(*s);
+	}
 }
 
 static void print_record(const struct trace_reader *r, const struct ptg_record *rec)
@@ -49,20 +63,11 @@ static void print_record(const struct trace_reader *r, const struct ptg_record *
 			printf(" aux%d=%" PRId64, i, rec->aux[i]);
 	}
 	print_sym(r, rec->sym);
-	putchar('\n');
-}
-
-/* One line per value: a command line may hold newlines (python -c "...") */
-static void print_escaped(const char *s)
-{
-	for (; *s; s++) {
-		if (*s == '\n')
-			fputs("\\n", stdout);
-		else if (*s == '\\')
-			fputs("\\\\", stdout);
-		else
-			putchar(*s);
+	if (trace_reader__args(r, NULL)) {
+		fputs(" args=", stdout);
+		print_escaped(trace_reader__args(r, NULL));
 	}
+	putchar('\n');
 }
 
 static void print_header(const struct trace_reader *r)
@@ -93,7 +98,7 @@ int cmd_dump(int argc, char **argv)
 		fprintf(argc == 2 ? stdout : stderr,
 			"usage: ptrace-gpu dump FILE\n\n"
 			"Prints the trace's metadata and loss counters as '# ' lines, then one line\n"
-			"per record: timestamp (ns), pid/tid, kind, flags, fields, symbol.\n");
+			"per record: timestamp (ns), pid/tid, kind, flags, fields, symbol, args.\n");
 		return argc == 2 ? 0 : 2;
 	}
 	ret = trace_reader__open(argv[1], &r, err, sizeof(err));

@@ -88,7 +88,7 @@ int cmd_import(int argc, char **argv)
 	err = kineto_import(argv[optind], out, &st);
 	if (!err)
 		printf("%s: %" PRIu64 " events -> %" PRIu64 " records (%" PRIu64
-		       " clipped, %" PRIu64 " skipped) in %s\n",
+		       " clipped, %" PRIu64 " kept verbatim) in %s\n",
 		       argv[optind], st.events, st.records, st.clipped, st.unknown, out);
 	free(out);
 	return err ? 1 : 0;

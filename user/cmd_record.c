@@ -218,6 +218,32 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 	return 0;
 }
 
+/* A number from the target's environment, or NULL: only digits go in the trace. */
+static const char *env_number(pid_t pid, const char *name, char *buf, size_t len)
+{
+	if (proc_environ_get(pid, name, buf, len) || !buf[0] ||
+	    strspn(buf, "0123456789") != strlen(buf))
+		return NULL;
+	return buf;
+}
+
+/*
+ * The rank of a distributed job, as torchrun and torch.distributed's env://
+ * give it to each process, so that export can say which rank a trace is of
+ * (HTA tells the traces of a job apart by it).
+ */
+static int write_dist_meta(struct recording *rc)
+{
+	char rank[24], world[24];
+	int err;
+
+	if (!env_number(rc->pid, "RANK", rank, sizeof(rank)) ||
+	    !env_number(rc->pid, "WORLD_SIZE", world, sizeof(world)))
+		return 0;
+	err = trace_writer__meta(rc->w, "dist.rank", rank);
+	return err ?: trace_writer__meta(rc->w, "dist.world_size", world);
+}
+
 static int write_meta(struct recording *rc)
 {
 	struct trace_writer *w = rc->w;
@@ -244,7 +270,7 @@ static int write_meta(struct recording *rc)
 	err = err ?: trace_writer__meta(w, "start.realtime_ns", buf);
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rc->start_ts);
 	err = err ?: trace_writer__meta(w, "start.monotonic_ns", buf);
-	return err;
+	return err ?: write_dist_meta(rc);
 }
 
 static bool wants_steps(const struct record_opts *o)

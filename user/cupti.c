@@ -346,6 +346,23 @@ static uint32_t device_of(const struct cupti_decoder *d, uint32_t ctx)
 	return v ? (uint32_t)(*v - 1) : 0;
 }
 
+/* What Kineto writes of a GPU record that its fields cannot hold: an args blob (trace.h). */
+static int __attribute__((format(printf, 3, 4)))
+write_gpu(struct cupti_decoder *d, struct ptg_record *r, const char *fmt, ...)
+{
+	char args[160];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(args))
+		return trace_writer__record(d->w, r);
+	r->flags |= PTG_F_ARGS_ADD;
+	return trace_writer__record_args(d->w, r, args, n);
+}
+
 static int decode_kernel(struct cupti_decoder *d, const ptg_cupti_kernel *k)
 {
 	struct ptg_record r = {.kind = PTG_REC_GPU_KERNEL, .pid = d->pid};
@@ -364,7 +381,11 @@ static int decode_kernel(struct cupti_decoder *d, const ptg_cupti_kernel *k)
 	r.aux[3] = k->blockZ;
 	learn_device(d, k->contextId, k->deviceId);
 	d->st.kernels++;
-	return trace_writer__record(d->w, &r);
+	/* Kineto's names; occupancy and blocks per SM would need the device's properties */
+	return write_gpu(d, &r,
+			 "{\"context\": %u, \"registers per thread\": %u, \"shared memory\": %lld}",
+			 k->contextId, k->registersPerThread,
+			 (long long)k->staticSharedMemory + k->dynamicSharedMemory);
 }
 
 static int decode_memcpy(struct cupti_decoder *d, const ptg_cupti_memcpy *m)
@@ -385,7 +406,7 @@ static int decode_memcpy(struct cupti_decoder *d, const ptg_cupti_memcpy *m)
 	r.aux[1] = m->copyKind;
 	learn_device(d, m->contextId, m->deviceId);
 	d->st.memcpys++;
-	return trace_writer__record(d->w, &r);
+	return write_gpu(d, &r, "{\"context\": %u}", m->contextId);
 }
 
 static int decode_memset(struct cupti_decoder *d, const ptg_cupti_memset *m)
@@ -403,7 +424,7 @@ static int decode_memset(struct cupti_decoder *d, const ptg_cupti_memset *m)
 	r.aux[0] = (int64_t)m->bytes;
 	learn_device(d, m->contextId, m->deviceId);
 	d->st.memsets++;
-	return trace_writer__record(d->w, &r);
+	return write_gpu(d, &r, "{\"context\": %u}", m->contextId);
 }
 
 /* aux as Kineto's cuda_sync events (kineto.h): the kind's symbol, the event id + 1. */

@@ -17,6 +17,7 @@
 
 #include "array.h"
 #include "kineto.h"
+#include "kineto_args.h"
 
 const char *const kineto_meta_names[KINETO_M_NR] = {
     [KINETO_M_THREAD_NAME] = "thread_name",
@@ -32,6 +33,8 @@ struct kev {
 	const char *name;
 	const char *cat;
 	const char *extra;
+	const char *args; /* args blob (kineto_args.h), NULL for none */
+	size_t args_len;
 	uint32_t seq; /* position in its thread's ENTER/EXIT sequence; UINT32_MAX for others */
 };
 
@@ -47,6 +50,8 @@ struct knest {
 	uint64_t ext;
 	int64_t aux0;
 	int64_t aux1;
+	const char *args;
+	size_t args_len;
 };
 
 struct kunknown {
@@ -63,6 +68,7 @@ struct importer {
 	size_t nnest, nestcap;
 	struct kunknown *unk;
 	size_t nunk;
+	struct kineto_args ka;
 	struct kineto_stats st;
 };
 
@@ -250,6 +256,31 @@ static json_object *get_args(json_object *ev)
 	return NULL;
 }
 
+/* An event no other kind models: counted as unknown, kept whole as an EVENT record. */
+static int keep_event(struct importer *im, json_object *ev, const char *what)
+{
+	const char *name = get_str(ev, "name");
+	struct kev *e;
+	int64_t v;
+	int err;
+
+	if ((err = count_unknown(im, what)) || !(e = kev_new(im)))
+		return err ?: -ENOMEM;
+	e->rec.kind = PTG_REC_EVENT;
+	get_time(ev, "ts", &e->rec.ts);
+	get_time(ev, "dur", &e->rec.dur);
+	if (get_int(ev, "pid", &v))
+		e->rec.pid = v;
+	if (get_int(ev, "tid", &v))
+		e->rec.tid = v;
+	if (name) {
+		e->name = name;
+		if (!(e->rec.sym = trace_writer__sym(im->w, PTG_SYM_STRING, name, "", 0)))
+			return -ENOMEM;
+	}
+	return kineto_args__event(&im->ka, ev, &e->args, &e->args_len);
+}
+
 static uint32_t sym_str(struct importer *im, uint32_t kind, const char *s)
 {
 	return trace_writer__sym(im->w, kind, s, "", 0);
@@ -287,7 +318,7 @@ static int add_nest(struct importer *im, json_object *ev, bool py, const char *n
 		n->aux0 = get_id1(args, py ? "Python id" : "Sequence number");
 		n->aux1 = get_id1(args, py ? "Python parent id" : "Fwd thread id");
 	}
-	return 0;
+	return kineto_args__extra(&im->ka, ev, KINETO_SHAPE_X, &n->args, &n->args_len);
 }
 
 static void set_dims(json_object *args, const char *key, int64_t *xy, int64_t *z)
@@ -406,6 +437,8 @@ static int add_interval(struct importer *im, const struct kcat *kc, json_object 
 	r->sym = sym_str(im, kc->sym_kind, name);
 	if (!r->sym)
 		return -ENOMEM;
+	if (kineto_args__extra(&im->ka, ev, KINETO_SHAPE_X, &e->args, &e->args_len))
+		return -ENOMEM;
 	switch (kc->kind) {
 	case PTG_REC_SPAN:
 		r->aux[0] = sym_str(im, PTG_SYM_STRING, kc->cat);
@@ -440,11 +473,11 @@ static int add_x(struct importer *im, json_object *ev, const char *cat)
 	if (!py && strcmp(cat, "cpu_op")) {
 		kc = kcat_find(cat);
 		if (!kc)
-			return count_unknown(im, cat);
+			return keep_event(im, ev, cat);
 	}
 	if (!name || !get_time(ev, "ts", &ts) || !get_time(ev, "dur", &dur) ||
 	    !get_pid_tid(ev, &pid, &tid))
-		return count_unknown(im, cat);
+		return keep_event(im, ev, cat);
 	if (!kc)
 		return add_nest(im, ev, py, name, ts, dur, pid, tid);
 	return add_interval(im, kc, ev, name, ts, dur, pid, tid);
@@ -460,7 +493,7 @@ static int add_flow(struct importer *im, json_object *ev, const char *ph)
 
 	if (!cat || !name || !get_int(ev, "id", &id) || !get_time(ev, "ts", &ts) ||
 	    !get_pid_tid(ev, &pid, &tid))
-		return count_unknown(im, cat ? cat : "flow");
+		return keep_event(im, ev, cat ? cat : "flow");
 	e = kev_new(im);
 	if (!e)
 		return -ENOMEM;
@@ -476,7 +509,9 @@ static int add_flow(struct importer *im, json_object *ev, const char *ph)
 	e->rec.aux[1] = bp && !strcmp(bp, "e");
 	e->rec.sym = sym_str(im, PTG_SYM_STRING, name);
 	e->rec.aux[2] = sym_str(im, PTG_SYM_STRING, cat);
-	return e->rec.sym && e->rec.aux[2] ? 0 : -ENOMEM;
+	if (!e->rec.sym || !e->rec.aux[2])
+		return -ENOMEM;
+	return kineto_args__extra(&im->ka, ev, KINETO_SHAPE_FLOW, &e->args, &e->args_len);
 }
 
 static int add_meta(struct importer *im, json_object *ev)
@@ -493,16 +528,19 @@ static int add_meta(struct importer *im, json_object *ev)
 		if (!strcmp(name, kineto_meta_names[m]))
 			break;
 	}
-	if (!name || m == KINETO_M_NR || !args || !get_pid_tid(ev, &pid, &tid))
-		return count_unknown(im, name ? name : "M");
+	/* the record holds one arg: an event with more is kept whole */
+	if (!name || m == KINETO_M_NR || !args || json_object_object_length(args) != 1 ||
+	    !get_pid_tid(ev, &pid, &tid))
+		return keep_event(im, ev, name ? name : "M");
 	if (m == KINETO_M_PROCESS_SORT_INDEX || m == KINETO_M_THREAD_SORT_INDEX) {
 		if (!get_int(args, "sort_index", &sort))
-			return count_unknown(im, name);
+			return keep_event(im, ev, name);
 	} else {
 		val = get_str(args, m == KINETO_M_PROCESS_LABELS ? "labels" : "name");
 		if (!val)
-			return count_unknown(im, name);
+			return keep_event(im, ev, name);
 	}
+	/* Kineto always writes one; other writers' names without a ts come back at 0 */
 	get_time(ev, "ts", &ts);
 	e = kev_new(im);
 	if (!e)
@@ -516,7 +554,7 @@ static int add_meta(struct importer *im, json_object *ev)
 	e->rec.aux[1] = sort;
 	if (val && !(e->rec.sym = sym_str(im, PTG_SYM_STRING, val)))
 		return -ENOMEM;
-	return 0;
+	return kineto_args__extra(&im->ka, ev, KINETO_SHAPE_META, &e->args, &e->args_len);
 }
 
 static int add_event(struct importer *im, json_object *ev)
@@ -525,18 +563,18 @@ static int add_event(struct importer *im, json_object *ev)
 
 	im->st.events++;
 	if (!json_object_is_type(ev, json_type_object))
-		return count_unknown(im, "not an object");
+		return keep_event(im, ev, "not an object");
 	ph = get_str(ev, "ph");
 	cat = get_str(ev, "cat");
 	if (!ph)
-		return count_unknown(im, "no ph");
+		return keep_event(im, ev, "no ph");
 	if (!strcmp(ph, "X"))
 		return add_x(im, ev, cat ? cat : "X");
 	if (!strcmp(ph, "s") || !strcmp(ph, "f") || !strcmp(ph, "t"))
 		return add_flow(im, ev, ph);
 	if (!strcmp(ph, "M"))
 		return add_meta(im, ev);
-	return count_unknown(im, cat ? cat : ph);
+	return keep_event(im, ev, cat ? cat : ph);
 }
 
 static int cmp_u64(uint64_t a, uint64_t b)
@@ -608,6 +646,8 @@ static int emit_nest(struct importer *im, const struct knest *n, bool enter, uin
 	e->rec.tid = n->tid;
 	e->rec.ts = enter ? n->start : n->end;
 	if (enter) {
+		e->args = n->args;
+		e->args_len = n->args_len;
 		e->rec.sym = n->sym;
 		e->rec.ext = n->ext;
 		e->rec.aux[0] = n->aux0;
@@ -662,27 +702,7 @@ static int cmp_kev(const void *pa, const void *pb)
 		if ((c = cmp_i64(x->aux[i], y->aux[i])))
 			return c;
 	}
-	return 0;
-}
-
-static int write_top_keys(struct importer *im, json_object *root)
-{
-	char key[256];
-	int err;
-
-	json_object_object_foreach(root, k, v)
-	{
-		if (!strcmp(k, "traceEvents"))
-			continue;
-		snprintf(key, sizeof(key), KINETO_META_PREFIX "%s", k);
-		err = trace_writer__meta(
-		    im->w, key,
-		    json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN |
-							  JSON_C_TO_STRING_NOSLASHESCAPE));
-		if (err)
-			return err;
-	}
-	return 0;
+	return strcmp(a->args ? a->args : "", b->args ? b->args : "");
 }
 
 static int meta_u64(struct importer *im, const char *key, uint64_t v)
@@ -691,6 +711,34 @@ static int meta_u64(struct importer *im, const char *key, uint64_t v)
 
 	snprintf(buf, sizeof(buf), "%" PRIu64, v);
 	return trace_writer__meta(im->w, key, buf);
+}
+
+/*
+ * Top-level keys in their order, values re-spaced as Kineto writes them;
+ * import.events_at says how many came before traceEvents, so that export puts
+ * each on its side of the events.
+ */
+static int write_top_keys(struct importer *im, json_object *root)
+{
+	size_t n = 0, at = 0;
+	char key[256], *text;
+	int err;
+
+	json_object_object_foreach(root, k, v)
+	{
+		if (!strcmp(k, "traceEvents")) {
+			at = n;
+			continue;
+		}
+		snprintf(key, sizeof(key), KINETO_META_PREFIX "%s", k);
+		text = kineto_json_text(v, NULL);
+		err = text ? trace_writer__meta(im->w, key, text) : -ENOMEM;
+		free(text);
+		if (err)
+			return err;
+		n++;
+	}
+	return meta_u64(im, "import.events_at", at);
 }
 
 static int write_meta(struct importer *im, json_object *root)
@@ -741,7 +789,8 @@ static int write_records(struct importer *im)
 	int err;
 
 	for (i = 0; i < im->nevs; i++) {
-		err = trace_writer__record(im->w, &im->evs[i].rec);
+		err = trace_writer__record_args(im->w, &im->evs[i].rec, im->evs[i].args,
+						im->evs[i].args_len);
 		if (err)
 			return err;
 	}
@@ -789,6 +838,7 @@ static void importer_free(struct importer *im)
 	for (i = 0; i < im->nunk; i++)
 		free(im->unk[i].what);
 	free(im->unk);
+	kineto_args__free(&im->ka);
 	free(im->evs);
 	free(im->nest);
 }

@@ -22,8 +22,14 @@
  *                       aux[1] = 1 for "bp": "e", aux[2] = category sym
  *   metadata (M)        THREAD, sym = name or labels, aux[0] = enum kineto_meta,
  *                       aux[1] = sort index
+ *   anything else       EVENT (trace.h): an "i" instant, the Trace span (string pid),
+ *                       an unknown category; its args blob is the whole event
+ * Every event's members that its record has no field for (all of an X event's
+ * "args", unknown keys) are its args blob (kineto_args.h), which export
+ * writes back in place of the args it would derive from the fields.
  * Top-level keys other than traceEvents are kept as META "kineto.<key>" whose
- * value is the key's JSON text.
+ * value is the key's JSON text, spaced as Kineto writes it; META
+ * "import.events_at" is how many of them came before traceEvents.
  */
 #ifndef PTG_KINETO_H
 #define PTG_KINETO_H
@@ -52,7 +58,7 @@ struct kineto_stats {
 	uint64_t events;  /* entries of traceEvents */
 	uint64_t records; /* records written */
 	uint64_t clipped; /* X events cut to their parent's end */
-	uint64_t unknown; /* events skipped: unknown category or shape */
+	uint64_t unknown; /* events of an unknown category or shape: kept whole as EVENT records */
 };
 
 /*

@@ -172,6 +172,9 @@ static int walk_one(struct thread_map *m, const struct ptg_record *rec,
 {
 	struct thread_stack *t;
 
+	/* an imported event nothing models (a Trace span, an instant) is no part of the timeline */
+	if (rec->kind == PTG_REC_EVENT)
+		return 0;
 	stats_see(st, rec);
 	switch (rec->kind) {
 	case PTG_REC_PY_ENTER:

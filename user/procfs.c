@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -83,6 +84,31 @@ int proc_cmdline(pid_t pid, char *buf, size_t len)
 	while (n > 0 && buf[n - 1] == ' ')
 		buf[--n] = '\0';
 	return 0;
+}
+
+int proc_environ_get(pid_t pid, const char *name, char *buf, size_t len)
+{
+	/* torchrun's children have environments of a few KiB; a job's rarely past this */
+	size_t cap = 256 * 1024, nlen = strlen(name);
+	char path[64], *env = malloc(cap), *p, *end;
+	int n, err = -ENOENT;
+
+	if (!env)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "/proc/%d/environ", pid);
+	n = read_small_file(path, env, cap);
+	if (n < 0)
+		err = n;
+	for (p = env, end = env + (n > 0 ? n : 0); p < end; p += strlen(p) + 1) {
+		if (strncmp(p, name, nlen) || p[nlen] != '=')
+			continue;
+		err = strlen(p + nlen + 1) < len ? 0 : -ENAMETOOLONG;
+		if (!err)
+			strcpy(buf, p + nlen + 1);
+		break;
+	}
+	free(env);
+	return err;
 }
 
 int proc_comm(pid_t pid, pid_t tid, char *buf, size_t len)

@@ -25,6 +25,11 @@ bool proc_exists(pid_t pid);
 int proc_mem_read(int memfd, uint64_t addr, void *buf, size_t len);
 /* The command line with arguments separated by spaces. */
 int proc_cmdline(pid_t pid, char *buf, size_t len);
+/*
+ * The value of the variable name in the environment the target started with
+ * (/proc/PID/environ). Returns 0, -ENOENT when it has none, or -errno.
+ */
+int proc_environ_get(pid_t pid, const char *name, char *buf, size_t len);
 /* /proc/PID/task/TID/comm without the newline. */
 int proc_comm(pid_t pid, pid_t tid, char *buf, size_t len);
 /* A path of `path` as the target sees it that can be opened from here. */

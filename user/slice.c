@@ -22,6 +22,7 @@ struct slice_thread {
 };
 
 struct slicer {
+	struct trace_reader *r;
 	struct trace_writer *w;
 	uint64_t t0, t1;
 	struct u64map idx; /* pid << 32 | tid -> index + 1 */
@@ -92,6 +93,15 @@ static int enter_window(struct slicer *s, struct slice_thread *th)
 	return err;
 }
 
+/* A record read in the window, with the args blob it has (CUPTI's, trace.h). */
+static int copy_record(struct slicer *s, const struct ptg_record *rec)
+{
+	size_t len = 0;
+	const char *args = trace_reader__args(s->r, &len);
+
+	return trace_writer__record_args(s->w, rec, args, len);
+}
+
 static int span_record(struct slicer *s, const struct ptg_record *rec)
 {
 	struct slice_thread *th = thread_of(s, rec->pid, rec->tid);
@@ -106,7 +116,7 @@ static int span_record(struct slicer *s, const struct ptg_record *rec)
 	if (!th->in_window && (err = enter_window(s, th)))
 		return err;
 	err = replay(th, rec);
-	return err ?: trace_writer__record(s->w, rec);
+	return err ?: copy_record(s, rec);
 }
 
 static int other_record(struct slicer *s, const struct ptg_record *rec)
@@ -127,7 +137,7 @@ static int other_record(struct slicer *s, const struct ptg_record *rec)
 		return 0;
 	if (r.dur > s->t1 - r.ts)
 		r.dur = s->t1 - r.ts;
-	return trace_writer__record(s->w, &r);
+	return copy_record(s, &r);
 }
 
 /* Frames still open at t1 end there; those of a thread idle all window long are in it too. */
@@ -215,6 +225,7 @@ int trace_slice(const char *in, const char *out, uint64_t t0, uint64_t t1,
 		fprintf(stderr, "slice: %s: %s\n", in, errbuf[0] ? errbuf : strerror(-err));
 		return err;
 	}
+	s.r = r;
 	err = trace_writer__open(out, &s.w);
 	err = err ?: copy_header(r, s.w, extra, nextra);
 	err = err ?: copy_records(&s, r);

@@ -11,7 +11,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PTG_TRACE_VERSION 1
+/*
+ * Version 2 added args blobs (trace_writer__record_args) and PTG_REC_EVENT;
+ * a version 1 file has neither and still reads.
+ */
+#define PTG_TRACE_VERSION     2
+#define PTG_TRACE_VERSION_MIN 1
 
 /*
  * Kinds of record. Python and op records are per-thread enter/exit pairs and
@@ -45,6 +50,13 @@ enum ptg_rec_kind {
 	 * aux[2] = cbid (cudajoin.h, docs/trace-format.md).
 	 */
 	PTG_REC_FLOW = 14,
+	/*
+	 * An event of an imported trace that no other kind models (a Kineto "i" instant, an X
+	 * event of an unknown category or with a string pid): sym = its name (STRING), ts, dur,
+	 * pid and tid when they are numbers; its args blob is the whole event's JSON object,
+	 * which export writes back as it was. Analyses ignore it. Version 2 and later.
+	 */
+	PTG_REC_EVENT = 15,
 	PTG_REC_NR_KINDS
 };
 
@@ -58,6 +70,14 @@ enum ptg_rec_kind {
 #define PTG_F_EXIT_UNWIND 0x2 /* left by an exception */
 #define PTG_F_EXIT_STOP 0x4   /* still open when recording stopped; ts = stop time */
 #define PTG_F_EXIT_LOST 0x8   /* closed because events were lost; ts = time of resynchronization */
+
+/*
+ * flags of PTG_REC_GPU_KERNEL / GPU_MEMCPY / GPU_MEMSET: the args blob is an
+ * object of further Kineto args (what CUPTI told beyond the fields: context,
+ * registers per thread, shared memory), to add to those derived from the
+ * fields. Without it a blob replaces them (an import's, kineto.h).
+ */
+#define PTG_F_ARGS_ADD 0x1
 
 enum ptg_sched_reason {
 	PTG_SCHED_PREEMPTED = 1, /* runnable when switched out */
@@ -106,6 +126,9 @@ struct ptg_loss {
 	uint64_t count;
 };
 
+/* Longest args blob of one record. */
+#define PTG_ARGS_MAX (1u * 1024 * 1024)
+
 struct trace_writer;
 
 /*
@@ -125,6 +148,13 @@ int trace_writer__meta(struct trace_writer *w, const char *key, const char *valu
 uint32_t trace_writer__sym(struct trace_writer *w, uint32_t kind, const char *name,
 			   const char *file, uint32_t line);
 int trace_writer__record(struct trace_writer *w, const struct ptg_record *rec);
+/*
+ * The same with an args blob attached to the record: len bytes of a JSON
+ * object's text, at most PTG_ARGS_MAX, kept as they are. Imports use it for
+ * what the record's fields cannot hold (Kineto args, unknown keys).
+ */
+int trace_writer__record_args(struct trace_writer *w, const struct ptg_record *rec,
+			      const char *args, size_t len);
 /* Adds to the loss counter (what, cpu). */
 int trace_writer__loss(struct trace_writer *w, const char *what, uint32_t cpu, uint64_t count);
 /* Flushes, writes the final chunk and closes; frees w even on error. */
@@ -142,6 +172,11 @@ struct trace_reader;
 int trace_reader__open(const char *path, struct trace_reader **out, char *errbuf, size_t errlen);
 /* Next record in file order: 1 = rec filled, 0 = end, < 0 = corrupt (see __error). */
 int trace_reader__next(struct trace_reader *r, struct ptg_record *rec);
+/*
+ * The args blob of the record the last __next() returned, NUL-terminated, or
+ * NULL when it has none. Valid until the next call of __next() or __rewind().
+ */
+const char *trace_reader__args(const struct trace_reader *r, size_t *len);
 /* Back to the first record. */
 int trace_reader__rewind(struct trace_reader *r);
 /* Metadata value or NULL. */

@@ -57,11 +57,20 @@ enum ptg_field_bit {
 	PTG_FB_EXT = 1u << 7,
 	PTG_FB_DEVICE = 1u << 8,
 	PTG_FB_AUX0 = 1u << 9, /* aux[i] is bit 9 + i */
-	PTG_FB_ALL = (1u << 13) - 1,
+	/*
+	 * Version 2: an args blob follows the fields (varint length, bytes). Unlike
+	 * the other bits it is never inherited from the previous record.
+	 */
+	PTG_FB_ARGS = 1u << 13,
+	PTG_FB_ALL_V1 = (1u << 13) - 1,
+	PTG_FB_ALL = (1u << 14) - 1,
 };
 
-/* Longest encoding of one record: kind, mask, ts and 13 fields of <= 10 bytes. */
-#define PTG_REC_MAX_BYTES (1 + 2 + 10 * 14)
+/*
+ * Longest encoding of one record without its args bytes: kind, mask, ts, 13
+ * fields and the args length, each of <= 10 bytes.
+ */
+#define PTG_REC_MAX_BYTES (1 + 2 + 10 * 15)
 #define PTG_VARINT_MAX	  10
 
 static inline void put_le32(uint8_t *p, uint32_t v)

@@ -42,6 +42,7 @@ struct cursor {
 struct trace_reader {
 	int fd;
 	uint64_t size;
+	uint32_t version;
 	char err[256];
 
 	struct meta_pair *meta;
@@ -75,6 +76,10 @@ struct trace_reader {
 	uint32_t left;
 	struct ptg_record prev[PTG_REC_NR_KINDS];
 	uint64_t prev_ts;
+	/* args blob of the last record, copied out to add the NUL */
+	char *args;
+	size_t args_len, args_cap;
+	bool has_args;
 };
 
 __attribute__((format(printf, 3, 4))) static int reader_fail(struct trace_reader *r, int err,
@@ -335,10 +340,11 @@ static int check_file_header(struct trace_reader *r)
 		return reader_fail(r, -EBADMSG, "truncated trace file: %zu-byte file header", have);
 	version = get_le32(hdr + 8);
 	flags = get_le32(hdr + 12);
-	if (version != PTG_TRACE_VERSION)
+	if (version < PTG_TRACE_VERSION_MIN || version > PTG_TRACE_VERSION)
 		return reader_fail(r, -EPROTONOSUPPORT,
-				   "unsupported trace version %u (this build reads %u)", version,
-				   PTG_TRACE_VERSION);
+				   "unsupported trace version %u (this build reads %u to %u)",
+				   version, PTG_TRACE_VERSION_MIN, PTG_TRACE_VERSION);
+	r->version = version;
 	if (flags & ~PTG_FILE_FLAGS_KNOWN)
 		return reader_fail(r, -EPROTONOSUPPORT, "unsupported trace flags 0x%x",
 				   flags & ~PTG_FILE_FLAGS_KNOWN);
@@ -518,26 +524,52 @@ static int decode_fields(struct cursor *in, uint32_t m, struct ptg_record *rec)
 	return 0;
 }
 
+static int decode_args(struct trace_reader *r)
+{
+	uint64_t len;
+
+	if (cur_u64(&r->in, &len) || len > PTG_ARGS_MAX || len > (uint64_t)(r->in.end - r->in.p))
+		return -EBADMSG;
+	if (reserve((uint8_t **)&r->args, &r->args_cap, len + 1))
+		return reader_fail(r, -ENOMEM, "out of memory reading chunk %u", r->cur->index);
+	memcpy(r->args, r->in.p, len);
+	r->args[len] = '\0';
+	r->args_len = len;
+	r->in.p += len;
+	r->has_args = true;
+	return 0;
+}
+
 static int decode_record(struct trace_reader *r, struct ptg_record *rec)
 {
+	/* what version 1 did not have reads as corruption in a version 1 file */
+	uint64_t all = r->version >= 2 ? PTG_FB_ALL : PTG_FB_ALL_V1;
+	unsigned int nr_kinds = r->version >= 2 ? PTG_REC_NR_KINDS : PTG_REC_EVENT;
 	struct ptg_record *prev;
 	uint64_t m, dts;
 	uint8_t kind;
+	int err;
 
+	r->has_args = false;
 	if (r->in.p == r->in.end)
 		goto corrupt;
 	kind = *r->in.p++;
-	if (kind == 0 || kind >= PTG_REC_NR_KINDS)
+	if (kind == 0 || kind >= nr_kinds)
 		return reader_fail(r, -EBADMSG,
 				   "corrupted trace file: unknown record kind %u in chunk %u", kind,
 				   r->cur->index);
 	prev = &r->prev[kind];
-	if (cur_u64(&r->in, &m) || m & ~(uint64_t)PTG_FB_ALL || cur_u64(&r->in, &dts))
+	if (cur_u64(&r->in, &m) || m & ~all || cur_u64(&r->in, &dts))
 		goto corrupt;
 	prev->kind = kind;
 	prev->ts = r->prev_ts + (uint64_t)zigzag_dec(dts);
-	if (m && decode_fields(&r->in, m, prev))
+	if ((m & PTG_FB_ALL_V1) && decode_fields(&r->in, m, prev))
 		goto corrupt;
+	if ((m & PTG_FB_ARGS) && (err = decode_args(r)))
+		return err == -ENOMEM
+			   ? err
+			   : reader_fail(r, -EBADMSG, "corrupted trace file: bad args in chunk %u",
+					 r->cur->index);
 	if (prev->sym > r->nsyms)
 		return reader_fail(r, -EBADMSG,
 				   "corrupted trace file: unknown symbol %u in chunk %u", prev->sym,
@@ -554,6 +586,7 @@ int trace_reader__next(struct trace_reader *r, struct ptg_record *rec)
 {
 	int err;
 
+	r->has_args = false;
 	if (r->failed)
 		return r->failed;
 	while (!r->left) {
@@ -572,8 +605,18 @@ int trace_reader__next(struct trace_reader *r, struct ptg_record *rec)
 	return 1;
 }
 
+const char *trace_reader__args(const struct trace_reader *r, size_t *len)
+{
+	if (!r->has_args)
+		return NULL;
+	if (len)
+		*len = r->args_len;
+	return r->args;
+}
+
 int trace_reader__rewind(struct trace_reader *r)
 {
+	r->has_args = false;
 	r->failed = 0;
 	r->next_chunk = 0;
 	r->cur = NULL;
@@ -653,5 +696,6 @@ void trace_reader__close(struct trace_reader *r)
 	free(r->chunks);
 	free(r->comp);
 	free(r->raw);
+	free(r->args);
 	free(r);
 }

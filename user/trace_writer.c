@@ -60,6 +60,7 @@ struct trace_writer {
 	/* RECORDS chunk being filled; the delta state restarts with each chunk */
 	uint8_t *raw;
 	size_t raw_len;
+	size_t raw_cap; /* PTG_CHUNK_RAW_TARGET + PTG_REC_MAX_BYTES, more for big args */
 	uint32_t raw_count;
 	struct ptg_record prev[PTG_REC_NR_KINDS];
 	uint64_t prev_ts;
@@ -239,7 +240,8 @@ int trace_writer__open(const char *path, struct trace_writer **out)
 	if (!w)
 		return -ENOMEM;
 	w->path = strdup(path);
-	w->raw = malloc(PTG_CHUNK_RAW_TARGET + PTG_REC_MAX_BYTES);
+	w->raw_cap = PTG_CHUNK_RAW_TARGET + PTG_REC_MAX_BYTES;
+	w->raw = malloc(w->raw_cap);
 	if (!w->path || !w->raw) {
 		err = -ENOMEM;
 		fprintf(stderr, "trace: open %s: %s\n", path, strerror(-err));
@@ -415,9 +417,9 @@ static uint32_t record_mask(const struct ptg_record *r, const struct ptg_record 
 
 /* Encodes r after p (the previous record of its kind); returns the new end. */
 static uint8_t *record_encode(uint8_t *o, const struct ptg_record *r, const struct ptg_record *p,
-			      uint64_t prev_ts)
+			      uint64_t prev_ts, bool has_args)
 {
-	uint32_t m = record_mask(r, p);
+	uint32_t m = record_mask(r, p) | (has_args ? PTG_FB_ARGS : 0);
 	int i;
 
 	*o++ = (uint8_t)r->kind;
@@ -451,10 +453,28 @@ static uint8_t *record_encode(uint8_t *o, const struct ptg_record *r, const stru
 	return o;
 }
 
-int trace_writer__record(struct trace_writer *w, const struct ptg_record *rec)
+/* Room for one more record with len bytes of args: a chunk may exceed its target by one record. */
+static int raw_reserve(struct trace_writer *w, size_t len)
+{
+	size_t need = w->raw_len + PTG_REC_MAX_BYTES + len;
+	uint8_t *p;
+
+	if (need <= w->raw_cap)
+		return 0;
+	p = realloc(w->raw, need);
+	if (!p)
+		return writer_fail(w, -ENOMEM, "records of");
+	w->raw = p;
+	w->raw_cap = need;
+	return 0;
+}
+
+int trace_writer__record_args(struct trace_writer *w, const struct ptg_record *rec,
+			      const char *args, size_t len)
 {
 	struct ptg_record *prev;
 	uint8_t *end;
+	int err;
 
 	if (w->err)
 		return w->err;
@@ -463,8 +483,19 @@ int trace_writer__record(struct trace_writer *w, const struct ptg_record *rec)
 			rec->sym, w->nsyms);
 		return -EINVAL;
 	}
+	if (len > PTG_ARGS_MAX) {
+		fprintf(stderr, "trace: args of a record longer than %u bytes\n", PTG_ARGS_MAX);
+		return -EINVAL;
+	}
+	if (args && (err = raw_reserve(w, len)))
+		return err;
 	prev = &w->prev[rec->kind];
-	end = record_encode(w->raw + w->raw_len, rec, prev, w->prev_ts);
+	end = record_encode(w->raw + w->raw_len, rec, prev, w->prev_ts, args != NULL);
+	if (args) {
+		end = varint_put(end, len);
+		memcpy(end, args, len);
+		end += len;
+	}
 	w->raw_len = end - w->raw;
 	w->raw_count++;
 	w->nrecords++;
@@ -474,6 +505,11 @@ int trace_writer__record(struct trace_writer *w, const struct ptg_record *rec)
 	if (w->raw_len >= PTG_CHUNK_RAW_TARGET)
 		return flush_records(w);
 	return 0;
+}
+
+int trace_writer__record(struct trace_writer *w, const struct ptg_record *rec)
+{
+	return trace_writer__record_args(w, rec, NULL, 0);
 }
 
 int trace_writer__loss(struct trace_writer *w, const char *what, uint32_t cpu, uint64_t count)

@@ -237,7 +237,7 @@ _FIELD = re.compile(r"^(dur|stream|corr|ext|aux\d)=")
 
 
 class Record:
-    __slots__ = ("ts", "pid", "tid", "kind", "flags", "fields", "name", "file", "line")
+    __slots__ = ("ts", "pid", "tid", "kind", "flags", "fields", "name", "file", "line", "args")
 
 
 class Trace:
@@ -268,7 +268,9 @@ class Trace:
             k, v = tok[i].split("=")
             r.fields[k] = int(v)
             i += 1
-        sym = " ".join(tok[i:])
+        # dump ends a line with the record's args blob, if any, after its symbol
+        sym, _, args = (" " + " ".join(tok[i:])).partition(" args=")
+        sym, r.args = sym[1:], args or None
         m = _SYM.match(sym)
         r.name, r.file, r.line = (m.group(1), m.group(2), int(m.group(3))) if m else (sym, "", 0)
         return r

@@ -4,6 +4,7 @@ process goes on exactly as before: same output, same exit status, system
 calls it was blocked in still complete. Failures leave it unharmed too.
 """
 import collections
+import json
 import os
 import signal
 import subprocess
@@ -512,6 +513,31 @@ class TestAgent(unittest.TestCase):
                 weights[frames[-2].split(" ")[0]] += int(w)
         self.assertEqual(weights, {"runtime_launches": 12 * 50000,
                                    "driver_launches": 7 * 300000}, fg.stdout)
+        self.check_chrome_links()
+
+    def check_chrome_links(self):
+        """The Chrome export links each probed call to its kernel as Kineto does: CUPTI's
+        correlation id and cbid on the call, the same correlation id on the kernel."""
+        chrome = self.out + ".json"
+        res = subprocess.run([ptg.PTG, "export", "--chrome", chrome, self.out],
+                             capture_output=True, text=True)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        with open(chrome) as f:
+            events = json.load(f)["traceEvents"]
+        os.unlink(chrome)
+        calls = [e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")]
+        kernels = [e for e in events if e.get("cat") == "kernel"]
+        cbids = collections.Counter((e["name"], e["args"].get("cbid")) for e in calls)
+        self.assertEqual(cbids, {("cudaLaunchKernel", 211): 12, ("cuLaunchKernel", 307): 19},
+                         cbids)
+        by_corr = {e["args"]["correlation"]: e for e in calls}
+        self.assertEqual(len(by_corr), 31)
+        self.assertEqual(len(kernels), 19)
+        for k in kernels:
+            self.assertIn(k["args"]["correlation"], by_corr)
+            # what CUPTI's kernel record adds, under Kineto's names
+            self.assertIn("registers per thread", k["args"])
+            self.assertIn("context", k["args"])
 
     def test_attach(self):
         """record -p: injected, records, and goes quiet when the recording stops."""

@@ -105,6 +105,9 @@ static void put_kernel(struct buf *b, uint64_t name, uint64_t start, uint64_t en
 	k.blockY = 1;
 	k.blockZ = 1;
 	k.correlationId = corr;
+	k.registersPerThread = 32;
+	k.staticSharedMemory = 1024;
+	k.dynamicSharedMemory = 512;
 	k.name = (const char *)(uintptr_t)name;
 	put(b, &k, sizeof(k));
 }
@@ -317,23 +320,42 @@ static void check_losses(struct trace_reader *r, size_t junk_bytes)
 	ASSERT_EQ(undecoded, junk_bytes, "cupti_undecoded_bytes: the unknown record");
 }
 
+/* What Kineto writes of kernels and copies beyond the fields, for export to add. */
+static void check_args(const struct ptg_record *rec, char *const *args)
+{
+	ASSERT_EQ(rec[0].flags, PTG_F_ARGS_ADD, "kernel args to add");
+	ASSERT_STREQ(args[0],
+		     "{\"context\": 1, \"registers per thread\": 32, \"shared memory\": 1536}",
+		     "kernel args");
+	ASSERT_EQ(rec[3].flags, PTG_F_ARGS_ADD, "memcpy args to add");
+	ASSERT_STREQ(args[3], "{\"context\": 1}", "memcpy context");
+	ASSERT_STREQ(args[4], "{\"context\": 1}", "memset context");
+	ASSERT_TRUE(!args[5] && !args[7], "syncs and calls have none");
+}
+
 static void read_back(const char *path)
 {
 	struct ptg_record rec[16];
+	char *args[16] = {}, err[256];
 	struct trace_reader *r;
-	char err[256];
-	size_t n = 0;
+	size_t n = 0, i;
 
 	if (!ASSERT_EQ(trace_reader__open(path, &r, err, sizeof(err)), 0, "open"))
 		return;
-	while (n < 16 && trace_reader__next(r, &rec[n]) > 0)
+	while (n < 16 && trace_reader__next(r, &rec[n]) > 0) {
+		if (trace_reader__args(r, NULL))
+			args[n] = strdup(trace_reader__args(r, NULL));
 		n++;
+	}
 	if (ASSERT_EQ(n, 10, "records: 3 kernels, a memcpy, a memset, 2 syncs, 3 calls")) {
 		check_kernels(r, rec);
 		check_copies(r, rec + 3);
 		check_syncs(r, rec + 5);
 		check_calls(r, rec + 7);
+		check_args(rec, args);
 	}
+	for (i = 0; i < n; i++)
+		free(args[i]);
 	check_losses(r, 4 * sizeof(uint32_t));
 	trace_reader__close(r);
 }

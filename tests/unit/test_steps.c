@@ -95,7 +95,7 @@ static void write_input(uint32_t *syms)
 		struct ptg_record span = { .kind = PTG_REC_SPAN, .pid = 1, .tid = 1, .sym = syms[7],
 					   .ts = 45, .dur = 45 };
 
-		ASSERT_EQ(trace_writer__record(w, &span), 0, "span");
+		ASSERT_EQ(trace_writer__record_args(w, &span, "{\"x\": 1}", 8), 0, "span");
 	}
 	rec(PTG_REC_PY_EXIT, 0, 2, 0, 95, 0);
 	rec(PTG_REC_PY_EXIT, 0, 1, 0, 100, 0);
@@ -118,8 +118,11 @@ static void test_slice(void)
 	ASSERT_EQ(trace_slice(in_path, out_path, 45, 90, meta, 1), 0, "slice");
 	if (!ASSERT_EQ(trace_reader__open(out_path, &r, err, sizeof(err)), 0, "open slice"))
 		return;
-	while (n < 32 && trace_reader__next(r, &got[n]) > 0)
+	while (n < 32 && trace_reader__next(r, &got[n]) > 0) {
+		if (got[n].kind == PTG_REC_SPAN)
+			ASSERT_STREQ(trace_reader__args(r, NULL), "{\"x\": 1}", "span's args kept");
 		n++;
+	}
 	ASSERT_STREQ(trace_reader__meta(r, "steps"), "ProfilerStep#1-#1", "extra meta");
 	ASSERT_STREQ(trace_reader__meta(r, "source"), "test", "meta copied");
 	ASSERT_STREQ(trace_reader__sym(r, syms[3])->name, "aten::mul", "symbol ids kept");

@@ -294,7 +294,8 @@ static void test_bad_files(void)
 	fwrite(v7, 1, sizeof(v7), f);
 	fclose(f);
 	ASSERT_TRUE(trace_reader__open(path, &r, err, sizeof(err)) < 0, "version 7 refused");
-	ASSERT_STREQ(err, "unsupported trace version 7 (this build reads 1)", "version message");
+	ASSERT_STREQ(err, "unsupported trace version 7 (this build reads 1 to 2)",
+		     "version message");
 
 	f = fopen(path, "wb");
 	fputs("{\"traceEvents\": []}", f);
@@ -375,9 +376,104 @@ cleanup:
 	free(expect);
 }
 
+static void set_version(const char *path, uint8_t v)
+{
+	FILE *f = fopen(path, "r+b");
+
+	if (!ASSERT_TRUE(f != NULL, "reopen"))
+		return;
+	fseek(f, 8, SEEK_SET);
+	fputc(v, f);
+	fclose(f);
+}
+
+/* ends on a record with args: none may seem to follow it */
+#define NR_ARGS_RECS 30001
+
+/* Args blobs: every third record has one, one of them larger than a whole chunk. */
+static void write_args_trace(const char *path, bool with_args)
+{
+	struct ptg_record rec = {.kind = PTG_REC_GPU_KERNEL, .pid = 1, .tid = 2};
+	static char big[300 * 1024];
+	struct trace_writer *w;
+	char args[64];
+	int i;
+
+	memset(big, 'x', sizeof(big) - 1);
+	if (!ASSERT_EQ(trace_writer__open(path, &w), 0, "writer open"))
+		return;
+	for (i = 0; i < NR_ARGS_RECS; i++) {
+		rec.ts = 1000 + i;
+		rec.corr = i;
+		snprintf(args, sizeof(args), "{\"n\": %d}", i);
+		if (!with_args || i % 3)
+			ASSERT_EQ(trace_writer__record(w, &rec), 0, "record");
+		else
+			ASSERT_EQ(trace_writer__record_args(w, &rec, i == 300 ? big : args,
+							    i == 300 ? strlen(big) : strlen(args)),
+				  0, "record with args");
+	}
+	ASSERT_EQ(trace_writer__record_args(w, &rec, big, PTG_ARGS_MAX + 1), -EINVAL,
+		  "args over the limit refused");
+	ASSERT_EQ(trace_writer__close(w), 0, "close");
+}
+
+static void test_args(void)
+{
+	struct trace_reader *r;
+	struct ptg_record rec;
+	char path[256], err[256] = "", want[64];
+	const char *args;
+	size_t len = 0, bad = 0;
+	int i;
+
+	tmp_path(path, sizeof(path), "args");
+	write_args_trace(path, true);
+	if (!ASSERT_EQ(trace_reader__open(path, &r, err, sizeof(err)), 0, "open"))
+		goto cleanup;
+	ASSERT_EQ(trace_reader__nrecords(r), NR_ARGS_RECS, "args are not records");
+	for (i = 0; trace_reader__next(r, &rec) == 1; i++) {
+		args = trace_reader__args(r, &len);
+		snprintf(want, sizeof(want), "{\"n\": %d}", i);
+		if (rec.corr != (uint64_t)i || (i % 3 && args) || (!(i % 3) && !args))
+			bad++;
+		else if (i == 300 && (len != 300 * 1024 - 1 || args[len - 1] != 'x' || args[len]))
+			bad++;
+		else if (args && i != 300 && (strcmp(args, want) || len != strlen(want)))
+			bad++;
+	}
+	ASSERT_EQ(i, NR_ARGS_RECS, "all records");
+	ASSERT_EQ(bad, 0, "records with the wrong args");
+	ASSERT_TRUE(trace_reader__args(r, NULL) == NULL, "no args past the end");
+	trace_reader__close(r);
+	/* a version 1 file had no args: one that has them is corrupt */
+	set_version(path, 1);
+	if (ASSERT_EQ(trace_reader__open(path, &r, err, sizeof(err)), 0, "open as version 1")) {
+		while ((i = trace_reader__next(r, &rec)) == 1)
+			;
+		ASSERT_TRUE(i < 0, "args refused in version 1");
+		ASSERT_STREQ(trace_reader__error(r), "corrupted trace file: bad record in chunk 0",
+			     "version 1 message");
+		trace_reader__close(r);
+	}
+	/* a version 1 file without them still reads */
+	write_args_trace(path, false);
+	set_version(path, 1);
+	if (ASSERT_EQ(trace_reader__open(path, &r, err, sizeof(err)), 0, "version 1 trace")) {
+		for (i = 0; trace_reader__next(r, &rec) == 1; i++)
+			bad += trace_reader__args(r, NULL) != NULL;
+		ASSERT_EQ(i, NR_ARGS_RECS, "version 1 records");
+		ASSERT_EQ(bad, 0, "no args in version 1");
+		trace_reader__close(r);
+	}
+cleanup:
+	unlink(path);
+}
+
 int main(void)
 {
 	test_round_trip();
+	test_args();
 	test_empty();
 	test_bad_files();
 	test_write_failure();
