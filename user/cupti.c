@@ -28,6 +28,8 @@
 #include "inject.h"
 #include "kineto.h"
 #include "ptg_cupti_proto.h"
+#include "trace_format.h"
+#include "trusted.h"
 #include "u64map.h"
 
 uint64_t cupti_clock_map(const struct cupti_clock_pair *pairs, size_t n, uint64_t t)
@@ -605,7 +607,9 @@ struct cupti {
 	int lfd;
 	int wake;
 	char name[64];
-	char agent[PATH_MAX];
+	char agent[PATH_MAX]; /* for messages: the agent is agent_fd */
+	int agent_fd;
+	struct lib_copy *launch_copy; /* record -- CMD: what CUDA_INJECTION64_PATH names */
 	thrd_t reader;
 	bool reader_running;
 
@@ -779,31 +783,34 @@ static void wake_reader(struct cupti *c)
 	}
 }
 
-/* Searched in order: $PTG_CUPTI_AGENT, next to this executable, where the build put it. */
-static int find_agent(char *buf, size_t len)
+/*
+ * $PTG_CUPTI_AGENT, else libptg_cupti.so next to this executable (which in a
+ * build tree is where the build puts it). Never the build path compiled in:
+ * an installed ptrace-gpu must not load from a build tree that someone else
+ * may own. Returns an fd of the file, checked by trusted_open(), or a
+ * negative errno with the reason in err; *named: the user chose the file.
+ */
+static int find_agent(char *path, size_t len, bool *named, char *err, size_t errlen)
 {
 	const char *env = getenv("PTG_CUPTI_AGENT");
 	char exe[PATH_MAX - 32];
 	ssize_t n;
 	char *slash;
 
-	if (env && env[0]) {
-		snprintf(buf, len, "%s", env);
-		return access(buf, R_OK) ? -errno : 0;
+	*named = env && env[0];
+	if (*named) {
+		snprintf(path, len, "%s", env);
+		return trusted_open(path, err, errlen);
 	}
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0) {
-		exe[n] = '\0';
-		slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = '\0';
-			snprintf(buf, len, "%s/libptg_cupti.so", exe);
-			if (!access(buf, R_OK))
-				return 0;
-		}
-	}
-	snprintf(buf, len, "%s", PTG_CUPTI_AGENT_BUILD_PATH);
-	return access(buf, R_OK) ? -ENOENT : 0;
+	if (n <= 0)
+		return snprintf(err, errlen, "/proc/self/exe: %s", strerror(errno)), -ENOENT;
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (slash)
+		*slash = '\0';
+	snprintf(path, len, "%s/libptg_cupti.so", exe);
+	return trusted_open(path, err, errlen);
 }
 
 static int listen_socket(struct cupti *c)
@@ -830,7 +837,9 @@ static int listen_socket(struct cupti *c)
 
 int cupti__open(bool quiet, struct cupti **out)
 {
+	char why[PATH_MAX + 128];
 	struct cupti *c;
+	bool named;
 	int err;
 
 	*out = NULL;
@@ -838,12 +847,18 @@ int cupti__open(bool quiet, struct cupti **out)
 	if (!c)
 		return -ENOMEM;
 	c->quiet = quiet;
-	c->lfd = c->wake = -1;
+	c->lfd = c->wake = c->agent_fd = -1;
 	mtx_init(&c->lock, mtx_plain);
-	err = find_agent(c->agent, sizeof(c->agent));
-	if (err) {
-		warn("the CUPTI agent libptg_cupti.so is not found (%s): no GPU activity",
-		     c->agent);
+	c->agent_fd = find_agent(c->agent, sizeof(c->agent), &named, why, sizeof(why));
+	if (c->agent_fd < 0 && named) {
+		fprintf(stderr, "ptrace-gpu: refusing the CUPTI agent %s ($PTG_CUPTI_AGENT): %s\n",
+			c->agent, why);
+		err = -EPERM;
+		goto cleanup;
+	}
+	if (c->agent_fd < 0) {
+		err = c->agent_fd;
+		warn("no usable CUPTI agent: %s: no GPU activity", why);
 		goto cleanup;
 	}
 	err = listen_socket(c);
@@ -866,17 +881,30 @@ cleanup:
 	return err;
 }
 
+/*
+ * The child and its descendants load a copy made from the checked fd, in a
+ * directory only root can write, kept until the recording ends: the
+ * agent's own path could have been swapped since it was checked.
+ */
 int cupti__launch_env(struct cupti *c)
 {
 	const char *cur = getenv("CUDA_INJECTION64_PATH");
+	char err[PATH_MAX + 128];
+	int ret;
 
 	if (!c)
 		return 0;
-	if (cur && cur[0] && strcmp(cur, c->agent)) {
+	if (cur && cur[0]) {
 		warn("CUDA_INJECTION64_PATH is set already (%s): leaving it, no GPU activity", cur);
 		return 0;
 	}
-	if (setenv("CUDA_INJECTION64_PATH", c->agent, 1) ||
+	ret = lib_copy__new(c->agent_fd, getpid(), "libptg_cupti.so", &c->launch_copy, err,
+			    sizeof(err));
+	if (ret) {
+		warn("no GPU activity: cannot place the CUPTI agent for the command: %s", err);
+		return 0;
+	}
+	if (setenv("CUDA_INJECTION64_PATH", lib_copy__path(c->launch_copy), 1) ||
 	    setenv(PTG_CUPTI_SOCKET_ENV, c->name, 1))
 		return -errno;
 	return 0;
@@ -937,10 +965,23 @@ static void inject_agent(struct cupti *c)
 {
 	struct inject_opts o = {.entry = PTG_CUPTI_ATTACH_SYM, .arg = c->name};
 	struct inject_result res;
-	char err[512];
+	struct lib_copy *lc;
+	char err[PATH_MAX + 128];
+	int ret;
 
 	c->inject_tried = true;
-	if (inject_library(c->pid, c->agent, &o, &res, err, sizeof(err))) {
+	/*
+	 * the target loads a copy in its own file system made from the fd we
+	 * checked: our path may mean another file in its mount namespace, and
+	 * /proc/OUR_PID/fd/N is closed to a target that is not root
+	 */
+	ret = lib_copy__new(c->agent_fd, c->pid, "libptg_cupti.so", &lc, err, sizeof(err));
+	if (!ret) {
+		ret = inject_library(c->pid, lib_copy__path(lc), &o, &res, err, sizeof(err));
+		/* mapped now (or not at all): the file itself is no longer needed */
+		lib_copy__free(lc);
+	}
+	if (ret) {
 		warn("no GPU activity: cannot load the CUPTI agent: %s", err);
 		return;
 	}
@@ -1312,6 +1353,9 @@ void cupti__free(struct cupti *c)
 		close(c->lfd);
 	if (c->wake >= 0)
 		close(c->wake);
+	if (c->agent_fd >= 0)
+		close(c->agent_fd);
+	lib_copy__free(c->launch_copy);
 	mtx_destroy(&c->lock);
 	free(c);
 }

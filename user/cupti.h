@@ -78,9 +78,13 @@ void cupti_decoder__free(struct cupti_decoder *d);
 struct cupti;
 
 /*
- * Opens the socket that agents connect to. Returns -EOPNOTSUPP (with no
- * message) in a build without CUPTI, other errors after a message. Every
- * function below accepts c == NULL and then does nothing.
+ * Finds the agent (only a file that root alone can have written:
+ * trusted_open()) and opens the socket that agents connect to. Returns
+ * -EOPNOTSUPP (with no message) in a build without CUPTI; -EPERM after an
+ * error message when $PTG_CUPTI_AGENT names a file that is missing or not
+ * trusted (the user asked for that file: record fails); other errors after
+ * a warning (record goes on without GPU activity). Every function below
+ * accepts c == NULL and then does nothing.
  */
 int cupti__open(bool quiet, struct cupti **out);
 /* record -- CMD: puts CUDA_INJECTION64_PATH and the socket name in our environment, for the child.

@@ -1,0 +1,173 @@
+"""The CUPTI agent is code that ptrace-gpu, as root, makes other processes
+run: it loads only a file that no one but root can have written, every
+process loads the very bytes that were checked, and the agent's socket
+takes records from the target alone.
+"""
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ptg  # noqa: E402
+import test_inject as ti  # noqa: E402
+
+BUILD = ptg.BUILD
+NOBODY = 65534
+
+# Swaps the link it is given to another library, then runs the GPU target:
+# by then record has checked the link, so what loads must be what it checked.
+SWAP = """
+import os, runpy, sys
+link, other = sys.argv[1], sys.argv[2]
+os.unlink(link)
+os.symlink(other, link)
+print("injection", os.environ["CUDA_INJECTION64_PATH"], flush=True)
+sys.argv = sys.argv[3:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def root_only(path):
+    """Whether path and every directory above it are root's and writable by no one else."""
+    path = os.path.realpath(path)
+    while True:
+        st = os.stat(path)
+        if st.st_uid != 0 or st.st_mode & 0o022:
+            return False
+        if path == "/":
+            return True
+        path = os.path.dirname(path)
+
+
+@ptg.once
+class TestAgentTrust(unittest.TestCase):
+    setUpClass = ti.TestAgent.__dict__["setUpClass"]
+    tearDownClass = ti.TestAgent.__dict__["tearDownClass"]
+    argv = ti.TestAgent.argv
+    start_target = ti.TestAgent.start_target
+
+    def setUp(self):
+        if not root_only(BUILD):
+            self.skipTest(f"{BUILD} is not root's alone: no trusted place for test agents")
+        # root's, 0755, in a root-only tree: a place where an agent is trusted
+        self.dir = tempfile.mkdtemp(prefix="agent-trust.", dir=BUILD)
+        os.chmod(self.dir, 0o755)
+        self.out = os.path.join(self.dir, "out.ptg")
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            for f in (p.stdin, p.stdout):
+                if f:
+                    f.close()
+        shutil.rmtree(self.dir)
+
+    def agent_copy(self, where, mode=0o755, uid=0):
+        dst = os.path.join(where, "libptg_cupti.so")
+        shutil.copyfile(ti.AGENT, dst)
+        os.chmod(dst, mode)
+        os.chown(dst, uid, 0)
+        return dst
+
+    def subdir(self, name, mode=0o755, uid=0):
+        d = os.path.join(self.dir, name)
+        os.mkdir(d)
+        os.chmod(d, mode)
+        os.chown(d, uid, 0)
+        return d
+
+    def record_cmd(self, agent, *cmd, **kw):
+        env = dict(self.env, PTG_CUPTI_AGENT=agent)
+        return subprocess.run([ptg.PTG, "record", "-o", self.out, "--", *cmd],
+                              capture_output=True, text=True, env=env, timeout=120, **kw)
+
+    def test_refused(self):
+        """Each file someone else could have written: one line, no recording, no command."""
+        tmp = tempfile.mkdtemp(prefix="ptg-agent-trust.")
+        os.chmod(tmp, 0o755)
+        self.addCleanup(shutil.rmtree, tmp)
+        fifo = os.path.join(self.subdir("fifo"), "libptg_cupti.so")
+        os.mkfifo(fifo, 0o644)
+        link = os.path.join(self.dir, "link.so")
+        os.symlink(self.agent_copy(tmp), link)
+        cases = [
+            (self.agent_copy(self.subdir("nobody"), uid=NOBODY),
+             "libptg_cupti.so is owned by uid 65534, not by root"),
+            (self.agent_copy(self.subdir("group"), mode=0o775),
+             "libptg_cupti.so is writable by its group (mode 0775)"),
+            (self.agent_copy(self.subdir("others"), mode=0o646),
+             "libptg_cupti.so is writable by others (mode 0646)"),
+            (self.agent_copy(self.subdir("sticky", mode=0o1777)),
+             "/sticky is writable by others (mode 1777)"),
+            (self.agent_copy(self.subdir("dir-nobody", uid=NOBODY)),
+             "/dir-nobody is owned by uid 65534, not by root"),
+            # the link is root's, in a root-only directory: what counts is where it leads
+            (link, "/tmp is writable by others (mode 1777)"),
+            (os.path.join(self.dir, "missing.so"), "No such file or directory"),
+            (self.subdir("adir"), "is not a regular file"),
+            (fifo, "is not a regular file"),
+        ]
+        marker = os.path.join(self.dir, "ran")
+        for agent, why in cases:
+            with self.subTest(agent=agent):
+                res = self.record_cmd(agent, "touch", marker)
+                self.assertNotEqual(res.returncode, 0)
+                lines = res.stderr.splitlines()
+                self.assertEqual(len(lines), 1, res.stderr)
+                self.assertTrue(lines[0].startswith(
+                    f"ptrace-gpu: refusing the CUPTI agent {agent} ($PTG_CUPTI_AGENT): "),
+                    lines[0])
+                self.assertIn(why, lines[0])
+                self.assertFalse(os.path.exists(marker), "the command ran")
+                self.assertFalse(os.path.exists(self.out), "a trace was written")
+
+    def test_trusted_link_swapped(self):
+        """A link swapped after the check: the command still loads the agent checked."""
+        link = os.path.join(self.subdir("links"), "agent.so")
+        os.symlink(self.agent_copy(self.subdir("real")), link)
+        swap = os.path.join(self.dir, "swap.py")
+        with open(swap, "w") as f:
+            f.write(SWAP)
+        res = self.record_cmd(link, *self.python.argv(swap, link, ti.MARKER_LIB,
+                                                      *self.argv("launch", 20, 5)[1:]))
+        self.assertEqual(res.returncode, 0, res.stderr)
+        lines = res.stdout.splitlines()
+        self.assertEqual(os.readlink(link), ti.MARKER_LIB, "the link was not swapped")
+        injected = lines[0].split(" ", 1)[1]
+        self.assertNotEqual(injected, link)
+        self.assertNotIn(os.path.dirname(injected), (self.dir, os.path.dirname(link)))
+        self.assertFalse(os.path.exists(injected), "the copy outlived the recording")
+        self.assertIn("state 106", lines)
+        self.assertIn("GPU: 20 kernels", res.stderr)
+        pid = int(ti.read_trace(self.out).meta["pid"])
+        marker = f"/tmp/ptg-inject-marker.{pid}"
+        self.assertFalse(os.path.exists(marker), "the swapped-in library ran")
+
+    def test_attach_twice_one_copy(self):
+        """record -p twice: the copy is gone after each load, and the second finds the first."""
+        p = self.start_target("loop", 0, 0)
+        env = dict(self.env, PTG_CUPTI_AGENT=self.agent_copy(self.dir))
+        for _ in range(2):
+            rec = ptg.Recorder(["-p", str(p.pid), "-d", "1"], self.out, env=env)
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+            kernels = sum(r.kind == "kernel" for r in ti.read_trace(self.out).records)
+            self.assertGreater(kernels, 10)
+        with open(f"/proc/{p.pid}/maps") as f:
+            maps = [line.split() for line in f if "libptg_cupti" in line]
+        p.stdin.write("stop\n")
+        p.stdin.flush()
+        self.assertEqual(p.wait(timeout=30), 0)
+        self.assertEqual(len({m[4] for m in maps}), 1, maps)
+        self.assertTrue(all(m[-1] == "(deleted)" for m in maps), maps)
+        self.assertTrue(all(m[5].startswith("/tmp/ptg-") for m in maps), maps)
+
+
+if __name__ == "__main__":
+    ptg.main()
