@@ -62,6 +62,28 @@ uint64_t cupti_clock_map(const struct cupti_clock_pair *pairs, size_t n, uint64_
 	return a->mono_ns + (uint64_t)(x / (b->cupti_ns - a->cupti_ns));
 }
 
+int cupti_split_msgs(const void *buf, size_t len, size_t *used, cupti_msg_fn fn, void *ctx)
+{
+	const uint8_t *p = buf;
+	struct ptg_cupti_msg_hdr h;
+	size_t off = 0;
+	int err = 0;
+
+	while (!err && len - off >= sizeof(h)) {
+		memcpy(&h, p + off, sizeof(h));
+		if (h.len > PTG_CUPTI_MAX_MSG) {
+			err = -EPROTO;
+			break;
+		}
+		if (len - off - sizeof(h) < h.len)
+			break;
+		err = fn(ctx, h.type, p + off + sizeof(h), h.len);
+		off += sizeof(h) + h.len;
+	}
+	*used = off;
+	return err;
+}
+
 bool cupti_available(void)
 {
 #ifdef PTG_HAVE_CUPTI
@@ -76,6 +98,18 @@ bool cupti_available(void)
 #include "ptg_cupti_records.h"
 
 #define NO_KERNEL_NAME "(kernel name not received)"
+/*
+ * What the agent sends is treated as hostile: the target may run anything
+ * in place of the agent. These bound what one connection can make us keep;
+ * real agents stay far below (CUPTI has some hundreds of callback ids, a
+ * clock pair comes with each flush).
+ */
+#define MAX_NAME_MSGS (1u << 20)
+#define MAX_API_NAMES (1u << 14)
+#define MAX_PAIRS     (1u << 20)
+#define MAX_NAME_LEN  PTG_SYM_STR_MAX /* the trace's own limit */
+/* libstdc++'s demangler recurses: longer names are shown mangled */
+#define MAX_DEMANGLE_LEN 16384
 
 struct cupti_decoder {
 	struct trace_writer *w;
@@ -90,6 +124,7 @@ struct cupti_decoder {
 	void *join_ctx;
 	struct u64map names;   /* memcpy, memset, sync name key -> symbol id */
 	struct u64map devices; /* context id + 1 -> device id + 1 */
+	size_t name_msgs;      /* KERNEL_NAME and API_NAME messages so far */
 	struct cupti_decode_stats st;
 };
 
@@ -139,6 +174,9 @@ static int add_pair(struct cupti_decoder *d, const struct ptg_cupti_clock *c)
 	/* both clocks only go forward: a pair that does not is a bad reading */
 	if (last && (c->cupti_ns <= last->cupti_ns || c->mono_ns < last->mono_ns))
 		return 0;
+	/* enough for days: later ones only refine what the last pair extrapolates */
+	if (d->npairs == MAX_PAIRS)
+		return 0;
 	if (d->npairs == d->cap) {
 		size_t cap = d->cap ? d->cap * 2 : 64;
 
@@ -173,7 +211,8 @@ static demangle_fn demangler(void)
 /* Kernel names as torch.profiler shows them: demangled when they are C++ names. */
 static uint32_t kernel_sym(struct trace_writer *w, const char *mangled)
 {
-	demangle_fn fn = strncmp(mangled, "_Z", 2) ? NULL : demangler();
+	demangle_fn fn =
+	    strncmp(mangled, "_Z", 2) || strlen(mangled) > MAX_DEMANGLE_LEN ? NULL : demangler();
 	char *name = NULL;
 	int status = -1;
 	uint32_t sym;
@@ -185,23 +224,47 @@ static uint32_t kernel_sym(struct trace_writer *w, const char *mangled)
 	return sym;
 }
 
+/*
+ * The name after a name message's head of hlen bytes, NUL-terminated; NULL
+ * with *err set for a name the agent never sends (empty, a NUL inside, too
+ * long, one too many).
+ */
+static char *msg_name(struct cupti_decoder *d, const uint8_t *data, size_t len, size_t hlen,
+		      int *err)
+{
+	const char *p = (const char *)data + hlen;
+	size_t n = len - hlen;
+	char *name;
+
+	*err = -EPROTO;
+	if (len <= hlen || n > MAX_NAME_LEN || memchr(p, '\0', n) || d->name_msgs >= MAX_NAME_MSGS)
+		return NULL;
+	d->name_msgs++;
+	name = strndup(p, n);
+	if (!name)
+		*err = -ENOMEM;
+	return name;
+}
+
 static int on_kernel_name(struct cupti_decoder *d, const uint8_t *data, size_t len)
 {
 	struct ptg_cupti_kernel_name m;
 	char *name;
 	uint32_t sym;
+	int err;
 
 	if (len < sizeof(m))
 		return -EPROTO;
 	memcpy(&m, data, sizeof(m));
-	name = strndup((const char *)data + sizeof(m), len - sizeof(m));
+	/* a kernel record never carries a NULL name pointer: 0 is u64map's empty key */
+	if (!m.ptr)
+		return -EPROTO;
+	name = msg_name(d, data, len, sizeof(m), &err);
 	if (!name)
-		return -ENOMEM;
+		return err;
 	sym = kernel_sym(d->w, name);
 	free(name);
-	if (!sym || !m.ptr)
-		return sym ? -EPROTO : -ENOMEM;
-	return u64map__put(&d->kernels, m.ptr, sym);
+	return sym ? u64map__put(&d->kernels, m.ptr, sym) : -ENOMEM;
 }
 
 /* "cudaLaunchKernel_v7000" -> "cudaLaunchKernel": the suffix is the API version. */
@@ -225,13 +288,23 @@ static int on_api_name(struct cupti_decoder *d, const uint8_t *data, size_t len)
 	struct ptg_cupti_api_name m;
 	char *name, **n;
 	uint32_t sym;
+	int err;
 
 	if (len < sizeof(m))
 		return -EPROTO;
 	memcpy(&m, data, sizeof(m));
-	name = strndup((const char *)data + sizeof(m), len - sizeof(m));
+	/* the only domains API records name; also keeps the map's key off 0 */
+	if ((m.domain != CUPTI_CB_DOMAIN_DRIVER_API && m.domain != CUPTI_CB_DOMAIN_RUNTIME_API) ||
+	    d->napi_names >= MAX_API_NAMES)
+		return -EPROTO;
+	name = msg_name(d, data, len, sizeof(m), &err);
 	if (!name)
-		return -ENOMEM;
+		return err;
+	/* sent once per id: a second name for it changes nothing */
+	if (u64map__get(&d->apis, (uint64_t)m.domain << 32 | m.cbid)) {
+		free(name);
+		return 0;
+	}
 	strip_version(name);
 	sym = trace_writer__sym(d->w, PTG_SYM_CUDA_API, name, "", 0);
 	n = sym ? realloc(d->api_names, (d->napi_names + 1) * sizeof(*n)) : NULL;
@@ -548,12 +621,24 @@ int cupti_decoder__message(struct cupti_decoder *d, uint32_t type, const void *d
 		if (len != sizeof(dr))
 			return -EPROTO;
 		memcpy(&dr, data, sizeof(dr));
-		d->st.cupti_dropped += dr.cupti;
-		d->st.agent_unknown += dr.unknown;
+		if (__builtin_add_overflow(d->st.cupti_dropped, dr.cupti, &d->st.cupti_dropped))
+			d->st.cupti_dropped = UINT64_MAX;
+		if (__builtin_add_overflow(d->st.agent_unknown, dr.unknown, &d->st.agent_unknown))
+			d->st.agent_unknown = UINT64_MAX;
 		return 0;
 	default:
 		return 0;
 	}
+}
+
+static int stream_msg(void *ctx, uint32_t type, const uint8_t *data, size_t len)
+{
+	return cupti_decoder__message(ctx, type, data, len);
+}
+
+int cupti_decoder__stream(struct cupti_decoder *d, const void *buf, size_t len, size_t *used)
+{
+	return cupti_split_msgs(buf, len, used, stream_msg, d);
 }
 
 int cupti_decoder__losses(struct cupti_decoder *d)
@@ -1021,28 +1106,36 @@ static bool peer_ok(const struct cupti *c, pid_t peer)
 	return false;
 }
 
+/* The agent's text for our stderr: short, and no control characters (terminal escapes). */
+static void status_text(const uint8_t *data, size_t len, char *buf, size_t size)
+{
+	size_t i;
+
+	for (i = 0; i < len && i < size - 1; i++)
+		buf[i] = data[i] < 0x20 || data[i] >= 0x7f ? '?' : (char)data[i];
+	buf[i] = '\0';
+}
+
 static void on_status(struct cupti *c, struct conn *k, const uint8_t *data, size_t len)
 {
 	struct ptg_cupti_status st;
-	int mlen;
+	char text[401];
 
 	if (len < sizeof(st))
 		return;
 	memcpy(&st, data, sizeof(st));
-	mlen = (int)(len - sizeof(st) > 400 ? 400 : len - sizeof(st));
-	data += sizeof(st);
+	status_text(data + sizeof(st), len - sizeof(st), text, sizeof(text));
 	k->active = st.state == PTG_CUPTI_ACTIVE;
 	if (k->active) {
 		if (!c->quiet)
 			fprintf(stderr, "ptrace-gpu: recording GPU activity of pid %d (CUPTI)\n",
 				k->peer);
 	} else if (st.state == PTG_CUPTI_BUSY) {
-		warn("pid %d: %.*s: another CUPTI client (torch.profiler/Kineto, Nsight) holds "
+		warn("pid %d: %s: another CUPTI client (torch.profiler/Kineto, Nsight) holds "
 		     "CUPTI; recording host-side data only",
-		     k->peer, mlen, (const char *)data);
+		     k->peer, text);
 	} else {
-		warn("pid %d: CUPTI failed: %.*s; recording host-side data only", k->peer, mlen,
-		     (const char *)data);
+		warn("pid %d: CUPTI failed: %s; recording host-side data only", k->peer, text);
 	}
 }
 
@@ -1094,24 +1187,26 @@ static int on_message(struct cupti *c, struct conn *k, uint32_t type, const uint
 	}
 }
 
+struct conn_ctx {
+	struct cupti *c;
+	struct conn *k;
+};
+
+static int conn_msg(void *ctx, uint32_t type, const uint8_t *data, size_t len)
+{
+	struct conn_ctx *x = ctx;
+
+	return on_message(x->c, x->k, type, data, len);
+}
+
 /* Decodes the complete messages in k->in and keeps the rest. */
 static int parse_conn(struct cupti *c, struct conn *k)
 {
-	struct ptg_cupti_msg_hdr h;
+	struct conn_ctx x = {c, k};
 	size_t off = 0;
-	int err = 0;
+	int err;
 
-	while (!err && k->inlen - off >= sizeof(h)) {
-		memcpy(&h, k->in + off, sizeof(h));
-		if (h.len > PTG_CUPTI_MAX_MSG) {
-			err = -EPROTO;
-			break;
-		}
-		if (k->inlen - off - sizeof(h) < h.len)
-			break;
-		err = on_message(c, k, h.type, k->in + off + sizeof(h), h.len);
-		off += sizeof(h) + h.len;
-	}
+	err = cupti_split_msgs(k->in, k->inlen, &off, conn_msg, &x);
 	memmove(k->in, k->in + off, k->inlen - off);
 	k->inlen -= off;
 	return err;
@@ -1374,6 +1469,12 @@ int cupti_decoder__message(struct cupti_decoder *d, uint32_t type, const void *d
 
 int cupti_decoder__buffer(struct cupti_decoder *d, const void *buf, size_t len)
 {
+	return -EOPNOTSUPP;
+}
+
+int cupti_decoder__stream(struct cupti_decoder *d, const void *buf, size_t len, size_t *used)
+{
+	*used = 0;
 	return -EOPNOTSUPP;
 }
 
