@@ -680,6 +680,8 @@ struct chunk {
 struct conn {
 	int fd;
 	pid_t peer; /* SO_PEERCRED: set before CH_OPEN is queued */
+	uid_t uid;  /* the same */
+	bool drop;  /* under lock: the reader is to close fd (a rejected peer) */
 	bool rejected, hello, ended, closed;
 	bool active; /* said PTG_CUPTI_ACTIVE: recording; otherwise it went quiet */
 	uint8_t *in;
@@ -708,6 +710,7 @@ struct cupti {
 
 	struct trace_writer *w;
 	pid_t pid;
+	uid_t uid; /* the target's effective uid: a peer must have it */
 	bool launched, started;
 	bool cuda_seen, inject_tried, expect_agent, version_meta;
 	uint64_t inject_ms;
@@ -762,7 +765,9 @@ static void accept_conn(struct cupti *c, bool hangup)
 	fd = accept4(c->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (fd < 0)
 		return;
-	getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
+	/* pid 0 (unknown) is nobody's: rejected */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len))
+		cred.pid = 0;
 	if (c->nconns == MAX_CONNS) {
 		close(fd);
 		return;
@@ -771,6 +776,7 @@ static void accept_conn(struct cupti *c, bool hangup)
 	if (hangup)
 		shutdown(fd, SHUT_WR);
 	c->conns[c->nconns].peer = cred.pid;
+	c->conns[c->nconns].uid = cred.uid;
 	c->conns[c->nconns].fd = fd;
 	if (push_event(c, c->nconns, CH_OPEN)) {
 		close(fd);
@@ -814,6 +820,12 @@ static void hangup_all(struct cupti *c)
 static void reader_flags(struct cupti *c, bool *quit, bool *hangup, bool *full)
 {
 	mtx_lock(&c->lock);
+	for (int i = 0; i < c->nconns; i++) {
+		if (c->conns[i].drop && c->conns[i].fd >= 0) {
+			close(c->conns[i].fd);
+			c->conns[i].fd = -1;
+		}
+	}
 	*quit = c->quit;
 	*hangup = c->hangup;
 	*full = c->queued >= MAX_QUEUED;
@@ -1003,10 +1015,41 @@ void cupti__set_join(struct cupti *c, cupti_join_fn fn, void *ctx)
 	c->join_ctx = ctx;
 }
 
+/* The effective uid of pid (what SO_PEERCRED gives), or -errno. */
+static int proc_euid(pid_t pid, uid_t *uid)
+{
+	char path[64], line[256];
+	unsigned int r, e;
+	int err = -ENOENT;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "Uid: %u %u", &r, &e) == 2) {
+			*uid = e;
+			err = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return err;
+}
+
 int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, bool launched)
 {
+	int err;
+
 	if (!c)
 		return 0;
+	err = proc_euid(pid, &c->uid);
+	if (err) {
+		/* no uid is (uid_t)-1: every agent is then refused */
+		c->uid = (uid_t)-1;
+		warn("no GPU activity: cannot read the uid of pid %d: %s", pid, strerror(-err));
+	}
 	c->w = w;
 	c->pid = pid;
 	c->launched = launched;
@@ -1082,13 +1125,19 @@ static void inject_agent(struct cupti *c)
 	}
 }
 
-/* For -p, the target; for -- CMD, the command or any process it started. */
-static bool peer_ok(const struct cupti *c, pid_t peer)
+/*
+ * For -p, the target; for -- CMD, the command or any process it started;
+ * with the target's uid either way. The socket's name is in
+ * /proc/net/unix for anyone to see.
+ */
+static bool peer_ok(const struct cupti *c, pid_t peer, uid_t uid)
 {
 	char path[64], buf[512], *p;
 	int hops = 0;
 	FILE *f;
 
+	if (uid != c->uid)
+		return false;
 	while (peer > 1 && hops++ < 64) {
 		if (peer == c->pid)
 			return true;
@@ -1232,15 +1281,20 @@ static int append(struct conn *k, const uint8_t *data, size_t len)
 	return 0;
 }
 
-/* A connection that breaks the protocol is ignored from then on; the recording goes on. */
-static void reject(struct conn *k, const char *why)
+/*
+ * A connection that breaks the protocol, or is not the target's, is closed
+ * and what it sent is ignored; the recording goes on.
+ */
+static void reject(struct cupti *c, struct conn *k)
 {
-	if (!k->rejected)
-		warn("pid %d: dropping the CUPTI agent's connection: %s", k->peer, why);
 	k->rejected = true;
 	free(k->in);
 	k->in = NULL;
 	k->inlen = k->incap = 0;
+	mtx_lock(&c->lock);
+	k->drop = true;
+	mtx_unlock(&c->lock);
+	wake_reader(c);
 }
 
 static int on_chunk(struct cupti *c, struct chunk *ch)
@@ -1250,10 +1304,14 @@ static int on_chunk(struct cupti *c, struct chunk *ch)
 
 	switch (ch->kind) {
 	case CH_OPEN:
-		if (!peer_ok(c, k->peer))
-			reject(k, "not the target process");
-		if (k->peer == c->pid)
+		if (!peer_ok(c, k->peer, k->uid)) {
+			warn("pid %d (uid %u) connected to the CUPTI agents' socket and is not the "
+			     "target: closed, ignored",
+			     k->peer, (unsigned int)k->uid);
+			reject(c, k);
+		} else if (k->peer == c->pid) {
 			c->expect_agent = false;
+		}
 		return 0;
 	case CH_EOF:
 		k->closed = true;
@@ -1268,8 +1326,10 @@ static int on_chunk(struct cupti *c, struct chunk *ch)
 	err = append(k, ch->data, ch->len);
 	if (!err)
 		err = parse_conn(c, k);
-	if (err == -EPROTO)
-		reject(k, "malformed message");
+	if (err == -EPROTO && !k->rejected) {
+		warn("pid %d: dropping the CUPTI agent's connection: malformed message", k->peer);
+		reject(c, k);
+	}
 	return err == -EPROTO ? 0 : err;
 }
 

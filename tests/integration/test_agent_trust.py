@@ -5,10 +5,11 @@ takes records from the target alone.
 """
 import os
 import shutil
-import stat
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -29,6 +30,25 @@ print("injection", os.environ["CUDA_INJECTION64_PATH"], flush=True)
 sys.argv = sys.argv[3:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
+
+
+# Connects to the abstract socket argv[1], sends stdin (a valid agent session),
+# and says whether the loader closes the connection while it is recording.
+CONNECT = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect("\\0" + sys.argv[1])
+s.settimeout(10)
+try:
+    s.sendall(sys.stdin.buffer.read())
+    closed = s.recv(1) == b""
+except (BrokenPipeError, ConnectionResetError):
+    closed = True
+except socket.timeout:
+    closed = False
+print("closed" if closed else "open", flush=True)
+"""
+SESSION = os.path.join(ptg.SRC, "fuzz", "corpus", "agent_proto", "session.bin")
 
 
 def root_only(path):
@@ -167,6 +187,49 @@ class TestAgentTrust(unittest.TestCase):
         self.assertEqual(len({m[4] for m in maps}), 1, maps)
         self.assertTrue(all(m[-1] == "(deleted)" for m in maps), maps)
         self.assertTrue(all(m[5].startswith("/tmp/ptg-") for m in maps), maps)
+
+    def socket_name(self, pid):
+        with open("/proc/net/unix") as f:
+            for line in f:
+                path = line.split()[-1]
+                if path.startswith(f"@ptrace-gpu-cupti-{pid}-"):
+                    return path[1:]
+        return None
+
+    def test_foreign_connections(self):
+        """Others who find the socket in /proc/net/unix: closed at once, their records ignored."""
+        p = self.start_target("loop", 0, 0)
+        rec = ptg.Recorder(["-p", str(p.pid)], self.out, env=self.env)
+        self.procs.append(rec.proc)
+        name = self.socket_name(rec.proc.pid)
+        self.assertIsNotNone(name, "no socket in /proc/net/unix")
+        with open(SESSION, "rb") as f:
+            session = f.read()
+        # another user, and root from a process that is not the target
+        others = [subprocess.Popen(pre + ["/usr/bin/python3", "-c", CONNECT, name],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                  for pre in (["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                               "--clear-groups"], [])]
+        said = [o.communicate(session, timeout=30)[0].decode().strip() for o in others]
+        time.sleep(1)  # the target's own agent records meanwhile
+        rec.proc.send_signal(signal.SIGINT)
+        self.assertEqual(rec.wait(), 0, rec.stderr)
+        p.stdin.write("stop\n")
+        p.stdin.flush()
+        self.assertEqual(p.wait(timeout=30), 0)
+        self.assertEqual(said, ["closed", "closed"], rec.stderr)
+        for o, uid in zip(others, (NOBODY, 0)):
+            self.assertIn(f"pid {o.pid} (uid {uid}) connected to the CUPTI agents' socket "
+                          "and is not the target: closed, ignored", rec.stderr)
+        self.assertIn(f"recording GPU activity of pid {p.pid}", rec.stderr)
+        trace = ti.read_trace(self.out)
+        kernels = [r for r in trace.records if r.kind == "kernel"]
+        self.assertGreater(len(kernels), 10)
+        self.assertEqual({r.pid for r in trace.records if r.kind in ("kernel", "cuda_call")},
+                         {p.pid})
+        # the names and threads of the session the others sent
+        self.assertFalse([r for r in kernels if r.name == "volta_sgemm_128x64_nn"])
+        self.assertFalse([r for r in trace.records if r.tid in (777, 778)])
 
 
 if __name__ == "__main__":
