@@ -540,6 +540,41 @@ static void test_stream(void)
 	scratch_done(d, w);
 }
 
+/* The fuzzer's seed of a whole session decodes whole: the seeds are what an agent sends. */
+static void test_seed(void)
+{
+	const char *src = getenv("PTG_SOURCE_DIR");
+	const struct cupti_decode_stats *st;
+	static uint8_t data[1 << 16];
+	struct trace_writer *w;
+	struct cupti_decoder *d;
+	char path[4096];
+	size_t len, used = 0;
+	FILE *f;
+
+	if (!src) {
+		printf("%s: seed test skipped: PTG_SOURCE_DIR is not set\n", __FILE__);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/fuzz/corpus/agent_proto/session.bin", src);
+	f = fopen(path, "rbe");
+	if (!ASSERT_TRUE(f, "open the seed"))
+		return;
+	len = fread(data, 1, sizeof(data), f);
+	fclose(f);
+	d = scratch_decoder(&w);
+	if (!d)
+		return;
+	st = cupti_decoder__stats(d);
+	ASSERT_EQ(cupti_decoder__stream(d, data, len, &used), 0, "seed decodes");
+	ASSERT_EQ(used, len, "all of it");
+	ASSERT_EQ(st->kernels + st->memcpys + st->memsets + st->syncs, 4, "one of each GPU kind");
+	ASSERT_EQ(st->api_calls, 2, "a runtime and a driver call");
+	ASSERT_EQ(st->undecoded + st->incomplete, 0, "nothing left over");
+	ASSERT_EQ(st->cupti_dropped, 3, "dropped");
+	scratch_done(d, w);
+}
+
 #endif /* PTG_HAVE_CUPTI */
 
 int main(void)
@@ -551,6 +586,7 @@ int main(void)
 	test_name_counts();
 	test_bad_buffers();
 	test_stream();
+	test_seed();
 #else
 	printf("%s: decoder tests skipped: built without CUPTI headers (cupti_activity.h)\n",
 	       __FILE__);
