@@ -188,6 +188,88 @@ class TestAgentTrust(unittest.TestCase):
         self.assertTrue(all(m[-1] == "(deleted)" for m in maps), maps)
         self.assertTrue(all(m[5].startswith("/tmp/ptg-") for m in maps), maps)
 
+    def test_attach_in_chroot(self):
+        """A target in another mount namespace and root: the copy goes into its own /tmp."""
+        py = ptg.Python("trixie-3.13")
+        if py.missing:
+            self.skipTest(py.missing)
+        tmp = py.on_host("/tmp")
+        before = {d for d in os.listdir(tmp) if d.startswith("ptg-")}
+        # what the target loads must be inside the chroot: here, under the build tree
+        stub = os.path.join(self.dir, "libcuda.so")
+        shutil.copyfile(self.stub, stub)
+        shutil.copyfile(ti.FAKE_CUPTI, os.path.join(self.dir, "libcupti.so.13"))
+        script = os.path.join(self.dir, "gpu_target.py")
+        shutil.copyfile(self.script, script)
+        p = subprocess.Popen(py.argv(script, "loop", "0", "0", stub), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True,
+                             env=dict(os.environ, LD_LIBRARY_PATH=self.dir))
+        self.procs.append(p)
+        self.assertEqual(p.stdout.readline(), "ready\n")
+        rec = ptg.Recorder(["-p", str(p.pid), "-d", "1.5"], self.out)
+        self.assertEqual(rec.wait(), 0, rec.stderr)
+        with open(f"/proc/{p.pid}/maps") as f:
+            maps = {line.split()[5] for line in f if "libptg_cupti" in line}
+        p.stdin.write("stop\n")
+        p.stdin.flush()
+        self.assertEqual(p.wait(timeout=30), 0)
+        self.assertIn(f"recording GPU activity of pid {p.pid}", rec.stderr)
+        kernels = sum(r.kind == "kernel" for r in ti.read_trace(self.out).records)
+        self.assertGreater(kernels, 10)
+        self.assertEqual(len(maps), 1, maps)
+        self.assertTrue(maps.pop().startswith(tmp + "/ptg-"), "not the chroot's /tmp")
+        self.assertEqual({d for d in os.listdir(tmp) if d.startswith("ptg-")}, before,
+                         "the copy was left in the chroot")
+
+    def test_attach_other_pid_namespace(self):
+        """A target that is pid 1 of its own PID namespace: found and accepted by its pid here."""
+        u = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc",
+                              *self.argv("loop", 0, 0)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env=self.env)
+        self.procs.append(u)
+        self.assertEqual(u.stdout.readline(), "ready\n")
+        with open(f"/proc/{u.pid}/task/{u.pid}/children") as f:
+            pid = int(f.read().split()[0])
+        with open(f"/proc/{pid}/status") as f:
+            nspid = next(line.split()[1:] for line in f if line.startswith("NSpid:"))
+        self.assertEqual(nspid, [str(pid), "1"])
+        rec = ptg.Recorder(["-p", str(pid), "-d", "1.5"], self.out)
+        self.assertEqual(rec.wait(), 0, rec.stderr)
+        u.stdin.write("stop\n")
+        u.stdin.flush()
+        self.assertEqual(u.wait(timeout=30), 0)
+        self.assertIn(f"recording GPU activity of pid {pid}", rec.stderr)
+        self.assertNotIn("not the target", rec.stderr)
+        kernels = [r for r in ti.read_trace(self.out).records if r.kind == "kernel"]
+        self.assertGreater(len(kernels), 10)
+        self.assertEqual({r.pid for r in kernels}, {pid})
+
+    def test_attach_no_place_for_copy(self):
+        """Every candidate directory of the target is noexec: one clear warning, no GPU data."""
+        shutil.copyfile(ti.FAKE_CUPTI, os.path.join(self.dir, "libcupti.so.13"))
+        script = os.path.join(self.dir, "gpu_target.py")
+        shutil.copyfile(self.script, script)
+        mounts = " && ".join(f"mount -t tmpfs -o noexec tmpfs {d}"
+                             for d in ("/tmp", "/dev/shm", "/var/tmp"))
+        p = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                              mounts + ' && exec "$@"', "sh",
+                              *self.python.argv(script, "loop", "0", "0", self.stub)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env=dict(os.environ, LD_LIBRARY_PATH=self.dir))
+        self.procs.append(p)
+        self.assertEqual(p.stdout.readline(), "ready\n")
+        rec = ptg.Recorder(["-p", str(p.pid), "-d", "0.5"], self.out)
+        self.assertEqual(rec.wait(), 0, rec.stderr)
+        with open(f"/proc/{p.pid}/maps") as f:
+            self.assertNotIn("libptg_cupti", f.read())
+        p.stdin.write("stop\n")
+        p.stdin.flush()
+        self.assertEqual(p.wait(timeout=30), 0)
+        self.assertIn("ptrace-gpu: warning: no GPU activity: cannot load the CUPTI agent: "
+                      f"pid {p.pid} has no /tmp, /dev/shm or /var/tmp owned by root, writable "
+                      "only with the sticky bit, and mounted with exec\n", rec.stderr)
+
     def socket_name(self, pid):
         with open("/proc/net/unix") as f:
             for line in f:
