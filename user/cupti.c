@@ -666,7 +666,10 @@ int cupti_decoder__losses(struct cupti_decoder *d)
 #define MAX_QUEUED	(256ull << 20) /* bytes read and not decoded yet: then agents wait */
 #define CONNECT_WAIT_MS 3000	       /* an injected agent connects within this, or never */
 
-enum chunk_kind { CH_OPEN, CH_DATA, CH_EOF };
+#define MAX_FOREIGN_WARNINGS 8 /* connections not the target's: then they are closed quietly */
+
+/* CH_FOREIGN: a peer closed at accept (data: its struct ucred), with no conn slot. */
+enum chunk_kind { CH_OPEN, CH_DATA, CH_EOF, CH_FOREIGN };
 
 struct chunk {
 	struct chunk *next;
@@ -687,6 +690,14 @@ struct conn {
 	uint8_t *in;
 	size_t inlen, incap;
 	struct cupti_decoder *dec;
+};
+
+/* Who may connect: set by cupti__start, when the target is known. */
+struct peer_rule {
+	bool set;
+	pid_t pid;
+	uid_t uid; /* the target's effective uid, as SO_PEERCRED gives it */
+	bool launched;
 };
 
 struct cupti {
@@ -710,8 +721,9 @@ struct cupti {
 
 	struct trace_writer *w;
 	pid_t pid;
-	uid_t uid; /* the target's effective uid: a peer must have it */
 	bool launched, started;
+	struct peer_rule rule; /* under lock: the reader checks peers as they connect */
+	unsigned int nforeign;
 	bool cuda_seen, inject_tried, expect_agent, version_meta;
 	uint64_t inject_ms;
 	int err;
@@ -756,6 +768,31 @@ static int push_event(struct cupti *c, int conn, int kind)
 	return 0;
 }
 
+static bool peer_ok(const struct peer_rule *r, pid_t peer, uid_t uid);
+
+/*
+ * Once the target is known, a peer that is not it gets no slot, so that
+ * others cannot use the slots up: closed here, told to record's thread.
+ */
+static bool foreign_peer(struct cupti *c, const struct ucred *cred)
+{
+	struct peer_rule r;
+	struct chunk *ch;
+
+	mtx_lock(&c->lock);
+	r = c->rule;
+	mtx_unlock(&c->lock);
+	if (!r.set || peer_ok(&r, cred->pid, cred->uid))
+		return false;
+	ch = calloc(1, sizeof(*ch) + sizeof(*cred));
+	if (ch) {
+		*ch = (struct chunk){.conn = -1, .kind = CH_FOREIGN, .len = sizeof(*cred)};
+		memcpy(ch->data, cred, sizeof(*cred));
+		push_chunk(c, ch);
+	}
+	return true;
+}
+
 static void accept_conn(struct cupti *c, bool hangup)
 {
 	struct ucred cred = {};
@@ -768,7 +805,7 @@ static void accept_conn(struct cupti *c, bool hangup)
 	/* pid 0 (unknown) is nobody's: rejected */
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len))
 		cred.pid = 0;
-	if (c->nconns == MAX_CONNS) {
+	if (foreign_peer(c, &cred) || c->nconns == MAX_CONNS) {
 		close(fd);
 		return;
 	}
@@ -1040,20 +1077,24 @@ static int proc_euid(pid_t pid, uid_t *uid)
 
 int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, bool launched)
 {
+	struct peer_rule r = {.set = true, .pid = pid, .launched = launched};
 	int err;
 
 	if (!c)
 		return 0;
-	err = proc_euid(pid, &c->uid);
+	err = proc_euid(pid, &r.uid);
 	if (err) {
 		/* no uid is (uid_t)-1: every agent is then refused */
-		c->uid = (uid_t)-1;
+		r.uid = (uid_t)-1;
 		warn("no GPU activity: cannot read the uid of pid %d: %s", pid, strerror(-err));
 	}
 	c->w = w;
 	c->pid = pid;
 	c->launched = launched;
 	c->started = true;
+	mtx_lock(&c->lock);
+	c->rule = r;
+	mtx_unlock(&c->lock);
 	return 0;
 }
 
@@ -1130,18 +1171,18 @@ static void inject_agent(struct cupti *c)
  * with the target's uid either way. The socket's name is in
  * /proc/net/unix for anyone to see.
  */
-static bool peer_ok(const struct cupti *c, pid_t peer, uid_t uid)
+static bool peer_ok(const struct peer_rule *r, pid_t peer, uid_t uid)
 {
 	char path[64], buf[512], *p;
 	int hops = 0;
 	FILE *f;
 
-	if (uid != c->uid)
+	if (uid != r->uid)
 		return false;
 	while (peer > 1 && hops++ < 64) {
-		if (peer == c->pid)
+		if (peer == r->pid)
 			return true;
-		if (!c->launched)
+		if (!r->launched)
 			return false;
 		snprintf(path, sizeof(path), "/proc/%d/stat", peer);
 		f = fopen(path, "re");
@@ -1297,17 +1338,32 @@ static void reject(struct cupti *c, struct conn *k)
 	wake_reader(c);
 }
 
+static void warn_foreign(struct cupti *c, pid_t pid, uid_t uid)
+{
+	if (++c->nforeign <= MAX_FOREIGN_WARNINGS)
+		warn("pid %d (uid %u) connected to the CUPTI agents' socket and is not the "
+		     "target: closed, ignored",
+		     pid, (unsigned int)uid);
+	if (c->nforeign == MAX_FOREIGN_WARNINGS)
+		warn("more connections that are not the target's are closed without a word");
+}
+
 static int on_chunk(struct cupti *c, struct chunk *ch)
 {
-	struct conn *k = &c->conns[ch->conn];
+	struct ucred cred;
+	struct conn *k;
 	int err;
 
+	if (ch->kind == CH_FOREIGN) {
+		memcpy(&cred, ch->data, sizeof(cred));
+		warn_foreign(c, cred.pid, cred.uid);
+		return 0;
+	}
+	k = &c->conns[ch->conn];
 	switch (ch->kind) {
 	case CH_OPEN:
-		if (!peer_ok(c, k->peer, k->uid)) {
-			warn("pid %d (uid %u) connected to the CUPTI agents' socket and is not the "
-			     "target: closed, ignored",
-			     k->peer, (unsigned int)k->uid);
+		if (!peer_ok(&c->rule, k->peer, k->uid)) {
+			warn_foreign(c, k->peer, k->uid);
 			reject(c, k);
 		} else if (k->peer == c->pid) {
 			c->expect_agent = false;

@@ -48,6 +48,34 @@ except socket.timeout:
     closed = False
 print("closed" if closed else "open", flush=True)
 """
+# Opens argv[2] connections to the abstract socket argv[1] and says how many
+# the loader closed.
+FLOOD = """
+import socket, sys, time
+socks = []
+for _ in range(int(sys.argv[2])):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect("\\0" + sys.argv[1])
+    socks.append(s)
+closed = 0
+for s in socks:
+    s.settimeout(10)
+    try:
+        closed += s.recv(1) == b""
+    except (BrokenPipeError, ConnectionResetError):
+        closed += 1
+    except socket.timeout:
+        pass
+print(closed, flush=True)
+"""
+# Runs argv[2:] once the file argv[1] exists.
+GATED = """
+import os, runpy, sys, time
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.01)
+sys.argv = sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
 SESSION = os.path.join(ptg.SRC, "fuzz", "corpus", "agent_proto", "session.bin")
 
 
@@ -312,6 +340,28 @@ class TestAgentTrust(unittest.TestCase):
         # the names and threads of the session the others sent
         self.assertFalse([r for r in kernels if r.name == "volta_sgemm_128x64_nn"])
         self.assertFalse([r for r in trace.records if r.tid in (777, 778)])
+
+    def test_foreign_flood(self):
+        """More connections from others than there are slots: the target's agent still gets one."""
+        gated = os.path.join(self.dir, "gated.py")
+        with open(gated, "w") as f:
+            f.write(GATED)
+        go = os.path.join(self.dir, "go")
+        rec = ptg.Recorder(["--", *self.python.argv(gated, go, *self.argv("launch", 20, 5)[1:])],
+                           self.out, env=self.env, stdout=subprocess.DEVNULL)
+        self.procs.append(rec.proc)
+        name = self.socket_name(rec.proc.pid)
+        self.assertIsNotNone(name, "no socket in /proc/net/unix")
+        flood = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                                "--clear-groups", "/usr/bin/python3", "-c", FLOOD, name, "300"],
+                               capture_output=True, text=True, timeout=60)
+        with open(go, "w"):
+            pass
+        self.assertEqual(rec.wait(), 0, rec.stderr)
+        self.assertEqual(flood.stdout.strip(), "300", flood.stderr)
+        self.assertIn("GPU: 20 kernels", rec.stderr)
+        self.assertEqual(rec.stderr.count("is not the target: closed, ignored"), 8, rec.stderr)
+        self.assertEqual(rec.stderr.count("closed without a word"), 1, rec.stderr)
 
 
 if __name__ == "__main__":
