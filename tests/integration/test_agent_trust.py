@@ -76,6 +76,26 @@ while not os.path.exists(sys.argv[1]):
 sys.argv = sys.argv[2:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
+# The command of record -- is a peer the loader accepts: as an agent that
+# lies, it sends the HELLO of a real session (stdin), a STATUS with terminal
+# escapes, then a kernel name for pointer 0, and says whether it was closed.
+HOSTILE = """
+import os, socket, struct, sys
+hello = sys.stdin.buffer.read()[:24]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect("\\0" + os.environ["PTG_CUPTI_SOCKET"])
+text = b"\\x1b[31mred\\x07"
+s.sendall(hello + struct.pack("=IIii", 2, 8 + len(text), 3, 0) + text)
+s.sendall(struct.pack("=IIQ", 4, 9, 0) + b"k")
+s.settimeout(10)
+try:
+    closed = s.recv(1) == b""
+except (BrokenPipeError, ConnectionResetError):
+    closed = True
+except socket.timeout:
+    closed = False
+print("closed" if closed else "open", flush=True)
+"""
 SESSION = os.path.join(ptg.SRC, "fuzz", "corpus", "agent_proto", "session.bin")
 
 
@@ -132,9 +152,9 @@ class TestAgentTrust(unittest.TestCase):
         return d
 
     def record_cmd(self, agent, *cmd, **kw):
-        env = dict(self.env, PTG_CUPTI_AGENT=agent)
+        kw = dict(dict(capture_output=True, text=True, timeout=120), **kw)
         return subprocess.run([ptg.PTG, "record", "-o", self.out, "--", *cmd],
-                              capture_output=True, text=True, env=env, timeout=120, **kw)
+                              env=dict(self.env, PTG_CUPTI_AGENT=agent), **kw)
 
     def test_refused(self):
         """Each file someone else could have written: one line, no recording, no command."""
@@ -362,6 +382,20 @@ class TestAgentTrust(unittest.TestCase):
         self.assertIn("GPU: 20 kernels", rec.stderr)
         self.assertEqual(rec.stderr.count("is not the target: closed, ignored"), 8, rec.stderr)
         self.assertEqual(rec.stderr.count("closed without a word"), 1, rec.stderr)
+
+    def test_hostile_agent(self):
+        """The target's own peer lies: escapes are defused, the connection dropped, no crash."""
+        with open(SESSION, "rb") as f:
+            session = f.read()
+        res = self.record_cmd(ti.AGENT, *self.python.argv("-c", HOSTILE), input=session,
+                              text=False)
+        stderr = res.stderr.decode()
+        self.assertEqual(res.returncode, 0, stderr)
+        self.assertEqual(res.stdout.decode().strip(), "closed")
+        self.assertIn(": CUPTI failed: ?[31mred?; recording host-side data only", stderr)
+        self.assertNotIn("\x1b", stderr)
+        self.assertIn("dropping the CUPTI agent's connection: malformed message", stderr)
+        self.assertNotIn("not the target", stderr)
 
 
 if __name__ == "__main__":
