@@ -937,8 +937,10 @@ static int find_agent(char *path, size_t len, bool *named, char *err, size_t err
 		return trusted_open(path, err, errlen);
 	}
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return snprintf(err, errlen, "/proc/self/exe: %s", strerror(errno)), -ENOENT;
+	if (n <= 0) {
+		snprintf(err, errlen, "/proc/self/exe: %s", strerror(errno));
+		return -ENOENT;
+	}
 	exe[n] = '\0';
 	slash = strrchr(exe, '/');
 	if (slash)

@@ -229,11 +229,52 @@ static int fill_dir(struct lib_copy *lc, const uint8_t *buf, size_t len)
 	return err;
 }
 
+/* Removes what copy_into() made of the copy; lc can be tried again. */
+static void undo_copy(struct lib_copy *lc)
+{
+	if (lc->dir >= 0) {
+		unlinkat(lc->dir, lc->name, 0);
+		close(lc->dir);
+	}
+	if (lc->parent >= 0) {
+		if (lc->dname[0])
+			unlinkat(lc->parent, lc->dname, AT_REMOVEDIR);
+		close(lc->parent);
+	}
+	lc->parent = lc->dir = -1;
+	lc->dname[0] = '\0';
+}
+
+/* The copy in rel of root: 0, -EPERM if rel does not qualify, or why it failed there. */
+static int copy_into(struct lib_copy *lc, int root, const char *rel, const uint8_t *buf, size_t len)
+{
+	struct stat st;
+	int err;
+
+	/* missing or unfit alike: the next candidate, please */
+	lc->parent = open_parent(root, rel);
+	if (lc->parent < 0)
+		return -EPERM;
+	err = make_dir(lc, u64map_hash(U64MAP_HASH_SEED, buf, len));
+	if (err) {
+		lc->dname[0] = '\0';
+		return err;
+	}
+	err = fill_dir(lc, buf, len);
+	/* ours, as mkdirat() made it: nobody else can have replaced it in such a parent */
+	if (!err && (fstat(lc->dir, &st) || st.st_uid != 0))
+		err = -EPERM;
+	if (!err)
+		snprintf(lc->path, sizeof(lc->path), "/%s/%s/%s", rel, lc->dname, lc->name);
+	return err;
+}
+
 static const char *const parents[] = {"tmp", "dev/shm", "var/tmp"};
 
 int lib_copy__new(int fd, pid_t pid, const char *name, struct lib_copy **out, char *err,
 		  size_t errlen)
 {
+	const char *where = NULL;
 	struct lib_copy *lc;
 	char rootp[64];
 	uint8_t *buf = NULL;
@@ -257,32 +298,26 @@ int lib_copy__new(int fd, pid_t pid, const char *name, struct lib_copy **out, ch
 		ret = fail(err, errlen, -errno, "%s: %s", rootp, strerror(errno));
 		goto cleanup;
 	}
-	for (i = 0; i < sizeof(parents) / sizeof(parents[0]) && lc->parent < 0; i++)
-		lc->parent = open_parent(root, parents[i]);
+	/* the first that works: a full or read-only /tmp should not cost the GPU data */
+	for (i = 0; i < sizeof(parents) / sizeof(parents[0]); i++) {
+		ret = copy_into(lc, root, parents[i], buf, len);
+		if (!ret)
+			break;
+		if (ret != -EPERM && !where) {
+			where = parents[i];
+			fail(err, errlen, ret, "cannot copy the library into /%s of pid %d: %s",
+			     where, pid, strerror(-ret));
+		}
+		undo_copy(lc);
+	}
 	close(root);
-	if (lc->parent < 0) {
-		ret = fail(err, errlen, -EPERM,
-			   "pid %d has no /tmp, /dev/shm or /var/tmp owned by root, writable "
-			   "only with the sticky bit, and mounted with exec",
-			   pid);
+	if (ret && !where)
+		fail(err, errlen, ret,
+		     "pid %d has no /tmp, /dev/shm or /var/tmp owned by root, writable only with "
+		     "the sticky bit, and mounted with exec",
+		     pid);
+	if (ret)
 		goto cleanup;
-	}
-	snprintf(lc->path, sizeof(lc->path), "/%s/", parents[i - 1]);
-	ret = make_dir(lc, u64map_hash(U64MAP_HASH_SEED, buf, len));
-	if (ret) {
-		fail(err, errlen, ret, "cannot make a directory in %s of pid %d: %s", lc->path, pid,
-		     strerror(-ret));
-		lc->dname[0] = '\0';
-		goto cleanup;
-	}
-	snprintf(lc->path + strlen(lc->path), sizeof(lc->path) - strlen(lc->path), "%s/%s",
-		 lc->dname, lc->name);
-	ret = fill_dir(lc, buf, len);
-	if (ret) {
-		fail(err, errlen, ret, "cannot copy the library to %s in pid %d's root: %s",
-		     lc->path, pid, strerror(-ret));
-		goto cleanup;
-	}
 	free(buf);
 	*out = lc;
 	return 0;
@@ -301,14 +336,6 @@ void lib_copy__free(struct lib_copy *lc)
 {
 	if (!lc)
 		return;
-	if (lc->dir >= 0) {
-		unlinkat(lc->dir, lc->name, 0);
-		close(lc->dir);
-	}
-	if (lc->parent >= 0) {
-		if (lc->dname[0])
-			unlinkat(lc->parent, lc->dname, AT_REMOVEDIR);
-		close(lc->parent);
-	}
+	undo_copy(lc);
 	free(lc);
 }

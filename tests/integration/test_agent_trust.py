@@ -293,13 +293,13 @@ class TestAgentTrust(unittest.TestCase):
         self.assertGreater(len(kernels), 10)
         self.assertEqual({r.pid for r in kernels}, {pid})
 
-    def test_attach_no_place_for_copy(self):
-        """Every candidate directory of the target is noexec: one clear warning, no GPU data."""
+    def attach_noexec(self, noexec):
+        """record -p of a target that sees the directories noexec mounted noexec; its
+        stderr and the paths of the agent mapped in the target."""
         shutil.copyfile(ti.FAKE_CUPTI, os.path.join(self.dir, "libcupti.so.13"))
         script = os.path.join(self.dir, "gpu_target.py")
         shutil.copyfile(self.script, script)
-        mounts = " && ".join(f"mount -t tmpfs -o noexec tmpfs {d}"
-                             for d in ("/tmp", "/dev/shm", "/var/tmp"))
+        mounts = " && ".join(f"mount -t tmpfs -o noexec tmpfs {d}" for d in noexec)
         p = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
                               mounts + ' && exec "$@"', "sh",
                               *self.python.argv(script, "loop", "0", "0", self.stub)],
@@ -310,13 +310,26 @@ class TestAgentTrust(unittest.TestCase):
         rec = ptg.Recorder(["-p", str(p.pid), "-d", "0.5"], self.out)
         self.assertEqual(rec.wait(), 0, rec.stderr)
         with open(f"/proc/{p.pid}/maps") as f:
-            self.assertNotIn("libptg_cupti", f.read())
+            maps = {line.split()[5] for line in f if "libptg_cupti" in line}
         p.stdin.write("stop\n")
         p.stdin.flush()
         self.assertEqual(p.wait(timeout=30), 0)
+        return p.pid, rec.stderr, maps
+
+    def test_attach_tmp_noexec(self):
+        """The target's /tmp is noexec: the copy goes to the next candidate, /dev/shm."""
+        pid, stderr, maps = self.attach_noexec(["/tmp"])
+        self.assertIn(f"recording GPU activity of pid {pid}", stderr)
+        self.assertEqual(len(maps), 1, maps)
+        self.assertTrue(maps.pop().startswith("/dev/shm/ptg-"), stderr)
+
+    def test_attach_no_place_for_copy(self):
+        """Every candidate directory of the target is noexec: one clear warning, no GPU data."""
+        pid, stderr, maps = self.attach_noexec(["/tmp", "/dev/shm", "/var/tmp"])
+        self.assertEqual(maps, set())
         self.assertIn("ptrace-gpu: warning: no GPU activity: cannot load the CUPTI agent: "
-                      f"pid {p.pid} has no /tmp, /dev/shm or /var/tmp owned by root, writable "
-                      "only with the sticky bit, and mounted with exec\n", rec.stderr)
+                      f"pid {pid} has no /tmp, /dev/shm or /var/tmp owned by root, writable "
+                      "only with the sticky bit, and mounted with exec\n", stderr)
 
     def socket_name(self, pid):
         with open("/proc/net/unix") as f:
