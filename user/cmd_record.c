@@ -282,6 +282,8 @@ static int start(struct recording *rc)
 	}
 	if (!ret)
 		ret = setup_target(rc, err, sizeof(err));
+	if (!ret)
+		cupti__set_target(rc->cupti, rc->pid, rc->child);
 	if (ret) {
 		fprintf(stderr, "ptrace-gpu: %s\n", err[0] ? err : strerror(-ret));
 		return ret;

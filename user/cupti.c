@@ -854,7 +854,7 @@ static void hangup_all(struct cupti *c)
 	}
 }
 
-static void reader_flags(struct cupti *c, bool *quit, bool *hangup, bool *full)
+static void reader_flags(struct cupti *c, bool *quit, bool *hangup, bool *full, bool *open)
 {
 	mtx_lock(&c->lock);
 	for (int i = 0; i < c->nconns; i++) {
@@ -866,6 +866,7 @@ static void reader_flags(struct cupti *c, bool *quit, bool *hangup, bool *full)
 	*quit = c->quit;
 	*hangup = c->hangup;
 	*full = c->queued >= MAX_QUEUED;
+	*open = c->rule.set;
 	mtx_unlock(&c->lock);
 }
 
@@ -873,12 +874,12 @@ static int reader_main(void *arg)
 {
 	struct pollfd p[MAX_CONNS + 2];
 	int idx[MAX_CONNS + 2], n;
-	bool quit, hangup, full, hung = false;
+	bool quit, hangup, full, open, hung = false;
 	struct cupti *c = arg;
 	uint64_t v;
 
 	for (;;) {
-		reader_flags(c, &quit, &hangup, &full);
+		reader_flags(c, &quit, &hangup, &full, &open);
 		if (quit)
 			return 0;
 		if (hangup && !hung)
@@ -886,7 +887,11 @@ static int reader_main(void *arg)
 		hung = hangup;
 		n = 0;
 		p[n++] = (struct pollfd){.fd = c->wake, .events = POLLIN};
-		p[n++] = (struct pollfd){.fd = c->lfd, .events = POLLIN};
+		/*
+		 * until the target is known no peer can be checked: they wait in
+		 * the backlog (no agent connects before that), not in our slots
+		 */
+		p[n++] = (struct pollfd){.fd = open ? c->lfd : -1, .events = POLLIN};
 		for (int i = 0; i < c->nconns && !full; i++) {
 			if (c->conns[i].fd < 0)
 				continue;
@@ -1077,26 +1082,34 @@ static int proc_euid(pid_t pid, uid_t *uid)
 	return err;
 }
 
-int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, bool launched)
+void cupti__set_target(struct cupti *c, pid_t pid, bool launched)
 {
 	struct peer_rule r = {.set = true, .pid = pid, .launched = launched};
 	int err;
 
-	if (!c)
-		return 0;
+	if (!c || c->rule.set)
+		return;
 	err = proc_euid(pid, &r.uid);
 	if (err) {
 		/* no uid is (uid_t)-1: every agent is then refused */
 		r.uid = (uid_t)-1;
 		warn("no GPU activity: cannot read the uid of pid %d: %s", pid, strerror(-err));
 	}
+	mtx_lock(&c->lock);
+	c->rule = r;
+	mtx_unlock(&c->lock);
+	wake_reader(c);
+}
+
+int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, bool launched)
+{
+	if (!c)
+		return 0;
+	cupti__set_target(c, pid, launched);
 	c->w = w;
 	c->pid = pid;
 	c->launched = launched;
 	c->started = true;
-	mtx_lock(&c->lock);
-	c->rule = r;
-	mtx_unlock(&c->lock);
 	return 0;
 }
 
@@ -1628,6 +1641,10 @@ int cupti__open(bool quiet, struct cupti **out)
 int cupti__launch_env(struct cupti *c)
 {
 	return 0;
+}
+
+void cupti__set_target(struct cupti *c, pid_t pid, bool launched)
+{
 }
 
 int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, bool launched)

@@ -107,6 +107,12 @@ int cupti__open(bool quiet, struct cupti **out);
 /* record -- CMD: puts CUDA_INJECTION64_PATH and the socket name in our environment, for the child.
  */
 int cupti__launch_env(struct cupti *c);
+/*
+ * Who may connect from now on (cupti__start() also sets it): call it as soon
+ * as the target is known, so that a peer that is not the target gets no
+ * connection slot even while the probes load.
+ */
+void cupti__set_target(struct cupti *c, pid_t pid, bool launched);
 /* The trace and the target; until then, messages wait. launched: -- CMD (descendants count). */
 int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, bool launched);
 /*

@@ -374,27 +374,45 @@ class TestAgentTrust(unittest.TestCase):
         self.assertFalse([r for r in kernels if r.name == "volta_sgemm_128x64_nn"])
         self.assertFalse([r for r in trace.records if r.tid in (777, 778)])
 
-    def test_foreign_flood(self):
-        """More connections from others than there are slots: the target's agent still gets one."""
+    def flood(self, during_load):
+        """300 connections from another user, while the probes load or once they are in,
+        then the command's own agent: it must still get a slot."""
         gated = os.path.join(self.dir, "gated.py")
         with open(gated, "w") as f:
             f.write(GATED)
         go = os.path.join(self.dir, "go")
-        rec = ptg.Recorder(["--", *self.python.argv(gated, go, *self.argv("launch", 20, 5)[1:])],
-                           self.out, env=self.env, stdout=subprocess.DEVNULL)
-        self.procs.append(rec.proc)
-        name = self.socket_name(rec.proc.pid)
-        self.assertIsNotNone(name, "no socket in /proc/net/unix")
+        argv = [ptg.PTG, "record", "-o", self.out, "--",
+                *self.python.argv(gated, go, *self.argv("launch", 20, 5)[1:])]
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True, env=self.env)
+        self.procs.append(proc)
+        if during_load:
+            # the socket is there some 10 ms after the start, the probes take some 800
+            self.assertTrue(ptg.wait_until(lambda: self.socket_name(proc.pid), 10))
+            time.sleep(0.1)
+        else:
+            while "recording pid" not in proc.stderr.readline():
+                self.assertIsNone(proc.poll())
+        name = self.socket_name(proc.pid)
         flood = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
                                 "--clear-groups", "/usr/bin/python3", "-c", FLOOD, name, "300"],
                                capture_output=True, text=True, timeout=60)
         with open(go, "w"):
             pass
-        self.assertEqual(rec.wait(), 0, rec.stderr)
+        stderr = proc.stderr.read()
+        self.assertEqual(proc.wait(timeout=120), 0, stderr)
         self.assertEqual(flood.stdout.strip(), "300", flood.stderr)
-        self.assertIn("GPU: 20 kernels", rec.stderr)
-        self.assertEqual(rec.stderr.count("is not the target: closed, ignored"), 8, rec.stderr)
-        self.assertEqual(rec.stderr.count("closed without a word"), 1, rec.stderr)
+        self.assertIn("GPU: 20 kernels", stderr)
+        self.assertEqual(stderr.count("is not the target: closed, ignored"), 8, stderr[-3000:])
+        self.assertEqual(stderr.count("closed without a word"), 1, stderr[-3000:])
+
+    def test_foreign_flood(self):
+        """More connections from others than there are slots: the target's agent still gets one."""
+        self.flood(during_load=False)
+
+    def test_foreign_flood_while_loading(self):
+        """The same while the probes load, before the recording starts."""
+        self.flood(during_load=True)
 
     def test_hostile_agent(self):
         """The target's own peer lies: escapes are defused, the connection dropped, no crash."""
