@@ -269,6 +269,25 @@ class TestAgentTrust(unittest.TestCase):
         self.assertEqual({d for d in os.listdir(tmp) if d.startswith("ptg-")}, before,
                          "the copy was left in the chroot")
 
+    def test_attach_not_root(self):
+        """A target of another user: it can read the copy (even under root's umask 077),
+        and its agent, of its uid, is accepted."""
+        p = subprocess.Popen(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                              "--clear-groups", *self.argv("loop", 0, 0)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env=self.env)
+        self.procs.append(p)
+        self.assertEqual(p.stdout.readline(), "ready\n")
+        rec = ptg.Recorder(["-p", str(p.pid), "-d", "1.5"], self.out, umask=0o077)
+        self.assertEqual(rec.wait(), 0, rec.stderr)
+        p.stdin.write("stop\n")
+        p.stdin.flush()
+        self.assertEqual(p.wait(timeout=30), 0)
+        self.assertIn(f"recording GPU activity of pid {p.pid}", rec.stderr)
+        self.assertNotIn("not the target", rec.stderr)
+        kernels = sum(r.kind == "kernel" for r in ti.read_trace(self.out).records)
+        self.assertGreater(kernels, 10)
+
     def test_attach_other_pid_namespace(self):
         """A target that is pid 1 of its own PID namespace: found and accepted by its pid here."""
         u = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc",
