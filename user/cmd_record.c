@@ -297,11 +297,20 @@ static int start(struct recording *rc)
 	int ret;
 
 	ret = syscheck_tracing(err, sizeof(err));
-	/* -- CMD: the child inherits the agent's path and socket; no GPU activity is no error */
-	if (!ret && !rc->o->no_cupti && !cupti__open(rc->o->quiet, &rc->cupti) && rc->o->cmd)
-		ret = cupti__launch_env(rc->cupti);
+	/*
+	 * -- CMD: the child inherits the agent's path and socket; no GPU
+	 * activity is no error, but refusing the agent the user named is
+	 */
+	if (!ret && !rc->o->no_cupti) {
+		ret = cupti__open(rc->o->quiet, &rc->cupti);
+		if (ret == -EPERM)
+			return ret;
+		ret = rc->o->cmd ? cupti__launch_env(rc->cupti) : 0;
+	}
 	if (!ret)
 		ret = setup_target(rc, err, sizeof(err));
+	if (!ret)
+		cupti__set_target(rc->cupti, rc->pid, rc->child);
 	if (ret) {
 		fprintf(stderr, "ptrace-gpu: %s\n", err[0] ? err : strerror(-ret));
 		return ret;

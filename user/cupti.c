@@ -28,6 +28,8 @@
 #include "inject.h"
 #include "kineto.h"
 #include "ptg_cupti_proto.h"
+#include "trace_format.h"
+#include "trusted.h"
 #include "u64map.h"
 
 uint64_t cupti_clock_map(const struct cupti_clock_pair *pairs, size_t n, uint64_t t)
@@ -60,6 +62,28 @@ uint64_t cupti_clock_map(const struct cupti_clock_pair *pairs, size_t n, uint64_
 	return a->mono_ns + (uint64_t)(x / (b->cupti_ns - a->cupti_ns));
 }
 
+int cupti_split_msgs(const void *buf, size_t len, size_t *used, cupti_msg_fn fn, void *ctx)
+{
+	const uint8_t *p = buf;
+	struct ptg_cupti_msg_hdr h;
+	size_t off = 0;
+	int err = 0;
+
+	while (!err && len - off >= sizeof(h)) {
+		memcpy(&h, p + off, sizeof(h));
+		if (h.len > PTG_CUPTI_MAX_MSG) {
+			err = -EPROTO;
+			break;
+		}
+		if (len - off - sizeof(h) < h.len)
+			break;
+		err = fn(ctx, h.type, p + off + sizeof(h), h.len);
+		off += sizeof(h) + h.len;
+	}
+	*used = off;
+	return err;
+}
+
 bool cupti_available(void)
 {
 #ifdef PTG_HAVE_CUPTI
@@ -74,6 +98,18 @@ bool cupti_available(void)
 #include "ptg_cupti_records.h"
 
 #define NO_KERNEL_NAME "(kernel name not received)"
+/*
+ * What the agent sends is treated as hostile: the target may run anything
+ * in place of the agent. These bound what one connection can make us keep;
+ * real agents stay far below (CUPTI has some hundreds of callback ids, a
+ * clock pair comes with each flush).
+ */
+#define MAX_NAME_MSGS (1u << 20)
+#define MAX_API_NAMES (1u << 14)
+#define MAX_PAIRS     (1u << 20)
+#define MAX_NAME_LEN  PTG_SYM_STR_MAX /* the trace's own limit */
+/* libstdc++'s demangler recurses: longer names are shown mangled */
+#define MAX_DEMANGLE_LEN 16384
 
 struct cupti_decoder {
 	struct trace_writer *w;
@@ -88,6 +124,7 @@ struct cupti_decoder {
 	void *join_ctx;
 	struct u64map names;   /* memcpy, memset, sync name key -> symbol id */
 	struct u64map devices; /* context id + 1 -> device id + 1 */
+	size_t name_msgs;      /* KERNEL_NAME and API_NAME messages so far */
 	struct cupti_decode_stats st;
 };
 
@@ -137,6 +174,9 @@ static int add_pair(struct cupti_decoder *d, const struct ptg_cupti_clock *c)
 	/* both clocks only go forward: a pair that does not is a bad reading */
 	if (last && (c->cupti_ns <= last->cupti_ns || c->mono_ns < last->mono_ns))
 		return 0;
+	/* enough for days: later ones only refine what the last pair extrapolates */
+	if (d->npairs == MAX_PAIRS)
+		return 0;
 	if (d->npairs == d->cap) {
 		size_t cap = d->cap ? d->cap * 2 : 64;
 
@@ -171,7 +211,8 @@ static demangle_fn demangler(void)
 /* Kernel names as torch.profiler shows them: demangled when they are C++ names. */
 static uint32_t kernel_sym(struct trace_writer *w, const char *mangled)
 {
-	demangle_fn fn = strncmp(mangled, "_Z", 2) ? NULL : demangler();
+	demangle_fn fn =
+	    strncmp(mangled, "_Z", 2) || strlen(mangled) > MAX_DEMANGLE_LEN ? NULL : demangler();
 	char *name = NULL;
 	int status = -1;
 	uint32_t sym;
@@ -183,23 +224,47 @@ static uint32_t kernel_sym(struct trace_writer *w, const char *mangled)
 	return sym;
 }
 
+/*
+ * The name after a name message's head of hlen bytes, NUL-terminated; NULL
+ * with *err set for a name the agent never sends (empty, a NUL inside, too
+ * long, one too many).
+ */
+static char *msg_name(struct cupti_decoder *d, const uint8_t *data, size_t len, size_t hlen,
+		      int *err)
+{
+	const char *p = (const char *)data + hlen;
+	size_t n = len - hlen;
+	char *name;
+
+	*err = -EPROTO;
+	if (len <= hlen || n > MAX_NAME_LEN || memchr(p, '\0', n) || d->name_msgs >= MAX_NAME_MSGS)
+		return NULL;
+	d->name_msgs++;
+	name = strndup(p, n);
+	if (!name)
+		*err = -ENOMEM;
+	return name;
+}
+
 static int on_kernel_name(struct cupti_decoder *d, const uint8_t *data, size_t len)
 {
 	struct ptg_cupti_kernel_name m;
 	char *name;
 	uint32_t sym;
+	int err;
 
 	if (len < sizeof(m))
 		return -EPROTO;
 	memcpy(&m, data, sizeof(m));
-	name = strndup((const char *)data + sizeof(m), len - sizeof(m));
+	/* a kernel record never carries a NULL name pointer: 0 is u64map's empty key */
+	if (!m.ptr)
+		return -EPROTO;
+	name = msg_name(d, data, len, sizeof(m), &err);
 	if (!name)
-		return -ENOMEM;
+		return err;
 	sym = kernel_sym(d->w, name);
 	free(name);
-	if (!sym || !m.ptr)
-		return sym ? -EPROTO : -ENOMEM;
-	return u64map__put(&d->kernels, m.ptr, sym);
+	return sym ? u64map__put(&d->kernels, m.ptr, sym) : -ENOMEM;
 }
 
 /* "cudaLaunchKernel_v7000" -> "cudaLaunchKernel": the suffix is the API version. */
@@ -223,13 +288,23 @@ static int on_api_name(struct cupti_decoder *d, const uint8_t *data, size_t len)
 	struct ptg_cupti_api_name m;
 	char *name, **n;
 	uint32_t sym;
+	int err;
 
 	if (len < sizeof(m))
 		return -EPROTO;
 	memcpy(&m, data, sizeof(m));
-	name = strndup((const char *)data + sizeof(m), len - sizeof(m));
+	/* the only domains API records name; also keeps the map's key off 0 */
+	if ((m.domain != CUPTI_CB_DOMAIN_DRIVER_API && m.domain != CUPTI_CB_DOMAIN_RUNTIME_API) ||
+	    d->napi_names >= MAX_API_NAMES)
+		return -EPROTO;
+	name = msg_name(d, data, len, sizeof(m), &err);
 	if (!name)
-		return -ENOMEM;
+		return err;
+	/* sent once per id: a second name for it changes nothing */
+	if (u64map__get(&d->apis, (uint64_t)m.domain << 32 | m.cbid)) {
+		free(name);
+		return 0;
+	}
 	strip_version(name);
 	sym = trace_writer__sym(d->w, PTG_SYM_CUDA_API, name, "", 0);
 	n = sym ? realloc(d->api_names, (d->napi_names + 1) * sizeof(*n)) : NULL;
@@ -567,12 +642,24 @@ int cupti_decoder__message(struct cupti_decoder *d, uint32_t type, const void *d
 		if (len != sizeof(dr))
 			return -EPROTO;
 		memcpy(&dr, data, sizeof(dr));
-		d->st.cupti_dropped += dr.cupti;
-		d->st.agent_unknown += dr.unknown;
+		if (__builtin_add_overflow(d->st.cupti_dropped, dr.cupti, &d->st.cupti_dropped))
+			d->st.cupti_dropped = UINT64_MAX;
+		if (__builtin_add_overflow(d->st.agent_unknown, dr.unknown, &d->st.agent_unknown))
+			d->st.agent_unknown = UINT64_MAX;
 		return 0;
 	default:
 		return 0;
 	}
+}
+
+static int stream_msg(void *ctx, uint32_t type, const uint8_t *data, size_t len)
+{
+	return cupti_decoder__message(ctx, type, data, len);
+}
+
+int cupti_decoder__stream(struct cupti_decoder *d, const void *buf, size_t len, size_t *used)
+{
+	return cupti_split_msgs(buf, len, used, stream_msg, d);
 }
 
 int cupti_decoder__losses(struct cupti_decoder *d)
@@ -600,7 +687,10 @@ int cupti_decoder__losses(struct cupti_decoder *d)
 #define MAX_QUEUED	(256ull << 20) /* bytes read and not decoded yet: then agents wait */
 #define CONNECT_WAIT_MS 3000	       /* an injected agent connects within this, or never */
 
-enum chunk_kind { CH_OPEN, CH_DATA, CH_EOF };
+#define MAX_FOREIGN_WARNINGS 8 /* connections not the target's: then they are closed quietly */
+
+/* CH_FOREIGN: a peer closed at accept (data: its struct ucred), with no conn slot. */
+enum chunk_kind { CH_OPEN, CH_DATA, CH_EOF, CH_FOREIGN };
 
 struct chunk {
 	struct chunk *next;
@@ -614,6 +704,8 @@ struct chunk {
 struct conn {
 	int fd;
 	pid_t peer; /* SO_PEERCRED: set before CH_OPEN is queued */
+	uid_t uid;  /* the same */
+	bool drop;  /* under lock: the reader is to close fd (a rejected peer) */
 	bool rejected, hello, ended, closed;
 	bool active; /* said PTG_CUPTI_ACTIVE: recording; otherwise it went quiet */
 	uint8_t *in;
@@ -621,12 +713,22 @@ struct conn {
 	struct cupti_decoder *dec;
 };
 
+/* Who may connect: set by cupti__start, when the target is known. */
+struct peer_rule {
+	bool set;
+	pid_t pid;
+	uid_t uid; /* the target's effective uid, as SO_PEERCRED gives it */
+	bool launched;
+};
+
 struct cupti {
 	bool quiet;
 	int lfd;
 	int wake;
 	char name[64];
-	char agent[PATH_MAX];
+	char agent[PATH_MAX]; /* for messages: the agent is agent_fd */
+	int agent_fd;
+	struct lib_copy *launch_copy; /* record -- CMD: what CUDA_INJECTION64_PATH names */
 	thrd_t reader;
 	bool reader_running;
 
@@ -641,6 +743,8 @@ struct cupti {
 	struct trace_writer *w;
 	pid_t pid;
 	bool launched, started;
+	struct peer_rule rule; /* under lock: the reader checks peers as they connect */
+	unsigned int nforeign;
 	bool cuda_seen, inject_tried, expect_agent, version_meta;
 	uint64_t inject_ms;
 	int err;
@@ -685,6 +789,31 @@ static int push_event(struct cupti *c, int conn, int kind)
 	return 0;
 }
 
+static bool peer_ok(const struct peer_rule *r, pid_t peer, uid_t uid);
+
+/*
+ * Once the target is known, a peer that is not it gets no slot, so that
+ * others cannot use the slots up: closed here, told to record's thread.
+ */
+static bool foreign_peer(struct cupti *c, const struct ucred *cred)
+{
+	struct peer_rule r;
+	struct chunk *ch;
+
+	mtx_lock(&c->lock);
+	r = c->rule;
+	mtx_unlock(&c->lock);
+	if (!r.set || peer_ok(&r, cred->pid, cred->uid))
+		return false;
+	ch = calloc(1, sizeof(*ch) + sizeof(*cred));
+	if (ch) {
+		*ch = (struct chunk){.conn = -1, .kind = CH_FOREIGN, .len = sizeof(*cred)};
+		memcpy(ch->data, cred, sizeof(*cred));
+		push_chunk(c, ch);
+	}
+	return true;
+}
+
 static void accept_conn(struct cupti *c, bool hangup)
 {
 	struct ucred cred = {};
@@ -694,8 +823,10 @@ static void accept_conn(struct cupti *c, bool hangup)
 	fd = accept4(c->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (fd < 0)
 		return;
-	getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
-	if (c->nconns == MAX_CONNS) {
+	/* pid 0 (unknown) is nobody's: rejected */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len))
+		cred.pid = 0;
+	if (foreign_peer(c, &cred) || c->nconns == MAX_CONNS) {
 		close(fd);
 		return;
 	}
@@ -703,6 +834,7 @@ static void accept_conn(struct cupti *c, bool hangup)
 	if (hangup)
 		shutdown(fd, SHUT_WR);
 	c->conns[c->nconns].peer = cred.pid;
+	c->conns[c->nconns].uid = cred.uid;
 	c->conns[c->nconns].fd = fd;
 	if (push_event(c, c->nconns, CH_OPEN)) {
 		close(fd);
@@ -743,12 +875,19 @@ static void hangup_all(struct cupti *c)
 	}
 }
 
-static void reader_flags(struct cupti *c, bool *quit, bool *hangup, bool *full)
+static void reader_flags(struct cupti *c, bool *quit, bool *hangup, bool *full, bool *open)
 {
 	mtx_lock(&c->lock);
+	for (int i = 0; i < c->nconns; i++) {
+		if (c->conns[i].drop && c->conns[i].fd >= 0) {
+			close(c->conns[i].fd);
+			c->conns[i].fd = -1;
+		}
+	}
 	*quit = c->quit;
 	*hangup = c->hangup;
 	*full = c->queued >= MAX_QUEUED;
+	*open = c->rule.set;
 	mtx_unlock(&c->lock);
 }
 
@@ -756,12 +895,12 @@ static int reader_main(void *arg)
 {
 	struct pollfd p[MAX_CONNS + 2];
 	int idx[MAX_CONNS + 2], n;
-	bool quit, hangup, full, hung = false;
+	bool quit, hangup, full, open, hung = false;
 	struct cupti *c = arg;
 	uint64_t v;
 
 	for (;;) {
-		reader_flags(c, &quit, &hangup, &full);
+		reader_flags(c, &quit, &hangup, &full, &open);
 		if (quit)
 			return 0;
 		if (hangup && !hung)
@@ -769,7 +908,11 @@ static int reader_main(void *arg)
 		hung = hangup;
 		n = 0;
 		p[n++] = (struct pollfd){.fd = c->wake, .events = POLLIN};
-		p[n++] = (struct pollfd){.fd = c->lfd, .events = POLLIN};
+		/*
+		 * until the target is known no peer can be checked: they wait in
+		 * the backlog (no agent connects before that), not in our slots
+		 */
+		p[n++] = (struct pollfd){.fd = open ? c->lfd : -1, .events = POLLIN};
 		for (int i = 0; i < c->nconns && !full; i++) {
 			if (c->conns[i].fd < 0)
 				continue;
@@ -800,31 +943,36 @@ static void wake_reader(struct cupti *c)
 	}
 }
 
-/* Searched in order: $PTG_CUPTI_AGENT, next to this executable, where the build put it. */
-static int find_agent(char *buf, size_t len)
+/*
+ * $PTG_CUPTI_AGENT, else libptg_cupti.so next to this executable (which in a
+ * build tree is where the build puts it). Never the build path compiled in:
+ * an installed ptrace-gpu must not load from a build tree that someone else
+ * may own. Returns an fd of the file, checked by trusted_open(), or a
+ * negative errno with the reason in err; *named: the user chose the file.
+ */
+static int find_agent(char *path, size_t len, bool *named, char *err, size_t errlen)
 {
 	const char *env = getenv("PTG_CUPTI_AGENT");
 	char exe[PATH_MAX - 32];
 	ssize_t n;
 	char *slash;
 
-	if (env && env[0]) {
-		snprintf(buf, len, "%s", env);
-		return access(buf, R_OK) ? -errno : 0;
+	*named = env && env[0];
+	if (*named) {
+		snprintf(path, len, "%s", env);
+		return trusted_open(path, err, errlen);
 	}
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0) {
-		exe[n] = '\0';
-		slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = '\0';
-			snprintf(buf, len, "%s/libptg_cupti.so", exe);
-			if (!access(buf, R_OK))
-				return 0;
-		}
+	if (n <= 0) {
+		snprintf(err, errlen, "/proc/self/exe: %s", strerror(errno));
+		return -ENOENT;
 	}
-	snprintf(buf, len, "%s", PTG_CUPTI_AGENT_BUILD_PATH);
-	return access(buf, R_OK) ? -ENOENT : 0;
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (slash)
+		*slash = '\0';
+	snprintf(path, len, "%s/libptg_cupti.so", exe);
+	return trusted_open(path, err, errlen);
 }
 
 static int listen_socket(struct cupti *c)
@@ -851,7 +999,9 @@ static int listen_socket(struct cupti *c)
 
 int cupti__open(bool quiet, struct cupti **out)
 {
+	char why[PATH_MAX + 128];
 	struct cupti *c;
+	bool named;
 	int err;
 
 	*out = NULL;
@@ -859,12 +1009,18 @@ int cupti__open(bool quiet, struct cupti **out)
 	if (!c)
 		return -ENOMEM;
 	c->quiet = quiet;
-	c->lfd = c->wake = -1;
+	c->lfd = c->wake = c->agent_fd = -1;
 	mtx_init(&c->lock, mtx_plain);
-	err = find_agent(c->agent, sizeof(c->agent));
-	if (err) {
-		warn("the CUPTI agent libptg_cupti.so is not found (%s): no GPU activity",
-		     c->agent);
+	c->agent_fd = find_agent(c->agent, sizeof(c->agent), &named, why, sizeof(why));
+	if (c->agent_fd < 0 && named) {
+		fprintf(stderr, "ptrace-gpu: refusing the CUPTI agent %s ($PTG_CUPTI_AGENT): %s\n",
+			c->agent, why);
+		err = -EPERM;
+		goto cleanup;
+	}
+	if (c->agent_fd < 0) {
+		err = c->agent_fd;
+		warn("no usable CUPTI agent: %s: no GPU activity", why);
 		goto cleanup;
 	}
 	err = listen_socket(c);
@@ -887,17 +1043,30 @@ cleanup:
 	return err;
 }
 
+/*
+ * The child and its descendants load a copy made from the checked fd, in a
+ * directory only root can write, kept until the recording ends: the
+ * agent's own path could have been swapped since it was checked.
+ */
 int cupti__launch_env(struct cupti *c)
 {
 	const char *cur = getenv("CUDA_INJECTION64_PATH");
+	char err[PATH_MAX + 128];
+	int ret;
 
 	if (!c)
 		return 0;
-	if (cur && cur[0] && strcmp(cur, c->agent)) {
+	if (cur && cur[0]) {
 		warn("CUDA_INJECTION64_PATH is set already (%s): leaving it, no GPU activity", cur);
 		return 0;
 	}
-	if (setenv("CUDA_INJECTION64_PATH", c->agent, 1) ||
+	ret = lib_copy__new(c->agent_fd, getpid(), "libptg_cupti.so", &c->launch_copy, err,
+			    sizeof(err));
+	if (ret) {
+		warn("no GPU activity: cannot place the CUPTI agent for the command: %s", err);
+		return 0;
+	}
+	if (setenv("CUDA_INJECTION64_PATH", lib_copy__path(c->launch_copy), 1) ||
 	    setenv(PTG_CUPTI_SOCKET_ENV, c->name, 1))
 		return -errno;
 	return 0;
@@ -911,10 +1080,53 @@ void cupti__set_join(struct cupti *c, cupti_join_fn fn, void *ctx)
 	c->join_ctx = ctx;
 }
 
+/* The effective uid of pid (what SO_PEERCRED gives), or -errno. */
+static int proc_euid(pid_t pid, uid_t *uid)
+{
+	char path[64], line[256];
+	unsigned int r, e;
+	int err = -ENOENT;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "Uid: %u %u", &r, &e) == 2) {
+			*uid = e;
+			err = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return err;
+}
+
+void cupti__set_target(struct cupti *c, pid_t pid, bool launched)
+{
+	struct peer_rule r = {.set = true, .pid = pid, .launched = launched};
+	int err;
+
+	if (!c || c->rule.set)
+		return;
+	err = proc_euid(pid, &r.uid);
+	if (err) {
+		/* no uid is (uid_t)-1: every agent is then refused */
+		r.uid = (uid_t)-1;
+		warn("no GPU activity: cannot read the uid of pid %d: %s", pid, strerror(-err));
+	}
+	mtx_lock(&c->lock);
+	c->rule = r;
+	mtx_unlock(&c->lock);
+	wake_reader(c);
+}
+
 int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, bool launched)
 {
 	if (!c)
 		return 0;
+	cupti__set_target(c, pid, launched);
 	c->w = w;
 	c->pid = pid;
 	c->launched = launched;
@@ -958,10 +1170,23 @@ static void inject_agent(struct cupti *c)
 {
 	struct inject_opts o = {.entry = PTG_CUPTI_ATTACH_SYM, .arg = c->name};
 	struct inject_result res;
-	char err[512];
+	struct lib_copy *lc;
+	char err[PATH_MAX + 128];
+	int ret;
 
 	c->inject_tried = true;
-	if (inject_library(c->pid, c->agent, &o, &res, err, sizeof(err))) {
+	/*
+	 * the target loads a copy in its own file system made from the fd we
+	 * checked: our path may mean another file in its mount namespace, and
+	 * /proc/OUR_PID/fd/N is closed to a target that is not root
+	 */
+	ret = lib_copy__new(c->agent_fd, c->pid, "libptg_cupti.so", &lc, err, sizeof(err));
+	if (!ret) {
+		ret = inject_library(c->pid, lib_copy__path(lc), &o, &res, err, sizeof(err));
+		/* mapped now (or not at all): the file itself is no longer needed */
+		lib_copy__free(lc);
+	}
+	if (ret) {
 		warn("no GPU activity: cannot load the CUPTI agent: %s", err);
 		return;
 	}
@@ -977,17 +1202,23 @@ static void inject_agent(struct cupti *c)
 	}
 }
 
-/* For -p, the target; for -- CMD, the command or any process it started. */
-static bool peer_ok(const struct cupti *c, pid_t peer)
+/*
+ * For -p, the target; for -- CMD, the command or any process it started;
+ * with the target's uid either way. The socket's name is in
+ * /proc/net/unix for anyone to see.
+ */
+static bool peer_ok(const struct peer_rule *r, pid_t peer, uid_t uid)
 {
 	char path[64], buf[512], *p;
 	int hops = 0;
 	FILE *f;
 
+	if (uid != r->uid)
+		return false;
 	while (peer > 1 && hops++ < 64) {
-		if (peer == c->pid)
+		if (peer == r->pid)
 			return true;
-		if (!c->launched)
+		if (!r->launched)
 			return false;
 		snprintf(path, sizeof(path), "/proc/%d/stat", peer);
 		f = fopen(path, "re");
@@ -1001,28 +1232,36 @@ static bool peer_ok(const struct cupti *c, pid_t peer)
 	return false;
 }
 
+/* The agent's text for our stderr: short, and no control characters (terminal escapes). */
+static void status_text(const uint8_t *data, size_t len, char *buf, size_t size)
+{
+	size_t i;
+
+	for (i = 0; i < len && i < size - 1; i++)
+		buf[i] = data[i] < 0x20 || data[i] >= 0x7f ? '?' : (char)data[i];
+	buf[i] = '\0';
+}
+
 static void on_status(struct cupti *c, struct conn *k, const uint8_t *data, size_t len)
 {
 	struct ptg_cupti_status st;
-	int mlen;
+	char text[401];
 
 	if (len < sizeof(st))
 		return;
 	memcpy(&st, data, sizeof(st));
-	mlen = (int)(len - sizeof(st) > 400 ? 400 : len - sizeof(st));
-	data += sizeof(st);
+	status_text(data + sizeof(st), len - sizeof(st), text, sizeof(text));
 	k->active = st.state == PTG_CUPTI_ACTIVE;
 	if (k->active) {
 		if (!c->quiet)
 			fprintf(stderr, "ptrace-gpu: recording GPU activity of pid %d (CUPTI)\n",
 				k->peer);
 	} else if (st.state == PTG_CUPTI_BUSY) {
-		warn("pid %d: %.*s: another CUPTI client (torch.profiler/Kineto, Nsight) holds "
+		warn("pid %d: %s: another CUPTI client (torch.profiler/Kineto, Nsight) holds "
 		     "CUPTI; recording host-side data only",
-		     k->peer, mlen, (const char *)data);
+		     k->peer, text);
 	} else {
-		warn("pid %d: CUPTI failed: %.*s; recording host-side data only", k->peer, mlen,
-		     (const char *)data);
+		warn("pid %d: CUPTI failed: %s; recording host-side data only", k->peer, text);
 	}
 }
 
@@ -1074,24 +1313,26 @@ static int on_message(struct cupti *c, struct conn *k, uint32_t type, const uint
 	}
 }
 
+struct conn_ctx {
+	struct cupti *c;
+	struct conn *k;
+};
+
+static int conn_msg(void *ctx, uint32_t type, const uint8_t *data, size_t len)
+{
+	struct conn_ctx *x = ctx;
+
+	return on_message(x->c, x->k, type, data, len);
+}
+
 /* Decodes the complete messages in k->in and keeps the rest. */
 static int parse_conn(struct cupti *c, struct conn *k)
 {
-	struct ptg_cupti_msg_hdr h;
+	struct conn_ctx x = {c, k};
 	size_t off = 0;
-	int err = 0;
+	int err;
 
-	while (!err && k->inlen - off >= sizeof(h)) {
-		memcpy(&h, k->in + off, sizeof(h));
-		if (h.len > PTG_CUPTI_MAX_MSG) {
-			err = -EPROTO;
-			break;
-		}
-		if (k->inlen - off - sizeof(h) < h.len)
-			break;
-		err = on_message(c, k, h.type, k->in + off + sizeof(h), h.len);
-		off += sizeof(h) + h.len;
-	}
+	err = cupti_split_msgs(k->in, k->inlen, &off, conn_msg, &x);
 	memmove(k->in, k->in + off, k->inlen - off);
 	k->inlen -= off;
 	return err;
@@ -1117,28 +1358,52 @@ static int append(struct conn *k, const uint8_t *data, size_t len)
 	return 0;
 }
 
-/* A connection that breaks the protocol is ignored from then on; the recording goes on. */
-static void reject(struct conn *k, const char *why)
+/*
+ * A connection that breaks the protocol, or is not the target's, is closed
+ * and what it sent is ignored; the recording goes on.
+ */
+static void reject(struct cupti *c, struct conn *k)
 {
-	if (!k->rejected)
-		warn("pid %d: dropping the CUPTI agent's connection: %s", k->peer, why);
 	k->rejected = true;
 	free(k->in);
 	k->in = NULL;
 	k->inlen = k->incap = 0;
+	mtx_lock(&c->lock);
+	k->drop = true;
+	mtx_unlock(&c->lock);
+	wake_reader(c);
+}
+
+static void warn_foreign(struct cupti *c, pid_t pid, uid_t uid)
+{
+	if (++c->nforeign <= MAX_FOREIGN_WARNINGS)
+		warn("pid %d (uid %u) connected to the CUPTI agents' socket and is not the "
+		     "target: closed, ignored",
+		     pid, (unsigned int)uid);
+	if (c->nforeign == MAX_FOREIGN_WARNINGS)
+		warn("more connections that are not the target's are closed without a word");
 }
 
 static int on_chunk(struct cupti *c, struct chunk *ch)
 {
-	struct conn *k = &c->conns[ch->conn];
+	struct ucred cred;
+	struct conn *k;
 	int err;
 
+	if (ch->kind == CH_FOREIGN) {
+		memcpy(&cred, ch->data, sizeof(cred));
+		warn_foreign(c, cred.pid, cred.uid);
+		return 0;
+	}
+	k = &c->conns[ch->conn];
 	switch (ch->kind) {
 	case CH_OPEN:
-		if (!peer_ok(c, k->peer))
-			reject(k, "not the target process");
-		if (k->peer == c->pid)
+		if (!peer_ok(&c->rule, k->peer, k->uid)) {
+			warn_foreign(c, k->peer, k->uid);
+			reject(c, k);
+		} else if (k->peer == c->pid) {
 			c->expect_agent = false;
+		}
 		return 0;
 	case CH_EOF:
 		k->closed = true;
@@ -1153,8 +1418,10 @@ static int on_chunk(struct cupti *c, struct chunk *ch)
 	err = append(k, ch->data, ch->len);
 	if (!err)
 		err = parse_conn(c, k);
-	if (err == -EPROTO)
-		reject(k, "malformed message");
+	if (err == -EPROTO && !k->rejected) {
+		warn("pid %d: dropping the CUPTI agent's connection: malformed message", k->peer);
+		reject(c, k);
+	}
 	return err == -EPROTO ? 0 : err;
 }
 
@@ -1333,6 +1600,9 @@ void cupti__free(struct cupti *c)
 		close(c->lfd);
 	if (c->wake >= 0)
 		close(c->wake);
+	if (c->agent_fd >= 0)
+		close(c->agent_fd);
+	lib_copy__free(c->launch_copy);
 	mtx_destroy(&c->lock);
 	free(c);
 }
@@ -1351,6 +1621,12 @@ int cupti_decoder__message(struct cupti_decoder *d, uint32_t type, const void *d
 
 int cupti_decoder__buffer(struct cupti_decoder *d, const void *buf, size_t len)
 {
+	return -EOPNOTSUPP;
+}
+
+int cupti_decoder__stream(struct cupti_decoder *d, const void *buf, size_t len, size_t *used)
+{
+	*used = 0;
 	return -EOPNOTSUPP;
 }
 
@@ -1386,6 +1662,10 @@ int cupti__open(bool quiet, struct cupti **out)
 int cupti__launch_env(struct cupti *c)
 {
 	return 0;
+}
+
+void cupti__set_target(struct cupti *c, pid_t pid, bool launched)
+{
 }
 
 int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, bool launched)

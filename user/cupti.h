@@ -53,6 +53,17 @@ struct cupti_decode_stats {
 typedef int (*cupti_join_fn)(void *ctx, uint32_t pid, uint32_t tid, const char *name, bool driver,
 			     uint64_t start, uint64_t end, uint64_t *call_id, uint64_t *call_ts);
 
+/* One message of the agent's protocol (agent/ptg_cupti_proto.h). */
+typedef int (*cupti_msg_fn)(void *ctx, uint32_t type, const uint8_t *data, size_t len);
+
+/*
+ * Calls fn for each complete message at the start of buf (len bytes) and sets
+ * *used to the bytes they take; what follows is the start of an incomplete
+ * one. Returns 0, -EPROTO for a header announcing more than
+ * PTG_CUPTI_MAX_MSG bytes, or the first error of fn.
+ */
+int cupti_split_msgs(const void *buf, size_t len, size_t *used, cupti_msg_fn fn, void *ctx);
+
 struct cupti_decoder;
 
 /* Records are written to w with pid (GPU records: tid 0; CUDA calls: the calling thread). */
@@ -63,6 +74,12 @@ int cupti_decoder__new(struct trace_writer *w, uint32_t pid, struct cupti_decode
  * malformed message, or an error of the writer.
  */
 int cupti_decoder__message(struct cupti_decoder *d, uint32_t type, const void *data, size_t len);
+/*
+ * The messages of a byte stream as the agent sends it (headers and
+ * payloads), as cupti_split_msgs() splits it; *used: the bytes of the
+ * complete messages.
+ */
+int cupti_decoder__stream(struct cupti_decoder *d, const void *buf, size_t len, size_t *used);
 /* Decodes a buffer of CUpti_Activity records (a BUFFER message's payload). */
 int cupti_decoder__buffer(struct cupti_decoder *d, const void *buf, size_t len);
 const struct cupti_decode_stats *cupti_decoder__stats(const struct cupti_decoder *d);
@@ -78,14 +95,24 @@ void cupti_decoder__free(struct cupti_decoder *d);
 struct cupti;
 
 /*
- * Opens the socket that agents connect to. Returns -EOPNOTSUPP (with no
- * message) in a build without CUPTI, other errors after a message. Every
- * function below accepts c == NULL and then does nothing.
+ * Finds the agent (only a file that root alone can have written:
+ * trusted_open()) and opens the socket that agents connect to. Returns
+ * -EOPNOTSUPP (with no message) in a build without CUPTI; -EPERM after an
+ * error message when $PTG_CUPTI_AGENT names a file that is missing or not
+ * trusted (the user asked for that file: record fails); other errors after
+ * a warning (record goes on without GPU activity). Every function below
+ * accepts c == NULL and then does nothing.
  */
 int cupti__open(bool quiet, struct cupti **out);
 /* record -- CMD: puts CUDA_INJECTION64_PATH and the socket name in our environment, for the child.
  */
 int cupti__launch_env(struct cupti *c);
+/*
+ * Who may connect from now on (cupti__start() also sets it): call it as soon
+ * as the target is known, so that a peer that is not the target gets no
+ * connection slot even while the probes load.
+ */
+void cupti__set_target(struct cupti *c, pid_t pid, bool launched);
 /* The trace and the target; until then, messages wait. launched: -- CMD (descendants count). */
 int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, bool launched);
 /*

@@ -44,7 +44,9 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "--version")) {
 #ifdef PTG_HAVE_CUPTI
-		printf("ptrace-gpu %s (CUPTI agent: %s)\n", PTG_VERSION, PTG_CUPTI_AGENT_BUILD_PATH);
+		printf("ptrace-gpu %s (CUPTI agent: $PTG_CUPTI_AGENT, else libptg_cupti.so next to "
+		       "this executable)\n",
+		       PTG_VERSION);
 #else
 		printf("ptrace-gpu %s (no CUPTI agent: GPU activity is not recorded)\n", PTG_VERSION);
 #endif

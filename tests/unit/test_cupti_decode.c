@@ -13,6 +13,7 @@
 #include "cupti.h"
 #include "test.h"
 #include "trace.h"
+#include "trace_format.h"
 
 static void test_clock_map(void)
 {
@@ -388,6 +389,214 @@ static void test_decode(void)
 	unlink(path);
 }
 
+/* A decoder writing to a trace that is thrown away: for what the decoder says, not writes. */
+static struct cupti_decoder *scratch_decoder(struct trace_writer **w)
+{
+	struct cupti_decoder *d = NULL;
+
+	if (!ASSERT_EQ(trace_writer__open("/dev/null", w), 0, "writer"))
+		return NULL;
+	if (!ASSERT_EQ(cupti_decoder__new(*w, PID, &d), 0, "decoder")) {
+		trace_writer__abort(*w);
+		return NULL;
+	}
+	return d;
+}
+
+static void scratch_done(struct cupti_decoder *d, struct trace_writer *w)
+{
+	cupti_decoder__free(d);
+	trace_writer__abort(w);
+}
+
+/* Messages no agent sends: refused as -EPROTO (the connection is dropped), never a crash. */
+static void test_bad_messages(void)
+{
+	struct ptg_cupti_kernel_name kn = {.ptr = 0x1000};
+	struct ptg_cupti_api_name an = {.domain = CUPTI_CB_DOMAIN_RUNTIME_API, .cbid = 1};
+	struct ptg_cupti_dropped dr = {.cupti = UINT64_MAX - 1, .unknown = 1};
+	struct trace_writer *w;
+	struct cupti_decoder *d = scratch_decoder(&w);
+	size_t big = PTG_SYM_STR_MAX + 1;
+	uint8_t *huge;
+
+	if (!d)
+		return;
+	ASSERT_EQ(msg(d, PTG_CUPTI_MSG_CLOCK, &dr, 15, NULL), -EPROTO, "clock one byte short");
+	ASSERT_EQ(msg(d, PTG_CUPTI_MSG_CLOCK, &dr, 16, "x"), -EPROTO, "clock one byte long");
+	ASSERT_EQ(msg(d, PTG_CUPTI_MSG_DROPPED, &dr, 15, NULL), -EPROTO, "dropped one byte short");
+	ASSERT_EQ(msg(d, PTG_CUPTI_MSG_KERNEL_NAME, &kn, 7, NULL), -EPROTO, "name head cut");
+	ASSERT_EQ(msg(d, PTG_CUPTI_MSG_KERNEL_NAME, &kn, sizeof(kn), NULL), -EPROTO, "empty name");
+	ASSERT_EQ(kernel_name(d, 0, "k"), -EPROTO, "kernel name for pointer 0");
+	ASSERT_EQ(
+	    cupti_decoder__message(d, PTG_CUPTI_MSG_KERNEL_NAME, "\0\x10\0\0\0\0\0\0a\0b", 11),
+	    -EPROTO, "a NUL inside the name");
+	ASSERT_EQ(api_name(d, 0, 0, "x"), -EPROTO, "API name of domain 0");
+	ASSERT_EQ(api_name(d, 77, 1, "x"), -EPROTO, "API name of an unknown domain");
+	ASSERT_EQ(msg(d, PTG_CUPTI_MSG_API_NAME, &an, 5, NULL), -EPROTO, "API name head cut");
+	ASSERT_EQ(api_name(d, CUPTI_CB_DOMAIN_RUNTIME_API, 1, "first"), 0, "API name");
+	ASSERT_EQ(api_name(d, CUPTI_CB_DOMAIN_RUNTIME_API, 1, "second"), 0, "again: ignored");
+	ASSERT_EQ(cupti_decoder__message(d, 12345, "junk", 4), 0, "unknown type: skipped");
+	/* a name longer than the trace takes: the agent's fault, not a writer error */
+	huge = malloc(sizeof(kn) + big);
+	if (ASSERT_TRUE(huge, "malloc")) {
+		memcpy(huge, &kn, sizeof(kn));
+		memset(huge + sizeof(kn), 'a', big);
+		ASSERT_EQ(
+		    cupti_decoder__message(d, PTG_CUPTI_MSG_KERNEL_NAME, huge, sizeof(kn) + big),
+		    -EPROTO, "name over PTG_SYM_STR_MAX");
+		/* a C++ name too long to demangle safely is kept as it is */
+		memcpy(huge + sizeof(kn), "_Z", 2);
+		ASSERT_EQ(
+		    cupti_decoder__message(d, PTG_CUPTI_MSG_KERNEL_NAME, huge, sizeof(kn) + 100000),
+		    0, "long mangled name");
+		free(huge);
+	}
+	ASSERT_EQ(msg(d, PTG_CUPTI_MSG_DROPPED, &dr, sizeof(dr), NULL), 0, "dropped");
+	ASSERT_EQ(msg(d, PTG_CUPTI_MSG_DROPPED, &dr, sizeof(dr), NULL), 0, "dropped again");
+	ASSERT_TRUE(cupti_decoder__stats(d)->cupti_dropped == UINT64_MAX, "dropped saturates");
+	ASSERT_EQ(cupti_decoder__stats(d)->agent_unknown, 2, "unknown adds up");
+	scratch_done(d, w);
+}
+
+/* However many names an agent sends, the decoder keeps a bounded number. */
+static void test_name_counts(void)
+{
+	struct trace_writer *w;
+	struct cupti_decoder *d = scratch_decoder(&w);
+	char name[32];
+	uint32_t i;
+	int err = 0;
+
+	if (!d)
+		return;
+	for (i = 0; i < (1u << 14) && !err; i++) {
+		snprintf(name, sizeof(name), "api%u", i);
+		err = api_name(d, CUPTI_CB_DOMAIN_DRIVER_API, i, name);
+	}
+	ASSERT_EQ(err, 0, "16384 API names");
+	ASSERT_EQ(api_name(d, CUPTI_CB_DOMAIN_DRIVER_API, i, "one more"), -EPROTO,
+		  "API name 16385");
+	/* 2^20 name messages in all: the 16384 above count too */
+	for (i = 0; i < (1u << 20) - (1u << 14) && !err; i++)
+		err = kernel_name(d, i + 1, "k");
+	ASSERT_EQ(err, 0, "kernel names up to 2^20 messages");
+	ASSERT_EQ(kernel_name(d, 0x1, "k"), -EPROTO, "one more");
+	scratch_done(d, w);
+}
+
+/* Activity buffers cut anywhere, of unknown kinds, or with absurd fields. */
+static void test_bad_buffers(void)
+{
+	const struct cupti_decode_stats *st;
+	static struct buf b;
+	struct trace_writer *w;
+	struct cupti_decoder *d = scratch_decoder(&w);
+	uint32_t unknown = CUPTI_ACTIVITY_KIND_MARKER;
+
+	if (!d)
+		return;
+	st = cupti_decoder__stats(d);
+	b.len = 0;
+	put_kernel(&b, 0xdead, 10, 20, 1);
+	ASSERT_EQ(cupti_decoder__buffer(d, b.data, b.len - 1), 0, "a kernel record cut short");
+	ASSERT_EQ(st->kernels, 0, "no kernel from it");
+	ASSERT_EQ(st->undecoded, b.len - 1, "all of it undecoded");
+	ASSERT_EQ(cupti_decoder__buffer(d, b.data, 3), 0, "less than a kind");
+	ASSERT_EQ(st->undecoded, b.len - 1 + 3, "3 more undecoded");
+	ASSERT_EQ(cupti_decoder__buffer(d, b.data, 0), 0, "empty buffer");
+	b.len = 0;
+	put(&b, &unknown, sizeof(unknown));
+	put_kernel(&b, 0xdead, 10, 20, 1);
+	ASSERT_EQ(cupti_decoder__buffer(d, b.data, b.len), 0, "a kind not decoded first");
+	ASSERT_EQ(st->kernels, 0, "nothing after it is trusted");
+	b.len = 0;
+	put_kernel(&b, 0xdead, 20, 10, 1);			    /* ends before it starts */
+	put_kernel(&b, 0xdead, UINT64_MAX, UINT64_MAX, UINT32_MAX); /* name never sent */
+	put_sync(&b, (CUpti_ActivitySynchronizationType)0x7fffffff, UINT32_MAX, UINT32_MAX, 1);
+	put_api(&b, CUPTI_ACTIVITY_KIND_DRIVER, UINT32_MAX, 2); /* cbid without a name */
+	ASSERT_EQ(cupti_decoder__buffer(d, b.data, b.len), 0, "absurd fields");
+	ASSERT_EQ(st->incomplete, 1, "end before start: incomplete");
+	ASSERT_EQ(st->kernels, 1, "the kernel with absurd times and no name");
+	ASSERT_EQ(st->syncs, 1, "the sync of an unknown type");
+	ASSERT_EQ(st->api_calls, 1, "the call of an unnamed cbid");
+	scratch_done(d, w);
+}
+
+static void put_msg(struct buf *b, uint32_t type, const void *p, uint32_t len)
+{
+	struct ptg_cupti_msg_hdr h = {type, len};
+
+	put(b, &h, sizeof(h));
+	put(b, p, len);
+}
+
+/* A byte stream as the socket gives it: whole messages only, and no header believed blindly. */
+static void test_stream(void)
+{
+	struct ptg_cupti_clock c = {1000, 2000};
+	struct ptg_cupti_msg_hdr h = {PTG_CUPTI_MSG_BUFFER, PTG_CUPTI_MAX_MSG + 1};
+	static struct buf b;
+	struct trace_writer *w;
+	struct cupti_decoder *d = scratch_decoder(&w);
+	size_t used = 99, one;
+
+	if (!d)
+		return;
+	b.len = 0;
+	put_msg(&b, PTG_CUPTI_MSG_CLOCK, &c, sizeof(c));
+	one = b.len;
+	put_msg(&b, PTG_CUPTI_MSG_CLOCK, &c, sizeof(c));
+	ASSERT_EQ(cupti_decoder__stream(d, b.data, b.len - 1, &used), 0, "a message and a cut one");
+	ASSERT_EQ(used, one, "stops before the cut one");
+	ASSERT_EQ(cupti_decoder__stream(d, b.data, 7, &used), 0, "a cut header");
+	ASSERT_EQ(used, 0, "nothing used");
+	b.len = 0;
+	put_msg(&b, PTG_CUPTI_MSG_CLOCK, &c, sizeof(c));
+	put(&b, &h, sizeof(h));
+	ASSERT_EQ(cupti_decoder__stream(d, b.data, b.len, &used), -EPROTO, "a 64 MiB + 1 message");
+	ASSERT_EQ(used, one, "what came before it is used");
+	b.len = 0;
+	put_msg(&b, PTG_CUPTI_MSG_CLOCK, &c, 4);
+	ASSERT_EQ(cupti_decoder__stream(d, b.data, b.len, &used), -EPROTO, "a bad message inside");
+	scratch_done(d, w);
+}
+
+/* The fuzzer's seed of a whole session decodes whole: the seeds are what an agent sends. */
+static void test_seed(void)
+{
+	const char *src = getenv("PTG_SOURCE_DIR");
+	const struct cupti_decode_stats *st;
+	static uint8_t data[1 << 16];
+	struct trace_writer *w;
+	struct cupti_decoder *d;
+	char path[4096];
+	size_t len, used = 0;
+	FILE *f;
+
+	if (!src) {
+		printf("%s: seed test skipped: PTG_SOURCE_DIR is not set\n", __FILE__);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/fuzz/corpus/agent_proto/session.bin", src);
+	f = fopen(path, "rbe");
+	if (!ASSERT_TRUE(f, "open the seed"))
+		return;
+	len = fread(data, 1, sizeof(data), f);
+	fclose(f);
+	d = scratch_decoder(&w);
+	if (!d)
+		return;
+	st = cupti_decoder__stats(d);
+	ASSERT_EQ(cupti_decoder__stream(d, data, len, &used), 0, "seed decodes");
+	ASSERT_EQ(used, len, "all of it");
+	ASSERT_EQ(st->kernels + st->memcpys + st->memsets + st->syncs, 4, "one of each GPU kind");
+	ASSERT_EQ(st->api_calls, 2, "a runtime and a driver call");
+	ASSERT_EQ(st->undecoded + st->incomplete, 0, "nothing left over");
+	ASSERT_EQ(st->cupti_dropped, 3, "dropped");
+	scratch_done(d, w);
+}
+
 #endif /* PTG_HAVE_CUPTI */
 
 int main(void)
@@ -395,6 +604,11 @@ int main(void)
 	test_clock_map();
 #ifdef PTG_HAVE_CUPTI
 	test_decode();
+	test_bad_messages();
+	test_name_counts();
+	test_bad_buffers();
+	test_stream();
+	test_seed();
 #else
 	printf("%s: decoder tests skipped: built without CUPTI headers (cupti_activity.h)\n",
 	       __FILE__);

@@ -1,0 +1,452 @@
+"""The CUPTI agent is code that ptrace-gpu, as root, makes other processes
+run: it loads only a file that no one but root can have written, every
+process loads the very bytes that were checked, and the agent's socket
+takes records from the target alone.
+"""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ptg  # noqa: E402
+import test_inject as ti  # noqa: E402
+
+BUILD = ptg.BUILD
+NOBODY = 65534
+
+# Swaps the link it is given to another library, then runs the GPU target:
+# by then record has checked the link, so what loads must be what it checked.
+SWAP = """
+import os, runpy, sys
+link, other = sys.argv[1], sys.argv[2]
+os.unlink(link)
+os.symlink(other, link)
+print("injection", os.environ["CUDA_INJECTION64_PATH"], flush=True)
+sys.argv = sys.argv[3:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+# Connects to the abstract socket argv[1], sends stdin (a valid agent session),
+# and says whether the loader closes the connection while it is recording.
+CONNECT = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect("\\0" + sys.argv[1])
+s.settimeout(10)
+try:
+    s.sendall(sys.stdin.buffer.read())
+    closed = s.recv(1) == b""
+except (BrokenPipeError, ConnectionResetError):
+    closed = True
+except socket.timeout:
+    closed = False
+print("closed" if closed else "open", flush=True)
+"""
+# Opens argv[2] connections to the abstract socket argv[1] and says how many
+# the loader closed.
+FLOOD = """
+import socket, sys, time
+socks = []
+for _ in range(int(sys.argv[2])):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect("\\0" + sys.argv[1])
+    socks.append(s)
+closed = 0
+for s in socks:
+    s.settimeout(10)
+    try:
+        closed += s.recv(1) == b""
+    except (BrokenPipeError, ConnectionResetError):
+        closed += 1
+    except socket.timeout:
+        pass
+print(closed, flush=True)
+"""
+# Runs argv[2:] once the file argv[1] exists.
+GATED = """
+import os, runpy, sys, time
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.01)
+sys.argv = sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+# The command of record -- is a peer the loader accepts: as an agent that
+# lies, it sends the HELLO of a real session (stdin), a STATUS with terminal
+# escapes, then a kernel name for pointer 0, and says whether it was closed.
+HOSTILE = """
+import os, socket, struct, sys
+hello = sys.stdin.buffer.read()[:24]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect("\\0" + os.environ["PTG_CUPTI_SOCKET"])
+text = b"\\x1b[31mred\\x07"
+s.sendall(hello + struct.pack("=IIii", 2, 8 + len(text), 3, 0) + text)
+s.sendall(struct.pack("=IIQ", 4, 9, 0) + b"k")
+s.settimeout(10)
+try:
+    closed = s.recv(1) == b""
+except (BrokenPipeError, ConnectionResetError):
+    closed = True
+except socket.timeout:
+    closed = False
+print("closed" if closed else "open", flush=True)
+"""
+SESSION = os.path.join(ptg.SRC, "fuzz", "corpus", "agent_proto", "session.bin")
+
+
+def root_only(path):
+    """Whether path and every directory above it are root's and writable by no one else."""
+    path = os.path.realpath(path)
+    while True:
+        st = os.stat(path)
+        if st.st_uid != 0 or st.st_mode & 0o022:
+            return False
+        if path == "/":
+            return True
+        path = os.path.dirname(path)
+
+
+@ptg.once
+class TestAgentTrust(unittest.TestCase):
+    setUpClass = ti.TestAgent.__dict__["setUpClass"]
+    tearDownClass = ti.TestAgent.__dict__["tearDownClass"]
+    argv = ti.TestAgent.argv
+    start_target = ti.TestAgent.start_target
+
+    def setUp(self):
+        if not root_only(BUILD):
+            self.skipTest(f"{BUILD} is not root's alone: no trusted place for test agents")
+        # root's, 0755, in a root-only tree: a place where an agent is trusted
+        self.dir = tempfile.mkdtemp(prefix="agent-trust.", dir=BUILD)
+        os.chmod(self.dir, 0o755)
+        self.out = os.path.join(self.dir, "out.ptg")
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            for f in (p.stdin, p.stdout):
+                if f:
+                    f.close()
+        shutil.rmtree(self.dir)
+
+    def agent_copy(self, where, mode=0o755, uid=0):
+        dst = os.path.join(where, "libptg_cupti.so")
+        shutil.copyfile(ti.AGENT, dst)
+        os.chmod(dst, mode)
+        os.chown(dst, uid, 0)
+        return dst
+
+    def subdir(self, name, mode=0o755, uid=0):
+        d = os.path.join(self.dir, name)
+        os.mkdir(d)
+        os.chmod(d, mode)
+        os.chown(d, uid, 0)
+        return d
+
+    def record_cmd(self, agent, *cmd, **kw):
+        kw = dict(dict(capture_output=True, text=True, timeout=120), **kw)
+        return subprocess.run([ptg.PTG, "record", "-o", self.out, "--", *cmd],
+                              env=dict(self.env, PTG_CUPTI_AGENT=agent), **kw)
+
+    def test_refused(self):
+        """Each file someone else could have written: one line, no recording, no command."""
+        tmp = tempfile.mkdtemp(prefix="ptg-agent-trust.")
+        os.chmod(tmp, 0o755)
+        self.addCleanup(shutil.rmtree, tmp)
+        fifo = os.path.join(self.subdir("fifo"), "libptg_cupti.so")
+        os.mkfifo(fifo, 0o644)
+        link = os.path.join(self.dir, "link.so")
+        os.symlink(self.agent_copy(tmp), link)
+        cases = [
+            (self.agent_copy(self.subdir("nobody"), uid=NOBODY),
+             "libptg_cupti.so is owned by uid 65534, not by root"),
+            (self.agent_copy(self.subdir("group"), mode=0o775),
+             "libptg_cupti.so is writable by its group (mode 0775)"),
+            (self.agent_copy(self.subdir("others"), mode=0o646),
+             "libptg_cupti.so is writable by others (mode 0646)"),
+            (self.agent_copy(self.subdir("sticky", mode=0o1777)),
+             "/sticky is writable by others (mode 1777)"),
+            (self.agent_copy(self.subdir("dir-nobody", uid=NOBODY)),
+             "/dir-nobody is owned by uid 65534, not by root"),
+            # the link is root's, in a root-only directory: what counts is where it leads
+            (link, "/tmp is writable by others (mode 1777)"),
+            (os.path.join(self.dir, "missing.so"), "No such file or directory"),
+            (self.subdir("adir"), "is not a regular file"),
+            (fifo, "is not a regular file"),
+        ]
+        marker = os.path.join(self.dir, "ran")
+        for agent, why in cases:
+            with self.subTest(agent=agent):
+                res = self.record_cmd(agent, "touch", marker)
+                self.assertNotEqual(res.returncode, 0)
+                lines = res.stderr.splitlines()
+                self.assertEqual(len(lines), 1, res.stderr)
+                self.assertTrue(lines[0].startswith(
+                    f"ptrace-gpu: refusing the CUPTI agent {agent} ($PTG_CUPTI_AGENT): "),
+                    lines[0])
+                self.assertIn(why, lines[0])
+                self.assertFalse(os.path.exists(marker), "the command ran")
+                self.assertFalse(os.path.exists(self.out), "a trace was written")
+
+    def test_trusted_link_swapped(self):
+        """A link swapped after the check: the command still loads the agent checked."""
+        link = os.path.join(self.subdir("links"), "agent.so")
+        os.symlink(self.agent_copy(self.subdir("real")), link)
+        swap = os.path.join(self.dir, "swap.py")
+        with open(swap, "w") as f:
+            f.write(SWAP)
+        res = self.record_cmd(link, *self.python.argv(swap, link, ti.MARKER_LIB,
+                                                      *self.argv("launch", 20, 5)[1:]))
+        self.assertEqual(res.returncode, 0, res.stderr)
+        lines = res.stdout.splitlines()
+        self.assertEqual(os.readlink(link), ti.MARKER_LIB, "the link was not swapped")
+        injected = lines[0].split(" ", 1)[1]
+        self.assertNotEqual(injected, link)
+        self.assertNotIn(os.path.dirname(injected), (self.dir, os.path.dirname(link)))
+        self.assertFalse(os.path.exists(injected), "the copy outlived the recording")
+        self.assertIn("state 106", lines)
+        self.assertIn("GPU: 20 kernels", res.stderr)
+        pid = int(ti.read_trace(self.out).meta["pid"])
+        marker = f"/tmp/ptg-inject-marker.{pid}"
+        self.assertFalse(os.path.exists(marker), "the swapped-in library ran")
+
+    def test_attach_twice_one_copy(self):
+        """record -p twice: the copy is gone after each load, and the second finds the first."""
+        p = self.start_target("loop", 0, 0)
+        env = dict(self.env, PTG_CUPTI_AGENT=self.agent_copy(self.dir))
+        for _ in range(2):
+            rec = ptg.Recorder(["-p", str(p.pid), "-d", "1"], self.out, env=env)
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+            kernels = sum(r.kind == "kernel" for r in ti.read_trace(self.out).records)
+            self.assertGreater(kernels, 10)
+        with open(f"/proc/{p.pid}/maps") as f:
+            maps = [line.split() for line in f if "libptg_cupti" in line]
+        p.stdin.write("stop\n")
+        p.stdin.flush()
+        self.assertEqual(p.wait(timeout=30), 0)
+        self.assertEqual(len({m[4] for m in maps}), 1, maps)
+        self.assertTrue(all(m[-1] == "(deleted)" for m in maps), maps)
+        self.assertTrue(all(m[5].startswith("/tmp/ptg-") for m in maps), maps)
+
+    def test_attach_in_chroot(self):
+        """A target in another mount namespace and root: the copy goes into its own /tmp."""
+        py = ptg.Python("trixie-3.13")
+        if py.missing:
+            self.skipTest(py.missing)
+        tmp = py.on_host("/tmp")
+        before = {d for d in os.listdir(tmp) if d.startswith("ptg-")}
+        # what the target loads must be inside the chroot: here, under the build tree
+        stub = os.path.join(self.dir, "libcuda.so")
+        shutil.copyfile(self.stub, stub)
+        shutil.copyfile(ti.FAKE_CUPTI, os.path.join(self.dir, "libcupti.so.13"))
+        script = os.path.join(self.dir, "gpu_target.py")
+        shutil.copyfile(self.script, script)
+        p = subprocess.Popen(py.argv(script, "loop", "0", "0", stub), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True,
+                             env=dict(os.environ, LD_LIBRARY_PATH=self.dir))
+        self.procs.append(p)
+        self.assertEqual(p.stdout.readline(), "ready\n")
+        rec = ptg.Recorder(["-p", str(p.pid), "-d", "1.5"], self.out)
+        self.assertEqual(rec.wait(), 0, rec.stderr)
+        with open(f"/proc/{p.pid}/maps") as f:
+            maps = {line.split()[5] for line in f if "libptg_cupti" in line}
+        p.stdin.write("stop\n")
+        p.stdin.flush()
+        self.assertEqual(p.wait(timeout=30), 0)
+        self.assertIn(f"recording GPU activity of pid {p.pid}", rec.stderr)
+        kernels = sum(r.kind == "kernel" for r in ti.read_trace(self.out).records)
+        self.assertGreater(kernels, 10)
+        self.assertEqual(len(maps), 1, maps)
+        self.assertTrue(maps.pop().startswith(tmp + "/ptg-"), "not the chroot's /tmp")
+        self.assertEqual({d for d in os.listdir(tmp) if d.startswith("ptg-")}, before,
+                         "the copy was left in the chroot")
+
+    def test_attach_not_root(self):
+        """A target of another user: it can read the copy (even under root's umask 077),
+        and its agent, of its uid, is accepted."""
+        p = subprocess.Popen(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                              "--clear-groups", *self.argv("loop", 0, 0)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env=self.env)
+        self.procs.append(p)
+        self.assertEqual(p.stdout.readline(), "ready\n")
+        rec = ptg.Recorder(["-p", str(p.pid), "-d", "1.5"], self.out, umask=0o077)
+        self.assertEqual(rec.wait(), 0, rec.stderr)
+        p.stdin.write("stop\n")
+        p.stdin.flush()
+        self.assertEqual(p.wait(timeout=30), 0)
+        self.assertIn(f"recording GPU activity of pid {p.pid}", rec.stderr)
+        self.assertNotIn("not the target", rec.stderr)
+        kernels = sum(r.kind == "kernel" for r in ti.read_trace(self.out).records)
+        self.assertGreater(kernels, 10)
+
+    def test_attach_other_pid_namespace(self):
+        """A target that is pid 1 of its own PID namespace: found and accepted by its pid here."""
+        u = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc",
+                              *self.argv("loop", 0, 0)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env=self.env)
+        self.procs.append(u)
+        self.assertEqual(u.stdout.readline(), "ready\n")
+        with open(f"/proc/{u.pid}/task/{u.pid}/children") as f:
+            pid = int(f.read().split()[0])
+        with open(f"/proc/{pid}/status") as f:
+            nspid = next(line.split()[1:] for line in f if line.startswith("NSpid:"))
+        self.assertEqual(nspid, [str(pid), "1"])
+        rec = ptg.Recorder(["-p", str(pid), "-d", "1.5"], self.out)
+        self.assertEqual(rec.wait(), 0, rec.stderr)
+        u.stdin.write("stop\n")
+        u.stdin.flush()
+        self.assertEqual(u.wait(timeout=30), 0)
+        self.assertIn(f"recording GPU activity of pid {pid}", rec.stderr)
+        self.assertNotIn("not the target", rec.stderr)
+        kernels = [r for r in ti.read_trace(self.out).records if r.kind == "kernel"]
+        self.assertGreater(len(kernels), 10)
+        self.assertEqual({r.pid for r in kernels}, {pid})
+
+    def attach_noexec(self, noexec):
+        """record -p of a target that sees the directories noexec mounted noexec; its
+        stderr and the paths of the agent mapped in the target."""
+        shutil.copyfile(ti.FAKE_CUPTI, os.path.join(self.dir, "libcupti.so.13"))
+        script = os.path.join(self.dir, "gpu_target.py")
+        shutil.copyfile(self.script, script)
+        mounts = " && ".join(f"mount -t tmpfs -o noexec tmpfs {d}" for d in noexec)
+        p = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                              mounts + ' && exec "$@"', "sh",
+                              *self.python.argv(script, "loop", "0", "0", self.stub)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env=dict(os.environ, LD_LIBRARY_PATH=self.dir))
+        self.procs.append(p)
+        self.assertEqual(p.stdout.readline(), "ready\n")
+        rec = ptg.Recorder(["-p", str(p.pid), "-d", "0.5"], self.out)
+        self.assertEqual(rec.wait(), 0, rec.stderr)
+        with open(f"/proc/{p.pid}/maps") as f:
+            maps = {line.split()[5] for line in f if "libptg_cupti" in line}
+        p.stdin.write("stop\n")
+        p.stdin.flush()
+        self.assertEqual(p.wait(timeout=30), 0)
+        return p.pid, rec.stderr, maps
+
+    def test_attach_tmp_noexec(self):
+        """The target's /tmp is noexec: the copy goes to the next candidate, /dev/shm."""
+        pid, stderr, maps = self.attach_noexec(["/tmp"])
+        self.assertIn(f"recording GPU activity of pid {pid}", stderr)
+        self.assertEqual(len(maps), 1, maps)
+        self.assertTrue(maps.pop().startswith("/dev/shm/ptg-"), stderr)
+
+    def test_attach_no_place_for_copy(self):
+        """Every candidate directory of the target is noexec: one clear warning, no GPU data."""
+        pid, stderr, maps = self.attach_noexec(["/tmp", "/dev/shm", "/var/tmp"])
+        self.assertEqual(maps, set())
+        self.assertIn("ptrace-gpu: warning: no GPU activity: cannot load the CUPTI agent: "
+                      f"pid {pid} has no /tmp, /dev/shm or /var/tmp owned by root, writable "
+                      "only with the sticky bit, and mounted with exec\n", stderr)
+
+    def socket_name(self, pid):
+        with open("/proc/net/unix") as f:
+            for line in f:
+                path = line.split()[-1]
+                if path.startswith(f"@ptrace-gpu-cupti-{pid}-"):
+                    return path[1:]
+        return None
+
+    def test_foreign_connections(self):
+        """Others who find the socket in /proc/net/unix: closed at once, their records ignored."""
+        p = self.start_target("loop", 0, 0)
+        rec = ptg.Recorder(["-p", str(p.pid)], self.out, env=self.env)
+        self.procs.append(rec.proc)
+        name = self.socket_name(rec.proc.pid)
+        self.assertIsNotNone(name, "no socket in /proc/net/unix")
+        with open(SESSION, "rb") as f:
+            session = f.read()
+        # another user, and root from a process that is not the target
+        others = [subprocess.Popen(pre + ["/usr/bin/python3", "-c", CONNECT, name],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                  for pre in (["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                               "--clear-groups"], [])]
+        said = [o.communicate(session, timeout=30)[0].decode().strip() for o in others]
+        time.sleep(1)  # the target's own agent records meanwhile
+        rec.proc.send_signal(signal.SIGINT)
+        self.assertEqual(rec.wait(), 0, rec.stderr)
+        p.stdin.write("stop\n")
+        p.stdin.flush()
+        self.assertEqual(p.wait(timeout=30), 0)
+        self.assertEqual(said, ["closed", "closed"], rec.stderr)
+        for o, uid in zip(others, (NOBODY, 0)):
+            self.assertIn(f"pid {o.pid} (uid {uid}) connected to the CUPTI agents' socket "
+                          "and is not the target: closed, ignored", rec.stderr)
+        self.assertIn(f"recording GPU activity of pid {p.pid}", rec.stderr)
+        trace = ti.read_trace(self.out)
+        kernels = [r for r in trace.records if r.kind == "kernel"]
+        self.assertGreater(len(kernels), 10)
+        self.assertEqual({r.pid for r in trace.records if r.kind in ("kernel", "cuda_call")},
+                         {p.pid})
+        # the names and threads of the session the others sent
+        self.assertFalse([r for r in kernels if r.name == "volta_sgemm_128x64_nn"])
+        self.assertFalse([r for r in trace.records if r.tid in (777, 778)])
+
+    def flood(self, during_load):
+        """300 connections from another user, while the probes load or once they are in,
+        then the command's own agent: it must still get a slot."""
+        gated = os.path.join(self.dir, "gated.py")
+        with open(gated, "w") as f:
+            f.write(GATED)
+        go = os.path.join(self.dir, "go")
+        argv = [ptg.PTG, "record", "-o", self.out, "--",
+                *self.python.argv(gated, go, *self.argv("launch", 20, 5)[1:])]
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True, env=self.env)
+        self.procs.append(proc)
+        if during_load:
+            # the socket is there some 10 ms after the start, the probes take some 800
+            self.assertTrue(ptg.wait_until(lambda: self.socket_name(proc.pid), 10))
+            time.sleep(0.1)
+        else:
+            while "recording pid" not in proc.stderr.readline():
+                self.assertIsNone(proc.poll())
+        name = self.socket_name(proc.pid)
+        flood = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                                "--clear-groups", "/usr/bin/python3", "-c", FLOOD, name, "300"],
+                               capture_output=True, text=True, timeout=60)
+        with open(go, "w"):
+            pass
+        stderr = proc.stderr.read()
+        self.assertEqual(proc.wait(timeout=120), 0, stderr)
+        self.assertEqual(flood.stdout.strip(), "300", flood.stderr)
+        self.assertIn("GPU: 20 kernels", stderr)
+        self.assertEqual(stderr.count("is not the target: closed, ignored"), 8, stderr[-3000:])
+        self.assertEqual(stderr.count("closed without a word"), 1, stderr[-3000:])
+
+    def test_foreign_flood(self):
+        """More connections from others than there are slots: the target's agent still gets one."""
+        self.flood(during_load=False)
+
+    def test_foreign_flood_while_loading(self):
+        """The same while the probes load, before the recording starts."""
+        self.flood(during_load=True)
+
+    def test_hostile_agent(self):
+        """The target's own peer lies: escapes are defused, the connection dropped, no crash."""
+        with open(SESSION, "rb") as f:
+            session = f.read()
+        res = self.record_cmd(ti.AGENT, *self.python.argv("-c", HOSTILE), input=session,
+                              text=False)
+        stderr = res.stderr.decode()
+        self.assertEqual(res.returncode, 0, stderr)
+        self.assertEqual(res.stdout.decode().strip(), "closed")
+        self.assertIn(": CUPTI failed: ?[31mred?; recording host-side data only", stderr)
+        self.assertNotIn("\x1b", stderr)
+        self.assertIn("dropping the CUPTI agent's connection: malformed message", stderr)
+        self.assertNotIn("not the target", stderr)
+
+
+if __name__ == "__main__":
+    ptg.main()
