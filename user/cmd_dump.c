@@ -10,13 +10,13 @@
 #include "trace.h"
 
 static const char *const kind_names[PTG_REC_NR_KINDS] = {
-	[PTG_REC_PY_ENTER] = "py_enter", [PTG_REC_PY_EXIT] = "py_exit",
-	[PTG_REC_OP_ENTER] = "op_enter", [PTG_REC_OP_EXIT] = "op_exit",
-	[PTG_REC_SPAN] = "span",	 [PTG_REC_CUDA_CALL] = "cuda_call",
-	[PTG_REC_GPU_KERNEL] = "kernel", [PTG_REC_GPU_MEMCPY] = "memcpy",
-	[PTG_REC_GPU_MEMSET] = "memset", [PTG_REC_GPU_SYNC] = "gpu_sync",
-	[PTG_REC_SCHED] = "sched",	 [PTG_REC_SAMPLE] = "sample",
-	[PTG_REC_THREAD] = "thread",	 [PTG_REC_FLOW] = "flow",
+    [PTG_REC_PY_ENTER] = "py_enter", [PTG_REC_PY_EXIT] = "py_exit",
+    [PTG_REC_OP_ENTER] = "op_enter", [PTG_REC_OP_EXIT] = "op_exit",
+    [PTG_REC_SPAN] = "span",	     [PTG_REC_CUDA_CALL] = "cuda_call",
+    [PTG_REC_GPU_KERNEL] = "kernel", [PTG_REC_GPU_MEMCPY] = "memcpy",
+    [PTG_REC_GPU_MEMSET] = "memset", [PTG_REC_GPU_SYNC] = "gpu_sync",
+    [PTG_REC_SCHED] = "sched",	     [PTG_REC_SAMPLE] = "sample",
+    [PTG_REC_THREAD] = "thread",     [PTG_REC_FLOW] = "flow",
 };
 
 static void print_sym(const struct trace_reader *r, uint32_t id)
@@ -89,12 +89,17 @@ int cmd_dump(int argc, char **argv)
 	char err[256] = "";
 	int ret;
 
-	if (argc != 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-		fprintf(argc == 2 ? stdout : stderr,
-			"usage: ptrace-gpu dump FILE\n\n"
-			"Prints the trace's metadata and loss counters as '# ' lines, then one line\n"
-			"per record: timestamp (ns), pid/tid, kind, flags, fields, symbol.\n");
-		return argc == 2 ? 0 : 2;
+	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		printf(
+		    "usage: ptrace-gpu dump FILE\n\n"
+		    "Prints the trace's metadata and loss counters as '# ' lines, then one line\n"
+		    "per record: timestamp (ns), pid/tid, kind, flags, fields, symbol.\n");
+		return 0;
+	}
+	if (argc != 2 || (argv[1][0] == '-' && argv[1][1])) {
+		fprintf(stderr,
+			"ptrace-gpu dump: expected one trace FILE (see ptrace-gpu dump --help)\n");
+		return 2;
 	}
 	ret = trace_reader__open(argv[1], &r, err, sizeof(err));
 	if (ret) {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "chrome.h"
+#include "cli.h"
 #include "commands.h"
 #include "profile.h"
 #include "pstats.h"
@@ -32,8 +33,9 @@ static void export_usage(FILE *f)
 		"  --tid TID      pstats: only thread TID (default: all threads)\n"
 		"  --ops          pstats: PyTorch dispatcher ops instead of Python functions,\n"
 		"                 keyed like cProfile's built-ins: ('~', 0, '<aten::addmm>')\n"
-		"  --chrome OUT   write Chrome/Perfetto JSON in Kineto's schema (Perfetto UI,\n"
-		"                 chrome://tracing, HTA); OUT ending in .gz is gzipped\n"
+		"  --chrome OUT   write Chrome/Perfetto JSON in Kineto's schema: open it in\n"
+		"                 Perfetto (https://ui.perfetto.dev), or HTA; OUT ending in .gz\n"
+		"                 is gzipped\n"
 		"  -h, --help     this text\n");
 }
 
@@ -51,7 +53,7 @@ static int export_parse(int argc, char **argv, struct export_opts *o)
 
 	o->prof.kind = PTG_REC_PY_ENTER;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "export", "h", longopts)) != -1) {
 		switch (c) {
 		case 'p':
 			o->pstats_out = optarg;
@@ -76,15 +78,13 @@ static int export_parse(int argc, char **argv, struct export_opts *o)
 			export_usage(stdout);
 			return 1;
 		default:
-			export_usage(stderr);
 			return -EINVAL;
 		}
 	}
 	if (optind != argc - 1 || (!o->pstats_out && !o->chrome_out)) {
 		fprintf(stderr,
 			"ptrace-gpu export: expected an output (--pstats OUT, --chrome OUT) "
-			"and one trace FILE\n");
-		export_usage(stderr);
+			"and one trace FILE (see ptrace-gpu export --help)\n");
 		return -EINVAL;
 	}
 	o->path = argv[optind];

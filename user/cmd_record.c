@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "cli.h"
 #include "commands.h"
 #include "cudaprobe.h"
 #include "cupti.h"
@@ -113,26 +114,26 @@ static void usage(FILE *f)
 static int parse_opts(int argc, char **argv, struct record_opts *o)
 {
 	static const struct option longopts[] = {
-		{ "pid", required_argument, NULL, 'p' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "duration", required_argument, NULL, 'd' },
-		{ "ringbuf-mb", required_argument, NULL, 'R' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "no-cuda", no_argument, NULL, 'C' },
-		{ "no-cupti", no_argument, NULL, 'G' },
-		{ "no-sched", no_argument, NULL, 'S' },
-		{ "no-ops", no_argument, NULL, 'O' },
-		{ "steps", required_argument, NULL, 'N' },
-		{ "schedule", required_argument, NULL, 'K' },
-		{ "step-function", required_argument, NULL, 'F' },
-		{ "help", no_argument, NULL, 'h' },
-		{},
+	    {"pid", required_argument, NULL, 'p'},
+	    {"output", required_argument, NULL, 'o'},
+	    {"duration", required_argument, NULL, 'd'},
+	    {"ringbuf-mb", required_argument, NULL, 'R'},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"no-cuda", no_argument, NULL, 'C'},
+	    {"no-cupti", no_argument, NULL, 'G'},
+	    {"no-sched", no_argument, NULL, 'S'},
+	    {"no-ops", no_argument, NULL, 'O'},
+	    {"steps", required_argument, NULL, 'N'},
+	    {"schedule", required_argument, NULL, 'K'},
+	    {"step-function", required_argument, NULL, 'F'},
+	    {"help", no_argument, NULL, 'h'},
+	    {},
 	};
 	char *end;
 	int c;
 
-	*o = (struct record_opts){ .output = "ptrace-gpu.ptg", .ringbuf_mb = 64 };
-	while ((c = getopt_long(argc, argv, "+p:o:d:qh", longopts, NULL)) != -1) {
+	*o = (struct record_opts){.output = "ptrace-gpu.ptg", .ringbuf_mb = 64};
+	while ((c = cli_getopt(argc, argv, "record", "+p:o:d:qh", longopts)) != -1) {
 		switch (c) {
 		case 'p':
 			o->pid = (pid_t)strtol(optarg, &end, 10);
@@ -184,17 +185,19 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 			break;
 		case 'K':
 			if (steps_parse_schedule(optarg, &o->steps)) {
-				fprintf(stderr, "ptrace-gpu: record: bad --schedule '%s' (want "
-						"wait=W,warmup=U,active=A with A > 0, and optionally "
-						"repeat=R,skip_first=S)\n",
+				fprintf(stderr,
+					"ptrace-gpu: record: bad --schedule '%s' (want "
+					"wait=W,warmup=U,active=A with A > 0, and optionally "
+					"repeat=R,skip_first=S)\n",
 					optarg);
 				return -EINVAL;
 			}
 			break;
 		case 'F':
 			if (steps_check_function(optarg)) {
-				fprintf(stderr, "ptrace-gpu: record: bad --step-function '%s' (want "
-						"MODULE:QUALNAME)\n",
+				fprintf(stderr,
+					"ptrace-gpu: record: bad --step-function '%s' (want "
+					"MODULE:QUALNAME)\n",
 					optarg);
 				return -EINVAL;
 			}
@@ -204,7 +207,6 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 			usage(stdout);
 			exit(0);
 		default:
-			usage(stderr);
 			return -EINVAL;
 		}
 	}
@@ -337,7 +339,7 @@ static int start(struct recording *rc)
 
 static bool target_exited(struct recording *rc)
 {
-	struct pollfd p = { .fd = rc->pidfd, .events = POLLIN };
+	struct pollfd p = {.fd = rc->pidfd, .events = POLLIN};
 
 	if (rc->child) {
 		if (!rc->child_reaped && waitpid(rc->pid, &rc->child_status, WNOHANG) == rc->pid)
@@ -469,8 +471,9 @@ static int finish(struct recording *rc)
 	sched__summary(rc->sched);
 	cupti__summary(rc->cupti);
 	if (st.dropped)
-		fprintf(stderr, "ptrace-gpu: warning: %llu events were dropped (ring buffer full); "
-				"try a larger --ringbuf-mb\n",
+		fprintf(stderr,
+			"ptrace-gpu: warning: %llu events were dropped (ring buffer full); "
+			"try a larger --ringbuf-mb\n",
 			(unsigned long long)st.dropped);
 	return 0;
 }
@@ -492,7 +495,7 @@ static int command_status(const struct recording *rc)
 
 static void install_signals(void)
 {
-	struct sigaction sa = { .sa_handler = on_signal };
+	struct sigaction sa = {.sa_handler = on_signal};
 
 	/* no SA_RESTART: a signal must wake the ring buffer poll */
 	sigaction(SIGINT, &sa, NULL);
@@ -503,7 +506,7 @@ static void install_signals(void)
 int cmd_record(int argc, char **argv)
 {
 	struct record_opts o;
-	struct recording rc = { .o = &o, .pidfd = -1 };
+	struct recording rc = {.o = &o, .pidfd = -1};
 	int ret;
 
 	if (parse_opts(argc, argv, &o))
