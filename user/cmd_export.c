@@ -31,8 +31,11 @@ static void export_usage(FILE *f)
 		"  --pstats OUT   write Python functions as a cProfile stats file: load it with\n"
 		"                 pstats.Stats(OUT), snakeviz OUT or gprof2dot -f pstats OUT\n"
 		"  --tid TID      pstats: only thread TID (default: all threads)\n"
-		"  --ops          pstats: PyTorch dispatcher ops instead of Python functions,\n"
-		"                 keyed like cProfile's built-ins: ('~', 0, '<aten::addmm>')\n"
+		"  --ops          pstats: PyTorch ops, CUDA runtime calls and annotations\n"
+		"                 (ProfilerStep#N, record_function) instead of Python\n"
+		"                 functions, keyed like cProfile's built-ins:\n"
+		"                 ('~', 0, '<aten::addmm>'); the default for a trace with no\n"
+		"                 Python frames\n"
 		"  --chrome OUT   write Chrome/Perfetto JSON in Kineto's schema: open it in\n"
 		"                 Perfetto (https://ui.perfetto.dev), or HTA; OUT ending in .gz\n"
 		"                 is gzipped\n"
@@ -91,19 +94,61 @@ static int export_parse(int argc, char **argv, struct export_opts *o)
 	return 0;
 }
 
+static int export_collect(const struct export_opts *o, const struct profile_opts *po,
+			  struct trace_reader *r, struct profile_run **run)
+{
+	int err = trace_reader__rewind(r);
+
+	if (!err)
+		err = profile_run__collect(r, po, run);
+	if (err && err != -ENOMEM)
+		fprintf(stderr, "ptrace-gpu export: %s: %s\n", o->path, trace_reader__error(r));
+	return err;
+}
+
+/*
+ * Python functions, or with --ops the host side of PyTorch: ops, CUDA calls
+ * and annotations, keyed as cProfile keys built-ins. A trace with no Python
+ * frames (every Kineto trace recorded without with_stack) gets the latter:
+ * an empty stats file loads in pstats but shows nothing.
+ */
 static int export_pstats(const struct export_opts *o, struct trace_reader *r)
 {
+	struct profile_opts po = o->prof;
 	struct profile_run *run = NULL;
+	size_t n = 0;
 	int err;
 
-	err = profile_run__collect(r, &o->prof, &run);
-	if (err) {
-		if (err != -ENOMEM)
-			fprintf(stderr, "ptrace-gpu export: %s: %s\n", o->path,
-				trace_reader__error(r));
+	if (po.kind == PTG_REC_OP_ENTER)
+		po.host_calls = true;
+	err = export_collect(o, &po, r, &run);
+	if (err)
 		return err;
+	profile__funcs(run->all, &n);
+	if (!n && !po.host_calls) {
+		profile_run__free(run);
+		run = NULL;
+		po.kind = PTG_REC_OP_ENTER;
+		po.host_calls = true;
+		err = export_collect(o, &po, r, &run);
+		if (err)
+			return err;
+		profile__funcs(run->all, &n);
+		if (n)
+			fprintf(stderr,
+				"ptrace-gpu export: %s has no Python frames: pstats has its "
+				"ops, CUDA calls and annotations\n",
+				o->path);
 	}
-	err = pstats__write(run->all, r, o->pstats_out);
+	if (!n) {
+		fprintf(stderr,
+			"ptrace-gpu export: %s: nothing to write to pstats: no Python functions, "
+			"ops, CUDA calls or annotations%s\n",
+			o->path, o->prof.by_tid ? " on that --tid" : "");
+		err = -ENODATA;
+	} else {
+		err = pstats__write(run->all, r, o->pstats_out);
+	}
 	profile_run__free(run);
 	return err;
 }
@@ -126,14 +171,8 @@ int cmd_export(int argc, char **argv)
 	}
 	if (o.chrome_out)
 		err = chrome_export(r, o.chrome_out);
-	if (!err && o.pstats_out) {
-		err = trace_reader__rewind(r);
-		if (err)
-			fprintf(stderr, "ptrace-gpu export: %s: %s\n", o.path,
-				trace_reader__error(r));
-		else
-			err = export_pstats(&o, r);
-	}
+	if (!err && o.pstats_out)
+		err = export_pstats(&o, r);
 	trace_reader__close(r);
 	return err ? 1 : 0;
 }
