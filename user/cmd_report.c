@@ -46,8 +46,9 @@ static void report_usage(FILE *f)
 	    "  --per-thread   one table per thread, with its tid and name\n"
 	    "  --callers      also list each function's callers (pstats print_callers)\n"
 	    "  --callees      also list each function's callees (pstats print_callees)\n"
-	    "  --ops          PyTorch dispatcher ops instead, as torch.profiler's\n"
-	    "                 key_averages().table(); sorted by self CPU unless --sort\n"
+	    "  --ops          PyTorch ops, CUDA runtime calls and annotations instead, as\n"
+	    "                 torch.profiler's key_averages().table(); sorted by self CPU\n"
+	    "                 unless --sort\n"
 	    "  --group-by-module  ops per nn.Module path (TOP(Net)::forward.fc1(Linear)::\n"
 	    "                 forward), in a Module Hierarchy column; implies --ops\n"
 	    "  --group-by-stack N  ops per innermost N Python frames, in a Source\n"
@@ -152,6 +153,9 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 	o->path = argv[optind];
 	if (o->prof.kind == PTG_REC_OP_ENTER && !o->sort_given)
 		o->list.sort = PSTATS_SORT_TOTTIME;
+	/* key_averages() has CUDA runtime calls and annotations as rows, and an
+	 * op's self time does not hold the cudaLaunchKernel it made */
+	o->prof.host_calls = o->prof.kind == PTG_REC_OP_ENTER;
 	return 0;
 bad_value:
 	fprintf(stderr, "ptrace-gpu report: bad value '%s' for --%s\n", optarg,
@@ -224,7 +228,9 @@ static void print_header(FILE *out, const struct report_opts *o, const struct tr
 		st->first_ts <= st->last_ts ? (st->last_ts - st->first_ts) / 1e9 : 0.0);
 	profile__totals(run->all, &ncalls, &pcalls, &tt_ns);
 	fprintf(out, "%s: %" PRIu64,
-		o->prof.kind == PTG_REC_OP_ENTER ? "op calls" : "function calls", ncalls);
+		o->prof.kind == PTG_REC_OP_ENTER ? "op, CUDA call and annotation calls"
+						 : "function calls",
+		ncalls);
 	if (o->prof.by_tid)
 		fprintf(out, " in thread %u\n", o->prof.tid);
 	else
