@@ -49,6 +49,7 @@ static uint64_t location_of(struct pprof *p, const struct sample_set *set, uint6
 	const struct sample_frame *fr = &set->frames[i];
 	const struct sample_func *fn = &set->funcs[fr->func];
 	uint64_t mapping = 0, func;
+	bool mapped = true;
 
 	if (locs[i])
 		return locs[i];
@@ -61,7 +62,9 @@ static uint64_t location_of(struct pprof *p, const struct sample_set *set, uint6
 		mapping = pprof__mapping(p, 0, 0, 0, PYTHON_MAPPING,
 					 PPROF_HAS_FUNCTIONS | PPROF_HAS_FILENAMES |
 					     PPROF_HAS_LINE_NUMBERS);
-	if (fn->kind != SAMPLE_FUNC_SPECIAL && !mapping)
+	else
+		mapped = false; /* special frames and natives of no known object */
+	if (mapped && !mapping)
 		return 0;
 	if (func)
 		locs[i] = pprof__location(p, mapping, fr->addr, func, fr->line);
