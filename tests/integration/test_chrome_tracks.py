@@ -135,6 +135,65 @@ class ChromeTracks(unittest.TestCase):
         starts = [ns(e["ts"]) for e in events if e.get("ph") == "X"]
         self.assertEqual(starts, sorted(starts))
 
+    def test_recorded_cuda_calls(self):
+        """Every CUDA call of the fake driver's workload has for parent the
+        Python function that made it (or, for a runtime call's driver call,
+        that runtime call): the exported file order says so to a reader."""
+        libdir = os.path.join(ptg.BUILD, "tests", "helpers")
+        if not os.path.exists(os.path.join(libdir, "libcuda.so.1")):
+            self.skipTest(f"no fake CUDA libraries in {libdir}")
+        trace = os.path.join(self.tmp.name, "cuda.ptg")
+        w = ptg.Workload(ptg.Python("debian-3.11"), "cuda_driver.py", libdir)
+        rec = None
+        try:
+            rec = ptg.Recorder(["-p", str(w.pid)], trace)
+            w.go()
+            self.assertEqual(w.proc.stdout.readline().strip(), "loaded")
+            probed = 0
+            while probed < 2:
+                line = rec.proc.stderr.readline()
+                self.assertTrue(line, "record ended before probing: " + rec.stderr)
+                rec.lines.append(line)
+                probed += "cuda: probing" in line
+            w.go()
+            self.assertIn("done", w.finish())
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+        finally:
+            w.kill()
+            for f in (w.proc.stdin, w.proc.stdout, rec and rec.proc.stderr):
+                if f:
+                    f.close()
+        events = self.export(trace)
+        order, overlap = nesting_errors(events)
+        self.assertEqual(order[:5] + overlap[:5], [], f"{len(order) + len(overlap)} errors")
+        parents = collections.Counter()
+        calls = 0
+        stacks = {}
+        for e in events:
+            if e.get("ph") != "X":
+                continue
+            stack = stacks.setdefault((e["pid"], e["tid"]), [])
+            ts, end = ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])
+            while stack and stack[-1][0] <= ts:
+                stack.pop()
+            if e["cat"] in ("cuda_runtime", "cuda_driver"):
+                calls += 1
+                parent = stack[-1][1] if stack else ""
+                parents[parent.rpartition(": ")[2]] += 1
+            stack.append((end, e["name"]))
+        self.assertGreater(calls, 30)
+        good = set(NESTED.values()) | set(NESTED) | {
+            "launch_kernels", "launch_graph", "copy_and_set", "wait_for_gpu", "fail_sync",
+            "runtime_calls"}
+        wrong = {k: v for k, v in parents.items() if k not in good}
+        self.assertEqual(wrong, {}, f"{sum(wrong.values())} of {calls} calls under the wrong "
+                         "parent")
+
+
+# A fake runtime call makes one driver call, nested in it.
+NESTED = {"cudaLaunchKernel": "cuLaunchKernel", "cudaLaunchKernelExC": "cuLaunchKernelEx",
+          "cudaMemcpyAsync": "cuMemcpyAsync", "cudaStreamSynchronize": "cuStreamSynchronize"}
+
 
 if __name__ == "__main__":
     ptg.main()
