@@ -9,8 +9,10 @@ runtime calls included, and autograd nodes
 own. Every row of the table is compared with the numbers worked out from the
 JSON (kineto_oracle), and the Self CPU total with their sum.
 """
+import collections
 import glob
 import os
+import pstats
 import re
 import subprocess
 import sys
@@ -117,6 +119,35 @@ class ReportOps(unittest.TestCase):
                     # its total any more
                     conv = rows["aten::convolution_backward"]
                     self.assertLess(conv[0], conv[1] * 0.5, conv)
+
+    def test_recorded_training_loop(self):
+        """A recorded trace (Debian's python3.11 with torch, record --steps):
+        export --pstats --ops and report --ops count each op, and each
+        ProfilerStep#N, as often as the trace has it, and pstats loads it."""
+        py = "/usr/bin/python3.11"
+        if subprocess.run([py, "-c", "import torch"], capture_output=True).returncode:
+            self.skipTest(f"no torch in {py}")
+        out = os.path.join(self.tmp.name, "mlp.ptg")
+        res = ptg.run(["record", "-q", "--steps", "3", "-o", out, "--", py,
+                       os.path.join(ptg.WORKLOADS, "mlp.py"), "--steps", "5"])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        want = collections.Counter()
+        for r in ptg.Trace(out).records:
+            if r.kind == "op_enter" or (r.kind == "span" and r.name.startswith("ProfilerStep#")):
+                want[r.name] += 1
+        self.assertTrue(any(k.startswith("ProfilerStep#") for k in want), want)
+        prof = os.path.join(self.tmp.name, "mlp.prof")
+        res = ptg.run(["export", "--pstats", prof, "--ops", out])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        st = pstats.Stats(prof)
+        got = {k[2][1:-1]: v[1] for k, v in st.stats.items()}
+        self.assertEqual(got, dict(want))
+        self.assertTrue(all(k[:2] == ("~", 0) for k in st.stats))
+        res = ptg.run(["report", "--ops", out])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        rows, _ = table(res.stdout)
+        self.assertEqual({k: v[2] for k, v in rows.items() if v},
+                         {shown(k): n for k, n in want.items()})
 
 
 if __name__ == "__main__":
