@@ -2,7 +2,8 @@
 /*
  * ptrace-gpu export: a trace as files other tools read. --pstats writes what
  * cProfile's dump_stats() writes (pstats, snakeviz, gprof2dot); --chrome the
- * Chrome/Perfetto JSON that torch.profiler writes.
+ * Chrome/Perfetto JSON that torch.profiler writes; --pprof the flame graph's
+ * stacks as a pprof profile.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -15,22 +16,26 @@
 #include "profile.h"
 #include "pstats.h"
 #include "trace.h"
+#include "trace_pprof.h"
 
 struct export_opts {
 	const char *path;
 	const char *pstats_out;
 	const char *chrome_out;
+	const char *pprof_out;
 	struct profile_opts prof;
+	struct flamegraph_opts fg;
 };
 
 static void export_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: ptrace-gpu export [--pstats OUT [--tid TID] [--ops]] [--chrome OUT] FILE\n"
+		"usage: ptrace-gpu export [--pstats OUT [--ops]] [--chrome OUT]\n"
+		"                         [--pprof OUT [--weight W]] [--tid TID] FILE\n"
 		"\n"
 		"  --pstats OUT   write Python functions as a cProfile stats file: load it with\n"
 		"                 pstats.Stats(OUT), snakeviz OUT or gprof2dot -f pstats OUT\n"
-		"  --tid TID      pstats: only thread TID (default: all threads)\n"
+		"  --tid TID      pstats, pprof: only thread TID (default: all threads)\n"
 		"  --ops          pstats: PyTorch ops, CUDA runtime calls and annotations\n"
 		"                 (ProfilerStep#N, record_function) instead of Python\n"
 		"                 functions, keyed like cProfile's built-ins:\n"
@@ -39,6 +44,9 @@ static void export_usage(FILE *f)
 		"  --chrome OUT   write Chrome/Perfetto JSON in Kineto's schema: open it in\n"
 		"                 Perfetto (https://ui.perfetto.dev), or HTA; OUT ending in .gz\n"
 		"                 is gzipped\n"
+		"  --pprof OUT    write the stacks of flamegraph (Python functions, ops, GPU\n"
+		"                 kernels) as a pprof profile: pprof, Pyroscope, Parca\n"
+		"  --weight W     pprof: wall (default), cpu, gpu or offcpu nanoseconds\n"
 		"  -h, --help     this text\n");
 }
 
@@ -47,6 +55,7 @@ static int export_parse(int argc, char **argv, struct export_opts *o)
 {
 	static const struct option longopts[] = {
 	    {"pstats", required_argument, NULL, 'p'}, {"chrome", required_argument, NULL, 'c'},
+	    {"pprof", required_argument, NULL, 'P'},  {"weight", required_argument, NULL, 'w'},
 	    {"tid", required_argument, NULL, 't'},    {"ops", no_argument, NULL, 'o'},
 	    {"help", no_argument, NULL, 'h'},	      {},
 	};
@@ -64,6 +73,18 @@ static int export_parse(int argc, char **argv, struct export_opts *o)
 		case 'c':
 			o->chrome_out = optarg;
 			break;
+		case 'P':
+			o->pprof_out = optarg;
+			break;
+		case 'w':
+			if (flamegraph_weight_parse(optarg, &o->fg.weight)) {
+				fprintf(stderr,
+					"ptrace-gpu export: bad --weight '%s' (wall, cpu, "
+					"gpu or offcpu)\n",
+					optarg);
+				return -EINVAL;
+			}
+			break;
 		case 't':
 			errno = 0;
 			v = strtoul(optarg, &end, 10);
@@ -71,8 +92,8 @@ static int export_parse(int argc, char **argv, struct export_opts *o)
 				fprintf(stderr, "ptrace-gpu export: bad --tid '%s'\n", optarg);
 				return -EINVAL;
 			}
-			o->prof.by_tid = true;
-			o->prof.tid = (uint32_t)v;
+			o->prof.by_tid = o->fg.by_tid = true;
+			o->prof.tid = o->fg.tid = (uint32_t)v;
 			break;
 		case 'o':
 			o->prof.kind = PTG_REC_OP_ENTER;
@@ -84,9 +105,9 @@ static int export_parse(int argc, char **argv, struct export_opts *o)
 			return -EINVAL;
 		}
 	}
-	if (optind != argc - 1 || (!o->pstats_out && !o->chrome_out)) {
+	if (optind != argc - 1 || (!o->pstats_out && !o->chrome_out && !o->pprof_out)) {
 		fprintf(stderr,
-			"ptrace-gpu export: expected an output (--pstats OUT, --chrome OUT) "
+			"ptrace-gpu export: expected an output (--pstats, --chrome, --pprof OUT) "
 			"and one trace FILE (see ptrace-gpu export --help)\n");
 		return -EINVAL;
 	}
@@ -153,6 +174,21 @@ static int export_pstats(const struct export_opts *o, struct trace_reader *r)
 	return err;
 }
 
+static int export_pprof(const struct export_opts *o, struct trace_reader *r)
+{
+	int err = trace_reader__rewind(r);
+
+	if (!err)
+		err = trace_pprof__write(r, &o->fg, o->pprof_out);
+	if (err == -ENODATA)
+		fprintf(stderr, "ptrace-gpu export: %s: nothing to write to pprof: no %s in it%s\n",
+			o->path, flamegraph_weight_name(o->fg.weight),
+			o->fg.by_tid ? " on that --tid" : "");
+	else if (err && err != -ENOMEM && err != -EIO && trace_reader__error(r)[0])
+		fprintf(stderr, "ptrace-gpu export: %s: %s\n", o->path, trace_reader__error(r));
+	return err;
+}
+
 int cmd_export(int argc, char **argv)
 {
 	struct export_opts o = {};
@@ -173,6 +209,8 @@ int cmd_export(int argc, char **argv)
 		err = chrome_export(r, o.chrome_out);
 	if (!err && o.pstats_out)
 		err = export_pstats(&o, r);
+	if (!err && o.pprof_out)
+		err = export_pprof(&o, r);
 	trace_reader__close(r);
 	return err ? 1 : 0;
 }

@@ -684,6 +684,45 @@ int flamegraph__write_folded(struct flamegraph *fg, const struct trace_reader *r
 	return err;
 }
 
+struct stack_walk {
+	const struct flamegraph *fg;
+	int (*fn)(void *ctx, const uint32_t *frames, unsigned int depth, uint64_t weight);
+	void *ctx;
+	uint32_t *frames;
+	size_t cap;
+};
+
+static int foreach_node(struct stack_walk *w, uint32_t node, unsigned int depth)
+{
+	const struct fg_node *n = &w->fg->nodes[node];
+	int err;
+
+	if (array_grow((void **)&w->frames, &w->cap, depth + 1, sizeof(*w->frames)))
+		return -ENOMEM;
+	w->frames[depth] = n->frame;
+	if (n->self && (err = w->fn(w->ctx, w->frames, depth + 1, n->self)))
+		return err;
+	for (uint32_t c = n->child; c != FG_NONE; c = w->fg->nodes[c].sibling) {
+		if ((err = foreach_node(w, c, depth + 1)))
+			return err;
+	}
+	return 0;
+}
+
+int flamegraph__foreach_stack(const struct flamegraph *fg,
+			      int (*fn)(void *ctx, const uint32_t *frames, unsigned int depth,
+					uint64_t weight),
+			      void *ctx)
+{
+	struct stack_walk w = {.fg = fg, .fn = fn, .ctx = ctx};
+	int err = 0;
+
+	for (uint32_t c = fg->nodes[FG_ROOT].child; c != FG_NONE && !err; c = fg->nodes[c].sibling)
+		err = foreach_node(&w, c, 0);
+	free(w.frames);
+	return err;
+}
+
 #define SVG_W	    1200
 #define SVG_XPAD    10
 #define SVG_FRAME_H 16

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""sample's pprof output read by the real pprof tool (github.com/google/pprof).
+"""sample's and export --pprof's output read by the real pprof tool
+(github.com/google/pprof).
 
 pprof is built once from Debian's golang-github-google-pprof-dev sources,
 offline, into build/pprof-tool/ and reused; without Go or those sources the
@@ -115,6 +116,91 @@ class PprofTool(unittest.TestCase):
         raw = self.run_pprof("-raw")
         maps = raw.split("Mappings", 1)[1]
         self.assertRegex(maps, r"\[python\]\s+\[FN\]\[FL\]\[LN\]")
+
+
+def folded_total(trace, *args):
+    res = ptg.run(["flamegraph", *args, trace])
+    if res.returncode:
+        raise AssertionError(res.stderr)
+    return sum(int(line.rpartition(" ")[2]) for line in res.stdout.splitlines())
+
+
+def raw_samples(text):
+    """(count, location ids, labels) of each Sample of `pprof -raw`."""
+    body = text.split("Samples:", 1)[1].split("Locations", 1)[0].splitlines()[2:]
+    out = []
+    for line in body:
+        m = re.match(r"\s+(\d+): ([\d ]+)$", line)
+        if m:
+            out.append([int(m.group(1)), tuple(m.group(2).split()), ""])
+        elif out and line.strip():
+            out[-1][2] += line.strip() + " "
+    return out
+
+
+class ExportPprof(unittest.TestCase):
+    """export --pprof: a trace's flame graph stacks, one Sample each."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.pprof = pprof_tool()
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.fib = os.path.join(cls.tmp.name, "fib.ptg")
+        res = ptg.run(["record", "-q", "-o", cls.fib, "--", "/usr/bin/python3.11",
+                       os.path.join(ptg.WORKLOADS, "fib.py")])
+        if res.returncode:
+            raise AssertionError(res.stderr)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def export(self, trace, *args):
+        out = os.path.join(self.tmp.name, os.path.basename(trace) + "".join(args) + ".pb.gz")
+        res = ptg.run(["export", "--pprof", out, *args, trace])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        return out
+
+    def pprof_out(self, *args):
+        res = subprocess.run([self.pprof, *args], capture_output=True, text=True)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        return res.stdout
+
+    def check(self, prof, total_ns):
+        samples = raw_samples(self.pprof_out("-raw", prof))
+        keys = [(locs, labels) for _, locs, labels in samples]
+        self.assertEqual(len(keys), len(set(keys)), "two samples of one stack")
+        self.assertEqual(sum(n for n, _, _ in samples), total_ns)
+        top = self.pprof_out("-top", prof)
+        self.assertNotIn("<unknown>", top)
+        return top
+
+    def test_recorded_trace(self):
+        prof = self.export(self.fib)
+        top = self.check(prof, folded_total(self.fib))
+        self.assertIn("<module>", top)
+        self.assertRegex(top, r"\s f\n")
+
+    def test_kineto_gpu(self):
+        src = os.path.join(os.environ.get("PTG_SHARED_DIR", ""), "traces", "kineto",
+                           "train_rank0.json.gz")
+        if not os.path.exists(src):
+            self.skipTest(f"no {src}")
+        trace = os.path.join(self.tmp.name, "train.ptg")
+        self.assertEqual(ptg.run(["import", src, "-o", trace]).returncode, 0)
+        prof = self.export(trace, "--weight", "gpu")
+        top = self.check(prof, folded_total(trace, "--weight", "gpu"))
+        # kernel names keep their templates: pprof has no system_name to demangle
+        self.assertIn("void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 128, true, 1>",
+                      top)
+
+    def test_nothing_to_write(self):
+        out = os.path.join(self.tmp.name, "none.pb.gz")
+        res = ptg.run(["export", "--pprof", out, "--weight", "gpu", self.fib])
+        self.assertEqual(res.returncode, 1)
+        self.assertEqual(len(res.stderr.strip().splitlines()), 1, res.stderr)
+        self.assertIn("nothing to write to pprof", res.stderr)
+        self.assertFalse(os.path.exists(out))
 
 
 if __name__ == "__main__":
