@@ -4,7 +4,6 @@ with `ptrace-gpu import`), read with the standard library's XML parser:
 hover titles give the whole name and a weight in ns/µs/ms/s, never a raw
 count of ns past 1 µs; GPU frames' labels show the kernel's name, not
 "[gpu]..", and every cut label is the start of its frame's name."""
-import glob
 import os
 import re
 import tempfile

@@ -13,7 +13,6 @@ import pty
 import re
 import select
 import subprocess
-import sys
 import tempfile
 import time
 import unittest

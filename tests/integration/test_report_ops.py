@@ -15,7 +15,6 @@ import os
 import pstats
 import re
 import subprocess
-import sys
 import tempfile
 import unittest
 
