@@ -14,8 +14,9 @@ packages=(
 	python3 python3.11 python3-torch libpython3.11-dev
 	# tests: setpriv (util-linux) to check the unprivileged error path
 	util-linux
-	# tests: an independent pprof decoder (protoc + pprof's profile.proto) for sample
-	protobuf-compiler golang-github-google-pprof-dev
+	# tests: an independent pprof decoder (protoc + pprof's profile.proto) for sample,
+	# and Go to build the pprof tool from those sources offline (test_pprof_tool, ~11 s)
+	protobuf-compiler golang-github-google-pprof-dev golang-go
 	# tests: Debian chroots with CPython 3.13-3.15 and PyTorch 2.x (tools/make-chroots.sh)
 	mmdebstrap
 )

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * Chrome trace writer. Records are written in file order; a Python function
- * or op becomes one "X" event when its EXIT arrives, so memory is bounded by
- * threads x stack depth. Field conventions are those of kineto.h.
+ * Chrome trace writer. A Python function or op becomes one "X" event when its
+ * EXIT arrives, so events come out of the records children first; they are
+ * kept in memory and written sorted by start, longer first, so that every
+ * reader (Perfetto nests equal starts in file order) sees parents before
+ * their children. Field conventions are those of kineto.h.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -14,6 +16,7 @@
 
 #include <zlib.h>
 
+#include "array.h"
 #include "chrome.h"
 #include "cudajoin.h"
 #include "kineto.h"
@@ -21,6 +24,16 @@
 #include "outfile.h"
 
 #define FLUSH_AT (64 * 1024)
+
+/*
+ * Tracks of their own for what would cut across a thread's nested Python
+ * frames and ops: ProfilerStep#N spans of a recorded trace (a step ends where
+ * optimizer.step() returns, deep inside the loop's frames) and off-CPU
+ * intervals. Their tids are the thread's with a high bit set (Linux tids stay
+ * below 2^22), named by thread_name metadata and sorted next to the thread.
+ */
+#define STEPS_TRACK  0x40000000u
+#define OFFCPU_TRACK 0x20000000u
 
 struct sbuf {
 	char *p;
@@ -36,13 +49,23 @@ struct cthread {
 	bool used;
 };
 
+/* One event in c->b: it runs from off to the next one's off. */
+struct cevent {
+	size_t off, end;
+	uint64_t ts, dur;
+	size_t seq;
+	bool meta; /* "M": ahead of every other event */
+};
+
 struct chrome {
 	struct trace_reader *r;
 	gzFile gz;
 	const char *path;
-	struct sbuf b;
-	bool kineto; /* META source=kineto: pid/tid and flows are stored as they were */
-	bool first;  /* no event written yet */
+	struct sbuf b; /* every event, in the order they were made */
+	struct cevent *evs;
+	size_t nevs, evs_cap;
+	struct u64map tracks; /* pid << 32 | track tid of the tracks named so far */
+	bool kineto;	      /* META source=kineto: pid/tid and flows are stored as they were */
 	uint64_t last_ts;
 	struct cthread *threads;
 	size_t tmask, nthreads;
@@ -145,11 +168,27 @@ static const char *sym_name(const struct chrome *c, uint32_t id)
 	return s ? s->name : "";
 }
 
-/* Starts an event object: the separator, then {"ph": ..., "cat": ..., "name": ... */
+/* Indexes the event that starts at the end of c->b. */
+static void ev_new(struct chrome *c, bool meta)
+{
+	struct cevent *e;
+
+	if (c->b.err)
+		return;
+	if (array_grow((void **)&c->evs, &c->evs_cap, c->nevs + 1, sizeof(*c->evs))) {
+		c->b.err = -ENOMEM;
+		return;
+	}
+	e = &c->evs[c->nevs];
+	*e = (struct cevent){.off = c->b.len, .seq = c->nevs, .meta = meta};
+	c->nevs++;
+}
+
+/* Starts an event object: {"ph": ..., "cat": ..., "name": ... */
 static void ev_begin(struct chrome *c, const char *ph, const char *cat)
 {
-	sb_str(&c->b, c->first ? "\n  {\"ph\": \"" : ",\n  {\"ph\": \"");
-	c->first = false;
+	ev_new(c, false);
+	sb_str(&c->b, "{\"ph\": \"");
 	sb_str(&c->b, ph);
 	sb_str(&c->b, "\", \"cat\": ");
 	sb_json(&c->b, cat);
@@ -159,6 +198,8 @@ static void ev_where(struct chrome *c, uint32_t pid, uint32_t tid, uint64_t ts)
 {
 	sb_printf(&c->b, ", \"pid\": %d, \"tid\": %d, \"ts\": ", (int32_t)pid, (int32_t)tid);
 	sb_us(&c->b, ts);
+	if (c->nevs)
+		c->evs[c->nevs - 1].ts = ts;
 }
 
 /* Args are written as they come; the first one opens the object. */
@@ -269,6 +310,8 @@ static void ev_x(struct chrome *c, const char *cat, const char *name, uint32_t p
 	ev_where(c, pid, tid, ts);
 	sb_str(&c->b, ", \"dur\": ");
 	sb_us(&c->b, dur);
+	if (c->nevs)
+		c->evs[c->nevs - 1].dur = dur;
 }
 
 /* Python names as Kineto writes them: "file(line): function". */
@@ -326,16 +369,73 @@ static void write_call(struct chrome *c, const struct ptg_record *rec)
 	ev_end(c, &a, c->args);
 }
 
+/* thread_name and thread_sort_index of a track of thread tid, once per track. */
+static void name_track(struct chrome *c, uint32_t pid, uint32_t tid, uint32_t track,
+		       const char *what, uint64_t ts)
+{
+	uint64_t key = u64map_key((uint64_t)pid << 32 | track);
+	struct args a = {&c->b};
+	char name[64];
+
+	if (u64map__get(&c->tracks, key))
+		return;
+	if (u64map__put(&c->tracks, key, 1)) {
+		c->b.err = -ENOMEM;
+		return;
+	}
+	snprintf(name, sizeof(name), "thread %u %s", tid, what);
+	ev_new(c, true);
+	sb_str(&c->b, "{\"ph\": \"M\", \"name\": \"thread_name\"");
+	ev_where(c, pid, track, ts);
+	arg_str(&a, "name", name);
+	ev_end(c, &a, NULL);
+	a.open = false;
+	ev_new(c, true);
+	sb_str(&c->b, "{\"ph\": \"M\", \"name\": \"thread_sort_index\"");
+	ev_where(c, pid, track, ts);
+	arg_int(&a, "sort_index", tid);
+	ev_end(c, &a, NULL);
+}
+
+/* A recorded trace's ProfilerStep#N (steps.c), which a Kineto trace does not split off. */
+static bool is_step(const struct chrome *c, const struct ptg_record *rec)
+{
+	return !c->kineto && !strncmp(sym_name(c, rec->sym), "ProfilerStep#", 13);
+}
+
 static void write_span_rec(struct chrome *c, const struct ptg_record *rec)
 {
 	const char *cat = rec->aux[0] ? sym_name(c, rec->aux[0]) : "";
 	struct args a = {&c->b};
+	uint32_t tid = rec->tid;
 
-	ev_x(c, cat[0] ? cat : "user_annotation", sym_name(c, rec->sym), rec->pid, rec->tid,
-	     rec->ts, rec->dur);
+	if (is_step(c, rec)) {
+		tid |= STEPS_TRACK;
+		name_track(c, rec->pid, rec->tid, tid, "steps", rec->ts);
+	}
+	ev_x(c, cat[0] ? cat : "user_annotation", sym_name(c, rec->sym), rec->pid, tid, rec->ts,
+	     rec->dur);
 	if (!c->args)
 		arg_nz(&a, "External id", rec->ext);
 	ev_end(c, &a, c->args);
+}
+
+/* An off-CPU interval of a thread (schedprobe.c), on the thread's off-CPU track. */
+static void write_sched(struct chrome *c, const struct ptg_record *rec)
+{
+	uint32_t track = rec->tid | OFFCPU_TRACK;
+	struct args a = {&c->b};
+	const char *why = rec->aux[0] == PTG_SCHED_PREEMPTED ? "preempted"
+			  : rec->aux[0] == PTG_SCHED_BLOCKED ? "blocked"
+							     : "off-CPU";
+
+	name_track(c, rec->pid, rec->tid, track, "off-CPU", rec->ts);
+	ev_x(c, "off_cpu", why, rec->pid, track, rec->ts, rec->dur);
+	arg_nz(&a, "runqueue delay ns", (uint64_t)rec->aux[1]);
+	arg_nz(&a, "waker tid", (uint64_t)rec->aux[2]);
+	if (rec->sym)
+		arg_str(&a, "blocked in", sym_name(c, rec->sym));
+	ev_end(c, &a, NULL);
 }
 
 static const char *gpu_cat(uint16_t kind)
@@ -430,9 +530,8 @@ static void write_thread(struct chrome *c, const struct ptg_record *rec)
 	int64_t m = rec->aux[0] >= 0 && rec->aux[0] < KINETO_M_NR ? rec->aux[0] : 0;
 	struct args a = {&c->b};
 
-	sb_str(&c->b,
-	       c->first ? "\n  {\"ph\": \"M\", \"name\": " : ",\n  {\"ph\": \"M\", \"name\": ");
-	c->first = false;
+	ev_new(c, true);
+	sb_str(&c->b, "{\"ph\": \"M\", \"name\": ");
 	sb_json(&c->b, kineto_meta_names[m]);
 	ev_where(c, rec->pid, rec->tid, rec->ts);
 	if (m == KINETO_M_PROCESS_SORT_INDEX || m == KINETO_M_THREAD_SORT_INDEX)
@@ -589,18 +688,22 @@ static int write_record(struct chrome *c, const struct ptg_record *rec)
 		write_thread(c, rec);
 		break;
 	case PTG_REC_EVENT:
-		/* an imported event nothing models: written back as it came */
+		/* an imported event nothing models: written back as it came, in start order */
 		if (c->args) {
-			sb_str(&c->b, c->first ? "\n  " : ",\n  ");
-			c->first = false;
+			ev_new(c, false);
+			if (c->nevs)
+				c->evs[c->nevs - 1].ts = rec->ts;
 			sb_str(&c->b, c->args);
 		}
 		break;
+	case PTG_REC_SCHED:
+		write_sched(c, rec);
+		break;
 	default:
-		/* scheduler intervals and samples have no place in Kineto's schema */
+		/* samples have no place in Kineto's schema */
 		break;
 	}
-	return c->b.len >= FLUSH_AT ? out_flush(c) : c->b.err;
+	return c->b.err;
 }
 
 /* Spans still open at the end of the trace close at its last timestamp. */
@@ -721,13 +824,50 @@ static void write_footer(struct chrome *c)
 	sb_str(&c->b, "\n}\n");
 }
 
+/* Metadata first, then by start, longer first, then in the order they were made. */
+static int cmp_cevent(const void *pa, const void *pb)
+{
+	const struct cevent *a = pa, *b = pb;
+
+	if (a->meta != b->meta)
+		return a->meta ? -1 : 1;
+	if (!a->meta && a->ts != b->ts)
+		return a->ts < b->ts ? -1 : 1;
+	if (!a->meta && a->dur != b->dur)
+		return a->dur > b->dur ? -1 : 1;
+	return (a->seq > b->seq) - (a->seq < b->seq);
+}
+
+/* Writes the events of c->b in order, through out, flushed as it fills. */
+static int write_sorted(struct chrome *c)
+{
+	struct sbuf events = c->b;
+	size_t i;
+	int err = 0;
+
+	/* events lie back to back: each ends where the next one made begins */
+	for (i = 0; i < c->nevs; i++)
+		c->evs[i].end = i + 1 < c->nevs ? c->evs[i + 1].off : events.len;
+	qsort(c->evs, c->nevs, sizeof(*c->evs), cmp_cevent);
+	c->b = (struct sbuf){};
+	for (i = 0; i < c->nevs && !err; i++) {
+		sb_str(&c->b, i ? ",\n  " : "\n  ");
+		sb_put(&c->b, events.p + c->evs[i].off, c->evs[i].end - c->evs[i].off);
+		if (c->b.len >= FLUSH_AT)
+			err = out_flush(c);
+	}
+	free(events.p);
+	return err ?: c->b.err;
+}
+
 static int write_all(struct chrome *c)
 {
 	struct ptg_record rec;
 	int err;
 
 	write_header(c);
-	while ((err = trace_reader__next(c->r, &rec)) > 0) {
+	err = out_flush(c);
+	while (!err && (err = trace_reader__next(c->r, &rec)) > 0) {
 		c->args = trace_reader__args(c->r, NULL);
 		err = write_record(c, &rec);
 		if (err)
@@ -738,6 +878,8 @@ static int write_all(struct chrome *c)
 		return err;
 	}
 	close_open_spans(c);
+	if ((err = write_sorted(c)))
+		return err;
 	write_footer(c);
 	return out_flush(c);
 }
@@ -762,6 +904,8 @@ static void chrome_free(struct chrome *c)
 	free(c->threads);
 	free(c->b.p);
 	cuda_links_free(&c->links);
+	free(c->evs);
+	u64map__free(&c->tracks);
 }
 
 /* gzip (or plain, "T") on a descriptor of the output file; gzclose closes only its own. */
@@ -784,7 +928,7 @@ static int open_gz(struct chrome *c, int fd)
 int chrome_export(struct trace_reader *r, const char *out_path)
 {
 	const char *source = trace_reader__meta(r, "source");
-	struct chrome c = {.r = r, .path = out_path, .first = true};
+	struct chrome c = {.r = r, .path = out_path};
 	struct outfile *of = NULL;
 	int err, zerr;
 

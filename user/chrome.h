@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Chrome / Perfetto JSON in Kineto's schema (what torch.profiler writes), for
- * Perfetto UI, chrome://tracing and HTA. Written in one streaming pass.
+ * Perfetto (ui.perfetto.dev) and HTA. One pass over the records; the events
+ * are held in memory and written sorted, parents before children.
  */
 #ifndef PTG_CHROME_H
 #define PTG_CHROME_H

@@ -94,12 +94,17 @@ int cmd_dump(int argc, char **argv)
 	char err[256] = "";
 	int ret;
 
-	if (argc != 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-		fprintf(argc == 2 ? stdout : stderr,
-			"usage: ptrace-gpu dump FILE\n\n"
-			"Prints the trace's metadata and loss counters as '# ' lines, then one line\n"
-			"per record: timestamp (ns), pid/tid, kind, flags, fields, symbol, args.\n");
-		return argc == 2 ? 0 : 2;
+	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		printf(
+		    "usage: ptrace-gpu dump FILE\n\n"
+		    "Prints the trace's metadata and loss counters as '# ' lines, then one line\n"
+		    "per record: timestamp (ns), pid/tid, kind, flags, fields, symbol, args.\n");
+		return 0;
+	}
+	if (argc != 2 || (argv[1][0] == '-' && argv[1][1])) {
+		fprintf(stderr,
+			"ptrace-gpu dump: expected one trace FILE (see ptrace-gpu dump --help)\n");
+		return 2;
 	}
 	ret = trace_reader__open(argv[1], &r, err, sizeof(err));
 	if (ret) {

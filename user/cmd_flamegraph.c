@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "flamegraph.h"
 #include "outfile.h"
@@ -55,7 +56,7 @@ static int flamegraph_parse(int argc, char **argv, struct fg_cmd_opts *o)
 	int c;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "flamegraph", "o:h", longopts)) != -1) {
 		switch (c) {
 		case 'o':
 			o->out = optarg;
@@ -81,13 +82,12 @@ static int flamegraph_parse(int argc, char **argv, struct fg_cmd_opts *o)
 			flamegraph_usage(stdout);
 			return 1;
 		default:
-			flamegraph_usage(stderr);
 			return -EINVAL;
 		}
 	}
 	if (optind != argc - 1) {
-		fprintf(stderr, "ptrace-gpu flamegraph: expected one trace FILE\n");
-		flamegraph_usage(stderr);
+		fprintf(stderr, "ptrace-gpu flamegraph: expected one trace FILE (see ptrace-gpu "
+				"flamegraph --help)\n");
 		return -EINVAL;
 	}
 	o->path = argv[optind];

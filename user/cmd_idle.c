@@ -9,6 +9,7 @@
 
 #include <json-c/json.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "idle.h"
 
@@ -502,6 +503,12 @@ static int print_json(const struct idle_out *out)
 	return ferror(out->f) ? -EIO : 0;
 }
 
+static int idle_bad(const char *opt, const char *value)
+{
+	fprintf(stderr, "ptrace-gpu idle: bad %s '%s'\n", opt, value);
+	return -EINVAL;
+}
+
 static int parse_args(int argc, char **argv, struct idle_opts *o, bool *json)
 {
 	static const struct option opts[] = {
@@ -515,12 +522,12 @@ static int parse_args(int argc, char **argv, struct idle_opts *o, bool *json)
 	int c;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "idle", "n:h", opts)) != -1) {
 		switch (c) {
 		case 'n':
 			o->top_n = strtoul(optarg, &end, 10);
 			if (*end || !*optarg)
-				return -EINVAL;
+				return idle_bad("-n", optarg);
 			break;
 		case 'j':
 			*json = true;
@@ -528,12 +535,12 @@ static int parse_args(int argc, char **argv, struct idle_opts *o, bool *json)
 		case 'k':
 			o->kernel_wait_ns = strtod(optarg, &end) * 1000;
 			if (*end || !*optarg)
-				return -EINVAL;
+				return idle_bad("--kernel-wait-us", optarg);
 			break;
 		case 'q':
 			o->max_queue_len = strtoul(optarg, &end, 10);
 			if (*end || !*optarg || !o->max_queue_len)
-				return -EINVAL;
+				return idle_bad("--max-queue", optarg);
 			break;
 		case 'h':
 			return 1;
@@ -541,7 +548,12 @@ static int parse_args(int argc, char **argv, struct idle_opts *o, bool *json)
 			return -EINVAL;
 		}
 	}
-	return optind == argc - 1 ? 0 : -EINVAL;
+	if (optind != argc - 1) {
+		fprintf(stderr,
+			"ptrace-gpu idle: expected one trace FILE (see ptrace-gpu idle --help)\n");
+		return -EINVAL;
+	}
+	return 0;
 }
 
 int cmd_idle(int argc, char **argv)
@@ -556,10 +568,10 @@ int cmd_idle(int argc, char **argv)
 
 	idle_opts__defaults(&o);
 	err = parse_args(argc, argv, &o, &json);
-	if (err) {
-		idle_usage(err > 0 ? stdout : stderr);
+	if (err > 0)
+		idle_usage(stdout);
+	if (err)
 		return err > 0 ? 0 : 2;
-	}
 	out.path = argv[optind];
 	err = trace_reader__open(out.path, &r, errbuf, sizeof(errbuf));
 	if (err) {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "kineto.h"
 #include "outfile.h"
@@ -52,7 +53,7 @@ int cmd_import(int argc, char **argv)
 	int c, err;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "import", "o:h", opts)) != -1) {
 		switch (c) {
 		case 'o':
 			free(out);
@@ -63,13 +64,13 @@ int cmd_import(int argc, char **argv)
 			free(out);
 			return 0;
 		default:
-			import_usage(stderr);
 			free(out);
 			return 2;
 		}
 	}
 	if (optind != argc - 1) {
-		import_usage(stderr);
+		fprintf(stderr, "ptrace-gpu import: expected one TRACE.json[.gz] (see ptrace-gpu "
+				"import --help)\n");
 		free(out);
 		return 2;
 	}

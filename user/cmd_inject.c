@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "inject.h"
 
@@ -45,7 +46,7 @@ static int parse_args(int argc, char **argv, struct inject_args *a)
 	char *end;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "p:c:a:t:h", longopts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "inject", "p:c:a:t:h", longopts)) != -1) {
 		switch (c) {
 		case 'p':
 			a->pid = (pid_t)strtol(optarg, &end, 10);
@@ -67,7 +68,6 @@ static int parse_args(int argc, char **argv, struct inject_args *a)
 			usage(stdout);
 			exit(0);
 		default:
-			usage(stderr);
 			return -EINVAL;
 		}
 	}
@@ -80,7 +80,8 @@ static int parse_args(int argc, char **argv, struct inject_args *a)
 	}
 	return 0;
 bad:
-	usage(stderr);
+	fprintf(stderr, "ptrace-gpu inject: expected -p PID and one LIBRARY (see ptrace-gpu inject "
+			"--help)\n");
 	return -EINVAL;
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "cli.h"
 #include "commands.h"
 #include "cudaprobe.h"
 #include "cupti.h"
@@ -67,6 +68,7 @@ struct recording {
 	uint64_t start_ts;    /* probes start to attach */
 	uint64_t attached_ts; /* all probes are in place: -d counts from here */
 	const char *stop_reason;
+	bool status_shown; /* the live status line is on the terminal, unfinished */
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -103,7 +105,9 @@ static void usage(FILE *f)
 		"      --step-function MODULE:QUALNAME\n"
 		"                        the function whose return ends a step (default:\n"
 		"                        *.step of torch/optim/); MODULE __main__: any file\n"
-		"  -q, --quiet           no live status line and no summary\n"
+		"  -q, --quiet           no live status line and no summary (the status line\n"
+		"                        is drawn only on a terminal the target does not\n"
+		"                        write to: never with -- CMD, whose output it is)\n"
 		"  -h, --help            this help\n\n"
 		"Exit status: 1 when recording failed; with -- CMD, else the command's own\n"
 		"status (128+N when signal N killed it); else 0.\n"
@@ -114,26 +118,26 @@ static void usage(FILE *f)
 static int parse_opts(int argc, char **argv, struct record_opts *o)
 {
 	static const struct option longopts[] = {
-		{ "pid", required_argument, NULL, 'p' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "duration", required_argument, NULL, 'd' },
-		{ "ringbuf-mb", required_argument, NULL, 'R' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "no-cuda", no_argument, NULL, 'C' },
-		{ "no-cupti", no_argument, NULL, 'G' },
-		{ "no-sched", no_argument, NULL, 'S' },
-		{ "no-ops", no_argument, NULL, 'O' },
-		{ "steps", required_argument, NULL, 'N' },
-		{ "schedule", required_argument, NULL, 'K' },
-		{ "step-function", required_argument, NULL, 'F' },
-		{ "help", no_argument, NULL, 'h' },
-		{},
+	    {"pid", required_argument, NULL, 'p'},
+	    {"output", required_argument, NULL, 'o'},
+	    {"duration", required_argument, NULL, 'd'},
+	    {"ringbuf-mb", required_argument, NULL, 'R'},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"no-cuda", no_argument, NULL, 'C'},
+	    {"no-cupti", no_argument, NULL, 'G'},
+	    {"no-sched", no_argument, NULL, 'S'},
+	    {"no-ops", no_argument, NULL, 'O'},
+	    {"steps", required_argument, NULL, 'N'},
+	    {"schedule", required_argument, NULL, 'K'},
+	    {"step-function", required_argument, NULL, 'F'},
+	    {"help", no_argument, NULL, 'h'},
+	    {},
 	};
 	char *end;
 	int c;
 
-	*o = (struct record_opts){ .output = "ptrace-gpu.ptg", .ringbuf_mb = 64 };
-	while ((c = getopt_long(argc, argv, "+p:o:d:qh", longopts, NULL)) != -1) {
+	*o = (struct record_opts){.output = "ptrace-gpu.ptg", .ringbuf_mb = 64};
+	while ((c = cli_getopt(argc, argv, "record", "+p:o:d:qh", longopts)) != -1) {
 		switch (c) {
 		case 'p':
 			o->pid = (pid_t)strtol(optarg, &end, 10);
@@ -185,17 +189,19 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 			break;
 		case 'K':
 			if (steps_parse_schedule(optarg, &o->steps)) {
-				fprintf(stderr, "ptrace-gpu: record: bad --schedule '%s' (want "
-						"wait=W,warmup=U,active=A with A > 0, and optionally "
-						"repeat=R,skip_first=S)\n",
+				fprintf(stderr,
+					"ptrace-gpu: record: bad --schedule '%s' (want "
+					"wait=W,warmup=U,active=A with A > 0, and optionally "
+					"repeat=R,skip_first=S)\n",
 					optarg);
 				return -EINVAL;
 			}
 			break;
 		case 'F':
 			if (steps_check_function(optarg)) {
-				fprintf(stderr, "ptrace-gpu: record: bad --step-function '%s' (want "
-						"MODULE:QUALNAME)\n",
+				fprintf(stderr,
+					"ptrace-gpu: record: bad --step-function '%s' (want "
+					"MODULE:QUALNAME)\n",
 					optarg);
 				return -EINVAL;
 			}
@@ -205,7 +211,6 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 			usage(stdout);
 			exit(0);
 		default:
-			usage(stderr);
 			return -EINVAL;
 		}
 	}
@@ -376,7 +381,7 @@ static int start(struct recording *rc)
 
 static bool target_exited(struct recording *rc)
 {
-	struct pollfd p = { .fd = rc->pidfd, .events = POLLIN };
+	struct pollfd p = {.fd = rc->pidfd, .events = POLLIN};
 
 	if (rc->child) {
 		if (!rc->child_reaped && waitpid(rc->pid, &rc->child_status, WNOHANG) == rc->pid)
@@ -388,17 +393,57 @@ static bool target_exited(struct recording *rc)
 	return !proc_exists(rc->pid);
 }
 
+/*
+ * Whether the target writes to the terminal our stderr is: its stdout or
+ * stderr is the same character device. -- CMD inherits ours, so it always
+ * does; -p PID does when it runs in the same terminal.
+ */
+static bool target_on_our_tty(pid_t pid)
+{
+	struct stat ours, theirs;
+	char path[64];
+
+	if (fstat(STDERR_FILENO, &ours) || !S_ISCHR(ours.st_mode))
+		return false;
+	for (int fd = 1; fd <= 2; fd++) {
+		snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+		if (!stat(path, &theirs) && S_ISCHR(theirs.st_mode) &&
+		    theirs.st_rdev == ours.st_rdev)
+			return true;
+	}
+	return false;
+}
+
+/* Ends an unfinished status line, so that what comes next starts a line of its own. */
+static void end_status(struct recording *rc)
+{
+	if (rc->status_shown)
+		fputc('\n', stderr);
+	rc->status_shown = false;
+}
+
+/*
+ * The line is redrawn in place with '\r', which would land inside the
+ * target's own lines if it wrote to the same terminal: it is shown only when
+ * stderr is a terminal the target does not write to (checked at each
+ * redraw, since a target can redirect).
+ */
 static void live_status(struct recording *rc, uint64_t now, uint64_t *last_ts, uint64_t *last_ev)
 {
 	struct pyframe_stats st;
 
 	if (rc->o->quiet || !isatty(STDERR_FILENO) || now - *last_ts < 500000000ull)
 		return;
+	if (target_on_our_tty(rc->pid)) {
+		end_status(rc);
+		return;
+	}
 	pyframe__stats(rc->pf, &st);
-	fprintf(stderr, "\rrecording pid %d: %.1f s, %llu events (%.0f/s), %llu dropped   ",
+	fprintf(stderr, "\rrecording pid %d: %.1f s, %llu events (%.0f/s), %llu dropped\033[K",
 		rc->pid, (now - rc->start_ts) / 1e9, (unsigned long long)tracer__events(rc->tracer),
 		(tracer__events(rc->tracer) - *last_ev) * 1e9 / (double)(now - *last_ts),
 		(unsigned long long)st.dropped);
+	rc->status_shown = true;
 	*last_ts = now;
 	*last_ev = tracer__events(rc->tracer);
 }
@@ -494,8 +539,6 @@ static int finish(struct recording *rc)
 	if (ret || rc->o->quiet)
 		return ret;
 	pyframe__stats(rc->pf, &st);
-	if (isatty(STDERR_FILENO))
-		fprintf(stderr, "\n");
 	fprintf(stderr,
 		"ptrace-gpu: %s after %.2f s: %llu Python calls from pid %d (%llu events), "
 		"%llu events lost; wrote %s\n",
@@ -508,8 +551,9 @@ static int finish(struct recording *rc)
 	sched__summary(rc->sched);
 	cupti__summary(rc->cupti);
 	if (st.dropped)
-		fprintf(stderr, "ptrace-gpu: warning: %llu events were dropped (ring buffer full); "
-				"try a larger --ringbuf-mb\n",
+		fprintf(stderr,
+			"ptrace-gpu: warning: %llu events were dropped (ring buffer full); "
+			"try a larger --ringbuf-mb\n",
 			(unsigned long long)st.dropped);
 	return 0;
 }
@@ -531,7 +575,7 @@ static int command_status(const struct recording *rc)
 
 static void install_signals(void)
 {
-	struct sigaction sa = { .sa_handler = on_signal };
+	struct sigaction sa = {.sa_handler = on_signal};
 
 	/* no SA_RESTART: a signal must wake the ring buffer poll */
 	sigaction(SIGINT, &sa, NULL);
@@ -544,7 +588,7 @@ static void install_signals(void)
 int cmd_record(int argc, char **argv)
 {
 	struct record_opts o;
-	struct recording rc = { .o = &o, .pidfd = -1 };
+	struct recording rc = {.o = &o, .pidfd = -1};
 	int ret;
 
 	if (parse_opts(argc, argv, &o))
@@ -553,6 +597,7 @@ int cmd_record(int argc, char **argv)
 	ret = start(&rc);
 	if (!ret)
 		ret = run_loop(&rc);
+	end_status(&rc);
 	if (!ret)
 		ret = finish(&rc);
 	else if (rc.tracer)

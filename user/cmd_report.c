@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "cudaprobe.h"
 #include "profile.h"
@@ -45,8 +46,9 @@ static void report_usage(FILE *f)
 	    "  --per-thread   one table per thread, with its tid and name\n"
 	    "  --callers      also list each function's callers (pstats print_callers)\n"
 	    "  --callees      also list each function's callees (pstats print_callees)\n"
-	    "  --ops          PyTorch dispatcher ops instead, as torch.profiler's\n"
-	    "                 key_averages().table(); sorted by self CPU unless --sort\n"
+	    "  --ops          PyTorch ops, CUDA runtime calls and annotations instead, as\n"
+	    "                 torch.profiler's key_averages().table(); sorted by self CPU\n"
+	    "                 unless --sort\n"
 	    "  --group-by-module  ops per nn.Module path (TOP(Net)::forward.fc1(Linear)::\n"
 	    "                 forward), in a Module Hierarchy column; implies --ops\n"
 	    "  --group-by-stack N  ops per innermost N Python frames, in a Source\n"
@@ -94,7 +96,7 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 	o->list.sort = PSTATS_SORT_CUMTIME;
 	o->list.limit = -1;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "report", "h", longopts)) != -1) {
 		switch (c) {
 		case 's':
 			if (pstats_sort_parse(optarg, &o->list.sort))
@@ -139,18 +141,21 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 			report_usage(stdout);
 			return 1;
 		default:
-			report_usage(stderr);
 			return -EINVAL;
 		}
 	}
 	if (optind != argc - 1) {
-		fprintf(stderr, "ptrace-gpu report: expected one trace FILE\n");
-		report_usage(stderr);
+		fprintf(
+		    stderr,
+		    "ptrace-gpu report: expected one trace FILE (see ptrace-gpu report --help)\n");
 		return -EINVAL;
 	}
 	o->path = argv[optind];
 	if (o->prof.kind == PTG_REC_OP_ENTER && !o->sort_given)
 		o->list.sort = PSTATS_SORT_TOTTIME;
+	/* key_averages() has CUDA runtime calls and annotations as rows, and an
+	 * op's self time does not hold the cudaLaunchKernel it made */
+	o->prof.host_calls = o->prof.kind == PTG_REC_OP_ENTER;
 	return 0;
 bad_value:
 	fprintf(stderr, "ptrace-gpu report: bad value '%s' for --%s\n", optarg,
@@ -223,7 +228,9 @@ static void print_header(FILE *out, const struct report_opts *o, const struct tr
 		st->first_ts <= st->last_ts ? (st->last_ts - st->first_ts) / 1e9 : 0.0);
 	profile__totals(run->all, &ncalls, &pcalls, &tt_ns);
 	fprintf(out, "%s: %" PRIu64,
-		o->prof.kind == PTG_REC_OP_ENTER ? "op calls" : "function calls", ncalls);
+		o->prof.kind == PTG_REC_OP_ENTER ? "op, CUDA call and annotation calls"
+						 : "function calls",
+		ncalls);
 	if (o->prof.by_tid)
 		fprintf(out, " in thread %u\n", o->prof.tid);
 	else
@@ -263,8 +270,8 @@ static const char *sym_name(const struct trace_reader *r, uint32_t sym)
 	return s ? s->name : "?";
 }
 
-#define OPS_MAX_SRC 75   /* max_src_column_width */
-#define OPS_MAX_STACK 5  /* MAX_STACK_ENTRY: stack lines shown per row */
+#define OPS_MAX_SRC   75 /* max_src_column_width */
+#define OPS_MAX_STACK 5	 /* MAX_STACK_ENTRY: stack lines shown per row */
 
 /* The last column of a grouped table: each row's module path or Python frames. */
 struct ops_group {
@@ -335,8 +342,9 @@ static void ops_line(FILE *out, int name_w, const char *const col[7], const stru
 
 static void ops_title(FILE *out, int name_w, const struct ops_group *g)
 {
-	static const char *const titles[7] = { "Name",	    "Self CPU %",   "Self CPU",  "CPU total %",
-					       "CPU total", "CPU time avg", "# of Calls" };
+	static const char *const titles[7] = {"Name",	     "Self CPU %", "Self CPU",
+					      "CPU total %", "CPU total",  "CPU time avg",
+					      "# of Calls"};
 
 	ops_separator(out, name_w, g);
 	ops_line(out, name_w, titles, g, g->title);
@@ -346,7 +354,7 @@ static void ops_title(FILE *out, int name_w, const struct ops_group *g)
 /* The rest of a row's stack, one entry a line, then an empty line. */
 static void ops_group_lines(FILE *out, int name_w, const struct ops_group *g, uint32_t group)
 {
-	static const char *const empty[7] = { "", "", "", "", "", "", "" };
+	static const char *const empty[7] = {"", "", "", "", "", "", ""};
 	char entry[1024];
 
 	/* one line per row for module paths; a stack's block ends with an empty line */
@@ -389,7 +397,8 @@ static int group_width(const struct ops_group *g, const struct profile_func *fun
 	int w = (int)strlen(g->title) + 4;
 
 	for (size_t i = 0; i < n; i++) {
-		for (unsigned int k = 0; group_entry(g, funcs[i].group, k, entry, sizeof(entry)); k++)
+		for (unsigned int k = 0; group_entry(g, funcs[i].group, k, entry, sizeof(entry));
+		     k++)
 			w = (int)strlen(entry) + 4 > w ? (int)strlen(entry) + 4 : w;
 	}
 	return w < OPS_MAX_SRC ? w : OPS_MAX_SRC;
@@ -470,7 +479,7 @@ static int print_ops(FILE *out, const struct profile *p, const struct trace_read
 static int print_profile(FILE *out, const struct report_opts *o, const struct profile_run *run,
 			 const struct profile *p, const struct trace_reader *r)
 {
-	struct ops_group g = { .kind = o->prof.group, .run = run, .r = r };
+	struct ops_group g = {.kind = o->prof.group, .run = run, .r = r};
 	const struct profile_func *funcs;
 	size_t n;
 	int err;

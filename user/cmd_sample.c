@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "cli.h"
 #include "commands.h"
 #include "pyinterp.h"
 #include "sample.h"
@@ -194,7 +195,6 @@ static int parse_opt(struct sample_cmd *c, int opt, char *arg)
 		fprintf(stderr, "ptrace-gpu: sample: --keep takes a count from 1\n");
 		return -EINVAL;
 	}
-	usage(stderr);
 	return -EINVAL;
 }
 
@@ -256,7 +256,7 @@ static int parse_opts(int argc, char **argv, struct sample_cmd *c)
 
 	*c = (struct sample_cmd){.so = {.freq = 99}, .keep = 60};
 	c->so.pids = c->pids;
-	while ((opt = getopt_long(argc, argv, "ap:F:d:o:vqh", longopts, NULL)) != -1) {
+	while ((opt = cli_getopt(argc, argv, "sample", "ap:F:d:o:vqh", longopts)) != -1) {
 		if (opt == 'h') {
 			usage(stdout);
 			exit(0);

@@ -684,6 +684,45 @@ int flamegraph__write_folded(struct flamegraph *fg, const struct trace_reader *r
 	return err;
 }
 
+struct stack_walk {
+	const struct flamegraph *fg;
+	int (*fn)(void *ctx, const uint32_t *frames, unsigned int depth, uint64_t weight);
+	void *ctx;
+	uint32_t *frames;
+	size_t cap;
+};
+
+static int foreach_node(struct stack_walk *w, uint32_t node, unsigned int depth)
+{
+	const struct fg_node *n = &w->fg->nodes[node];
+	int err;
+
+	if (array_grow((void **)&w->frames, &w->cap, depth + 1, sizeof(*w->frames)))
+		return -ENOMEM;
+	w->frames[depth] = n->frame;
+	if (n->self && (err = w->fn(w->ctx, w->frames, depth + 1, n->self)))
+		return err;
+	for (uint32_t c = n->child; c != FG_NONE; c = w->fg->nodes[c].sibling) {
+		if ((err = foreach_node(w, c, depth + 1)))
+			return err;
+	}
+	return 0;
+}
+
+int flamegraph__foreach_stack(const struct flamegraph *fg,
+			      int (*fn)(void *ctx, const uint32_t *frames, unsigned int depth,
+					uint64_t weight),
+			      void *ctx)
+{
+	struct stack_walk w = {.fg = fg, .fn = fn, .ctx = ctx};
+	int err = 0;
+
+	for (uint32_t c = fg->nodes[FG_ROOT].child; c != FG_NONE && !err; c = fg->nodes[c].sibling)
+		err = foreach_node(&w, c, 0);
+	free(w.frames);
+	return err;
+}
+
 #define SVG_W	    1200
 #define SVG_XPAD    10
 #define SVG_FRAME_H 16
@@ -701,7 +740,7 @@ int flamegraph__write_folded(struct flamegraph *fg, const struct trace_reader *r
  */
 static const char svg_script[] =
     "\"use strict\";\n"
-    "var W = 1200, XPAD = 10, FONTW = 12 * 0.59, frames = [], total = 0;\n"
+    "var W = 1200, XPAD = 10, FONTW = 12 * 0.59, GPU = \"[gpu] \", frames = [], total = 0;\n"
     "var details, matched, resetbtn, searchbtn, searching = false;\n"
     "function init(evt) {\n"
     "\tvar gs = document.getElementById(\"frames\").getElementsByTagName(\"g\");\n"
@@ -738,10 +777,12 @@ static const char svg_script[] =
     "\treturn f;\n"
     "}\n"
     "function label(f, w) {\n"
-    "\tvar max = Math.floor((w - 6) / FONTW);\n"
+    "\tvar max = Math.floor((w - 6) / FONTW), name = f.name;\n"
     "\tif (max < 3)\n"
     "\t\treturn \"\";\n"
-    "\treturn f.name.length <= max ? f.name : f.name.substring(0, max - 2) + \"..\";\n"
+    "\tif (name.length > max && name.indexOf(GPU) === 0)\n"
+    "\t\tname = name.substring(GPU.length);\n"
+    "\treturn name.length <= max ? name : name.substring(0, max - 2) + \"..\";\n"
     "}\n"
     "function draw(z) {\n"
     "\tvar scale = z.n ? (W - 2 * XPAD) / z.n : 0;\n"
@@ -843,8 +884,10 @@ static void svg_text(FILE *out, const char *s, size_t max)
 	const unsigned char *p = (const unsigned char *)s;
 	size_t n = utf8_chars(s), len;
 
+	if (n > max && max < 3)
+		return; /* not one character and the ".." */
 	if (n > max)
-		max = max >= 2 ? max - 2 : 0;
+		max -= 2;
 	for (size_t i = 0; *p && i < max; i++, p += len ? len : 1) {
 		len = utf8_seq_len(p);
 		if (!len)
@@ -893,6 +936,33 @@ static void svg_color(FILE *out, const struct trace_reader *r, uint32_t frame, c
 			(int)(90 * v2));
 }
 
+/* A weight in the unit that reads best: ns, µs, ms or s with three decimals. */
+static void svg_time(FILE *out, uint64_t ns)
+{
+	if (ns < 1000)
+		fprintf(out, "%" PRIu64 " ns", ns);
+	else if (ns < 1000000)
+		fprintf(out, "%.3f \xc2\xb5s", ns / 1e3);
+	else if (ns < 1000000000)
+		fprintf(out, "%.3f ms", ns / 1e6);
+	else
+		fprintf(out, "%.3f s", ns / 1e9);
+}
+
+/*
+ * The label in a frame's box: a GPU frame that does not fit loses its
+ * "[gpu] " prefix first (its color says it is one), so that the kernel's
+ * name shows rather than "[gpu]..". The hover title keeps the whole name.
+ */
+static const char *svg_label(const char *name, double fits)
+{
+	static const char gpu[] = "[gpu] ";
+
+	if (!strncmp(name, gpu, sizeof(gpu) - 1) && utf8_chars(name) > fits)
+		return name + sizeof(gpu) - 1;
+	return name;
+}
+
 static void svg_frame(struct svg_ctx *c, uint32_t node, unsigned int depth, uint64_t x_ns)
 {
 	const struct fg_node *n = &c->fg->nodes[node];
@@ -911,13 +981,14 @@ static void svg_frame(struct svg_ctx *c, uint32_t node, unsigned int depth, uint
 		n->total, depth);
 	fputs("<title>", c->out);
 	svg_text(c->out, name, SIZE_MAX);
-	fprintf(c->out, " (%" PRIu64 " ns, %.2f%%)</title>", n->total,
-		total ? n->total * 100.0 / total : 100.0);
+	fputs(" (", c->out);
+	svg_time(c->out, n->total);
+	fprintf(c->out, ", %.2f%%)</title>", total ? n->total * 100.0 / total : 100.0);
 	fprintf(c->out, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"", x, y, w,
 		SVG_FRAME_H - 1);
 	svg_color(c->out, c->r, node == FG_ROOT ? 0 : n->frame, name);
 	fprintf(c->out, "\" rx=\"2\" ry=\"2\"/><text x=\"%.2f\" y=\"%.1f\">", x + 3, y + 10.5);
-	svg_text(c->out, name, fits >= 3 ? (size_t)fits : 0);
+	svg_text(c->out, svg_label(name, fits), fits >= 3 ? (size_t)fits : 0);
 	fputs("</text></g>\n", c->out);
 }
 

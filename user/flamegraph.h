@@ -50,6 +50,15 @@ uint64_t flamegraph__total(const struct flamegraph *fg);
 int flamegraph__new(enum flamegraph_weight weight, struct flamegraph **out);
 int flamegraph__add_named(struct flamegraph *fg, const char *const *frames, unsigned int depth,
 			  uint64_t weight);
+/*
+ * Calls fn once per distinct stack with weight: frames are the symbol ids
+ * of the stack (0: unknown), outermost first. Stops at, and returns, the
+ * first non-zero return of fn; -ENOMEM when out of memory.
+ */
+int flamegraph__foreach_stack(const struct flamegraph *fg,
+			      int (*fn)(void *ctx, const uint32_t *frames, unsigned int depth,
+					uint64_t weight),
+			      void *ctx);
 /* One "frame;frame;frame N" line per distinct stack with weight, sorted. */
 int flamegraph__write_folded(struct flamegraph *fg, const struct trace_reader *r, FILE *out);
 /* The interactive SVG; title heads the image. */

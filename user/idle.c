@@ -892,9 +892,11 @@ static void cpu_event(struct idle_ctx *c, const struct idle_event *ev)
 		nm->sym = ev->sym;
 		nm->kind = ev->kind;
 		nm->count++;
-		nm->total_ns += ev->dur;
 		nm->self_ns += ev->self_ns;
-		nm->idle_ns += ev->idle_ns;
+		if (!ev->nested) {
+			nm->total_ns += ev->dur;
+			nm->idle_ns += ev->idle_ns;
+		}
 		nm->qd_sum += ev->queue_depth;
 	}
 	if (!in_decrease(c, ev->start, ev->start + ev->dur))
@@ -915,6 +917,16 @@ static void cpu_event_at(struct idle_ctx *c, struct idle_event *ev)
 	cpu_event(c, ev);
 }
 
+static bool on_stack(const struct model_frame *stack, unsigned int depth, uint32_t sym,
+		     uint16_t kind)
+{
+	while (depth--) {
+		if (stack[depth].sym == sym && stack[depth].kind == kind)
+			return true;
+	}
+	return false;
+}
+
 static void p2_span(void *ctx, const struct model_span *s, const struct model_frame *stack,
 		    unsigned int depth)
 {
@@ -926,6 +938,7 @@ static void p2_span(void *ctx, const struct model_span *s, const struct model_fr
 	    .self_ns = s->self_ns > calls ? s->self_ns - calls : 0,
 	    .sym = s->sym,
 	    .kind = s->kind,
+	    .nested = on_stack(stack, depth, s->sym, s->kind),
 	};
 
 	/* BasicEvaluation's source location starts at the event itself */

@@ -57,10 +57,12 @@ struct idle_event {
 	uint32_t pysym;	      /* innermost Python frame (the event itself for Python), 0 = none */
 	uint32_t queue_depth; /* at the event's start */
 	uint16_t kind;	      /* PTG_REC_OP_ENTER, PTG_REC_PY_ENTER or PTG_REC_CUDA_CALL */
+	bool nested;	      /* inside an open event of the same symbol (recursion) */
 	double score;
 };
 
-/* Totals of all events of one name. */
+/* Totals of all events of one name. total_ns and idle_ns count an interval
+ * once however deep the name recurses in it, as cProfile's cumtime does. */
 struct idle_name {
 	uint32_t sym;
 	uint16_t kind;

@@ -165,6 +165,7 @@ struct pprof_function {
 struct pprof_mapping {
 	uint64_t start, limit, offset;
 	int64_t filename;
+	unsigned int flags; /* PPROF_HAS_* */
 };
 
 struct pprof_location {
@@ -176,11 +177,23 @@ struct pprof_value_type {
 	int64_t type, unit;
 };
 
+/* A label with its strings as string-table indices. */
+struct pprof_slabel {
+	int64_t key, str, num, unit;
+};
+
+/* One Sample: its locations and labels live in the pools of struct pprof. */
+struct pprof_sample {
+	size_t locs, nlocs;
+	size_t labels, nlabels;
+	int64_t values[PPROF_MAX_VALUES];
+};
+
 struct pprof {
 	char **strings;
 	size_t nstrings, strings_cap;
-	struct u64map string_idx; /* hash -> index + 1 */
-	struct pprof_function *funcs;
+	struct u64map string_idx;     /* hash -> index + 1 */
+	struct pprof_function *funcs; /* names that need no demangling: no system_name */
 	size_t nfuncs, funcs_cap;
 	struct u64map func_idx; /* hash -> id */
 	struct pprof_mapping *maps;
@@ -193,7 +206,17 @@ struct pprof {
 	size_t ntypes;
 	struct pprof_value_type period_type;
 	int64_t period, time_nanos, duration_nanos;
-	struct pb_buf samples; /* encoded Sample fields of the Profile */
+	/*
+	 * One Sample per distinct (locations, labels): pprof, Pyroscope and
+	 * Parca show a stack once however many rows of ours map to it.
+	 */
+	struct pprof_sample *samples;
+	size_t nsamples, samples_cap;
+	struct u64map sample_idx; /* hash -> index + 1 */
+	uint64_t *sample_locs;
+	size_t nsample_locs, sample_locs_cap;
+	struct pprof_slabel *sample_labels;
+	size_t nsample_labels, sample_labels_cap;
 };
 
 int pprof__new(struct pprof **out)
@@ -224,7 +247,10 @@ void pprof__free(struct pprof *p)
 	u64map__free(&p->func_idx);
 	u64map__free(&p->map_idx);
 	u64map__free(&p->loc_idx);
-	pb_buf__free(&p->samples);
+	u64map__free(&p->sample_idx);
+	free(p->samples);
+	free(p->sample_locs);
+	free(p->sample_labels);
 	free(p);
 }
 
@@ -300,9 +326,9 @@ uint64_t pprof__function(struct pprof *p, const char *name, const char *filename
 }
 
 uint64_t pprof__mapping(struct pprof *p, uint64_t start, uint64_t limit, uint64_t offset,
-			const char *filename)
+			const char *filename, unsigned int flags)
 {
-	struct pprof_mapping m = {start, limit, offset, pprof__string(p, filename)};
+	struct pprof_mapping m = {start, limit, offset, pprof__string(p, filename), flags};
 	uint64_t *id;
 
 	if (m.filename < 0)
@@ -338,40 +364,103 @@ uint64_t pprof__location(struct pprof *p, uint64_t mapping, uint64_t address, ui
 	return p->nlocs;
 }
 
-static int encode_label(struct pprof *p, const struct pprof_label *l)
+static int intern_label(struct pprof *p, const struct pprof_label *l, struct pprof_slabel *out)
 {
-	int64_t key = pprof__string(p, l->key);
-	int64_t str = l->str ? pprof__string(p, l->str) : 0;
-	int64_t unit = l->unit ? pprof__string(p, l->unit) : 0;
-	size_t m;
+	out->key = pprof__string(p, l->key);
+	out->str = l->str ? pprof__string(p, l->str) : 0;
+	out->num = l->str ? 0 : l->num;
+	out->unit = l->unit ? pprof__string(p, l->unit) : 0;
+	return out->key < 0 || out->str < 0 || out->unit < 0 ? -ENOMEM : 0;
+}
 
-	if (key < 0 || str < 0 || unit < 0)
+static bool same_sample(const struct pprof *p, const struct pprof_sample *s, const uint64_t *locs,
+			size_t nlocs, const struct pprof_slabel *labels, size_t nlabels)
+{
+	return s->nlocs == nlocs && s->nlabels == nlabels &&
+	       !memcmp(p->sample_locs + s->locs, locs, nlocs * sizeof(*locs)) &&
+	       !memcmp(p->sample_labels + s->labels, labels, nlabels * sizeof(*labels));
+}
+
+static int sample_append(struct pprof *p, uint64_t key, const uint64_t *locs, size_t nlocs,
+			 const struct pprof_slabel *labels, size_t nlabels,
+			 struct pprof_sample **out)
+{
+	struct pprof_sample *s;
+
+	if (array_grow((void **)&p->samples, &p->samples_cap, p->nsamples + 1,
+		       sizeof(*p->samples)) ||
+	    array_grow((void **)&p->sample_locs, &p->sample_locs_cap, p->nsample_locs + nlocs + 1,
+		       sizeof(*p->sample_locs)) ||
+	    array_grow((void **)&p->sample_labels, &p->sample_labels_cap,
+		       p->nsample_labels + nlabels + 1, sizeof(*p->sample_labels)) ||
+	    u64map__put(&p->sample_idx, key, p->nsamples + 1))
 		return -ENOMEM;
-	m = pb_begin(&p->samples, 3);
-	pb_int(&p->samples, 1, key);
-	pb_int(&p->samples, 2, str);
-	if (!l->str)
-		pb_int(&p->samples, 3, l->num);
-	pb_int(&p->samples, 4, unit);
-	pb_end(&p->samples, m);
+	s = &p->samples[p->nsamples++];
+	s->locs = p->nsample_locs;
+	s->nlocs = nlocs;
+	s->labels = p->nsample_labels;
+	s->nlabels = nlabels;
+	memcpy(p->sample_locs + s->locs, locs, nlocs * sizeof(*locs));
+	memcpy(p->sample_labels + s->labels, labels, nlabels * sizeof(*labels));
+	p->nsample_locs += nlocs;
+	p->nsample_labels += nlabels;
+	*out = s;
 	return 0;
 }
 
 int pprof__add_sample(struct pprof *p, const uint64_t *locs, size_t nlocs, const int64_t *values,
 		      size_t nvalues, const struct pprof_label *labels, size_t nlabels)
 {
-	size_t m;
-	int err = 0;
+	struct pprof_slabel *sl = calloc(nlabels + 1, sizeof(*sl));
+	struct pprof_sample *s = NULL;
+	uint64_t h, *idx;
+	int err = sl ? 0 : -ENOMEM;
 
 	if (nvalues != p->ntypes)
-		return -EINVAL;
-	m = pb_begin(&p->samples, PROFILE_SAMPLE);
-	pb_packed_uint(&p->samples, 1, locs, nlocs);
-	pb_packed_int(&p->samples, 2, values, nvalues);
+		err = -EINVAL;
 	for (size_t i = 0; i < nlabels && !err; i++)
-		err = encode_label(p, &labels[i]);
-	pb_end(&p->samples, m);
-	return err ? err : p->samples.err;
+		err = intern_label(p, &labels[i], &sl[i]);
+	if (err)
+		goto cleanup;
+	h = u64map_hash(U64MAP_HASH_SEED, locs, nlocs * sizeof(*locs));
+	h = u64map_hash(h, sl, nlabels * sizeof(*sl));
+	/* probe on past other samples with the same hash */
+	for (;; h++) {
+		idx = u64map__get(&p->sample_idx, u64map_key(h));
+		if (!idx || same_sample(p, &p->samples[*idx - 1], locs, nlocs, sl, nlabels))
+			break;
+	}
+	if (idx)
+		s = &p->samples[*idx - 1];
+	else
+		err = sample_append(p, u64map_key(h), locs, nlocs, sl, nlabels, &s);
+	for (size_t i = 0; !err && i < nvalues; i++)
+		s->values[i] += values[i];
+cleanup:
+	free(sl);
+	return err;
+}
+
+static void encode_samples(const struct pprof *p, struct pb_buf *b)
+{
+	for (size_t i = 0; i < p->nsamples; i++) {
+		const struct pprof_sample *s = &p->samples[i];
+		size_t m = pb_begin(b, PROFILE_SAMPLE), l;
+
+		pb_packed_uint(b, 1, p->sample_locs + s->locs, s->nlocs);
+		pb_packed_int(b, 2, s->values, p->ntypes);
+		for (size_t j = 0; j < s->nlabels; j++) {
+			const struct pprof_slabel *lab = &p->sample_labels[s->labels + j];
+
+			l = pb_begin(b, 3);
+			pb_int(b, 1, lab->key);
+			pb_int(b, 2, lab->str);
+			pb_int(b, 3, lab->num);
+			pb_int(b, 4, lab->unit);
+			pb_end(b, l);
+		}
+		pb_end(b, m);
+	}
 }
 
 static void encode_value_type(struct pb_buf *b, uint32_t field, const struct pprof_value_type *t)
@@ -394,7 +483,10 @@ static void encode_tables(const struct pprof *p, struct pb_buf *b)
 		pb_uint(b, 3, p->maps[i].limit);
 		pb_uint(b, 4, p->maps[i].offset);
 		pb_int(b, 5, p->maps[i].filename);
-		pb_bool(b, 7, true); /* has_functions: names come with the profile */
+		pb_bool(b, 7, p->maps[i].flags & PPROF_HAS_FUNCTIONS);
+		pb_bool(b, 8, p->maps[i].flags & PPROF_HAS_FILENAMES);
+		pb_bool(b, 9, p->maps[i].flags & PPROF_HAS_LINE_NUMBERS);
+		pb_bool(b, 10, p->maps[i].flags & PPROF_HAS_INLINE_FRAMES);
 		pb_end(b, m);
 	}
 	for (size_t i = 0; i < p->nlocs; i++) {
@@ -414,7 +506,13 @@ static void encode_tables(const struct pprof *p, struct pb_buf *b)
 		m = pb_begin(b, PROFILE_FUNCTION);
 		pb_uint(b, 1, i + 1);
 		pb_int(b, 2, p->funcs[i].name);
-		pb_int(b, 3, p->funcs[i].name); /* system_name */
+		/*
+		 * pprof demangles system_name into name when the two are equal,
+		 * and strips <...> from what looks like C++: "<module>" became ""
+		 * and showed as <unknown>. Only a mangled C++ symbol gets one.
+		 */
+		if (!strncmp(p->strings[p->funcs[i].name], "_Z", 2))
+			pb_int(b, 3, p->funcs[i].name);
 		pb_int(b, 4, p->funcs[i].filename);
 		pb_int(b, 5, p->funcs[i].start_line);
 		pb_end(b, m);
@@ -423,14 +521,9 @@ static void encode_tables(const struct pprof *p, struct pb_buf *b)
 
 int pprof__encode(struct pprof *p, struct pb_buf *b)
 {
-	if (p->samples.err)
-		return p->samples.err;
 	for (size_t i = 0; i < p->ntypes; i++)
 		encode_value_type(b, PROFILE_SAMPLE_TYPE, &p->types[i]);
-	if (!pb_reserve(b, p->samples.len) && p->samples.len) {
-		memcpy(b->data + b->len, p->samples.data, p->samples.len);
-		b->len += p->samples.len;
-	}
+	encode_samples(p, b);
 	encode_tables(p, b);
 	/* a repeated string: "" at index 0 is written too */
 	for (size_t i = 0; i < p->nstrings; i++)

@@ -55,13 +55,22 @@ void pprof__set_time(struct pprof *p, int64_t time_nanos, int64_t duration_nanos
 /* Returns the id (>= 1) of the function, added once; 0 when out of memory. */
 uint64_t pprof__function(struct pprof *p, const char *name, const char *filename,
 			 int64_t start_line);
-/* A mapping of an object file, added once per filename. */
+/* Mapping.has_* flags: what the profile already holds for its locations. */
+#define PPROF_HAS_FUNCTIONS	0x1
+#define PPROF_HAS_FILENAMES	0x2
+#define PPROF_HAS_LINE_NUMBERS	0x4
+#define PPROF_HAS_INLINE_FRAMES 0x8
+
+/* A mapping of an object file, added once per filename; flags: PPROF_HAS_*. */
 uint64_t pprof__mapping(struct pprof *p, uint64_t start, uint64_t limit, uint64_t offset,
-			const char *filename);
+			const char *filename, unsigned int flags);
 /* A location (one function and line, or an address in a mapping), added once. */
 uint64_t pprof__location(struct pprof *p, uint64_t mapping, uint64_t address, uint64_t function,
 			 int64_t line);
-/* locs: leaf first; nvalues must equal the number of sample types. */
+/*
+ * locs: leaf first; nvalues must equal the number of sample types. A sample
+ * with the same locations and labels as an earlier one adds its values to it.
+ */
 int pprof__add_sample(struct pprof *p, const uint64_t *locs, size_t nlocs, const int64_t *values,
 		      size_t nvalues, const struct pprof_label *labels, size_t nlabels);
 /* The encoded Profile message. */

@@ -184,9 +184,29 @@ struct fold_stack {
 	unsigned int cap;
 };
 
+/* An op, CUDA call or annotation of one thread, for profile_opts.host_calls. */
+struct host_ival {
+	uint64_t start;
+	uint64_t end;
+	uint32_t sym;
+	uint32_t group;
+	uint16_t flags; /* enter flags */
+	uint16_t rank;	/* at equal times: annotation, then op, then CUDA call outermost */
+	uint32_t depth; /* the model's stack depth: orders ops of equal times */
+	size_t seq;	/* order of arrival, to keep sorting stable */
+};
+
+struct host_ivals {
+	struct host_ival *v;
+	size_t n, cap;
+};
+
 struct collector {
 	const struct profile_opts *o;
+	const struct trace_reader *r;
 	struct profile_run *run;
+	struct host_ivals *hosts; /* parallel to run->threads, with o->host_calls */
+	size_t hosts_cap;
 	struct fold_stack *folds; /* parallel to run->threads */
 	size_t threads_cap, folds_cap;
 	struct u64map thread_idx; /* thread_key() -> index */
@@ -215,6 +235,8 @@ static struct profile_thread *collector_thread(struct collector *c, uint32_t pid
 	if (array_grow((void **)&run->threads, &c->threads_cap, run->nthreads + 1,
 		       sizeof(*run->threads)) ||
 	    array_grow((void **)&c->folds, &c->folds_cap, run->nthreads + 1, sizeof(*c->folds)) ||
+	    (c->o->host_calls &&
+	     array_grow((void **)&c->hosts, &c->hosts_cap, run->nthreads + 1, sizeof(*c->hosts))) ||
 	    u64map__put(&c->thread_idx, key, run->nthreads))
 		return NULL;
 	t = &run->threads[run->nthreads];
@@ -273,6 +295,170 @@ static uint32_t stack_group(struct collector *c, const struct model_frame *stack
 	return (uint32_t)++run->nstacks;
 }
 
+static uint32_t collector_group(struct collector *c, int64_t aux0, const struct model_frame *stack,
+				unsigned int depth, int *err)
+{
+	uint32_t group = 0;
+
+	if (c->o->group == PROFILE_GROUP_MODULE)
+		group = (uint32_t)aux0;
+	else if (c->o->group == PROFILE_GROUP_STACK && !(group = stack_group(c, stack, depth)))
+		*err = -ENOMEM;
+	return group;
+}
+
+static int host_add(struct collector *c, size_t thread, const struct host_ival *in)
+{
+	struct host_ivals *h = &c->hosts[thread];
+	struct host_ival *iv;
+
+	if (array_grow((void **)&h->v, &h->cap, h->n + 1, sizeof(*h->v)))
+		return -ENOMEM;
+	iv = &h->v[h->n];
+	*iv = *in;
+	if (iv->end < iv->start)
+		iv->end = iv->start;
+	iv->seq = h->n++;
+	return 0;
+}
+
+/*
+ * Start, then longer first (parents before the children that start with
+ * them); of equal intervals an annotation holds an op, an op a CUDA call, and
+ * of two ops the model's own nesting decides.
+ */
+static int cmp_host_ival(const void *pa, const void *pb)
+{
+	const struct host_ival *a = pa, *b = pb;
+
+	if (a->start != b->start)
+		return a->start < b->start ? -1 : 1;
+	if (a->end != b->end)
+		return a->end > b->end ? -1 : 1;
+	if (a->rank != b->rank)
+		return a->rank < b->rank ? -1 : 1;
+	if (a->depth != b->depth)
+		return a->depth < b->depth ? -1 : 1;
+	return (a->seq > b->seq) - (a->seq < b->seq);
+}
+
+struct host_replay {
+	struct model_frame *frames;
+	uint64_t *ends;
+	uint32_t *groups;
+	unsigned int depth;
+};
+
+/* Closes the innermost interval of the replay into the thread's profiles. */
+static int host_pop(struct collector *c, struct profile_thread *t, struct host_replay *h)
+{
+	const struct model_frame *f = &h->frames[--h->depth];
+	uint64_t dur = h->ends[h->depth] - f->start;
+	struct model_span s = {
+	    .pid = t->pid,
+	    .tid = t->tid,
+	    .sym = f->sym,
+	    .kind = f->kind,
+	    .enter_flags = f->flags,
+	    .start = f->start,
+	    .end = h->ends[h->depth],
+	    .self_ns = dur > f->child_ns ? dur - f->child_ns : 0,
+	};
+	int err;
+
+	if (h->depth)
+		h->frames[h->depth - 1].child_ns += dur;
+	err = profile__add_group(c->run->all, &s, h->groups[h->depth], s.self_ns, h->frames,
+				 h->depth);
+	if (!err && t->prof)
+		err = profile__add_group(t->prof, &s, h->groups[h->depth], s.self_ns, h->frames,
+					 h->depth);
+	return err;
+}
+
+/*
+ * Nests one thread's intervals by time and adds each to the profiles. An
+ * interval that overhangs its parent is cut at the parent's end, as import
+ * cuts Kineto events.
+ */
+static int host_replay_thread(struct collector *c, struct profile_thread *t, struct host_ivals *hv)
+{
+	struct host_replay h = {};
+	int err = 0;
+
+	qsort(hv->v, hv->n, sizeof(*hv->v), cmp_host_ival);
+	h.frames = calloc(hv->n + 1, sizeof(*h.frames));
+	h.ends = calloc(hv->n + 1, sizeof(*h.ends));
+	h.groups = calloc(hv->n + 1, sizeof(*h.groups));
+	if (!h.frames || !h.ends || !h.groups)
+		err = -ENOMEM;
+	for (size_t i = 0; !err && i <= hv->n; i++) {
+		const struct host_ival *iv = i < hv->n ? &hv->v[i] : NULL;
+
+		while (!err && h.depth && (!iv || h.ends[h.depth - 1] <= iv->start))
+			err = host_pop(c, t, &h);
+		if (!iv || err)
+			break;
+		h.frames[h.depth] = (struct model_frame){
+		    .sym = iv->sym,
+		    .kind = PTG_REC_OP_ENTER,
+		    .flags = iv->flags,
+		    .start = iv->start,
+		};
+		h.ends[h.depth] =
+		    h.depth && iv->end > h.ends[h.depth - 1] ? h.ends[h.depth - 1] : iv->end;
+		h.groups[h.depth++] = iv->group;
+	}
+	free(h.frames);
+	free(h.ends);
+	free(h.groups);
+	return err;
+}
+
+static int host_replay(struct collector *c)
+{
+	int err = 0;
+
+	for (size_t i = 0; !err && i < c->run->nthreads; i++)
+		err = host_replay_thread(c, &c->run->threads[i], &c->hosts[i]);
+	return err;
+}
+
+/* CPU-side annotations; gpu_user_annotation spans are GPU time, not calls. */
+static bool host_span(const struct collector *c, const struct ptg_record *rec)
+{
+	const struct ptg_sym *cat = trace_reader__sym(c->r, (uint32_t)rec->aux[0]);
+
+	return !cat || strcmp(cat->name, "gpu_user_annotation");
+}
+
+static void collector_host_record(struct collector *c, const struct ptg_record *rec,
+				  const struct model_frame *stack, unsigned int depth)
+{
+	struct host_ival iv = {
+	    .start = rec->ts,
+	    .end = rec->ts + rec->dur,
+	    .sym = rec->sym,
+	    .rank = rec->kind == PTG_REC_SPAN ? 0 : 2,
+	    .depth = depth,
+	};
+	struct profile_thread *t;
+	struct fold_stack *f;
+	int err = 0;
+
+	if (rec->kind != PTG_REC_CUDA_CALL && (rec->kind != PTG_REC_SPAN || !host_span(c, rec)))
+		return;
+	t = collector_thread(c, rec->pid, rec->tid, &f);
+	if (!t) {
+		c->err = -ENOMEM;
+		return;
+	}
+	iv.group = collector_group(c, 0, stack, depth, &err);
+	if (!err)
+		err = host_add(c, (size_t)(t - c->run->threads), &iv);
+	c->err = err;
+}
+
 static int collector_span(struct collector *c, const struct model_span *s,
 			  const struct model_frame *stack, unsigned int depth)
 {
@@ -286,6 +472,22 @@ static int collector_span(struct collector *c, const struct model_span *s,
 	t = collector_thread(c, s->pid, s->tid, &f);
 	if (!t || fold_stack_reserve(f, depth))
 		return -ENOMEM;
+	if (c->o->host_calls) {
+		struct host_ival iv = {
+		    .start = s->start,
+		    .end = s->end,
+		    .sym = s->sym,
+		    .flags = s->enter_flags,
+		    .rank = 1,
+		    .depth = depth,
+		};
+
+		if (s->kind != PTG_REC_OP_ENTER)
+			return 0;
+		err = 0;
+		iv.group = collector_group(c, s->aux0, stack, depth, &err);
+		return err ?: host_add(c, (size_t)(t - c->run->threads), &iv);
+	}
 	if (s->kind != kind) {
 		/* time in an op under a function (or in Python under an op) is
 		 * self time of the nearest enclosing span of the profiled kind */
@@ -299,10 +501,10 @@ static int collector_span(struct collector *c, const struct model_span *s,
 	}
 	self_ns = s->self_ns + f->pending[depth];
 	f->pending[depth] = 0;
-	if (c->o->group == PROFILE_GROUP_MODULE)
-		group = (uint32_t)s->aux0;
-	else if (c->o->group == PROFILE_GROUP_STACK && !(group = stack_group(c, stack, depth)))
-		return -ENOMEM;
+	err = 0;
+	group = collector_group(c, s->aux0, stack, depth, &err);
+	if (err)
+		return err;
 	err = profile__add_group(c->run->all, s, group, self_ns, stack, depth);
 	if (!err && t->prof)
 		err = profile__add_group(t->prof, s, group, self_ns, stack, depth);
@@ -326,7 +528,13 @@ static void collector_on_record(void *ctx, const struct ptg_record *rec,
 	struct profile_thread *t;
 	struct fold_stack *f;
 
-	if (c->err || rec->kind != PTG_REC_THREAD || (c->o->by_tid && rec->tid != c->o->tid))
+	if (c->err || (c->o->by_tid && rec->tid != c->o->tid))
+		return;
+	if (c->o->host_calls && rec->kind != PTG_REC_THREAD) {
+		collector_host_record(c, rec, stack, depth);
+		return;
+	}
+	if (rec->kind != PTG_REC_THREAD)
 		return;
 	t = collector_thread(c, rec->pid, rec->tid, &f);
 	if (!t) {
@@ -352,7 +560,7 @@ int profile_run__collect(struct trace_reader *r, const struct profile_opts *o,
 			 struct profile_run **out)
 {
 	struct model_visitor v = {.span = collector_on_span, .record = collector_on_record};
-	struct collector c = {.o = o};
+	struct collector c = {.o = o, .r = r};
 	int err;
 
 	c.run = calloc(1, sizeof(*c.run));
@@ -370,12 +578,17 @@ int profile_run__collect(struct trace_reader *r, const struct profile_opts *o,
 	err = model__walk(r, &v, &c, &c.run->stats);
 	if (!err)
 		err = c.err;
+	if (!err && o->host_calls)
+		err = host_replay(&c);
 cleanup:
 	if (err == -ENOMEM)
 		fprintf(stderr, "ptrace-gpu: out of memory\n");
 	for (size_t i = 0; c.folds && i < c.run->nthreads; i++)
 		free(c.folds[i].pending);
 	free(c.folds);
+	for (size_t i = 0; c.hosts && i < c.run->nthreads; i++)
+		free(c.hosts[i].v);
+	free(c.hosts);
 	u64map__free(&c.thread_idx);
 	u64map__free(&c.stack_idx);
 	if (err) {

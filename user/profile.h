@@ -18,7 +18,7 @@
 /* One function (a symbol of the profiled kind). Times in ns. */
 struct profile_func {
 	uint32_t sym;
-	uint32_t group; /* with profile__set_grouped(): what else keys the row (0: nothing) */
+	uint32_t group;	 /* with profile__set_grouped(): what else keys the row (0: nothing) */
 	uint64_t ncalls; /* new calls; generator resumptions are not calls */
 	uint64_t pcalls; /* calls made while the function was not already active */
 	uint64_t tt_ns;	 /* self time of all its segments */
@@ -80,6 +80,14 @@ struct profile_opts {
 	bool per_thread; /* also one profile per thread */
 	enum profile_group group;
 	unsigned int stack_n; /* PROFILE_GROUP_STACK: frames that make a group */
+	/*
+	 * kind PTG_REC_OP_ENTER only: CUDA runtime/driver calls and CPU
+	 * annotations (user_annotation spans, ProfilerStep#N) are rows too,
+	 * nested with the ops by time, as torch.profiler's key_averages() has
+	 * them: an op's self time excludes the cudaLaunchKernel it made.
+	 * Python frames are transparent. Keeps the run's intervals in memory.
+	 */
+	bool host_calls;
 };
 
 struct profile_thread {

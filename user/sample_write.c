@@ -36,6 +36,13 @@ const char *sample_format_ext(enum sample_format f)
 	return f == SAMPLE_FMT_SVG ? "svg" : f == SAMPLE_FMT_FOLDED ? "folded" : "pb.gz";
 }
 
+/*
+ * Python frames have no address: they go in one mapping of their own, made
+ * first so that pprof takes it for the main binary, which says that their
+ * functions, files and lines are all in the profile (nothing to symbolize).
+ */
+#define PYTHON_MAPPING "[python]"
+
 /* The pprof location of frame i, made on first use. */
 static uint64_t location_of(struct pprof *p, const struct sample_set *set, uint64_t *locs,
 			    uint32_t i)
@@ -43,15 +50,23 @@ static uint64_t location_of(struct pprof *p, const struct sample_set *set, uint6
 	const struct sample_frame *fr = &set->frames[i];
 	const struct sample_func *fn = &set->funcs[fr->func];
 	uint64_t mapping = 0, func;
+	bool mapped = true;
 
 	if (locs[i])
 		return locs[i];
 	func = pprof__function(p, fn->name, fn->file, fn->start_line);
-	if (fn->kind == SAMPLE_FUNC_NATIVE && fn->file[0]) {
-		mapping = pprof__mapping(p, fr->obj_start, fr->obj_limit, fr->obj_offset, fn->file);
-		if (!mapping)
-			return 0;
-	}
+	if (fn->kind == SAMPLE_FUNC_NATIVE && fn->file[0])
+		/* names come from the object's symbols; no file or line for them */
+		mapping = pprof__mapping(p, fr->obj_start, fr->obj_limit, fr->obj_offset, fn->file,
+					 PPROF_HAS_FUNCTIONS);
+	else if (fn->kind == SAMPLE_FUNC_PYTHON)
+		mapping = pprof__mapping(p, 0, 0, 0, PYTHON_MAPPING,
+					 PPROF_HAS_FUNCTIONS | PPROF_HAS_FILENAMES |
+					     PPROF_HAS_LINE_NUMBERS);
+	else
+		mapped = false; /* special frames and natives of no known object */
+	if (mapped && !mapping)
+		return 0;
 	if (func)
 		locs[i] = pprof__location(p, mapping, fr->addr, func, fr->line);
 	return locs[i];
@@ -96,6 +111,10 @@ static int write_pprof(const struct sample_set *set, const char *path)
 	err = locs && ids ? pprof__new(&p) : -ENOMEM;
 	err = err ?: pprof__add_sample_type(p, "samples", "count");
 	err = err ?: pprof__add_sample_type(p, unit_type, "nanoseconds");
+	if (!err &&
+	    !pprof__mapping(p, 0, 0, 0, PYTHON_MAPPING,
+			    PPROF_HAS_FUNCTIONS | PPROF_HAS_FILENAMES | PPROF_HAS_LINE_NUMBERS))
+		err = -ENOMEM;
 	for (size_t i = 0; i < set->nrows && !err; i++)
 		err = add_row(p, set, &set->rows[i], locs, ids);
 	if (!err) {

@@ -1,4 +1,5 @@
 """Bad input gets one clear line on stderr and a non-zero exit, never a crash."""
+import gzip
 import os
 import shutil
 import subprocess
@@ -120,6 +121,54 @@ class Errors(unittest.TestCase):
             f.write(b"this is not a trace file at all" * 10)
         for cmd in (["report"], ["dump"], ["flamegraph"], ["idle"]):
             self.assert_one_line_error([*cmd, bad], "not a ptrace-gpu trace")
+
+    def test_foreign_files(self):
+        """A file that is not a trace is named, with the command that reads it."""
+        kineto = os.path.join(ptg.SRC, "..", "shared", "traces", "kineto", "alexnet_1gpu.json.gz")
+        json_path = os.path.join(self.tmp.name, "t.json")
+        gz_path = os.path.join(self.tmp.name, "t.json.gz")
+        with open(json_path, "w") as f:
+            f.write('  {"traceEvents": []}')
+        with gzip.open(gz_path, "wt") as f:
+            f.write('{"traceEvents": []}')
+        empty = os.path.join(self.tmp.name, "empty.ptg")
+        open(empty, "w").close()
+        pprof = os.path.join(self.tmp.name, "p.pb.gz")
+        with gzip.open(pprof, "wb") as f:
+            f.write(b"\x0a\x04\x08\x01\x10\x02")
+        cases = [(json_path, "a JSON file"), (gz_path, "a gzipped JSON file"),
+                 (empty, "empty file"), (pprof, "a gzipped pprof profile")]
+        if os.path.exists(kineto):
+            cases.append((kineto, "a gzipped JSON file"))
+        for path, what in cases:
+            for cmd in (["report"], ["dump"], ["flamegraph"], ["idle"], ["export", "--chrome",
+                                                                        self.out + ".json"]):
+                line = self.assert_one_line_error([*cmd, path], what)
+                self.assertIn("not a ptrace-gpu trace", line)
+                if "JSON" in what:
+                    self.assertIn("ptrace-gpu import", line)
+
+    def test_help_and_bad_options(self):
+        """--help goes alone to stdout, whole lines; a bad option is one line on stderr."""
+        for cmd in ("record", "report", "idle", "flamegraph", "export", "import", "dump",
+                    "sample", "inject"):
+            res = ptg.run([cmd, "--help"])
+            self.assertEqual(res.returncode, 0, res.stderr)
+            self.assertEqual(res.stderr, "")
+            self.assertTrue(res.stdout.startswith("usage: ptrace-gpu " + cmd), res.stdout)
+            self.assertTrue(res.stdout.endswith("\n"), res.stdout[-80:])
+            if cmd != "dump":
+                line = self.assert_one_line_error([cmd, "--no-such-option"],
+                                                  f"ptrace-gpu {cmd}: unknown option "
+                                                  "'--no-such-option'", code=2)
+                self.assertIn(f"ptrace-gpu {cmd} --help", line)
+        self.assert_one_line_error(["flamegraph", "-o"], "option '-o' needs a value", code=2)
+        self.assert_one_line_error(["report", "--sort"], "option '--sort' needs a value",
+                                   code=2)
+        self.assert_one_line_error(["dump", "a", "b"], "expected one trace FILE", code=2)
+        res = ptg.run(["export", "--help"])
+        self.assertIn("ui.perfetto.dev", res.stdout)
+        self.assertNotIn("chrome://tracing", res.stdout)
 
     def test_truncated_and_corrupted(self):
         data = self.make_trace()

@@ -7,6 +7,7 @@ loaded with pstats.Stats: every function's (cc, nc, tt, ct) and every caller
 edge is compared with numbers worked out by hand, and `report`'s table with
 what pstats prints for the same file.
 """
+import glob
 import io
 import json
 import os
@@ -15,6 +16,8 @@ import re
 import subprocess
 import sys
 import tempfile
+
+import kineto_oracle
 
 PTG = os.environ.get("PTRACE_GPU", "ptrace-gpu")
 MS = 1e-3
@@ -162,6 +165,71 @@ def test_errors(tmp):
     check(p.returncode == 2, f"no output: exit {p.returncode}")
 
 
+def test_kineto_host_calls(tmp):
+    """Real Kineto traces have no Python frames: pstats gets their ops, CUDA
+    runtime calls and annotations as built-ins, with the JSON's numbers."""
+    kdir = os.path.join(os.environ.get("PTG_SHARED_DIR", ""), "traces", "kineto")
+    names = sorted(glob.glob(os.path.join(kdir, "*.json.gz")))
+    check(names, f"no Kineto traces in {kdir}")
+    for src in names:
+        base = os.path.basename(src)
+        trace = os.path.join(tmp, base + ".ptg")
+        prof = os.path.join(tmp, base + ".prof")
+        run("import", src, "-o", trace)
+        p = run("export", "--pstats", prof, trace)
+        check("has no Python frames" in p.stderr, f"{base}: says what it wrote: {p.stderr!r}")
+        st = pstats.Stats(prof)
+        want = kineto_oracle.host_stats(src)
+        check(set(st.stats) == set(want),
+              f"{base}: entries differ: {sorted(set(st.stats) ^ set(want))[:6]}")
+        bad = 0
+        for key, (nc, tt, ct, callers) in want.items():
+            got = st.stats.get(key)
+            if not got:
+                continue
+            gcc, gnc, gtt, gct, gcallers = got
+            ok = (gnc == nc and abs(gtt - tt * 1e-9) < 1e-9 * (1 + nc)
+                  and abs(gct - ct * 1e-9) < 1e-9 * (1 + nc)
+                  and {k: v[0] for k, v in gcallers.items()} == callers)
+            if not ok and bad < 3:
+                gc = {k: v[0] for k, v in gcallers.items()}
+                diff = {k: (gc.get(k), callers.get(k)) for k in set(gc) | set(callers)
+                        if gc.get(k) != callers.get(k)}
+                print(f"{base}: {key}: got {got[:4]}, want {nc} {tt} {ct}; callers "
+                      f"(got, want): {diff}", file=sys.stderr)
+            bad += not ok
+        check(bad == 0, f"{base}: {bad} of {len(want)} entries differ from the JSON")
+        check(st.total_calls == sum(v[0] for v in want.values()), f"{base}: total_calls")
+        check(abs(st.total_tt - sum(v[1] for v in want.values()) * 1e-9) < 1e-6,
+              f"{base}: total_tt {st.total_tt}")
+        # cudaLaunchKernel is a callee of the ops, as in key_averages()
+        launch = ("~", 0, "<cudaLaunchKernel>")
+        if launch in st.stats:
+            check(any(k[2].startswith("<aten::") for k in st.stats[launch][4]),
+                  f"{base}: cudaLaunchKernel has op callers")
+        # pstats' listings and gprof2dot's reader (the same dict) take it
+        out = io.StringIO()
+        pstats.Stats(prof, stream=out).sort_stats("tottime").print_callees(5)
+        check("{" in out.getvalue(), f"{base}: print_callees lists built-ins")
+
+
+def test_nothing_to_write(tmp):
+    """A trace with GPU records only: a one-line error, exit 1, no file."""
+    src = os.path.join(tmp, "gpu.json")
+    with open(src, "w") as f:
+        json.dump({"traceEvents": [
+            {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10,
+             "dur": 5, "args": {"device": 0, "stream": 7, "correlation": 1}}]}, f)
+    trace = os.path.join(tmp, "gpu.ptg")
+    prof = os.path.join(tmp, "gpu.prof")
+    run("import", src, "-o", trace)
+    p = run("export", "--pstats", prof, trace, ok=False)
+    check(p.returncode == 1, f"nothing to write: exit {p.returncode}")
+    check(len(p.stderr.strip().splitlines()) == 1 and "nothing to write" in p.stderr,
+          f"nothing to write: {p.stderr!r}")
+    check(not os.path.exists(prof), "nothing to write: no file left")
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "trace.json")
@@ -176,6 +244,8 @@ def main():
         test_one_thread(trace, tmp)
         test_ops(trace, tmp)
         test_errors(tmp)
+        test_kineto_host_calls(tmp)
+        test_nothing_to_write(tmp)
     print(f"test_pstats: {'ok' if not failures else f'{failures} failed'}")
     return 1 if failures else 0
 

@@ -125,8 +125,10 @@ static void test_strings(void)
 	ASSERT_EQ(pprof__location(p, 0, 0, 1, 7), 1, "location");
 	ASSERT_EQ(pprof__location(p, 0, 0, 1, 8), 2, "other line");
 	ASSERT_EQ(pprof__location(p, 0, 0, 1, 7), 1, "location deduplicated");
-	ASSERT_EQ(pprof__mapping(p, 0x400000, 0x500000, 0, "/bin/x"), 1, "mapping");
-	ASSERT_EQ(pprof__mapping(p, 0x400000, 0x500000, 0, "/bin/x"), 1, "mapping deduplicated");
+	ASSERT_EQ(pprof__mapping(p, 0x400000, 0x500000, 0, "/bin/x", PPROF_HAS_FUNCTIONS), 1,
+		  "mapping");
+	ASSERT_EQ(pprof__mapping(p, 0x400000, 0x500000, 0, "/bin/x", PPROF_HAS_FUNCTIONS), 1,
+		  "mapping deduplicated");
 	pprof__free(p);
 }
 
@@ -142,7 +144,10 @@ static void test_profile(void)
 	ASSERT_EQ(pprof__add_sample_type(p, "samples", "count"), 0, "sample type");
 	fn = pprof__function(p, "f", "x.py", 3);
 	loc = pprof__location(p, 0, 0, fn, 7);
-	ASSERT_EQ(pprof__add_sample(p, &loc, 1, (const int64_t[]){5}, 1, &label, 1), 0, "sample");
+	/* the same stack and labels twice: one Sample, values summed */
+	ASSERT_EQ(pprof__add_sample(p, &loc, 1, (const int64_t[]){2}, 1, &label, 1), 0, "sample");
+	ASSERT_EQ(pprof__add_sample(p, &loc, 1, (const int64_t[]){3}, 1, &label, 1), 0,
+		  "same sample");
 	ASSERT_EQ(pprof__add_sample(p, &loc, 1, (const int64_t[]){5, 6}, 2, NULL, 0), -EINVAL,
 		  "value count checked");
 	ASSERT_EQ(pprof__encode(p, &b), 0, "encode");
@@ -154,11 +159,47 @@ static void test_profile(void)
 	    0x12, 0x0c, 0x0a, 0x01, 0x01, 0x12, 0x01, 0x05, 0x1a, 0x04, 0x08, 0x05, 0x18, 0x2a,
 	    /* location { id: 1 line { function_id: 1 line: 7 } } */
 	    0x22, 0x08, 0x08, 0x01, 0x22, 0x04, 0x08, 0x01, 0x10, 0x07,
-	    /* function { id: 1 name: 3 system_name: 3 filename: 4 start_line: 3 } */
-	    0x2a, 0x0a, 0x08, 0x01, 0x10, 0x03, 0x18, 0x03, 0x20, 0x04, 0x28, 0x03,
+	    /* function { id: 1 name: 3 filename: 4 start_line: 3 }: no system_name */
+	    0x2a, 0x08, 0x08, 0x01, 0x10, 0x03, 0x20, 0x04, 0x28, 0x03,
 	    /* string_table: "" samples count f x.py pid */
 	    0x32, 0x00, 0x32, 0x07, 's', 'a', 'm', 'p', 'l', 'e', 's', 0x32, 0x05, 'c', 'o', 'u',
 	    'n', 't', 0x32, 0x01, 'f', 0x32, 0x04, 'x', '.', 'p', 'y', 0x32, 0x03, 'p', 'i', 'd');
+	pb_buf__free(&b);
+	pprof__free(p);
+}
+
+/* Samples differ by labels too; a mangled C++ name keeps its system_name for pprof to demangle. */
+static void test_merge_and_names(void)
+{
+	struct pprof_label l1 = {.key = "tid", .num = 1}, l2 = {.key = "tid", .num = 2};
+	struct pb_buf b = {};
+	struct pprof *p = NULL;
+	uint64_t loc;
+
+	if (!ASSERT_EQ(pprof__new(&p), 0, "new"))
+		return;
+	pprof__add_sample_type(p, "samples", "count");
+	loc = pprof__location(p, 0, 0, pprof__function(p, "_ZN2at2mmEv", "", 0), 0);
+	ASSERT_EQ(pprof__add_sample(p, &loc, 1, (const int64_t[]){1}, 1, &l1, 1), 0, "tid 1");
+	ASSERT_EQ(pprof__add_sample(p, &loc, 1, (const int64_t[]){1}, 1, &l2, 1), 0, "tid 2");
+	ASSERT_EQ(pprof__add_sample(p, &loc, 1, (const int64_t[]){1}, 1, &l1, 1), 0, "tid 1 again");
+	ASSERT_EQ(pprof__encode(p, &b), 0, "encode");
+	EXPECT_BYTES(
+	    &b, "profile",
+	    /* sample_type { type: 1 unit: 2 } */
+	    0x0a, 0x04, 0x08, 0x01, 0x10, 0x02,
+	    /* sample { location_id: [1] value: [2] label { key: 4 num: 1 } } */
+	    0x12, 0x0c, 0x0a, 0x01, 0x01, 0x12, 0x01, 0x02, 0x1a, 0x04, 0x08, 0x04, 0x18, 0x01,
+	    /* sample { location_id: [1] value: [1] label { key: 4 num: 2 } } */
+	    0x12, 0x0c, 0x0a, 0x01, 0x01, 0x12, 0x01, 0x01, 0x1a, 0x04, 0x08, 0x04, 0x18, 0x02,
+	    /* location { id: 1 line { function_id: 1 } } */
+	    0x22, 0x06, 0x08, 0x01, 0x22, 0x02, 0x08, 0x01,
+	    /* function { id: 1 name: 3 system_name: 3 } */
+	    0x2a, 0x06, 0x08, 0x01, 0x10, 0x03, 0x18, 0x03,
+	    /* string_table: "" samples count _ZN2at2mmEv tid */
+	    0x32, 0x00, 0x32, 0x07, 's', 'a', 'm', 'p', 'l', 'e', 's', 0x32, 0x05, 'c', 'o', 'u',
+	    'n', 't', 0x32, 0x0b, '_', 'Z', 'N', '2', 'a', 't', '2', 'm', 'm', 'E', 'v', 0x32, 0x03,
+	    't', 'i', 'd');
 	pb_buf__free(&b);
 	pprof__free(p);
 }
@@ -189,6 +230,7 @@ int main(void)
 	test_nested();
 	test_strings();
 	test_profile();
+	test_merge_and_names();
 	test_gzip();
 	return TEST_DONE();
 }

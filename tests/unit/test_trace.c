@@ -301,7 +301,10 @@ static void test_bad_files(void)
 	fputs("{\"traceEvents\": []}", f);
 	fclose(f);
 	ASSERT_TRUE(trace_reader__open(path, &r, err, sizeof(err)) < 0, "JSON refused");
-	ASSERT_STREQ(err, "not a ptrace-gpu trace (bad magic)", "magic message");
+	ASSERT_STREQ(err,
+		     "not a ptrace-gpu trace but a JSON file (a Chrome/Kineto trace?): convert it "
+		     "with 'ptrace-gpu import'",
+		     "JSON is named");
 	ASSERT_TRUE(r == NULL, "no reader on failure");
 	unlink(path);
 }
