@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -65,6 +66,25 @@ static int read_small_file(const char *path, char *buf, size_t len)
 		return -errno;
 	buf[n] = '\0';
 	return (int)n;
+}
+
+int proc_start_time(pid_t pid, uint64_t *ticks)
+{
+	char path[64], buf[1024], *p;
+	int n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	n = read_small_file(path, buf, sizeof(buf));
+	if (n < 0)
+		return n;
+	/* the command name may hold spaces and parentheses: fields count from the last ')' */
+	p = strrchr(buf, ')');
+	for (int field = 3; p && field <= 22; field++)
+		p = strchr(p + 1, ' ');
+	if (!p)
+		return -EINVAL;
+	*ticks = strtoull(p + 1, NULL, 10);
+	return 0;
 }
 
 int proc_cmdline(pid_t pid, char *buf, size_t len)
