@@ -1,8 +1,10 @@
 """kill -9 of ptrace-gpu at any instant of what it does to another process
 through ptrace leaves that process as it was: an injection (`inject`, what
-`record -p` does with the CUPTI agent), killed at random points over and
-over; the target must go on and compute exactly what it computes alone.
+`record -p` does with the CUPTI agent) and the start of `record -- CMD`.
+Each is killed at random points over and over; the target must go on and
+compute exactly what it computes alone.
 """
+import ctypes
 import os
 import random
 import signal
@@ -17,6 +19,17 @@ import ptg  # noqa: E402
 TARGET = os.path.join(ptg.BUILD, "tests", "kill_safe_target")
 MARKER_LIB = os.path.join(ptg.BUILD, "tests", "libinject_marker.so")
 KILLS = 120
+PR_SET_CHILD_SUBREAPER = 36
+
+# A deterministic computation with floating point, long enough that the
+# recorder, killed during its start, dies while the child still runs.
+CHILD = """
+import math, os
+s = 0.0
+for i in range(300000):
+    s += math.sin(i) * 1e-3 + (i % 7) / 3.0
+print(os.getpid(), repr(s), flush=True)
+"""
 
 
 def tracer_pid(pid):
@@ -30,6 +43,53 @@ def tracer_pid(pid):
 def kill_delay(rng, early, late):
     """Mostly within the first `early` seconds, where the steps are; some up to `late`."""
     return rng.uniform(0, early) if rng.random() < 0.75 else rng.uniform(early, late)
+
+
+def wait_line(proc, text, timeout):
+    """Reads proc's stderr until a line has text or timeout passes: True if it came."""
+    end = time.time() + timeout
+    os.set_blocking(proc.stderr.fileno(), False)
+    buf = b""
+    while time.time() < end and proc.poll() is None:
+        chunk = proc.stderr.read()
+        if chunk:
+            buf += chunk
+            if text in buf:
+                return True
+        time.sleep(0.002)
+    return False
+
+
+def children():
+    mine = []
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                if int(f.read().rpartition(")")[2].split()[1]) == os.getpid():
+                    mine.append(int(d))
+        except (OSError, ValueError):
+            pass
+    return mine
+
+
+def reap_all(timeout):
+    """Waits for every child to end: (pid, wait status), or (pid, "stuck: ps line") for
+    one still there after timeout (stopped?), which is then killed."""
+    end, stuck = time.time() + timeout, {}
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid:
+            yield pid, stuck.get(pid, status)
+        elif time.time() > end and not stuck:
+            for pid in children():
+                with open(f"/proc/{pid}/stat") as f:
+                    stuck[pid] = "stuck: " + f.read().strip()
+                os.kill(pid, signal.SIGKILL)
+        else:
+            time.sleep(0.005)
 
 
 @ptg.once
@@ -83,6 +143,51 @@ class TestInjectKilled(unittest.TestCase):
               f"(one takes {full * 1000:.0f} ms), {finished} finished first; "
               f"{len(rounds)} rounds checked", file=sys.stderr)
 
+
+@ptg.per_interpreter
+class TestRecordStartKilled(unittest.TestCase):
+    def check_child_survives(self, python):
+        """record -- CMD killed at 100+ random instants of its start: the command ends well."""
+        # the orphaned command comes back to us, with its exit status
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.assertEqual(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0)
+        self.addCleanup(libc.prctl, PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+        out = f"/tmp/ptg-killsafe-{os.getpid()}.ptg"
+        self.addCleanup(lambda: [os.unlink(p) for p in (out, out + ".recording")
+                                 if os.path.exists(p)])
+        ref = subprocess.run(python.argv("-c", CHILD), capture_output=True, text=True)
+        self.assertEqual(ref.returncode, 0, ref.stderr)
+        want = ref.stdout.split()[1]
+        rng = random.Random(os.environ.get("PTG_SEED", str(time.time())))
+        statuses, outputs, runs = {}, [], 0
+        rfd, wfd = os.pipe()
+        reader = os.fdopen(rfd)
+        # killed before it forks, a run leaves no command to check: 105 that did
+        while len(statuses) < 105 and runs < 200:
+            runs += 1
+            rec = subprocess.Popen([ptg.PTG, "record", "-o", out, "--no-cupti", "--",
+                                    *python.argv("-c", CHILD)],
+                                   stdout=wfd, stderr=subprocess.PIPE)
+            # kill at a random instant, or as soon as it records if that comes first
+            wait_line(rec, b"recording pid", kill_delay(rng, 0.15, 1.5))
+            rec.kill()
+            rec.wait()
+            rec.stderr.close()
+            # the command goes on alone, reparented to us
+            for pid, status in reap_all(timeout=20):
+                statuses[pid] = status
+                if isinstance(status, int) and os.WIFEXITED(status):
+                    outputs.append(reader.readline().split())
+        os.close(wfd)
+        reader.close()
+        self.assertGreaterEqual(len(statuses), 105)
+        for pid, status in statuses.items():
+            self.assertTrue(isinstance(status, int) and os.WIFEXITED(status)
+                            and os.WEXITSTATUS(status) == 0, f"child {pid}: {status}")
+        self.assertEqual(sorted(int(o[0]) for o in outputs), sorted(statuses))
+        self.assertEqual({o[1] for o in outputs}, {want})
+        print(f"\n{runs} starts killed, {len(statuses)} with a command running",
+              file=sys.stderr)
 
 if __name__ == "__main__":
     ptg.main()
