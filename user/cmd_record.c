@@ -135,8 +135,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 	while ((c = getopt_long(argc, argv, "+p:o:d:qh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
-			o->pid = (pid_t)strtol(optarg, &end, 10);
-			if (*end || o->pid <= 0) {
+			if (parse_pid(optarg, &o->pid)) {
 				fprintf(stderr, "ptrace-gpu: record: bad PID '%s'\n", optarg);
 				return -EINVAL;
 			}

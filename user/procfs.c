@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,19 @@ int proc_maps__for_each(pid_t pid, int (*cb)(const struct proc_map *m, void *ctx
 	}
 	fclose(f);
 	return err;
+}
+
+int parse_pid(const char *s, pid_t *pid)
+{
+	long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v <= 0 || v > INT_MAX)
+		return -EINVAL;
+	*pid = (pid_t)v;
+	return 0;
 }
 
 bool proc_exists(pid_t pid)
