@@ -619,6 +619,7 @@ struct cupti {
 
 	struct trace_writer *w;
 	pid_t pid;
+	uint64_t start_time; /* of pid (proc_start_time) */
 	bool launched, started;
 	bool cuda_seen, inject_tried, expect_agent, version_meta;
 	uint64_t inject_ms;
@@ -890,12 +891,14 @@ void cupti__set_join(struct cupti *c, cupti_join_fn fn, void *ctx)
 	c->join_ctx = ctx;
 }
 
-int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, bool launched)
+int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, uint64_t start_time,
+		 bool launched)
 {
 	if (!c)
 		return 0;
 	c->w = w;
 	c->pid = pid;
+	c->start_time = start_time;
 	c->launched = launched;
 	c->started = true;
 	return 0;
@@ -935,7 +938,8 @@ int cupti__on_lib(void *ctx, const struct proc_map *m, const char *attach_path, 
 
 static void inject_agent(struct cupti *c)
 {
-	struct inject_opts o = {.entry = PTG_CUPTI_ATTACH_SYM, .arg = c->name};
+	struct inject_opts o = {
+	    .entry = PTG_CUPTI_ATTACH_SYM, .arg = c->name, .start_time = c->start_time};
 	struct inject_result res;
 	char err[512];
 
@@ -1367,7 +1371,8 @@ int cupti__launch_env(struct cupti *c)
 	return 0;
 }
 
-int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, bool launched)
+int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, uint64_t start_time,
+		 bool launched)
 {
 	return 0;
 }

@@ -86,8 +86,13 @@ int cupti__open(bool quiet, struct cupti **out);
 /* record -- CMD: puts CUDA_INJECTION64_PATH and the socket name in our environment, for the child.
  */
 int cupti__launch_env(struct cupti *c);
-/* The trace and the target; until then, messages wait. launched: -- CMD (descendants count). */
-int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, bool launched);
+/*
+ * The trace and the target (start_time: proc_start_time() of pid when it was
+ * looked up, so that a later injection refuses another process with its
+ * pid); until then, messages wait. launched: -- CMD (descendants count).
+ */
+int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, uint64_t start_time,
+		 bool launched);
 /*
  * record -p: a libwatch_fn. Hearing of libcuda makes the next cupti__poll()
  * inject the agent into the target.
