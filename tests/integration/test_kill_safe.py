@@ -17,6 +17,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ptg  # noqa: E402
 
 TARGET = os.path.join(ptg.BUILD, "tests", "kill_safe_target")
+# its constructor sleeps 2 s
+SLOW_LIB = os.path.join(ptg.BUILD, "tests", "libinject_slow.so")
 # leaves the FP state and signal mask of the thread that runs it changed
 CLOBBER_LIB = os.path.join(ptg.BUILD, "tests", "libinject_clobber.so")
 KILLS = 150
@@ -103,16 +105,48 @@ class TestInjectKilled(unittest.TestCase):
         proc.stdin.close()
         proc.stdout.close()
 
+    def start_target(self):
+        target = subprocess.Popen([TARGET, "run"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        self.addCleanup(self.stop, target)
+        self.assertEqual(target.stdout.readline(), "ready\n")
+        return target
+
+    def check_rounds(self, target):
+        """Stops the target: every round it printed is right, its mask and altstack kept."""
+        target.stdin.write("stop\n")
+        target.stdin.flush()
+        lines = target.stdout.read().splitlines()
+        self.assertEqual(target.wait(timeout=30), 0)
+        self.assertEqual(lines[-1], "end mask=ok altstack=ok eintr=0")
+        rounds = lines[:-1]
+        ref = subprocess.run([TARGET, "ref", str(len(rounds))], capture_output=True, text=True)
+        self.assertEqual(rounds, ref.stdout.splitlines())
+        return len(rounds)
+
+    def test_call_past_timeout(self):
+        """A call still running at the timeout is left to end: the thread then comes back."""
+        target = self.start_target()
+        slow = f"/tmp/ptg-inject-slow.{target.pid}"
+        self.addCleanup(lambda: os.path.exists(slow) and os.unlink(slow))
+        start = time.monotonic()
+        res = ptg.run(["inject", "-p", str(target.pid), SLOW_LIB, "--timeout", "0.5"])
+        self.assertLess(time.monotonic() - start, 1.5)
+        self.assertEqual(res.returncode, 1)
+        self.assertIn(f"did not return within 500 ms; thread {target.pid} goes back to its own "
+                      "code when it does", res.stderr)
+        self.assertEqual(tracer_pid(target.pid), 0)
+        # the constructor's 2 s, then rounds again
+        time.sleep(2.5)
+        self.assertGreater(self.check_rounds(target), 0)
+
     def test_target_survives(self):
         """150 injections of a library that clobbers FP state and signal mask, killed at
         random instants: same checksums, mask and altstack, no EINTR."""
         for path in (TARGET, CLOBBER_LIB):
             if not os.path.exists(path):
                 self.fail(f"{path} is not built")
-        target = subprocess.Popen([TARGET, "run"], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True)
-        self.addCleanup(self.stop, target)
-        self.assertEqual(target.stdout.readline(), "ready\n")
+        target = self.start_target()
         # what one whole injection takes here (the first loads the library): kills fall within it
         times = []
         for _ in range(5):
@@ -136,17 +170,10 @@ class TestInjectKilled(unittest.TestCase):
                 self.fail(f"inject: {inj.returncode}: {err.decode()}")
             self.assertIsNone(target.poll(), "the target died")
             self.assertEqual(tracer_pid(target.pid), 0)
-        target.stdin.write("stop\n")
-        target.stdin.flush()
-        lines = target.stdout.read().splitlines()
-        self.assertEqual(target.wait(timeout=30), 0)
-        self.assertEqual(lines[-1], "end mask=ok altstack=ok eintr=0")
-        rounds = lines[:-1]
-        ref = subprocess.run([TARGET, "ref", str(len(rounds))], capture_output=True, text=True)
-        self.assertEqual(rounds, ref.stdout.splitlines())
+        rounds = self.check_rounds(target)
         print(f"\n{KILLS} injections killed after 0..{full * 3 * 1000:.0f} ms "
               f"(one takes {full * 1000:.0f} ms), {finished} finished first; "
-              f"{len(rounds)} rounds checked", file=sys.stderr)
+              f"{rounds} rounds checked", file=sys.stderr)
 
 
 @ptg.per_interpreter
