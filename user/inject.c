@@ -43,42 +43,21 @@
 #include "elf_file.h"
 #include "inject.h"
 #include "procfs.h"
+#include "sigframe.h"
 
 #ifdef __x86_64__
 
 #define RED_ZONE	   128	      /* the x86-64 ABI's scratch area below rsp */
 #define XSTATE_MAX	   (64 << 10) /* room for the largest XSAVE area (AMX included) */
 #define MAX_STR		   4096	      /* longest path or argument written into the target */
-#define UC_ROOM		   512	      /* the kernel's struct ucontext and the siginfo after it */
 #define DEFAULT_TIMEOUT_MS 10000
 #define RTLD_NOW_	   0x2		    /* <dlfcn.h>'s value on Linux */
 #define SYSCALL_STOP	   (SIGTRAP | 0x80) /* with PTRACE_O_TRACESYSGOOD */
 #define SC_INFO_ENTRY	   1 /* <linux/ptrace.h>, which clashes with <sys/ptrace.h> */
 #define PAGE		   4096
 
-/* The kernel's restart codes (include/linux/errno.h), seen in rax after a stop in a system call */
-#define ERESTARTSYS_	       512
-#define ERESTARTNOINTR_	       513
-#define ERESTARTNOHAND_	       514
-#define ERESTART_RESTARTBLOCK_ 516
-
-/* UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS: ss is in the frame, restore it as is */
-#define UC_FLAGS 0x6
-
-/* libc's __restore_rt */
-static const uint8_t restorer_code[] = {0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0, 0x0f, 0x05};
-/* where a call returns: mov %rax,%r12, then the same rt_sigreturn */
+/* where a call returns: mov %rax,%r12, then the same rt_sigreturn as libc's __restore_rt */
 static const uint8_t stub_code[] = {0x49, 0x89, 0xc4, 0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0, 0x0f, 0x05};
-
-/* The kernel's struct ucontext on x86-64 (not glibc's ucontext_t, which is larger). */
-struct kernel_ucontext {
-	uint64_t flags;
-	uint64_t link;
-	stack_t stack;
-	struct sigcontext mcontext;
-	uint64_t sigmask;
-};
-_Static_assert(sizeof(struct kernel_ucontext) + 128 <= UC_ROOM, "UC_ROOM too small");
 
 struct region {
 	uint64_t lo, hi;
@@ -198,7 +177,7 @@ static int scan_map(const struct proc_map *m, void *ctx)
 static int find_restorer(struct target *t)
 {
 	static uint8_t buf[64 << 10];
-	const size_t n = sizeof(restorer_code);
+	const size_t n = sizeof(sigframe_restorer_code);
 	uint64_t addr;
 	size_t len;
 
@@ -207,7 +186,8 @@ static int find_restorer(struct target *t)
 		if (len < n || proc_mem_read(t->memfd, addr, buf, len))
 			break;
 		for (size_t i = 0; i + n <= len; i++) {
-			if (buf[i] == restorer_code[0] && !memcmp(buf + i, restorer_code, n)) {
+			if (buf[i] == sigframe_restorer_code[0] &&
+			    !memcmp(buf + i, sigframe_restorer_code, n)) {
 				t->restorer = addr + i;
 				return 0;
 			}
@@ -416,86 +396,6 @@ static int mem_write(struct target *t, uint64_t addr, const void *buf, size_t le
 }
 
 /*
- * What the kernel does to a system call that a stop interrupted, when no
- * handler runs: back to the syscall instruction, to run it again. In our
- * frame (rt_sigreturn empties the restart block) a call that had a restart
- * block starts over with its own arguments: a sleep that lasts longer
- * rather than an EINTR the program may not expect.
- */
-static void restart_syscall_regs(struct user_regs_struct *r, bool restart_block)
-{
-	long ret = (long)r->rax;
-
-	if ((long)r->orig_rax >= 0) {
-		if (ret == -ERESTARTSYS_ || ret == -ERESTARTNOINTR_ || ret == -ERESTARTNOHAND_) {
-			r->rax = r->orig_rax;
-			r->rip -= 2;
-		} else if (ret == -ERESTART_RESTARTBLOCK_) {
-			r->rax = restart_block ? SYS_restart_syscall : r->orig_rax;
-			r->rip -= 2;
-		}
-	}
-	/* no second restart by the kernel on the way back to user mode */
-	r->orig_rax = (unsigned long long)-1;
-}
-
-static void fill_sigcontext(const struct target *t, struct sigcontext *sc, uint64_t fpstate)
-{
-	struct user_regs_struct r = t->regs;
-
-	restart_syscall_regs(&r, false);
-	*sc = (struct sigcontext){
-	    .r8 = r.r8,
-	    .r9 = r.r9,
-	    .r10 = r.r10,
-	    .r11 = r.r11,
-	    .r12 = r.r12,
-	    .r13 = r.r13,
-	    .r14 = r.r14,
-	    .r15 = r.r15,
-	    .rdi = r.rdi,
-	    .rsi = r.rsi,
-	    .rbp = r.rbp,
-	    .rbx = r.rbx,
-	    .rdx = r.rdx,
-	    .rax = r.rax,
-	    .rcx = r.rcx,
-	    .rsp = r.rsp,
-	    .rip = r.rip,
-	    .eflags = r.eflags,
-	    .cs = (unsigned short)r.cs,
-	    .__pad0 = (unsigned short)r.ss, /* the kernel's ss (UC_SIGCONTEXT_SS) */
-	};
-	sc->__fpstate_word = fpstate;
-}
-
-/*
- * The XSAVE area as rt_sigreturn checks it: the ptrace copy has the software
- * bytes of a signal frame already; magic2 goes after the size they give.
- * Without them (no XSAVE), the kernel restores the legacy area alone.
- */
-static size_t fill_fpstate(const struct target *t, uint8_t *fp)
-{
-	struct _fpx_sw_bytes sw;
-	uint32_t magic2 = FP_XSTATE_MAGIC2;
-	size_t len = t->xstate.iov_len;
-
-	memcpy(fp, t->xstate.iov_base, len);
-	if (len <= 512)
-		return len;
-	memcpy(&sw, fp + 464, sizeof(sw));
-	if (sw.magic1 != FP_XSTATE_MAGIC1 || sw.xstate_size > len) {
-		sw.magic1 = FP_XSTATE_MAGIC1;
-		sw.xstate_size = (uint32_t)len;
-		memcpy(&sw.xstate_bv, fp + 512, sizeof(sw.xstate_bv));
-	}
-	sw.extended_size = sw.xstate_size + FP_XSTATE_MAGIC2_SIZE;
-	memcpy(fp + 464, &sw, sizeof(sw));
-	memcpy(fp + sw.xstate_size, &magic2, sizeof(magic2));
-	return sw.xstate_size + FP_XSTATE_MAGIC2_SIZE;
-}
-
-/*
  * Below the red zone, from the top: strings a and b, the XSAVE area (64-byte
  * aligned for XRSTOR), the ucontext (16-byte aligned: a call made with rsp
  * 8 below it has the alignment the ABI wants) and the slot under it for a
@@ -505,7 +405,6 @@ static int write_frame(struct target *t, const char *a, const char *b)
 {
 	size_t la = strlen(a) + 1, lb = strlen(b) + 1, fplen = t->xstate.iov_len + 4;
 	uint64_t top = t->regs.rsp - RED_ZONE, fp, ret = t->restorer;
-	struct kernel_ucontext uc = {.flags = UC_FLAGS, .sigmask = t->sigmask};
 	uint8_t *frame;
 	int err;
 
@@ -514,7 +413,7 @@ static int write_frame(struct target *t, const char *a, const char *b)
 	t->str_a = top - la;
 	t->str_b = t->str_a - lb;
 	fp = (t->str_b - fplen) & ~63ull;
-	t->uc = (fp - UC_ROOM) & ~15ull;
+	t->uc = (fp - SIGFRAME_UC_ROOM) & ~15ull;
 	t->scratch = t->uc - 8;
 	t->old_len = top - t->scratch;
 	t->old_mem = malloc(t->old_len);
@@ -527,12 +426,9 @@ static int write_frame(struct target *t, const char *a, const char *b)
 		return err;
 	}
 	memcpy(frame, t->old_mem, t->old_len);
-	/* an invalid ss_flags: rt_sigreturn leaves the thread's sigaltstack as it is */
-	uc.stack.ss_flags = SS_ONSTACK | SS_DISABLE;
-	fill_sigcontext(t, &uc.mcontext, fp);
 	memcpy(frame, &ret, sizeof(ret));
-	memcpy(frame + 8, &uc, sizeof(uc));
-	fill_fpstate(t, frame + (fp - t->scratch));
+	sigframe_fill_ucontext(frame + 8, &t->regs, t->sigmask, fp);
+	sigframe_fill_fpstate(frame + (fp - t->scratch), t->xstate.iov_base, t->xstate.iov_len);
 	memcpy(frame + (t->str_a - t->scratch), a, la);
 	memcpy(frame + (t->str_b - t->scratch), b, lb);
 	err = mem_write(t, t->scratch, frame, t->old_len);
@@ -553,7 +449,7 @@ static bool parked(const struct target *t, const struct user_regs_struct *r)
 {
 	if (r->orig_rax != SYS_rt_sigreturn || r->rsp != t->uc)
 		return false;
-	return r->rip == t->restorer + sizeof(restorer_code) ||
+	return r->rip == t->restorer + sizeof(sigframe_restorer_code) ||
 	       (t->stub && r->rip == t->stub + sizeof(stub_code));
 }
 
@@ -790,7 +686,7 @@ static int unpark(struct target *t)
 		return err;
 	/* the restart block is intact (our rt_sigreturn never ran): sleeps go on where they were */
 	r = t->regs;
-	restart_syscall_regs(&r, true);
+	sigframe_restart_regs(&r, true);
 	if (ptrace(PTRACE_SETREGS, t->tid, 0, &r))
 		return -errno;
 	t->parked = false;
