@@ -542,13 +542,14 @@ static int map_stub(struct target *t)
 	int err;
 
 	err = syscall_instead(t, SYS_mmap, 0, PAGE, PROT_READ | PROT_EXEC, &page);
-	if (!err && page > -4096ull)
-		return fail(t, (int)page, "mmap in pid %d failed: %s", t->pid,
-			    strerror(-(int)page));
-	if (!err)
+	if (!err && page <= -4096ull)
 		t->stub = page; /* from now on unpark() unmaps it */
+	/* parked again, whatever mmap said: unpark() starts from there */
 	if (!err)
 		err = run_to(t, PARKED, &r);
+	if (!err && !t->stub)
+		return fail(t, (int)page, "mmap in pid %d failed: %s", t->pid,
+			    strerror(-(int)page));
 	/* written through /proc/PID/mem: the page needs no write permission */
 	return err ?: mem_write(t, page, stub_code, sizeof(stub_code));
 }

@@ -7,6 +7,7 @@ compute exactly what it computes alone.
 import ctypes
 import os
 import random
+import resource
 import signal
 import subprocess
 import sys
@@ -138,6 +139,20 @@ class TestInjectKilled(unittest.TestCase):
         self.assertEqual(tracer_pid(target.pid), 0)
         # the constructor's 2 s, then rounds again
         time.sleep(2.5)
+        self.assertGreater(self.check_rounds(target), 0)
+
+    def test_refused_mmap(self):
+        """The target may not map our stub page: a clear error, the thread as it was."""
+        target = self.start_target()
+        with open(f"/proc/{target.pid}/status") as f:
+            vm = next(int(x.split()[1]) * 1024 for x in f if x.startswith("VmSize:"))
+        resource.prlimit(target.pid, resource.RLIMIT_AS, (vm, vm))
+        res = ptg.run(["inject", "-p", str(target.pid), CLOBBER_LIB])
+        self.assertEqual(res.returncode, 1)
+        self.assertEqual(res.stderr, f"ptrace-gpu: inject: mmap in pid {target.pid} failed: "
+                         "Cannot allocate memory\n")
+        self.assertEqual(tracer_pid(target.pid), 0)
+        time.sleep(0.2)
         self.assertGreater(self.check_rounds(target), 0)
 
     def test_target_survives(self):
