@@ -534,14 +534,18 @@ static int syscall_instead(struct target *t, long nr, uint64_t a0, uint64_t a1, 
 	return err;
 }
 
-/* A page for the stub that calls return to. */
+/*
+ * A page for the stub that calls return to: mapped writable, written, then
+ * made executable (no write to a read-only mapping through /proc/PID/mem,
+ * which proc_mem.force_override=never forbids).
+ */
 static int map_stub(struct target *t)
 {
 	struct user_regs_struct r;
-	uint64_t page = 0;
+	uint64_t page = 0, ret = 0;
 	int err;
 
-	err = syscall_instead(t, SYS_mmap, 0, PAGE, PROT_READ | PROT_EXEC, &page);
+	err = syscall_instead(t, SYS_mmap, 0, PAGE, PROT_READ | PROT_WRITE, &page);
 	if (!err && page <= -4096ull)
 		t->stub = page; /* from now on unpark() unmaps it */
 	/* parked again, whatever mmap said: unpark() starts from there */
@@ -550,8 +554,16 @@ static int map_stub(struct target *t)
 	if (!err && !t->stub)
 		return fail(t, (int)page, "mmap in pid %d failed: %s", t->pid,
 			    strerror(-(int)page));
-	/* written through /proc/PID/mem: the page needs no write permission */
-	return err ?: mem_write(t, page, stub_code, sizeof(stub_code));
+	if (!err)
+		err = mem_write(t, page, stub_code, sizeof(stub_code));
+	if (!err)
+		err = syscall_instead(t, SYS_mprotect, page, PAGE, PROT_READ | PROT_EXEC, &ret);
+	if (!err)
+		err = run_to(t, PARKED, &r);
+	if (!err && ret)
+		return fail(t, (int)ret, "mprotect in pid %d failed: %s", t->pid,
+			    strerror(-(int)ret));
+	return err;
 }
 
 /* Parked: calls fn(a0, a1) in the thread; *ret = rax. */
