@@ -467,9 +467,12 @@ static int run_to(struct target *t, enum stop_wanted want, struct user_regs_stru
 {
 	uint64_t deadline = now_ms(CLOCK_MONOTONIC) + t->timeout_ms;
 	int status, sig = 0, err;
+	bool stopped = false;
 
 	for (;;) {
-		if (ptrace(PTRACE_SYSCALL, t->tid, 0, (void *)(long)sig))
+		/* a group stop (SIGSTOP...) holds the thread too, until SIGCONT */
+		if (stopped ? ptrace(PTRACE_LISTEN, t->tid, 0, 0)
+			    : ptrace(PTRACE_SYSCALL, t->tid, 0, (void *)(long)sig))
 			return -errno;
 		t->running = true;
 		err = wait_stop(t, &status, deadline);
@@ -477,6 +480,7 @@ static int run_to(struct target *t, enum stop_wanted want, struct user_regs_stru
 			return err;
 		t->running = false;
 		sig = stop_signal(status);
+		stopped = (status >> 16) == PTRACE_EVENT_STOP && WSTOPSIG(status) != SIGTRAP;
 		if (WSTOPSIG(status) != SYSCALL_STOP || (status >> 16))
 			continue;
 		if (ptrace(PTRACE_GETREGS, t->tid, 0, r))

@@ -141,6 +141,26 @@ class TestInjectKilled(unittest.TestCase):
         time.sleep(2.5)
         self.assertGreater(self.check_rounds(target), 0)
 
+    def test_stopped_during_call(self):
+        """SIGSTOP while our call runs: the borrowed thread stops too, until SIGCONT."""
+        target = self.start_target()
+        slow = f"/tmp/ptg-inject-slow.{target.pid}"
+        self.addCleanup(lambda: os.path.exists(slow) and os.unlink(slow))
+        inj = subprocess.Popen([ptg.PTG, "inject", "-p", str(target.pid), SLOW_LIB],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        start = time.monotonic()
+        self.assertTrue(ptg.wait_until(lambda: os.path.exists(slow), 10))
+        os.kill(target.pid, signal.SIGSTOP)
+        # the constructor's 2 s sleep ends meanwhile: the thread must not go on
+        time.sleep(2.5)
+        self.assertIsNone(inj.poll(), "the call went on in a stopped process")
+        os.kill(target.pid, signal.SIGCONT)
+        out, err = inj.communicate(timeout=10)
+        self.assertEqual(inj.returncode, 0, err)
+        self.assertGreater(time.monotonic() - start, 2.5)
+        self.assertEqual(tracer_pid(target.pid), 0)
+        self.assertGreater(self.check_rounds(target), 0)
+
     def test_refused_mmap(self):
         """The target may not map our stub page: a clear error, the thread as it was."""
         target = self.start_target()
