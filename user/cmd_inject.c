@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "inject.h"
+#include "procfs.h"
 
 static void usage(FILE *f)
 {
@@ -49,9 +50,10 @@ static int parse_args(int argc, char **argv, struct inject_args *a)
 	while ((c = cli_getopt(argc, argv, "inject", "p:c:a:t:h", longopts)) != -1) {
 		switch (c) {
 		case 'p':
-			a->pid = (pid_t)strtol(optarg, &end, 10);
-			if (*end || a->pid <= 0)
-				goto bad;
+			if (parse_pid(optarg, &a->pid)) {
+				fprintf(stderr, "ptrace-gpu: inject: bad PID '%s'\n", optarg);
+				return -EINVAL;
+			}
 			break;
 		case 'c':
 			a->opts.entry = optarg;

@@ -53,6 +53,7 @@ struct recording {
 	bool child_reaped;
 	int child_status;
 	int pidfd;
+	uint64_t start_time; /* of pid: another process that gets its pid is not the target */
 	struct py_interp py;
 	struct trace_writer *w;
 	struct tracer *tracer;
@@ -140,8 +141,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 	while ((c = cli_getopt(argc, argv, "record", "+p:o:d:qh", longopts)) != -1) {
 		switch (c) {
 		case 'p':
-			o->pid = (pid_t)strtol(optarg, &end, 10);
-			if (*end || o->pid <= 0) {
+			if (parse_pid(optarg, &o->pid)) {
 				fprintf(stderr, "ptrace-gpu: record: bad PID '%s'\n", optarg);
 				return -EINVAL;
 			}
@@ -285,15 +285,30 @@ static bool wants_steps(const struct record_opts *o)
 
 static int setup_target(struct recording *rc, char *err, size_t errlen)
 {
+	uint64_t st = 0;
 	int ret;
 
 	if (rc->o->cmd) {
 		ret = launch__start(rc->o->cmd, &rc->pid, &rc->py, err, errlen);
 		rc->child = !ret;
+		if (!ret)
+			proc_start_time(rc->pid, &rc->start_time);
 		return ret;
 	}
 	rc->pid = rc->o->pid;
-	return py_interp__find(rc->pid, &rc->py, err, errlen);
+	/*
+	 * The pidfd first: it is this process for as long as we record, and
+	 * says when it exits even if its pid is taken by another one then.
+	 */
+	rc->pidfd = (int)syscall(SYS_pidfd_open, rc->pid, 0);
+	proc_start_time(rc->pid, &rc->start_time);
+	ret = py_interp__find(rc->pid, &rc->py, err, errlen);
+	/* and what was looked at is that process, not a successor with its pid */
+	if (!ret && (proc_start_time(rc->pid, &st) || st != rc->start_time)) {
+		snprintf(err, errlen, "pid %d exited", rc->pid);
+		ret = -ESRCH;
+	}
+	return ret;
 }
 
 static int start(struct recording *rc)
@@ -322,7 +337,8 @@ static int start(struct recording *rc)
 	}
 	if (rc->py.warning[0])
 		fprintf(stderr, "ptrace-gpu: warning: %s\n", rc->py.warning);
-	rc->pidfd = (int)syscall(SYS_pidfd_open, rc->pid, 0);
+	if (rc->pidfd < 0)
+		rc->pidfd = (int)syscall(SYS_pidfd_open, rc->pid, 0);
 	/* with --steps / --schedule the output is cut from this once the steps are known */
 	snprintf(rc->tmp, sizeof(rc->tmp), "%s.recording", rc->o->output);
 	ret = trace_writer__open(wants_steps(rc->o) ? rc->tmp : rc->o->output, &rc->w);
@@ -357,7 +373,7 @@ static int start(struct recording *rc)
 	if (!ret && rc->cuda)
 		cupti__set_join(rc->cupti, cudaprobe__join, rc->cuda);
 	if (!ret)
-		ret = cupti__start(rc->cupti, rc->w, rc->pid, rc->child);
+		ret = cupti__start(rc->cupti, rc->w, rc->pid, rc->start_time, rc->child);
 	if (!ret) {
 		/* loading (BPF verification) is done: time starts when probes go in */
 		rc->start_ts = now_ns(CLOCK_MONOTONIC);

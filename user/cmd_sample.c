@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "pyinterp.h"
+#include "procfs.h"
 #include "sample.h"
 #include "sample_write.h"
 
@@ -92,16 +93,16 @@ static int parse_uint(const char *s, unsigned int min, unsigned int max, unsigne
 
 static int parse_pids(struct sample_cmd *c, char *arg)
 {
-	char *save = NULL, *end;
+	char *save = NULL;
 
 	for (char *tok = strtok_r(arg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		long pid = strtol(tok, &end, 10);
+		pid_t pid;
 
-		if (*end || pid <= 0 || c->so.npids >= MAX_PIDS) {
+		if (parse_pid(tok, &pid) || c->so.npids >= MAX_PIDS) {
 			fprintf(stderr, "ptrace-gpu: sample: bad PID '%s'\n", tok);
 			return -EINVAL;
 		}
-		c->pids[c->so.npids++] = (pid_t)pid;
+		c->pids[c->so.npids++] = pid;
 	}
 	return 0;
 }

@@ -742,6 +742,7 @@ struct cupti {
 
 	struct trace_writer *w;
 	pid_t pid;
+	uint64_t start_time; /* of pid (proc_start_time) */
 	bool launched, started;
 	struct peer_rule rule; /* under lock: the reader checks peers as they connect */
 	unsigned int nforeign;
@@ -1122,13 +1123,15 @@ void cupti__set_target(struct cupti *c, pid_t pid, bool launched)
 	wake_reader(c);
 }
 
-int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, bool launched)
+int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, uint64_t start_time,
+		 bool launched)
 {
 	if (!c)
 		return 0;
 	cupti__set_target(c, pid, launched);
 	c->w = w;
 	c->pid = pid;
+	c->start_time = start_time;
 	c->launched = launched;
 	c->started = true;
 	return 0;
@@ -1168,7 +1171,8 @@ int cupti__on_lib(void *ctx, const struct proc_map *m, const char *attach_path, 
 
 static void inject_agent(struct cupti *c)
 {
-	struct inject_opts o = {.entry = PTG_CUPTI_ATTACH_SYM, .arg = c->name};
+	struct inject_opts o = {
+	    .entry = PTG_CUPTI_ATTACH_SYM, .arg = c->name, .start_time = c->start_time};
 	struct inject_result res;
 	struct lib_copy *lc;
 	char err[PATH_MAX + 128];
@@ -1668,7 +1672,8 @@ void cupti__set_target(struct cupti *c, pid_t pid, bool launched)
 {
 }
 
-int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, bool launched)
+int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, uint64_t start_time,
+		 bool launched)
 {
 	return 0;
 }

@@ -113,8 +113,13 @@ int cupti__launch_env(struct cupti *c);
  * connection slot even while the probes load.
  */
 void cupti__set_target(struct cupti *c, pid_t pid, bool launched);
-/* The trace and the target; until then, messages wait. launched: -- CMD (descendants count). */
-int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, bool launched);
+/*
+ * The trace and the target (start_time: proc_start_time() of pid when it was
+ * looked up, so that a later injection refuses another process with its
+ * pid); until then, messages wait. launched: -- CMD (descendants count).
+ */
+int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, uint64_t start_time,
+		 bool launched);
 /*
  * record -p: a libwatch_fn. Hearing of libcuda makes the next cupti__poll()
  * inject the agent into the target.

@@ -6,9 +6,19 @@
  * malloc arenas, the loader's lock) is released as usual instead of
  * deadlocking the call. The borrowed thread is only used at a safe point:
  * outside ld.so, and outside libc unless blocked in a waiting system call,
- * so it holds no lock that dlopen() takes. Calls return to an address that
- * is never mapped (below mmap_min_addr): the fault there ends the call
- * without patching any code that the other threads run.
+ * so it holds no lock that dlopen() takes.
+ *
+ * Whoever dies, the thread gets its own state back. Before any register is
+ * changed, a signal frame is written below its red zone: a ucontext with the
+ * registers, the signal mask and the XSAVE area as they were, the frame
+ * that rt_sigreturn reads. From then on the thread only ever runs toward
+ * libc's signal trampoline (__restore_rt: mov $15,%rax; syscall) over that
+ * frame: "parked" there, or in a call whose return address is a stub that
+ * ends in the same two instructions. With ptrace-gpu alive, each of those
+ * rt_sigreturn calls is caught at its syscall-entry stop and turned into
+ * the next step; were ptrace-gpu killed, the kernel lets it run and
+ * rt_sigreturn puts the thread back as it was. No code of the program is
+ * patched.
  */
 #include <dirent.h>
 #include <elf.h>
@@ -20,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -32,16 +43,21 @@
 #include "elf_file.h"
 #include "inject.h"
 #include "procfs.h"
+#include "sigframe.h"
 
 #ifdef __x86_64__
 
-#define RET_MAGIC	   0x7e57ull  /* return address: unmapped, the fault ends a call */
 #define RED_ZONE	   128	      /* the x86-64 ABI's scratch area below rsp */
 #define XSTATE_MAX	   (64 << 10) /* room for the largest XSAVE area (AMX included) */
-#define MAX_PENDING	   16	      /* signals held back while our call runs */
 #define MAX_STR		   4096	      /* longest path or argument written into the target */
 #define DEFAULT_TIMEOUT_MS 10000
-#define RTLD_NOW_	   0x2 /* <dlfcn.h>'s value on Linux */
+#define RTLD_NOW_	   0x2		    /* <dlfcn.h>'s value on Linux */
+#define SYSCALL_STOP	   (SIGTRAP | 0x80) /* with PTRACE_O_TRACESYSGOOD */
+#define SC_INFO_ENTRY	   1 /* <linux/ptrace.h>, which clashes with <sys/ptrace.h> */
+#define PAGE		   4096
+
+/* where a call returns: mov %rax,%r12, then the same rt_sigreturn as libc's __restore_rt */
+static const uint8_t stub_code[] = {0x49, 0x89, 0xc4, 0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0, 0x0f, 0x05};
 
 struct region {
 	uint64_t lo, hi;
@@ -50,16 +66,21 @@ struct region {
 struct target {
 	pid_t pid, tid;
 	int memfd;
+	uint64_t start_time;		/* of pid: another process with its pid is not it */
 	uint64_t dlopen_fn, dlerror_fn; /* dlerror_fn = 0 with __libc_dlopen_mode */
+	uint64_t restorer;		/* libc's __restore_rt */
 	struct region libc_text, ldso_text;
-	bool seized, saved;
+	bool seized, saved, parked;
+	bool running;		      /* resumed, not seen stopped since */
 	struct user_regs_struct regs; /* as they were when we stopped the thread */
+	uint64_t sigmask;
 	struct iovec xstate;
-	uint64_t scratch; /* lowest byte we wrote on the stack */
-	uint8_t old_mem[2 * MAX_STR + 64];
+	uint64_t uc;	       /* our frame's ucontext: rsp while parked */
+	uint64_t stub;	       /* our page in the target, 0 when none */
+	uint64_t str_a, str_b; /* the strings written with the frame */
+	uint64_t scratch;      /* lowest byte we wrote on the stack */
+	uint8_t *old_mem;      /* the bytes it had */
 	size_t old_len;
-	int pending[MAX_PENDING];
-	int npending;
 	unsigned int timeout_ms;
 	char *err;
 	size_t errlen;
@@ -149,6 +170,32 @@ static int scan_map(const struct proc_map *m, void *ctx)
 	return 0;
 }
 
+/*
+ * __restore_rt is a local symbol, absent from a stripped libc: found by its
+ * code in the target's own copy of libc's text.
+ */
+static int find_restorer(struct target *t)
+{
+	static uint8_t buf[64 << 10];
+	const size_t n = sizeof(sigframe_restorer_code);
+	uint64_t addr;
+	size_t len;
+
+	for (addr = t->libc_text.lo; addr < t->libc_text.hi; addr += sizeof(buf) - n) {
+		len = t->libc_text.hi - addr < sizeof(buf) ? t->libc_text.hi - addr : sizeof(buf);
+		if (len < n || proc_mem_read(t->memfd, addr, buf, len))
+			break;
+		for (size_t i = 0; i + n <= len; i++) {
+			if (buf[i] == sigframe_restorer_code[0] &&
+			    !memcmp(buf + i, sigframe_restorer_code, n)) {
+				t->restorer = addr + i;
+				return 0;
+			}
+		}
+	}
+	return fail(t, -ENOTSUP, "no signal return trampoline found in the libc of pid %d", t->pid);
+}
+
 static int find_functions(struct target *t)
 {
 	int err = proc_maps__for_each(t->pid, scan_map, t);
@@ -161,7 +208,7 @@ static int find_functions(struct target *t)
 	if (!t->dlopen_fn)
 		return fail(t, -ENOTSUP,
 			    "pid %d has no glibc with dlopen (static or musl program?)", t->pid);
-	return 0;
+	return find_restorer(t);
 }
 
 /* The main thread, or the first thread that is not a zombie (the main one may have exited). */
@@ -220,17 +267,10 @@ static int wait_stop(struct target *t, int *status, uint64_t deadline)
 	}
 }
 
-/* A signal that came while we held the thread: delivered once it runs its own code again. */
-static void hold_signal(struct target *t, int sig)
+/* The signal of a signal-delivery-stop, 0 for the other stops (events, system calls). */
+static int stop_signal(int status)
 {
-	if (sig == SIGSTOP || sig == SIGTRAP)
-		return;
-	for (int i = 0; i < t->npending; i++) {
-		if (t->pending[i] == sig)
-			return; /* standard signals do not queue either */
-	}
-	if (t->npending < MAX_PENDING)
-		t->pending[t->npending++] = sig;
+	return (status >> 16) || WSTOPSIG(status) == SYSCALL_STOP ? 0 : WSTOPSIG(status);
 }
 
 /* Stops the thread wherever it is. */
@@ -248,7 +288,7 @@ static int interrupt(struct target *t)
 		if ((status >> 16) == PTRACE_EVENT_STOP)
 			return 0;
 		/* a signal arrived first: the thread still runs its own code, deliver it */
-		if (ptrace(PTRACE_CONT, t->tid, 0, (void *)(long)WSTOPSIG(status)))
+		if (ptrace(PTRACE_CONT, t->tid, 0, (void *)(long)stop_signal(status)))
 			return -errno;
 	}
 }
@@ -330,10 +370,12 @@ static int reach_safe_point(struct target *t)
 
 static int save_state(struct target *t)
 {
-	t->xstate.iov_base = malloc(XSTATE_MAX);
+	t->xstate.iov_base = calloc(1, XSTATE_MAX);
 	t->xstate.iov_len = XSTATE_MAX;
 	if (!t->xstate.iov_base)
 		return -ENOMEM;
+	if (ptrace(PTRACE_GETSIGMASK, t->tid, (void *)sizeof(t->sigmask), &t->sigmask))
+		return -errno;
 	/* the thread was stopped between two arbitrary instructions: every register is live */
 	if (ptrace(PTRACE_GETREGSET, t->tid, (void *)NT_X86_XSTATE, &t->xstate)) {
 		t->xstate.iov_len = sizeof(struct user_fpregs_struct);
@@ -354,90 +396,210 @@ static int mem_write(struct target *t, uint64_t addr, const void *buf, size_t le
 }
 
 /*
- * Writes strings a and b below the red zone of the thread's stack, and a
- * return address under them. Returns the stack pointer for the call; the
- * bytes overwritten are kept in old_mem.
+ * Below the red zone, from the top: strings a and b, the XSAVE area (64-byte
+ * aligned for XRSTOR), the ucontext (16-byte aligned: a call made with rsp
+ * 8 below it has the alignment the ABI wants) and the slot under it for a
+ * return address. The bytes overwritten are kept in old_mem.
  */
-static int write_frame(struct target *t, const char *a, const char *b, uint64_t *rsp, uint64_t *pa,
-		       uint64_t *pb)
+static int write_frame(struct target *t, const char *a, const char *b)
 {
-	size_t la = strlen(a) + 1, lb = strlen(b) + 1;
-	uint64_t top = t->regs.rsp - RED_ZONE, ret = RET_MAGIC;
-	uint8_t frame[sizeof(t->old_mem)];
+	size_t la = strlen(a) + 1, lb = strlen(b) + 1, fplen = t->xstate.iov_len + 4;
+	uint64_t top = t->regs.rsp - RED_ZONE, fp, ret = t->restorer;
+	uint8_t *frame;
 	int err;
 
 	if (la > MAX_STR || lb > MAX_STR)
 		return fail(t, -ENAMETOOLONG, "path or argument longer than %d bytes", MAX_STR);
-	*pa = top - la;
-	*pb = *pa - lb;
-	/* the ABI wants rsp + 8 aligned to 16 when a function starts */
-	*rsp = ((*pb - 8) & ~15ull) - 8;
-	t->scratch = *rsp;
-	t->old_len = top - *rsp;
-	err = proc_mem_read(t->memfd, t->scratch, t->old_mem, t->old_len);
-	if (err)
+	t->str_a = top - la;
+	t->str_b = t->str_a - lb;
+	fp = (t->str_b - fplen) & ~63ull;
+	t->uc = (fp - SIGFRAME_UC_ROOM) & ~15ull;
+	t->scratch = t->uc - 8;
+	t->old_len = top - t->scratch;
+	t->old_mem = malloc(t->old_len);
+	frame = malloc(t->old_len);
+	err = t->old_mem && frame ? proc_mem_read(t->memfd, t->scratch, t->old_mem, t->old_len)
+				  : -ENOMEM;
+	if (err) {
+		t->old_len = 0; /* nothing written, nothing to put back */
+		free(frame);
 		return err;
+	}
 	memcpy(frame, t->old_mem, t->old_len);
 	memcpy(frame, &ret, sizeof(ret));
-	memcpy(frame + (*pa - *rsp), a, la);
-	memcpy(frame + (*pb - *rsp), b, lb);
-	return mem_write(t, t->scratch, frame, t->old_len);
+	sigframe_fill_ucontext(frame + 8, &t->regs, t->sigmask, fp);
+	sigframe_fill_fpstate(frame + (fp - t->scratch), t->xstate.iov_base, t->xstate.iov_len);
+	memcpy(frame + (t->str_a - t->scratch), a, la);
+	memcpy(frame + (t->str_b - t->scratch), b, lb);
+	err = mem_write(t, t->scratch, frame, t->old_len);
+	free(frame);
+	return err;
 }
 
-/* Reacts to one stop during a call: 1 = our return, 0 = go on, < 0 = failure. */
-static int call_stop(struct target *t, int status, uint64_t rsp, struct user_regs_struct *r)
+static bool syscall_entry(struct target *t)
 {
-	int sig = WSTOPSIG(status);
+	uint8_t info[128];
 
-	if ((status >> 16) == PTRACE_EVENT_STOP)
-		return 0;
-	if (sig == SIGSEGV) {
+	return ptrace(PTRACE_GET_SYSCALL_INFO, t->tid, (void *)sizeof(info), info) > 0 &&
+	       info[0] == SC_INFO_ENTRY;
+}
+
+/* At the syscall-entry stop of one of our rt_sigreturn calls. */
+static bool parked(const struct target *t, const struct user_regs_struct *r)
+{
+	if (r->orig_rax != SYS_rt_sigreturn || r->rsp != t->uc)
+		return false;
+	return r->rip == t->restorer + sizeof(sigframe_restorer_code) ||
+	       (t->stub && r->rip == t->stub + sizeof(stub_code));
+}
+
+enum stop_wanted {
+	PARKED,	      /* the next entry of our rt_sigreturn */
+	SYSCALL_EXIT, /* the end of the system call the thread is in */
+};
+
+/*
+ * Resumes the thread (from a stop where it may be left to itself) until the
+ * stop wanted, with its registers in *r. Signals are delivered as they come:
+ * a handler runs on the stack below ours and returns where the thread was.
+ */
+static int run_to(struct target *t, enum stop_wanted want, struct user_regs_struct *r)
+{
+	uint64_t deadline = now_ms(CLOCK_MONOTONIC) + t->timeout_ms;
+	int status, sig = 0, err;
+	bool stopped = false;
+
+	for (;;) {
+		/* a group stop (SIGSTOP...) holds the thread too, until SIGCONT */
+		if (stopped ? ptrace(PTRACE_LISTEN, t->tid, 0, 0)
+			    : ptrace(PTRACE_SYSCALL, t->tid, 0, (void *)(long)sig))
+			return -errno;
+		t->running = true;
+		err = wait_stop(t, &status, deadline);
+		if (err)
+			return err;
+		t->running = false;
+		sig = stop_signal(status);
+		stopped = (status >> 16) == PTRACE_EVENT_STOP && WSTOPSIG(status) != SIGTRAP;
+		if (WSTOPSIG(status) != SYSCALL_STOP || (status >> 16))
+			continue;
 		if (ptrace(PTRACE_GETREGS, t->tid, 0, r))
 			return -errno;
-		if (r->rip == RET_MAGIC && r->rsp == rsp + 8)
-			return 1;
-		return fail(t, -EFAULT, "the call in pid %d crashed (SIGSEGV at %#llx)", t->pid,
-			    (unsigned long long)r->rip);
+		if (want == SYSCALL_EXIT ? !syscall_entry(t) : syscall_entry(t) && parked(t, r))
+			return 0;
 	}
-	hold_signal(t, sig);
-	return 0;
 }
 
-/* Calls fn(a0, a1) in the thread; *ret = rax. */
-static int remote_call(struct target *t, uint64_t fn, uint64_t a0, uint64_t a1, uint64_t rsp,
-		       uint64_t *ret)
+/* From a stop in get_signal (the interrupt) to the first parked stop. */
+static int park(struct target *t, const char *a, const char *b)
 {
 	struct user_regs_struct r = t->regs;
-	uint64_t deadline = now_ms(CLOCK_MONOTONIC) + t->timeout_ms;
-	int status, err;
+	int err;
 
-	r.rip = fn;
-	r.rsp = rsp;
-	r.rdi = a0;
-	r.rsi = a1;
-	r.rax = 0;
-	/* not in a system call any more: the kernel must not "restart" into our call */
+	err = write_frame(t, a, b);
+	if (err)
+		return err;
+	r.rip = t->restorer;
+	r.rsp = t->uc;
+	/* an interrupted system call is the frame's to restart, not the kernel's now */
 	r.orig_rax = (unsigned long long)-1;
-	r.eflags &= ~0x400ull; /* DF clear, as the ABI requires at a call */
 	if (ptrace(PTRACE_SETREGS, t->tid, 0, &r))
 		return -errno;
-	for (err = 0; !err;) {
-		if (ptrace(PTRACE_CONT, t->tid, 0, 0))
-			return -errno;
-		err = wait_stop(t, &status, deadline);
-		if (!err)
-			err = call_stop(t, status, rsp, &r);
-	}
-	if (err == -ETIMEDOUT) {
-		/* stuck (a lock never released?): take the thread back to its own code */
-		interrupt(t);
-		return fail(t, err,
-			    "the call in pid %d did not return within %u ms; thread %d "
-			    "was put back where it was",
-			    t->pid, t->timeout_ms, t->tid);
-	}
+	t->parked = true;
+	return run_to(t, PARKED, &r);
+}
+
+/*
+ * Parked: makes the pending rt_sigreturn system call nr(a0..a2) instead,
+ * after which the thread goes back to the trampoline. Returns at the
+ * syscall-exit stop, with the result in *ret.
+ */
+static int syscall_instead(struct target *t, long nr, uint64_t a0, uint64_t a1, uint64_t a2,
+			   uint64_t *ret)
+{
+	struct user_regs_struct r;
+	int err;
+
+	if (ptrace(PTRACE_GETREGS, t->tid, 0, &r))
+		return -errno;
+	r.orig_rax = (unsigned long long)nr;
+	r.rdi = a0;
+	r.rsi = a1;
+	r.rdx = a2;
+	r.r10 = MAP_PRIVATE | MAP_ANONYMOUS; /* for mmap; ignored by the others */
+	r.r8 = (unsigned long long)-1;
+	r.r9 = 0;
+	r.rip = t->restorer;
+	r.rsp = t->uc;
+	if (ptrace(PTRACE_SETREGS, t->tid, 0, &r))
+		return -errno;
+	err = run_to(t, SYSCALL_EXIT, &r);
 	*ret = r.rax;
-	return err < 0 ? err : 0;
+	return err;
+}
+
+/*
+ * A page for the stub that calls return to: mapped writable, written, then
+ * made executable (no write to a read-only mapping through /proc/PID/mem,
+ * which proc_mem.force_override=never forbids).
+ */
+static int map_stub(struct target *t)
+{
+	struct user_regs_struct r;
+	uint64_t page = 0, ret = 0;
+	int err;
+
+	err = syscall_instead(t, SYS_mmap, 0, PAGE, PROT_READ | PROT_WRITE, &page);
+	if (!err && page <= -4096ull)
+		t->stub = page; /* from now on unpark() unmaps it */
+	/* parked again, whatever mmap said: unpark() starts from there */
+	if (!err)
+		err = run_to(t, PARKED, &r);
+	if (!err && !t->stub)
+		return fail(t, (int)page, "mmap in pid %d failed: %s", t->pid,
+			    strerror(-(int)page));
+	if (!err)
+		err = mem_write(t, page, stub_code, sizeof(stub_code));
+	if (!err)
+		err = syscall_instead(t, SYS_mprotect, page, PAGE, PROT_READ | PROT_EXEC, &ret);
+	if (!err)
+		err = run_to(t, PARKED, &r);
+	if (!err && ret)
+		return fail(t, (int)ret, "mprotect in pid %d failed: %s", t->pid,
+			    strerror(-(int)ret));
+	return err;
+}
+
+/* Parked: calls fn(a0, a1) in the thread; *ret = rax. */
+static int remote_call(struct target *t, uint64_t fn, uint64_t a0, uint64_t a1, uint64_t *ret)
+{
+	struct user_regs_struct r;
+	int err;
+
+	err = mem_write(t, t->uc - 8, &t->stub, sizeof(t->stub));
+	if (!err && ptrace(PTRACE_GETREGS, t->tid, 0, &r))
+		err = -errno;
+	if (err)
+		return err;
+	r.rip = fn;
+	r.rsp = t->uc - 8;
+	r.rdi = a0;
+	r.rsi = a1;
+	r.orig_rax = (unsigned long long)-1; /* the pending rt_sigreturn is skipped */
+	r.eflags &= ~0x400ull;		     /* DF clear, as the ABI requires at a call */
+	if (ptrace(PTRACE_SETREGS, t->tid, 0, &r))
+		return -errno;
+	err = run_to(t, PARKED, &r);
+	if (err == -ETIMEDOUT)
+		return fail(t, err,
+			    "the call in pid %d did not return within %u ms; thread %d goes back "
+			    "to its own code when it does",
+			    t->pid, t->timeout_ms, t->tid);
+	if (!err && r.rip != t->stub + sizeof(stub_code))
+		return fail(t, -EFAULT, "the call in pid %d did not return through the stub",
+			    t->pid);
+	*ret = r.r12;
+	return err;
 }
 
 static int read_string(struct target *t, uint64_t addr, char *buf, size_t len)
@@ -451,19 +613,16 @@ static int read_string(struct target *t, uint64_t addr, char *buf, size_t len)
 	return n ? 0 : -EIO;
 }
 
-static int call_dlopen(struct target *t, const char *lib, const char *arg, uint64_t *handle,
-		       uint64_t *parg, uint64_t *rsp)
+static int call_dlopen(struct target *t, const char *lib, uint64_t *handle)
 {
 	char msg[512] = "";
-	uint64_t plib = 0, ret = 0;
+	uint64_t ret = 0;
 	int err;
 
-	err = write_frame(t, lib, arg, rsp, &plib, parg);
-	if (!err)
-		err = remote_call(t, t->dlopen_fn, plib, RTLD_NOW_, *rsp, handle);
+	err = remote_call(t, t->dlopen_fn, t->str_a, RTLD_NOW_, handle);
 	if (err || *handle)
 		return err;
-	if (t->dlerror_fn && !remote_call(t, t->dlerror_fn, 0, 0, *rsp, &ret) && ret)
+	if (t->dlerror_fn && !remote_call(t, t->dlerror_fn, 0, 0, &ret) && ret)
 		read_string(t, ret, msg, sizeof(msg));
 	return fail(t, -ENOENT, "dlopen in pid %d failed: %s", t->pid,
 		    msg[0] ? msg : "no reason given");
@@ -497,42 +656,92 @@ static int entry_address(struct target *t, const char *lib, uint64_t handle, con
 static int load(struct target *t, const char *lib, const struct inject_opts *o,
 		struct inject_result *res)
 {
-	uint64_t parg = 0, rsp = 0, fn = 0, ret = 0;
+	uint64_t fn = 0, ret = 0;
 	int err;
 
-	err = call_dlopen(t, lib, o->arg ? o->arg : "", &res->handle, &parg, &rsp);
+	err = park(t, lib, o->arg ? o->arg : "");
+	if (!err)
+		err = map_stub(t);
+	if (!err)
+		err = call_dlopen(t, lib, &res->handle);
 	if (err || !o->entry)
 		return err;
 	err = entry_address(t, lib, res->handle, o->entry, &fn);
 	if (!err)
-		err = remote_call(t, fn, parg, 0, rsp, &ret);
+		err = remote_call(t, fn, t->str_b, 0, &ret);
 	if (!err)
 		res->entry_ret = (int)ret;
 	return err;
 }
 
-/* Puts back memory, registers and held signals, and lets the thread go. */
+/*
+ * Parked: the stub page goes, then the thread's own state comes back in an
+ * order where each step leaves it either parked or itself.
+ */
+static int unpark(struct target *t)
+{
+	struct user_regs_struct r = t->regs;
+	uint64_t ret;
+	int err = 0;
+
+	if (t->stub && !syscall_instead(t, SYS_munmap, t->stub, PAGE, 0, &ret))
+		err = run_to(t, PARKED, &r);
+	if (err)
+		return err;
+	t->stub = 0;
+	/* were we killed now, the frame's rt_sigreturn would set these same values */
+	if (ptrace(PTRACE_SETREGSET, t->tid,
+		   (void *)(long)(t->xstate.iov_len == sizeof(struct user_fpregs_struct)
+				      ? NT_PRFPREG
+				      : NT_X86_XSTATE),
+		   &t->xstate) ||
+	    ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof(t->sigmask), &t->sigmask))
+		return -errno;
+	/* a syscall-exit stop: the registers set there, rax included, are what the thread sees */
+	err = syscall_instead(t, SYS_getpid, 0, 0, 0, &ret);
+	if (err)
+		return err;
+	/* the restart block is intact (our rt_sigreturn never ran): sleeps go on where they were */
+	r = t->regs;
+	sigframe_restart_regs(&r, true);
+	if (ptrace(PTRACE_SETREGS, t->tid, 0, &r))
+		return -errno;
+	t->parked = false;
+	return 0;
+}
+
+/*
+ * A thread we cannot put back ourselves (a call that did not return in time,
+ * a step that failed): let go while parked or in a call, its own
+ * rt_sigreturn restores it (the frame and the stub page stay).
+ */
+static void abandon(struct target *t)
+{
+	int status;
+
+	if (!ptrace(PTRACE_DETACH, t->tid, 0, 0))
+		return;
+	if (ptrace(PTRACE_INTERRUPT, t->tid, 0, 0) ||
+	    wait_stop(t, &status, now_ms(CLOCK_MONOTONIC) + t->timeout_ms))
+		return;
+	ptrace(PTRACE_DETACH, t->tid, 0, (void *)(long)stop_signal(status));
+}
+
+/* Puts back the thread's state and the memory written, and lets the thread go. */
 static int restore(struct target *t)
 {
 	int err = 0;
 
-	if (t->old_len && mem_write(t, t->scratch, t->old_mem, t->old_len))
-		err = -errno;
-	if (t->saved) {
-		/*
-		 * orig_rax and rax as saved: a system call we interrupted is
-		 * restarted by the kernel exactly as after any signal stop
-		 */
-		if (ptrace(PTRACE_SETREGS, t->tid, 0, &t->regs) ||
-		    ptrace(PTRACE_SETREGSET, t->tid,
-			   (void *)(long)(t->xstate.iov_len == sizeof(struct user_fpregs_struct)
-					      ? NT_PRFPREG
-					      : NT_X86_XSTATE),
-			   &t->xstate))
-			err = err ?: -errno;
+	if (t->parked && !t->running)
+		err = unpark(t);
+	if (err == -ESRCH)
+		return err;
+	if (t->parked) {
+		abandon(t);
+		return err;
 	}
-	for (int i = 0; i < t->npending; i++)
-		syscall(SYS_tgkill, t->pid, t->tid, t->pending[i]);
+	if (t->old_len && mem_write(t, t->scratch, t->old_mem, t->old_len))
+		err = -EIO;
 	if (ptrace(PTRACE_DETACH, t->tid, 0, 0))
 		err = err ?: -errno;
 	return err;
@@ -540,20 +749,33 @@ static int restore(struct target *t)
 
 static int seize(struct target *t)
 {
-	if (ptrace(PTRACE_SEIZE, t->tid, 0, 0)) {
+	char path[64];
+	uint64_t st = 0;
+
+	if (ptrace(PTRACE_SEIZE, t->tid, 0, (void *)PTRACE_O_TRACESYSGOOD)) {
 		if (errno == ESRCH)
 			return fail(t, -ESRCH, "no process %d", t->pid);
 		return fail(t, -errno, "cannot trace pid %d: %s%s", t->pid, strerror(errno),
 			    errno == EPERM ? " (not root, or another debugger is attached?)" : "");
 	}
 	t->seized = true;
+	/* the pid and tid looked up before are still that process, and the thread is in it */
+	snprintf(path, sizeof(path), "/proc/%d/task/%d", t->pid, t->tid);
+	if (access(path, F_OK) || proc_start_time(t->pid, &st) || st != t->start_time)
+		return fail(t, -ESRCH, "pid %d is not the process it was (it exited)", t->pid);
 	return 0;
 }
 
-static int open_target(struct target *t)
+static int open_target(struct target *t, uint64_t start_time)
 {
 	char path[64];
+	int err;
 
+	err = proc_start_time(t->pid, &t->start_time);
+	if (err == -ENOENT)
+		return fail(t, -ESRCH, "no process %d", t->pid);
+	if (!err && start_time && start_time != t->start_time)
+		return fail(t, -ESRCH, "pid %d is not the process it was (it exited)", t->pid);
 	snprintf(path, sizeof(path), "/proc/%d/mem", t->pid);
 	t->memfd = open(path, O_RDWR | O_CLOEXEC);
 	if (t->memfd < 0 && errno == ENOENT)
@@ -607,7 +829,7 @@ int inject_library(pid_t pid, const char *lib_path, const struct inject_opts *op
 	t.timeout_ms = o->timeout_ms ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
 	t.tid = pick_thread(pid);
 	block_stop_signals(&old);
-	ret = open_target(&t);
+	ret = open_target(&t, o->start_time);
 	if (!ret)
 		ret = seize(&t);
 	if (!ret)
@@ -619,6 +841,7 @@ int inject_library(pid_t pid, const char *lib_path, const struct inject_opts *op
 	ret = finish(&t, ret);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	free(t.xstate.iov_base);
+	free(t.old_mem);
 	if (t.memfd >= 0)
 		close(t.memfd);
 	return ret;

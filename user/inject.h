@@ -17,6 +17,7 @@ struct inject_opts {
 	const char *entry;	 /* int entry(const char *arg) to call after dlopen, or NULL */
 	const char *arg;	 /* its argument ("" when NULL) */
 	unsigned int timeout_ms; /* for each stage (safe point, each call); 0 = 10 s */
+	uint64_t start_time;	 /* of pid when the caller found it (proc_start_time), 0 = now */
 };
 
 struct inject_result {

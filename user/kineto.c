@@ -235,12 +235,19 @@ static bool get_time(json_object *o, const char *key, uint64_t *ns)
 	return kineto_us_to_ns(json_object_get_string(v), ns) == 0;
 }
 
-/* pid and tid are ints in Kineto's CPU and GPU rows; strings mark its own spans. */
+/*
+ * pid and tid are ints in Kineto's CPU and GPU rows; strings mark its own
+ * spans. Negative ones are the int32 view of 32 bits that Chrome tools (and
+ * our export) write; one that does not fit 32 bits is not ours to cut
+ * down: 4294967297 would become pid 1, another row's.
+ */
 static bool get_pid_tid(json_object *ev, uint32_t *pid, uint32_t *tid)
 {
 	int64_t p, t;
 
 	if (!get_int(ev, "pid", &p) || !get_int(ev, "tid", &t))
+		return false;
+	if (p < INT32_MIN || p > UINT32_MAX || t < INT32_MIN || t > UINT32_MAX)
 		return false;
 	*pid = (uint32_t)p;
 	*tid = (uint32_t)t;
@@ -818,10 +825,12 @@ static json_object *parse_json(const char *json, size_t len, const char *name)
 	}
 	if (!root || jerr != json_tokener_success) {
 		if (jerr == json_tokener_continue)
-			fprintf(stderr, "ptrace-gpu: import: %s: malformed JSON: unexpected end of file\n",
+			fprintf(stderr,
+				"ptrace-gpu: import: %s: malformed JSON: unexpected end of file\n",
 				name);
 		else
-			fprintf(stderr, "ptrace-gpu: import: %s: malformed JSON near byte %zu: %s\n", name,
+			fprintf(stderr,
+				"ptrace-gpu: import: %s: malformed JSON near byte %zu: %s\n", name,
 				off - chunk + json_tokener_get_parse_end(tok),
 				json_tokener_error_desc(jerr));
 		json_object_put(root);
@@ -851,7 +860,9 @@ static int import_root(struct importer *im, json_object *root, const char *out_p
 	if (!json_object_is_type(root, json_type_object) ||
 	    !json_object_object_get_ex(root, "traceEvents", &events) ||
 	    !json_object_is_type(events, json_type_array)) {
-		fprintf(stderr, "ptrace-gpu: import: %s: no traceEvents array: not a Chrome trace\n", im->path);
+		fprintf(stderr,
+			"ptrace-gpu: import: %s: no traceEvents array: not a Chrome trace\n",
+			im->path);
 		return -EINVAL;
 	}
 	err = trace_writer__open(out_path, &im->w);

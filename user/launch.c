@@ -14,8 +14,11 @@
 
 #include "elf_file.h"
 #include "launch.h"
+#include "procfs.h"
 
-#define EXEC_EVENT (SIGTRAP | (PTRACE_EVENT_EXEC << 8))
+#define EXEC_EVENT    (SIGTRAP | (PTRACE_EVENT_EXEC << 8))
+#define SYSCALL_STOP  (SIGTRAP | 0x80) /* with PTRACE_O_TRACESYSGOOD */
+#define SC_INFO_ENTRY 1		       /* <linux/ptrace.h>, which clashes with <sys/ptrace.h> */
 
 static int read_auxv_entry(pid_t pid, uint64_t type, uint64_t *val)
 {
@@ -38,7 +41,7 @@ static int read_auxv_entry(pid_t pid, uint64_t type, uint64_t *val)
 	return err;
 }
 
-/* Waits for the next stop of pid; forwards signals that are not ours. */
+/* Waits for the next stop of pid. */
 static int wait_stop(pid_t pid, int *status)
 {
 	for (;;) {
@@ -51,45 +54,85 @@ static int wait_stop(pid_t pid, int *status)
 	}
 }
 
-static int cont(pid_t pid, int sig)
+/* The signal a stop holds for the child: none for events and system-call stops. */
+static int stop_signal(int status)
 {
-	return ptrace(PTRACE_CONT, pid, 0, (void *)(long)sig) ? -errno : 0;
+	return (status >> 16) || WSTOPSIG(status) == SYSCALL_STOP ? 0 : WSTOPSIG(status);
+}
+
+static int cont(pid_t pid, int request, int sig)
+{
+	return ptrace(request, pid, 0, (void *)(long)sig) ? -errno : 0;
+}
+
+struct ldso_text {
+	uint64_t base; /* AT_BASE: where ld.so is mapped */
+	char path[PATH_MAX];
+	uint64_t lo, hi;
+};
+
+static int find_ldso_path(const struct proc_map *m, void *ctx)
+{
+	struct ldso_text *l = ctx;
+
+	if (m->start == l->base)
+		snprintf(l->path, sizeof(l->path), "%s", m->path);
+	return 0;
+}
+
+static int find_ldso_text(const struct proc_map *m, void *ctx)
+{
+	struct ldso_text *l = ctx;
+
+	if (m->perms[2] == 'x' && !strcmp(m->path, l->path)) {
+		l->lo = m->start;
+		l->hi = m->end;
+	}
+	return 0;
+}
+
+static bool syscall_entry(pid_t pid)
+{
+	uint8_t info[128];
+
+	return ptrace(PTRACE_GET_SYSCALL_INFO, pid, (void *)sizeof(info), info) > 0 &&
+	       info[0] == SC_INFO_ENTRY;
 }
 
 /*
  * An executable that links libpython: ld.so maps it before the program's
- * entry point, so run to a breakpoint there.
+ * first system call, which comes from outside ld.so's text once ld.so has
+ * mapped and relocated everything. Stepping from one system call to the
+ * next patches nothing: were ptrace-gpu killed, the kernel lets the child
+ * go on from any of these stops (TRACESYSGOOD: no stray SIGTRAP either).
  */
-static int run_to_entry(pid_t pid)
+static int run_past_ldso(pid_t pid)
 {
+	struct ldso_text l = {};
 	struct user_regs_struct regs;
-	uint64_t entry = 0;
-	long word;
-	int status, err;
+	int status, sig = 0, err;
 
-	err = read_auxv_entry(pid, AT_ENTRY, &entry);
-	if (err)
-		return err;
-	errno = 0;
-	word = ptrace(PTRACE_PEEKTEXT, pid, (void *)entry, 0);
-	if (errno)
-		return -errno;
-	if (ptrace(PTRACE_POKETEXT, pid, (void *)entry, (void *)((word & ~0xffL) | 0xcc)))
-		return -errno;
-	err = cont(pid, 0);
-	while (!err) {
-		err = wait_stop(pid, &status);
+	if (read_auxv_entry(pid, AT_BASE, &l.base) || !l.base)
+		return 0; /* no interpreter: a static program is all mapped already */
+	err = proc_maps__for_each(pid, find_ldso_path, &l);
+	if (!err && l.path[0])
+		err = proc_maps__for_each(pid, find_ldso_text, &l);
+	if (err || !l.hi)
+		return err ?: -ENOENT;
+	for (;;) {
+		err = cont(pid, PTRACE_SYSCALL, sig);
+		if (!err)
+			err = wait_stop(pid, &status);
 		if (err)
 			return err;
-		if (WSTOPSIG(status) == SIGTRAP)
-			break;
-		err = cont(pid, WSTOPSIG(status));
+		sig = stop_signal(status);
+		if (WSTOPSIG(status) != SYSCALL_STOP || (status >> 16) || !syscall_entry(pid))
+			continue;
+		if (ptrace(PTRACE_GETREGS, pid, 0, &regs))
+			return -errno;
+		if (regs.rip < l.lo || regs.rip >= l.hi)
+			return 0;
 	}
-	if (ptrace(PTRACE_POKETEXT, pid, (void *)entry, (void *)word) ||
-	    ptrace(PTRACE_GETREGS, pid, 0, &regs))
-		return -errno;
-	regs.rip = entry;
-	return ptrace(PTRACE_SETREGS, pid, 0, &regs) ? -errno : 0;
 }
 
 static bool links_libpython(pid_t pid)
@@ -112,9 +155,9 @@ static int check_image(pid_t pid, struct py_interp *py, char *err, size_t errlen
 	int ret;
 
 	if (links_libpython(pid)) {
-		ret = run_to_entry(pid);
+		ret = run_past_ldso(pid);
 		if (ret) {
-			snprintf(err, errlen, "cannot run the command to its entry point: %s",
+			snprintf(err, errlen, "cannot run the command past its dynamic loader: %s",
 				 strerror(-ret));
 			return ret;
 		}
@@ -125,12 +168,16 @@ static int check_image(pid_t pid, struct py_interp *py, char *err, size_t errlen
 	return ret ? ret : 1;
 }
 
-static void child_exec(char **argv)
+/* Execs once the parent has seized it (or died: then it runs untraced). */
+static void child_exec(char **argv, int sync)
 {
 	/* the recorder ignores it (cmd_record.c); an ignored signal stays so across exec */
 	signal(SIGXFSZ, SIG_DFL);
-	if (ptrace(PTRACE_TRACEME, 0, 0, 0) == 0)
-		raise(SIGSTOP);
+	char c;
+
+	while (read(sync, &c, 1) < 0 && errno == EINTR) {
+	}
+	close(sync);
 	execvp(argv[0], argv);
 	_exit(127);
 }
@@ -155,7 +202,7 @@ static int find_program(const char *name, char *buf, size_t len)
 int launch__start(char **argv, pid_t *pidp, struct py_interp *py, char *err, size_t errlen)
 {
 	char exe[PATH_MAX];
-	int status, ret;
+	int status, ret, sync[2];
 	pid_t pid;
 
 	err[0] = '\0';
@@ -164,22 +211,37 @@ int launch__start(char **argv, pid_t *pidp, struct py_interp *py, char *err, siz
 		snprintf(err, errlen, "cannot run %s: %s", argv[0], strerror(-ret));
 		return ret;
 	}
-	pid = fork();
-	if (pid < 0)
+	if (pipe2(sync, O_CLOEXEC))
 		return -errno;
-	if (pid == 0)
-		child_exec(argv);
-	ret = wait_stop(pid, &status);
-	if (!ret && ptrace(PTRACE_SETOPTIONS, pid, 0, (void *)PTRACE_O_TRACEEXEC))
+	pid = fork();
+	if (pid < 0) {
 		ret = -errno;
-	if (!ret)
-		ret = cont(pid, 0);
+		close(sync[0]);
+		close(sync[1]);
+		return ret;
+	}
+	if (pid == 0) {
+		close(sync[1]);
+		child_exec(argv, sync[0]);
+	}
+	close(sync[0]);
+	/*
+	 * Seized, not PTRACE_TRACEME + raise(SIGSTOP): a SIGSTOP pending when
+	 * ptrace-gpu dies would leave the child stopped. No PTRACE_O_EXITKILL:
+	 * the child runs on if ptrace-gpu dies.
+	 */
+	ret = ptrace(PTRACE_SEIZE, pid, 0, (void *)(PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD))
+		  ? -errno
+		  : 0;
+	if (write(sync[1], "", 1) != 1 && !ret)
+		ret = -errno;
+	close(sync[1]);
 	while (!ret) {
 		ret = wait_stop(pid, &status);
 		if (ret)
 			break;
 		if ((status >> 8) != EXEC_EVENT) {
-			ret = cont(pid, WSTOPSIG(status) == SIGTRAP ? 0 : WSTOPSIG(status));
+			ret = cont(pid, PTRACE_CONT, stop_signal(status));
 			continue;
 		}
 		ret = check_image(pid, py, err, errlen);
@@ -188,7 +250,7 @@ int launch__start(char **argv, pid_t *pidp, struct py_interp *py, char *err, siz
 			return 0;
 		}
 		if (ret == 0)
-			ret = cont(pid, 0);
+			ret = cont(pid, PTRACE_CONT, 0);
 	}
 	if (ret == -ECHILD)
 		snprintf(err, errlen, "%s exited before it started a Python interpreter", argv[0]);

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,19 @@ int proc_maps__for_each(pid_t pid, int (*cb)(const struct proc_map *m, void *ctx
 	return err;
 }
 
+int parse_pid(const char *s, pid_t *pid)
+{
+	long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v <= 0 || v > INT_MAX)
+		return -EINVAL;
+	*pid = (pid_t)v;
+	return 0;
+}
+
 bool proc_exists(pid_t pid)
 {
 	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
@@ -66,6 +80,25 @@ static int read_small_file(const char *path, char *buf, size_t len)
 		return -errno;
 	buf[n] = '\0';
 	return (int)n;
+}
+
+int proc_start_time(pid_t pid, uint64_t *ticks)
+{
+	char path[64], buf[1024], *p;
+	int n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	n = read_small_file(path, buf, sizeof(buf));
+	if (n < 0)
+		return n;
+	/* the command name may hold spaces and parentheses: fields count from the last ')' */
+	p = strrchr(buf, ')');
+	for (int field = 3; p && field <= 22; field++)
+		p = strchr(p + 1, ' ');
+	if (!p)
+		return -EINVAL;
+	*ticks = strtoull(p + 1, NULL, 10);
+	return 0;
 }
 
 int proc_cmdline(pid_t pid, char *buf, size_t len)

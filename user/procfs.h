@@ -21,6 +21,13 @@ struct proc_map {
 /* Calls cb for each line of /proc/PID/maps; a non-zero return of cb stops and is returned. */
 int proc_maps__for_each(pid_t pid, int (*cb)(const struct proc_map *m, void *ctx), void *ctx);
 bool proc_exists(pid_t pid);
+/*
+ * A pid given as text: decimal, 1..INT_MAX. Anything else is -EINVAL, never
+ * cut down to a pid_t that names another process (4294967297 is not pid 1).
+ */
+int parse_pid(const char *s, pid_t *pid);
+/* Field 22 of /proc/PID/stat: with the pid, what names one process (pids are reused). */
+int proc_start_time(pid_t pid, uint64_t *ticks);
 /* Reads len bytes of the target's memory at addr through an fd of /proc/PID/mem. */
 int proc_mem_read(int memfd, uint64_t addr, void *buf, size_t len);
 /* The command line with arguments separated by spaces. */

@@ -206,6 +206,45 @@ static void test_bad_input(const char *path)
 		  "no traceEvents");
 }
 
+/* pids and tids past 32 bits are counted as unknown, not cut into another row's */
+static void test_big_pids(const char *path)
+{
+	static const char json[] =
+	    "{\"traceEvents\": [\n"
+	    "  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"a\", \"pid\": 4294967297,"
+	    "   \"tid\": 1, \"ts\": 1, \"dur\": 1},\n"
+	    "  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"b\", \"pid\": 1,"
+	    "   \"tid\": 4294967296, \"ts\": 2, \"dur\": 1},\n"
+	    "  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"c\", \"pid\": -2147483649,"
+	    "   \"tid\": 1, \"ts\": 3, \"dur\": 1},\n"
+	    "  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"d\", \"pid\": 4294967295,"
+	    "   \"tid\": 4294967295, \"ts\": 4, \"dur\": 1}\n"
+	    " ]}\n";
+	struct kineto_stats st = {};
+	struct ptg_record r;
+	char err[256];
+
+	if (!ASSERT_EQ(kineto_import_buf(json, sizeof(json) - 1, "big.json", path, &st), 0,
+		       "import big pids"))
+		return;
+	ASSERT_EQ(st.unknown, 3, "pids or tids past 32 bits: unknown");
+	if (!ASSERT_EQ(trace_reader__open(path, &reader, err, sizeof(err)), 0, "open big pids"))
+		return;
+	/* the rows that do not fit are kept verbatim, as EVENT records, for export */
+	while (trace_reader__next(reader, &r) == 1 && r.kind == PTG_REC_EVENT)
+		;
+	if (ASSERT_EQ(r.kind, PTG_REC_OP_ENTER, "the one row that fits")) {
+		ASSERT_EQ(r.pid, 4294967295u, "largest pid kept exactly");
+		ASSERT_EQ(r.tid, 4294967295u, "largest tid kept exactly");
+		ASSERT_STREQ(sym_name(r.sym), "d", "its name");
+	}
+	if (ASSERT_EQ(trace_reader__next(reader, &r), 1, "its exit"))
+		ASSERT_EQ(r.pid, 4294967295u, "exit pid");
+	while (trace_reader__next(reader, &r) == 1)
+		ASSERT_EQ(r.kind, PTG_REC_EVENT, "no other row but kept ones");
+	trace_reader__close(reader);
+}
+
 static char *slurp(const char *path, size_t *len)
 {
 	FILE *f = fopen(path, "rb");
@@ -399,6 +438,7 @@ int main(void)
 	test_pyname();
 	test_import(path);
 	test_bad_input(path);
+	test_big_pids(path);
 	test_roundtrip(path);
 	test_older_import(path);
 	unlink(path);

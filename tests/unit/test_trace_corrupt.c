@@ -220,6 +220,41 @@ static const char *read_crafted(const uint8_t *rec, size_t rec_len, uint32_t cou
 	return read_message();
 }
 
+/* The first record of the file at path, or -1. */
+static int first_record(struct ptg_record *rec)
+{
+	struct trace_reader *r;
+	char err[256];
+	int ret;
+
+	if (trace_reader__open(path, &r, err, sizeof(err)))
+		return -1;
+	ret = trace_reader__next(r, rec);
+	trace_reader__close(r);
+	return ret;
+}
+
+/* A pid or tid field past 32 bits is a bad record: never cut down to another thread's id. */
+static void test_wide_ids(void)
+{
+	/* kind 1, mask PID | TID | SYM, ts delta 2, pid, tid, sym 1 */
+	static const uint8_t max_ids[] = {1,	10 | 4, 2,    0xff, 0xff, 0xff, 0xff,
+					  0x0f, 0xff,	0xff, 0xff, 0xff, 0x0f, 1};
+	static const uint8_t pid_2_32_plus_1[] = {1, 10, 2, 0x81, 0x80, 0x80, 0x80, 0x10, 1};
+	static const uint8_t tid_2_32[] = {1, 12, 2, 0x80, 0x80, 0x80, 0x80, 0x10, 1};
+	struct ptg_record rec;
+
+	read_crafted(max_ids, sizeof(max_ids), 1, 0);
+	if (ASSERT_EQ(first_record(&rec), 1, "ids of 2^32 - 1")) {
+		ASSERT_EQ(rec.pid, 4294967295u, "pid 2^32 - 1 read exactly");
+		ASSERT_EQ(rec.tid, 4294967295u, "tid 2^32 - 1 read exactly");
+	}
+	ASSERT_STREQ(read_crafted(pid_2_32_plus_1, sizeof(pid_2_32_plus_1), 1, -EBADMSG),
+		     "corrupted trace file: bad record in chunk 1", "pid 2^32 + 1 (not pid 1)");
+	ASSERT_STREQ(read_crafted(tid_2_32, sizeof(tid_2_32), 1, -EBADMSG),
+		     "corrupted trace file: bad record in chunk 1", "tid 2^32 (not tid 0)");
+}
+
 static void test_crafted(void)
 {
 	/* kind 1, mask SYM, ts delta 2, sym 1 */
@@ -248,6 +283,7 @@ static void test_crafted(void)
 		     "corrupted trace file: bad record in chunk 1", "record cut short");
 	ASSERT_STREQ(read_crafted(good, sizeof(good), 2, -EBADMSG),
 		     "corrupted trace file: bad record in chunk 1", "count past the records");
+	test_wide_ids();
 }
 
 static void test_messages(const uint8_t *data, size_t len)
