@@ -242,6 +242,7 @@ static long snap_step(__u32 i, void *arg)
 		f->frame = w->frame;
 		f->code = read_ptr(w->frame + off.frame_code) & PTG_PY_REF_MASK;
 		f->fingerprint = code_fingerprint(f->code);
+		f->local0 = read_ptr(w->frame + off.frame_localsplus) & PTG_PY_REF_MASK;
 		/* frames that were running before recording began: named now too */
 		send_code(f->code, f->fingerprint);
 		w->n++;

@@ -231,12 +231,21 @@ static int start_call(struct mod_thread *mt, const struct tracer_thread *th, uin
 	return push_call(mt, idx, frame, code, self, false);
 }
 
-/* The first local of a running frame, if the frame still runs that code. */
+/*
+ * The first local of a frame: as BPF read it when the call started or the
+ * stack was snapshotted, else read now, if the frame still runs that code
+ * (by the time we read it, the frame may have returned and its memory gone
+ * to another call).
+ */
 static int first_local(struct modpath *mp, const struct tracer_slot *s, uint64_t *out)
 {
 	uint64_t code = 0, local = 0;
 	int err;
 
+	if (s->local0) {
+		*out = s->local0;
+		return 0;
+	}
 	if ((err = proc_mem_read(mp->memfd, s->key + mp->vi->off.frame_code, &code, 8)) ||
 	    (err = proc_mem_read(mp->memfd, s->key + mp->vi->off.frame_localsplus, &local, 8)))
 		return err;
@@ -247,8 +256,8 @@ static int first_local(struct modpath *mp, const struct tracer_slot *s, uint64_t
 }
 
 /*
- * Frames on the stack before recording came in a snapshot, without their
- * first local: read it from the frame, which is still running.
+ * Frames on the stack before recording came in a snapshot, each with the
+ * first local BPF read from it then (see first_local()).
  */
 static int resync(struct modpath *mp, struct mod_thread *mt, const struct tracer_thread *th)
 {

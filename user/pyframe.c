@@ -96,10 +96,11 @@ static int learn_code(struct pyframe *pf, const struct ptg_code_event *c)
 }
 
 static int push(struct pyframe *pf, struct tracer_thread *th, uint64_t frame, uint64_t code,
-		uint32_t fingerprint, uint64_t ts, uint16_t flags)
+		uint32_t fingerprint, uint64_t local0, uint64_t ts, uint16_t flags)
 {
 	struct tracer_slot slot = {
 		.key = frame, .code = code, .fingerprint = fingerprint, .kind = PTG_REC_PY_ENTER,
+		.local0 = local0,
 	};
 
 	return tracer__push(pf->t, th, &slot, resolve_code(pf, code, fingerprint), flags, ts);
@@ -173,7 +174,7 @@ static int enter(struct pyframe *pf, struct tracer_thread *th, const struct ptg_
 		err = tracer__pop_to(pf->t, th, at, e->ts, PTG_F_EXIT_UNWIND);
 	else
 		err = push_hidden(pf, th, e->d);
-	return err ?: push(pf, th, e->a, e->b, e->aux, e->ts, flags);
+	return err ?: push(pf, th, e->a, e->b, e->aux, e->c, e->ts, flags);
 }
 
 /*
@@ -247,7 +248,8 @@ static int apply_snapshot(struct pyframe *pf, struct tracer_thread *th,
 	for (uint32_t i = py; !err && i < n; i++) {
 		const struct ptg_frame_ref *f = &s->frames[n - 1 - i];
 
-		err = push(pf, th, f->frame, f->code, f->fingerprint, ts, PTG_F_ENTER_PREEXISTING);
+		err = push(pf, th, f->frame, f->code, f->fingerprint, f->local0, ts,
+			   PTG_F_ENTER_PREEXISTING);
 	}
 	return err;
 }

@@ -107,6 +107,7 @@ struct ptg_event {
 struct ptg_frame_ref {
 	__u64 frame;
 	__u64 code;
+	__u64 local0; /* its first local (self of a method) when sent: user space reads it too late */
 	__u32 fingerprint;
 	__u32 pad;
 };

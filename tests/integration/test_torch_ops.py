@@ -67,6 +67,7 @@ class Ops:
 
 @ptg.per_interpreter(need_torch=True)
 class TorchOps(unittest.TestCase):
+    maxDiff = None
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
 
