@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "flamegraph.h"
+#include "numarg.h"
 #include "trace.h"
 
 struct fg_cmd_opts {
@@ -48,8 +49,7 @@ static int flamegraph_parse(int argc, char **argv, struct fg_cmd_opts *o)
 	    {"help", no_argument, NULL, 'h'},
 	    {},
 	};
-	unsigned long v;
-	char *end;
+	uint64_t v;
 	int c;
 
 	optind = 1;
@@ -66,12 +66,9 @@ static int flamegraph_parse(int argc, char **argv, struct fg_cmd_opts *o)
 			}
 			break;
 		case 't':
-			errno = 0;
-			v = strtoul(optarg, &end, 10);
-			if (errno || !*optarg || *end || *optarg == '-' || v > UINT32_MAX) {
-				fprintf(stderr, "ptrace-gpu flamegraph: bad --tid '%s'\n", optarg);
+			if (parse_u64_flag("ptrace-gpu flamegraph", "--tid", optarg, 0, UINT32_MAX,
+					   &v))
 				return -EINVAL;
-			}
 			o->fg.by_tid = true;
 			o->fg.tid = (uint32_t)v;
 			break;

@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "idle.h"
+#include "numarg.h"
 
 struct idle_out {
 	FILE *f;
@@ -502,6 +503,11 @@ static int print_json(const struct idle_out *out)
 	return ferror(out->f) ? -EIO : 0;
 }
 
+#define WHO "ptrace-gpu: idle"
+/* -n sizes arrays of gaps and names: a million is more than any screen */
+#define TOP_N_MAX 1000000
+
+/* Returns 0, 1 for --help, or -EINVAL after printing why. */
 static int parse_args(int argc, char **argv, struct idle_opts *o, bool *json)
 {
 	static const struct option opts[] = {
@@ -511,37 +517,45 @@ static int parse_args(int argc, char **argv, struct idle_opts *o, bool *json)
 	    {"help", no_argument, NULL, 'h'},
 	    {},
 	};
-	char *end;
+	uint64_t v;
+	double us;
 	int c;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
-			o->top_n = strtoul(optarg, &end, 10);
-			if (*end || !*optarg)
+			if (parse_u64_flag(WHO, "-n", optarg, 0, TOP_N_MAX, &v))
 				return -EINVAL;
+			o->top_n = (unsigned int)v;
 			break;
 		case 'j':
 			*json = true;
 			break;
 		case 'k':
-			o->kernel_wait_ns = strtod(optarg, &end) * 1000;
-			if (*end || !*optarg)
+			if (parse_double_flag(WHO, "--kernel-wait-us", "microseconds", optarg, 0,
+					      ARG_SECONDS_MAX * 1e6, &us))
 				return -EINVAL;
+			o->kernel_wait_ns = (uint64_t)(us * 1000);
 			break;
 		case 'q':
-			o->max_queue_len = strtoul(optarg, &end, 10);
-			if (*end || !*optarg || !o->max_queue_len)
+			if (parse_u64_flag(WHO, "--max-queue", optarg, 1, UINT32_MAX, &v))
 				return -EINVAL;
+			o->max_queue_len = (uint32_t)v;
 			break;
 		case 'h':
 			return 1;
 		default:
+			idle_usage(stderr);
 			return -EINVAL;
 		}
 	}
-	return optind == argc - 1 ? 0 : -EINVAL;
+	if (optind != argc - 1) {
+		fprintf(stderr, "%s: expected one trace FILE\n", WHO);
+		idle_usage(stderr);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 int cmd_idle(int argc, char **argv)
@@ -556,10 +570,10 @@ int cmd_idle(int argc, char **argv)
 
 	idle_opts__defaults(&o);
 	err = parse_args(argc, argv, &o, &json);
-	if (err) {
-		idle_usage(err > 0 ? stdout : stderr);
+	if (err > 0)
+		idle_usage(stdout);
+	if (err)
 		return err > 0 ? 0 : 2;
-	}
 	out.path = argv[optind];
 	err = trace_reader__open(out.path, &r, errbuf, sizeof(errbuf));
 	if (err) {

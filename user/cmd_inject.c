@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "inject.h"
+#include "numarg.h"
 
 static void usage(FILE *f)
 {
@@ -35,6 +36,8 @@ struct inject_args {
 	struct inject_opts opts;
 };
 
+#define WHO "ptrace-gpu: inject"
+
 static int parse_args(int argc, char **argv, struct inject_args *a)
 {
 	static const struct option longopts[] = {
@@ -42,15 +45,16 @@ static int parse_args(int argc, char **argv, struct inject_args *a)
 	    {"arg", required_argument, NULL, 'a'}, {"timeout", required_argument, NULL, 't'},
 	    {"help", no_argument, NULL, 'h'},	   {},
 	};
-	char *end;
+	uint64_t v;
+	double secs;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "p:c:a:t:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
-			a->pid = (pid_t)strtol(optarg, &end, 10);
-			if (*end || a->pid <= 0)
-				goto bad;
+			if (parse_u64_flag(WHO, "--pid", optarg, 1, ARG_PID_MAX, &v))
+				return -EINVAL;
+			a->pid = (pid_t)v;
 			break;
 		case 'c':
 			a->opts.entry = optarg;
@@ -59,9 +63,10 @@ static int parse_args(int argc, char **argv, struct inject_args *a)
 			a->opts.arg = optarg;
 			break;
 		case 't':
-			a->opts.timeout_ms = (unsigned int)(strtod(optarg, &end) * 1000);
-			if (*end || !a->opts.timeout_ms)
-				goto bad;
+			if (parse_double_flag(WHO, "--timeout", "seconds", optarg, ARG_SECONDS_MIN,
+					      ARG_SECONDS_MAX, &secs))
+				return -EINVAL;
+			a->opts.timeout_ms = (unsigned int)(secs * 1000);
 			break;
 		case 'h':
 			usage(stdout);

@@ -16,6 +16,7 @@
 
 #include "clock.h"
 #include "commands.h"
+#include "numarg.h"
 #include "pyinterp.h"
 #include "sample.h"
 #include "sample_write.h"
@@ -77,12 +78,12 @@ static void usage(FILE *f)
 	    py_supported_versions());
 }
 
-static int parse_uint(const char *s, unsigned int min, unsigned int max, unsigned int *out)
+static int parse_uint_flag(const char *flag, const char *s, unsigned int min, unsigned int max,
+			   unsigned int *out)
 {
-	char *end;
-	unsigned long v = strtoul(s, &end, 10);
+	uint64_t v;
 
-	if (!*s || *end || v < min || v > max)
+	if (parse_u64_flag("ptrace-gpu: sample", flag, s, min, max, &v))
 		return -EINVAL;
 	*out = (unsigned int)v;
 	return 0;
@@ -90,12 +91,16 @@ static int parse_uint(const char *s, unsigned int min, unsigned int max, unsigne
 
 static int parse_pids(struct sample_cmd *c, char *arg)
 {
-	char *save = NULL, *end;
+	char *save = NULL;
 
+	if (!*arg) {
+		fprintf(stderr, "ptrace-gpu: sample: bad PID ''\n");
+		return -EINVAL;
+	}
 	for (char *tok = strtok_r(arg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		long pid = strtol(tok, &end, 10);
+		uint64_t pid;
 
-		if (*end || pid <= 0 || c->so.npids >= MAX_PIDS) {
+		if (parse_u64(tok, 1, ARG_PID_MAX, &pid) || c->so.npids >= MAX_PIDS) {
 			fprintf(stderr, "ptrace-gpu: sample: bad PID '%s'\n", tok);
 			return -EINVAL;
 		}
@@ -132,8 +137,6 @@ enum {
 
 static int parse_opt(struct sample_cmd *c, int opt, char *arg)
 {
-	char *end;
-
 	switch (opt) {
 	case 'a':
 		c->so.all = true;
@@ -141,16 +144,10 @@ static int parse_opt(struct sample_cmd *c, int opt, char *arg)
 	case 'p':
 		return parse_pids(c, arg);
 	case 'F':
-		if (!parse_uint(arg, 1, MAX_FREQ, &c->so.freq))
-			return 0;
-		fprintf(stderr, "ptrace-gpu: sample: -F takes 1 to %d Hz\n", MAX_FREQ);
-		return -EINVAL;
+		return parse_uint_flag("-F", arg, 1, MAX_FREQ, &c->so.freq);
 	case 'd':
-		c->duration = strtod(arg, &end);
-		if (!*end && c->duration > 0)
-			return 0;
-		fprintf(stderr, "ptrace-gpu: sample: bad duration '%s'\n", arg);
-		return -EINVAL;
+		return parse_double_flag("ptrace-gpu: sample", "--duration", "seconds", arg,
+					 ARG_SECONDS_MIN, ARG_SECONDS_MAX, &c->duration);
 	case 'o':
 		if (c->noutputs < MAX_OUTPUTS) {
 			c->outputs[c->noutputs++] = arg;
@@ -180,18 +177,12 @@ static int parse_opt(struct sample_cmd *c, int opt, char *arg)
 		c->so.offcpu = true;
 		return 0;
 	case OPT_EVERY:
-		if (!parse_uint(arg, 1, 86400, &c->every))
-			return 0;
-		fprintf(stderr, "ptrace-gpu: sample: --every takes 1 to 86400 seconds\n");
-		return -EINVAL;
+		return parse_uint_flag("--every", arg, 1, 86400, &c->every);
 	case OPT_DIR:
 		c->dir = arg;
 		return 0;
 	case OPT_KEEP:
-		if (!parse_uint(arg, 1, 1000000, &c->keep))
-			return 0;
-		fprintf(stderr, "ptrace-gpu: sample: --keep takes a count from 1\n");
-		return -EINVAL;
+		return parse_uint_flag("--keep", arg, 1, 1000000, &c->keep);
 	}
 	usage(stderr);
 	return -EINVAL;
