@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: MIT
+"""Hostile or huge input stays bounded: in memory, in time and in output size,
+and fails with one line rather than a crash or a half-written file."""
+import os
+import subprocess
+import tempfile
+import time
+import unittest
+import zlib
+
+import ptg
+
+MiB = 1 << 20
+
+
+def run_rusage(args, stdout=subprocess.DEVNULL):
+    """(returncode, stderr, peak RSS in bytes, wall seconds) of ptrace-gpu ARGS."""
+    t0 = time.monotonic()
+    with tempfile.TemporaryFile() as errf:
+        p = subprocess.Popen([ptg.PTG, *args], stdout=stdout, stderr=errf)
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        errf.seek(0)
+        err = errf.read().decode(errors="replace")
+    return p.returncode, err, ru.ru_maxrss * 1024, time.monotonic() - t0
+
+
+def gzip_file(path, head, fill, count, tail):
+    """head + fill * count + tail, gzipped into path, without holding it whole."""
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)
+    with open(path, "wb") as f:
+        f.write(z.compress(head))
+        for _ in range(count):
+            f.write(z.compress(fill))
+        f.write(z.compress(tail))
+        f.write(z.flush())
+
+
+class ImportBomb(unittest.TestCase):
+    """import streams its input: a small gzip file that inflates to a GiB
+    neither fills memory nor leaves an output behind."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.out = os.path.join(self.tmp.name, "out.ptg")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def check_bomb(self, head, fill, count, tail, expect):
+        bomb = os.path.join(self.tmp.name, "bomb.json.gz")
+        gzip_file(bomb, head, fill, count, tail)
+        size = os.path.getsize(bomb)
+        inflated = len(head) + len(fill) * count + len(tail)
+        rc, err, rss, wall = run_rusage(["import", "-o", self.out, bomb])
+        print(f"\n  {size} bytes inflating to {inflated >> 20} MiB: exit {rc}, "
+              f"peak RSS {rss / MiB:.1f} MiB, {wall:.2f} s: {err.strip()}")
+        self.assertEqual(rc, 1, err)
+        lines = err.strip().splitlines()
+        self.assertEqual(len(lines), 1, err)
+        self.assertTrue(lines[0].startswith("ptrace-gpu: import: "), lines[0])
+        self.assertIn(expect, lines[0])
+        self.assertLess(rss, 300 * MiB)
+        self.assertFalse(os.path.exists(self.out), "partial output left behind")
+
+    def test_huge_string(self):
+        # one 1 GiB event name: json-c would hold it whole
+        self.check_bomb(b'{"traceEvents": [{"ph": "X", "name": "', b"a" * MiB, 1024,
+                        b'"}]}', "JSON value longer than")
+
+    def test_whitespace(self):
+        # holds no memory once streamed, but is no trace: refused by its inflation ratio
+        self.check_bomb(b'{"traceEvents": [', b" " * MiB, 1024, b"]}", "gzip bomb")
+
+    def test_plain_file_still_imports(self):
+        """The bounds leave a real trace alone, gzipped or not."""
+        ev = b'{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, ' \
+             b'"ts": 1.5, "dur": 2},'
+        body = b'{"traceEvents": [' + ev * 1000 + b'{"ph": "M", "name": "x"}]}'
+        for name, data in (("t.json", body), ("t.json.gz", zlib.compress(body))):
+            path = os.path.join(self.tmp.name, name)
+            if name.endswith(".gz"):
+                gzip_file(path, body, b"", 0, b"")
+            else:
+                with open(path, "wb") as f:
+                    f.write(data)
+            rc, err, _, _ = run_rusage(["import", "-o", self.out, path])
+            self.assertEqual(rc, 0, err)
+            os.unlink(self.out)
+
+
+if __name__ == "__main__":
+    ptg.main()
