@@ -874,11 +874,9 @@ static uint64_t acc_take(struct acc_map *m, uint32_t pid, uint32_t tid, uint32_t
 
 static uint32_t innermost_py(const struct model_frame *stack, unsigned int depth)
 {
-	while (depth--) {
-		if (stack[depth].kind == PTG_REC_PY_ENTER)
-			return stack[depth].sym;
-	}
-	return 0;
+	uint32_t i = model_innermost(stack, depth, MODEL_PY);
+
+	return i ? stack[i - 1].sym : 0;
 }
 
 static void cpu_event(struct idle_ctx *c, const struct idle_event *ev)

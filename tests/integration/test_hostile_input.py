@@ -89,5 +89,61 @@ class ImportBomb(unittest.TestCase):
             os.unlink(self.out)
 
 
+DEPTH = 300000
+# generous for O(n log n) on 600k records, short of what a scan of the stack
+# per record takes (~30 s at this depth)
+REPORT_BOUND_S = 20
+
+
+class DeepStack(unittest.TestCase):
+    """A real 300,000-deep recursion: every report is linear in records and
+    depth, and folded output stays small."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.trace = os.path.join(cls.tmp.name, "deep.ptg")
+        py = ptg.Python(ptg.ONCE)
+        if py.missing:
+            raise unittest.SkipTest(py.missing)
+        res = ptg.run(["record", "-q", "-o", cls.trace, "--", *py.argv(
+            os.path.join(ptg.WORKLOADS, "deep_recursion.py"), str(DEPTH))])
+        if res.returncode != 0:
+            raise RuntimeError("record failed: " + res.stderr)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def timed(self, *args, out=subprocess.DEVNULL):
+        rc, err, rss, wall = run_rusage(list(args), stdout=out)
+        print(f"\n  {' '.join(args[:-1])}: {wall:.2f} s, peak RSS {rss / MiB:.1f} MiB", end="")
+        self.assertEqual(rc, 0, err)
+        self.assertLess(wall, REPORT_BOUND_S, f"{args[0]} is not linear in depth")
+        return err
+
+    def test_reports(self):
+        out = os.path.join(self.tmp.name, "o")
+        for args in (["report"], ["report", "--callers"], ["report", "--callees"],
+                     ["report", "--ops"], ["report", "--per-thread"],
+                     ["export", "--pstats", out + ".pstats"],
+                     ["export", "--chrome", out + ".json"], ["idle"]):
+            with self.subTest(args=args):
+                self.timed(*args, self.trace)
+
+    def test_pstats_counts(self):
+        """rec: DEPTH + 1 calls of which 1 primitive; rec -> rec: DEPTH calls,
+        1 primitive, as cProfile counts recursion."""
+        import pstats
+        out = os.path.join(self.tmp.name, "c.pstats")
+        self.timed("export", "--pstats", out, self.trace)
+        st = pstats.Stats(out).stats
+        rec = [k for k in st if k[2] == "rec" and k[0].endswith("deep_recursion.py")]
+        self.assertEqual(len(rec), 1, rec)
+        cc, nc, _, _, callers = st[rec[0]]
+        self.assertEqual((cc, nc), (1, DEPTH + 1))
+        self.assertEqual(callers[rec[0]][:2], (DEPTH, 1))
+
+
 if __name__ == "__main__":
     ptg.main()
