@@ -104,7 +104,7 @@ class Errors(unittest.TestCase):
             (["record", "-o", self.out, "--schedule"], [None]),
             (["report", "x.ptg"], ["--limit", "--tid", "--group-by-stack"]),
             (["export", "--pstats", "x.pstats", "x.ptg"], ["--tid"]),
-            (["flamegraph", "x.ptg"], ["--tid"]),
+            (["flamegraph", "x.ptg"], ["--tid", "--max-stack"]),
             (["idle", "x.ptg"], ["-n", "--kernel-wait-us", "--max-queue"]),
             (["sample", "-a"], ["-F", "-d", "--every", "--keep"]),
             (["sample"], ["-p"]),

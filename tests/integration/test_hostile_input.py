@@ -2,6 +2,7 @@
 """Hostile or huge input stays bounded: in memory, in time and in output size,
 and fails with one line rather than a crash or a half-written file."""
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -14,15 +15,24 @@ MiB = 1 << 20
 
 
 def run_rusage(args, stdout=subprocess.DEVNULL):
-    """(returncode, stderr, peak RSS in bytes, wall seconds) of ptrace-gpu ARGS."""
+    """(returncode, stderr, peak RSS in bytes, wall seconds) of ptrace-gpu ARGS,
+    run under tests/helpers/maxrss.c."""
     t0 = time.monotonic()
-    with tempfile.TemporaryFile() as errf:
-        p = subprocess.Popen([ptg.PTG, *args], stdout=stdout, stderr=errf)
-        _, status, ru = os.wait4(p.pid, 0)
-        p.returncode = os.waitstatus_to_exitcode(status)
-        errf.seek(0)
-        err = errf.read().decode(errors="replace")
-    return p.returncode, err, ru.ru_maxrss * 1024, time.monotonic() - t0
+    rfd, wfd = os.pipe()
+    try:
+        p = subprocess.run([os.path.join(ptg.BUILD, "tests", "maxrss"), str(wfd), ptg.PTG,
+                            *args], stdout=stdout, stderr=subprocess.PIPE, pass_fds=(wfd,))
+        os.close(wfd)
+        wfd = -1
+        with os.fdopen(rfd) as f:
+            rfd = -1
+            rss_kib = int(f.read() or 0)
+    finally:
+        for fd in (rfd, wfd):
+            if fd >= 0:
+                os.close(fd)
+    return (p.returncode, p.stderr.decode(errors="replace"), rss_kib * 1024,
+            time.monotonic() - t0)
 
 
 def gzip_file(path, head, fill, count, tail):
@@ -130,6 +140,37 @@ class DeepStack(unittest.TestCase):
                      ["export", "--chrome", out + ".json"], ["idle"]):
             with self.subTest(args=args):
                 self.timed(*args, self.trace)
+
+    def check_folded(self, path, max_stack):
+        size = os.path.getsize(path)
+        with open(path) as f:
+            lines = f.read().splitlines()
+        widest = max(len(line.rpartition(" ")[0].split(";")) for line in lines)
+        cut = [fr for line in lines for fr in line.rpartition(" ")[0].split(";")
+               if fr.startswith("[... ")]
+        print(f"\n  folded: {size >> 10} KiB, {len(lines)} lines, at most {widest} frames",
+              end="")
+        self.assertLessEqual(widest, max_stack + 1)
+        self.assertLess(size, 64 * MiB)
+        # the recursion's stacks fold into one frame that says how many frames it
+        # cut: the deepest, DEPTH + 1 rec and a few frames of threading, lose all
+        # but max_stack
+        most = [int(m.group(1)) for fr in cut
+                for m in [re.search(r"(\d+) frames cut\]$", fr)] if m]
+        self.assertEqual(len([n for n in most if n > DEPTH - max_stack]), 1, cut)
+        self.assertLess(max(most), DEPTH + 16 - max_stack, cut)
+
+    def test_flamegraph(self):
+        out = os.path.join(self.tmp.name, "fg.folded")
+        with open(out, "w") as f:
+            self.timed("flamegraph", self.trace, out=f)
+        self.check_folded(out, 1024)
+        with open(out, "w") as f:
+            self.timed("flamegraph", "--max-stack", "100", self.trace, out=f)
+        self.check_folded(out, 100)
+        svg = os.path.join(self.tmp.name, "fg.svg")
+        self.timed("flamegraph", "-o", svg, self.trace)
+        self.assertLess(os.path.getsize(svg), 16 * MiB)
 
     def test_pstats_counts(self):
         """rec: DEPTH + 1 calls of which 1 primitive; rec -> rec: DEPTH calls,
