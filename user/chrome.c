@@ -11,11 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <json-c/json.h>
 #include <zlib.h>
 
 #include "chrome.h"
 #include "cudajoin.h"
 #include "kineto.h"
+#include "utf8.h"
 
 #define FLUSH_AT (64 * 1024)
 
@@ -90,15 +92,20 @@ static void __attribute__((format(printf, 2, 3))) sb_printf(struct sbuf *b, cons
 		sb_put(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
 }
 
-/* A JSON string literal. */
+/* A JSON string literal; a byte that starts no valid UTF-8 sequence becomes U+FFFD. */
 static void sb_json(struct sbuf *b, const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	char esc[8];
+	size_t n;
 
 	sb_put(b, "\"", 1);
-	for (; *p; p++) {
-		if (*p == '"' || *p == '\\') {
+	for (; *p; p += n) {
+		n = utf8_seq_len(p);
+		if (!n) {
+			sb_put(b, UTF8_REPLACEMENT, 3);
+			n = 1;
+		} else if (*p == '"' || *p == '\\') {
 			esc[0] = '\\';
 			esc[1] = *p;
 			sb_put(b, esc, 2);
@@ -106,7 +113,7 @@ static void sb_json(struct sbuf *b, const char *s)
 			snprintf(esc, sizeof(esc), "\\u%04x", *p);
 			sb_put(b, esc, 6);
 		} else {
-			sb_put(b, (const char *)p, 1);
+			sb_put(b, (const char *)p, n);
 		}
 	}
 	sb_put(b, "\"", 1);
@@ -520,6 +527,33 @@ static void close_open_spans(struct chrome *c)
 	}
 }
 
+/*
+ * A top-level value of an imported trace, kept as JSON text in the trace's
+ * metadata: any .ptg can hold any text there, so it is parsed and written
+ * again (as valid UTF-8), or written as a string when it is no JSON.
+ */
+static void sb_json_value(struct sbuf *b, const char *text)
+{
+	json_object *o = json_tokener_parse(text);
+	char *valid;
+
+	/* json-c's NULL is also what it parses "null" into */
+	if (!o && strcmp(text, "null")) {
+		sb_json(b, text);
+		return;
+	}
+	valid = utf8_valid_dup(o ? json_object_to_json_string_ext(
+				       o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+				 : "null");
+	json_object_put(o);
+	if (!valid) {
+		b->err = -ENOMEM;
+		return;
+	}
+	sb_str(b, valid);
+	free(valid);
+}
+
 static bool is_kineto_key(const char *key)
 {
 	return !strncmp(key, KINETO_META_PREFIX, strlen(KINETO_META_PREFIX));
@@ -540,7 +574,7 @@ static void write_header(struct chrome *c)
 		sb_str(&c->b, "\n  ");
 		sb_json(&c->b, key + strlen(KINETO_META_PREFIX));
 		sb_str(&c->b, ": ");
-		sb_str(&c->b, val);
+		sb_json_value(&c->b, val);
 		sb_str(&c->b, ",");
 	}
 	sb_str(&c->b, "\n  \"traceEvents\": [");
@@ -551,7 +585,7 @@ static void write_footer(struct chrome *c)
 	const char *unit = trace_reader__meta(c->r, KINETO_META_PREFIX "displayTimeUnit");
 
 	sb_str(&c->b, "\n  ],\n  \"displayTimeUnit\": ");
-	sb_str(&c->b, unit ? unit : "\"ms\"");
+	sb_json_value(&c->b, unit ? unit : "\"ms\"");
 	sb_str(&c->b, "\n}\n");
 }
 

@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "idle.h"
 #include "numarg.h"
+#include "utf8.h"
 
 struct idle_out {
 	FILE *f;
@@ -423,6 +424,19 @@ static json_object *json_delay(const struct idle_delay *d)
 	return o;
 }
 
+/*
+ * Names and paths come from the trace: json-c would pass invalid UTF-8
+ * through, and no JSON reader takes that.
+ */
+static json_object *jstr(const char *s)
+{
+	char *valid = utf8_valid_dup(s);
+	json_object *o = valid ? json_object_new_string(valid) : NULL;
+
+	free(valid);
+	return o;
+}
+
 static json_object *json_names(const struct idle_out *out)
 {
 	json_object *a = json_object_new_array();
@@ -432,7 +446,7 @@ static json_object *json_names(const struct idle_out *out)
 		const struct idle_name *n = &out->rep->names[i];
 		json_object *o = json_object_new_object();
 
-		jset(o, "name", json_object_new_string(sym_name(out->r, n->sym)));
+		jset(o, "name", jstr(sym_name(out->r, n->sym)));
 		jset(o, "kind", json_object_new_string(kind_name(n->kind)));
 		jset_u64(o, "count", n->count);
 		jset_u64(o, "total_ns", n->total_ns);
@@ -456,10 +470,9 @@ static json_object *json_ranked(const struct idle_out *out)
 		const struct idle_event *e = &out->rep->ranked[i];
 		json_object *v = json_object_new_object();
 
-		jset(v, "name", json_object_new_string(sym_name(out->r, e->sym)));
+		jset(v, "name", jstr(sym_name(out->r, e->sym)));
 		jset(v, "kind", json_object_new_string(kind_name(e->kind)));
-		jset(v, "location",
-		     json_object_new_string(py_location(loc, sizeof(loc), out->r, e->pysym)));
+		jset(v, "location", jstr(py_location(loc, sizeof(loc), out->r, e->pysym)));
 		jset_u64(v, "start_ns", e->start);
 		jset_u64(v, "dur_ns", e->dur);
 		jset_u64(v, "self_ns", e->self_ns);
@@ -479,7 +492,7 @@ static int print_json(const struct idle_out *out)
 	json_object *root = json_object_new_object(), *t = json_object_new_object();
 	json_object *opts = json_object_new_object();
 
-	jset(t, "file", json_object_new_string(out->path));
+	jset(t, "file", jstr(out->path));
 	jset_u64(t, "first_ns", rep->first_ts);
 	jset_u64(t, "last_ns", rep->last_ts);
 	jset_u64(t, "cpu_events", rep->cpu_events);

@@ -17,8 +17,8 @@
 #include "cudajoin.h"
 #include "flamegraph.h"
 #include "model.h"
-#include "pstats.h"
 #include "u64map.h"
+#include "utf8.h"
 
 #define FG_ROOT 0
 #define FG_NONE UINT32_MAX
@@ -965,7 +965,7 @@ static void svg_text(FILE *out, const char *s, size_t max)
 	for (size_t i = 0; *p && i < max; i++, p += len ? len : 1) {
 		len = utf8_seq_len(p);
 		if (!len)
-			fputs("\xef\xbf\xbd", out);
+			fputs(UTF8_REPLACEMENT, out);
 		else if (*p == '&')
 			fputs("&amp;", out);
 		else if (*p == '<')

@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: MIT
 """Hostile or huge input stays bounded: in memory, in time and in output size,
 and fails with one line rather than a crash or a half-written file."""
+import json
 import os
 import re
+import struct
 import subprocess
 import tempfile
 import time
@@ -97,6 +99,88 @@ class ImportBomb(unittest.TestCase):
             rc, err, _, _ = run_rusage(["import", "-o", self.out, path])
             self.assertEqual(rc, 0, err)
             os.unlink(self.out)
+
+
+class InvalidUtf8(unittest.TestCase):
+    """Names that are not UTF-8 (json-c imports bytes as they are; any .ptg can
+    hold any bytes) come out of every JSON writer as valid JSON."""
+
+    BAD = [b"f\xff\xfe", b"overlong \xc0\xaf", b"surrogate \xed\xa0\x80", b"cut \xe4\xb8"]
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.ptg = os.path.join(self.tmp.name, "bad.ptg")
+        evs = []
+        for i, bad in enumerate(self.BAD):
+            evs.append(b'{"ph": "X", "cat": "python_function", "name": "app\xff.py(%d): %s", '
+                       b'"pid": 1, "tid": 1, "ts": %d, "dur": 5}' % (i + 1, bad, 10 * i))
+            evs.append(b'{"ph": "X", "cat": "cpu_op", "name": "aten::%s", "pid": 1, "tid": 1, '
+                       b'"ts": %d, "dur": 2, "args": {"External id": %d}}' % (bad, 10 * i + 1,
+                                                                               i + 1))
+        evs.append(b'{"ph": "X", "cat": "kernel", "name": "k\xff", "pid": 0, "tid": 7, '
+                   b'"ts": 3, "dur": 4, "args": {"correlation": 9, "stream": 7, "device": 0}}')
+        evs.append(b'{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, '
+                   b'"args": {"name": "t\xfe"}}')
+        doc = (b'{"schemaVersion": 1, "deviceProperties": [{"name": "gpu\xff"}], '
+               b'"traceEvents": [' + b", ".join(evs) + b'], "displayTimeUnit": "ms"}')
+        src = os.path.join(self.tmp.name, "bad.json")
+        with open(src, "wb") as f:
+            f.write(doc)
+        res = ptg.run(["import", "-o", self.ptg, src])
+        self.assertEqual(res.returncode, 0, res.stderr)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def load_strict(self, data):
+        text = data.decode("utf-8")  # strict: raises on any invalid sequence
+        return json.loads(text)  # strict=True: no raw control characters either
+
+    def test_chrome(self):
+        out = os.path.join(self.tmp.name, "out.json")
+        res = ptg.run(["export", "--chrome", out, self.ptg])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        with open(out, "rb") as f:
+            doc = self.load_strict(f.read())
+        names = [e.get("name", "") for e in doc["traceEvents"]]
+        self.assertIn("aten::f\ufffd\ufffd", names)
+        self.assertTrue(any(n.endswith("overlong \ufffd\ufffd") for n in names), names)
+        self.assertEqual(doc["deviceProperties"], [{"name": "gpu\ufffd"}])
+
+    def test_idle_json(self):
+        res = subprocess.run([ptg.PTG, "idle", "--json", self.ptg], capture_output=True)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        doc = self.load_strict(res.stdout)
+        names = [n["name"] for n in doc["self_time"]]
+        self.assertIn("aten::f\ufffd\ufffd", names)
+
+    def test_crafted_meta(self):
+        """A Kineto key of the trace's metadata is JSON text written back as it
+        is: text that is no JSON becomes a string, not a broken document."""
+        trace = os.path.join(self.tmp.name, "meta.json")
+        with open(trace, "w") as f:
+            json.dump({"traceEvents": [], "x": "y"}, f)
+        res = ptg.run(["import", "-o", self.ptg, trace])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        # the value '"y"' made into text of the same length that is no JSON,
+        # in the first chunk (META): header of docs/trace-format.md, zlib payload
+        with open(self.ptg, "rb") as f:
+            data = f.read()
+        magic, ctype, raw_len, comp_len, _, count = struct.unpack_from("<4sIIIII", data, 16)
+        self.assertEqual((magic, ctype), (b"PTGC", 1))
+        payload = zlib.decompress(data[40:40 + comp_len])
+        self.assertEqual(payload.count(b'"y"'), 1)
+        payload = zlib.compress(payload.replace(b'"y"', b"}\xff{"))
+        header = struct.pack("<4sIIIII", magic, ctype, raw_len, len(payload),
+                             zlib.crc32(payload), count)
+        with open(self.ptg, "wb") as f:
+            f.write(data[:16] + header + payload + data[40 + comp_len:])
+        out = os.path.join(self.tmp.name, "out.json")
+        res = ptg.run(["export", "--chrome", out, self.ptg])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        with open(out, "rb") as f:
+            doc = self.load_strict(f.read())
+        self.assertEqual(doc["x"], "}\ufffd{")
 
 
 DEPTH = 300000
