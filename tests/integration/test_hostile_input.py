@@ -101,6 +101,31 @@ class ImportBomb(unittest.TestCase):
             os.unlink(self.out)
 
 
+class ImportCounts(unittest.TestCase):
+    """What import counts per name of its input stays bounded by the input,
+    not by the square of it."""
+
+    def test_unknown_categories(self):
+        n = 200000
+        with tempfile.TemporaryDirectory() as tmp:
+            src, out = os.path.join(tmp, "cats.json"), os.path.join(tmp, "cats.ptg")
+            with open(src, "w") as f:
+                json.dump({"traceEvents": [{"ph": "X", "cat": f"made-up {i}", "name": "n",
+                                            "pid": 1, "tid": 1, "ts": i, "dur": 1}
+                                           for i in range(n)]}, f)
+            rc, err, rss, wall = run_rusage(["import", "-o", out, src])
+            print(f"\n  {n} distinct unknown categories: {wall:.2f} s, "
+                  f"peak RSS {rss / MiB:.1f} MiB", end="")
+            self.assertEqual(rc, 0, err)
+            self.assertLess(wall, 20)
+            meta = ptg.Trace(out).meta
+        unknown = {k: int(v) for k, v in meta.items() if k.startswith("import.unknown.")}
+        self.assertEqual(int(meta["import.unknown"]), n)
+        self.assertEqual(sum(unknown.values()), n)
+        self.assertLessEqual(len(unknown), 65)
+        self.assertEqual(unknown["import.unknown.(other)"], n - 64)
+
+
 class InvalidUtf8(unittest.TestCase):
     """Names that are not UTF-8 (json-c imports bytes as they are; any .ptg can
     hold any bytes) come out of every JSON writer as valid JSON."""
