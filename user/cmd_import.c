@@ -14,7 +14,11 @@ static void import_usage(FILE *f)
 	fprintf(f, "usage: ptrace-gpu import TRACE.json[.gz] [-o OUT.ptg]\n\n"
 		   "Converts a Chrome trace written by torch.profiler / Kineto into a .ptg trace,\n"
 		   "so that every report works on it. OUT defaults to TRACE without .json[.gz],\n"
-		   "plus .ptg.\n");
+		   "plus .ptg.\n\n"
+		   "The JSON is parsed as it is read. Refused: a JSON value (string, number)\n"
+		   "over 16 MiB, and input that inflates past 64 MiB and 200 times the file's\n"
+		   "size (a gzip bomb). Skipped events are counted per category, the first 64\n"
+		   "categories by name, the rest as (other).\n");
 }
 
 /* "a/b.json.gz" -> "a/b.ptg" */
