@@ -16,6 +16,7 @@
 
 #include "clock.h"
 #include "commands.h"
+#include "flamegraph.h"
 #include "numarg.h"
 #include "pyinterp.h"
 #include "sample.h"
@@ -65,6 +66,8 @@ static void usage(FILE *f)
 	    "      --folded          folded stacks whatever the name (stdout without -o)\n"
 	    "      --format FMT      pprof, folded or svg\n"
 	    "      --threads         folded, SVG: one frame per thread under its process\n"
+	    "      --max-stack N     folded, SVG: keep the outermost N frames of a stack and\n"
+	    "                        fold the rest into one '[... K frames cut]' (default 1024)\n"
 	    "      --native          also the native (C) stack, merged with the Python frames\n"
 	    "      --off-cpu         blocked time instead of CPU time: where threads wait,\n"
 	    "                        weighted by how long (from sched_switch)\n"
@@ -132,7 +135,8 @@ enum {
 	OPT_OFFCPU,
 	OPT_EVERY,
 	OPT_DIR,
-	OPT_KEEP
+	OPT_KEEP,
+	OPT_MAX_STACK
 };
 
 static int parse_opt(struct sample_cmd *c, int opt, char *arg)
@@ -170,6 +174,9 @@ static int parse_opt(struct sample_cmd *c, int opt, char *arg)
 	case OPT_THREADS:
 		c->wo.threads = true;
 		return 0;
+	case OPT_MAX_STACK:
+		return parse_uint_flag("--max-stack", arg, 1, FLAMEGRAPH_MAX_STACK_MAX,
+				       &c->wo.max_stack);
 	case OPT_NATIVE:
 		c->so.native = true;
 		return 0;
@@ -235,6 +242,7 @@ static int parse_opts(int argc, char **argv, struct sample_cmd *c)
 	    {"folded", no_argument, NULL, OPT_FOLDED},
 	    {"format", required_argument, NULL, OPT_FORMAT},
 	    {"threads", no_argument, NULL, OPT_THREADS},
+	    {"max-stack", required_argument, NULL, OPT_MAX_STACK},
 	    {"native", no_argument, NULL, OPT_NATIVE},
 	    {"off-cpu", no_argument, NULL, OPT_OFFCPU},
 	    {"every", required_argument, NULL, OPT_EVERY},

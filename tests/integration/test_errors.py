@@ -106,7 +106,7 @@ class Errors(unittest.TestCase):
             (["export", "--pstats", "x.pstats", "x.ptg"], ["--tid"]),
             (["flamegraph", "x.ptg"], ["--tid", "--max-stack"]),
             (["idle", "x.ptg"], ["-n", "--kernel-wait-us", "--max-queue"]),
-            (["sample", "-a"], ["-F", "-d", "--every", "--keep"]),
+            (["sample", "-a"], ["-F", "-d", "--every", "--keep", "--max-stack"]),
             (["sample"], ["-p"]),
             (["inject", "--pid", "1", "x.so"], ["--timeout"]),
             (["inject", "x.so"], ["--pid"]),
