@@ -770,10 +770,13 @@ static int write_records(struct importer *im)
  * VALUE_MAX is no trace's: json-c would buffer it whole. A gzip file that
  * inflates past INFLATE_FLOOR and more than INFLATE_RATIO times its own size
  * is a bomb: Kineto's JSON compresses 5 to 20 times, deflate at most ~1000.
+ * The document is held whole, a few times the size of its text: no more
+ * than TEXT_MAX of text, whatever the file.
  */
 #define IMPORT_VALUE_MAX     (16u << 20)
 #define IMPORT_INFLATE_FLOOR (64ull << 20)
 #define IMPORT_INFLATE_RATIO 200
+#define IMPORT_TEXT_MAX	     (4ull << 30)
 #define IMPORT_CHUNK	     (256u << 10)
 
 /* JSON text fed to json-c piece by piece, with the bounds above checked on the way. */
@@ -811,11 +814,18 @@ static bool feed_scan(struct json_feed *f, const char *p, size_t n)
 	return true;
 }
 
-/* Returns 1 when the document is complete, 0 for more, or -EINVAL after saying why. */
+/* Returns 1 when the document is complete, 0 for more, or a negative errno after saying why. */
 static int json_feed__add(struct json_feed *f, const char *p, size_t n)
 {
 	enum json_tokener_error jerr;
 
+	if (f->off + n > f->limit && f->limit == IMPORT_TEXT_MAX) {
+		fprintf(stderr,
+			"ptrace-gpu: import: %s: more than %llu MiB of JSON: too large to import "
+			"whole\n",
+			f->name, IMPORT_TEXT_MAX >> 20);
+		return -EFBIG;
+	}
 	if (f->off + n > f->limit) {
 		fprintf(stderr,
 			"ptrace-gpu: import: %s: inflates to over %" PRIu64 " MiB, %d times its "
@@ -964,6 +974,8 @@ static int parse_file(const char *path, json_object **root)
 	}
 	if ((uint64_t)st.st_size * IMPORT_INFLATE_RATIO > limit)
 		limit = (uint64_t)st.st_size * IMPORT_INFLATE_RATIO;
+	if (limit > IMPORT_TEXT_MAX)
+		limit = IMPORT_TEXT_MAX;
 	gz = gzdopen(fd, "rb");
 	if (gz)
 		fd = -1; /* gzclose() closes it */
