@@ -126,6 +126,37 @@ class ImportCounts(unittest.TestCase):
         self.assertEqual(unknown["import.unknown.(other)"], n - 64)
 
 
+    def test_idle_many_gaps(self):
+        """idle -n N keeps the N longest gaps in a heap: 200,000 gaps, each
+        longer than the last, with N larger than all of them."""
+        n = 200000
+        with tempfile.TemporaryDirectory() as tmp:
+            src, out = os.path.join(tmp, "gaps.json"), os.path.join(tmp, "gaps.ptg")
+            evs, ts = [], 0
+            for i in range(n + 1):
+                evs.append({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7,
+                            "ts": ts, "dur": 1,
+                            "args": {"stream": 7, "device": 0, "correlation": i + 1}})
+                ts += 2 + i
+            with open(src, "w") as f:
+                json.dump({"traceEvents": evs}, f)
+            res = ptg.run(["import", "-o", out, src])
+            self.assertEqual(res.returncode, 0, res.stderr)
+            t0 = time.monotonic()
+            res = subprocess.run([ptg.PTG, "idle", "--json", "-n", "1000000", out],
+                                 capture_output=True, text=True)
+            wall = time.monotonic() - t0
+        print(f"\n  idle -n 1000000 with {n} growing gaps: {wall:.2f} s", end="")
+        self.assertEqual(res.returncode, 0, res.stderr)
+        # an insertion into a sorted array per gap took 21 s here
+        self.assertLess(wall, 10)
+        gaps = json.loads(res.stdout)["gpu"]["longest_idle_intervals"]
+        self.assertEqual(len(gaps), n)
+        # kernel i + 1 starts 2 + i µs after kernel i, which lasts 1 µs
+        self.assertEqual([g["dur_ns"] for g in gaps[:3]], [n * 1000, (n - 1) * 1000,
+                                                            (n - 2) * 1000])
+
+
 class InvalidUtf8(unittest.TestCase):
     """Names that are not UTF-8 (json-c imports bytes as they are; any .ptg can
     hold any bytes) come out of every JSON writer as valid JSON."""
