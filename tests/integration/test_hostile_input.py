@@ -89,15 +89,14 @@ class ImportBomb(unittest.TestCase):
         ev = b'{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, ' \
              b'"ts": 1.5, "dur": 2},'
         body = b'{"traceEvents": [' + ev * 1000 + b'{"ph": "M", "name": "x"}]}'
-        for name, data in (("t.json", body), ("t.json.gz", zlib.compress(body))):
-            path = os.path.join(self.tmp.name, name)
-            if name.endswith(".gz"):
-                gzip_file(path, body, b"", 0, b"")
-            else:
-                with open(path, "wb") as f:
-                    f.write(data)
+        plain, gz = os.path.join(self.tmp.name, "t.json"), os.path.join(self.tmp.name, "t.json.gz")
+        with open(plain, "wb") as f:
+            f.write(body)
+        gzip_file(gz, body, b"", 0, b"")
+        for path in (plain, gz):
             rc, err, _, _ = run_rusage(["import", "-o", self.out, path])
             self.assertEqual(rc, 0, err)
+            self.assertEqual(ptg.Trace(self.out).meta["import.events"], "1001")
             os.unlink(self.out)
 
 
