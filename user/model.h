@@ -28,13 +28,13 @@ enum model_kind {
 /* An open span on a thread's stack. */
 struct model_frame {
 	uint32_t sym;
-	uint16_t kind;	/* PTG_REC_PY_ENTER or PTG_REC_OP_ENTER */
-	uint16_t flags; /* enter flags: PTG_F_ENTER_* */
-	uint64_t start; /* ts of this segment's ENTER */
+	uint16_t kind;	   /* PTG_REC_PY_ENTER or PTG_REC_OP_ENTER */
+	uint16_t flags;	   /* enter flags: PTG_F_ENTER_* */
+	uint64_t start;	   /* ts of this segment's ENTER */
 	uint64_t child_ns; /* time spent in closed child segments so far */
-	uint64_t ext;	/* external id of an op (links ops to CUDA calls) */
-	int64_t aux0;	/* aux[0] of the ENTER record (op: module path symbol) */
-	uint64_t id;	/* unique in a walk: same index and id, same open frame */
+	uint64_t ext;	   /* external id of an op (links ops to CUDA calls) */
+	int64_t aux0;	   /* aux[0] of the ENTER record (op: module path symbol) */
+	uint64_t id;	   /* unique in a walk: same index and id, same open frame */
 	/* 1 + index of the nearest enclosing frame of each kind, 0: none */
 	uint32_t up[MODEL_NR_KINDS];
 	uint32_t caller; /* symbol of up[its own kind]'s frame, 0 when none */
@@ -99,8 +99,8 @@ struct model_visitor {
 struct model_stats {
 	uint64_t records;
 	uint64_t spans;
-	uint64_t first_ts; /* smallest ts seen, UINT64_MAX if none */
-	uint64_t last_ts;  /* largest ts or ts + dur seen */
+	uint64_t first_ts;	  /* smallest ts seen, UINT64_MAX if none */
+	uint64_t last_ts;	  /* largest ts or ts + dur seen */
 	uint64_t unmatched_exits; /* EXIT with no open span on its tid (ignored) */
 	uint32_t threads;
 };
