@@ -239,10 +239,10 @@ static uint32_t stack_group(struct collector *c, const struct model_frame *stack
 	uint32_t frames[64] = {};
 	uint64_t h, *id;
 
-	for (unsigned int i = depth; i-- > 0 && k < n;) {
-		if (stack[i].kind == PTG_REC_PY_ENTER)
-			frames[k++] = stack[i].sym;
-	}
+	/* from Python frame to Python frame: the ops between them cost nothing */
+	for (uint32_t i = model_innermost(stack, depth, MODEL_PY); i && k < n;
+	     i = stack[i - 1].up[MODEL_PY])
+		frames[k++] = stack[i - 1].sym;
 	h = u64map_hash(U64MAP_HASH_SEED, frames, n * sizeof(*frames));
 	/* open addressing on the hash: a colliding key moves on to h + 1 */
 	for (h = u64map_key(h); (id = u64map__get(&c->stack_idx, h)); h = u64map_key(h + 1)) {
