@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
 #include <zlib.h>
 
 #include "array.h"
@@ -22,6 +23,7 @@
 #include "kineto.h"
 #include "kineto_args.h"
 #include "outfile.h"
+#include "utf8.h"
 
 #define FLUSH_AT (64 * 1024)
 
@@ -119,15 +121,20 @@ static void __attribute__((format(printf, 2, 3))) sb_printf(struct sbuf *b, cons
 		sb_put(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
 }
 
-/* A JSON string literal. */
+/* A JSON string literal; a byte that starts no valid UTF-8 sequence becomes U+FFFD. */
 static void sb_json(struct sbuf *b, const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	char esc[8];
+	size_t n;
 
 	sb_put(b, "\"", 1);
-	for (; *p; p++) {
-		if (*p == '"' || *p == '\\') {
+	for (; *p; p += n) {
+		n = utf8_seq_len(p);
+		if (!n) {
+			sb_put(b, UTF8_REPLACEMENT, 3);
+			n = 1;
+		} else if (*p == '"' || *p == '\\') {
 			esc[0] = '\\';
 			esc[1] = *p;
 			sb_put(b, esc, 2);
@@ -135,7 +142,7 @@ static void sb_json(struct sbuf *b, const char *s)
 			snprintf(esc, sizeof(esc), "\\u%04x", *p);
 			sb_put(b, esc, 6);
 		} else {
-			sb_put(b, (const char *)p, 1);
+			sb_put(b, (const char *)p, n);
 		}
 	}
 	sb_put(b, "\"", 1);
@@ -727,16 +734,49 @@ static bool is_kineto_key(const char *key)
 	return !strncmp(key, KINETO_META_PREFIX, strlen(KINETO_META_PREFIX));
 }
 
+/*
+ * A top-level value of an imported trace, kept as JSON text in the trace's
+ * metadata: any .ptg can hold any text there, so it is parsed and written
+ * again (as valid UTF-8), or written as a string when it is no JSON.
+ */
+static void sb_json_value(struct sbuf *b, const char *text)
+{
+	json_object *o = json_tokener_parse(text);
+	char *valid;
+
+	/* json-c's NULL is also what it parses "null" into */
+	if (!o && strcmp(text, "null")) {
+		sb_json(b, text);
+		return;
+	}
+	valid = utf8_valid_dup(o ? json_object_to_json_string_ext(
+				       o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+				 : "null");
+	json_object_put(o);
+	if (!valid) {
+		b->err = -ENOMEM;
+		return;
+	}
+	sb_str(b, valid);
+	free(valid);
+}
+
 /* One top-level member on its own line, its value spaced as Kineto writes it. */
 static void top_key(struct chrome *c, const char *key, const char *val)
 {
 	char *spaced = kineto_json_respace(val);
+	char *valid = spaced ? utf8_valid_dup(spaced) : NULL;
 
 	sb_str(&c->b, c->nkeys++ ? ",\n  " : "\n  ");
 	sb_json(&c->b, key);
 	sb_str(&c->b, ": ");
-	sb_str(&c->b, spaced ? spaced : val);
+	/* any .ptg can hold any text there: what is no JSON is written as a string */
+	if (valid)
+		sb_str(&c->b, valid);
+	else
+		sb_json_value(&c->b, val);
 	free(spaced);
+	free(valid);
 }
 
 /*

@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "outfile.h"
+#include "numarg.h"
 #include "profile.h"
 #include "pstats.h"
 #include "trace.h"
@@ -85,8 +86,7 @@ static int export_parse(int argc, char **argv, struct export_opts *o)
 	    {"tid", required_argument, NULL, 't'},    {"ops", no_argument, NULL, 'o'},
 	    {"help", no_argument, NULL, 'h'},	      {},
 	};
-	unsigned long v;
-	char *end;
+	uint64_t v;
 	int c;
 
 	o->prof.kind = PTG_REC_PY_ENTER;
@@ -112,12 +112,8 @@ static int export_parse(int argc, char **argv, struct export_opts *o)
 			}
 			break;
 		case 't':
-			errno = 0;
-			v = strtoul(optarg, &end, 10);
-			if (errno || !*optarg || *end || *optarg == '-' || v > UINT32_MAX) {
-				fprintf(stderr, "ptrace-gpu export: bad --tid '%s'\n", optarg);
+			if (parse_u64_flag("ptrace-gpu export", "--tid", optarg, 0, UINT32_MAX, &v))
 				return -EINVAL;
-			}
 			o->prof.by_tid = o->fg.by_tid = true;
 			o->prof.tid = o->fg.tid = (uint32_t)v;
 			break;

@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "flamegraph.h"
 #include "outfile.h"
+#include "numarg.h"
 #include "trace.h"
 
 struct fg_cmd_opts {
@@ -25,6 +26,7 @@ static void flamegraph_usage(FILE *f)
 	fprintf(f,
 		"usage: ptrace-gpu flamegraph FILE [-o OUT] [--weight wall|cpu|gpu|offcpu] [--tid "
 		"TID]\n"
+		"                             [--max-stack N]\n"
 		"\n"
 		"Writes folded stacks, one 'frame;frame;frame N' line per distinct stack, for\n"
 		"flamegraph.pl, inferno or speedscope: Python frames as 'func (file:line)', ops\n"
@@ -38,21 +40,21 @@ static void flamegraph_usage(FILE *f)
 		"                    gpu: kernel time, under the stack that launched it\n"
 		"                    offcpu: off-CPU intervals, under the stack they stopped\n"
 		"  --tid TID         only thread TID (default: all threads)\n"
-		"  -h, --help        this text\n");
+		"  --max-stack N     keep the outermost N frames of a stack, fold the rest into\n"
+		"                    one '[... K frames cut]' frame (default %d)\n"
+		"  -h, --help        this text\n",
+		FLAMEGRAPH_MAX_STACK);
 }
 
 /* Returns 0, 1 for --help, or -EINVAL after printing why. */
 static int flamegraph_parse(int argc, char **argv, struct fg_cmd_opts *o)
 {
 	static const struct option longopts[] = {
-	    {"output", required_argument, NULL, 'o'},
-	    {"weight", required_argument, NULL, 'w'},
-	    {"tid", required_argument, NULL, 't'},
-	    {"help", no_argument, NULL, 'h'},
-	    {},
+	    {"output", required_argument, NULL, 'o'}, {"weight", required_argument, NULL, 'w'},
+	    {"tid", required_argument, NULL, 't'},    {"max-stack", required_argument, NULL, 'm'},
+	    {"help", no_argument, NULL, 'h'},	      {},
 	};
-	unsigned long v;
-	char *end;
+	uint64_t v;
 	int c;
 
 	optind = 1;
@@ -69,14 +71,17 @@ static int flamegraph_parse(int argc, char **argv, struct fg_cmd_opts *o)
 			}
 			break;
 		case 't':
-			errno = 0;
-			v = strtoul(optarg, &end, 10);
-			if (errno || !*optarg || *end || *optarg == '-' || v > UINT32_MAX) {
-				fprintf(stderr, "ptrace-gpu flamegraph: bad --tid '%s'\n", optarg);
+			if (parse_u64_flag("ptrace-gpu flamegraph", "--tid", optarg, 0, UINT32_MAX,
+					   &v))
 				return -EINVAL;
-			}
 			o->fg.by_tid = true;
 			o->fg.tid = (uint32_t)v;
+			break;
+		case 'm':
+			if (parse_u64_flag("ptrace-gpu flamegraph", "--max-stack", optarg, 1,
+					   FLAMEGRAPH_MAX_STACK_MAX, &v))
+				return -EINVAL;
+			o->fg.max_stack = (unsigned int)v;
 			break;
 		case 'h':
 			flamegraph_usage(stdout);

@@ -12,6 +12,8 @@
 #include "cli.h"
 #include "commands.h"
 #include "idle.h"
+#include "numarg.h"
+#include "utf8.h"
 
 struct idle_out {
 	FILE *f;
@@ -423,6 +425,19 @@ static json_object *json_delay(const struct idle_delay *d)
 	return o;
 }
 
+/*
+ * Names and paths come from the trace: json-c would pass invalid UTF-8
+ * through, and no JSON reader takes that.
+ */
+static json_object *jstr(const char *s)
+{
+	char *valid = utf8_valid_dup(s);
+	json_object *o = valid ? json_object_new_string(valid) : NULL;
+
+	free(valid);
+	return o;
+}
+
 static json_object *json_names(const struct idle_out *out)
 {
 	json_object *a = json_object_new_array();
@@ -432,7 +447,7 @@ static json_object *json_names(const struct idle_out *out)
 		const struct idle_name *n = &out->rep->names[i];
 		json_object *o = json_object_new_object();
 
-		jset(o, "name", json_object_new_string(sym_name(out->r, n->sym)));
+		jset(o, "name", jstr(sym_name(out->r, n->sym)));
 		jset(o, "kind", json_object_new_string(kind_name(n->kind)));
 		jset_u64(o, "count", n->count);
 		jset_u64(o, "total_ns", n->total_ns);
@@ -456,10 +471,9 @@ static json_object *json_ranked(const struct idle_out *out)
 		const struct idle_event *e = &out->rep->ranked[i];
 		json_object *v = json_object_new_object();
 
-		jset(v, "name", json_object_new_string(sym_name(out->r, e->sym)));
+		jset(v, "name", jstr(sym_name(out->r, e->sym)));
 		jset(v, "kind", json_object_new_string(kind_name(e->kind)));
-		jset(v, "location",
-		     json_object_new_string(py_location(loc, sizeof(loc), out->r, e->pysym)));
+		jset(v, "location", jstr(py_location(loc, sizeof(loc), out->r, e->pysym)));
 		jset_u64(v, "start_ns", e->start);
 		jset_u64(v, "dur_ns", e->dur);
 		jset_u64(v, "self_ns", e->self_ns);
@@ -479,7 +493,7 @@ static int print_json(const struct idle_out *out)
 	json_object *root = json_object_new_object(), *t = json_object_new_object();
 	json_object *opts = json_object_new_object();
 
-	jset(t, "file", json_object_new_string(out->path));
+	jset(t, "file", jstr(out->path));
 	jset_u64(t, "first_ns", rep->first_ts);
 	jset_u64(t, "last_ns", rep->last_ts);
 	jset_u64(t, "cpu_events", rep->cpu_events);
@@ -503,11 +517,9 @@ static int print_json(const struct idle_out *out)
 	return ferror(out->f) ? -EIO : 0;
 }
 
-static int idle_bad(const char *opt, const char *value)
-{
-	fprintf(stderr, "ptrace-gpu idle: bad %s '%s'\n", opt, value);
-	return -EINVAL;
-}
+#define WHO "ptrace-gpu idle"
+/* -n sizes arrays of gaps and names: a million is more than any screen */
+#define TOP_N_MAX 1000000
 
 static int parse_args(int argc, char **argv, struct idle_opts *o, bool *json)
 {
@@ -518,29 +530,31 @@ static int parse_args(int argc, char **argv, struct idle_opts *o, bool *json)
 	    {"help", no_argument, NULL, 'h'},
 	    {},
 	};
-	char *end;
+	uint64_t v;
+	double us;
 	int c;
 
 	optind = 1;
 	while ((c = cli_getopt(argc, argv, "idle", "n:h", opts)) != -1) {
 		switch (c) {
 		case 'n':
-			o->top_n = strtoul(optarg, &end, 10);
-			if (*end || !*optarg)
-				return idle_bad("-n", optarg);
+			if (parse_u64_flag(WHO, "-n", optarg, 0, TOP_N_MAX, &v))
+				return -EINVAL;
+			o->top_n = (unsigned int)v;
 			break;
 		case 'j':
 			*json = true;
 			break;
 		case 'k':
-			o->kernel_wait_ns = strtod(optarg, &end) * 1000;
-			if (*end || !*optarg)
-				return idle_bad("--kernel-wait-us", optarg);
+			if (parse_double_flag(WHO, "--kernel-wait-us", "microseconds", optarg, 0,
+					      ARG_SECONDS_MAX * 1e6, &us))
+				return -EINVAL;
+			o->kernel_wait_ns = (uint64_t)(us * 1000);
 			break;
 		case 'q':
-			o->max_queue_len = strtoul(optarg, &end, 10);
-			if (*end || !*optarg || !o->max_queue_len)
-				return idle_bad("--max-queue", optarg);
+			if (parse_u64_flag(WHO, "--max-queue", optarg, 1, UINT32_MAX, &v))
+				return -EINVAL;
+			o->max_queue_len = (uint32_t)v;
 			break;
 		case 'h':
 			return 1;

@@ -17,7 +17,11 @@ static void import_usage(FILE *f)
 		   "Converts a Chrome trace written by torch.profiler / Kineto into a .ptg trace,\n"
 		   "so that every report works on it. OUT defaults to TRACE without .json[.gz],\n"
 		   "plus .ptg: a new file, mode 0600, that replaces OUT once complete; when the\n"
-		   "import fails, OUT is left as it was.\n");
+		   "import fails, OUT is left as it was.\n\n"
+		   "The JSON is parsed as it is read. Refused: a JSON value (string, number)\n"
+		   "over 16 MiB, and input that inflates past 64 MiB and 200 times the file's\n"
+		   "size (a gzip bomb). Skipped events are counted per category, the first 64\n"
+		   "categories by name, the rest as (other).\n");
 }
 
 /* "a/b.json.gz" -> "a/b.ptg" */

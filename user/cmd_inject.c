@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "inject.h"
 #include "procfs.h"
+#include "numarg.h"
 
 static void usage(FILE *f)
 {
@@ -37,6 +38,8 @@ struct inject_args {
 	struct inject_opts opts;
 };
 
+#define WHO "ptrace-gpu: inject"
+
 static int parse_args(int argc, char **argv, struct inject_args *a)
 {
 	static const struct option longopts[] = {
@@ -44,7 +47,7 @@ static int parse_args(int argc, char **argv, struct inject_args *a)
 	    {"arg", required_argument, NULL, 'a'}, {"timeout", required_argument, NULL, 't'},
 	    {"help", no_argument, NULL, 'h'},	   {},
 	};
-	char *end;
+	double secs;
 	int c;
 
 	while ((c = cli_getopt(argc, argv, "inject", "p:c:a:t:h", longopts)) != -1) {
@@ -62,9 +65,10 @@ static int parse_args(int argc, char **argv, struct inject_args *a)
 			a->opts.arg = optarg;
 			break;
 		case 't':
-			a->opts.timeout_ms = (unsigned int)(strtod(optarg, &end) * 1000);
-			if (*end || !a->opts.timeout_ms)
-				goto bad;
+			if (parse_double_flag(WHO, "--timeout", "seconds", optarg, ARG_SECONDS_MIN,
+					      ARG_SECONDS_MAX, &secs))
+				return -EINVAL;
+			a->opts.timeout_ms = (unsigned int)(secs * 1000);
 			break;
 		case 'h':
 			usage(stdout);

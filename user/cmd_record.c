@@ -22,6 +22,7 @@
 #include "launch.h"
 #include "libwatch.h"
 #include "modpath.h"
+#include "numarg.h"
 #include "procfs.h"
 #include "pyframe.h"
 #include "pyinterp.h"
@@ -116,6 +117,8 @@ static void usage(FILE *f)
 		py_supported_versions());
 }
 
+#define WHO "ptrace-gpu: record"
+
 static int parse_opts(int argc, char **argv, struct record_opts *o)
 {
 	static const struct option longopts[] = {
@@ -134,7 +137,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 	    {"help", no_argument, NULL, 'h'},
 	    {},
 	};
-	char *end;
+	uint64_t v;
 	int c;
 
 	*o = (struct record_opts){.output = "ptrace-gpu.ptg", .ringbuf_mb = 64};
@@ -150,20 +153,19 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 			o->output = optarg;
 			break;
 		case 'd':
-			o->duration = strtod(optarg, &end);
-			if (*end || o->duration <= 0) {
-				fprintf(stderr, "ptrace-gpu: record: bad duration '%s'\n", optarg);
+			if (parse_double_flag(WHO, "--duration", "seconds", optarg, ARG_SECONDS_MIN,
+					      ARG_SECONDS_MAX, &o->duration))
 				return -EINVAL;
-			}
 			break;
 		case 'R':
-			o->ringbuf_mb = (unsigned int)strtoul(optarg, &end, 10);
-			if (*end || !o->ringbuf_mb || (o->ringbuf_mb & (o->ringbuf_mb - 1)) ||
-			    o->ringbuf_mb > 1024) {
-				fprintf(stderr, "ptrace-gpu: record: --ringbuf-mb must be a power "
-						"of two from 1 to 1024\n");
+			if (parse_u64(optarg, 1, 1024, &v) || (v & (v - 1))) {
+				fprintf(stderr,
+					WHO ": bad --ringbuf-mb '%s': want a power of two from 1 "
+					    "to 1024\n",
+					optarg);
 				return -EINVAL;
 			}
+			o->ringbuf_mb = (unsigned int)v;
 			break;
 		case 'q':
 			o->quiet = true;
@@ -181,11 +183,9 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 			o->no_ops = true;
 			break;
 		case 'N':
-			o->steps.max_steps = (uint32_t)strtoul(optarg, &end, 10);
-			if (*end || optarg[0] == '-' || !o->steps.max_steps) {
-				fprintf(stderr, "ptrace-gpu: record: bad --steps '%s'\n", optarg);
+			if (parse_u64_flag(WHO, "--steps", optarg, 1, UINT32_MAX, &v))
 				return -EINVAL;
-			}
+			o->steps.max_steps = (uint32_t)v;
 			break;
 		case 'K':
 			if (steps_parse_schedule(optarg, &o->steps)) {

@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "cudaprobe.h"
+#include "numarg.h"
 #include "profile.h"
 #include "pstats.h"
 #include "schedprobe.h"
@@ -58,21 +59,6 @@ static void report_usage(FILE *f)
 	    "docs/reports.md describes every column exactly.\n");
 }
 
-static int parse_u64(const char *s, uint64_t max, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (!*s || *s == '-')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v > max)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
 /* Returns 0, 1 for --help, or -EINVAL after printing why. */
 static int report_parse(int argc, char **argv, struct report_opts *o)
 {
@@ -104,12 +90,12 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 			o->sort_given = true;
 			break;
 		case 'l':
-			if (parse_u64(optarg, LONG_MAX, &v))
+			if (parse_u64(optarg, 0, LONG_MAX, &v))
 				goto bad_value;
 			o->list.limit = (long)v;
 			break;
 		case 't':
-			if (parse_u64(optarg, UINT32_MAX, &v))
+			if (parse_u64(optarg, 0, UINT32_MAX, &v))
 				goto bad_value;
 			o->prof.by_tid = true;
 			o->prof.tid = (uint32_t)v;
@@ -131,7 +117,7 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 			o->prof.group = PROFILE_GROUP_MODULE;
 			break;
 		case 'G':
-			if (parse_u64(optarg, 64, &v) || !v)
+			if (parse_u64(optarg, 1, 64, &v))
 				goto bad_value;
 			o->prof.kind = PTG_REC_OP_ENTER;
 			o->prof.group = PROFILE_GROUP_STACK;

@@ -17,6 +17,8 @@
 #include "clock.h"
 #include "cli.h"
 #include "commands.h"
+#include "flamegraph.h"
+#include "numarg.h"
 #include "pyinterp.h"
 #include "procfs.h"
 #include "sample.h"
@@ -67,6 +69,8 @@ static void usage(FILE *f)
 	    "      --folded          folded stacks whatever the name (stdout without -o)\n"
 	    "      --format FMT      pprof, folded or svg\n"
 	    "      --threads         folded, SVG: one frame per thread under its process\n"
+	    "      --max-stack N     folded, SVG: keep the outermost N frames of a stack and\n"
+	    "                        fold the rest into one '[... K frames cut]' (default 1024)\n"
 	    "      --native          also the native (C) stack, merged with the Python frames\n"
 	    "      --off-cpu         blocked time instead of CPU time: where threads wait,\n"
 	    "                        weighted by how long (from sched_switch)\n"
@@ -80,12 +84,12 @@ static void usage(FILE *f)
 	    py_supported_versions());
 }
 
-static int parse_uint(const char *s, unsigned int min, unsigned int max, unsigned int *out)
+static int parse_uint_flag(const char *flag, const char *s, unsigned int min, unsigned int max,
+			   unsigned int *out)
 {
-	char *end;
-	unsigned long v = strtoul(s, &end, 10);
+	uint64_t v;
 
-	if (!*s || *end || v < min || v > max)
+	if (parse_u64_flag("ptrace-gpu: sample", flag, s, min, max, &v))
 		return -EINVAL;
 	*out = (unsigned int)v;
 	return 0;
@@ -95,6 +99,10 @@ static int parse_pids(struct sample_cmd *c, char *arg)
 {
 	char *save = NULL;
 
+	if (!*arg) {
+		fprintf(stderr, "ptrace-gpu: sample: bad PID ''\n");
+		return -EINVAL;
+	}
 	for (char *tok = strtok_r(arg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		pid_t pid;
 
@@ -130,13 +138,12 @@ enum {
 	OPT_OFFCPU,
 	OPT_EVERY,
 	OPT_DIR,
-	OPT_KEEP
+	OPT_KEEP,
+	OPT_MAX_STACK
 };
 
 static int parse_opt(struct sample_cmd *c, int opt, char *arg)
 {
-	char *end;
-
 	switch (opt) {
 	case 'a':
 		c->so.all = true;
@@ -144,16 +151,10 @@ static int parse_opt(struct sample_cmd *c, int opt, char *arg)
 	case 'p':
 		return parse_pids(c, arg);
 	case 'F':
-		if (!parse_uint(arg, 1, MAX_FREQ, &c->so.freq))
-			return 0;
-		fprintf(stderr, "ptrace-gpu: sample: -F takes 1 to %d Hz\n", MAX_FREQ);
-		return -EINVAL;
+		return parse_uint_flag("-F", arg, 1, MAX_FREQ, &c->so.freq);
 	case 'd':
-		c->duration = strtod(arg, &end);
-		if (!*end && c->duration > 0)
-			return 0;
-		fprintf(stderr, "ptrace-gpu: sample: bad duration '%s'\n", arg);
-		return -EINVAL;
+		return parse_double_flag("ptrace-gpu: sample", "--duration", "seconds", arg,
+					 ARG_SECONDS_MIN, ARG_SECONDS_MAX, &c->duration);
 	case 'o':
 		if (c->noutputs < MAX_OUTPUTS) {
 			c->outputs[c->noutputs++] = arg;
@@ -176,6 +177,9 @@ static int parse_opt(struct sample_cmd *c, int opt, char *arg)
 	case OPT_THREADS:
 		c->wo.threads = true;
 		return 0;
+	case OPT_MAX_STACK:
+		return parse_uint_flag("--max-stack", arg, 1, FLAMEGRAPH_MAX_STACK_MAX,
+				       &c->wo.max_stack);
 	case OPT_NATIVE:
 		c->so.native = true;
 		return 0;
@@ -183,18 +187,12 @@ static int parse_opt(struct sample_cmd *c, int opt, char *arg)
 		c->so.offcpu = true;
 		return 0;
 	case OPT_EVERY:
-		if (!parse_uint(arg, 1, 86400, &c->every))
-			return 0;
-		fprintf(stderr, "ptrace-gpu: sample: --every takes 1 to 86400 seconds\n");
-		return -EINVAL;
+		return parse_uint_flag("--every", arg, 1, 86400, &c->every);
 	case OPT_DIR:
 		c->dir = arg;
 		return 0;
 	case OPT_KEEP:
-		if (!parse_uint(arg, 1, 1000000, &c->keep))
-			return 0;
-		fprintf(stderr, "ptrace-gpu: sample: --keep takes a count from 1\n");
-		return -EINVAL;
+		return parse_uint_flag("--keep", arg, 1, 1000000, &c->keep);
 	}
 	return -EINVAL;
 }
@@ -246,6 +244,7 @@ static int parse_opts(int argc, char **argv, struct sample_cmd *c)
 	    {"folded", no_argument, NULL, OPT_FOLDED},
 	    {"format", required_argument, NULL, OPT_FORMAT},
 	    {"threads", no_argument, NULL, OPT_THREADS},
+	    {"max-stack", required_argument, NULL, OPT_MAX_STACK},
 	    {"native", no_argument, NULL, OPT_NATIVE},
 	    {"off-cpu", no_argument, NULL, OPT_OFFCPU},
 	    {"every", required_argument, NULL, OPT_EVERY},

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "elf_file.h"
@@ -15,6 +16,7 @@
 
 struct elf_file {
 	int fd;
+	uint64_t size; /* of the file: no header may make us read more */
 	Elf *elf;
 	GElf_Ehdr ehdr;
 	size_t nphdrs;
@@ -25,6 +27,7 @@ int elf_file__open(const char *path, struct elf_file **out)
 {
 	struct elf_file *ef;
 	int err = -ENOEXEC;
+	struct stat st;
 
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -EINVAL;
@@ -32,10 +35,11 @@ int elf_file__open(const char *path, struct elf_file **out)
 	if (!ef)
 		return -ENOMEM;
 	ef->fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (ef->fd < 0) {
+	if (ef->fd < 0 || fstat(ef->fd, &st)) {
 		err = -errno;
 		goto cleanup;
 	}
+	ef->size = (uint64_t)st.st_size;
 	ef->elf = elf_begin(ef->fd, ELF_C_READ_MMAP, NULL);
 	if (!ef->elf || elf_kind(ef->elf) != ELF_K_ELF || !gelf_getehdr(ef->elf, &ef->ehdr))
 		goto cleanup;
@@ -241,6 +245,9 @@ static int scan_raw_tables(const struct elf_file *ef, elf_ptr_table_fn accept, v
 		size_t n;
 
 		if (ph->p_type != PT_LOAD || (ph->p_flags & PF_X) || ph->p_filesz < 8)
+			continue;
+		/* a segment past the end of the file is damage, not a reason to allocate it */
+		if (ph->p_offset > ef->size || ph->p_filesz > ef->size - ph->p_offset)
 			continue;
 		n = ph->p_filesz / 8;
 		words = malloc(n * 8);

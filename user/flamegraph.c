@@ -3,8 +3,10 @@
  * Flame graphs: one model__walk that adds weights into a trie of frames.
  * A node is (parent node, frame) where a frame is a symbol id, so identical
  * stacks merge as they are added and memory follows the number of distinct
- * stacks. Each thread caches the node path of its current stack, so a span
- * costs a few integer compares and one lookup, not one lookup per level.
+ * stacks. Each thread caches the node path of its current stack, found
+ * again by the model's frame ids in O(log depth), so a span costs a binary
+ * search and one lookup, not one lookup (or compare) per level. No node is
+ * deeper than max_stack + 1: deeper frames fold into one FG_CUT node.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,11 +17,13 @@
 #include "cudajoin.h"
 #include "flamegraph.h"
 #include "model.h"
-#include "pstats.h"
 #include "u64map.h"
+#include "utf8.h"
 
 #define FG_ROOT 0
 #define FG_NONE UINT32_MAX
+/* the frame of a node that stands for every frame past max_stack */
+#define FG_CUT (UINT32_MAX - 1)
 /* launches: a CUDA call of a thread that --tid leaves out */
 #define FG_DROPPED UINT64_MAX
 
@@ -28,6 +32,7 @@ struct fg_node {
 	uint32_t frame;	  /* symbol id; 0 = [unknown] */
 	uint32_t child;	  /* first child, FG_NONE = none */
 	uint32_t sibling; /* next child of parent */
+	uint32_t depth;	  /* 0 for the root */
 	uint64_t self;	  /* weight of this exact stack, ns */
 	uint64_t total;	  /* self + children, for the SVG layout */
 };
@@ -43,6 +48,8 @@ struct flamegraph {
 	char **names;
 	size_t nnames, names_cap;
 	struct u64map named; /* flamegraph__add_named(): name hash -> frame */
+	unsigned int max_stack;
+	struct u64map cuts; /* FG_CUT node -> fewest << 32 | most frames it stands for */
 };
 
 int flamegraph_weight_parse(const char *s, enum flamegraph_weight *out)
@@ -92,6 +99,7 @@ static int fg_new_node(struct flamegraph *fg, uint32_t parent, uint32_t frame, u
 	n->frame = frame;
 	n->child = FG_NONE;
 	n->sibling = FG_NONE;
+	n->depth = fg->n == FG_ROOT ? 0 : fg->nodes[parent].depth + 1;
 	if (fg->n != FG_ROOT) {
 		n->sibling = fg->nodes[parent].child;
 		fg->nodes[parent].child = fg->n;
@@ -100,11 +108,22 @@ static int fg_new_node(struct flamegraph *fg, uint32_t parent, uint32_t frame, u
 	return 0;
 }
 
-/* The child of parent for frame, created on first use. */
+/*
+ * The child of parent for frame, created on first use. Past max_stack
+ * frames it is the parent's FG_CUT child, and the FG_CUT node itself below.
+ */
 static int fg_child(struct flamegraph *fg, uint32_t parent, uint32_t frame, uint32_t *out)
 {
-	uint64_t *idx = u64map__get(&fg->index, node_key(parent, frame));
+	uint64_t *idx;
 	int err;
+
+	if (fg->nodes[parent].frame == FG_CUT && parent != FG_ROOT) {
+		*out = parent;
+		return 0;
+	}
+	if (fg->nodes[parent].depth >= fg->max_stack)
+		frame = FG_CUT;
+	idx = u64map__get(&fg->index, node_key(parent, frame));
 
 	if (idx) {
 		*out = (uint32_t)*idx;
@@ -126,8 +145,31 @@ void flamegraph__free(struct flamegraph *fg)
 	u64map__free(&fg->name_idx);
 	u64map__free(&fg->named);
 	u64map__free(&fg->index);
+	u64map__free(&fg->cuts);
 	free(fg->nodes);
 	free(fg);
+}
+
+/* A stack of nframes frames ended in node: an FG_CUT node notes how many it cut. */
+static int fg_note_cut(struct flamegraph *fg, uint32_t node, uint64_t nframes)
+{
+	uint64_t cut = nframes > fg->max_stack ? nframes - fg->max_stack : 0, *v, lo, hi;
+
+	if (node == FG_ROOT || fg->nodes[node].frame != FG_CUT || !cut)
+		return 0;
+	cut = cut > UINT32_MAX ? UINT32_MAX : cut;
+	v = u64map__get(&fg->cuts, u64map_key(node));
+	if (!v)
+		return u64map__put(&fg->cuts, u64map_key(node), cut << 32 | cut);
+	lo = *v >> 32 < cut ? *v >> 32 : cut;
+	hi = (*v & UINT32_MAX) > cut ? (*v & UINT32_MAX) : cut;
+	*v = lo << 32 | hi;
+	return 0;
+}
+
+void flamegraph__set_max_stack(struct flamegraph *fg, unsigned int max_stack)
+{
+	fg->max_stack = max_stack;
 }
 
 uint64_t flamegraph__total(const struct flamegraph *fg)
@@ -141,7 +183,7 @@ uint64_t flamegraph__total(const struct flamegraph *fg)
 
 /* Per thread: the node path of the stack last seen, and off-CPU time per level. */
 struct fg_thread {
-	uint32_t *syms;
+	uint64_t *ids; /* model_frame.id of each level */
 	uint32_t *nodes;
 	uint64_t *off; /* cpu weight: off-CPU ns inside the frame at each level */
 	unsigned int cap;
@@ -190,33 +232,55 @@ static struct fg_thread *fg_thread_get(struct fg_collect *c, uint32_t pid, uint3
 static int fg_thread_reserve(struct fg_thread *t, unsigned int depth)
 {
 	unsigned int cap = t->cap ? t->cap : 64;
-	uint32_t *syms, *nodes;
-	uint64_t *off;
+	uint64_t *ids, *off;
+	uint32_t *nodes;
 
 	if (depth < t->cap)
 		return 0;
 	while (cap <= depth)
 		cap *= 2;
-	syms = realloc(t->syms, cap * sizeof(*syms));
-	if (syms)
-		t->syms = syms;
+	ids = realloc(t->ids, cap * sizeof(*ids));
+	if (ids)
+		t->ids = ids;
 	nodes = realloc(t->nodes, cap * sizeof(*nodes));
 	if (nodes)
 		t->nodes = nodes;
 	off = realloc(t->off, cap * sizeof(*off));
 	if (off)
 		t->off = off;
-	if (!syms || !nodes || !off)
+	if (!ids || !nodes || !off)
 		return -ENOMEM;
 	memset(off + t->cap, 0, (cap - t->cap) * sizeof(*off));
 	t->cap = cap;
 	return 0;
 }
 
+/*
+ * Levels of the cached path still on the stack. An open frame keeps its id,
+ * and the frames under it stay as they were while it is open: the levels
+ * that match are a prefix, found by bisection.
+ */
+static unsigned int fg_cached(const struct fg_thread *t, const struct model_frame *stack,
+			      unsigned int n)
+{
+	unsigned int lo = 0, hi = n < t->valid ? n : t->valid, mid;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo + 1) / 2;
+		if (t->ids[mid - 1] == stack[mid - 1].id)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
 /* Node of the stack (FG_ROOT for an empty one), reusing the cached prefix. */
 static int fg_stack_node(struct fg_collect *c, struct fg_thread *t, const struct model_frame *stack,
 			 unsigned int depth, uint32_t *out)
 {
+	/* levels past max_stack all map to one FG_CUT node: cache one of them */
+	unsigned int n = depth <= c->fg->max_stack ? depth : c->fg->max_stack + 1;
 	uint32_t node = FG_ROOT;
 	unsigned int i;
 	int err;
@@ -224,28 +288,31 @@ static int fg_stack_node(struct fg_collect *c, struct fg_thread *t, const struct
 	err = fg_thread_reserve(t, depth);
 	if (err)
 		return err;
-	for (i = 0; i < depth && i < t->valid && t->syms[i] == stack[i].sym; i++)
-		node = t->nodes[i];
-	for (; i < depth; i++) {
+	i = fg_cached(t, stack, n);
+	if (i)
+		node = t->nodes[i - 1];
+	for (; i < n; i++) {
 		err = fg_child(c->fg, node, stack[i].sym, &node);
 		if (err)
 			return err;
-		t->syms[i] = stack[i].sym;
+		t->ids[i] = stack[i].id;
 		t->nodes[i] = node;
 	}
-	t->valid = depth;
+	t->valid = n;
 	*out = node;
 	return 0;
 }
 
-static int fg_add(struct fg_collect *c, uint32_t parent, uint32_t frame, uint64_t w)
+/* w to the child frame of parent, the end of a stack of nframes frames (0: not known) */
+static int fg_add(struct fg_collect *c, uint32_t parent, uint32_t frame, uint64_t w,
+		  uint64_t nframes)
 {
 	uint32_t node;
 	int err = fg_child(c->fg, parent, frame, &node);
 
 	if (!err)
 		c->fg->nodes[node].self += w;
-	return err;
+	return err ? err : fg_note_cut(c->fg, node, nframes);
 }
 
 static int fg_on_span(struct fg_collect *c, const struct model_span *s,
@@ -265,7 +332,7 @@ static int fg_on_span(struct fg_collect *c, const struct model_span *s,
 		w -= t->off[depth] < w ? t->off[depth] : w;
 		t->off[depth] = 0;
 	}
-	return fg_add(c, node, s->sym, w);
+	return fg_add(c, node, s->sym, w, depth + 1);
 }
 
 /* off-CPU: the interval under the stack it interrupted; cpu: noted against
@@ -280,7 +347,7 @@ static int fg_on_sched(struct fg_collect *c, const struct ptg_record *rec,
 	int err;
 
 	if (!depth)
-		return offcpu ? fg_add(c, FG_ROOT, 0, rec->dur) : 0;
+		return offcpu ? fg_add(c, FG_ROOT, 0, rec->dur, 1) : 0;
 	t = fg_thread_get(c, rec->pid, rec->tid);
 	if (!t)
 		return -ENOMEM;
@@ -288,7 +355,7 @@ static int fg_on_sched(struct fg_collect *c, const struct ptg_record *rec,
 		err = fg_stack_node(c, t, stack, depth, &node);
 		if (!err)
 			c->fg->nodes[node].self += rec->dur;
-		return err;
+		return err ? err : fg_note_cut(c->fg, node, depth);
 	}
 	err = fg_thread_reserve(t, depth);
 	if (err)
@@ -334,7 +401,7 @@ static int fg_kernels_flush(struct fg_collect *c, uint64_t corr, uint64_t node)
 	for (i = (uint32_t)*head; i != FG_NONE && !err; i = next) {
 		next = c->kernels[i].next;
 		if (node != FG_DROPPED)
-			err = fg_add(c, (uint32_t)node, c->kernels[i].sym, c->kernels[i].dur);
+			err = fg_add(c, (uint32_t)node, c->kernels[i].sym, c->kernels[i].dur, 0);
 		c->kernels[i].live = false;
 		c->kernels[i].next = c->free_kernel;
 		c->free_kernel = i;
@@ -363,6 +430,8 @@ static int fg_on_cuda_call(struct fg_collect *c, const struct ptg_record *rec,
 		return -ENOMEM;
 	err = fg_stack_node(c, t, stack, depth, &node);
 	if (!err)
+		err = fg_note_cut(c->fg, node, depth);
+	if (!err)
 		err = u64map__put(&c->launches, corr, node);
 	return err ? err : fg_kernels_flush(c, corr, node);
 }
@@ -372,11 +441,12 @@ static int fg_on_kernel(struct fg_collect *c, const struct ptg_record *rec)
 	uint64_t *launch = rec->corr ? u64map__get(&c->launches, rec->corr) : NULL;
 
 	if (launch)
-		return *launch == FG_DROPPED ? 0 : fg_add(c, (uint32_t)*launch, rec->sym, rec->dur);
+		return *launch == FG_DROPPED ? 0
+					     : fg_add(c, (uint32_t)*launch, rec->sym, rec->dur, 0);
 	if (rec->corr)
 		return fg_kernel_wait(c, rec);
 	/* no correlation id: nothing to tie it to a thread */
-	return c->o->by_tid ? 0 : fg_add(c, FG_ROOT, rec->sym, rec->dur);
+	return c->o->by_tid ? 0 : fg_add(c, FG_ROOT, rec->sym, rec->dur, 1);
 }
 
 static void fg_visit_span(void *ctx, const struct model_span *s, const struct model_frame *stack,
@@ -414,7 +484,7 @@ static int fg_kernels_orphaned(struct fg_collect *c)
 
 	for (size_t i = 0; i < c->nkernels && !err; i++) {
 		if (c->kernels[i].live && !c->o->by_tid)
-			err = fg_add(c, FG_ROOT, c->kernels[i].sym, c->kernels[i].dur);
+			err = fg_add(c, FG_ROOT, c->kernels[i].sym, c->kernels[i].dur, 1);
 	}
 	return err;
 }
@@ -422,7 +492,7 @@ static int fg_kernels_orphaned(struct fg_collect *c)
 static void fg_collect_free(struct fg_collect *c)
 {
 	for (size_t i = 0; i < c->nthreads; i++) {
-		free(c->threads[i].syms);
+		free(c->threads[i].ids);
 		free(c->threads[i].nodes);
 		free(c->threads[i].off);
 	}
@@ -448,6 +518,7 @@ int flamegraph__collect(struct trace_reader *r, const struct flamegraph_opts *o,
 		return -ENOMEM;
 	}
 	c.fg->weight = o->weight;
+	c.fg->max_stack = o->max_stack ? o->max_stack : FLAMEGRAPH_MAX_STACK;
 	err = fg_new_node(c.fg, FG_ROOT, 0, &root);
 	if (err)
 		goto cleanup;
@@ -481,6 +552,7 @@ int flamegraph__new(enum flamegraph_weight weight, struct flamegraph **out)
 		return -ENOMEM;
 	}
 	fg->weight = weight;
+	fg->max_stack = FLAMEGRAPH_MAX_STACK;
 	*out = fg;
 	return 0;
 }
@@ -545,7 +617,7 @@ int flamegraph__add_named(struct flamegraph *fg, const char *const *frames, unsi
 	}
 	fg->nodes[node].self += weight;
 	fg->sorted = false;
-	return 0;
+	return fg_note_cut(fg, node, depth);
 }
 
 static char *frame_format(const struct trace_reader *r, uint32_t frame)
@@ -591,6 +663,27 @@ static const char *fg_name(struct flamegraph *fg, const struct trace_reader *r, 
 	return name;
 }
 
+#define FG_CUT_NAME_LEN 48
+
+/* The printed name of node: its frame's, or what an FG_CUT node stands for. */
+static const char *fg_node_name(struct flamegraph *fg, const struct trace_reader *r, uint32_t node,
+				char buf[FG_CUT_NAME_LEN])
+{
+	uint64_t *cut;
+
+	if (node == FG_ROOT || fg->nodes[node].frame != FG_CUT)
+		return fg_name(fg, r, fg->nodes[node].frame);
+	cut = u64map__get(&fg->cuts, u64map_key(node));
+	if (!cut)
+		snprintf(buf, FG_CUT_NAME_LEN, "[... frames cut]");
+	else if (*cut >> 32 == (*cut & UINT32_MAX))
+		snprintf(buf, FG_CUT_NAME_LEN, "[... %u frames cut]", (uint32_t)*cut);
+	else
+		snprintf(buf, FG_CUT_NAME_LEN, "[... %u to %u frames cut]", (uint32_t)(*cut >> 32),
+			 (uint32_t)*cut);
+	return buf;
+}
+
 struct fg_named {
 	const char *name;
 	uint32_t node;
@@ -615,7 +708,10 @@ static int fg_sort(struct flamegraph *fg, const struct trace_reader *r)
 			if (err)
 				goto cleanup;
 			tmp[n].node = c;
-			tmp[n++].name = fg_name(fg, r, fg->nodes[c].frame);
+			/* a node has at most one FG_CUT child: any name sorts it */
+			tmp[n++].name = fg->nodes[c].frame == FG_CUT
+					    ? "[... frames cut]"
+					    : fg_name(fg, r, fg->nodes[c].frame);
 			if (!tmp[n - 1].name) {
 				err = -ENOMEM;
 				goto cleanup;
@@ -651,33 +747,54 @@ static int strbuf_add(struct strbuf *b, const char *sep, const char *s)
 	return 0;
 }
 
-static int write_folded_node(struct flamegraph *fg, const struct trace_reader *r, FILE *out,
-			     uint32_t node, struct strbuf *path)
-{
-	const char *name = fg_name(fg, r, fg->nodes[node].frame);
-	size_t len = path->len;
-	int err;
-
-	err = name ? strbuf_add(path, len ? ";" : "", name) : -ENOMEM;
-	if (err)
-		return err;
-	if (fg->nodes[node].self)
-		fprintf(out, "%s %" PRIu64 "\n", path->s, fg->nodes[node].self);
-	for (uint32_t c = fg->nodes[node].child; c != FG_NONE && !err; c = fg->nodes[c].sibling)
-		err = write_folded_node(fg, r, out, c, path);
-	path->len = len;
-	path->s[len] = '\0';
-	return err;
-}
-
+/* Depth-first from the root, in a loop: a trie as deep as the input must not be C recursion. */
 int flamegraph__write_folded(struct flamegraph *fg, const struct trace_reader *r, FILE *out)
 {
+	char cut[FG_CUT_NAME_LEN];
 	struct strbuf path = {};
+	size_t *lens = NULL, lens_cap = 0; /* path length before each level */
+	const struct fg_node *n;
+	uint32_t node;
+	const char *name;
+	unsigned int d = 0;
 	int err;
 
 	err = fg_sort(fg, r);
-	for (uint32_t c = fg->nodes[FG_ROOT].child; c != FG_NONE && !err; c = fg->nodes[c].sibling)
-		err = write_folded_node(fg, r, out, c, &path);
+	node = err ? FG_NONE : fg->nodes[FG_ROOT].child;
+	while (node != FG_NONE && !err) {
+		n = &fg->nodes[node];
+		name = fg_node_name(fg, r, node, cut);
+		err = array_grow((void **)&lens, &lens_cap, d + 1, sizeof(*lens));
+		if (err)
+			break;
+		lens[d] = path.len;
+		err = name ? strbuf_add(&path, d ? ";" : "", name) : -ENOMEM;
+		if (err)
+			break;
+		if (n->self)
+			fprintf(out, "%s %" PRIu64 "\n", path.s, n->self);
+		if (n->child != FG_NONE) {
+			node = n->child;
+			d++;
+			continue;
+		}
+		/* up to the nearest level with a next sibling */
+		for (;;) {
+			path.len = lens[d];
+			path.s[path.len] = '\0';
+			if (fg->nodes[node].sibling != FG_NONE) {
+				node = fg->nodes[node].sibling;
+				break;
+			}
+			node = fg->nodes[node].parent;
+			if (node == FG_ROOT) {
+				node = FG_NONE;
+				break;
+			}
+			d--;
+		}
+	}
+	free(lens);
 	free(path.s);
 	if (err)
 		fprintf(stderr, "flamegraph: out of memory\n");
@@ -891,7 +1008,7 @@ static void svg_text(FILE *out, const char *s, size_t max)
 	for (size_t i = 0; *p && i < max; i++, p += len ? len : 1) {
 		len = utf8_seq_len(p);
 		if (!len)
-			fputs("\xef\xbf\xbd", out);
+			fputs(UTF8_REPLACEMENT, out);
 		else if (*p == '&')
 			fputs("&amp;", out);
 		else if (*p == '<')
@@ -966,7 +1083,8 @@ static const char *svg_label(const char *name, double fits)
 static void svg_frame(struct svg_ctx *c, uint32_t node, unsigned int depth, uint64_t x_ns)
 {
 	const struct fg_node *n = &c->fg->nodes[node];
-	const char *name = node == FG_ROOT ? "all" : fg_name(c->fg, c->r, n->frame);
+	char cut[FG_CUT_NAME_LEN];
+	const char *name = node == FG_ROOT ? "all" : fg_node_name(c->fg, c->r, node, cut);
 	uint64_t total = c->fg->nodes[FG_ROOT].total;
 	int y = c->height - SVG_BOTTOM - (int)(depth + 1) * SVG_FRAME_H;
 	double x = SVG_XPAD + x_ns * c->px_per_ns, w = n->total * c->px_per_ns, fits;
@@ -992,20 +1110,48 @@ static void svg_frame(struct svg_ctx *c, uint32_t node, unsigned int depth, uint
 	fputs("</text></g>\n", c->out);
 }
 
-/* Depth-first, children left to right by name; emit = false only measures. */
-static void svg_walk(struct svg_ctx *c, uint32_t node, unsigned int depth, uint64_t x_ns, bool emit)
+/*
+ * Depth-first, children left to right by name, in a loop (no C recursion as
+ * deep as the trie); emit = false only measures.
+ */
+static int svg_walk(struct svg_ctx *c, bool emit)
 {
-	const struct fg_node *n = &c->fg->nodes[node];
+	const struct fg_node *nodes = c->fg->nodes;
+	uint64_t *xs = NULL, x = 0; /* xs[d]: x of the open node at level d */
+	size_t xs_cap = 0;
+	uint32_t node = FG_ROOT;
+	unsigned int d = 0;
 
-	if (node != FG_ROOT && n->total * c->px_per_ns < SVG_MIN_PX)
-		return;
-	if (depth > c->max_depth)
-		c->max_depth = depth;
-	if (emit)
-		svg_frame(c, node, depth, x_ns);
-	for (uint32_t ch = n->child; ch != FG_NONE; ch = c->fg->nodes[ch].sibling) {
-		svg_walk(c, ch, depth + 1, x_ns, emit);
-		x_ns += c->fg->nodes[ch].total;
+	for (;;) {
+		if (node == FG_ROOT || nodes[node].total * c->px_per_ns >= SVG_MIN_PX) {
+			if (d > c->max_depth)
+				c->max_depth = d;
+			if (emit)
+				svg_frame(c, node, d, x);
+			if (nodes[node].child != FG_NONE) {
+				if (array_grow((void **)&xs, &xs_cap, d + 1, sizeof(*xs))) {
+					free(xs);
+					return -ENOMEM;
+				}
+				xs[d++] = x;
+				node = nodes[node].child;
+				continue;
+			}
+		}
+		/* on to the next sibling, of this node or of the nearest ancestor */
+		for (;;) {
+			if (node == FG_ROOT) {
+				free(xs);
+				return 0;
+			}
+			x += nodes[node].total;
+			if (nodes[node].sibling != FG_NONE) {
+				node = nodes[node].sibling;
+				break;
+			}
+			node = nodes[node].parent;
+			x = xs[--d];
+		}
 	}
 }
 
@@ -1067,13 +1213,15 @@ int flamegraph__write_svg(struct flamegraph *fg, const struct trace_reader *r, F
 	fg_totals(fg);
 	if (fg->nodes[FG_ROOT].total)
 		c.px_per_ns = (double)(SVG_W - 2 * SVG_XPAD) / fg->nodes[FG_ROOT].total;
-	svg_walk(&c, FG_ROOT, 0, 0, false);
+	err = svg_walk(&c, false);
+	if (err)
+		return err;
 	c.height = SVG_TOP + (int)(c.max_depth + 1) * SVG_FRAME_H + SVG_BOTTOM;
 	if (!fg->nodes[FG_ROOT].total)
 		c.px_per_ns = 0;
 	svg_head(&c, title);
 	fputs("<g id=\"frames\">\n", out);
-	svg_walk(&c, FG_ROOT, 0, 0, true);
+	err = svg_walk(&c, true);
 	fputs("</g>\n</svg>\n", out);
-	return 0;
+	return err;
 }

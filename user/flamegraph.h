@@ -25,10 +25,19 @@ enum flamegraph_weight {
 int flamegraph_weight_parse(const char *s, enum flamegraph_weight *out);
 const char *flamegraph_weight_name(enum flamegraph_weight w);
 
+/*
+ * Stacks deeper than this many frames keep their outermost ones; what is
+ * deeper folds into one "[... N frames cut]" frame, as perf's --max-stack
+ * does, so that folded output stays bounded by stacks x max_stack.
+ */
+#define FLAMEGRAPH_MAX_STACK	 1024
+#define FLAMEGRAPH_MAX_STACK_MAX 8192
+
 struct flamegraph_opts {
 	enum flamegraph_weight weight;
 	bool by_tid; /* only stacks of thread tid */
 	uint32_t tid;
+	unsigned int max_stack; /* 0: FLAMEGRAPH_MAX_STACK */
 };
 
 struct flamegraph;
@@ -48,6 +57,8 @@ uint64_t flamegraph__total(const struct flamegraph *fg);
  * frame names, outermost first. Such a graph is written with r = NULL.
  */
 int flamegraph__new(enum flamegraph_weight weight, struct flamegraph **out);
+/* Frames kept per stack from now on (1 to FLAMEGRAPH_MAX_STACK_MAX). */
+void flamegraph__set_max_stack(struct flamegraph *fg, unsigned int max_stack);
 int flamegraph__add_named(struct flamegraph *fg, const char *const *frames, unsigned int depth,
 			  uint64_t weight);
 /*

@@ -67,6 +67,12 @@ struct cand {
 	uint16_t kind;
 };
 
+/* A kept gap; seq: which came first, for the order of gaps of equal length. */
+struct gap_ent {
+	struct idle_gap g;
+	uint64_t seq;
+};
+
 struct idle_ctx {
 	struct trace_reader *r;
 	const struct idle_opts *o;
@@ -86,6 +92,9 @@ struct idle_ctx {
 	struct idle_name *names; /* indexed by sym */
 	struct cand *cands;
 	size_t ncands, candcap;
+	struct gap_ent *gheap; /* the top_n longest gaps so far, a min-heap */
+	size_t ngheap;
+	uint64_t ngap_seen;
 	int err;
 };
 
@@ -519,28 +528,72 @@ static int cmp_gop_stream(const void *pa, const void *pb)
 		?: cmp_gop_start(pa, pb);
 }
 
-/* Keeps the top_n longest gaps, longest first. */
+/* Which of two kept gaps goes first: the longer, then the earlier. */
+static int cmp_gap_ent(const void *pa, const void *pb)
+{
+	const struct gap_ent *a = pa, *b = pb;
+
+	return cmp_u64(b->g.end - b->g.start, a->g.end - a->g.start) ?: cmp_u64(a->seq, b->seq);
+}
+
+/* The heap's order: its root is the gap that goes last. */
+static bool gap_below(const struct gap_ent *a, const struct gap_ent *b)
+{
+	return cmp_gap_ent(a, b) > 0;
+}
+
+static void gap_sift_down(struct gap_ent *h, size_t n, size_t i)
+{
+	for (size_t m = i;; i = m) {
+		size_t l = 2 * i + 1, r = l + 1;
+		struct gap_ent t;
+
+		if (l < n && gap_below(&h[l], &h[m]))
+			m = l;
+		if (r < n && gap_below(&h[r], &h[m]))
+			m = r;
+		if (m == i)
+			return;
+		t = h[i];
+		h[i] = h[m];
+		h[m] = t;
+	}
+}
+
+/*
+ * Keeps the top_n longest gaps (the earlier of equal ones) in a heap:
+ * O(log top_n) a gap however large -n is. gaps_sort() orders them.
+ */
 static void gap_keep(struct idle_ctx *c, uint64_t a, uint64_t b, uint32_t device)
 {
-	struct idle_report *rep = c->rep;
+	struct gap_ent e = {.g = {.start = a, .end = b, .device = device}, .seq = c->ngap_seen++};
+	struct gap_ent *h = c->gheap;
 	size_t i;
 
-	rep->gap_count++;
+	c->rep->gap_count++;
 	if (!c->o->top_n)
 		return;
-	if (rep->ngaps == c->o->top_n) {
-		const struct idle_gap *last = &rep->gaps[rep->ngaps - 1];
-
-		if (b - a <= last->end - last->start)
+	if (c->ngheap == c->o->top_n) {
+		if (!gap_below(&h[0], &e))
 			return;
-		rep->ngaps--;
+		h[0] = e;
+		gap_sift_down(h, c->ngheap, 0);
+		return;
 	}
-	for (i = rep->ngaps; i > 0 && rep->gaps[i - 1].end - rep->gaps[i - 1].start < b - a; i--)
-		rep->gaps[i] = rep->gaps[i - 1];
-	rep->gaps[i].start = a;
-	rep->gaps[i].end = b;
-	rep->gaps[i].device = device;
-	rep->ngaps++;
+	for (i = c->ngheap++; i > 0 && gap_below(&e, &h[(i - 1) / 2]); i = (i - 1) / 2)
+		h[i] = h[(i - 1) / 2];
+	h[i] = e;
+}
+
+/* The kept gaps into the report, longest first. */
+static void gaps_sort(struct idle_ctx *c)
+{
+	struct idle_report *rep = c->rep;
+
+	qsort(c->gheap, c->ngheap, sizeof(*c->gheap), cmp_gap_ent);
+	for (size_t i = 0; i < c->ngheap; i++)
+		rep->gaps[i] = c->gheap[i].g;
+	rep->ngaps = c->ngheap;
 }
 
 /* Merged length of the ops of g[0..n) that match; gaps are reported when dev is given. */
@@ -603,7 +656,8 @@ static int devices(struct idle_ctx *c)
 
 	qsort(c->gops, c->ngops, sizeof(*c->gops), cmp_gop_dev);
 	rep->gaps = calloc(c->o->top_n + 1, sizeof(*rep->gaps));
-	if (!rep->gaps)
+	c->gheap = calloc(c->o->top_n + 1, sizeof(*c->gheap));
+	if (!rep->gaps || !c->gheap)
 		return -ENOMEM;
 	for (lo = 0; lo < c->ngops; lo = i) {
 		struct idle_device *d;
@@ -616,6 +670,7 @@ static int devices(struct idle_ctx *c)
 		memset(d, 0, sizeof(*d));
 		device_breakdown(c, &c->gops[lo], i - lo, d);
 	}
+	gaps_sort(c);
 	return 0;
 }
 
@@ -874,11 +929,9 @@ static uint64_t acc_take(struct acc_map *m, uint32_t pid, uint32_t tid, uint32_t
 
 static uint32_t innermost_py(const struct model_frame *stack, unsigned int depth)
 {
-	while (depth--) {
-		if (stack[depth].kind == PTG_REC_PY_ENTER)
-			return stack[depth].sym;
-	}
-	return 0;
+	uint32_t i = model_innermost(stack, depth, MODEL_PY);
+
+	return i ? stack[i - 1].sym : 0;
 }
 
 static void cpu_event(struct idle_ctx *c, const struct idle_event *ev)
@@ -1083,6 +1136,7 @@ static void ctx_free(struct idle_ctx *c)
 	free(c->acc.slots);
 	free(c->names);
 	free(c->cands);
+	free(c->gheap);
 }
 
 int idle_analyze(struct trace_reader *r, const struct idle_opts *o, struct idle_report **out)

@@ -1,16 +1,20 @@
 // SPDX-License-Identifier: MIT
 /*
- * Import of torch.profiler / Kineto Chrome traces. The JSON is parsed whole
- * with json-c, every event becomes one or two records (see kineto.h), and the
- * records are sorted into an order that depends only on their content, so
- * that importing a trace we exported gives back the same file.
+ * Import of torch.profiler / Kineto Chrome traces. The JSON is parsed into
+ * one document with json-c as it is read (never held as text, and within the
+ * bounds of IMPORT_*), every event becomes one or two records (see kineto.h),
+ * and the records are sorted into an order that depends only on their
+ * content, so that importing a trace we exported gives back the same file.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <json-c/json.h>
 #include <zlib.h>
@@ -85,14 +89,26 @@ static struct kev *kev_new(struct importer *im)
 	return e;
 }
 
+/*
+ * Skipped events are counted per category (or phase) for import.unknown.*
+ * metadata, the first UNKNOWN_MAX names of at most UNKNOWN_LEN bytes each,
+ * the rest under UNKNOWN_OTHER: a file with a million made-up categories
+ * costs neither a scan per event nor a million metadata entries.
+ */
+#define UNKNOWN_MAX   64
+#define UNKNOWN_LEN   64
+#define UNKNOWN_OTHER "(other)"
+
 static int count_unknown(struct importer *im, const char *what)
 {
 	struct kunknown *u;
 	size_t i;
 
 	im->st.unknown++;
+	if (im->nunk >= UNKNOWN_MAX)
+		what = UNKNOWN_OTHER;
 	for (i = 0; i < im->nunk; i++) {
-		if (!strcmp(im->unk[i].what, what)) {
+		if (!strncmp(im->unk[i].what, what, UNKNOWN_LEN)) {
 			im->unk[i].count++;
 			return 0;
 		}
@@ -101,7 +117,7 @@ static int count_unknown(struct importer *im, const char *what)
 	if (!u)
 		return -ENOMEM;
 	im->unk = u;
-	u[im->nunk].what = strdup(what);
+	u[im->nunk].what = strndup(what, UNKNOWN_LEN);
 	if (!u[im->nunk].what)
 		return -ENOMEM;
 	u[im->nunk++].count = 1;
@@ -805,39 +821,136 @@ static int write_records(struct importer *im)
 	return 0;
 }
 
+/*
+ * What one import may read. A JSON value (a string, a number) longer than
+ * VALUE_MAX is no trace's: json-c would buffer it whole. A gzip file that
+ * inflates past INFLATE_FLOOR and more than INFLATE_RATIO times its own size
+ * is a bomb: Kineto's JSON compresses 5 to 20 times, deflate at most ~1000.
+ * The document is held whole, a few times the size of its text: no more
+ * than TEXT_MAX of text, whatever the file.
+ */
+#define IMPORT_VALUE_MAX     (16u << 20)
+#define IMPORT_INFLATE_FLOOR (64ull << 20)
+#define IMPORT_INFLATE_RATIO 200
+#define IMPORT_TEXT_MAX	     (4ull << 30)
+#define IMPORT_CHUNK	     (256u << 10)
+
+/* JSON text fed to json-c piece by piece, with the bounds above checked on the way. */
+struct json_feed {
+	const char *name;
+	json_tokener *tok;
+	json_object *root;
+	uint64_t off;	/* bytes fed so far */
+	uint64_t limit; /* the most bytes the input may have */
+	uint64_t run;	/* bytes since the last structural character outside a string */
+	bool in_str, esc;
+};
+
+/* false when a value runs past IMPORT_VALUE_MAX */
+static bool feed_scan(struct json_feed *f, const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char c = p[i];
+
+		if (f->esc) {
+			f->esc = false;
+		} else if (f->in_str) {
+			f->esc = c == '\\';
+			f->in_str = c != '"';
+		} else if (c == '"') {
+			f->in_str = true;
+		} else if (c && strchr("{}[],: \t\r\n", c)) {
+			/* whitespace too: json-c skips it, a run of it holds no memory */
+			f->run = 0;
+			continue;
+		}
+		if (++f->run > IMPORT_VALUE_MAX)
+			return false;
+	}
+	return true;
+}
+
+/* Returns 1 when the document is complete, 0 for more, or a negative errno after saying why. */
+static int json_feed__add(struct json_feed *f, const char *p, size_t n)
+{
+	enum json_tokener_error jerr;
+
+	if (f->off + n > f->limit && f->limit == IMPORT_TEXT_MAX) {
+		fprintf(stderr,
+			"ptrace-gpu: import: %s: more than %llu MiB of JSON: too large to import "
+			"whole\n",
+			f->name, IMPORT_TEXT_MAX >> 20);
+		return -EFBIG;
+	}
+	if (f->off + n > f->limit) {
+		fprintf(stderr,
+			"ptrace-gpu: import: %s: inflates to over %" PRIu64 " MiB, %d times its "
+			"size: a gzip bomb, not a trace\n",
+			f->name, f->limit >> 20, IMPORT_INFLATE_RATIO);
+		return -EINVAL;
+	}
+	if (!feed_scan(f, p, n)) {
+		fprintf(stderr,
+			"ptrace-gpu: import: %s: a JSON value longer than %u MiB near byte %" PRIu64
+			": not a trace\n",
+			f->name, IMPORT_VALUE_MAX >> 20, f->off);
+		return -EINVAL;
+	}
+	f->root = json_tokener_parse_ex(f->tok, p, (int)n);
+	jerr = json_tokener_get_error(f->tok);
+	f->off += n;
+	if (jerr == json_tokener_continue)
+		return 0;
+	if (jerr == json_tokener_success && f->root)
+		return 1;
+	fprintf(stderr, "ptrace-gpu: import: %s: malformed JSON near byte %" PRIu64 ": %s\n",
+		f->name, f->off - n + json_tokener_get_parse_end(f->tok),
+		json_tokener_error_desc(jerr));
+	return -EINVAL;
+}
+
+/* The document fed so far, or NULL after saying why (it ended early). */
+static json_object *json_feed__end(struct json_feed *f, int ret)
+{
+	json_object *root = NULL;
+
+	if (ret == 1) {
+		root = f->root;
+		f->root = NULL;
+	} else if (ret == 0) {
+		fprintf(stderr, "ptrace-gpu: import: %s: malformed JSON: unexpected end of file\n",
+			f->name);
+	}
+	json_object_put(f->root);
+	json_tokener_free(f->tok);
+	return root;
+}
+
+static int json_feed__init(struct json_feed *f, const char *name, uint64_t limit)
+{
+	*f = (struct json_feed){.name = name, .limit = limit};
+	f->tok = json_tokener_new_ex(128);
+	if (!f->tok) {
+		fprintf(stderr, "ptrace-gpu: import: %s: out of memory\n", name);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 static json_object *parse_json(const char *json, size_t len, const char *name)
 {
-	json_tokener *tok = json_tokener_new_ex(128);
-	enum json_tokener_error jerr = json_tokener_continue;
-	json_object *root = NULL;
-	size_t off = 0, chunk = 0;
+	struct json_feed f;
+	size_t off = 0, n;
+	int ret = 0;
 
-	if (!tok) {
-		fprintf(stderr, "ptrace-gpu: import: %s: out of memory\n", name);
+	if (json_feed__init(&f, name, len))
 		return NULL;
+	while (off < len && ret == 0) {
+		n = len - off < IMPORT_CHUNK ? len - off : IMPORT_CHUNK;
+		ret = json_feed__add(&f, json + off, n);
+		off += n;
 	}
-	/* json-c takes an int length: feed traces above 2 GiB in pieces */
-	while (off < len && jerr == json_tokener_continue) {
-		chunk = len - off < (1u << 30) ? len - off : (1u << 30);
-		root = json_tokener_parse_ex(tok, json + off, chunk);
-		jerr = json_tokener_get_error(tok);
-		off += chunk;
-	}
-	if (!root || jerr != json_tokener_success) {
-		if (jerr == json_tokener_continue)
-			fprintf(stderr,
-				"ptrace-gpu: import: %s: malformed JSON: unexpected end of file\n",
-				name);
-		else
-			fprintf(stderr,
-				"ptrace-gpu: import: %s: malformed JSON near byte %zu: %s\n", name,
-				off - chunk + json_tokener_get_parse_end(tok),
-				json_tokener_error_desc(jerr));
-		json_object_put(root);
-		root = NULL;
-	}
-	json_tokener_free(tok);
-	return root;
+	return json_feed__end(&f, ret);
 }
 
 static void importer_free(struct importer *im)
@@ -900,58 +1013,71 @@ int kineto_import_buf(const char *json, size_t len, const char *name, const char
 	return err;
 }
 
-/* Reads a whole file, gunzipping it when it is gzip (zlib reads plain files as they are). */
-static int read_file(const char *path, char **out, size_t *len)
+/*
+ * Parses the file chunk by chunk as gzread() inflates it (zlib reads plain
+ * files as they are), so that only the document, never the text, is held.
+ */
+static int parse_file(const char *path, json_object **root)
 {
-	size_t cap = 1 << 20, n = 0;
-	char *buf = malloc(cap), *nb;
-	gzFile gz = gzopen(path, "rb");
-	int got, errnum, err = 0;
+	char *buf = malloc(IMPORT_CHUNK);
+	uint64_t limit = IMPORT_INFLATE_FLOOR;
+	struct json_feed f = {};
+	gzFile gz = NULL;
+	struct stat st;
+	int fd, got = 0, errnum, ret = 0, err = 0;
 
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st)) {
+		err = -errno;
+		goto fail;
+	}
+	if ((uint64_t)st.st_size * IMPORT_INFLATE_RATIO > limit)
+		limit = (uint64_t)st.st_size * IMPORT_INFLATE_RATIO;
+	if (limit > IMPORT_TEXT_MAX)
+		limit = IMPORT_TEXT_MAX;
+	gz = gzdopen(fd, "rb");
+	if (gz)
+		fd = -1; /* gzclose() closes it */
 	if (!gz || !buf) {
-		err = gz ? -ENOMEM : -(errno ? errno : ENOMEM);
-		fprintf(stderr, "ptrace-gpu: import: %s: %s\n", path, strerror(-err));
+		err = -ENOMEM;
+		goto fail;
+	}
+	err = json_feed__init(&f, path, limit);
+	if (err)
 		goto cleanup;
-	}
-	while ((got = gzread(gz, buf + n, cap - n - 1)) > 0) {
-		n += got;
-		if (cap - n - 1 > 0)
-			continue;
-		nb = realloc(buf, cap * 2);
-		if (!nb) {
-			err = -ENOMEM;
-			fprintf(stderr, "ptrace-gpu: import: %s: out of memory\n", path);
-			goto cleanup;
-		}
-		buf = nb;
-		cap *= 2;
-	}
+	while (ret == 0 && (got = gzread(gz, buf, IMPORT_CHUNK)) > 0)
+		ret = json_feed__add(&f, buf, (size_t)got);
 	if (got < 0) {
-		err = -EIO;
 		fprintf(stderr, "ptrace-gpu: import: %s: %s\n", path, gzerror(gz, &errnum));
-		goto cleanup;
+		ret = -EIO;
 	}
-	buf[n] = '\0';
-	*out = buf;
-	*len = n;
-	buf = NULL;
+	*root = json_feed__end(&f, ret);
+	err = *root ? 0 : ret < 0 ? ret : -EINVAL;
+	goto cleanup;
+fail:
+	fprintf(stderr, "ptrace-gpu: import: %s: %s\n", path, strerror(-err));
 cleanup:
-	free(buf);
 	if (gz)
 		gzclose(gz);
+	if (fd >= 0)
+		close(fd);
+	free(buf);
 	return err;
 }
 
 int kineto_import(const char *json_path, const char *out_path, struct kineto_stats *stats)
 {
-	char *buf = NULL;
-	size_t len = 0;
+	struct importer im = {.path = json_path};
+	json_object *root = NULL;
 	int err;
 
-	err = read_file(json_path, &buf, &len);
+	err = parse_file(json_path, &root);
 	if (err)
 		return err;
-	err = kineto_import_buf(buf, len, json_path, out_path, stats);
-	free(buf);
+	err = import_root(&im, root, out_path);
+	if (!err && stats)
+		*stats = im.st;
+	importer_free(&im);
+	json_object_put(root);
 	return err;
 }

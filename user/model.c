@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "u64map.h"
 
 struct thread_stack {
 	uint32_t pid;
@@ -17,6 +18,8 @@ struct thread_stack {
 	struct model_frame *frames;
 	unsigned int depth;
 	unsigned int cap;
+	struct u64map open_syms;  /* sym_key() -> frames of it open */
+	struct u64map open_pairs; /* pair_key() -> frames of it open */
 };
 
 /* Open-addressing map (pid, tid) -> stack; a slot with cap == 0 is free. */
@@ -24,6 +27,7 @@ struct thread_map {
 	struct thread_stack *slots;
 	size_t mask;
 	size_t n;
+	uint64_t next_id;
 };
 
 static size_t thread_hash(uint32_t pid, uint32_t tid)
@@ -99,12 +103,68 @@ static void map_free(struct thread_map *m)
 {
 	size_t i;
 
-	for (i = 0; m->slots && i <= m->mask; i++)
+	for (i = 0; m->slots && i <= m->mask; i++) {
 		free(m->slots[i].frames);
+		u64map__free(&m->slots[i].open_syms);
+		u64map__free(&m->slots[i].open_pairs);
+	}
 	free(m->slots);
 }
 
-static int frame_push(struct thread_stack *t, const struct ptg_record *rec)
+static uint64_t sym_key(uint16_t kind, uint32_t sym)
+{
+	return u64map_key((uint64_t)kind << 32 | sym);
+}
+
+/* caller's top bit goes: symbol ids are below 2^31 in any trace that fits a disk */
+static uint64_t pair_key(uint32_t caller, uint32_t sym)
+{
+	return u64map_key((uint64_t)caller << 32 | sym);
+}
+
+/* Adds delta to the count of key; returns the count before, or -ENOMEM. */
+static int64_t open_count(struct u64map *m, uint64_t key, int delta)
+{
+	uint64_t *v = u64map__get(m, key), old = v ? *v : 0;
+
+	if (v)
+		*v += delta;
+	else if (delta > 0 && u64map__put(m, key, delta))
+		return -ENOMEM;
+	return (int64_t)old;
+}
+
+/* What consumers would otherwise scan the stack for, from the frames below f. */
+static int frame_link(struct thread_stack *t, struct model_frame *f)
+{
+	enum model_kind own = model_kind_of(f->kind);
+	int64_t n;
+
+	for (int k = 0; k < MODEL_NR_KINDS; k++)
+		f->up[k] = model_innermost(t->frames, t->depth, (enum model_kind)k);
+	f->caller = f->up[own] ? t->frames[f->up[own] - 1].sym : 0;
+	f->active = 0;
+	n = open_count(&t->open_syms, sym_key(f->kind, f->sym), 1);
+	if (n < 0)
+		return -ENOMEM;
+	f->active |= n ? MODEL_ACTIVE_SYM : 0;
+	if (!f->caller)
+		return 0;
+	n = open_count(&t->open_pairs, pair_key(f->caller, f->sym), 1);
+	if (n < 0)
+		return -ENOMEM;
+	f->active |= n ? MODEL_ACTIVE_PAIR : 0;
+	return 0;
+}
+
+static void frame_unlink(struct thread_stack *t, const struct model_frame *f)
+{
+	open_count(&t->open_syms, sym_key(f->kind, f->sym), -1);
+	if (f->caller)
+		open_count(&t->open_pairs, pair_key(f->caller, f->sym), -1);
+}
+
+static int frame_push(struct thread_stack *t, const struct ptg_record *rec, uint64_t id)
 {
 	struct model_frame *f;
 
@@ -115,7 +175,7 @@ static int frame_push(struct thread_stack *t, const struct ptg_record *rec)
 		t->frames = f;
 		t->cap *= 2;
 	}
-	f = &t->frames[t->depth++];
+	f = &t->frames[t->depth];
 	f->sym = rec->sym;
 	f->kind = rec->kind;
 	f->flags = rec->flags;
@@ -123,6 +183,10 @@ static int frame_push(struct thread_stack *t, const struct ptg_record *rec)
 	f->child_ns = 0;
 	f->ext = rec->ext;
 	f->aux0 = rec->aux[0];
+	f->id = id;
+	if (frame_link(t, f))
+		return -ENOMEM;
+	t->depth++;
 	return 0;
 }
 
@@ -147,6 +211,10 @@ static void frame_pop(struct thread_stack *t, const struct ptg_record *rec,
 	s.self_ns = dur > f->child_ns ? dur - f->child_ns : 0;
 	s.ext = f->ext;
 	s.aux0 = f->aux0;
+	memcpy(s.up, f->up, sizeof(s.up));
+	s.caller = f->caller;
+	s.active = f->active;
+	frame_unlink(t, f);
 	if (t->depth)
 		t->frames[t->depth - 1].child_ns += dur;
 	if (v && v->span)
@@ -180,7 +248,7 @@ static int walk_one(struct thread_map *m, const struct ptg_record *rec,
 	case PTG_REC_PY_ENTER:
 	case PTG_REC_OP_ENTER:
 		t = thread_get(m, rec->pid, rec->tid);
-		if (!t || frame_push(t, rec))
+		if (!t || frame_push(t, rec, ++m->next_id))
 			return -ENOMEM;
 		break;
 	case PTG_REC_PY_EXIT:

@@ -3,22 +3,42 @@
  * The model: a single streaming pass over a trace that rebuilds each thread's
  * stack of open Python and op spans and hands every closed span, and every
  * other record, to a visitor together with the stack it happened under.
- * Memory is bounded by threads x depth, not by the length of the trace.
+ * Memory is bounded by threads x (depth + distinct functions and caller ->
+ * callee pairs), not by the length of the trace. Each frame carries what
+ * consumers would otherwise find by scanning the stack below it (the
+ * nearest enclosing frame of each kind, whether it recurses), so that no
+ * report costs more than O(1) per record however deep the stack.
  */
 #ifndef PTG_MODEL_H
 #define PTG_MODEL_H
 
 #include "trace.h"
 
+/* Frame kinds as indexes of model_frame.up[] */
+enum model_kind {
+	MODEL_PY, /* PTG_REC_PY_ENTER */
+	MODEL_OP, /* PTG_REC_OP_ENTER */
+	MODEL_NR_KINDS,
+};
+
+/* model_frame.active: what was already open on the thread when it was entered */
+#define MODEL_ACTIVE_SYM  0x1 /* a frame of the same symbol */
+#define MODEL_ACTIVE_PAIR 0x2 /* a frame of the same symbol under the same caller */
+
 /* An open span on a thread's stack. */
 struct model_frame {
 	uint32_t sym;
-	uint16_t kind;	/* PTG_REC_PY_ENTER or PTG_REC_OP_ENTER */
-	uint16_t flags; /* enter flags: PTG_F_ENTER_* */
-	uint64_t start; /* ts of this segment's ENTER */
+	uint16_t kind;	   /* PTG_REC_PY_ENTER or PTG_REC_OP_ENTER */
+	uint16_t flags;	   /* enter flags: PTG_F_ENTER_* */
+	uint64_t start;	   /* ts of this segment's ENTER */
 	uint64_t child_ns; /* time spent in closed child segments so far */
-	uint64_t ext;	/* external id of an op (links ops to CUDA calls) */
-	int64_t aux0;	/* aux[0] of the ENTER record (op: module path symbol) */
+	uint64_t ext;	   /* external id of an op (links ops to CUDA calls) */
+	int64_t aux0;	   /* aux[0] of the ENTER record (op: module path symbol) */
+	uint64_t id;	   /* unique in a walk: same index and id, same open frame */
+	/* 1 + index of the nearest enclosing frame of each kind, 0: none */
+	uint32_t up[MODEL_NR_KINDS];
+	uint32_t caller; /* symbol of up[its own kind]'s frame, 0 when none */
+	uint16_t active; /* MODEL_ACTIVE_* */
 };
 
 /* A closed span segment. A generator resumed N times gives N+1 segments, of
@@ -36,7 +56,27 @@ struct model_span {
 	uint64_t self_ns; /* end - start minus the time of its child segments */
 	uint64_t ext;
 	int64_t aux0; /* aux[0] of the ENTER record */
+	/* as in its model_frame, about the stack handed with it */
+	uint32_t up[MODEL_NR_KINDS];
+	uint32_t caller;
+	uint16_t active;
 };
+
+static inline enum model_kind model_kind_of(uint16_t rec_kind)
+{
+	return rec_kind == PTG_REC_OP_ENTER ? MODEL_OP : MODEL_PY;
+}
+
+/* 1 + index of the innermost frame of kind in stack, 0 when none: O(1). */
+static inline uint32_t model_innermost(const struct model_frame *stack, unsigned int depth,
+				       enum model_kind kind)
+{
+	if (!depth)
+		return 0;
+	if (model_kind_of(stack[depth - 1].kind) == kind)
+		return depth;
+	return stack[depth - 1].up[kind];
+}
 
 struct model_visitor {
 	/*
@@ -59,8 +99,8 @@ struct model_visitor {
 struct model_stats {
 	uint64_t records;
 	uint64_t spans;
-	uint64_t first_ts; /* smallest ts seen, UINT64_MAX if none */
-	uint64_t last_ts;  /* largest ts or ts + dur seen */
+	uint64_t first_ts;	  /* smallest ts seen, UINT64_MAX if none */
+	uint64_t last_ts;	  /* largest ts or ts + dur seen */
 	uint64_t unmatched_exits; /* EXIT with no open span on its tid (ignored) */
 	uint32_t threads;
 };

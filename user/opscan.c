@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,6 +64,7 @@ struct insn {
 
 struct scan {
 	int fd;
+	uint64_t size; /* of the file */
 	Elf *elf;
 	GElf_Phdr *load;
 	size_t nload;
@@ -127,10 +129,16 @@ static ssize_t read_at(const struct scan *s, uint64_t vaddr, void *buf, size_t l
 	return n < 0 ? -errno : n;
 }
 
+/* Up to len bytes at vaddr, as far as its segment goes: symbol sizes are not trusted. */
 static const uint8_t *code_at(struct scan *s, uint64_t vaddr, size_t len, size_t *got)
 {
+	uint64_t off, room;
 	ssize_t n;
 
+	if (vaddr_to_offset(s, vaddr, &off, &room))
+		return NULL;
+	if (len > room)
+		len = room;
 	if (len > s->buf_cap) {
 		uint8_t *b = realloc(s->buf, len);
 
@@ -699,7 +707,9 @@ static int load_phdrs(struct scan *s)
 	if (!s->load)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		if (gelf_getphdr(s->elf, (int)i, &p) && p.p_type == PT_LOAD)
+		/* a segment past the end of the file is damage: code_at() sizes by them */
+		if (gelf_getphdr(s->elf, (int)i, &p) && p.p_type == PT_LOAD &&
+		    p.p_offset <= s->size && p.p_filesz <= s->size - p.p_offset)
 			s->load[s->nload++] = p;
 	}
 	return 0;
@@ -707,9 +717,12 @@ static int load_phdrs(struct scan *s)
 
 static int scan_open(struct scan *s, const char *path)
 {
+	struct stat st;
+
 	s->fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (s->fd < 0)
+	if (s->fd < 0 || fstat(s->fd, &st))
 		return -errno;
+	s->size = (uint64_t)st.st_size;
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -EINVAL;
 	s->elf = elf_begin(s->fd, ELF_C_READ_MMAP, NULL);

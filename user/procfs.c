@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "numarg.h"
 #include "procfs.h"
 
 int proc_maps__for_each(pid_t pid, int (*cb)(const struct proc_map *m, void *ctx), void *ctx)
@@ -41,12 +42,10 @@ int proc_maps__for_each(pid_t pid, int (*cb)(const struct proc_map *m, void *ctx
 
 int parse_pid(const char *s, pid_t *pid)
 {
-	long long v;
-	char *end;
+	uint64_t v;
 
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno || end == s || *end || v <= 0 || v > INT_MAX)
+	/* digits only: no sign, space or base prefix (numarg.h) */
+	if (parse_u64(s, 1, ARG_PID_MAX, &v))
 		return -EINVAL;
 	*pid = (pid_t)v;
 	return 0;

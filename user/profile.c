@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * cProfile semantics over model spans. Recursion is judged on the stack the
- * model hands us when a segment closes, which holds exactly the segments that
- * were open when it was entered: a function (or a caller -> callee pair) is
- * "already active" when it appears there, as _lsprof's recursionLevel says.
+ * cProfile semantics over model spans. Recursion is judged on the segments
+ * that were open when a segment was entered: a function (or a caller ->
+ * callee pair) is "already active" when one of them is it, as _lsprof's
+ * recursionLevel says. The model counts them as it goes (model_span.active),
+ * so that a deep stack costs nothing per segment.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -93,40 +94,23 @@ static struct profile_edge *profile_edge_get(struct profile *p, uint32_t caller,
 	return e;
 }
 
-int profile__add(struct profile *p, const struct model_span *s, uint64_t self_ns,
-		 const struct model_frame *stack, unsigned int depth)
+int profile__add(struct profile *p, const struct model_span *s, uint64_t self_ns)
 {
-	return profile__add_group(p, s, 0, self_ns, stack, depth);
+	return profile__add_group(p, s, 0, self_ns);
 }
 
 int profile__add_group(struct profile *p, const struct model_span *s, uint32_t group,
-		       uint64_t self_ns, const struct model_frame *stack, unsigned int depth)
+		       uint64_t self_ns)
 {
 	bool is_call = !(s->enter_flags & PTG_F_ENTER_RESUME);
-	bool recursive = false, pair_active = false;
+	bool recursive = s->active & MODEL_ACTIVE_SYM;
 	uint64_t dur = s->end > s->start ? s->end - s->start : 0;
-	uint32_t caller = 0, prev = 0;
-	struct profile_func *f;
-	struct profile_edge *e;
-	unsigned int i;
-
 	/* frames of other kinds are transparent: an op's caller is the
 	 * nearest enclosing op, a Python function's the nearest function */
-	for (i = depth; i-- > 0;) {
-		if (stack[i].kind == p->kind) {
-			caller = stack[i].sym;
-			break;
-		}
-	}
-	for (i = 0; i < depth; i++) {
-		if (stack[i].kind != p->kind)
-			continue;
-		if (stack[i].sym == s->sym) {
-			recursive = true;
-			pair_active |= caller && prev == caller;
-		}
-		prev = stack[i].sym;
-	}
+	uint32_t caller = s->caller;
+	bool pair_active = caller && (s->active & MODEL_ACTIVE_PAIR);
+	struct profile_func *f;
+	struct profile_edge *e;
 
 	f = profile_func_get(p, s->sym, group);
 	if (!f)
@@ -277,10 +261,10 @@ static uint32_t stack_group(struct collector *c, const struct model_frame *stack
 	uint32_t frames[64] = {};
 	uint64_t h, *id;
 
-	for (unsigned int i = depth; i-- > 0 && k < n;) {
-		if (stack[i].kind == PTG_REC_PY_ENTER)
-			frames[k++] = stack[i].sym;
-	}
+	/* from Python frame to Python frame: the ops between them cost nothing */
+	for (uint32_t i = model_innermost(stack, depth, MODEL_PY); i && k < n;
+	     i = stack[i - 1].up[MODEL_PY])
+		frames[k++] = stack[i - 1].sym;
 	h = u64map_hash(U64MAP_HASH_SEED, frames, n * sizeof(*frames));
 	/* open addressing on the hash: a colliding key moves on to h + 1 */
 	for (h = u64map_key(h); (id = u64map__get(&c->stack_idx, h)); h = u64map_key(h + 1)) {
@@ -349,6 +333,39 @@ struct host_replay {
 	unsigned int depth;
 };
 
+/*
+ * What the model sets on a span of the trace's own nesting, for an interval
+ * of a host replay: its caller (the nearest enclosing interval of the
+ * profile's kind) and whether its symbol, or the pair of caller and symbol,
+ * is already active below it. A scan of the replay's stack: host calls nest
+ * a few levels deep, not the depth of a Python recursion.
+ */
+static void host_relations(const struct model_frame *stack, unsigned int depth, uint16_t kind,
+			   struct model_span *s)
+{
+	uint32_t prev = 0;
+	unsigned int i;
+
+	s->caller = 0;
+	s->active = 0;
+	for (i = depth; i-- > 0;) {
+		if (stack[i].kind == kind) {
+			s->caller = stack[i].sym;
+			break;
+		}
+	}
+	for (i = 0; i < depth; i++) {
+		if (stack[i].kind != kind)
+			continue;
+		if (stack[i].sym == s->sym) {
+			s->active |= MODEL_ACTIVE_SYM;
+			if (s->caller && prev == s->caller)
+				s->active |= MODEL_ACTIVE_PAIR;
+		}
+		prev = stack[i].sym;
+	}
+}
+
 /* Closes the innermost interval of the replay into the thread's profiles. */
 static int host_pop(struct collector *c, struct profile_thread *t, struct host_replay *h)
 {
@@ -368,11 +385,10 @@ static int host_pop(struct collector *c, struct profile_thread *t, struct host_r
 
 	if (h->depth)
 		h->frames[h->depth - 1].child_ns += dur;
-	err = profile__add_group(c->run->all, &s, h->groups[h->depth], s.self_ns, h->frames,
-				 h->depth);
+	host_relations(h->frames, h->depth, c->run->all->kind, &s);
+	err = profile__add_group(c->run->all, &s, h->groups[h->depth], s.self_ns);
 	if (!err && t->prof)
-		err = profile__add_group(t->prof, &s, h->groups[h->depth], s.self_ns, h->frames,
-					 h->depth);
+		err = profile__add_group(t->prof, &s, h->groups[h->depth], s.self_ns);
 	return err;
 }
 
@@ -491,12 +507,8 @@ static int collector_span(struct collector *c, const struct model_span *s,
 	if (s->kind != kind) {
 		/* time in an op under a function (or in Python under an op) is
 		 * self time of the nearest enclosing span of the profiled kind */
-		for (unsigned int i = depth; i-- > 0;) {
-			if (stack[i].kind == kind) {
-				f->pending[i] += s->self_ns;
-				break;
-			}
-		}
+		if (s->up[model_kind_of(kind)])
+			f->pending[s->up[model_kind_of(kind)] - 1] += s->self_ns;
 		return 0;
 	}
 	self_ns = s->self_ns + f->pending[depth];
@@ -505,9 +517,9 @@ static int collector_span(struct collector *c, const struct model_span *s,
 	group = collector_group(c, s->aux0, stack, depth, &err);
 	if (err)
 		return err;
-	err = profile__add_group(c->run->all, s, group, self_ns, stack, depth);
+	err = profile__add_group(c->run->all, s, group, self_ns);
 	if (!err && t->prof)
-		err = profile__add_group(t->prof, s, group, self_ns, stack, depth);
+		err = profile__add_group(t->prof, s, group, self_ns);
 	return err;
 }
 

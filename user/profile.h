@@ -47,15 +47,14 @@ void profile__free(struct profile *p);
 void profile__set_grouped(struct profile *p);
 uint16_t profile__kind(const struct profile *p);
 /*
- * Adds one closed segment of the profiled kind. self_ns is its self time
- * with the self time of nested spans of other kinds folded in; stack is the
- * model's stack (frames of any kind). Returns 0 or -ENOMEM.
+ * Adds one closed segment of the profiled kind, with its caller and
+ * recursion as the model found them. self_ns is its self time with the self
+ * time of nested spans of other kinds folded in. Returns 0 or -ENOMEM.
  */
-int profile__add(struct profile *p, const struct model_span *s, uint64_t self_ns,
-		 const struct model_frame *stack, unsigned int depth);
+int profile__add(struct profile *p, const struct model_span *s, uint64_t self_ns);
 /* The same, into the row (s->sym, group) of a grouped profile. */
 int profile__add_group(struct profile *p, const struct model_span *s, uint32_t group,
-		       uint64_t self_ns, const struct model_frame *stack, unsigned int depth);
+		       uint64_t self_ns);
 /*
  * Functions, in order of first appearance. Every caller of an edge has an
  * entry, with zero counts when it never closed a segment itself.

@@ -13,6 +13,7 @@
 
 #include "outfile.h"
 #include "pstats.h"
+#include "utf8.h"
 
 /* Type codes of CPython's Python/marshal.c (format version 4, no refs). */
 #define M_NULL	       '0'
@@ -97,33 +98,6 @@ static void marshal_float(FILE *f, double d)
 	put_le(f, bits, 8);
 }
 
-size_t utf8_seq_len(const unsigned char *s)
-{
-	size_t n;
-	uint32_t cp;
-
-	if (s[0] < 0x80)
-		return 1;
-	if ((s[0] & 0xe0) == 0xc0)
-		n = 2, cp = s[0] & 0x1f;
-	else if ((s[0] & 0xf0) == 0xe0)
-		n = 3, cp = s[0] & 0x0f;
-	else if ((s[0] & 0xf8) == 0xf0)
-		n = 4, cp = s[0] & 0x07;
-	else
-		return 0;
-	for (size_t i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	/* overlong forms, surrogates and values past U+10FFFF do not decode */
-	if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-	    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-		return 0;
-	return n;
-}
-
 /*
  * marshal reads 'u' strings as UTF-8 and fails the whole load on a bad byte:
  * names read from a target's memory are not trusted to be valid, so invalid
@@ -132,7 +106,7 @@ size_t utf8_seq_len(const unsigned char *s)
 static int marshal_str(FILE *f, const char *str)
 {
 	const unsigned char *s = (const unsigned char *)str;
-	size_t len = strlen(str), out = 0, i, n;
+	size_t len = strlen(str), out, i;
 	bool ascii = true;
 	char *buf;
 
@@ -149,20 +123,10 @@ static int marshal_str(FILE *f, const char *str)
 		fwrite(str, 1, len, f);
 		return 0;
 	}
-	buf = malloc(len * 3 + 1);
+	buf = utf8_valid_dup(str);
 	if (!buf)
 		return -ENOMEM;
-	for (i = 0; i < len; i += n) {
-		n = utf8_seq_len(s + i);
-		if (n) {
-			memcpy(buf + out, s + i, n);
-			out += n;
-		} else {
-			memcpy(buf + out, "\xef\xbf\xbd", 3);
-			out += 3;
-			n = 1;
-		}
-	}
+	out = strlen(buf);
 	fputc(M_UNICODE, f);
 	put_le(f, out, 4);
 	fwrite(buf, 1, out, f);

@@ -19,13 +19,6 @@ enum pstats_sort {
 	PSTATS_SORT_NAME,    /* "function name", ascending */
 };
 
-/*
- * Length of the valid UTF-8 sequence at s, or 0 when it is not one: marshal
- * and XML parsers both reject a whole file for one bad byte, and names read
- * from a target's memory are not trusted to be valid.
- */
-size_t utf8_seq_len(const unsigned char *s);
-
 /* Parses cumtime|cumulative, tottime|time, ncalls|calls, name; -EINVAL otherwise. */
 int pstats_sort_parse(const char *s, enum pstats_sort *out);
 

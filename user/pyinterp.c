@@ -231,6 +231,10 @@ static int find_handlers(const struct elf_file *ef, struct py_interp *py, char *
 
 	if (elf_file__find_sym(ef, "_PyEval_EvalFrameDefault", false, &eval) || !eval.size)
 		return fail(err, errlen, -ENOENT, "%s: no _PyEval_EvalFrameDefault symbol", py->path);
+	/* some 100 KiB in every CPython: a size from a damaged symbol table is not allocated */
+	if (eval.size > (64u << 20))
+		return fail(err, errlen, -ENOEXEC, "%s: _PyEval_EvalFrameDefault of %llu bytes",
+			    py->path, (unsigned long long)eval.size);
 	if (elf_file__find_sym(ef, "PyTraceBack_Here", false, &tb))
 		return fail(err, errlen, -ENOENT, "%s: no PyTraceBack_Here symbol", py->path);
 	tctx.lo = eval.addr;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -133,10 +134,21 @@ static int cmp_sym(const void *a, const void *b)
 	return x->size < y->size ? 1 : x->size > y->size ? -1 : 0;
 }
 
-static int add_name(struct obj_file *o, const char *name, uint32_t *off)
+/*
+ * Symbols that share one long name in the string table would each copy it:
+ * what the names of an object take is bounded by the size of its file.
+ */
+static uint64_t names_max(uint64_t file_size)
+{
+	return 2 * file_size + (1 << 20);
+}
+
+static int add_name(struct obj_file *o, const char *name, uint64_t max, uint32_t *off)
 {
 	size_t len = strlen(name) + 1;
 
+	if (o->names_len + len > max || o->names_len + len > UINT32_MAX)
+		return -EFBIG;
 	if (o->names_len + len > o->names_cap) {
 		size_t ncap = o->names_cap ? o->names_cap * 2 : 4096;
 		char *n;
@@ -155,7 +167,7 @@ static int add_name(struct obj_file *o, const char *name, uint32_t *off)
 	return 0;
 }
 
-static int read_symtab(struct obj_file *o, Elf *elf, Elf64_Word type)
+static int read_symtab(struct obj_file *o, Elf *elf, Elf64_Word type, uint64_t file_size)
 {
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
@@ -164,6 +176,7 @@ static int read_symtab(struct obj_file *o, Elf *elf, Elf64_Word type)
 	while ((scn = elf_nextscn(elf, scn))) {
 		Elf_Data *data;
 		GElf_Sym sym;
+		int err;
 
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != type || !sh.sh_entsize)
 			continue;
@@ -192,8 +205,9 @@ static int read_symtab(struct obj_file *o, Elf *elf, Elf64_Word type)
 			}
 			o->syms[o->nsyms].addr = sym.st_value;
 			o->syms[o->nsyms].size = sym.st_size;
-			if (add_name(o, name, &o->syms[o->nsyms].name))
-				return -ENOMEM;
+			err = add_name(o, name, names_max(file_size), &o->syms[o->nsyms].name);
+			if (err)
+				return err;
 			o->nsyms++;
 		}
 	}
@@ -233,6 +247,7 @@ static int obj_load(struct obj_file *o, pid_t pid)
 	char path[PATH_MAX + 64];
 	Elf *elf = NULL;
 	int fd, err = -ENOEXEC;
+	struct stat st;
 
 	if (o->loaded)
 		return o->loaded < 0 ? o->loaded : 0;
@@ -240,7 +255,7 @@ static int obj_load(struct obj_file *o, pid_t pid)
 		return -EINVAL;
 	proc_target_path(pid, o->path, o->inode, path, sizeof(path));
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
+	if (fd < 0 || fstat(fd, &st)) {
 		err = -errno;
 		goto cleanup;
 	}
@@ -250,9 +265,9 @@ static int obj_load(struct obj_file *o, pid_t pid)
 	err = read_segments(o, elf);
 	/* a stripped object still exports its dynamic symbols */
 	if (!err)
-		err = read_symtab(o, elf, SHT_SYMTAB);
+		err = read_symtab(o, elf, SHT_SYMTAB, (uint64_t)st.st_size);
 	if (!err && !o->nsyms)
-		err = read_symtab(o, elf, SHT_DYNSYM);
+		err = read_symtab(o, elf, SHT_DYNSYM, (uint64_t)st.st_size);
 	if (!err)
 		qsort(o->syms, o->nsyms, sizeof(*o->syms), cmp_sym);
 cleanup:

@@ -174,6 +174,8 @@ static int collect(const struct sample_set *set, const struct sample_write_opts 
 	err = names ? flamegraph__new(
 			  set->kind == PTG_SAMPLE_CPU ? FG_WEIGHT_CPU : FG_WEIGHT_OFFCPU, &fg)
 		    : -ENOMEM;
+	if (!err && o->max_stack)
+		flamegraph__set_max_stack(fg, o->max_stack);
 	for (size_t i = 0; i < set->nrows && !err; i++)
 		err = add_stack(fg, set, o, &set->rows[i], names);
 	for (size_t i = 0; names && i < set->nframes; i++)

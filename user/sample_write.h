@@ -16,7 +16,8 @@ enum sample_format {
 
 struct sample_write_opts {
 	enum sample_format format;
-	bool threads; /* folded, SVG: a frame per thread under its process */
+	bool threads;		/* folded, SVG: a frame per thread under its process */
+	unsigned int max_stack; /* folded, SVG: frames kept per stack; 0: FLAMEGRAPH_MAX_STACK */
 };
 
 /* From a file name: *.svg, *.folded / *.txt, else pprof. */

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "numarg.h"
 #include "pycode.h"
 #include "slice.h"
 #include "steps.h"
@@ -50,15 +51,14 @@ struct steps {
 
 static int parse_u32(const char *s, size_t len, uint32_t *out)
 {
-	char buf[16], *end;
-	unsigned long v;
+	char buf[16];
+	uint64_t v;
 
 	if (!len || len >= sizeof(buf))
 		return -EINVAL;
 	memcpy(buf, s, len);
 	buf[len] = '\0';
-	v = strtoul(buf, &end, 10);
-	if (*end || buf[0] == '-' || v > UINT32_MAX)
+	if (parse_u64(buf, 0, UINT32_MAX, &v))
 		return -EINVAL;
 	*out = (uint32_t)v;
 	return 0;

@@ -17,6 +17,7 @@
 #include <zlib.h>
 
 #include "array.h"
+#include "losses.h"
 #include "trace.h"
 #include "trace_format.h"
 
@@ -53,9 +54,7 @@ struct trace_reader {
 	uint32_t nsyms;
 	uint32_t syms_cap;
 
-	struct ptg_loss *loss;
-	size_t nloss;
-	size_t loss_cap;
+	struct loss_table losses;
 
 	struct rchunk *chunks; /* RECORDS chunks in file order */
 	size_t nchunks;
@@ -251,7 +250,6 @@ static int parse_loss(struct trace_reader *r, struct cursor *c, uint32_t count)
 {
 	struct ptg_loss l;
 	uint64_t len;
-	size_t i;
 
 	while (count--) {
 		memset(&l, 0, sizeof(l));
@@ -261,17 +259,8 @@ static int parse_loss(struct trace_reader *r, struct cursor *c, uint32_t count)
 		c->p += len;
 		if (cur_u32(c, &l.cpu) || cur_u64(c, &l.count))
 			return -EBADMSG;
-		for (i = 0; i < r->nloss; i++) {
-			if (r->loss[i].cpu == l.cpu && !strcmp(r->loss[i].what, l.what))
-				break;
-		}
-		if (i < r->nloss) {
-			r->loss[i].count += l.count;
-			continue;
-		}
-		if (array_grow((void **)&r->loss, &r->loss_cap, r->nloss + 1, sizeof(l)))
+		if (loss_table__add(&r->losses, l.what, l.cpu, l.count))
 			return -ENOMEM;
-		r->loss[r->nloss++] = l;
 	}
 	return 0;
 }
@@ -728,8 +717,8 @@ size_t trace_reader__nsyms(const struct trace_reader *r)
 
 const struct ptg_loss *trace_reader__losses(const struct trace_reader *r, size_t *n)
 {
-	*n = r->nloss;
-	return r->loss;
+	*n = r->losses.n;
+	return r->losses.v;
 }
 
 uint64_t trace_reader__nrecords(const struct trace_reader *r)
@@ -758,7 +747,7 @@ void trace_reader__close(struct trace_reader *r)
 		free((char *)r->syms[i].name);
 	free(r->meta);
 	free(r->syms);
-	free(r->loss);
+	loss_table__free(&r->losses);
 	free(r->chunks);
 	free(r->comp);
 	free(r->raw);

@@ -20,6 +20,7 @@
 #include <zlib.h>
 
 #include "outfile.h"
+#include "losses.h"
 #include "trace.h"
 #include "trace_format.h"
 
@@ -77,9 +78,7 @@ struct trace_writer {
 
 	struct wbuf meta; /* encoded pairs not yet on disk */
 
-	struct ptg_loss *loss;
-	size_t nloss;
-	size_t loss_cap;
+	struct loss_table losses;
 
 	uint64_t nrecords;
 	uint64_t nchunks;
@@ -514,35 +513,14 @@ int trace_writer__record(struct trace_writer *w, const struct ptg_record *rec)
 
 int trace_writer__loss(struct trace_writer *w, const char *what, uint32_t cpu, uint64_t count)
 {
-	struct ptg_loss *l;
-	size_t i;
-
 	if (w->err)
 		return w->err;
-	if (strlen(what) >= sizeof(l->what)) {
+	if (strlen(what) >= sizeof(w->losses.v->what)) {
 		fprintf(stderr, "trace: loss counter name '%s' too long\n", what);
 		return -EINVAL;
 	}
-	for (i = 0; i < w->nloss; i++) {
-		if (w->loss[i].cpu == cpu && !strcmp(w->loss[i].what, what)) {
-			w->loss[i].count += count;
-			return 0;
-		}
-	}
-	if (w->nloss == w->loss_cap) {
-		size_t cap = w->loss_cap ? w->loss_cap * 2 : 16;
-
-		l = realloc(w->loss, cap * sizeof(*l));
-		if (!l)
-			return writer_fail(w, -ENOMEM, "loss counters of");
-		w->loss = l;
-		w->loss_cap = cap;
-	}
-	l = &w->loss[w->nloss++];
-	memset(l, 0, sizeof(*l));
-	strcpy(l->what, what);
-	l->cpu = cpu;
-	l->count = count;
+	if (loss_table__add(&w->losses, what, cpu, count))
+		return writer_fail(w, -ENOMEM, "loss counters of");
 	return 0;
 }
 
@@ -552,18 +530,20 @@ static int write_losses(struct trace_writer *w)
 	size_t i;
 	int err;
 
-	if (wbuf_reserve(&b, w->nloss * (sizeof(w->loss->what) + 3 * PTG_VARINT_MAX) + 1))
+	if (wbuf_reserve(&b, w->losses.n * (sizeof(w->losses.v->what) + 3 * PTG_VARINT_MAX) + 1))
 		return writer_fail(w, -ENOMEM, "loss counters of");
-	for (i = 0; i < w->nloss; i++) {
-		wbuf_put_str(&b, w->loss[i].what, strlen(w->loss[i].what));
-		wbuf_put_varint(&b, w->loss[i].cpu);
-		wbuf_put_varint(&b, w->loss[i].count);
+	for (i = 0; i < w->losses.n; i++) {
+		wbuf_put_str(&b, w->losses.v[i].what, strlen(w->losses.v[i].what));
+		wbuf_put_varint(&b, w->losses.v[i].cpu);
+		wbuf_put_varint(&b, w->losses.v[i].count);
 		b.count++;
 	}
 	err = wbuf_flush(w, &b, PTG_CHUNK_LOSS);
 	/* on disk: salvage() after a failed END must not count them twice (readers add up) */
-	if (!err)
-		w->nloss = 0;
+	if (!err) {
+		loss_table__free(&w->losses);
+		w->losses = (struct loss_table){};
+	}
 	free(b.data);
 	return err;
 }
@@ -654,7 +634,7 @@ void trace_writer__abort(struct trace_writer *w)
 	free(w->syms);
 	free(w->htab);
 	free(w->meta.data);
-	free(w->loss);
+	loss_table__free(&w->losses);
 	free(w->comp);
 	free(w->raw);
 	free(w->path);

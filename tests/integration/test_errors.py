@@ -96,6 +96,33 @@ class Errors(unittest.TestCase):
         self.assert_one_line_error(["record", "-p", "abc"], "bad PID", code=2)
         self.assert_one_line_error(["frobnicate"], "unknown command", code=2)
 
+    def test_numeric_flags(self):
+        """Every numeric flag of every command refuses what is not a sane number
+        with one line and exit status 2, before it does anything."""
+        flags = [
+            (["record", "-o", self.out, "--", "/bin/true"], ["-p", "-d", "--ringbuf-mb",
+                                                            "--steps"]),
+            (["record", "-o", self.out, "--schedule"], [None]),
+            (["report", "x.ptg"], ["--limit", "--tid", "--group-by-stack"]),
+            (["export", "--pstats", "x.pstats", "x.ptg"], ["--tid"]),
+            (["flamegraph", "x.ptg"], ["--tid", "--max-stack"]),
+            (["idle", "x.ptg"], ["-n", "--kernel-wait-us", "--max-queue"]),
+            (["sample", "-a"], ["-F", "-d", "--every", "--keep", "--max-stack"]),
+            (["sample"], ["-p"]),
+            (["inject", "--pid", "1", "x.so"], ["--timeout"]),
+            (["inject", "x.so"], ["--pid"]),
+        ]
+        for args, names in flags:
+            for name in names:
+                for value in ("nan", "inf", "-inf", "-1", "1e30", "12abc", "", " 1", "0x10",
+                              "99999999999999999999999"):
+                    if name is None:  # --schedule: the bad number is inside
+                        argv = [*args, f"wait={value},active=1"]
+                    else:
+                        argv = [*args[:1], name, value, *args[1:]]
+                    with self.subTest(argv=argv):
+                        self.assert_one_line_error(argv, "bad", code=2)
+
     def test_command_not_python(self):
         self.assert_one_line_error(["record", "-o", self.out, "--", "/bin/true"],
                                    "exited before it started a Python interpreter")

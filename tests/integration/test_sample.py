@@ -530,10 +530,18 @@ class SampleTest(unittest.TestCase):
             s = Sampler(["-p", str(proc.pid), "--native", "-d", "2", "-o", svg, "-o", pb])
             s.wait()
             res = ptg.run(["sample", "-p", str(proc.pid), "-d", "1", "--folded", "-q"])
+            cut = ptg.run(["sample", "-p", str(proc.pid), "-d", "1", "--folded", "-q",
+                           "--max-stack", "2"])
         finally:
             stop(proc)
         self.assertEqual(res.returncode, 0, res.stderr)
         self.assertIn("hot (" + SPLIT, res.stdout)
+        # the process frame, one more, and what is deeper folded into one
+        self.assertEqual(cut.returncode, 0, cut.stderr)
+        stacks = [line.rpartition(" ")[0].split(";") for line in cut.stdout.splitlines()]
+        self.assertTrue(stacks)
+        self.assertLessEqual(max(len(st) for st in stacks), 3, cut.stdout)
+        self.assertTrue(any(st[-1].endswith(" frames cut]") for st in stacks), cut.stdout)
         root = ET.parse(svg).getroot()
         titles = [t.text for t in root.iter("{http://www.w3.org/2000/svg}title")]
         self.assertTrue(any(t.startswith("hot (") for t in titles))

@@ -276,6 +276,49 @@ static void test_deep(void)
 	check_span(&w.seen[1], f, 99980, 100010, 20, 9998, "next");
 }
 
+/*
+ * f > g > f > op > g on one thread: each span says its caller of the same
+ * kind (the op's Python frames are transparent to it and it to them) and
+ * what was already open when it was entered, as cProfile counts recursion.
+ * Spans close innermost first: g, op, f, g, f.
+ */
+static void test_recursion(void)
+{
+	struct walk w;
+	uint32_t f, g, op;
+
+	start();
+	f = trace_writer__sym(writer, PTG_SYM_PY_FUNC, "f", "m.py", 1);
+	g = trace_writer__sym(writer, PTG_SYM_PY_FUNC, "g", "m.py", 5);
+	op = trace_writer__sym(writer, PTG_SYM_OP, "aten::mm", "", 0);
+	rec(PTG_REC_PY_ENTER, 0, 1, 10, f, 100, 0);
+	rec(PTG_REC_PY_ENTER, 0, 1, 10, g, 110, 0);
+	rec(PTG_REC_PY_ENTER, 0, 1, 10, f, 120, 0);
+	rec(PTG_REC_OP_ENTER, 0, 1, 10, op, 130, 0);
+	rec(PTG_REC_PY_ENTER, 0, 1, 10, g, 140, 0);
+	for (uint64_t ts = 150; ts < 200; ts += 10)
+		rec(ts == 160 ? PTG_REC_OP_EXIT : PTG_REC_PY_EXIT, 0, 1, 10, 0, ts, 0);
+	if (finish(&w) || !ASSERT_EQ(w.n, 5, "five spans"))
+		return;
+	/* inner g: called by f (through the op), g and f -> g both open */
+	ASSERT_EQ(w.seen[0].span.caller, f, "inner g's caller");
+	ASSERT_EQ(w.seen[0].span.active, MODEL_ACTIVE_SYM | MODEL_ACTIVE_PAIR, "inner g");
+	ASSERT_EQ(w.seen[0].span.up[MODEL_OP], 4, "inner g's op");
+	ASSERT_EQ(w.seen[0].span.up[MODEL_PY], 3, "inner g's Python frame");
+	/* the op: no op above it, no op open before */
+	ASSERT_EQ(w.seen[1].span.caller, 0, "op's caller");
+	ASSERT_EQ(w.seen[1].span.active, 0, "op");
+	ASSERT_EQ(w.seen[1].span.up[MODEL_PY], 3, "op's Python frame");
+	/* inner f: f open, g -> f is not */
+	ASSERT_EQ(w.seen[2].span.caller, g, "inner f's caller");
+	ASSERT_EQ(w.seen[2].span.active, MODEL_ACTIVE_SYM, "inner f");
+	/* outer g and f: nothing of theirs open */
+	ASSERT_EQ(w.seen[3].span.active, 0, "outer g");
+	ASSERT_EQ(w.seen[3].span.caller, f, "outer g's caller");
+	ASSERT_EQ(w.seen[4].span.active, 0, "outer f");
+	ASSERT_EQ(w.seen[4].span.caller, 0, "outer f's caller");
+}
+
 static void test_empty_stats(void)
 {
 	struct walk w;
@@ -297,6 +340,7 @@ int main(void)
 	test_generator();
 	test_threads();
 	test_deep();
+	test_recursion();
 	test_empty_stats();
 	unlink(path);
 	return TEST_DONE();
