@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* How a command opens the trace it reads: one line on stderr when it cannot. */
+/*
+ * How a command opens the trace it reads: one line on stderr when it cannot,
+ * and one warning line when the trace is cut short but readable.
+ */
 #ifndef PTG_TRACE_OPEN_H
 #define PTG_TRACE_OPEN_H
 
