@@ -1,6 +1,7 @@
 """A trace cut short reads up to its last complete chunk: a recorder killed by
-SIGKILL leaves its temporary file, and every report reads it with one warning;
-a complete trace cut at any offset reads a prefix of its records."""
+SIGKILL leaves its temporary file, every report reads it with one warning and
+the next recording of that name says where it is; a complete trace cut at any
+offset reads a prefix of its records."""
 import glob
 import json
 import os
@@ -108,6 +109,16 @@ class Killed(Checks, unittest.TestCase):
         self.assertGreater(len(records), 10000)
         self.assertGreater(calls, 5000)
         self.assert_nesting(records)
+        # the next recording of that name says where the hidden trace is, and keeps it
+        res = ptg.run(["record", "-q", "-o", out, "--", *python.argv("-c", "pass")],
+                      timeout=120)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertEqual(res.stderr.splitlines(),
+                         [f"ptrace-gpu: note: {tmp[0]} is the trace of a recording killed "
+                          "before its end, or of one still under way; report reads it; "
+                          "remove it when done"])
+        self.assertEqual(os.path.getsize(tmp[0]), size)
+        self.assertTrue(os.path.exists(out))
 
 
 class Cuts(Checks, unittest.TestCase):
