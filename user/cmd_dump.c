@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "trace.h"
+#include "trace_open.h"
 
 static const char *const kind_names[PTG_REC_NR_KINDS] = {
 	[PTG_REC_PY_ENTER] = "py_enter", [PTG_REC_PY_EXIT] = "py_exit",
@@ -91,7 +92,6 @@ int cmd_dump(int argc, char **argv)
 {
 	struct trace_reader *r = NULL;
 	struct ptg_record rec;
-	char err[256] = "";
 	int ret;
 
 	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
@@ -106,11 +106,8 @@ int cmd_dump(int argc, char **argv)
 			"ptrace-gpu dump: expected one trace FILE (see ptrace-gpu dump --help)\n");
 		return 2;
 	}
-	ret = trace_reader__open(argv[1], &r, err, sizeof(err));
-	if (ret) {
-		fprintf(stderr, "ptrace-gpu: %s: %s\n", argv[1], err);
+	if (trace_open("ptrace-gpu", argv[1], &r))
 		return 1;
-	}
 	print_header(r);
 	while ((ret = trace_reader__next(r, &rec)) == 1)
 		print_record(r, &rec);

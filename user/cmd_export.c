@@ -19,6 +19,7 @@
 #include "pstats.h"
 #include "trace.h"
 #include "trace_pprof.h"
+#include "trace_open.h"
 
 struct export_opts {
 	const char *path;
@@ -215,18 +216,13 @@ int cmd_export(int argc, char **argv)
 {
 	struct export_opts o = {};
 	struct trace_reader *r = NULL;
-	char errbuf[256] = "";
 	int err;
 
 	err = export_parse(argc, argv, &o);
 	if (err)
 		return err > 0 ? 0 : 2;
-	err = trace_reader__open(o.path, &r, errbuf, sizeof(errbuf));
-	if (err) {
-		fprintf(stderr, "ptrace-gpu export: %s: %s\n", o.path,
-			errbuf[0] ? errbuf : strerror(-err));
+	if (trace_open("ptrace-gpu export", o.path, &r))
 		return 1;
-	}
 	if (o.chrome_out)
 		err = chrome_export(r, o.chrome_out);
 	if (!err && o.pstats_out)

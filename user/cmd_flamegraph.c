@@ -14,6 +14,7 @@
 #include "outfile.h"
 #include "numarg.h"
 #include "trace.h"
+#include "trace_open.h"
 
 struct fg_cmd_opts {
 	const char *path;
@@ -151,18 +152,13 @@ int cmd_flamegraph(int argc, char **argv)
 	struct fg_cmd_opts o = {};
 	struct trace_reader *r = NULL;
 	struct flamegraph *fg = NULL;
-	char errbuf[256] = "";
 	int err;
 
 	err = flamegraph_parse(argc, argv, &o);
 	if (err)
 		return err > 0 ? 0 : 2;
-	err = trace_reader__open(o.path, &r, errbuf, sizeof(errbuf));
-	if (err) {
-		fprintf(stderr, "ptrace-gpu flamegraph: %s: %s\n", o.path,
-			errbuf[0] ? errbuf : strerror(-err));
+	if (trace_open("ptrace-gpu flamegraph", o.path, &r))
 		return 1;
-	}
 	err = flamegraph__collect(r, &o.fg, &fg);
 	if (err == -ENOMEM)
 		goto cleanup;

@@ -14,6 +14,7 @@
 #include "idle.h"
 #include "numarg.h"
 #include "utf8.h"
+#include "trace_open.h"
 
 struct idle_out {
 	FILE *f;
@@ -577,7 +578,6 @@ int cmd_idle(int argc, char **argv)
 	struct idle_out out = {.f = stdout};
 	struct idle_opts o;
 	bool json = false;
-	char errbuf[256];
 	int err;
 
 	idle_opts__defaults(&o);
@@ -587,11 +587,8 @@ int cmd_idle(int argc, char **argv)
 	if (err)
 		return err > 0 ? 0 : 2;
 	out.path = argv[optind];
-	err = trace_reader__open(out.path, &r, errbuf, sizeof(errbuf));
-	if (err) {
-		fprintf(stderr, "ptrace-gpu: idle: %s: %s\n", out.path, errbuf);
+	if (trace_open("ptrace-gpu: idle", out.path, &r))
 		return 1;
-	}
 	err = idle_analyze(r, &o, &rep);
 	if (err)
 		goto cleanup;

@@ -23,6 +23,7 @@
 #include "libwatch.h"
 #include "modpath.h"
 #include "numarg.h"
+#include "outfile.h"
 #include "procfs.h"
 #include "pyframe.h"
 #include "pyinterp.h"
@@ -311,6 +312,22 @@ static int setup_target(struct recording *rc, char *err, size_t errlen)
 	return ret;
 }
 
+/*
+ * A recorder killed before its rename leaves its trace in a hidden temporary
+ * file, which reads up to its last complete chunk: say where it is. Never
+ * removed: a recorder still writing it would look the same.
+ */
+static void note_leftover(const char *out)
+{
+	char left[PATH_MAX];
+
+	if (outfile_leftover(out, left, sizeof(left)))
+		fprintf(stderr,
+			"ptrace-gpu: note: %s is the trace of a recording killed before its "
+			"end, or of one still under way; report reads it; remove it when done\n",
+			left);
+}
+
 static int start(struct recording *rc)
 {
 	char err[512] = "";
@@ -341,6 +358,7 @@ static int start(struct recording *rc)
 		rc->pidfd = (int)syscall(SYS_pidfd_open, rc->pid, 0);
 	/* with --steps / --schedule the output is cut from this once the steps are known */
 	snprintf(rc->tmp, sizeof(rc->tmp), "%s.recording", rc->o->output);
+	note_leftover(wants_steps(rc->o) ? rc->tmp : rc->o->output);
 	ret = trace_writer__open(wants_steps(rc->o) ? rc->tmp : rc->o->output, &rc->w);
 	if (ret)
 		return ret;

@@ -18,6 +18,7 @@
 #include "pstats.h"
 #include "schedprobe.h"
 #include "trace.h"
+#include "trace_open.h"
 
 struct report_opts {
 	const char *path;
@@ -547,18 +548,13 @@ int cmd_report(int argc, char **argv)
 {
 	struct report_opts o = {};
 	struct trace_reader *r = NULL;
-	char errbuf[256] = "";
 	int err;
 
 	err = report_parse(argc, argv, &o);
 	if (err)
 		return err > 0 ? 0 : 2;
-	err = trace_reader__open(o.path, &r, errbuf, sizeof(errbuf));
-	if (err) {
-		fprintf(stderr, "ptrace-gpu report: %s: %s\n", o.path,
-			errbuf[0] ? errbuf : strerror(-err));
+	if (trace_open("ptrace-gpu report", o.path, &r))
 		return 1;
-	}
 	err = report_run(&o, r);
 	trace_reader__close(r);
 	if (fflush(stdout) && !err) {

@@ -91,8 +91,11 @@ int cuda_join_load(struct trace_reader *r, struct u64map *m)
 	struct ptg_record rec;
 	int err;
 
-	/* a trace without join flows is read once, not twice */
-	if (!joined || !strtoull(joined, NULL, 10))
+	/*
+	 * A trace without join flows is read once, not twice. The count is
+	 * written at the end: a trace cut before it may have flows all the same.
+	 */
+	if (joined ? !strtoull(joined, NULL, 10) : !trace_reader__cut(r, NULL, NULL))
 		return trace_reader__rewind(r);
 	err = trace_reader__rewind(r);
 	while (!err && (err = trace_reader__next(r, &rec)) > 0)

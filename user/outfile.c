@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* Output files through a new temporary file renamed into place (outfile.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -14,6 +15,9 @@
 
 /* tries at a fresh random name before giving up: another file took each one */
 #define OUTFILE_TRIES 64
+/* the destination's name as the temporary file's name holds it */
+#define TMP_BASE_MAX 200
+#define TMP_RND_LEN  16
 
 struct outfile {
 	int dirfd;
@@ -53,7 +57,8 @@ static int create_tmp(struct outfile *of)
 		if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
 			return -errno;
 		/* hidden, and short enough for NAME_MAX whatever the destination's length */
-		snprintf(of->tmp, sizeof(of->tmp), ".%.200s.%016" PRIx64 ".tmp", of->base, rnd);
+		snprintf(of->tmp, sizeof(of->tmp), ".%.*s.%0*" PRIx64 ".tmp", TMP_BASE_MAX,
+			 of->base, TMP_RND_LEN, rnd);
 		of->fd = openat(of->dirfd, of->tmp,
 				O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (of->fd >= 0)
@@ -169,6 +174,53 @@ void outfile__abort(struct outfile *of)
 		close(of->dirfd);
 	free(of->base);
 	free(of);
+}
+
+/* Whether name is what create_tmp() makes for base: .BASE.<16 hex digits>.tmp */
+static bool is_tmp_of(const char *name, const char *base)
+{
+	size_t blen = strnlen(base, TMP_BASE_MAX);
+	const char *rnd;
+
+	if (name[0] != '.' || strncmp(name + 1, base, blen) || name[1 + blen] != '.')
+		return false;
+	rnd = name + 2 + blen;
+	if (strlen(rnd) != TMP_RND_LEN + 4 || strcmp(rnd + TMP_RND_LEN, ".tmp"))
+		return false;
+	for (int i = 0; i < TMP_RND_LEN; i++) {
+		if (!strchr("0123456789abcdef", rnd[i]))
+			return false;
+	}
+	return true;
+}
+
+bool outfile_leftover(const char *path, char *buf, size_t len)
+{
+	const char *slash = strrchr(path, '/');
+	struct outfile of = {.dirfd = -1};
+	struct dirent *de = NULL;
+	struct stat st;
+	DIR *d;
+
+	if (open_dir(path, &of) || !(d = fdopendir(of.dirfd))) {
+		if (of.dirfd >= 0)
+			close(of.dirfd);
+		free(of.base);
+		return false;
+	}
+	while ((de = readdir(d))) {
+		/* another user's file of that name is not ours to mention */
+		if (is_tmp_of(de->d_name, of.base) &&
+		    !fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) &&
+		    S_ISREG(st.st_mode) && st.st_uid == geteuid()) {
+			snprintf(buf, len, "%.*s%s", slash ? (int)(slash - path + 1) : 0, path,
+				 de->d_name);
+			break;
+		}
+	}
+	closedir(d); /* and of.dirfd with it */
+	free(of.base);
+	return de != NULL;
 }
 
 bool outfile_is_input(const char *out, const char *in)

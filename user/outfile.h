@@ -36,6 +36,15 @@ int outfile__commit(struct outfile *of);
 void outfile__abort(struct outfile *of);
 
 /*
+ * Finds a temporary file of path's name (.NAME.<random>.tmp, a regular file
+ * of this user) beside it and puts its path in buf: true when there is one.
+ * A writer killed before its rename leaves one behind; a live writer of the
+ * same name has one too, and nothing tells the two apart, so callers only
+ * say so and never remove it.
+ */
+bool outfile_leftover(const char *path, char *buf, size_t len);
+
+/*
  * Whether writing out would replace the file in names: the same inode, out
  * itself not followed when it is a symlink (replacing the link leaves its
  * target alone).

@@ -13,6 +13,7 @@
 
 #include "slice.h"
 #include "trace.h"
+#include "trace_open.h"
 #include "u64map.h"
 
 struct slice_thread {
@@ -217,14 +218,11 @@ int trace_slice(const char *in, const char *out, uint64_t t0, uint64_t t1,
 {
 	struct slicer s = { .t0 = t0, .t1 = t1 };
 	struct trace_reader *r = NULL;
-	char errbuf[256] = "";
 	int err;
 
-	err = trace_reader__open(in, &r, errbuf, sizeof(errbuf));
-	if (err) {
-		fprintf(stderr, "slice: %s: %s\n", in, errbuf[0] ? errbuf : strerror(-err));
+	err = trace_open("slice", in, &r);
+	if (err)
 		return err;
-	}
 	s.r = r;
 	err = trace_writer__open(out, &s.w);
 	err = err ?: copy_header(r, s.w, extra, nextra);

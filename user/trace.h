@@ -166,8 +166,7 @@ struct trace_reader;
 
 /*
  * Opens and validates a trace. On failure returns a negative errno and, when
- * errbuf is given, a one-line reason ("truncated trace file", "bad checksum in
- * chunk 3", ...).
+ * errbuf is given, a one-line reason ("bad checksum in chunk 3", ...).
  */
 int trace_reader__open(const char *path, struct trace_reader **out, char *errbuf, size_t errlen);
 /* Next record in file order: 1 = rec filled, 0 = end, < 0 = corrupt (see __error). */
@@ -186,6 +185,13 @@ bool trace_reader__meta_at(const struct trace_reader *r, size_t i, const char **
 /* Symbol by id, or NULL. Symbols are all loaded at open. */
 const struct ptg_sym *trace_reader__sym(const struct trace_reader *r, uint32_t id);
 size_t trace_reader__nsyms(const struct trace_reader *r);
+/*
+ * A trace without its end marker opens and reads its complete chunks (a
+ * recorder killed, a full disk, a copy cut short): true, with the file's size
+ * and the offset where its complete chunks end; frames open at the cut have no
+ * EXIT. Such a trace has a "trace_truncated" loss counter.
+ */
+bool trace_reader__cut(const struct trace_reader *r, uint64_t *size, uint64_t *readable);
 /* Loss counters, all loaded at open. */
 const struct ptg_loss *trace_reader__losses(const struct trace_reader *r, size_t *n);
 uint64_t trace_reader__nrecords(const struct trace_reader *r);

@@ -5,6 +5,7 @@
  * chunks, which next() inflates one at a time. Every length read from the
  * file is checked against the file size and PTG_CHUNK_MAX_LEN before use: a
  * damaged trace gives an error message, never a crash or a huge allocation.
+ * A trace cut short (no END) reads up to its last complete chunk.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +21,11 @@
 #include "losses.h"
 #include "trace.h"
 #include "trace_format.h"
+
+/* Loss counter of a trace read without its END: one per cut. */
+#define LOSS_TRUNCATED "trace_truncated"
+/* Buffer size for inflating the payload of a cut chunk piece by piece. */
+#define CUT_BUF_LEN (64u * 1024)
 
 struct rchunk {
 	uint64_t off; /* of the payload */
@@ -44,6 +50,7 @@ struct trace_reader {
 	int fd;
 	uint64_t size;
 	uint32_t version;
+	uint64_t cut_at; /* end of the last complete chunk of a cut trace, else 0 */
 	char err[256];
 
 	struct meta_pair *meta;
@@ -245,7 +252,6 @@ static int parse_syms(struct trace_reader *r, struct cursor *c, uint32_t count)
 	return 0;
 }
 
-/* Counters of the same (what, cpu) in several LOSS chunks add up. */
 static int parse_loss(struct trace_reader *r, struct cursor *c, uint32_t count)
 {
 	struct ptg_loss l;
@@ -406,20 +412,61 @@ static int check_file_header(struct trace_reader *r)
 	return 0;
 }
 
-/* Reads and bounds-checks the header of chunk c->index at offset off. */
-static int chunk_header(struct trace_reader *r, uint64_t off, struct rchunk *c, uint32_t *type)
+/*
+ * Whether the stored bytes of chunk c, from its payload to the end of the
+ * file, are what a cut leaves: the beginning of a zlib stream that has not
+ * ended and inflates to no more than raw_len bytes. A comp_len damaged to
+ * reach past the end of the file fails this: the stream ends early (the next
+ * chunk follows it) or the bytes are not deflate data. 1 = cut, 0 = not.
+ */
+static int payload_is_cut(struct trace_reader *r, const struct rchunk *c)
 {
-	uint8_t h[PTG_CHUNK_HDR_LEN];
-	int err;
+	uint64_t off = c->off;
+	z_stream zs = {};
+	int zret = Z_OK, err = 0;
 
-	if (r->size - off < PTG_CHUNK_HDR_LEN)
-		return reader_fail(r, -EBADMSG,
-				   "truncated trace file: chunk %u header ends past end of file",
-				   c->index);
-	err = read_full(r->fd, h, sizeof(h), off);
+	if (reserve(&r->comp, &r->comp_cap, CUT_BUF_LEN) ||
+	    reserve(&r->raw, &r->raw_cap, CUT_BUF_LEN) || inflateInit(&zs) != Z_OK)
+		return reader_fail(r, -ENOMEM, "out of memory reading chunk %u", c->index);
+	/* stops as soon as the output passes raw_len: a bomb is refused early */
+	while (!err && zret == Z_OK && off < r->size && zs.total_out <= c->raw_len) {
+		size_t n = r->size - off < CUT_BUF_LEN ? r->size - off : CUT_BUF_LEN;
+
+		err = read_full(r->fd, r->comp, n, off);
+		off += n;
+		zs.next_in = r->comp;
+		zs.avail_in = n;
+		/* the output is only counted: each round overwrites the last */
+		while (zret == Z_OK && zs.avail_in && zs.total_out <= c->raw_len) {
+			zs.next_out = r->raw;
+			zs.avail_out = CUT_BUF_LEN;
+			zret = inflate(&zs, Z_NO_FLUSH);
+		}
+	}
+	inflateEnd(&zs);
 	if (err)
 		return reader_fail(r, err, "cannot read chunk %u: %s", c->index, strerror(-err));
-	if (get_le32(h) != PTG_CHUNK_MAGIC)
+	/* Z_BUF_ERROR: no progress possible on a full buffer, the stream goes on */
+	return (zret == Z_OK || zret == Z_BUF_ERROR) && zs.total_out <= c->raw_len;
+}
+
+/*
+ * Reads and bounds-checks the header of chunk c->index at offset off. Returns
+ * 1 when the file ends inside the chunk and what it holds of it is a valid
+ * beginning (magic, lengths within limits, payload_is_cut()): a cut, not
+ * damage.
+ */
+static int chunk_header(struct trace_reader *r, uint64_t off, struct rchunk *c, uint32_t *type)
+{
+	uint8_t h[PTG_CHUNK_HDR_LEN] = {}, magic[4];
+	size_t have = r->size - off < sizeof(h) ? r->size - off : sizeof(h);
+	int err;
+
+	err = read_full(r->fd, h, have, off);
+	if (err)
+		return reader_fail(r, err, "cannot read chunk %u: %s", c->index, strerror(-err));
+	put_le32(magic, PTG_CHUNK_MAGIC);
+	if (memcmp(h, magic, have < sizeof(magic) ? have : sizeof(magic)))
 		return reader_fail(r, -EBADMSG, "corrupted trace file: no chunk %u at offset %llu",
 				   c->index, (unsigned long long)off);
 	*type = get_le32(h + 4);
@@ -428,14 +475,22 @@ static int chunk_header(struct trace_reader *r, uint64_t off, struct rchunk *c, 
 	c->crc = get_le32(h + 16);
 	c->count = get_le32(h + 20);
 	c->off = off + PTG_CHUNK_HDR_LEN;
-	if (c->raw_len > PTG_CHUNK_MAX_LEN || c->comp_len > PTG_CHUNK_MAX_LEN ||
-	    c->raw_len > (uint64_t)c->comp_len * PTG_ZLIB_MAX_RATIO)
+	/* both lengths are in the first 16 bytes: checked as soon as they are there */
+	if (have >= 16 && (c->raw_len > PTG_CHUNK_MAX_LEN || c->comp_len > PTG_CHUNK_MAX_LEN ||
+			   c->raw_len > (uint64_t)c->comp_len * PTG_ZLIB_MAX_RATIO))
 		return reader_fail(
 		    r, -EBADMSG, "corrupted trace file: impossible lengths in chunk %u", c->index);
-	if (c->comp_len > r->size - c->off)
-		return reader_fail(
-		    r, -EBADMSG, "truncated trace file: chunk %u ends past end of file", c->index);
-	return 0;
+	if (have < sizeof(h))
+		return 1;
+	if (c->comp_len <= r->size - c->off)
+		return 0;
+	err = payload_is_cut(r, c);
+	if (!err)
+		return reader_fail(r, -EBADMSG,
+				   "corrupted trace file: chunk %u ends past end of file, but its "
+				   "payload is not cut short",
+				   c->index);
+	return err;
 }
 
 static int index_records(struct trace_reader *r, const struct rchunk *c)
@@ -447,13 +502,24 @@ static int index_records(struct trace_reader *r, const struct rchunk *c)
 	return 0;
 }
 
+/* What a cut trace has lost is unknown: a loss counter says it was cut. */
+static int note_cut(struct trace_reader *r, uint64_t off)
+{
+	struct ptg_loss l = {.what = LOSS_TRUNCATED, .cpu = UINT32_MAX, .count = 1};
+
+	r->cut_at = off;
+	if (loss_table__add(&r->losses, l.what, l.cpu, l.count))
+		return reader_fail(r, -ENOMEM, "out of memory");
+	return 0;
+}
+
 static int scan_chunks(struct trace_reader *r)
 {
 	uint64_t off = PTG_FILE_HDR_LEN;
 	struct rchunk c = {};
 	bool ended = false;
 	uint32_t type = 0;
-	int err;
+	int err = 0;
 
 	for (c.index = 0; off < r->size; c.index++) {
 		if (ended)
@@ -461,7 +527,7 @@ static int scan_chunks(struct trace_reader *r)
 					   "corrupted trace file: data after the end marker");
 		err = chunk_header(r, off, &c, &type);
 		if (err)
-			return err;
+			break;
 		if (type == PTG_CHUNK_RECORDS)
 			err = index_records(r, &c);
 		else if (type >= PTG_CHUNK_META && type <= PTG_CHUNK_END)
@@ -472,10 +538,10 @@ static int scan_chunks(struct trace_reader *r)
 		ended = type == PTG_CHUNK_END;
 		off = c.off + c.comp_len;
 	}
-	if (!ended)
-		return reader_fail(
-		    r, -EBADMSG, "truncated trace file: no end marker (was the recorder killed?)");
-	return 0;
+	if (err < 0)
+		return err;
+	/* no END: a recorder killed, a disk full, a copy cut short; read what is whole */
+	return ended ? 0 : note_cut(r, off);
 }
 
 int trace_reader__open(const char *path, struct trace_reader **out, char *errbuf, size_t errlen)
@@ -719,6 +785,15 @@ const struct ptg_loss *trace_reader__losses(const struct trace_reader *r, size_t
 {
 	*n = r->losses.n;
 	return r->losses.v;
+}
+
+bool trace_reader__cut(const struct trace_reader *r, uint64_t *size, uint64_t *readable)
+{
+	if (size)
+		*size = r->size;
+	if (readable)
+		*readable = r->cut_at;
+	return r->cut_at != 0;
 }
 
 uint64_t trace_reader__nrecords(const struct trace_reader *r)

@@ -200,11 +200,22 @@ class Errors(unittest.TestCase):
     def test_truncated_and_corrupted(self):
         data = self.make_trace()
         bad = os.path.join(self.tmp.name, "bad.ptg")
-        for cut in (len(data) - 1, len(data) // 2, 20, 8):
+        # a cut file header is an error; a cut anywhere later reads what is whole,
+        # with one warning line (test_truncated checks what is read)
+        for cut in (8, 15):
             with open(bad, "wb") as f:
                 f.write(data[:cut])
             for cmd in (["report"], ["dump"], ["idle"], ["flamegraph"]):
                 self.assert_one_line_error([*cmd, bad], "trace")
+        for cut in (len(data) - 1, len(data) // 2, 20, 16):
+            with open(bad, "wb") as f:
+                f.write(data[:cut])
+            for cmd in (["report"], ["dump"], ["idle"], ["flamegraph", "-o", self.out + ".svg"]):
+                res = subprocess.run([ptg.PTG, *cmd, bad], capture_output=True, text=True)
+                self.assertEqual(res.returncode, 0, res.stderr)
+                self.assertEqual(len(res.stderr.splitlines()), 1, res.stderr)
+                self.assertRegex(res.stderr, r"^ptrace-gpu: warning: .* is truncated at byte "
+                                 f"{cut} ")
         # flip one bit in each quarter of the file
         for pos in range(16, len(data), max(1, len(data) // 4)):
             flipped = bytearray(data)

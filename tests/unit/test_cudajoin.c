@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Matching CUPTI's API records to probed host calls, and resolving ids through join flows. */
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cudajoin.h"
@@ -171,6 +172,54 @@ cleanup:
 	unlink(path);
 }
 
+/*
+ * cupti.api_joined is written at the end: without it a complete trace has no
+ * join flows, a truncated one may have them and is read for them.
+ */
+static void test_load_truncated(void)
+{
+	char path[] = "/tmp/test_cudajoin.XXXXXX";
+	struct ptg_record call = {.kind = PTG_REC_CUDA_CALL,
+				  .pid = 7,
+				  .tid = 8,
+				  .ts = 100,
+				  .dur = 50,
+				  .aux = {0, 0, 0, 42}};
+	struct ptg_record flow = {
+	    .kind = PTG_REC_FLOW, .pid = 7, .tid = 8, .ts = 100, .corr = 9, .aux = {0, 0, 211, 42}};
+	struct trace_writer *w;
+	struct trace_reader *r;
+	struct u64map m = {};
+	int fd = mkstemp(path), err;
+	struct stat st;
+
+	if (!ASSERT_TRUE(fd >= 0, "mkstemp"))
+		return;
+	close(fd);
+	err = trace_writer__open(path, &w);
+	err = err ?: trace_writer__record(w, &call);
+	err = err ?: trace_writer__record(w, &flow);
+	err = err ?: trace_writer__close(w);
+	ASSERT_EQ(err, 0, "write");
+	if (!ASSERT_EQ(trace_reader__open(path, &r, NULL, 0), 0, "open whole"))
+		goto cleanup;
+	ASSERT_EQ(cuda_join_load(r, &m), 0, "load whole");
+	ASSERT_EQ(m.len, 0, "no count, no flows read");
+	trace_reader__close(r);
+	/* one byte less: the end marker is cut, the records are whole */
+	if (!ASSERT_EQ(stat(path, &st) ?: truncate(path, st.st_size - 1), 0, "truncate") ||
+	    !ASSERT_EQ(trace_reader__open(path, &r, NULL, 0), 0, "open cut"))
+		goto cleanup;
+	ASSERT_TRUE(trace_reader__cut(r, NULL, NULL), "cut");
+	ASSERT_EQ(cuda_join_load(r, &m), 0, "load cut");
+	ASSERT_EQ(m.len, 1, "the flow of a cut trace read");
+	ASSERT_EQ(cuda_join_corr(&m, &call), 9, "host call -> corr");
+	trace_reader__close(r);
+cleanup:
+	u64map__free(&m);
+	unlink(path);
+}
+
 int main(void)
 {
 	test_names();
@@ -179,5 +228,6 @@ int main(void)
 	test_neighbours();
 	test_long_history();
 	test_load();
+	test_load_truncated();
 	return TEST_DONE();
 }

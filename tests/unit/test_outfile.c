@@ -162,6 +162,41 @@ static void test_refusals(void)
 	ASSERT_TRUE(!outfile_is_input(q, p), "a new output is no input");
 }
 
+/* Only a regular file named as outfile__open names them, for that name, is found. */
+static void test_leftover(void)
+{
+	static const char *const others[] = {
+	    ".run.ptg.0123456789abcdeg.tmp",  ".run.ptg.0123456789abcde.tmp",
+	    ".run.ptgx.0123456789abcdef.tmp", ".other.ptg.0123456789abcdef.tmp",
+	    "run.ptg.0123456789abcdef.tmp",   ".run.ptg.0123456789abcdef.tmpx",
+	};
+	char p[256], link[256], found[512] = "", expect[512];
+	struct outfile *of;
+
+	path_of(p, sizeof(p), "run.ptg");
+	ASSERT_TRUE(!outfile_leftover(p, found, sizeof(found)), "none in an empty directory");
+	for (size_t i = 0; i < sizeof(others) / sizeof(*others); i++)
+		put(others[i], "x");
+	path_of(link, sizeof(link), ".run.ptg.fedcba9876543210.tmp");
+	ASSERT_EQ(symlink("/etc/passwd", link), 0, "symlink");
+	ASSERT_TRUE(!outfile_leftover(p, found, sizeof(found)), "look-alikes and a symlink");
+	/* a writer that has not committed yet, as a killed one leaves it */
+	if (ASSERT_EQ(outfile__open(p, &of), 0, "open")) {
+		ASSERT_TRUE(outfile_leftover(p, found, sizeof(found)), "a temporary file found");
+		snprintf(expect, sizeof(expect), "%s/.run.ptg.", dir);
+		ASSERT_TRUE(!strncmp(found, expect, strlen(expect)) &&
+				strlen(found) == strlen(expect) + 16 + 4,
+			    "its path");
+		outfile__abort(of);
+	}
+	ASSERT_TRUE(!outfile_leftover(p, found, sizeof(found)), "none after the abort");
+	for (size_t i = 0; i < sizeof(others) / sizeof(*others); i++) {
+		path_of(p, sizeof(p), others[i]);
+		unlink(p);
+	}
+	unlink(link);
+}
+
 int main(void)
 {
 	char cmd[300];
@@ -175,6 +210,7 @@ int main(void)
 	test_abort_keeps_previous();
 	test_stream();
 	test_refusals();
+	test_leftover();
 	ret = TEST_DONE();
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd))

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * Damaged traces: every truncation, thousands of bit flips and hand-made
- * chunks with valid checksums but bad contents. The reader must refuse or
- * read them; it must never crash, hang or read out of bounds (run this test
- * under -fsanitize=address to check the last).
+ * chunks with valid checksums but bad contents. A truncated trace must read
+ * exactly the records of its complete chunks; other damage must be refused or
+ * read; never a crash, a hang or a read out of bounds (run this test under
+ * -fsanitize=address to check the last).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -118,17 +119,127 @@ static int open_and_read(void)
 	return ret;
 }
 
+/* Where each chunk of a valid trace ends, and how many records it holds. */
+struct span {
+	size_t end;
+	uint32_t type;
+	uint32_t count;
+};
+
+static size_t chunk_spans(const uint8_t *data, size_t len, struct span *out, size_t max)
+{
+	size_t off = 16, n = 0;
+
+	while (off + 24 <= len && n < max) {
+		out[n].type = data[off + 4];
+		out[n].count = data[off + 20] | data[off + 21] << 8 | data[off + 22] << 16 |
+			       (uint32_t)data[off + 23] << 24;
+		off += 24 + (data[off + 12] | data[off + 13] << 8 | data[off + 14] << 16 |
+			     (size_t)data[off + 15] << 24);
+		out[n++].end = off;
+	}
+	return n;
+}
+
+/* Every record of the file at path, in order; NULL on any error. */
+static struct ptg_record *read_all(size_t *n)
+{
+	struct ptg_record *recs = NULL;
+	struct trace_reader *r;
+	size_t i = 0;
+
+	if (trace_reader__open(path, &r, NULL, 0))
+		return NULL;
+	recs = malloc((trace_reader__nrecords(r) + 1) * sizeof(*recs));
+	while (recs && i <= trace_reader__nrecords(r) && trace_reader__next(r, &recs[i]) > 0)
+		i++;
+	trace_reader__close(r);
+	*n = i;
+	return recs;
+}
+
+static uint64_t loss_count(const struct trace_reader *r, const char *what)
+{
+	const struct ptg_loss *l;
+	size_t n;
+
+	l = trace_reader__losses(r, &n);
+	for (size_t i = 0; i < n; i++) {
+		if (!strcmp(l[i].what, what))
+			return l[i].count;
+	}
+	return 0;
+}
+
+/*
+ * Reads the file at path cut at cut bytes of a valid trace; expect: the
+ * records of its RECORDS chunks that end at or before the cut, in order.
+ * Returns 0 when it read exactly those, -1 otherwise (and says why).
+ */
+static int check_prefix(size_t cut, size_t len, const struct span *sp, size_t nsp,
+			const struct ptg_record *all)
+{
+	uint64_t expect = 0, n = 0, size = 0, readable = 0, cut_end = 16;
+	struct trace_reader *r;
+	struct ptg_record rec;
+	char err[256] = "";
+	int ret;
+
+	for (size_t i = 0; i < nsp && sp[i].end <= cut; i++) {
+		expect += sp[i].type == 3 ? sp[i].count : 0;
+		cut_end = sp[i].end;
+	}
+	ret = trace_reader__open(path, &r, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "cut at %zu: %s\n", cut, err);
+		return -1;
+	}
+	while ((ret = trace_reader__next(r, &rec)) > 0 && n < expect &&
+	       !memcmp(&rec, &all[n], sizeof(rec)))
+		n++;
+	if (ret != 0 || n != expect || trace_reader__nrecords(r) != expect ||
+	    trace_reader__cut(r, &size, &readable) != (cut < len) ||
+	    (cut < len && (size != cut || readable != cut_end)) ||
+	    loss_count(r, "trace_truncated") != (cut < len)) {
+		fprintf(stderr, "cut at %zu: read %" PRIu64 " of %" PRIu64 " records (%d: %s)\n",
+			cut, n, expect, ret, trace_reader__error(r));
+		ret = -1;
+	}
+	trace_reader__close(r);
+	return ret;
+}
+
+/* A file header cut short is refused; any other cut reads its complete chunks. */
 static void test_truncation(const uint8_t *data, size_t len, size_t step, const char *name)
 {
-	size_t cut, accepted = 0;
+	struct span sp[4096];
+	struct ptg_record *all;
+	size_t cut, nall = 0, nsp, bad = 0, header_refused = 0;
 
-	for (cut = 0; cut < len; cut += step) {
+	nsp = chunk_spans(data, len, sp, 4096);
+	write_file(data, len);
+	all = read_all(&nall);
+	if (!ASSERT_TRUE(all && nsp < 4096 && sp[nsp - 1].end == len, "chunks of the whole file"))
+		return;
+	for (cut = 0; cut < 16; cut++) {
 		write_file(data, cut);
-		if (open_and_read() >= 0)
-			accepted++;
+		header_refused += open_and_read() < 0;
 	}
-	if (!ASSERT_EQ(accepted, 0, name))
-		fprintf(stderr, "%zu of %zu truncations accepted\n", accepted, len / step);
+	ASSERT_EQ(header_refused, 16, "every cut in the file header refused");
+	/* every chunk boundary, and the bytes either side of it, plus the steps between */
+	for (cut = 16; cut <= len; cut += step) {
+		write_file(data, cut);
+		bad += check_prefix(cut, len, sp, nsp, all) < 0;
+	}
+	for (size_t i = 0; i < nsp; i++) {
+		for (cut = sp[i].end - 1; cut <= sp[i].end + 1 && cut <= len; cut++) {
+			write_file(data, cut);
+			bad += check_prefix(cut, len, sp, nsp, all) < 0;
+		}
+	}
+	if (!ASSERT_EQ(bad, 0, name))
+		fprintf(stderr, "%zu truncations misread\n", bad);
+	free(all);
 	write_file(data, len);
 	ASSERT_EQ(open_and_read(), 0, "the whole file reads");
 }
@@ -292,16 +403,49 @@ static void test_messages(const uint8_t *data, size_t len)
 	char err[256];
 	struct trace_reader *r;
 	size_t payload = 16 + 24 + 2; /* inside the first chunk's payload (META) */
+	uint64_t size = 0, readable = 0;
+	struct span sp[16];
+	char expect[256];
+	size_t nsp;
 
+	nsp = chunk_spans(data, len, sp, 16);
 	memcpy(copy, data, len);
 	write_file(copy, len - 1);
-	trace_reader__open(path, &r, err, sizeof(err));
-	ASSERT_TRUE(strstr(err, "truncated trace file: chunk ") != NULL, "cut in the last chunk");
+	if (ASSERT_EQ(trace_reader__open(path, &r, err, sizeof(err)), 0, "cut in the last chunk")) {
+		ASSERT_TRUE(trace_reader__cut(r, &size, &readable), "cut reported");
+		ASSERT_EQ(size, len - 1, "size at the cut");
+		ASSERT_EQ(readable, sp[nsp - 2].end, "readable to the last complete chunk");
+		trace_reader__close(r);
+	}
 
+	/* damage before a cut is still damage */
 	copy[payload] ^= 0x10;
+	write_file(copy, len - 1);
+	trace_reader__open(path, &r, err, sizeof(err));
+	ASSERT_STREQ(err, "corrupted trace file: checksum mismatch in chunk 0",
+		     "checksum mismatch, then a cut");
 	write_file(copy, len);
 	trace_reader__open(path, &r, err, sizeof(err));
 	ASSERT_STREQ(err, "corrupted trace file: checksum mismatch in chunk 0", "checksum message");
+
+	/* a length that reaches past the end of the file, over whole chunks: not a cut */
+	memcpy(copy, data, len);
+	put32(copy + 16 + 12, len);
+	write_file(copy, len);
+	trace_reader__open(path, &r, err, sizeof(err));
+	ASSERT_STREQ(err,
+		     "corrupted trace file: chunk 0 ends past end of file, but its payload is not "
+		     "cut short",
+		     "length past the end over whole chunks");
+
+	/* garbage, or zeros a file system left, where a chunk should start */
+	memcpy(copy, data, len);
+	memset(copy + sp[0].end, 0, 30);
+	write_file(copy, sp[0].end + 30);
+	trace_reader__open(path, &r, err, sizeof(err));
+	snprintf(expect, sizeof(expect), "corrupted trace file: no chunk 1 at offset %zu",
+		 sp[0].end);
+	ASSERT_STREQ(err, expect, "zeros after a chunk");
 
 	memcpy(copy, data, len);
 	memcpy(copy + len, "garbage!garbage!", 16);
@@ -349,8 +493,9 @@ int main(void)
 	if (!ASSERT_TRUE(small && large, "make traces"))
 		return TEST_DONE();
 	printf("small trace %zu bytes, large trace %zu bytes\n", small_len, large_len);
-	test_truncation(small, small_len, 1, "every truncation of a small trace refused");
-	test_truncation(large, large_len, large_len / 997, "truncations of a large trace refused");
+	test_truncation(small, small_len, 1, "every truncation of a small trace reads a prefix");
+	test_truncation(large, large_len, large_len / 97,
+			"truncations of a large trace read a prefix");
 	test_bit_flips(small, small_len, 4000);
 	test_bit_flips(large, large_len, 300);
 	test_crafted();

@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * How a command opens the trace it reads: one line on stderr when it cannot,
+ * and one warning line when the trace is cut short but readable.
+ */
+#ifndef PTG_TRACE_OPEN_H
+#define PTG_TRACE_OPEN_H
+
+#include "trace.h"
+
+/*
+ * Opens path; who prefixes the error message ("ptrace-gpu report"). Returns 0
+ * or a negative errno.
+ */
+int trace_open(const char *who, const char *path, struct trace_reader **out);
+
+#endif /* PTG_TRACE_OPEN_H */
