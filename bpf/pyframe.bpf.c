@@ -99,6 +99,56 @@ struct {
 } threads SEC(".maps");
 
 /*
+ * Fields of a block read at once (see PTG_PY_FRAME_BLOCK_MAX): at is the
+ * field's offset less the block's start, a constant the verifier knows from
+ * the read-only offsets; the bound is for it to see, user space checked it.
+ */
+static __always_inline __u64 blk_u64(const __u64 *blk, __u32 max, __u32 at)
+{
+	if (at > max - 8)
+		return 0;
+	return *(const __u64 *)((const __u8 *)blk + at);
+}
+
+static __always_inline __u32 blk_u32(const __u64 *blk, __u32 max, __u32 at)
+{
+	if (at > max - 4)
+		return 0;
+	return *(const __u32 *)((const __u8 *)blk + at);
+}
+
+static __always_inline __u8 blk_u8(const __u64 *blk, __u32 max, __u32 at)
+{
+	if (at > max - 1)
+		return 0;
+	return *((const __u8 *)blk + at);
+}
+
+/*
+ * The innermost frame of the thread state, if it is still the thread's
+ * (native_thread_id): one read for both. -1 when it is not.
+ */
+static __always_inline int tstate_frame(__u64 tstate, __u32 ns_tid, __u64 *frame)
+{
+	__u64 blk[PTG_PY_TSTATE_BLOCK_MAX / 8];
+	__u32 n = off.tstate_block_size, start = off.tstate_block;
+
+	if (!tstate || n > sizeof(blk) ||
+	    bpf_probe_read_user(blk, n, (const void *)(tstate + start)))
+		return -1;
+	if ((__u32)blk_u64(blk, sizeof(blk), off.tstate_native_tid - start) != ns_tid)
+		return -1;
+	if (off.tstate_cframe == PTG_OFF_NONE) {
+		*frame = blk_u64(blk, sizeof(blk), off.cframe_current_frame - start);
+		return 0;
+	}
+	/* 3.11, 3.12: through the _PyCFrame */
+	*frame = read_ptr(blk_u64(blk, sizeof(blk), off.tstate_cframe - start) +
+			  off.cframe_current_frame);
+	return 0;
+}
+
+/*
  * The thread's innermost Python frame. The cached thread state is checked
  * against its native_thread_id: a thread that ended may have left its tid or
  * its PyThreadState's memory to another.
@@ -109,26 +159,46 @@ static __always_inline __u64 current_frame(void)
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct py_thread *t = bpf_map_lookup_elem(&threads, &tid);
 	struct py_thread fresh = {};
+	__u64 frame = 0;
 
-	if (t && t->tstate && (__u32)read_ptr(t->tstate + off.tstate_native_tid) == t->ns_tid)
-		return py_tstate_frame(o, t->tstate);
+	if (t && !tstate_frame(t->tstate, t->ns_tid, &frame))
+		return frame;
 	fresh.ns_tid = py_ns_tid();
 	fresh.tstate = py_walk_tstates(o, runtime_addr, fresh.ns_tid);
 	if (!fresh.tstate)
 		return 0;
 	bpf_map_update_elem(&threads, &tid, &fresh, BPF_ANY);
-	return py_tstate_frame(o, fresh.tstate);
+	tstate_frame(fresh.tstate, fresh.ns_tid, &frame);
+	return frame;
 }
 
-/* Must match ptg_code_fingerprint() in user/pycode.c. */
-static __always_inline __u32 code_fingerprint(__u64 code)
+/*
+ * A frame's fields from its start in one read: the head (code, previous,
+ * prev_instr, owner), and with self localsplus[0] too. That slot may lie
+ * past the end of a frame with neither locals nor stack: if the read fails
+ * for it, the head is read alone and self stays 0.
+ */
+static __always_inline int read_frame(__u64 frame, __u64 *blk, bool self)
 {
-	__u64 name = read_ptr(code + off.code_qualname);
-	__u64 file = read_ptr(code + off.code_filename);
-	__u32 line = 0;
+	__u32 head = off.frame_head_size, all = off.frame_block_size;
 
-	bpf_probe_read_user(&line, sizeof(line), (const void *)(code + off.code_firstlineno));
-	return (__u32)((name * 0x9e3779b97f4a7c15ull ^ file * 0xc2b2ae3d27d4eb4full ^ line) >> 16);
+	if (head > PTG_PY_FRAME_BLOCK_MAX || all > PTG_PY_FRAME_BLOCK_MAX)
+		return -1;
+	if (self && !bpf_probe_read_user(blk, all, (const void *)frame))
+		return 0;
+	return bpf_probe_read_user(blk, head, (const void *)frame) ? -1 : 0;
+}
+
+static __always_inline __u64 frame_u64(const __u64 *blk, __u32 at)
+{
+	return blk_u64(blk, PTG_PY_FRAME_BLOCK_MAX, at);
+}
+
+static __always_inline bool blk_is_shim(const __u64 *blk)
+{
+	if (off.owner_cstack == 0xff)
+		return false;
+	return blk_u8(blk, PTG_PY_FRAME_BLOCK_MAX, off.frame_owner) >= off.owner_cstack;
 }
 
 static __always_inline bool is_shim(__u64 frame)
@@ -139,6 +209,39 @@ static __always_inline bool is_shim(__u64 frame)
 		return false;
 	bpf_probe_read_user(&owner, sizeof(owner), (const void *)(frame + off.frame_owner));
 	return owner >= off.owner_cstack;
+}
+
+/* What names a code object: its qualname and filename strs and first line. */
+struct code_id {
+	__u64 name;
+	__u64 file;
+	__u32 line;
+	__u32 fingerprint;
+};
+
+/*
+ * One read for the three fields. A failed read leaves them 0, as each read
+ * of its own did. The fingerprint must match ptg_code_fingerprint() in
+ * user/pycode.c.
+ */
+static __always_inline void read_code_id(__u64 code, struct code_id *id)
+{
+	__u64 blk[PTG_PY_CODE_BLOCK_MAX / 8];
+	__u32 n = off.code_block_size, start = off.code_block;
+
+	if (n > sizeof(blk))
+		n = 0; /* cannot be: user space checked it */
+	if (!code || bpf_probe_read_user(blk, n, (const void *)(code + start))) {
+		id->name = id->file = 0;
+		id->line = 0;
+	} else {
+		id->name = blk_u64(blk, sizeof(blk), off.code_qualname - start);
+		id->file = blk_u64(blk, sizeof(blk), off.code_filename - start);
+		id->line = blk_u32(blk, sizeof(blk), off.code_firstlineno - start);
+	}
+	id->fingerprint = (__u32)((id->name * 0x9e3779b97f4a7c15ull ^
+				   id->file * 0xc2b2ae3d27d4eb4full ^ id->line) >>
+				  16);
 }
 
 /* Copies a compact str's characters; width 0 when it cannot. */
@@ -177,13 +280,12 @@ static __always_inline void read_str(__u64 str, __u8 *dst, __u32 max, __u8 *widt
  * A global function: the verifier checks it once, on its own, instead of in
  * every path of every caller.
  */
-__noinline int send_code(__u64 code, __u32 fingerprint)
+__noinline int send_code(__u64 code, __u32 fingerprint, __u64 name, __u64 file, __u32 line)
 {
 	struct code_key key = { .code = code, .fingerprint = fingerprint };
 	struct ptg_code_event *c;
 	__u64 id;
 	__u8 one = 1;
-	__u32 line = 0;
 
 	if (!code || bpf_map_lookup_elem(&seen_code, &key))
 		return 0;
@@ -193,7 +295,6 @@ __noinline int send_code(__u64 code, __u32 fingerprint)
 		return 0;
 	}
 	id = bpf_get_current_pid_tgid();
-	bpf_probe_read_user(&line, sizeof(line), (const void *)(code + off.code_firstlineno));
 	c->hdr.ts = bpf_ktime_get_ns();
 	c->hdr.pid = id >> 32;
 	c->hdr.tid = (__u32)id;
@@ -205,10 +306,8 @@ __noinline int send_code(__u64 code, __u32 fingerprint)
 	c->hdr.c = 0;
 	c->hdr.d = 0;
 	c->pad = 0;
-	read_str(read_ptr(code + off.code_qualname), c->name, PTG_CODE_NAME_BYTES, &c->name_width,
-		 &c->name_chars);
-	read_str(read_ptr(code + off.code_filename), c->file, PTG_CODE_FILE_BYTES, &c->file_width,
-		 &c->file_chars);
+	read_str(name, c->name, PTG_CODE_NAME_BYTES, &c->name_width, &c->name_chars);
+	read_str(file, c->file, PTG_CODE_FILE_BYTES, &c->file_width, &c->file_chars);
 	/* rare, and what follows needs it resolved: wake the loader now */
 	bpf_ringbuf_submit(c, BPF_RB_FORCE_WAKEUP);
 	bpf_map_update_elem(&seen_code, &key, &one, BPF_ANY);
@@ -228,7 +327,9 @@ struct snap_walk {
 static long snap_step(__u32 i, void *arg)
 {
 	struct snap_walk *w = arg;
+	__u64 blk[PTG_PY_FRAME_BLOCK_MAX / 8];
 	struct ptg_stack_event *s;
+	struct code_id id;
 	__u32 zero = 0;
 
 	if (!w->frame)
@@ -236,17 +337,20 @@ static long snap_step(__u32 i, void *arg)
 	s = bpf_map_lookup_elem(&snap_buf, &zero);
 	if (!s)
 		return 1;
-	if (!is_shim(w->frame)) {
+	if (read_frame(w->frame, blk, false))
+		__builtin_memset(blk, 0, sizeof(blk)); /* the chain ends here, as it did */
+	if (!blk_is_shim(blk)) {
 		struct ptg_frame_ref *f = &s->frames[w->n & (PTG_MAX_SNAPSHOT_DEPTH - 1)];
 
 		f->frame = w->frame;
-		f->code = read_ptr(w->frame + off.frame_code) & PTG_PY_REF_MASK;
-		f->fingerprint = code_fingerprint(f->code);
+		f->code = frame_u64(blk, off.frame_code) & PTG_PY_REF_MASK;
+		read_code_id(f->code, &id);
+		f->fingerprint = id.fingerprint;
 		/* frames that were running before recording began: named now too */
-		send_code(f->code, f->fingerprint);
+		send_code(f->code, id.fingerprint, id.name, id.file, id.line);
 		w->n++;
 	}
-	w->frame = read_ptr(w->frame + off.frame_previous);
+	w->frame = frame_u64(blk, off.frame_previous);
 	return 0;
 }
 
@@ -345,32 +449,41 @@ static __always_inline bool is_resume_op(__u8 op)
 	return false;
 }
 
+/*
+ * Both units in one read: the RESUME is never a code object's last
+ * instruction, so the unit after whichever prev_instr points at is there.
+ */
 static __always_inline int resume_unit(__u64 prev_instr, __u16 *unit)
 {
-	if (bpf_probe_read_user(unit, sizeof(*unit), (const void *)prev_instr))
+	__u16 units[2];
+
+	if (!prev_instr || bpf_probe_read_user(units, sizeof(units), (const void *)prev_instr))
 		return -1;
-	if (is_resume_op((__u8)*unit))
-		return 0;
-	return bpf_probe_read_user(unit, sizeof(*unit), (const void *)(prev_instr + 2)) ? -1 : 0;
+	*unit = is_resume_op((__u8)units[0]) ? units[0] : units[1];
+	return 0;
 }
 
 static __always_inline int on_resume(void)
 {
-	__u64 frame, code, prev_instr, previous, self = 0;
-	__u32 oparg, fingerprint;
+	__u64 frame, code, prev_instr, previous, self;
+	__u64 blk[PTG_PY_FRAME_BLOCK_MAX / 8];
+	struct code_id id;
+	__u32 oparg;
 	__u16 unit = 0;
 
 	frame = current_frame();
-	if (!frame) {
+	if (!frame || read_frame(frame, blk, true)) {
 		count_loss(PTG_LOSS_PY_READ);
 		return 0;
 	}
-	code = read_ptr(frame + off.frame_code) & PTG_PY_REF_MASK;
-	prev_instr = read_ptr(frame + off.frame_prev_instr);
-	previous = read_ptr(frame + off.frame_previous);
+	code = frame_u64(blk, off.frame_code) & PTG_PY_REF_MASK;
+	prev_instr = frame_u64(blk, off.frame_prev_instr);
+	previous = frame_u64(blk, off.frame_previous);
+	self = frame_u64(blk, off.frame_localsplus) & PTG_PY_REF_MASK;
 	/* 3.12+: a frame entered from C sits on a shim frame; its caller is below that */
-	if (previous && is_shim(previous))
-		previous = read_ptr(previous + off.frame_previous);
+	if (previous && off.owner_cstack != 0xff && !read_frame(previous, blk, false) &&
+	    blk_is_shim(blk))
+		previous = frame_u64(blk, off.frame_previous);
 	if (resume_unit(prev_instr, &unit)) {
 		count_loss(PTG_LOSS_PY_READ);
 		return 0;
@@ -379,13 +492,11 @@ static __always_inline int on_resume(void)
 	oparg = (unit >> 8) & resume_where_mask;
 	if (oparg == resume_not_a_call)
 		return 0;
-	fingerprint = code_fingerprint(code);
-	send_code(code, fingerprint);
-	if (oparg == 0) {
-		self = read_ptr(frame + off.frame_localsplus) & PTG_PY_REF_MASK;
-		return emit(PTG_EV_PY_START, fingerprint, frame, code, self, previous, previous);
-	}
-	return emit(PTG_EV_PY_RESUME, fingerprint, frame, code, 0, previous, previous);
+	read_code_id(code, &id);
+	send_code(code, id.fingerprint, id.name, id.file, id.line);
+	if (oparg == 0)
+		return emit(PTG_EV_PY_START, id.fingerprint, frame, code, self, previous, previous);
+	return emit(PTG_EV_PY_RESUME, id.fingerprint, frame, code, 0, previous, previous);
 }
 
 /*
