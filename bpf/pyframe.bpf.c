@@ -141,6 +141,7 @@ struct code_entry {
 struct cpu_cache {
 	struct thread_entry thread;
 	struct code_entry code[CODE_SLOTS];
+	__u64 events; /* for ptg_wakeup_flags_every(); a lost count on preemption is harmless */
 };
 
 struct {
@@ -580,7 +581,7 @@ static __always_inline int emit(struct hit *h, __u16 kind, __u32 aux, __u64 a, _
 	e->b = b;
 	e->c = c;
 	e->d = d;
-	bpf_ringbuf_submit(e, ptg_wakeup_flags(&events));
+	bpf_ringbuf_submit(e, ptg_wakeup_flags_every(&events, &h->cc->events));
 	return 0;
 }
 
