@@ -374,28 +374,37 @@ struct code_id {
 };
 
 /*
- * One read for the three fields. A failed read leaves them 0, as each read
- * of its own did. The fingerprint must match ptg_code_fingerprint() in
- * user/pycode.c.
+ * One read for the three fields, into blk (PTG_PY_CODE_BLOCK_MAX bytes),
+ * with units the first instructions too: a call's RESUME is among them. A
+ * code object with fewer instructions may end before the block does: if
+ * that makes the read fail, the fields are read alone. A failed read leaves
+ * them 0, as each read of its own did. Returns the bytes read. The
+ * fingerprint must match ptg_code_fingerprint() in user/pycode.c.
  */
-static __always_inline void read_code_id(__u64 code, struct code_id *id)
+static __always_inline __u32 read_code_id(__u64 code, struct code_id *id, __u64 *blk, bool units)
 {
-	__u64 blk[PTG_PY_CODE_BLOCK_MAX / 8];
-	__u32 n = off.code_block_size, start = off.code_block;
+	__u32 n = off.code_block_size, all = off.code_block_units_size, start = off.code_block;
 
-	if (n > sizeof(blk))
-		n = 0; /* cannot be: user space checked it */
-	if (!code || bpf_probe_read_user(blk, n, (const void *)(code + start))) {
+	if (n > PTG_PY_CODE_BLOCK_MAX || all > PTG_PY_CODE_BLOCK_MAX)
+		n = all = 0; /* cannot be: user space checked it */
+	if (!code)
+		n = 0;
+	else if (units && !bpf_probe_read_user(blk, all, (const void *)(code + start)))
+		n = all;
+	else if (bpf_probe_read_user(blk, n, (const void *)(code + start)))
+		n = 0;
+	if (!n) {
 		id->name = id->file = 0;
 		id->line = 0;
 	} else {
-		id->name = blk_u64(blk, sizeof(blk), off.code_qualname - start);
-		id->file = blk_u64(blk, sizeof(blk), off.code_filename - start);
-		id->line = blk_u32(blk, sizeof(blk), off.code_firstlineno - start);
+		id->name = blk_u64(blk, PTG_PY_CODE_BLOCK_MAX, off.code_qualname - start);
+		id->file = blk_u64(blk, PTG_PY_CODE_BLOCK_MAX, off.code_filename - start);
+		id->line = blk_u32(blk, PTG_PY_CODE_BLOCK_MAX, off.code_firstlineno - start);
 	}
 	id->fingerprint = (__u32)((id->name * 0x9e3779b97f4a7c15ull ^
 				   id->file * 0xc2b2ae3d27d4eb4full ^ id->line) >>
 				  16);
+	return n;
 }
 
 /* Copies a compact str's characters; width 0 when it cannot. */
@@ -486,6 +495,7 @@ static long snap_step(__u32 i, void *arg)
 	struct snap_walk *w = arg;
 	__u64 blk[PTG_PY_FRAME_BLOCK_MAX / 8];
 	struct ptg_stack_event *s;
+	__u64 cblk[PTG_PY_CODE_BLOCK_MAX / 8];
 	struct code_id id;
 	__u32 zero = 0;
 
@@ -501,7 +511,7 @@ static long snap_step(__u32 i, void *arg)
 
 		f->frame = w->frame;
 		f->code = frame_u64(blk, off.frame_code) & PTG_PY_REF_MASK;
-		read_code_id(f->code, &id);
+		read_code_id(f->code, &id, cblk, false);
 		f->fingerprint = id.fingerprint;
 		/* frames that were running before recording began: named now too */
 		send_code(f->code, id.fingerprint, id.name, id.file, id.line);
@@ -607,15 +617,25 @@ static __always_inline bool is_resume_op(__u8 op)
 }
 
 /*
- * Both units in one read: the RESUME is never a code object's last
- * instruction, so the unit after whichever prev_instr points at is there.
+ * The two units from prev_instr on: in the code block read already when
+ * they lie in it (a call's RESUME), else in one read (the RESUME is never a
+ * code object's last instruction, so the unit after either is there).
  */
-static __always_inline int resume_unit(__u64 prev_instr, __u16 *unit)
+static __always_inline int resume_unit(__u64 prev_instr, __u64 code, const __u64 *cblk, __u32 n,
+				       __u16 *unit)
 {
+	__u64 at = prev_instr - (code + off.code_block);
 	__u16 units[2];
 
-	if (!prev_instr || bpf_probe_read_user(units, sizeof(units), (const void *)prev_instr))
+	if (prev_instr >= code + off.code_block && at + 4 <= n && at <= PTG_PY_CODE_BLOCK_MAX - 4) {
+		/* units are 2-aligned, and so is the block's start: tell the verifier */
+		at &= ~1ull;
+		units[0] = *(const __u16 *)((const __u8 *)cblk + at);
+		units[1] = *(const __u16 *)((const __u8 *)cblk + at + 2);
+	} else if (!prev_instr ||
+		   bpf_probe_read_user(units, sizeof(units), (const void *)prev_instr)) {
 		return -1;
+	}
 	*unit = is_resume_op((__u8)units[0]) ? units[0] : units[1];
 	return 0;
 }
@@ -624,9 +644,10 @@ static __always_inline int on_resume(struct hit *h)
 {
 	__u64 frame, code, prev_instr, previous, self;
 	__u64 blk[PTG_PY_FRAME_BLOCK_MAX / 8];
+	__u64 cblk[PTG_PY_CODE_BLOCK_MAX / 8];
 	struct code_entry *slot;
 	struct code_id id;
-	__u32 oparg;
+	__u32 oparg, n;
 	__u16 unit = 0;
 
 	frame = current_frame(h);
@@ -642,7 +663,8 @@ static __always_inline int on_resume(struct hit *h)
 	if (previous && off.owner_cstack != 0xff && !read_frame(previous, blk, false) &&
 	    blk_is_shim(blk))
 		previous = frame_u64(blk, off.frame_previous);
-	if (resume_unit(prev_instr, &unit)) {
+	n = read_code_id(code, &id, cblk, true);
+	if (resume_unit(prev_instr, code, cblk, n, &unit)) {
 		count_loss(PTG_LOSS_PY_READ);
 		return 0;
 	}
@@ -650,7 +672,6 @@ static __always_inline int on_resume(struct hit *h)
 	oparg = (unit >> 8) & resume_where_mask;
 	if (oparg == resume_not_a_call)
 		return 0;
-	read_code_id(code, &id);
 	slot = code_slot(h->cc, code);
 	if (!code_cached(slot, code, id.fingerprint) &&
 	    !send_code(code, id.fingerprint, id.name, id.file, id.line))

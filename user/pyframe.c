@@ -338,7 +338,7 @@ int pyframe__open(const struct py_interp *py, struct tracer *t, struct pyframe *
 		goto cleanup;
 	}
 	pf->skel->rodata->off = py->info->off;
-	err = py_offsets_blocks(&pf->skel->rodata->off);
+	err = py_offsets_blocks(&pf->skel->rodata->off, py->info->code_adaptive);
 	if (err) {
 		fprintf(stderr, "pyframe: Python %s's structs do not fit the BPF read buffers\n",
 			py->info->name);

@@ -400,7 +400,7 @@ static void block_add(uint32_t *lo, uint32_t *hi, uint32_t off, uint32_t n)
 		*hi = off + n;
 }
 
-int py_offsets_blocks(struct ptg_py_offsets *o)
+int py_offsets_blocks(struct ptg_py_offsets *o, uint32_t code_adaptive)
 {
 	uint32_t frame_ptr =
 		o->tstate_cframe != PTG_OFF_NONE ? o->tstate_cframe : o->cframe_current_frame;
@@ -428,9 +428,12 @@ int py_offsets_blocks(struct ptg_py_offsets *o)
 	block_add(&lo, &hi, o->code_firstlineno, 4);
 	o->code_block = lo & ~7u;
 	o->code_block_size = hi - o->code_block;
+	/* prev_instr may point at the unit before the first instruction */
+	block_add(&lo, &hi, code_adaptive - 2, PTG_PY_CODE_UNIT_BYTES + 2);
+	o->code_block_units_size = lo < o->code_block ? 0 : hi - o->code_block;
 	if (o->tstate_block_size > PTG_PY_TSTATE_BLOCK_MAX ||
 	    o->frame_block_size > PTG_PY_FRAME_BLOCK_MAX ||
-	    o->code_block_size > PTG_PY_CODE_BLOCK_MAX)
+	    o->code_block_units_size > PTG_PY_CODE_BLOCK_MAX || !o->code_block_units_size)
 		return -E2BIG;
 	return 0;
 }

@@ -28,7 +28,9 @@
  */
 #define PTG_PY_TSTATE_BLOCK_MAX 128
 #define PTG_PY_FRAME_BLOCK_MAX	96
-#define PTG_PY_CODE_BLOCK_MAX	80
+#define PTG_PY_CODE_BLOCK_MAX	176
+/* the code block also holds this much of co_code_adaptive: where a call's RESUME is */
+#define PTG_PY_CODE_UNIT_BYTES 24
 
 struct ptg_py_offsets {
 	/* finding a thread's PyThreadState: walk the interpreters' thread lists */
@@ -66,6 +68,7 @@ struct ptg_py_offsets {
 	__u32 frame_head_size;		       /* from 0: code, previous, prev_instr, owner */
 	__u32 frame_block_size;		       /* the head and localsplus[0] */
 	__u32 code_block, code_block_size;     /* qualname, filename, firstlineno */
+	__u32 code_block_units_size; /* and the unit before co_code_adaptive and its first */
 };
 
 #endif /* PTRACE_GPU_PYOFFSETS_H */

@@ -27,7 +27,7 @@ static void check_version(const struct py_version_info *vi)
 	struct ptg_py_offsets o = vi->off;
 	uint32_t frame_ptr;
 
-	if (!ASSERT_EQ(py_offsets_blocks(&o), 0, vi->name))
+	if (!ASSERT_EQ(py_offsets_blocks(&o, vi->code_adaptive), 0, vi->name))
 		return;
 	frame_ptr = o.tstate_cframe != PTG_OFF_NONE ? o.tstate_cframe : o.cframe_current_frame;
 	check_field(vi->name, "native_thread_id", o.tstate_block, o.tstate_block_size,
@@ -43,24 +43,37 @@ static void check_version(const struct py_version_info *vi)
 	check_field(vi->name, "co_filename", o.code_block, o.code_block_size, o.code_filename, 8);
 	check_field(vi->name, "co_firstlineno", o.code_block, o.code_block_size, o.code_firstlineno,
 		    4);
+	check_field(vi->name, "unit before the first instruction", o.code_block,
+		    o.code_block_units_size, vi->code_adaptive - 2, 2);
+	check_field(vi->name, "first instructions", o.code_block, o.code_block_units_size,
+		    vi->code_adaptive, 2);
+	check_field(vi->name, "last unit of the first instructions", o.code_block,
+		    o.code_block_units_size, vi->code_adaptive + PTG_PY_CODE_UNIT_BYTES - 2, 2);
+	ASSERT_TRUE(o.code_block_size <= o.code_block_units_size, "fingerprint fields first");
 	ASSERT_EQ(o.tstate_block % 8, 0, "tstate block starts 8-aligned");
 	ASSERT_EQ(o.code_block % 8, 0, "code block starts 8-aligned");
 	ASSERT_TRUE(o.frame_head_size <= o.frame_block_size, "the head is part of the block");
-	printf("%s: tstate [%u, +%u), frame [0, +%u / +%u), code [%u, +%u)\n", vi->name,
+	printf("%s: tstate [%u, +%u), frame [0, +%u / +%u), code [%u, +%u / +%u)\n", vi->name,
 	       o.tstate_block, o.tstate_block_size, o.frame_head_size, o.frame_block_size,
-	       o.code_block, o.code_block_size);
+	       o.code_block, o.code_block_size, o.code_block_units_size);
 }
 
 static void check_refusal(void)
 {
-	struct ptg_py_offsets o = py_version_newest()->off;
+	const struct py_version_info *vi = py_version_newest();
+	struct ptg_py_offsets o = vi->off;
 
 	/* a field past what the buffer holds: refused, not read out of bounds */
 	o.code_firstlineno = o.code_qualname + PTG_PY_CODE_BLOCK_MAX;
-	ASSERT_EQ(py_offsets_blocks(&o), -E2BIG, "code block larger than its buffer");
-	o = py_version_newest()->off;
+	ASSERT_EQ(py_offsets_blocks(&o, vi->code_adaptive), -E2BIG,
+		  "code block larger than its buffer");
+	o = vi->off;
+	ASSERT_EQ(py_offsets_blocks(&o, o.code_qualname + PTG_PY_CODE_BLOCK_MAX), -E2BIG,
+		  "instructions beyond the code buffer");
+	o = vi->off;
 	o.frame_localsplus = PTG_PY_FRAME_BLOCK_MAX;
-	ASSERT_EQ(py_offsets_blocks(&o), -E2BIG, "frame block larger than its buffer");
+	ASSERT_EQ(py_offsets_blocks(&o, vi->code_adaptive), -E2BIG,
+		  "frame block larger than its buffer");
 }
 
 int main(void)
