@@ -99,36 +99,260 @@ struct {
 } threads SEC(".maps");
 
 /*
+ * Per-CPU copies of what the LRU hashes say, in front of them: a lookup
+ * costs tens of ns and a call made five. The last thread seen on the CPU
+ * (threads and tid_state) and the code objects last sent (seen_code).
+ *
+ * An entry of the thread is valid while thread_gen has not moved: every
+ * change to the threads or tid_state entry of any thread, and the exit of a
+ * tracked thread, moves it. A thread that ran on another CPU in between has
+ * changed nothing, or moved it.
+ *
+ * Uprobe programs run with migration disabled but can be preempted, and
+ * another thread's program on this CPU may then rewrite an entry: each
+ * entry has a sequence count, odd while written (writers take it with a
+ * cmpxchg and skip the write when it is taken), and a copy counts only if
+ * the count was even and the same before and after it.
+ */
+struct tid_info {
+	__u32 tid;
+	__u32 ns_tid;
+	__u64 gen; /* thread_gen when read from the maps */
+	__u64 tstate;
+	__u32 state; /* TID_*; 0: not in tid_state */
+	__u32 pad;
+};
+
+/* 64-bit counts: the atomics clang emits for BPF (without -mcpu=v3) are 64-bit */
+struct thread_entry {
+	__u64 seq;
+	struct tid_info ti;
+};
+
+#define CODE_SLOTS 256
+
+struct code_entry {
+	__u64 seq;
+	__u64 code;
+	__u32 fingerprint;
+	__u32 pad;
+};
+
+struct cpu_cache {
+	struct thread_entry thread;
+	struct code_entry code[CODE_SLOTS];
+	__u64 events; /* for ptg_wakeup_flags_every(); a lost count on preemption is harmless */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cpu_cache);
+} cpu_cache SEC(".maps");
+
+__u64 thread_gen = 0;
+
+/* One probe hit: its thread and this CPU's cache. */
+struct hit {
+	struct cpu_cache *cc;
+	struct tid_info ti;
+};
+
+static __always_inline bool seq_lock(__u64 *seq, __u64 *was)
+{
+	*was = *(volatile __u64 *)seq;
+	return !(*was & 1) && __sync_val_compare_and_swap(seq, *was, *was + 1) == *was;
+}
+
+static __always_inline void seq_unlock(__u64 *seq, __u64 was)
+{
+	barrier();
+	*(volatile __u64 *)seq = was + 2;
+}
+
+static __always_inline void thread_put(struct cpu_cache *cc, const struct tid_info *ti)
+{
+	__u64 was;
+
+	if (!seq_lock(&cc->thread.seq, &was))
+		return;
+	cc->thread.ti = *ti;
+	seq_unlock(&cc->thread.seq, was);
+}
+
+static __always_inline bool thread_cached(struct cpu_cache *cc, __u32 tid, struct tid_info *ti)
+{
+	__u64 seq = *(volatile __u64 *)&cc->thread.seq;
+
+	barrier();
+	*ti = cc->thread.ti;
+	barrier();
+	return !(seq & 1) && *(volatile __u64 *)&cc->thread.seq == seq && ti->tid == tid &&
+	       ti->gen == *(volatile __u64 *)&thread_gen;
+}
+
+/* Fills h for the current thread; -1 when it cannot (never: a per-CPU array of one). */
+static __always_inline int hit_begin(struct hit *h)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid(), zero = 0, *st;
+	struct py_thread *t;
+
+	h->cc = bpf_map_lookup_elem(&cpu_cache, &zero);
+	if (!h->cc)
+		return -1;
+	if (thread_cached(h->cc, tid, &h->ti))
+		return 0;
+	/* before the lookups: a change that races with them leaves the copy stale */
+	h->ti.gen = *(volatile __u64 *)&thread_gen;
+	h->ti.tid = tid;
+	t = bpf_map_lookup_elem(&threads, &tid);
+	h->ti.tstate = t ? t->tstate : 0;
+	h->ti.ns_tid = t ? t->ns_tid : 0;
+	st = bpf_map_lookup_elem(&tid_state, &tid);
+	h->ti.state = st ? *st : 0;
+	h->ti.pad = 0;
+	thread_put(h->cc, &h->ti);
+	return 0;
+}
+
+/* The maps' entries of the thread changed: every CPU's copy of it is stale. */
+static __always_inline void thread_changed(struct hit *h)
+{
+	h->ti.gen = __sync_add_and_fetch(&thread_gen, 1);
+	thread_put(h->cc, &h->ti);
+}
+
+static __always_inline struct code_entry *code_slot(struct cpu_cache *cc, __u64 code)
+{
+	/* code objects are 16-aligned and a few hundred bytes apart */
+	return &cc->code[((code ^ code >> 12) >> 4) & (CODE_SLOTS - 1)];
+}
+
+static __always_inline bool code_cached(struct code_entry *e, __u64 code, __u32 fingerprint)
+{
+	__u64 seq = *(volatile __u64 *)&e->seq;
+	bool hit;
+
+	barrier();
+	hit = e->code == code && e->fingerprint == fingerprint;
+	barrier();
+	return hit && !(seq & 1) && *(volatile __u64 *)&e->seq == seq;
+}
+
+static __always_inline void code_put(struct code_entry *e, __u64 code, __u32 fingerprint)
+{
+	__u64 was;
+
+	if (!seq_lock(&e->seq, &was))
+		return;
+	e->code = code;
+	e->fingerprint = fingerprint;
+	seq_unlock(&e->seq, was);
+}
+
+/*
+ * Fields of a block read at once (see PTG_PY_FRAME_BLOCK_MAX): at is the
+ * field's offset less the block's start, a constant the verifier knows from
+ * the read-only offsets; the bound is for it to see, user space checked it.
+ */
+static __always_inline __u64 blk_u64(const __u64 *blk, __u32 max, __u32 at)
+{
+	if (at > max - 8)
+		return 0;
+	return *(const __u64 *)((const __u8 *)blk + at);
+}
+
+static __always_inline __u32 blk_u32(const __u64 *blk, __u32 max, __u32 at)
+{
+	if (at > max - 4)
+		return 0;
+	return *(const __u32 *)((const __u8 *)blk + at);
+}
+
+static __always_inline __u8 blk_u8(const __u64 *blk, __u32 max, __u32 at)
+{
+	if (at > max - 1)
+		return 0;
+	return *((const __u8 *)blk + at);
+}
+
+/*
+ * The innermost frame of the thread state, if it is still the thread's
+ * (native_thread_id): one read for both. -1 when it is not.
+ */
+static __always_inline int tstate_frame(__u64 tstate, __u32 ns_tid, __u64 *frame)
+{
+	__u64 blk[PTG_PY_TSTATE_BLOCK_MAX / 8];
+	__u32 n = off.tstate_block_size, start = off.tstate_block;
+
+	if (!tstate || n > sizeof(blk) ||
+	    bpf_probe_read_user(blk, n, (const void *)(tstate + start)))
+		return -1;
+	if ((__u32)blk_u64(blk, sizeof(blk), off.tstate_native_tid - start) != ns_tid)
+		return -1;
+	if (off.tstate_cframe == PTG_OFF_NONE) {
+		*frame = blk_u64(blk, sizeof(blk), off.cframe_current_frame - start);
+		return 0;
+	}
+	/* 3.11, 3.12: through the _PyCFrame */
+	*frame = read_ptr(blk_u64(blk, sizeof(blk), off.tstate_cframe - start) +
+			  off.cframe_current_frame);
+	return 0;
+}
+
+/*
  * The thread's innermost Python frame. The cached thread state is checked
  * against its native_thread_id: a thread that ended may have left its tid or
  * its PyThreadState's memory to another.
  */
-static __always_inline __u64 current_frame(void)
+static __always_inline __u64 current_frame(struct hit *h)
 {
 	const volatile struct ptg_py_offsets *o = &off;
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct py_thread *t = bpf_map_lookup_elem(&threads, &tid);
 	struct py_thread fresh = {};
+	__u64 frame = 0;
 
-	if (t && t->tstate && (__u32)read_ptr(t->tstate + off.tstate_native_tid) == t->ns_tid)
-		return py_tstate_frame(o, t->tstate);
+	if (!tstate_frame(h->ti.tstate, h->ti.ns_tid, &frame))
+		return frame;
 	fresh.ns_tid = py_ns_tid();
 	fresh.tstate = py_walk_tstates(o, runtime_addr, fresh.ns_tid);
 	if (!fresh.tstate)
 		return 0;
-	bpf_map_update_elem(&threads, &tid, &fresh, BPF_ANY);
-	return py_tstate_frame(o, fresh.tstate);
+	bpf_map_update_elem(&threads, &h->ti.tid, &fresh, BPF_ANY);
+	h->ti.tstate = fresh.tstate;
+	h->ti.ns_tid = fresh.ns_tid;
+	thread_changed(h);
+	tstate_frame(fresh.tstate, fresh.ns_tid, &frame);
+	return frame;
 }
 
-/* Must match ptg_code_fingerprint() in user/pycode.c. */
-static __always_inline __u32 code_fingerprint(__u64 code)
+/*
+ * A frame's fields from its start in one read: the head (code, previous,
+ * prev_instr, owner), and with self localsplus[0] too. That slot may lie
+ * past the end of a frame with neither locals nor stack: if the read fails
+ * for it, the head is read alone and self stays 0.
+ */
+static __always_inline int read_frame(__u64 frame, __u64 *blk, bool self)
 {
-	__u64 name = read_ptr(code + off.code_qualname);
-	__u64 file = read_ptr(code + off.code_filename);
-	__u32 line = 0;
+	__u32 head = off.frame_head_size, all = off.frame_block_size;
 
-	bpf_probe_read_user(&line, sizeof(line), (const void *)(code + off.code_firstlineno));
-	return (__u32)((name * 0x9e3779b97f4a7c15ull ^ file * 0xc2b2ae3d27d4eb4full ^ line) >> 16);
+	if (head > PTG_PY_FRAME_BLOCK_MAX || all > PTG_PY_FRAME_BLOCK_MAX)
+		return -1;
+	if (self && !bpf_probe_read_user(blk, all, (const void *)frame))
+		return 0;
+	return bpf_probe_read_user(blk, head, (const void *)frame) ? -1 : 0;
+}
+
+static __always_inline __u64 frame_u64(const __u64 *blk, __u32 at)
+{
+	return blk_u64(blk, PTG_PY_FRAME_BLOCK_MAX, at);
+}
+
+static __always_inline bool blk_is_shim(const __u64 *blk)
+{
+	if (off.owner_cstack == 0xff)
+		return false;
+	return blk_u8(blk, PTG_PY_FRAME_BLOCK_MAX, off.frame_owner) >= off.owner_cstack;
 }
 
 static __always_inline bool is_shim(__u64 frame)
@@ -139,6 +363,48 @@ static __always_inline bool is_shim(__u64 frame)
 		return false;
 	bpf_probe_read_user(&owner, sizeof(owner), (const void *)(frame + off.frame_owner));
 	return owner >= off.owner_cstack;
+}
+
+/* What names a code object: its qualname and filename strs and first line. */
+struct code_id {
+	__u64 name;
+	__u64 file;
+	__u32 line;
+	__u32 fingerprint;
+};
+
+/*
+ * One read for the three fields, into blk (PTG_PY_CODE_BLOCK_MAX bytes),
+ * with units the first instructions too: a call's RESUME is among them. A
+ * code object with fewer instructions may end before the block does: if
+ * that makes the read fail, the fields are read alone. A failed read leaves
+ * them 0, as each read of its own did. Returns the bytes read. The
+ * fingerprint must match ptg_code_fingerprint() in user/pycode.c.
+ */
+static __always_inline __u32 read_code_id(__u64 code, struct code_id *id, __u64 *blk, bool units)
+{
+	__u32 n = off.code_block_size, all = off.code_block_units_size, start = off.code_block;
+
+	if (n > PTG_PY_CODE_BLOCK_MAX || all > PTG_PY_CODE_BLOCK_MAX)
+		n = all = 0; /* cannot be: user space checked it */
+	if (!code)
+		n = 0;
+	else if (units && !bpf_probe_read_user(blk, all, (const void *)(code + start)))
+		n = all;
+	else if (bpf_probe_read_user(blk, n, (const void *)(code + start)))
+		n = 0;
+	if (!n) {
+		id->name = id->file = 0;
+		id->line = 0;
+	} else {
+		id->name = blk_u64(blk, PTG_PY_CODE_BLOCK_MAX, off.code_qualname - start);
+		id->file = blk_u64(blk, PTG_PY_CODE_BLOCK_MAX, off.code_filename - start);
+		id->line = blk_u32(blk, PTG_PY_CODE_BLOCK_MAX, off.code_firstlineno - start);
+	}
+	id->fingerprint = (__u32)((id->name * 0x9e3779b97f4a7c15ull ^
+				   id->file * 0xc2b2ae3d27d4eb4full ^ id->line) >>
+				  16);
+	return n;
 }
 
 /* Copies a compact str's characters; width 0 when it cannot. */
@@ -174,26 +440,27 @@ static __always_inline void read_str(__u64 str, __u8 *dst, __u32 max, __u8 *widt
 /*
  * Sends the names of a code object the first time it is seen: user space
  * could read them later from /proc/PID/mem, but not once the process is gone.
- * A global function: the verifier checks it once, on its own, instead of in
- * every path of every caller.
+ * 0 once user space has them (sent now or before). A global function: the
+ * verifier checks it once, on its own, instead of in every path of every
+ * caller.
  */
-__noinline int send_code(__u64 code, __u32 fingerprint)
+__noinline int send_code(__u64 code, __u32 fingerprint, __u64 name, __u64 file, __u32 line)
 {
 	struct code_key key = { .code = code, .fingerprint = fingerprint };
 	struct ptg_code_event *c;
 	__u64 id;
 	__u8 one = 1;
-	__u32 line = 0;
 
-	if (!code || bpf_map_lookup_elem(&seen_code, &key))
+	if (!code)
+		return -1;
+	if (bpf_map_lookup_elem(&seen_code, &key))
 		return 0;
 	c = bpf_ringbuf_reserve(&events, sizeof(*c), 0);
 	if (!c) {
 		count_loss(PTG_LOSS_PY_CODE);
-		return 0;
+		return -1;
 	}
 	id = bpf_get_current_pid_tgid();
-	bpf_probe_read_user(&line, sizeof(line), (const void *)(code + off.code_firstlineno));
 	c->hdr.ts = bpf_ktime_get_ns();
 	c->hdr.pid = id >> 32;
 	c->hdr.tid = (__u32)id;
@@ -205,10 +472,8 @@ __noinline int send_code(__u64 code, __u32 fingerprint)
 	c->hdr.c = 0;
 	c->hdr.d = 0;
 	c->pad = 0;
-	read_str(read_ptr(code + off.code_qualname), c->name, PTG_CODE_NAME_BYTES, &c->name_width,
-		 &c->name_chars);
-	read_str(read_ptr(code + off.code_filename), c->file, PTG_CODE_FILE_BYTES, &c->file_width,
-		 &c->file_chars);
+	read_str(name, c->name, PTG_CODE_NAME_BYTES, &c->name_width, &c->name_chars);
+	read_str(file, c->file, PTG_CODE_FILE_BYTES, &c->file_width, &c->file_chars);
 	/* rare, and what follows needs it resolved: wake the loader now */
 	bpf_ringbuf_submit(c, BPF_RB_FORCE_WAKEUP);
 	bpf_map_update_elem(&seen_code, &key, &one, BPF_ANY);
@@ -228,7 +493,10 @@ struct snap_walk {
 static long snap_step(__u32 i, void *arg)
 {
 	struct snap_walk *w = arg;
+	__u64 blk[PTG_PY_FRAME_BLOCK_MAX / 8];
 	struct ptg_stack_event *s;
+	__u64 cblk[PTG_PY_CODE_BLOCK_MAX / 8];
+	struct code_id id;
 	__u32 zero = 0;
 
 	if (!w->frame)
@@ -236,18 +504,22 @@ static long snap_step(__u32 i, void *arg)
 	s = bpf_map_lookup_elem(&snap_buf, &zero);
 	if (!s)
 		return 1;
-	if (!is_shim(w->frame)) {
+	/* with the first local: modpath reads a module call's self from it */
+	if (read_frame(w->frame, blk, true))
+		__builtin_memset(blk, 0, sizeof(blk)); /* the chain ends here, as it did */
+	if (!blk_is_shim(blk)) {
 		struct ptg_frame_ref *f = &s->frames[w->n & (PTG_MAX_SNAPSHOT_DEPTH - 1)];
 
 		f->frame = w->frame;
-		f->code = read_ptr(w->frame + off.frame_code) & PTG_PY_REF_MASK;
-		f->fingerprint = code_fingerprint(f->code);
-		f->local0 = read_ptr(w->frame + off.frame_localsplus) & PTG_PY_REF_MASK;
+		f->code = frame_u64(blk, off.frame_code) & PTG_PY_REF_MASK;
+		read_code_id(f->code, &id, cblk, false);
+		f->fingerprint = id.fingerprint;
+		f->local0 = frame_u64(blk, off.frame_localsplus) & PTG_PY_REF_MASK;
 		/* frames that were running before recording began: named now too */
-		send_code(f->code, f->fingerprint);
+		send_code(f->code, id.fingerprint, id.name, id.file, id.line);
 		w->n++;
 	}
-	w->frame = read_ptr(w->frame + off.frame_previous);
+	w->frame = frame_u64(blk, off.frame_previous);
 	return 0;
 }
 
@@ -285,30 +557,30 @@ __noinline int send_snapshot(__u64 ts, __u64 id, __u64 frame, __u32 reason)
  * Emits one event. `chain` is the innermost frame that was on the stack
  * before this event took effect: what a snapshot must show.
  */
-static __always_inline int emit(__u16 kind, __u32 aux, __u64 a, __u64 b, __u64 c, __u64 d,
-				__u64 chain)
+static __always_inline void set_state(struct hit *h, __u32 state)
+{
+	bpf_map_update_elem(&tid_state, &h->ti.tid, &state, BPF_ANY);
+	h->ti.state = state;
+	thread_changed(h);
+}
+
+static __always_inline int emit(struct hit *h, __u16 kind, __u32 aux, __u64 a, __u64 b, __u64 c,
+				__u64 d, __u64 chain)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)id, zero = 0, *st;
+	__u32 tid = (__u32)id;
 	__u64 ts = bpf_ktime_get_ns();
 	struct ptg_event *e;
 
-	st = bpf_map_lookup_elem(&tid_state, &tid);
-	if (!st || (*st & TID_DIRTY)) {
-		if (send_snapshot(ts, id, chain, st ? PTG_SNAP_RESYNC : PTG_SNAP_FIRST))
+	if (!h->ti.state || (h->ti.state & TID_DIRTY)) {
+		if (send_snapshot(ts, id, chain, h->ti.state ? PTG_SNAP_RESYNC : PTG_SNAP_FIRST))
 			return 0;
-		if (!st) {
-			bpf_map_update_elem(&tid_state, &tid, &zero, BPF_ANY);
-			st = bpf_map_lookup_elem(&tid_state, &tid);
-			if (!st)
-				return 0;
-		}
-		*st = TID_SNAPSHOTTED;
+		set_state(h, TID_SNAPSHOTTED);
 	}
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count_loss(PTG_LOSS_PY_EVENT);
-		*st |= TID_DIRTY;
+		set_state(h, h->ti.state | TID_DIRTY);
 		return 0;
 	}
 	e->ts = ts;
@@ -321,7 +593,7 @@ static __always_inline int emit(__u16 kind, __u32 aux, __u64 a, __u64 b, __u64 c
 	e->b = b;
 	e->c = c;
 	e->d = d;
-	bpf_ringbuf_submit(e, ptg_wakeup_flags(&events));
+	bpf_ringbuf_submit(e, ptg_wakeup_flags_every(&events, &h->cc->events));
 	return 0;
 }
 
@@ -346,33 +618,55 @@ static __always_inline bool is_resume_op(__u8 op)
 	return false;
 }
 
-static __always_inline int resume_unit(__u64 prev_instr, __u16 *unit)
+/*
+ * The two units from prev_instr on: in the code block read already when
+ * they lie in it (a call's RESUME), else in one read (the RESUME is never a
+ * code object's last instruction, so the unit after either is there).
+ */
+static __always_inline int resume_unit(__u64 prev_instr, __u64 code, const __u64 *cblk, __u32 n,
+				       __u16 *unit)
 {
-	if (bpf_probe_read_user(unit, sizeof(*unit), (const void *)prev_instr))
+	__u64 at = prev_instr - (code + off.code_block);
+	__u16 units[2];
+
+	if (prev_instr >= code + off.code_block && at + 4 <= n && at <= PTG_PY_CODE_BLOCK_MAX - 4) {
+		/* units are 2-aligned, and so is the block's start: tell the verifier */
+		at &= ~1ull;
+		units[0] = *(const __u16 *)((const __u8 *)cblk + at);
+		units[1] = *(const __u16 *)((const __u8 *)cblk + at + 2);
+	} else if (!prev_instr ||
+		   bpf_probe_read_user(units, sizeof(units), (const void *)prev_instr)) {
 		return -1;
-	if (is_resume_op((__u8)*unit))
-		return 0;
-	return bpf_probe_read_user(unit, sizeof(*unit), (const void *)(prev_instr + 2)) ? -1 : 0;
+	}
+	*unit = is_resume_op((__u8)units[0]) ? units[0] : units[1];
+	return 0;
 }
 
-static __always_inline int on_resume(void)
+static __always_inline int on_resume(struct hit *h)
 {
-	__u64 frame, code, prev_instr, previous, self = 0;
-	__u32 oparg, fingerprint;
+	__u64 frame, code, prev_instr, previous, self;
+	__u64 blk[PTG_PY_FRAME_BLOCK_MAX / 8];
+	__u64 cblk[PTG_PY_CODE_BLOCK_MAX / 8];
+	struct code_entry *slot;
+	struct code_id id;
+	__u32 oparg, n;
 	__u16 unit = 0;
 
-	frame = current_frame();
-	if (!frame) {
+	frame = current_frame(h);
+	if (!frame || read_frame(frame, blk, true)) {
 		count_loss(PTG_LOSS_PY_READ);
 		return 0;
 	}
-	code = read_ptr(frame + off.frame_code) & PTG_PY_REF_MASK;
-	prev_instr = read_ptr(frame + off.frame_prev_instr);
-	previous = read_ptr(frame + off.frame_previous);
+	code = frame_u64(blk, off.frame_code) & PTG_PY_REF_MASK;
+	prev_instr = frame_u64(blk, off.frame_prev_instr);
+	previous = frame_u64(blk, off.frame_previous);
+	self = frame_u64(blk, off.frame_localsplus) & PTG_PY_REF_MASK;
 	/* 3.12+: a frame entered from C sits on a shim frame; its caller is below that */
-	if (previous && is_shim(previous))
-		previous = read_ptr(previous + off.frame_previous);
-	if (resume_unit(prev_instr, &unit)) {
+	if (previous && off.owner_cstack != 0xff && !read_frame(previous, blk, false) &&
+	    blk_is_shim(blk))
+		previous = frame_u64(blk, off.frame_previous);
+	n = read_code_id(code, &id, cblk, true);
+	if (resume_unit(prev_instr, code, cblk, n, &unit)) {
 		count_loss(PTG_LOSS_PY_READ);
 		return 0;
 	}
@@ -380,13 +674,14 @@ static __always_inline int on_resume(void)
 	oparg = (unit >> 8) & resume_where_mask;
 	if (oparg == resume_not_a_call)
 		return 0;
-	fingerprint = code_fingerprint(code);
-	send_code(code, fingerprint);
-	if (oparg == 0) {
-		self = read_ptr(frame + off.frame_localsplus) & PTG_PY_REF_MASK;
-		return emit(PTG_EV_PY_START, fingerprint, frame, code, self, previous, previous);
-	}
-	return emit(PTG_EV_PY_RESUME, fingerprint, frame, code, 0, previous, previous);
+	slot = code_slot(h->cc, code);
+	if (!code_cached(slot, code, id.fingerprint) &&
+	    !send_code(code, id.fingerprint, id.name, id.file, id.line))
+		code_put(slot, code, id.fingerprint);
+	if (oparg == 0)
+		return emit(h, PTG_EV_PY_START, id.fingerprint, frame, code, self, previous,
+			    previous);
+	return emit(h, PTG_EV_PY_RESUME, id.fingerprint, frame, code, 0, previous, previous);
 }
 
 /*
@@ -394,25 +689,25 @@ static __always_inline int on_resume(void)
  * probe sits after the handler made the caller current, the frame above
  * the current one (user/pyframe.c tells which). A shim frame is sent as 0.
  */
-static __always_inline int on_leave(__u16 kind)
+static __always_inline int on_leave(struct hit *h, __u16 kind)
 {
-	__u64 frame = current_frame();
+	__u64 frame = current_frame(h);
 
 	if (!frame) {
 		count_loss(PTG_LOSS_PY_READ);
 		return 0;
 	}
-	return emit(kind, 0, is_shim(frame) ? 0 : frame, 0, 0, 0, frame);
+	return emit(h, kind, 0, is_shim(frame) ? 0 : frame, 0, 0, 0, frame);
 }
 
 /* PyTraceBack_Here(PyFrameObject *f): the exception now is in f's frame. */
-static __always_inline int on_traceback(__u64 frame_obj)
+static __always_inline int on_traceback(struct hit *h, __u64 frame_obj)
 {
 	__u64 frame = read_ptr(frame_obj + off.frameobj_frame);
 
 	if (!frame)
 		return 0;
-	return emit(PTG_EV_PY_UNWIND, 1, frame, 0, 0, 0, frame);
+	return emit(h, PTG_EV_PY_UNWIND, 1, frame, 0, 0, 0, frame);
 }
 
 /*
@@ -422,15 +717,19 @@ static __always_inline int on_traceback(__u64 frame_obj)
 SEC("uprobe")
 int py_probe(struct pt_regs *ctx)
 {
+	struct hit h;
+
+	if (hit_begin(&h))
+		return 0;
 	switch (bpf_get_attach_cookie(ctx)) {
 	case PTG_PY_PROBE_RESUME:
-		return on_resume();
+		return on_resume(&h);
 	case PTG_PY_PROBE_RETURN:
-		return on_leave(PTG_EV_PY_RETURN);
+		return on_leave(&h, PTG_EV_PY_RETURN);
 	case PTG_PY_PROBE_YIELD:
-		return on_leave(PTG_EV_PY_YIELD);
+		return on_leave(&h, PTG_EV_PY_YIELD);
 	case PTG_PY_PROBE_TRACEBACK:
-		return on_traceback(PT_REGS_PARM1(ctx));
+		return on_traceback(&h, PT_REGS_PARM1(ctx));
 	}
 	return 0;
 }
@@ -444,26 +743,30 @@ int py_probe(struct pt_regs *ctx)
 SEC("uretprobe")
 int BPF_KRETPROBE(py_eval_ret, void *ret)
 {
+	struct hit h;
 	__u64 frame;
 
-	if (ret)
+	if (ret || hit_begin(&h))
 		return 0;
-	frame = current_frame();
-	return emit(PTG_EV_PY_UNWIND, 2, frame, 0, 0, 0, frame);
+	frame = current_frame(&h);
+	return emit(&h, PTG_EV_PY_UNWIND, 2, frame, 0, 0, 0, frame);
 }
 
 /*
  * A thread that ends leaves its tid, and its PyThreadState's memory, to
  * others: a cached thread state would still pass the native id check on
- * freed memory. Forget the thread.
+ * freed memory. Forget the thread, and the CPUs' copies of it with it.
  */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(py_thread_exit, struct task_struct *task)
 {
 	__u32 tid = task->pid;
+	bool known;
 
-	bpf_map_delete_elem(&threads, &tid);
-	bpf_map_delete_elem(&tid_state, &tid);
+	known = !bpf_map_delete_elem(&threads, &tid);
+	known |= !bpf_map_delete_elem(&tid_state, &tid);
+	if (known)
+		__sync_fetch_and_add(&thread_gen, 1);
 	return 0;
 }
 

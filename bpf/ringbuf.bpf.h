@@ -18,4 +18,19 @@ static __always_inline __u64 ptg_wakeup_flags(void *ringbuf)
 	return avail >= size / 4 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
+/*
+ * The same for a probe on the hot path of every call: the two queries cost
+ * ~17 ns of its ~430, so ask them every PTG_WAKEUP_EVERY-th event only, as
+ * counted in the caller's per-CPU counter. That many events are a small part
+ * of a quarter of any buffer.
+ */
+#define PTG_WAKEUP_EVERY 64
+
+static __always_inline __u64 ptg_wakeup_flags_every(void *ringbuf, __u64 *count)
+{
+	if ((*count)++ % PTG_WAKEUP_EVERY)
+		return BPF_RB_NO_WAKEUP;
+	return ptg_wakeup_flags(ringbuf);
+}
+
 #endif /* PTG_RINGBUF_BPF_H */

@@ -340,6 +340,12 @@ int pyframe__open(const struct py_interp *py, struct tracer *t, struct pyframe *
 		goto cleanup;
 	}
 	pf->skel->rodata->off = py->info->off;
+	err = py_offsets_blocks(&pf->skel->rodata->off, py->info->code_adaptive);
+	if (err) {
+		fprintf(stderr, "pyframe: Python %s's structs do not fit the BPF read buffers\n",
+			py->info->name);
+		goto cleanup;
+	}
 	pf->skel->rodata->runtime_addr = py->runtime_addr;
 	memcpy((void *)pf->skel->rodata->resume_ops, py->ops.resume, sizeof(py->ops.resume));
 	pf->skel->rodata->resume_where_mask = py->info->resume_where_mask;

@@ -148,5 +148,11 @@ const char *py_supported_versions(void);
 const struct py_version_info *py_version_lookup(uint32_t version_hex);
 /* The row of the newest version known. */
 const struct py_version_info *py_version_newest(void);
+/*
+ * Sets the blocks of o (see PTG_PY_FRAME_BLOCK_MAX) from its offsets and
+ * PyCodeObject.co_code_adaptive's; -E2BIG if one is larger than the BPF
+ * side's buffer.
+ */
+int py_offsets_blocks(struct ptg_py_offsets *o, uint32_t code_adaptive);
 
 #endif /* PTG_PYINTERP_H */

@@ -12,6 +12,8 @@
  * instr_ptr, and keeps instance values inline; 3.14 made frame references
  * tagged _PyStackRefs and renumbered the frame owners.
  */
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "pyinterp.h"
@@ -387,4 +389,51 @@ const char *py_supported_versions(void)
 	for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]); i++)
 		n += snprintf(buf + n, sizeof(buf) - n, "%s%s", i ? ", " : "", versions[i].name);
 	return buf;
+}
+
+/* Grows the block [*lo, *hi) to hold n bytes at off. */
+static void block_add(uint32_t *lo, uint32_t *hi, uint32_t off, uint32_t n)
+{
+	if (off < *lo)
+		*lo = off;
+	if (off + n > *hi)
+		*hi = off + n;
+}
+
+int py_offsets_blocks(struct ptg_py_offsets *o, uint32_t code_adaptive)
+{
+	uint32_t frame_ptr =
+		o->tstate_cframe != PTG_OFF_NONE ? o->tstate_cframe : o->cframe_current_frame;
+	uint32_t lo = UINT32_MAX, hi = 0;
+
+	/* native_thread_id is an unsigned long */
+	block_add(&lo, &hi, o->tstate_native_tid, 8);
+	block_add(&lo, &hi, frame_ptr, 8);
+	/* 8-aligned starts keep every field naturally aligned in the BPF stack buffer */
+	o->tstate_block = lo & ~7u;
+	o->tstate_block_size = hi - o->tstate_block;
+	lo = 0;
+	hi = 0;
+	block_add(&lo, &hi, o->frame_code, 8);
+	block_add(&lo, &hi, o->frame_previous, 8);
+	block_add(&lo, &hi, o->frame_prev_instr, 8);
+	block_add(&lo, &hi, o->frame_owner, 1);
+	o->frame_head_size = hi;
+	block_add(&lo, &hi, o->frame_localsplus, 8);
+	o->frame_block_size = hi;
+	lo = UINT32_MAX;
+	hi = 0;
+	block_add(&lo, &hi, o->code_qualname, 8);
+	block_add(&lo, &hi, o->code_filename, 8);
+	block_add(&lo, &hi, o->code_firstlineno, 4);
+	o->code_block = lo & ~7u;
+	o->code_block_size = hi - o->code_block;
+	/* prev_instr may point at the unit before the first instruction */
+	block_add(&lo, &hi, code_adaptive - 2, PTG_PY_CODE_UNIT_BYTES + 2);
+	o->code_block_units_size = lo < o->code_block ? 0 : hi - o->code_block;
+	if (o->tstate_block_size > PTG_PY_TSTATE_BLOCK_MAX ||
+	    o->frame_block_size > PTG_PY_FRAME_BLOCK_MAX ||
+	    o->code_block_units_size > PTG_PY_CODE_BLOCK_MAX || !o->code_block_units_size)
+		return -E2BIG;
+	return 0;
 }

@@ -18,6 +18,20 @@
  */
 #define PTG_PY_REF_MASK (~7ull)
 
+/*
+ * record's hot path reads the fields it needs of a struct with one
+ * bpf_probe_read_user of the block that holds them all: a read costs about
+ * 100 ns whatever its size at these sizes (the fault-safe user copy, not the
+ * bytes), and a call read a dozen fields. py_offsets_blocks()
+ * (user/pyversions.c) computes each version's blocks and refuses one larger
+ * than these buffers.
+ */
+#define PTG_PY_TSTATE_BLOCK_MAX 128
+#define PTG_PY_FRAME_BLOCK_MAX	96
+#define PTG_PY_CODE_BLOCK_MAX	176
+/* the code block also holds this much of co_code_adaptive: where a call's RESUME is */
+#define PTG_PY_CODE_UNIT_BYTES 24
+
 struct ptg_py_offsets {
 	/* finding a thread's PyThreadState: walk the interpreters' thread lists */
 	__u32 runtime_interp_head; /* _PyRuntimeState.interpreters.head */
@@ -49,6 +63,12 @@ struct ptg_py_offsets {
 	__u32 unicode_state;	    /* PyASCIIObject.state */
 	__u32 unicode_ascii_data;   /* sizeof(PyASCIIObject): data of a compact ASCII str */
 	__u32 unicode_compact_data; /* sizeof(PyCompactUnicodeObject): data of other compact strs */
+	/* the blocks (8-aligned start, size): set by py_offsets_blocks(), not in the table */
+	__u32 tstate_block, tstate_block_size; /* native_thread_id, cframe or current_frame */
+	__u32 frame_head_size;		       /* from 0: code, previous, prev_instr, owner */
+	__u32 frame_block_size;		       /* the head and localsplus[0] */
+	__u32 code_block, code_block_size;     /* qualname, filename, firstlineno */
+	__u32 code_block_units_size; /* and the unit before co_code_adaptive and its first */
 };
 
 #endif /* PTRACE_GPU_PYOFFSETS_H */

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""A/B of ptrace-gpu binaries on the hot path of exact Python call tracing.
+
+  sudo python3 bench/hotpath_ab.py [--stats] [--rounds 5] [--scale 2]
+                                   --python NAME BINARY...
+
+One process of bench/workloads/fib.py (interpreter NAME of
+tests/integration/ptg.py) serves every run. Per round: the work untraced,
+then under `record -p` of each BINARY in turn, so that the load of a shared
+machine hits each binary alike. Without --stats: the CPU time each binary
+adds per Python call (BPF statistics off). With --stats: the run time of
+py_probe per program run, from the kernel's BPF statistics, turned on
+through a BPF_ENABLE_STATS file descriptor only while the work runs (it
+counts with the sysctl, so another user's statistics are never turned off).
+Prints the median and every round of each binary. A benchmark, not a test.
+"""
+import argparse
+import ctypes
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+import ptg  # noqa: E402  (the interpreters and how to run each)
+
+FIB = os.path.join(HERE, "workloads", "fib.py")
+SYS_BPF = 321  # x86_64
+BPF_ENABLE_STATS = 32
+BPF_STATS_RUN_TIME = 0
+
+
+def enable_stats():
+    libc = ctypes.CDLL(None, use_errno=True)
+    attr = (ctypes.c_uint32 * 2)(BPF_STATS_RUN_TIME, 0)
+    fd = libc.syscall(SYS_BPF, BPF_ENABLE_STATS, ctypes.byref(attr), 4)
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"BPF_ENABLE_STATS: {os.strerror(err)}")
+    return fd
+
+
+def probe_stats(pid):
+    """{prog id: (run_time_ns, run_cnt)} of the py_probe programs pid holds."""
+    res = {}
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            if not line.startswith("prog_id:"):
+                continue
+            out = subprocess.run(["bpftool", "-j", "prog", "show", "id", line.split()[1]],
+                                 capture_output=True, text=True).stdout
+            prog = json.loads(out) if out.strip() else {}
+            if prog.get("name") == "py_probe":
+                res[prog["id"]] = (prog.get("run_time_ns", 0), prog.get("run_cnt", 0))
+    return res
+
+
+class Target:
+    def __init__(self, python, scale):
+        self.proc = subprocess.Popen(
+            python.argv(python.path(FIB), "--wait", "--scale", str(scale)),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("ready"):
+            raise RuntimeError(f"{python}: workload did not start: {line!r}")
+        self.pid = self.proc.pid
+
+    def run(self):
+        """CPU ns per call of one run of the work, and the calls it made."""
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        r = json.loads(self.proc.stdout.readline())
+        return statistics.median(r["cpu_s"]) / r["calls"] * 1e9, r["calls"]
+
+    def close(self):
+        self.proc.stdin.write("quit\n")
+        self.proc.stdin.flush()
+        self.proc.wait(timeout=30)
+
+
+def traced(target, binary, tmp, stats):
+    log = os.path.join(tmp, "record.log")
+    with open(log, "w") as err:
+        rec = subprocess.Popen([binary, "record", "-p", str(target.pid), "-o",
+                                os.path.join(tmp, "out.ptg")],
+                               stdout=subprocess.DEVNULL, stderr=err)
+    deadline = time.monotonic() + 60
+    while rec.poll() is None and time.monotonic() < deadline:
+        with open(log) as f:
+            if "recording pid" in f.read():
+                break
+        time.sleep(0.05)
+    if rec.poll() is not None:
+        with open(log) as f:
+            raise RuntimeError(f"{binary} record -p failed: {f.read().strip()[-200:]}")
+    fd = enable_stats() if stats else -1
+    try:
+        before = probe_stats(rec.pid) if stats else {}
+        cpu, calls = target.run()
+        after = probe_stats(rec.pid) if stats else {}
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        rec.send_signal(signal.SIGINT)
+        rec.wait(timeout=120)
+    if not stats:
+        return cpu, None
+    ns = sum(after[i][0] - before.get(i, (0, 0))[0] for i in after)
+    runs = sum(after[i][1] - before.get(i, (0, 0))[1] for i in after)
+    if not runs:
+        raise RuntimeError(f"{binary}: py_probe did not run")
+    return ns / runs, runs / calls
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--python", required=True, help="an interpreter of ptg.INTERPRETERS")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--scale", type=float, default=2.0)
+    ap.add_argument("--stats", action="store_true", help="BPF run time per py_probe run")
+    ap.add_argument("binaries", nargs="+")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench/hotpath_ab.py: needs root (record -p, BPF statistics)")
+    python = ptg.Python(a.python)
+    if python.missing:
+        sys.exit(f"bench/hotpath_ab.py: {a.python}: {python.missing}")
+    res = {b: [] for b in a.binaries}
+    target = Target(python, a.scale)
+    try:
+        target.run()  # warm-up: specialization, caches
+        with tempfile.TemporaryDirectory() as tmp:
+            for _ in range(a.rounds):
+                base, _ = target.run()
+                for b in a.binaries:
+                    v, per_call = traced(target, b, tmp, a.stats)
+                    res[b].append((v if a.stats else v - base, per_call))
+    finally:
+        target.close()
+    what = "py_probe ns per run" if a.stats else "CPU ns added per call"
+    for b in a.binaries:
+        vals = [v for v, _ in res[b]]
+        extra = ""
+        if a.stats:
+            extra = f", {statistics.median(p for _, p in res[b]):.2f} runs per call"
+        print(f"{a.python} {b}: {what}: median {statistics.median(vals):,.0f} "
+              f"[{', '.join(f'{v:.0f}' for v in vals)}]{extra}")
+
+
+if __name__ == "__main__":
+    main()
