@@ -108,14 +108,15 @@ static enum code_role code_role(const struct py_code_info *ci)
 	return ROLE_NONE;
 }
 
-static const struct code_kind *code_kind(struct modpath *mp, uint64_t code, uint32_t fingerprint)
+/* The entry of (code, fingerprint), made anew (zeroed) if it was not that. */
+static struct code_kind *code_slot(struct modpath *mp, uint64_t code, uint32_t fingerprint,
+				   bool *found)
 {
 	uint64_t *idx = u64map__get(&mp->code_idx, code);
-	struct py_code_info ci;
 	struct code_kind *k;
-	const char *dot;
 
-	if (idx && mp->kinds[*idx - 1].fingerprint == fingerprint)
+	*found = idx && mp->kinds[*idx - 1].fingerprint == fingerprint;
+	if (*found)
 		return &mp->kinds[*idx - 1];
 	if (!idx) {
 		if (array_grow((void **)&mp->kinds, &mp->kinds_cap, mp->nkinds + 1,
@@ -129,12 +130,52 @@ static const struct code_kind *code_kind(struct modpath *mp, uint64_t code, uint
 	}
 	memset(k, 0, sizeof(*k));
 	k->fingerprint = fingerprint;
+	return k;
+}
+
+static void set_kind(struct code_kind *k, const struct py_code_info *ci)
+{
+	const char *dot = strrchr(ci->qualname, '.');
+
+	k->role = code_role(ci);
+	snprintf(k->method, sizeof(k->method), "%.63s", dot ? dot + 1 : ci->qualname);
+}
+
+/*
+ * What a code object is, from the names the BPF side sent at its first
+ * sight (learn_code()), else read from the target's memory now.
+ */
+static const struct code_kind *code_kind(struct modpath *mp, uint64_t code, uint32_t fingerprint)
+{
+	struct py_code_info ci;
+	struct code_kind *k;
+	bool found;
+
+	k = code_slot(mp, code, fingerprint, &found);
+	if (!k || found)
+		return k;
 	if (py_read_code(mp->memfd, mp->vi, code, &ci) || ci.fingerprint != fingerprint)
 		return k; /* freed before we read it: not a module call as far as we know */
-	k->role = code_role(&ci);
-	dot = strrchr(ci.qualname, '.');
-	snprintf(k->method, sizeof(k->method), "%.63s", dot ? dot + 1 : ci.qualname);
+	set_kind(k, &ci);
 	return k;
+}
+
+/* Names sent with a code object's first event: good even once the process is gone. */
+static int learn_code(struct modpath *mp, const struct ptg_code_event *c)
+{
+	struct py_code_info ci = {};
+	struct code_kind *k;
+	bool found;
+
+	if (!c->name_width || !c->file_width)
+		return 0; /* code_kind() reads it from memory */
+	k = code_slot(mp, c->hdr.a, c->hdr.aux, &found);
+	if (!k)
+		return -ENOMEM;
+	py_decode_chars(c->name, c->name_width, c->name_chars, ci.qualname, sizeof(ci.qualname));
+	py_decode_chars(c->file, c->file_width, c->file_chars, ci.filename, sizeof(ci.filename));
+	set_kind(k, &ci);
+	return 0;
 }
 
 static struct mod_thread *mod_thread(struct modpath *mp, uint32_t pid, uint32_t tid, bool create)
@@ -298,11 +339,17 @@ static int resync(struct modpath *mp, struct mod_thread *mt, const struct tracer
 static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
 {
 	struct modpath *mp = ctx;
-	const struct tracer_thread *th = tracer__thread(t, e->pid, e->tid, e->ts);
-	struct mod_thread *mt = mod_thread(mp, e->pid, e->tid, true);
+	const struct tracer_thread *th;
 	const struct tracer_slot *top;
 	const struct code_kind *k;
+	struct mod_thread *mt;
 
+	if (e->kind == PTG_EV_PY_CODE)
+		return size >= sizeof(struct ptg_code_event)
+			       ? learn_code(mp, (const struct ptg_code_event *)e)
+			       : 0;
+	th = tracer__thread(t, e->pid, e->tid, e->ts);
+	mt = mod_thread(mp, e->pid, e->tid, true);
 	if (!th || !mt)
 		return -ENOMEM;
 	switch (e->kind) {
@@ -665,7 +712,7 @@ int modpath__open(struct tracer *t, const struct py_interp *py, struct modpath *
 		fprintf(stderr, "modpath: cannot open %s: %s\n", path, strerror(errno));
 		goto cleanup;
 	}
-	err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_STACK, handle_event, NULL, mp);
+	err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, handle_event, NULL, mp);
 	if (err)
 		goto cleanup;
 	*out = mp;

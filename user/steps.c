@@ -216,14 +216,37 @@ static int end_step(struct steps *s, const struct ptg_event *e)
 	return trace_writer__record(w, &r);
 }
 
+/*
+ * The names the BPF side read at a code object's first sight: whether it is
+ * a step function is known before its first call, even if the code (or the
+ * whole process) is gone by the time we would read it from memory.
+ */
+static int learn_code(struct steps *s, const struct ptg_code_event *c)
+{
+	struct py_code_info ci = {};
+
+	if (!c->name_width || !c->file_width)
+		return 0; /* is_step() reads it from memory */
+	py_decode_chars(c->name, c->name_width, c->name_chars, ci.qualname, sizeof(ci.qualname));
+	py_decode_chars(c->file, c->file_width, c->file_chars, ci.filename, sizeof(ci.filename));
+	return u64map__put(&s->codes, c->hdr.a,
+			   (uint64_t)c->hdr.aux << 32 | (is_step_code(s, &ci) ? 2 : 1));
+}
+
 static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
 {
 	struct steps *s = ctx;
-	const struct tracer_thread *th = tracer__thread(t, e->pid, e->tid, e->ts);
-	struct step_thread *st = step_thread(s, e->pid, e->tid);
+	const struct tracer_thread *th;
 	const struct tracer_slot *slot;
+	struct step_thread *st;
 	int err;
 
+	if (e->kind == PTG_EV_PY_CODE)
+		return size >= sizeof(struct ptg_code_event)
+			       ? learn_code(s, (const struct ptg_code_event *)e)
+			       : 0;
+	th = tracer__thread(t, e->pid, e->tid, e->ts);
+	st = step_thread(s, e->pid, e->tid);
 	if (!th || !st)
 		return -ENOMEM;
 	if (st->active) {
@@ -281,7 +304,7 @@ int steps__open(struct tracer *t, const struct py_interp *py, const struct steps
 		fprintf(stderr, "steps: cannot open %s: %s\n", path, strerror(errno));
 		goto cleanup;
 	}
-	err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_STACK, handle_event, NULL, s);
+	err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, handle_event, NULL, s);
 	if (err)
 		goto cleanup;
 	*out = s;
