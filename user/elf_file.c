@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "elf_file.h"
 
 #define PTR_TABLE_LEN 256
@@ -322,7 +323,7 @@ static int scan_rela_tables(const struct elf_file *ef, elf_ptr_table_fn accept, 
 			slots[nslots++].addend = rela.r_addend;
 		}
 	}
-	qsort(slots, nslots, sizeof(*slots), cmp_slot);
+	array_sort(slots, nslots, sizeof(*slots), cmp_slot);
 	for (size_t i = 0, run = 0; i < nslots; i++) {
 		run = i && slots[i].offset == slots[i - 1].offset + 8 ? run + 1 : 1;
 		if (run < PTR_TABLE_LEN)

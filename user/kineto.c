@@ -724,14 +724,14 @@ static int convert(struct importer *im, json_object *events)
 		if (err)
 			return err;
 	}
-	qsort(im->nest, im->nnest, sizeof(*im->nest), cmp_nest);
+	array_sort(im->nest, im->nnest, sizeof(*im->nest), cmp_nest);
 	if ((err = clip_nest(im)))
 		return err;
 	/* clipping shortens events: sort again so the order depends on the result only */
-	qsort(im->nest, im->nnest, sizeof(*im->nest), cmp_nest);
+	array_sort(im->nest, im->nnest, sizeof(*im->nest), cmp_nest);
 	if ((err = nest_to_records(im)))
 		return err;
-	qsort(im->evs, im->nevs, sizeof(*im->evs), cmp_kev);
+	array_sort(im->evs, im->nevs, sizeof(*im->evs), cmp_kev);
 	return 0;
 }
 
