@@ -202,12 +202,12 @@ static bool get_int(json_object *o, const char *key, int64_t *out)
 	return true;
 }
 
-/* An optional id stored as value + 1 so that 0 means absent. */
+/* An optional id stored as value + 1 so that 0 means absent; INT64_MAX has no + 1. */
 static int64_t get_id1(json_object *o, const char *key)
 {
 	int64_t v;
 
-	return get_int(o, key, &v) && v >= 0 ? v + 1 : 0;
+	return get_int(o, key, &v) && v >= 0 && v < INT64_MAX ? v + 1 : 0;
 }
 
 static uint64_t get_u64(json_object *o, const char *key)
