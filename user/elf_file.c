@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "array.h"
@@ -16,6 +17,7 @@
 
 struct elf_file {
 	int fd;
+	uint64_t size; /* of the file: bounds what its headers may claim */
 	Elf *elf;
 	GElf_Ehdr ehdr;
 	size_t nphdrs;
@@ -25,6 +27,7 @@ struct elf_file {
 int elf_file__open(const char *path, struct elf_file **out)
 {
 	struct elf_file *ef;
+	struct stat st;
 	int err = -ENOEXEC;
 
 	if (elf_version(EV_CURRENT) == EV_NONE)
@@ -37,6 +40,11 @@ int elf_file__open(const char *path, struct elf_file **out)
 		err = -errno;
 		goto cleanup;
 	}
+	if (fstat(ef->fd, &st)) {
+		err = -errno;
+		goto cleanup;
+	}
+	ef->size = st.st_size;
 	ef->elf = elf_begin(ef->fd, ELF_C_READ_MMAP, NULL);
 	if (!ef->elf || elf_kind(ef->elf) != ELF_K_ELF || !gelf_getehdr(ef->elf, &ef->ehdr))
 		goto cleanup;
@@ -242,6 +250,9 @@ static int scan_raw_tables(const struct elf_file *ef, elf_ptr_table_fn accept, v
 		size_t n;
 
 		if (ph->p_type != PT_LOAD || (ph->p_flags & PF_X) || ph->p_filesz < 8)
+			continue;
+		/* a damaged header must not make us allocate what the file does not hold */
+		if (ph->p_offset > ef->size || ph->p_filesz > ef->size - ph->p_offset)
 			continue;
 		n = ph->p_filesz / 8;
 		words = malloc(n * 8);
