@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -129,8 +130,14 @@ static ssize_t read_at(const struct scan *s, uint64_t vaddr, void *buf, size_t l
 
 static const uint8_t *code_at(struct scan *s, uint64_t vaddr, size_t len, size_t *got)
 {
+	uint64_t off, room;
 	ssize_t n;
 
+	/* len is a symbol's st_size, from the file: allocate only what its segment holds */
+	if (vaddr_to_offset(s, vaddr, &off, &room))
+		return NULL;
+	if (len > room)
+		len = room;
 	if (len > s->buf_cap) {
 		uint8_t *b = realloc(s->buf, len);
 
@@ -690,17 +697,25 @@ static int scan_ops(struct scan *s, Elf_Data *d, const GElf_Shdr *sh)
 
 static int load_phdrs(struct scan *s)
 {
+	struct stat st;
 	size_t n;
 	GElf_Phdr p;
 
 	if (elf_getphdrnum(s->elf, &n))
 		return -ENOEXEC;
+	if (fstat(s->fd, &st))
+		return -errno;
 	s->load = calloc(n ? n : 1, sizeof(*s->load));
 	if (!s->load)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		if (gelf_getphdr(s->elf, (int)i, &p) && p.p_type == PT_LOAD)
-			s->load[s->nload++] = p;
+		if (!gelf_getphdr(s->elf, (int)i, &p) || p.p_type != PT_LOAD ||
+		    p.p_offset > (uint64_t)st.st_size)
+			continue;
+		/* a damaged header may claim more than the file holds: not code to read */
+		if (p.p_filesz > (uint64_t)st.st_size - p.p_offset)
+			p.p_filesz = (uint64_t)st.st_size - p.p_offset;
+		s->load[s->nload++] = p;
 	}
 	return 0;
 }
