@@ -18,6 +18,9 @@ packages=(
 	protobuf-compiler golang-github-google-pprof-dev
 	# tests: Debian chroots with CPython 3.13-3.15 and PyTorch 2.x (tools/make-chroots.sh)
 	mmdebstrap
+	# tests: clang's libFuzzer, ASan and UBSan runtimes for the harnesses of fuzz/
+	# (tools/fuzz.sh, the fuzz.smoke test); clang alone links none of them
+	libclang-rt-14-dev
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The .ptg reader on any bytes: open, metadata, symbols, losses, every
+ * record, then the model pass every report makes. A damaged trace must give
+ * an error with a reason, never a crash, a leak or a huge allocation.
+ *
+ * Mutations of a compressed, checksummed chunk almost never get past its
+ * checksum, so an input that starts with RAW_MAGIC instead of the file's
+ * magic holds its chunks uncompressed (header lengths and checksum ignored):
+ * they are deflated and summed here, and the decoders behind them get fuzzed
+ * too. fuzz/seeds/ptg-raw.py turns a .ptg into that form.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <zlib.h>
+
+#include "fuzz_util.h"
+#include "model.h"
+#include "trace.h"
+#include "trace_format.h"
+
+#define RAW_MAGIC "PTGRAWCK"
+
+/* Appends to a growing buffer; aborts when out of memory. */
+static void put(uint8_t **buf, size_t *len, size_t *cap, const void *p, size_t n)
+{
+	if (*len + n > *cap) {
+		*cap = (*len + n) * 2;
+		*buf = realloc(*buf, *cap);
+		if (!*buf)
+			fuzz_die("realloc");
+	}
+	memcpy(*buf + *len, p, n);
+	*len += n;
+}
+
+/* RAW_MAGIC form -> a .ptg whose chunks pass their checksums. */
+static uint8_t *pack(const uint8_t *data, size_t size, size_t *len)
+{
+	size_t cap = size + 64, off = PTG_FILE_HDR_LEN;
+	uint8_t *out = malloc(cap), *comp;
+
+	if (!out)
+		fuzz_die("malloc");
+	*len = 0;
+	put(&out, len, &cap, PTG_FILE_MAGIC, PTG_FILE_MAGIC_LEN);
+	put(&out, len, &cap, data + PTG_FILE_MAGIC_LEN, PTG_FILE_HDR_LEN - PTG_FILE_MAGIC_LEN);
+	while (size - off >= PTG_CHUNK_HDR_LEN) {
+		uint8_t h[PTG_CHUNK_HDR_LEN];
+		uint32_t raw = get_le32(data + off + 8);
+		uLongf clen;
+
+		memcpy(h, data + off, sizeof(h));
+		off += sizeof(h);
+		if (raw > size - off)
+			raw = size - off;
+		clen = compressBound(raw);
+		comp = malloc(clen);
+		if (!comp || compress2(comp, &clen, data + off, raw, Z_BEST_SPEED) != Z_OK)
+			fuzz_die("compress2");
+		put_le32(h + 8, raw);
+		put_le32(h + 12, clen);
+		put_le32(h + 16, crc32(0, comp, clen));
+		put(&out, len, &cap, h, sizeof(h));
+		put(&out, len, &cap, comp, clen);
+		free(comp);
+		off += raw;
+	}
+	/* a partial chunk header stays: truncation is damage too */
+	put(&out, len, &cap, data + off, size - off);
+	return out;
+}
+
+static void check_stack(const struct model_frame *stack, unsigned int depth)
+{
+	/* the frames must be readable to the last one */
+	if (depth && stack[depth - 1].kind != PTG_REC_PY_ENTER &&
+	    stack[depth - 1].kind != PTG_REC_OP_ENTER)
+		abort();
+}
+
+static void on_span(void *ctx, const struct model_span *s, const struct model_frame *stack,
+		    unsigned int depth)
+{
+	check_stack(stack, depth);
+}
+
+static void on_record(void *ctx, const struct ptg_record *rec, const struct model_frame *stack,
+		      unsigned int depth)
+{
+	check_stack(stack, depth);
+}
+
+static void read_all(struct trace_reader *r)
+{
+	const struct ptg_loss *loss;
+	const char *key, *value;
+	struct ptg_record rec;
+	size_t i, n;
+	int ret;
+
+	for (i = 0; trace_reader__meta_at(r, i, &key, &value); i++)
+		trace_reader__meta(r, key);
+	for (i = 1; i <= trace_reader__nsyms(r); i++) {
+		const struct ptg_sym *s = trace_reader__sym(r, i);
+
+		if (!s || s->id != i || !s->name || !s->file)
+			abort();
+	}
+	loss = trace_reader__losses(r, &n);
+	for (i = 0; i < n; i++) {
+		if (memchr(loss[i].what, 0, sizeof(loss[i].what)) == NULL)
+			abort();
+	}
+	while ((ret = trace_reader__next(r, &rec)) > 0) {
+		/* the reader promises that every record's symbol exists */
+		if (rec.sym && !trace_reader__sym(r, rec.sym))
+			abort();
+	}
+	/* a corrupt trace is reported with a reason */
+	if (ret < 0 && !trace_reader__error(r)[0])
+		abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const struct model_visitor v = {.span = on_span, .record = on_record};
+	const char *path;
+	struct model_stats st;
+	struct trace_reader *r;
+	char err[256] = "";
+	int ret;
+
+	if (size >= PTG_FILE_HDR_LEN && !memcmp(data, RAW_MAGIC, PTG_FILE_MAGIC_LEN)) {
+		size_t len;
+		uint8_t *packed = pack(data, size, &len);
+
+		path = fuzz_write("in.ptg", packed, len);
+		free(packed);
+	} else {
+		path = fuzz_write("in.ptg", data, size);
+	}
+	if (trace_reader__open(path, &r, err, sizeof(err))) {
+		if (!err[0])
+			abort();
+		return 0;
+	}
+	read_all(r);
+	trace_reader__rewind(r);
+	ret = model__walk(r, &v, NULL, &st);
+	if (ret < 0 && ret != -ENOMEM && !trace_reader__error(r)[0])
+		abort();
+	trace_reader__close(r);
+	return 0;
+}
