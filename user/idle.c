@@ -219,8 +219,8 @@ static void join_launches(struct idle_ctx *c)
 {
 	size_t i, j = 0;
 
-	qsort(c->calls, c->ncalls, sizeof(*c->calls), cmp_call);
-	qsort(c->gops, c->ngops, sizeof(*c->gops), cmp_gop_corr);
+	array_sort(c->calls, c->ncalls, sizeof(*c->calls), cmp_call);
+	array_sort(c->gops, c->ngops, sizeof(*c->gops), cmp_gop_corr);
 	for (i = 0; i < c->ngops; i++) {
 		struct gop *g = &c->gops[i];
 		uint64_t corr = g->launch;
@@ -601,7 +601,7 @@ static int devices(struct idle_ctx *c)
 	struct idle_report *rep = c->rep;
 	size_t i, lo, cap = 0;
 
-	qsort(c->gops, c->ngops, sizeof(*c->gops), cmp_gop_dev);
+	array_sort(c->gops, c->ngops, sizeof(*c->gops), cmp_gop_dev);
 	rep->gaps = calloc(c->o->top_n + 1, sizeof(*rep->gaps));
 	if (!rep->gaps)
 		return -ENOMEM;
@@ -626,7 +626,7 @@ static int global_busy(struct idle_ctx *c)
 	uint64_t total = 0;
 	size_t i, n = 0;
 
-	qsort(c->gops, c->ngops, sizeof(*c->gops), cmp_gop_start);
+	array_sort(c->gops, c->ngops, sizeof(*c->gops), cmp_gop_start);
 	rep->busy = malloc((2 * c->ngops + 2) * sizeof(uint64_t));
 	rep->busy_before = malloc((c->ngops + 1) * sizeof(uint64_t));
 	if (!rep->busy || !rep->busy_before)
@@ -757,7 +757,7 @@ static int streams(struct idle_ctx *c)
 
 	if (!q)
 		return -ENOMEM;
-	qsort(c->gops, c->ngops, sizeof(*c->gops), cmp_gop_stream);
+	array_sort(c->gops, c->ngops, sizeof(*c->gops), cmp_gop_stream);
 	for (lo = 0; lo < c->ngops; lo = i) {
 		const struct gop *g = &c->gops[lo];
 		struct idle_stream *s;
