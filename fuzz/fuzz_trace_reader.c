@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * The .ptg reader on any bytes: open, metadata, symbols, losses, every
- * record, then the model pass every report makes. A damaged trace must give
- * an error with a reason, never a crash, a leak or a huge allocation.
+ * record, then the model pass every report makes and, on a trace that reads
+ * whole, the reports themselves. A damaged trace must give an error with a
+ * reason, never a crash, a leak or a huge allocation.
  *
  * Mutations of a compressed, checksummed chunk almost never get past its
  * checksum, so an input that starts with RAW_MAGIC instead of the file's
@@ -14,8 +15,15 @@
 #include <stdlib.h>
 #include <zlib.h>
 
+#include "chrome.h"
+#include "cudaprobe.h"
+#include "flamegraph.h"
 #include "fuzz_util.h"
+#include "idle.h"
 #include "model.h"
+#include "profile.h"
+#include "pstats.h"
+#include "schedprobe.h"
 #include "trace.h"
 #include "trace_format.h"
 
@@ -91,7 +99,7 @@ static void on_record(void *ctx, const struct ptg_record *rec, const struct mode
 	check_stack(stack, depth);
 }
 
-static void read_all(struct trace_reader *r)
+static int read_all(struct trace_reader *r)
 {
 	const struct ptg_loss *loss;
 	const char *key, *value;
@@ -120,6 +128,50 @@ static void read_all(struct trace_reader *r)
 	/* a corrupt trace is reported with a reason */
 	if (ret < 0 && !trace_reader__error(r)[0])
 		abort();
+	return ret;
+}
+
+/*
+ * What report, flamegraph, idle and export do with a trace; their options
+ * taken from the input's size, so that the corpus tries each of them.
+ */
+static void run_reports(struct trace_reader *r, size_t size, FILE *null)
+{
+	const struct flamegraph_opts fo = {.weight = size % 4};
+	const struct profile_opts po = {
+	    .kind = size & 1 ? PTG_REC_OP_ENTER : PTG_REC_PY_ENTER,
+	    .per_thread = true,
+	    .group = (size >> 1) % 3,
+	    .stack_n = 2,
+	};
+	const struct pstats_list_opts lo = {.sort = (size >> 2) % 4, .limit = -1};
+	struct profile_run *run;
+	struct idle_report *rep;
+	struct flamegraph *fg;
+	struct idle_opts io;
+
+	trace_reader__rewind(r);
+	if (!flamegraph__collect(r, &fo, &fg)) {
+		flamegraph__write_folded(fg, r, null);
+		flamegraph__write_svg(fg, r, null, "fuzz");
+		flamegraph__free(fg);
+	}
+	trace_reader__rewind(r);
+	if (!profile_run__collect(r, &po, &run)) {
+		pstats__print_stats(null, run->all, r, &lo);
+		pstats__print_callers(null, run->all, r, &lo);
+		pstats__print_callees(null, run->all, r, &lo);
+		pstats__write(run->all, r, fuzz_path("out.pstats"));
+		profile_run__free(run);
+	}
+	trace_reader__rewind(r);
+	idle_opts__defaults(&io);
+	if (!idle_analyze(r, &io, &rep))
+		idle_report__free(rep);
+	cudaprobe__report(null, r);
+	sched__report(null, r);
+	trace_reader__rewind(r);
+	chrome_export(r, fuzz_path("out.json"));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -145,11 +197,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		return 0;
 	}
-	read_all(r);
+	ret = read_all(r);
 	trace_reader__rewind(r);
-	ret = model__walk(r, &v, NULL, &st);
-	if (ret < 0 && ret != -ENOMEM && !trace_reader__error(r)[0])
-		abort();
+	if (model__walk(r, &v, NULL, &st) < 0 && ret == 0)
+		abort(); /* the same records read whole a moment ago */
+	if (ret == 0) {
+		static FILE *null;
+
+		if (!null && !(null = fopen("/dev/null", "we")))
+			fuzz_die("/dev/null");
+		run_reports(r, size, null);
+	}
 	trace_reader__close(r);
 	return 0;
 }
