@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * The ELF readers on any bytes: elf_file (symbols, segments, DT_NEEDED, the
- * eval loop's dispatch table), opscan (PyTorch's ops, disassembled) and the
- * sampler's symbol cache. The last reads objects only through a process's
+ * eval loop's dispatch table), pyinterp (the interpreter's version and
+ * _Py_DebugOffsets), opscan (PyTorch's ops, disassembled) and the sampler's
+ * symbol cache. The last reads objects only through a process's
  * mappings, so the input is mapped here, as a library would be, and
  * addresses inside it are resolved through /proc/self/maps.
  */
@@ -13,6 +14,7 @@
 #include "elf_file.h"
 #include "fuzz_util.h"
 #include "opscan.h"
+#include "pyinterp.h"
 #include "sample_syms.h"
 
 #define RESOLVE_POINTS 16
@@ -43,6 +45,16 @@ static void read_elf_file(const char *path)
 	elf_file__find_ptr_table(ef, score_table, NULL, table);
 	elf_file__close(ef);
 	elf_load_bias(path, 0x7f0000000000ull, 0, &bias);
+}
+
+static void read_interp(const char *path)
+{
+	static struct py_interp py;
+	char err[512] = "";
+
+	/* refused (no stdlib next to a fuzz input, at the latest) with a reason */
+	if (py_interp__from_file(path, &py, err, sizeof(err)) && !err[0])
+		abort();
 }
 
 static void read_ops(const char *path)
@@ -100,6 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *path = fuzz_write("in.elf", data, size);
 
 	read_elf_file(path);
+	read_interp(path);
 	read_ops(path);
 	if (size)
 		resolve_mapped(path, size);

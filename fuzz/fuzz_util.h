@@ -3,6 +3,7 @@
  * What the harnesses share. The readers under test take paths, not buffers,
  * so every input goes to a file first: in a directory of this process's own
  * (mkdtemp, 0700), so that nobody can swap a file or a symlink in between.
+ * A header of static functions, not a .c: every fuzz/fuzz_*.c is a harness.
  */
 #ifndef PTG_FUZZ_UTIL_H
 #define PTG_FUZZ_UTIL_H

@@ -7,6 +7,7 @@ out=../corpus/elf
 flags=(-g0 -nostdlib -fno-asynchronous-unwind-tables -Wl,--build-id=none)
 gcc -Os "${flags[@]}" -Wl,-z,noseparate-code -pie -fPIE elf_eval.c -o "$out/eval_pie"
 # separate code: the table must be in a segment without PF_X, as in python
-gcc -Os "${flags[@]}" -no-pie -fno-pie elf_eval.c -o "$out/eval_nopie"
+gcc -Os "${flags[@]}" -DPY_VERSION_HEX=0x030d00f0 -no-pie -fno-pie elf_eval.c \
+	-o "$out/eval_nopie"
 gcc -O2 "${flags[@]}" -Wl,-z,noseparate-code -shared -fPIC -fcf-protection=full \
 	-Wl,--no-as-needed elf_ops.c -o "$out/libops.so" -lc
