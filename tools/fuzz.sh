@@ -33,11 +33,16 @@ cmake --build "$build" --target fuzzers -j"$jobs" >/dev/null
 
 mkdir -p "$build/artifacts"
 # every input is written to a file (fuzz/fuzz_util.h): in memory where we may
-# map it executable (fuzz_elf does), else on whatever TMPDIR is
+# map it executable (fuzz_elf does), else on whatever TMPDIR is; in a folder
+# removed at exit, as a harness that crashed or ran out of time does not
+parent=${TMPDIR:-/tmp}
 if [ -z "${TMPDIR:-}" ] && [ -w /dev/shm ] &&
 	! findmnt -no OPTIONS -T /dev/shm 2>/dev/null | grep -qw noexec; then
-	export TMPDIR=/dev/shm
+	parent=/dev/shm
 fi
+inputs=$(mktemp -d -p "$parent")
+trap 'rm -rf "$probe" "$inputs"' EXIT
+export TMPDIR=$inputs
 failed=0
 for src in fuzz/fuzz_*.c; do
 	name=$(basename "$src" .c)
