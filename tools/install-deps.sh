@@ -19,6 +19,10 @@ packages=(
 	protobuf-compiler golang-github-google-pprof-dev golang-go
 	# tests: Debian chroots with CPython 3.13-3.15 and PyTorch 2.x (tools/make-chroots.sh)
 	mmdebstrap
+	# tests: clang's libFuzzer, ASan and UBSan runtimes for the harnesses of fuzz/
+	# (tools/fuzz.sh, the fuzz.smoke test); clang only recommends them, and
+	# recommends are not installed here
+	libclang-rt-14-dev
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -22,3 +22,9 @@ int array_grow(void **arr, size_t *cap, size_t need, size_t elem)
 	*cap = ncap;
 	return 0;
 }
+
+void array_sort(void *arr, size_t n, size_t elem, int (*cmp)(const void *, const void *))
+{
+	if (n)
+		qsort(arr, n, elem, cmp);
+}

@@ -12,4 +12,10 @@
  */
 int array_grow(void **arr, size_t *cap, size_t need, size_t elem);
 
+/*
+ * qsort() of n elements at arr, where arr may be NULL when n is 0 (an array
+ * nothing was added to): qsort() itself must never be given NULL.
+ */
+void array_sort(void *arr, size_t n, size_t elem, int (*cmp)(const void *, const void *));
+
 #endif /* PTG_ARRAY_H */

@@ -888,7 +888,7 @@ static int write_sorted(struct chrome *c)
 	/* events lie back to back: each ends where the next one made begins */
 	for (i = 0; i < c->nevs; i++)
 		c->evs[i].end = i + 1 < c->nevs ? c->evs[i + 1].off : events.len;
-	qsort(c->evs, c->nevs, sizeof(*c->evs), cmp_cevent);
+	array_sort(c->evs, c->nevs, sizeof(*c->evs), cmp_cevent);
 	c->b = (struct sbuf){};
 	for (i = 0; i < c->nevs && !err; i++) {
 		sb_str(&c->b, i ? ",\n  " : "\n  ");

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "clock.h"
 #include "cli.h"
 #include "commands.h"
@@ -325,7 +326,7 @@ static int prune_dir(const char *dir, unsigned int keep)
 	}
 	closedir(d);
 	if (n)
-		qsort(names, n, sizeof(*names), cmp_names);
+		array_sort(names, n, sizeof(*names), cmp_names);
 	for (size_t i = 0; i + keep < n && !err; i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
 		if (unlink(path) && errno != ENOENT)

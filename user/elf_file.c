@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "elf_file.h"
 
 #define PTR_TABLE_LEN 256
@@ -26,8 +27,8 @@ struct elf_file {
 int elf_file__open(const char *path, struct elf_file **out)
 {
 	struct elf_file *ef;
-	int err = -ENOEXEC;
 	struct stat st;
+	int err = -ENOEXEC;
 
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -EINVAL;
@@ -329,7 +330,7 @@ static int scan_rela_tables(const struct elf_file *ef, elf_ptr_table_fn accept, 
 			slots[nslots++].addend = rela.r_addend;
 		}
 	}
-	qsort(slots, nslots, sizeof(*slots), cmp_slot);
+	array_sort(slots, nslots, sizeof(*slots), cmp_slot);
 	for (size_t i = 0, run = 0; i < nslots; i++) {
 		run = i && slots[i].offset == slots[i - 1].offset + 8 ? run + 1 : 1;
 		if (run < PTR_TABLE_LEN)

@@ -717,7 +717,7 @@ static int fg_sort(struct flamegraph *fg, const struct trace_reader *r)
 				goto cleanup;
 			}
 		}
-		qsort(tmp, n, sizeof(*tmp), cmp_named);
+		array_sort(tmp, n, sizeof(*tmp), cmp_named);
 		fg->nodes[p].child = n ? tmp[0].node : FG_NONE;
 		for (size_t i = 0; i < n; i++)
 			fg->nodes[tmp[i].node].sibling = i + 1 < n ? tmp[i + 1].node : FG_NONE;

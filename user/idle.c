@@ -228,8 +228,8 @@ static void join_launches(struct idle_ctx *c)
 {
 	size_t i, j = 0;
 
-	qsort(c->calls, c->ncalls, sizeof(*c->calls), cmp_call);
-	qsort(c->gops, c->ngops, sizeof(*c->gops), cmp_gop_corr);
+	array_sort(c->calls, c->ncalls, sizeof(*c->calls), cmp_call);
+	array_sort(c->gops, c->ngops, sizeof(*c->gops), cmp_gop_corr);
 	for (i = 0; i < c->ngops; i++) {
 		struct gop *g = &c->gops[i];
 		uint64_t corr = g->launch;
@@ -279,7 +279,7 @@ static int launch_delays(struct idle_ctx *c)
 		sum += v[n++];
 	}
 	if (n) {
-		qsort(v, n, sizeof(*v), cmp_u64p);
+		array_sort(v, n, sizeof(*v), cmp_u64p);
 		d->count = n;
 		d->mean_ns = sum / n;
 		d->p50_ns = percentile(v, n, 50);
@@ -311,8 +311,8 @@ static int queue_arrays(struct idle_ctx *c)
 		rep->launches[n] = c->gops[i].launch;
 		rep->kstarts[n++] = c->gops[i].start;
 	}
-	qsort(rep->launches, n, sizeof(uint64_t), cmp_u64p);
-	qsort(rep->kstarts, n, sizeof(uint64_t), cmp_u64p);
+	array_sort(rep->launches, n, sizeof(uint64_t), cmp_u64p);
+	array_sort(rep->kstarts, n, sizeof(uint64_t), cmp_u64p);
 	rep->nqd = n;
 	return 0;
 }
@@ -590,7 +590,7 @@ static void gaps_sort(struct idle_ctx *c)
 {
 	struct idle_report *rep = c->rep;
 
-	qsort(c->gheap, c->ngheap, sizeof(*c->gheap), cmp_gap_ent);
+	array_sort(c->gheap, c->ngheap, sizeof(*c->gheap), cmp_gap_ent);
 	for (size_t i = 0; i < c->ngheap; i++)
 		rep->gaps[i] = c->gheap[i].g;
 	rep->ngaps = c->ngheap;
@@ -654,7 +654,7 @@ static int devices(struct idle_ctx *c)
 	struct idle_report *rep = c->rep;
 	size_t i, lo, cap = 0;
 
-	qsort(c->gops, c->ngops, sizeof(*c->gops), cmp_gop_dev);
+	array_sort(c->gops, c->ngops, sizeof(*c->gops), cmp_gop_dev);
 	rep->gaps = calloc(c->o->top_n + 1, sizeof(*rep->gaps));
 	c->gheap = calloc(c->o->top_n + 1, sizeof(*c->gheap));
 	if (!rep->gaps || !c->gheap)
@@ -681,7 +681,7 @@ static int global_busy(struct idle_ctx *c)
 	uint64_t total = 0;
 	size_t i, n = 0;
 
-	qsort(c->gops, c->ngops, sizeof(*c->gops), cmp_gop_start);
+	array_sort(c->gops, c->ngops, sizeof(*c->gops), cmp_gop_start);
 	rep->busy = malloc((2 * c->ngops + 2) * sizeof(uint64_t));
 	rep->busy_before = malloc((c->ngops + 1) * sizeof(uint64_t));
 	if (!rep->busy || !rep->busy_before)
@@ -788,7 +788,7 @@ static void stream_queue(const struct idle_opts *o, const struct gop *g, size_t 
 		q[m++] = (struct qchange){g[i].launch, 1};
 		q[m++] = (struct qchange){g[i].start, -1};
 	}
-	qsort(q, m, sizeof(*q), cmp_qchange);
+	array_sort(q, m, sizeof(*q), cmp_qchange);
 	for (i = 0; i < m; i++) {
 		uint64_t dur = i + 1 < m ? q[i + 1].t - q[i].t : 0;
 
@@ -812,7 +812,7 @@ static int streams(struct idle_ctx *c)
 
 	if (!q)
 		return -ENOMEM;
-	qsort(c->gops, c->ngops, sizeof(*c->gops), cmp_gop_stream);
+	array_sort(c->gops, c->ngops, sizeof(*c->gops), cmp_gop_stream);
 	for (lo = 0; lo < c->ngops; lo = i) {
 		const struct gop *g = &c->gops[lo];
 		struct idle_stream *s;
@@ -1096,7 +1096,7 @@ static int rank(struct idle_ctx *c)
 		ev[i].score = (si > 0 ? (frac - mi) / si : 0) +
 			      0.6 * (ss > 0 ? ((double)k->self_ns - ms) / ss : 0);
 	}
-	qsort(ev, c->ncands, sizeof(*ev), cmp_event);
+	array_sort(ev, c->ncands, sizeof(*ev), cmp_event);
 	rep->nranked = c->ncands < c->o->top_n ? c->ncands : c->o->top_n;
 	rep->ranked = ev;
 	return 0;
@@ -1118,7 +1118,7 @@ static void top_names(struct idle_ctx *c)
 		if (c->names[i].count)
 			c->names[n++] = c->names[i];
 	}
-	qsort(c->names, n, sizeof(*c->names), cmp_name);
+	array_sort(c->names, n, sizeof(*c->names), cmp_name);
 	rep->nnames_total = n;
 	rep->nnames = n < c->o->top_n ? n : c->o->top_n;
 	rep->names = c->names;

@@ -224,12 +224,12 @@ static bool get_int(json_object *o, const char *key, int64_t *out)
 	return true;
 }
 
-/* An optional id stored as value + 1 so that 0 means absent. */
+/* An optional id stored as value + 1 so that 0 means absent; INT64_MAX has no + 1. */
 static int64_t get_id1(json_object *o, const char *key)
 {
 	int64_t v;
 
-	return get_int(o, key, &v) && v >= 0 ? v + 1 : 0;
+	return get_int(o, key, &v) && v >= 0 && v < INT64_MAX ? v + 1 : 0;
 }
 
 static uint64_t get_u64(json_object *o, const char *key)
@@ -795,14 +795,14 @@ static int convert(struct importer *im, json_object *events)
 		if (err)
 			return err;
 	}
-	qsort(im->nest, im->nnest, sizeof(*im->nest), cmp_nest);
+	array_sort(im->nest, im->nnest, sizeof(*im->nest), cmp_nest);
 	if ((err = clip_nest(im)))
 		return err;
 	/* clipping shortens events: sort again so the order depends on the result only */
-	qsort(im->nest, im->nnest, sizeof(*im->nest), cmp_nest);
+	array_sort(im->nest, im->nnest, sizeof(*im->nest), cmp_nest);
 	if ((err = nest_to_records(im)))
 		return err;
-	qsort(im->evs, im->nevs, sizeof(*im->evs), cmp_kev);
+	array_sort(im->evs, im->nevs, sizeof(*im->evs), cmp_kev);
 	return 0;
 }
 

@@ -698,11 +698,14 @@ static int scan_ops(struct scan *s, Elf_Data *d, const GElf_Shdr *sh)
 
 static int load_phdrs(struct scan *s)
 {
+	struct stat st;
 	size_t n;
 	GElf_Phdr p;
 
 	if (elf_getphdrnum(s->elf, &n))
 		return -ENOEXEC;
+	if (fstat(s->fd, &st))
+		return -errno;
 	s->load = calloc(n ? n : 1, sizeof(*s->load));
 	if (!s->load)
 		return -ENOMEM;

@@ -402,7 +402,7 @@ static int host_replay_thread(struct collector *c, struct profile_thread *t, str
 	struct host_replay h = {};
 	int err = 0;
 
-	qsort(hv->v, hv->n, sizeof(*hv->v), cmp_host_ival);
+	array_sort(hv->v, hv->n, sizeof(*hv->v), cmp_host_ival);
 	h.frames = calloc(hv->n + 1, sizeof(*h.frames));
 	h.ends = calloc(hv->n + 1, sizeof(*h.ends));
 	h.groups = calloc(hv->n + 1, sizeof(*h.groups));

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "clock.h"
 #include "procfs.h"
 #include "sample_syms.h"
@@ -269,7 +270,7 @@ static int obj_load(struct obj_file *o, pid_t pid)
 	if (!err && !o->nsyms)
 		err = read_symtab(o, elf, SHT_DYNSYM, (uint64_t)st.st_size);
 	if (!err)
-		qsort(o->syms, o->nsyms, sizeof(*o->syms), cmp_sym);
+		array_sort(o->syms, o->nsyms, sizeof(*o->syms), cmp_sym);
 cleanup:
 	if (elf)
 		elf_end(elf);
