@@ -6,12 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "commands.h"
 #include "inject.h"
 #include "procfs.h"
 #include "numarg.h"
+#include "trusted.h"
 
 static void usage(FILE *f)
 {
@@ -22,7 +24,10 @@ static void usage(FILE *f)
 		"dlopen(), through ptrace, the way `record -p` loads the CUPTI agent. One thread\n"
 		"of PID is borrowed for a few milliseconds at a safe point; its registers and\n"
 		"the stack bytes written are put back and it goes on where it was. A library\n"
-		"already loaded is not loaded twice (its constructors do not run again).\n\n"
+		"already loaded is not loaded twice (its constructors do not run again).\n"
+		"LIBRARY must be a file only root can have written (owned by root, and it and\n"
+		"every directory above it writable by no one else); the target loads a copy\n"
+		"of it made in its own /tmp, /dev/shm or /var/tmp, removed once loaded.\n\n"
 		"  -p, --pid PID        the process\n"
 		"  -c, --call SYMBOL    then call `int SYMBOL(const char *TEXT)` of LIBRARY\n"
 		"  -a, --arg TEXT       the argument of --call (default \"\")\n"
@@ -95,13 +100,35 @@ int cmd_inject(int argc, char **argv)
 {
 	struct inject_args a = {};
 	struct inject_result res;
-	char err[512];
-	int ret;
+	char err[PATH_MAX + 128];
+	struct lib_copy *lc;
+	int fd, ret;
 
 	ret = parse_args(argc, argv, &a);
 	if (ret)
 		return ret == -EINVAL ? 2 : 1;
-	ret = inject_library(a.pid, a.lib, &a.opts, &res, err, sizeof(err));
+	/*
+	 * As record does with the CUPTI agent: only a file that root alone can
+	 * have written, and the target loads a copy made from the descriptor
+	 * checked, in its own file system, so that no path swap in between (nor
+	 * another file at that path in its mount namespace) is what it runs.
+	 */
+	if (!proc_exists(a.pid)) {
+		fprintf(stderr, "ptrace-gpu: inject: no process %d\n", a.pid);
+		return 1;
+	}
+	fd = trusted_open(a.lib, err, sizeof(err));
+	if (fd < 0) {
+		fprintf(stderr, "ptrace-gpu: inject: %s\n", err);
+		return 1;
+	}
+	ret = lib_copy__new(fd, a.pid, basename(a.lib), &lc, err, sizeof(err));
+	close(fd);
+	if (!ret) {
+		ret = inject_library(a.pid, lib_copy__path(lc), &a.opts, &res, err, sizeof(err));
+		/* mapped now, or not at all: the copy is no longer needed */
+		lib_copy__free(lc);
+	}
 	if (ret) {
 		fprintf(stderr, "ptrace-gpu: inject: %s\n", err);
 		return 1;

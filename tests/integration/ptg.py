@@ -18,6 +18,55 @@ SRC = os.environ.get("PTG_SOURCE_DIR", os.path.dirname(os.path.dirname(HERE)))
 BUILD = os.environ.get("PTG_BUILD_DIR", os.path.join(SRC, "build"))
 PTG = os.environ.get("PTRACE_GPU", os.path.join(BUILD, "ptrace-gpu"))
 WORKLOADS = os.path.join(SRC, "tests", "workloads")
+
+
+def root_alone(path):
+    """Whether only root can have written path: it and every directory above
+    it owned by root and writable by neither group nor others (the rule
+    ptrace-gpu applies to a library it makes a process load, user/trusted.c)."""
+    p = os.path.realpath(path)
+    while True:
+        st = os.stat(p)
+        if st.st_uid != 0 or st.st_mode & 0o022:
+            return False
+        if p == "/":
+            return True
+        p = os.path.dirname(p)
+
+
+_stage = None
+
+
+def trusted_lib(path):
+    """path, a library of the build, where ptrace-gpu will load it (the CUPTI
+    agent, inject's LIBRARY): itself in a build tree only root can write, else
+    a copy in a directory of root's (a build under /tmp is refused)."""
+    global _stage
+    if not os.path.exists(path) or root_alone(path):
+        return path
+    if _stage is None:
+        import atexit
+        import shutil
+        import tempfile
+        where = next((d for d in ("/run", "/root", "/var/lib")
+                      if os.path.isdir(d) and root_alone(d)), None)
+        if where is None:
+            raise unittest.SkipTest("no directory only root can write, for the test libraries")
+        _stage = tempfile.mkdtemp(prefix="ptg-test-libs.", dir=where)
+        atexit.register(shutil.rmtree, _stage, True)
+    import shutil
+    copy = os.path.join(_stage, os.path.basename(path))
+    shutil.copyfile(path, copy)
+    os.chmod(copy, 0o755)
+    return copy
+
+
+# record finds the agent next to ptrace-gpu; where the build is not root's
+# alone it would refuse it, so the tests name a trusted copy
+_agent = os.path.join(BUILD, "libptg_cupti.so")
+if "PTG_CUPTI_AGENT" not in os.environ and os.path.exists(_agent) and os.getuid() == 0 \
+        and not root_alone(_agent):
+    os.environ["PTG_CUPTI_AGENT"] = trusted_lib(_agent)
 CHROOTS = os.environ.get("PTG_CHROOT_DIR", "/var/cache/ptrace-gpu/chroots")
 PYENV = os.environ.get("PYENV_ROOT", "/root/.pyenv")
 

@@ -17,8 +17,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ptg  # noqa: E402
 
 BUILD = ptg.BUILD
-MARKER_LIB = os.path.join(BUILD, "tests", "libinject_marker.so")
-SLOW_LIB = os.path.join(BUILD, "tests", "libinject_slow.so")
+# inject loads only a file root alone can have written: a build under /tmp is not
+MARKER_LIB = ptg.trusted_lib(os.path.join(BUILD, "tests", "libinject_marker.so"))
+SLOW_LIB = ptg.trusted_lib(os.path.join(BUILD, "tests", "libinject_slow.so"))
 
 # Prints 0..N-1, one line every 10 ms, and exits 0.
 COUNTER = """
@@ -236,15 +237,21 @@ class TestInject(unittest.TestCase):
         self.assertEqual(res.returncode, 1)
         self.assertIn("No such file", res.stderr)
         # where both the command and the target see it
-        junk = python.path(os.path.join(BUILD, "tests", f"ptg-inject-junk.{os.getpid()}.so"))
+        junk = os.path.join(BUILD, "tests", f"ptg-inject-junk.{os.getpid()}.so")
         with open(junk, "w") as f:
             f.write("not an ELF file\n")
+        loaded = junk
         try:
-            res = inject(t.pid, junk)
+            loaded = ptg.trusted_lib(junk)
+            res = inject(t.pid, loaded)
         finally:
             os.unlink(junk)
+            if loaded != junk:
+                os.unlink(loaded)
         self.assertEqual(res.returncode, 1)
-        self.assertIn(f"dlopen in pid {t.pid} failed: {junk}", res.stderr)
+        # the target loads a copy made from the file checked, under its name
+        self.assertIn(f"dlopen in pid {t.pid} failed: ", res.stderr)
+        self.assertIn(os.path.basename(junk), res.stderr)
         res = inject(t.pid, python.path(MARKER_LIB), "--call", "no_such_function")
         self.assertEqual(res.returncode, 1)
         self.assertIn("has no function no_such_function", res.stderr)

@@ -19,9 +19,9 @@ import ptg  # noqa: E402
 
 TARGET = os.path.join(ptg.BUILD, "tests", "kill_safe_target")
 # its constructor sleeps 2 s
-SLOW_LIB = os.path.join(ptg.BUILD, "tests", "libinject_slow.so")
+SLOW_LIB = ptg.trusted_lib(os.path.join(ptg.BUILD, "tests", "libinject_slow.so"))
 # leaves the FP state and signal mask of the thread that runs it changed
-CLOBBER_LIB = os.path.join(ptg.BUILD, "tests", "libinject_clobber.so")
+CLOBBER_LIB = ptg.trusted_lib(os.path.join(ptg.BUILD, "tests", "libinject_clobber.so"))
 KILLS = 150
 PR_SET_CHILD_SUBREAPER = 36
 
