@@ -37,13 +37,10 @@ def root_alone(path):
 _stage = None
 
 
-def trusted_lib(path):
-    """path, a library of the build, where ptrace-gpu will load it (the CUPTI
-    agent, inject's LIBRARY): itself in a build tree only root can write, else
-    a copy in a directory of root's (a build under /tmp is refused)."""
+def trusted_dir():
+    """A directory only root can have written, removed at exit: for the
+    libraries ptrace-gpu loads, where the build tree is not root's alone."""
     global _stage
-    if not os.path.exists(path) or root_alone(path):
-        return path
     if _stage is None:
         import atexit
         import shutil
@@ -53,9 +50,19 @@ def trusted_lib(path):
         if where is None:
             raise unittest.SkipTest("no directory only root can write, for the test libraries")
         _stage = tempfile.mkdtemp(prefix="ptg-test-libs.", dir=where)
+        os.chmod(_stage, 0o755)
         atexit.register(shutil.rmtree, _stage, True)
+    return _stage
+
+
+def trusted_lib(path):
+    """path, a library of the build, where ptrace-gpu will load it (the CUPTI
+    agent, inject's LIBRARY): itself in a build tree only root can write, else
+    a copy in trusted_dir() (a build under /tmp is refused)."""
     import shutil
-    copy = os.path.join(_stage, os.path.basename(path))
+    if not os.path.exists(path) or root_alone(path):
+        return path
+    copy = os.path.join(trusted_dir(), os.path.basename(path))
     shutil.copyfile(path, copy)
     os.chmod(copy, 0o755)
     return copy

@@ -99,18 +99,6 @@ print("closed" if closed else "open", flush=True)
 SESSION = os.path.join(ptg.SRC, "fuzz", "corpus", "agent_proto", "session.bin")
 
 
-def root_only(path):
-    """Whether path and every directory above it are root's and writable by no one else."""
-    path = os.path.realpath(path)
-    while True:
-        st = os.stat(path)
-        if st.st_uid != 0 or st.st_mode & 0o022:
-            return False
-        if path == "/":
-            return True
-        path = os.path.dirname(path)
-
-
 @ptg.once
 class TestAgentTrust(unittest.TestCase):
     setUpClass = ti.TestAgent.__dict__["setUpClass"]
@@ -119,10 +107,9 @@ class TestAgentTrust(unittest.TestCase):
     start_target = ti.TestAgent.start_target
 
     def setUp(self):
-        if not root_only(BUILD):
-            self.skipTest(f"{BUILD} is not root's alone: no trusted place for test agents")
         # root's, 0755, in a root-only tree: a place where an agent is trusted
-        self.dir = tempfile.mkdtemp(prefix="agent-trust.", dir=BUILD)
+        where = BUILD if ptg.root_alone(BUILD) else ptg.trusted_dir()
+        self.dir = tempfile.mkdtemp(prefix="agent-trust.", dir=where)
         os.chmod(self.dir, 0o755)
         self.out = os.path.join(self.dir, "out.ptg")
         self.procs = []
@@ -243,15 +230,18 @@ class TestAgentTrust(unittest.TestCase):
             self.skipTest(py.missing)
         tmp = py.on_host("/tmp")
         before = {d for d in os.listdir(tmp) if d.startswith("ptg-")}
-        # what the target loads must be inside the chroot: here, under the build tree
-        stub = os.path.join(self.dir, "libcuda.so")
+        # what the target loads itself must be inside the chroot: under the build tree
+        vis = tempfile.mkdtemp(prefix="agent-chroot.", dir=BUILD)
+        os.chmod(vis, 0o755)
+        self.addCleanup(shutil.rmtree, vis)
+        stub = os.path.join(vis, "libcuda.so")
         shutil.copyfile(self.stub, stub)
-        shutil.copyfile(ti.FAKE_CUPTI, os.path.join(self.dir, "libcupti.so.13"))
-        script = os.path.join(self.dir, "gpu_target.py")
+        shutil.copyfile(ti.FAKE_CUPTI, os.path.join(vis, "libcupti.so.13"))
+        script = os.path.join(vis, "gpu_target.py")
         shutil.copyfile(self.script, script)
         p = subprocess.Popen(py.argv(script, "loop", "0", "0", stub), stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True,
-                             env=dict(os.environ, LD_LIBRARY_PATH=self.dir))
+                             env=dict(os.environ, LD_LIBRARY_PATH=vis))
         self.procs.append(p)
         self.assertEqual(p.stdout.readline(), "ready\n")
         rec = ptg.Recorder(["-p", str(p.pid), "-d", "1.5"], self.out)

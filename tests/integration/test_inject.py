@@ -290,7 +290,7 @@ class TestInject(unittest.TestCase):
         self.assertEqual(t.proc.returncode, 3)
 
 
-AGENT = os.path.join(BUILD, "libptg_cupti.so")
+AGENT = ptg.trusted_lib(os.path.join(BUILD, "libptg_cupti.so"))
 FAKE_CUPTI = os.path.join(BUILD, "tests", "libinject_fakecupti.so")
 CUDA_STUBS = ["/usr/local/cuda/lib64/stubs/libcuda.so", "/usr/local/cuda/lib/stubs/libcuda.so"]
 
