@@ -83,6 +83,7 @@ def main():
             r = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
             recs.append((cmd, out, r))
         hwm = {}
+        cpu = {}
         live = {r.pid: r for _, _, r in recs}
         while live:
             for pid, r in list(live.items()):
@@ -94,6 +95,7 @@ def main():
                 if done:
                     r.returncode = os.waitstatus_to_exitcode(status)
                     hwm[pid] = max(hwm.get(pid, 0), ru.ru_maxrss)
+                    cpu[pid] = ru.ru_utime + ru.ru_stime
                     del live[pid]
             time.sleep(0.05)
         load = os.getloadavg()[0]
@@ -111,6 +113,10 @@ def main():
             print(f"  peak RSS {hwm.get(r.pid, 0) / 1024:.1f} MiB, {events / secs:,.0f} events/s "
                   f"({events:,} in {secs:.2f} s), {lost:,} lost, "
                   f"{size / max(events, 1):.2f} bytes/event ({size:,} bytes)")
+            # set-up (BTF, probes) included: an upper bound on the cost per event
+            ns = cpu[r.pid] * 1e9 / max(events, 1)
+            print(f"  loader CPU {cpu[r.pid]:.2f} s, {ns:.0f} ns/event: "
+                  f"{1e9 / max(ns, 1e-9):,.0f} events/s per core")
         print(f"all recorders: {total:,.0f} events/s; load average {load:.2f} on "
               f"{os.cpu_count()} CPUs")
     finally:
