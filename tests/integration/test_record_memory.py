@@ -7,7 +7,7 @@ import unittest
 
 import ptg
 
-# 4 MiB ring mapped twice plus ~20 MiB of the rest measured 28 MiB; the
+# the default 8 MiB ring mapped twice and the rest measured 26 MiB; the
 # issue's bound is 32 MiB, with room for another machine's libraries
 PEAK_RSS_MIB = 40
 
@@ -31,7 +31,7 @@ class Memory(unittest.TestCase):
             trace = ptg.Trace(out)
             self.assertEqual(trace.losses, [], "events were lost")
             leaves = [c for c in trace.calls() if c[1] == "leaf"]
-            # enough to have gone round the 4 MiB ring many times over
+            # enough to have gone round the 8 MiB ring many times over
             self.assertGreater(leaf_calls, 100000)
             self.assertEqual(len(leaves), leaf_calls)
 
