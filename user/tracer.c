@@ -77,12 +77,6 @@ int tracer__new(struct trace_writer *w, unsigned int ringbuf_mb, uint64_t start_
 			strerror(errno));
 		goto cleanup;
 	}
-	t->rb = ring_buffer__new(t->rb_fd, handle_event, t, NULL);
-	if (!t->rb) {
-		err = -errno;
-		fprintf(stderr, "tracer: cannot map the ring buffer: %s\n", strerror(errno));
-		goto cleanup;
-	}
 	*out = t;
 	return 0;
 cleanup:
@@ -219,9 +213,33 @@ int tracer__record(struct tracer *t, const struct ptg_record *rec)
 	return trace_writer__record(t->w, rec);
 }
 
+/*
+ * The kernel maps all of a ring buffer's pages at mmap time, twice, so the
+ * mapping costs 2x its size in RSS at once. Mapped at the first read, after
+ * the probe objects are loaded: each load parses the kernel's BTF (~11 MiB
+ * for a moment), and the two together made the recorder's peak.
+ */
+static int map_ring(struct tracer *t)
+{
+	if (t->rb)
+		return 0;
+	t->rb = ring_buffer__new(t->rb_fd, handle_event, t, NULL);
+	if (!t->rb) {
+		int err = -errno;
+
+		fprintf(stderr, "tracer: cannot map the ring buffer: %s\n", strerror(errno));
+		return err;
+	}
+	return 0;
+}
+
 int tracer__poll(struct tracer *t, int timeout_ms)
 {
-	int n = ring_buffer__poll(t->rb, timeout_ms);
+	int n = map_ring(t);
+
+	if (n)
+		return n;
+	n = ring_buffer__poll(t->rb, timeout_ms);
 
 	/*
 	 * Probes that fire often skip the wakeup (an interrupt per event) until
@@ -234,7 +252,7 @@ int tracer__poll(struct tracer *t, int timeout_ms)
 
 int tracer__finish(struct tracer *t, uint64_t stop_ts)
 {
-	int err = ring_buffer__consume(t->rb);
+	int err = map_ring(t) ?: ring_buffer__consume(t->rb);
 
 	if (err < 0)
 		return err;
