@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,8 +141,8 @@ static int find_ld(const struct proc_map *m, void *arg)
  * uprobe lives on the file and goes live as the file is mapped, while one
  * attached after the loader's notification misses the calls made meanwhile.
  */
-static const char *const late_libs[] = { "libcuda.so.1", "libcudart.so.13", "libcudart.so.12",
-					  "libcudart.so.11.0" };
+static const char *const late_libs[] = { "libcuda.so.1", "libcudart.so.1[1-3]*",
+					  "libtorch_cpu.so*" };
 
 /* The loader's own directories, searched after LD_LIBRARY_PATH. */
 static const char *const default_dirs[] = { "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
@@ -185,26 +187,60 @@ static void read_ld_library_path(pid_t pid, struct search_path *sp)
 }
 
 /*
- * The file the target's loader would map for name, seen through its root:
- * the first regular file in the search path. 1 when found, 0 when not.
+ * Offers subscribers the file dir/name of the target's root, when it is a
+ * regular file not offered yet. 1 when it is a regular file, 0 when not.
  */
-static int resolve_late(struct libwatch *lw, const struct search_path *sp, const char *name,
-			struct proc_map *m, char *attach_path, size_t len)
+static int offer_ahead(struct libwatch *lw, const char *dir, const char *name, int *err)
 {
-	int ndefault = sizeof(default_dirs) / sizeof(default_dirs[0]);
+	struct proc_map m = { .perms = "r-xp" };
+	char path[PATH_MAX + 32];
 	struct stat st;
 
-	for (int i = 0; i < sp->n + ndefault; i++) {
-		const char *dir = i < sp->n ? sp->dirs[i] : default_dirs[i - sp->n];
-
-		snprintf(m->path, sizeof(m->path), "%s/%s", dir, name);
-		snprintf(attach_path, len, "/proc/%d/root%s", lw->pid, m->path);
-		if (stat(attach_path, &st) || !S_ISREG(st.st_mode))
-			continue;
-		m->inode = st.st_ino;
+	snprintf(m.path, sizeof(m.path), "%s/%s", dir, name);
+	snprintf(path, sizeof(path), "/proc/%d/root%s", lw->pid, m.path);
+	if (stat(path, &st) || !S_ISREG(st.st_mode))
+		return 0;
+	m.inode = st.st_ino;
+	if (u64map__get(&lw->seen, m.inode))
+		return 1;
+	if (u64map__put(&lw->seen, m.inode, SEEN_AHEAD)) {
+		*err = -ENOMEM;
 		return 1;
 	}
-	return 0;
+	for (int j = 0; !*err && j < lw->nsubs; j++)
+		*err = lw->subs[j].fn(lw->subs[j].ctx, &m, path, 0);
+	return 1;
+}
+
+/*
+ * The files matching pattern in the first folder of the search path that
+ * has any, as the loader takes the first it finds (versions of one library
+ * in one folder are usually links to one file). 0 or -errno.
+ */
+static int probe_pattern(struct libwatch *lw, const struct search_path *sp, const char *pattern)
+{
+	int ndefault = sizeof(default_dirs) / sizeof(default_dirs[0]), err = 0, found = 0;
+	char path[PATH_MAX + 32];
+
+	for (int i = 0; !found && !err && i < sp->n + ndefault; i++) {
+		const char *dir = i < sp->n ? sp->dirs[i] : default_dirs[i - sp->n];
+		struct dirent *de;
+		DIR *d;
+
+		if (!strpbrk(pattern, "*?[")) {
+			found = offer_ahead(lw, dir, pattern, &err);
+			continue;
+		}
+		snprintf(path, sizeof(path), "/proc/%d/root%s", lw->pid, dir);
+		d = opendir(path);
+		while (d && !err && (de = readdir(d))) {
+			if (!fnmatch(pattern, de->d_name, 0))
+				found |= offer_ahead(lw, dir, de->d_name, &err);
+		}
+		if (d)
+			closedir(d);
+	}
+	return err;
 }
 
 /*
@@ -216,21 +252,11 @@ static int resolve_late(struct libwatch *lw, const struct search_path *sp, const
 static int probe_ahead(struct libwatch *lw)
 {
 	struct search_path sp = {};
-	char path[PATH_MAX + 32];
 	int err = 0;
 
 	read_ld_library_path(lw->pid, &sp);
-	for (size_t i = 0; !err && i < sizeof(late_libs) / sizeof(late_libs[0]); i++) {
-		struct proc_map m = { .perms = "r-xp" };
-
-		if (!resolve_late(lw, &sp, late_libs[i], &m, path, sizeof(path)) ||
-		    u64map__get(&lw->seen, m.inode))
-			continue;
-		if (u64map__put(&lw->seen, m.inode, SEEN_AHEAD))
-			return -ENOMEM;
-		for (int j = 0; !err && j < lw->nsubs; j++)
-			err = lw->subs[j].fn(lw->subs[j].ctx, &m, path, 0);
-	}
+	for (size_t i = 0; !err && i < sizeof(late_libs) / sizeof(late_libs[0]); i++)
+		err = probe_pattern(lw, &sp, late_libs[i]);
 	return err;
 }
 
