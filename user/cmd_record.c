@@ -542,6 +542,12 @@ static void print_ops_summary(struct recording *rc)
 		fprintf(stderr, "ptrace-gpu: no PyTorch library was mapped: no op probes\n");
 		return;
 	}
+	if (!ops.mapped) {
+		fprintf(stderr,
+			"ptrace-gpu: no PyTorch library was mapped (%u ops probed ahead, unused)\n",
+			ops.ops);
+		return;
+	}
 	fprintf(stderr, "ptrace-gpu: %llu PyTorch op calls (%u ops probed, %llu events lost)\n",
 		(unsigned long long)ops.calls, ops.ops, (unsigned long long)ops.dropped);
 }

@@ -146,7 +146,8 @@ struct cudaprobe {
 	struct u64map tids;	/* pid << 32 | tid -> index + 1 in threads */
 	struct cuda_thread *threads;
 	size_t nthreads;
-	char *libs; /* paths probed, ", "-separated, for the trace's metadata */
+	char *libs;	      /* paths probed, ", "-separated, for the trace's metadata */
+	struct u64map probed; /* inode -> 1: probed ahead or when mapped, once */
 	struct cudaprobe_stats st;
 };
 
@@ -488,8 +489,10 @@ static int on_library(void *ctx, const struct proc_map *m, const char *attach_pa
 	int kind = lib_kind(m->path), err;
 	struct elf_file *ef;
 
-	if (kind < 0)
+	if (kind < 0 || u64map__get(&cp->probed, m->inode))
 		return 0;
+	if (u64map__put(&cp->probed, m->inode, 1))
+		return -ENOMEM;
 	err = elf_file__open(attach_path, &ef);
 	if (err) {
 		fprintf(stderr, "cuda: cannot read %s: %s\n", m->path, strerror(-err));
@@ -582,6 +585,7 @@ void cudaprobe__destroy(struct cudaprobe *cp)
 		free(cp->threads[i].hist);
 	free(cp->threads);
 	u64map__free(&cp->tids);
+	u64map__free(&cp->probed);
 	free(cp->libs);
 	free(cp);
 }

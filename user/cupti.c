@@ -1156,8 +1156,12 @@ int cupti__on_lib(void *ctx, const struct proc_map *m, const char *attach_path, 
 	struct cupti *c = ctx;
 	const char *base = strrchr(m->path, '/');
 
-	/* the driver: CUDA may be used, and CUPTI can work, only once it is there */
-	if (!c || !base || strncmp(base + 1, "libcuda.so", 10) || c->cuda_seen)
+	/*
+	 * the driver: CUDA may be used, and CUPTI can work, only once it is
+	 * mapped (not when merely found ahead, m->end 0: that target may never
+	 * use CUDA)
+	 */
+	if (!c || !m->end || !base || strncmp(base + 1, "libcuda.so", 10) || c->cuda_seen)
 		return 0;
 	c->cuda_seen = true;
 	if (!nvidia_driver(attach_path)) {

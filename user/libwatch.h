@@ -17,6 +17,9 @@ struct libwatch;
 /*
  * A newly seen executable mapping of the file at m->path; attach_path opens
  * the same file from here; bias = runtime address - link-time address.
+ * A library the target would load late (libcuda, libcudart) is offered
+ * ahead, before it is mapped, as found on the target's search path: then
+ * m->start and m->end are 0 and bias is 0; it is offered again when mapped.
  * Returns 0, or -errno to stop recording.
  */
 typedef int (*libwatch_fn)(void *ctx, const struct proc_map *m, const char *attach_path,
@@ -24,7 +27,7 @@ typedef int (*libwatch_fn)(void *ctx, const struct proc_map *m, const char *atta
 
 int libwatch__open(struct tracer *t, pid_t pid, struct libwatch **out);
 int libwatch__subscribe(struct libwatch *lw, libwatch_fn fn, void *ctx);
-/* Attaches to ld.so and reports what is mapped already. */
+/* Offers the late libraries ahead, attaches to ld.so and reports what is mapped already. */
 int libwatch__attach(struct libwatch *lw);
 void libwatch__detach(struct libwatch *lw);
 void libwatch__destroy(struct libwatch *lw);

@@ -25,6 +25,7 @@
 #include "opscan.h"
 #include "torchops.h"
 #include "torchops.skel.h"
+#include "u64map.h"
 #include "uprobe_multi.h"
 
 struct op_lib {
@@ -48,6 +49,7 @@ struct torchops {
 	uint32_t *syms;	    /* global op index -> symbol, 0 until first call */
 	size_t nops;
 	uint64_t seq; /* ext of the last op: links it to the CUDA calls it makes */
+	struct u64map probed; /* inode -> 1: probed ahead or when mapped, once */
 	struct torchops_stats st;
 };
 
@@ -322,6 +324,12 @@ int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_pat
 
 	if (!is_torch_lib(m->path))
 		return 0;
+	/* libtorch_cpu found on the search path is probed ahead: m->end is 0 then */
+	ops->st.mapped += !!m->end;
+	if (u64map__get(&ops->probed, m->inode))
+		return 0;
+	if (u64map__put(&ops->probed, m->inode, 1))
+		return -ENOMEM;
 	err = opscan__run(attach_path, &scan);
 	if (err || !scan->nops) {
 		/* a library we cannot read is not worth ending the recording */
@@ -393,6 +401,7 @@ void torchops__destroy(struct torchops *ops)
 	free(ops->libs);
 	free(ops->names);
 	free(ops->syms);
+	u64map__free(&ops->probed);
 	torchops_bpf__destroy(ops->skel);
 	free(ops);
 }

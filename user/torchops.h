@@ -25,6 +25,7 @@ struct torchops_stats {
 	uint64_t unmatched;   /* exits of ops entered before recording (or lost) */
 	uint64_t unwound;     /* ops closed by the stack rules: left by an exception */
 	uint32_t libs;	      /* libraries probed */
+	uint32_t mapped;      /* PyTorch libraries the target mapped, probed or not */
 	uint32_t ops;	      /* op entry points probed */
 	uint32_t sites;	      /* uprobe sites (entries, rets, tail jumps) */
 	uint64_t scan_ns;     /* disassembly of the libraries */

@@ -1,8 +1,9 @@
 """Imports torch only once it runs (after recording started), then multiplies
 matrices for --seconds (default 3) and prints how many it did.
 
-The tracer hears of libtorch when the dynamic loader maps it and probes its
-ops a moment later: the last of these calls, at least, must be in the trace.
+The tracer finds libtorch on the target's search path when it attaches and
+probes its ops before the loader maps it: every one of these calls must be
+in the trace.
 """
 import argparse
 import time
