@@ -1020,7 +1020,8 @@ int cupti__open(bool quiet, struct cupti **out)
 		goto cleanup;
 	}
 	if (c->agent_fd < 0) {
-		err = c->agent_fd;
+		/* not the command's error (-EPERM is kept for the agent the user named) */
+		err = -ENOENT;
 		warn("no usable CUPTI agent: %s: no GPU activity", why);
 		goto cleanup;
 	}

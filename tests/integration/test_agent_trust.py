@@ -143,6 +143,24 @@ class TestAgentTrust(unittest.TestCase):
         return subprocess.run([ptg.PTG, "record", "-o", self.out, "--", *cmd],
                               env=dict(self.env, PTG_CUPTI_AGENT=agent), **kw)
 
+    def test_default_agent_refused_records_anyway(self):
+        """The agent found next to ptrace-gpu, in a place others can write: a warning, no
+        GPU activity, and the recording goes on (only the agent a user names is an error)."""
+        where = tempfile.mkdtemp(prefix="ptg-untrusted.", dir="/tmp")
+        self.addCleanup(shutil.rmtree, where)
+        exe = os.path.join(where, "ptrace-gpu")
+        shutil.copy2(ptg.PTG, exe)
+        shutil.copy2(ti.AGENT, os.path.join(where, "libptg_cupti.so"))
+        env = {k: v for k, v in os.environ.items() if k != "PTG_CUPTI_AGENT"}
+        res = subprocess.run([exe, "record", "-q", "-o", self.out, "--",
+                              *self.python.argv("-c", "print(6 * 7)")],
+                             capture_output=True, text=True, env=env, timeout=120)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertEqual(res.stdout, "42\n")
+        self.assertIn("ptrace-gpu: warning: no usable CUPTI agent: /tmp is writable by others",
+                      res.stderr)
+        self.assertGreater(os.path.getsize(self.out), 0)
+
     def test_refused(self):
         """Each file someone else could have written: one line, no recording, no command."""
         tmp = tempfile.mkdtemp(prefix="ptg-agent-trust.")

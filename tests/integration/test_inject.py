@@ -166,7 +166,7 @@ class TestInject(unittest.TestCase):
     def check_counter(self, python):
         t = self.target(python, COUNTER, 200)
         first = [t.proc.stdout.readline() for _ in range(5)]
-        res = inject(t.pid, python.path(MARKER_LIB), "--call", "inject_marker_call",
+        res = inject(t.pid, MARKER_LIB, "--call", "inject_marker_call",
                      "--arg", "hello")
         self.assertEqual(res.returncode, 0, res.stderr)
         self.assertIn("inject_marker_call returned 42", res.stdout)
@@ -181,10 +181,10 @@ class TestInject(unittest.TestCase):
         """A second load finds the library loaded: no second constructor run, process fine."""
         t = self.target(python, COUNTER, 100)
         t.proc.stdout.readline()
-        self.assertEqual(inject(t.pid, python.path(MARKER_LIB)).returncode, 0)
+        self.assertEqual(inject(t.pid, MARKER_LIB).returncode, 0)
         self.assert_marker(t)
         os.unlink(t.files["marker"])
-        res = inject(t.pid, python.path(MARKER_LIB), "--call", "inject_marker_call",
+        res = inject(t.pid, MARKER_LIB, "--call", "inject_marker_call",
                      "--arg", "again")
         self.assertEqual(res.returncode, 0, res.stderr)
         self.assertFalse(os.path.exists(t.files["marker"]))
@@ -196,7 +196,7 @@ class TestInject(unittest.TestCase):
     def check_threads(self, python):
         t = self.target(python, THREADS)
         t.proc.stdout.readline()
-        res = inject(t.pid, python.path(MARKER_LIB))
+        res = inject(t.pid, MARKER_LIB)
         self.assertEqual(res.returncode, 0, res.stderr)
         lines = t.lines()
         self.assertEqual(lines[-1], "True")
@@ -209,7 +209,7 @@ class TestInject(unittest.TestCase):
         t = self.target(python, BLOCKED_READ, stdin=subprocess.PIPE)
         self.assertTrue(ptg.wait_until(lambda: syscall_nr(t.pid) == 0, 10),
                         "target never blocked in read()")
-        res = inject(t.pid, python.path(MARKER_LIB))
+        res = inject(t.pid, MARKER_LIB)
         self.assertEqual(res.returncode, 0, res.stderr)
         self.assertTrue(ptg.wait_until(lambda: syscall_nr(t.pid) == 0, 10), "not back in read()")
         t.proc.stdin.write("ping\n")
@@ -224,7 +224,7 @@ class TestInject(unittest.TestCase):
         self.assertTrue(ptg.wait_until(lambda: syscall_nr(t.pid) == 230, 10),
                         "target never blocked in clock_nanosleep()")
         time.sleep(0.3)
-        res = inject(t.pid, python.path(MARKER_LIB))
+        res = inject(t.pid, MARKER_LIB)
         self.assertEqual(res.returncode, 0, res.stderr)
         self.assertEqual(t.lines(), ["slept 1.5"])
         self.assertEqual(t.proc.returncode, 0)
@@ -252,7 +252,7 @@ class TestInject(unittest.TestCase):
         # the target loads a copy made from the file checked, under its name
         self.assertIn(f"dlopen in pid {t.pid} failed: ", res.stderr)
         self.assertIn(os.path.basename(junk), res.stderr)
-        res = inject(t.pid, python.path(MARKER_LIB), "--call", "no_such_function")
+        res = inject(t.pid, MARKER_LIB, "--call", "no_such_function")
         self.assertEqual(res.returncode, 1)
         self.assertIn("has no function no_such_function", res.stderr)
         self.assertEqual(t.lines()[-1], "99")
@@ -270,7 +270,7 @@ class TestInject(unittest.TestCase):
         th = threading.Thread(target=killer)
         th.start()
         start = time.time()
-        res = inject(t.pid, python.path(SLOW_LIB))
+        res = inject(t.pid, SLOW_LIB)
         th.join()
         self.assertLess(time.time() - start, 10)
         self.assertEqual(res.returncode, 1)
@@ -283,7 +283,7 @@ class TestInject(unittest.TestCase):
         t = self.target(python, EXITS)
         self.assertTrue(ptg.wait_until(lambda: syscall_nr(t.pid) == 230, 10),
                         "target never blocked in clock_nanosleep()")
-        res = inject(t.pid, python.path(SLOW_LIB))
+        res = inject(t.pid, SLOW_LIB)
         self.assertEqual(res.returncode, 1)
         self.assertIn(f"pid {t.pid} exited during injection", res.stderr)
         t.proc.wait(timeout=10)
