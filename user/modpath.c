@@ -163,17 +163,15 @@ static const struct code_kind *code_kind(struct modpath *mp, uint64_t code, uint
 /* Names sent with a code object's first event: good even once the process is gone. */
 static int learn_code(struct modpath *mp, const struct ptg_code_event *c)
 {
-	struct py_code_info ci = {};
+	struct py_code_info ci;
 	struct code_kind *k;
 	bool found;
 
-	if (!c->name_width || !c->file_width)
+	if (py_code_from_event(c, &ci))
 		return 0; /* code_kind() reads it from memory */
 	k = code_slot(mp, c->hdr.a, c->hdr.aux, &found);
 	if (!k)
 		return -ENOMEM;
-	py_decode_chars(c->name, c->name_width, c->name_chars, ci.qualname, sizeof(ci.qualname));
-	py_decode_chars(c->file, c->file_width, c->file_chars, ci.filename, sizeof(ci.filename));
 	set_kind(k, &ci);
 	return 0;
 }

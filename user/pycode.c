@@ -3,6 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <linux/types.h>
+
+#include "ptrace_gpu/events.h"
 #include "procfs.h"
 #include "pycode.h"
 
@@ -137,5 +140,18 @@ int py_read_type_name(int memfd, const struct py_version_info *vi, uint64_t obj,
 			return 0;
 	}
 	buf[len - 1] = '\0';
+	return 0;
+}
+
+int py_code_from_event(const struct ptg_code_event *c, struct py_code_info *out)
+{
+	if (!c->name_width || !c->file_width)
+		return -ENODATA;
+	py_decode_chars(c->name, c->name_width, c->name_chars, out->qualname,
+			sizeof(out->qualname));
+	py_decode_chars(c->file, c->file_width, c->file_chars, out->filename,
+			sizeof(out->filename));
+	out->firstlineno = (uint32_t)c->hdr.b;
+	out->fingerprint = c->hdr.aux;
 	return 0;
 }

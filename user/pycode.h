@@ -8,6 +8,8 @@
 
 #include "pyinterp.h"
 
+struct ptg_code_event;
+
 struct py_code_info {
 	char qualname[256];
 	char filename[512];
@@ -25,6 +27,12 @@ int py_read_str(int memfd, const struct py_version_info *vi, uint64_t addr, char
 void py_decode_chars(const uint8_t *raw, unsigned int width, size_t nchars, char *buf, size_t len);
 int py_read_code(int memfd, const struct py_version_info *vi, uint64_t code,
 		 struct py_code_info *out);
+/*
+ * What py_read_code() would read, from the names the BPF side sent with a code
+ * object's first event: good after the code, or the process, is gone.
+ * -ENODATA where they did not fit the event (read the memory then).
+ */
+int py_code_from_event(const struct ptg_code_event *c, struct py_code_info *out);
 /* tp_name of the object's type. */
 int py_read_type_name(int memfd, const struct py_version_info *vi, uint64_t obj, char *buf,
 		      size_t len);

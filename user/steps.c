@@ -223,12 +223,10 @@ static int end_step(struct steps *s, const struct ptg_event *e)
  */
 static int learn_code(struct steps *s, const struct ptg_code_event *c)
 {
-	struct py_code_info ci = {};
+	struct py_code_info ci;
 
-	if (!c->name_width || !c->file_width)
+	if (py_code_from_event(c, &ci))
 		return 0; /* is_step() reads it from memory */
-	py_decode_chars(c->name, c->name_width, c->name_chars, ci.qualname, sizeof(ci.qualname));
-	py_decode_chars(c->file, c->file_width, c->file_chars, ci.filename, sizeof(ci.filename));
 	return u64map__put(&s->codes, c->hdr.a,
 			   (uint64_t)c->hdr.aux << 32 | (is_step_code(s, &ci) ? 2 : 1));
 }
