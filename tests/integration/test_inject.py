@@ -6,6 +6,7 @@ calls it was blocked in still complete. Failures leave it unharmed too.
 import collections
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -378,8 +379,11 @@ class TestAgent(unittest.TestCase):
         cls.libdir = f"/tmp/ptg-fakecupti.{os.getpid()}"
         os.makedirs(cls.libdir, exist_ok=True)
         link = os.path.join(cls.libdir, "libcupti.so.13")
+        # a copy, not a link into the build tree: a target of another user must
+        # read it however private the build's folders are
         if not os.path.lexists(link):
-            os.symlink(FAKE_CUPTI, link)
+            shutil.copyfile(FAKE_CUPTI, link)
+            os.chmod(link, 0o755)
         cls.env = dict(os.environ, LD_LIBRARY_PATH=cls.libdir)
         # a file, not -c: the trace's cmdline then stays one line
         cls.script = os.path.join(cls.libdir, "gpu_target.py")
