@@ -12,18 +12,23 @@ fi
 failed=0
 for f in "$@"; do
 	missing=()
+	# Whole outputs in variables, never `cmd | grep -q`: with pipefail, grep -q
+	# leaving at its first match makes the writer die of SIGPIPE, and the
+	# pipeline fail, whenever the writer was not done yet.
 	dyn=$(readelf -dW "$f")
 	syms=$(readelf --dyn-syms -W "$f")
+	phdrs=$(readelf -lW "$f")
+	header=$(readelf -hW "$f")
+	checked=$(grep -Eo ' __[a-z0-9_]+_chk(@|$)' <<<"$syms" | grep -vc __stack_chk_fail || true)
 	grep -Eq 'BIND_NOW|Flags:.* NOW' <<<"$dyn" || missing+=("BIND_NOW (-z now)")
-	readelf -lW "$f" | grep -q GNU_RELRO || missing+=("GNU_RELRO (-z relro)")
-	if readelf -hW "$f" | grep -q 'Type:.*EXEC'; then
+	grep -q GNU_RELRO <<<"$phdrs" || missing+=("GNU_RELRO (-z relro)")
+	if grep -q 'Type:.*EXEC' <<<"$header"; then
 		missing+=("PIE (ET_EXEC)")
 	elif [[ $f != *.so* ]] && ! grep -q 'Flags:.*PIE' <<<"$dyn"; then
 		missing+=("PIE flag (-pie)")
 	fi
 	grep -q ' __stack_chk_fail' <<<"$syms" || missing+=("stack protector (__stack_chk_fail)")
-	if [ "${PTG_EXPECT_FORTIFY:-1}" = 1 ] &&
-		! grep -v __stack_chk_fail <<<"$syms" | grep -Eq ' __[a-z0-9_]+_chk(@|$)'; then
+	if [ "${PTG_EXPECT_FORTIFY:-1}" = 1 ] && [ "$checked" -eq 0 ]; then
 		missing+=("fortified libc calls (__*_chk, -D_FORTIFY_SOURCE)")
 	fi
 	if [ ${#missing[@]} -gt 0 ]; then
