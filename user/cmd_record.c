@@ -550,6 +550,16 @@ static void print_ops_summary(struct recording *rc)
 	}
 	fprintf(stderr, "ptrace-gpu: %llu PyTorch op calls (%u ops probed, %llu events lost)\n",
 		(unsigned long long)ops.calls, ops.ops, (unsigned long long)ops.dropped);
+	if (rc->mp) {
+		struct modpath_stats mst;
+
+		modpath__stats(rc->mp, &mst);
+		if (mst.unreadable)
+			fprintf(stderr,
+				"ptrace-gpu: note: %llu nn.Module names could not be read from "
+				"the target (it exited first?): shown as '?'\n",
+				(unsigned long long)mst.unreadable);
+	}
 }
 
 static int finish(struct recording *rc)

@@ -579,11 +579,16 @@ static int attr_name(struct modpath *mp, uint64_t parent, uint64_t child, char *
 	return err ?: -ENOENT;
 }
 
-/* "fc1", or "Linear#2" for the third Linear not held by its parent's _modules. */
+/*
+ * "fc1", or "Linear#2" for the third Linear not held by its parent's
+ * _modules, or "?" when the parent could not be read (the process exited
+ * before we got to it).
+ */
 static void label_of(struct modpath *mp, const struct path *parent, uint64_t self, const char *type,
 		     char *buf, size_t len)
 {
 	uint64_t type_obj = 0, *no, *count;
+	int err;
 
 	if (!parent) {
 		snprintf(buf, len, "TOP");
@@ -593,8 +598,15 @@ static void label_of(struct modpath *mp, const struct path *parent, uint64_t sel
 		snprintf(buf, len, "SELF");
 		return;
 	}
-	if (!attr_name(mp, parent->self, self, buf, len))
+	err = attr_name(mp, parent->self, self, buf, len);
+	if (!err)
 		return;
+	if (err != -ENOENT) {
+		/* the process is gone, or its dict changed under us: no guess */
+		mp->st.unreadable++;
+		snprintf(buf, len, "?");
+		return;
+	}
 	mp->st.unnamed++;
 	no = u64map__get(&mp->instance, self);
 	if (!no) {

@@ -8,7 +8,8 @@
  * keeps the module frames open on its tracer stack; a path names each module
  * by its attribute in the parent's _modules dict (read from the target's
  * memory, CPython's dict layout from the version table), or by its class and
- * a per-class instance number when the parent does not hold it.
+ * a per-class instance number when the parent does not hold it. Names are
+ * read while the process runs; one first needed after it exited is "?".
  */
 #ifndef PTG_MODPATH_H
 #define PTG_MODPATH_H
@@ -23,7 +24,7 @@ struct modpath;
 struct modpath_stats {
 	uint64_t paths;	     /* distinct paths written */
 	uint64_t unnamed;    /* modules not found in their parent's _modules */
-	uint64_t unreadable; /* module frames whose object could not be read */
+	uint64_t unreadable; /* module frames or names that could not be read */
 };
 
 /* Registers for Python frame events: open it after pyframe__open(). */

@@ -8,6 +8,7 @@ import collections
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -74,13 +75,21 @@ class TorchOps(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def record(self, python, script, *args, rec_args=(), name="run.ptg"):
-        """Attaches while the workload waits; returns (trace path, workload output, stderr)."""
+    def record(self, python, script, *args, rec_args=(), name="run.ptg", hold=False):
+        """Attaches while the workload waits; returns (trace path, workload output, stderr).
+        With hold, the recorder is stopped (SIGINT) while the trained workload
+        still lives: module names are read from its memory, however far
+        behind the recorder runs."""
         out = os.path.join(self.tmp.name, name)
-        w, rec = ptg.Workload(python, script, *args), None
+        w, rec = ptg.Workload(python, script, *args, *(["--hold"] if hold else [])), None
         try:
             rec = ptg.Recorder(["-p", str(w.pid), *rec_args], out)
             w.go()
+            if hold:
+                self.assertEqual(w.proc.stdout.readline().strip(), "trained")
+                rec.proc.send_signal(signal.SIGINT)
+                self.assertEqual(rec.wait(), 0, rec.stderr)
+                w.go()
             self.assertEqual(rec.wait(), 0, rec.stderr)
             printed = w.finish()
             self.assertIn("done", printed)
@@ -152,7 +161,8 @@ class TorchOps(unittest.TestCase):
     def check_module_paths_hooks(self, python):
         # torch 2.1+ runs hooks and forward from a closure of _call_impl that
         # holds the module in a cell; a hook may be bound to another object
-        path, _, _ = self.record(python, "mlp.py", "--steps", str(STEPS), "--hooks")
+        path, _, _ = self.record(python, "mlp.py", "--steps", str(STEPS), "--hooks",
+                                 hold=True)
         rows = self.module_rows(path)
         fc1 = "TOP(Net)::forward.fc1(Linear)"
         self.assertEqual(rows["aten::mul"], {fc1 + "::scale_input": STEPS})
@@ -166,7 +176,7 @@ class TorchOps(unittest.TestCase):
         # the tracer attaches while Net.forward runs: the module calls come
         # from the stack snapshot, their modules read from the running frames
         path, _, _ = self.record(python, "mlp.py", "--steps", str(STEPS), "--hooks",
-                                 "--wait-in-forward")
+                                 "--wait-in-forward", hold=True)
         rows = self.module_rows(path)
         self.assertEqual(rows["aten::addmm"], {"TOP(Net)::forward.fc1(Linear)::forward": STEPS,
                                                "TOP(Net)::forward.fc2(Linear)::forward": STEPS,
@@ -175,7 +185,7 @@ class TorchOps(unittest.TestCase):
         self.assertEqual(rows["aten::clamp"], {"TOP(Net)::forward.fc1(Linear)::hook": STEPS})
 
     def check_module_paths(self, python):
-        path, _, _ = self.record(python, "mlp.py", "--steps", str(STEPS))
+        path, _, _ = self.record(python, "mlp.py", "--steps", str(STEPS), hold=True)
         rows = self.module_rows(path)
         fc1 = "TOP(Net)::forward.fc1(Linear)::forward"
         fc2 = "TOP(Net)::forward.fc2(Linear)::forward"

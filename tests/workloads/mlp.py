@@ -15,9 +15,13 @@
                      forward
   --wait-in-forward  with --wait: wait inside the model's first forward(), so
                      that the tracer attaches with module calls running
+  --hold             with --wait: once trained, say "trained" and wait for go
+                     again before exiting (the recorder stops meanwhile, so
+                     that what it reads from memory is still there)
 """
 import argparse
 import json
+import sys
 import threading
 import time
 
@@ -109,6 +113,7 @@ def main():
     p.add_argument("--optim", choices=("sgd", "adam"), default="sgd")
     p.add_argument("--hooks", action="store_true")
     p.add_argument("--wait-in-forward", action="store_true")
+    p.add_argument("--hold", action="store_true")
     a = p.parse_args()
 
     torch.manual_seed(0)
@@ -134,6 +139,9 @@ def main():
         print("steps", n, flush=True)
     else:
         train(model, opt, x, y, a.steps, a.backward_thread)
+    if a.wait and a.hold:
+        print("trained", flush=True)
+        sys.stdin.readline()
     gate.done()
 
 
