@@ -159,7 +159,7 @@ int ranks_paths(const char *who, char *const *args, size_t nargs, char ***out, s
 	return 0;
 }
 
-static int64_t parse_rank(const char *s)
+static int64_t parse_u32(const char *s)
 {
 	char *end;
 	unsigned long long v;
@@ -182,7 +182,7 @@ static int64_t meta_rank(const struct trace_reader *r)
 	int64_t rank = -1;
 
 	if (s)
-		return parse_rank(s);
+		return parse_u32(s);
 	s = trace_reader__meta(r, KINETO_META_PREFIX "distributedInfo");
 	info = s ? json_tokener_parse(s) : NULL;
 	if (info && json_object_is_type(info, json_type_object) &&
@@ -219,7 +219,7 @@ static int add_step(struct scan *s, const struct ptg_record *rec)
 	if (!name || strncmp(name->name, "ProfilerStep#", 13) ||
 	    (cat && !strcmp(cat->name, "gpu_user_annotation")))
 		return 0;
-	num = parse_rank(name->name + 13);
+	num = parse_u32(name->name + 13);
 	if (num < 0)
 		return 0;
 	if (array_grow((void **)&t->steps, &s->stepcap, t->nsteps + 1, sizeof(*t->steps)))
