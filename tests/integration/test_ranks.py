@@ -221,6 +221,10 @@ def test_real(tmp):
     os.mkdir(d)
     # names against rank order: the ranks must come from the traces' distributedInfo
     ptgs = import_all(d, srcs, ["b-first", "a-second"])
+    # what a directory holds besides traces is not a rank
+    os.mkdir(os.path.join(d, "old.ptg"))
+    with open(os.path.join(d, "notes.txt"), "w") as f:
+        f.write("not a trace\n")
     ranks = {o["rank"]: o for o in (oracle(load(p)) for p in srcs)}
     r = run("idle", "--json", "-n", "1000", d)
     if not check(r.returncode == 0 and not r.stderr, f"idle DIR: {r.stderr.strip()}"):
@@ -327,6 +331,14 @@ def test_synthetic(tmp):
     r = run("idle", ptgs[0], nor[0])
     check(r.returncode == 0 and r.stderr.count("\n") == 1 and "norank.ptg has no rank" in r.stderr
           and "ranks are the file order" in r.stderr, f"no rank: {r.stderr.strip()}")
+    # a rank that is not a number a job can have is no rank
+    for i, bad in enumerate(("1", -1, 2 ** 40, 1.5)):
+        doc = synthetic(0, *RANK0)
+        doc["distributedInfo"]["rank"] = bad
+        p = import_all(d, [write(doc, os.path.join(d, f"bad{i}.json"))], [f"bad{i}"])[0]
+        r = run("idle", "--json", ptgs[1], p)
+        check(r.returncode == 0 and f"bad{i}.ptg has no rank" in r.stderr
+              and json.loads(r.stdout)["ranks"][1]["claimed_rank"] is None, f"rank {bad!r}")
 
 
 def test_recorded(tmp):
