@@ -232,7 +232,8 @@ int libsearch__open(pid_t pid, struct libsearch **out)
 	}
 	err = ldcache__load_target(pid, &s->cache);
 	if (err && err != -ENOENT)
-		fprintf(stderr, "libwatch: ignoring the target's /etc/ld.so.cache: %s\n",
+		fprintf(stderr,
+			"ptrace-gpu: libwatch: ignoring the target's /etc/ld.so.cache: %s\n",
 			strerror(-err));
 	*out = s;
 	return 0;

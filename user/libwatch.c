@@ -73,12 +73,20 @@ static int find_ld(const struct proc_map *m, void *arg)
 static const char *const late_libs[] = {"libcuda.so.1", "libcudart.so.1[1-3]*",
 					"libcudart-*.so.1[1-3]*", "libtorch_cpu.so*"};
 
-static bool is_late_lib(const char *path)
+/*
+ * Any copy of those, under whatever name a full-path dlopen gives it (the
+ * toolkit's stubs/libcuda.so): loaded late without having been found
+ * ahead, its first calls may be missing.
+ */
+static const char *const watched_libs[] = {"libcuda.so*", "libcudart.so*", "libcudart-*.so*",
+					   "libtorch_cpu.so*"};
+
+static bool is_watched_lib(const char *path)
 {
 	const char *base = strrchr(path, '/');
 
-	for (size_t i = 0; i < sizeof(late_libs) / sizeof(late_libs[0]); i++) {
-		if (!fnmatch(late_libs[i], base ? base + 1 : path, 0))
+	for (size_t i = 0; i < sizeof(watched_libs) / sizeof(watched_libs[0]); i++) {
+		if (!fnmatch(watched_libs[i], base ? base + 1 : path, 0))
 			return true;
 	}
 	return false;
@@ -144,8 +152,9 @@ static void note_unprobed(struct libwatch *lw, const char *path)
 
 	lw->late++;
 	fprintf(stderr,
-		"libwatch: %s was loaded from outside the target's search path and probed only "
-		"%.1f ms after the loader mapped it: its calls meanwhile are not in the trace\n",
+		"ptrace-gpu: libwatch: %s was loaded from outside the target's search path "
+		"and probed %.1f ms after the loader's notice: its calls meanwhile are not "
+		"in the trace\n",
 		path, lw->notice_ts && now > lw->notice_ts ? (now - lw->notice_ts) / 1e6 : 0.0);
 }
 
@@ -162,7 +171,7 @@ static int on_map(const struct proc_map *m, void *arg)
 	seen = u64map__get(&lw->seen, m->inode);
 	if (seen && *seen == SEEN_MAPPED)
 		return 0;
-	unprobed = lw->attached && !seen && is_late_lib(m->path);
+	unprobed = lw->attached && !seen && is_watched_lib(m->path);
 	if (u64map__put(&lw->seen, m->inode, SEEN_MAPPED))
 		return -ENOMEM;
 	proc_target_path(lw->pid, m->path, m->inode, path, sizeof(path));
@@ -201,7 +210,6 @@ static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, 
 static int write_losses(struct tracer *t, void *ctx)
 {
 	struct libwatch *lw = ctx;
-
 	int err = 0;
 
 	if (lw->skel->bss->lost)
@@ -225,8 +233,12 @@ int libwatch__open(struct tracer *t, pid_t pid, struct libwatch **out)
 	lw->pid = pid;
 	lw->search_gen = UINT_MAX; /* look ahead at least once */
 	err = libsearch__open(pid, &lw->search);
-	if (err)
-		goto cleanup;
+	if (err) {
+		fprintf(stderr, "libwatch: cannot read the target's library search path: %s\n",
+			strerror(-err));
+		free(lw);
+		return err;
+	}
 	lw->skel = libwatch_bpf__open();
 	if (!lw->skel) {
 		err = -errno;

@@ -3,9 +3,11 @@ it at once: LAUNCHES cuLaunchKernel and SYNCS cuStreamSynchronize, with no
 pause for a tracer to catch up, as PyTorch calls libcuda right after mapping
 it at its first CUDA use.
 
-usage: cuda_late.py [--wait] LIB
+usage: cuda_late.py [--wait] [--via-exe] [--gate-loaded] LIB
 LIB: a name the loader looks up ("libcuda.so.1", through LD_LIBRARY_PATH)
-or a path.
+or a path. --via-exe: loaded by the executable's own ptg_dlopen
+(tests/workloads/pylaunch.c), so that its RUNPATH applies. --gate-loaded:
+once loaded, say "loaded" and wait for a second go before calling it.
 """
 import ctypes
 import sys
@@ -17,8 +19,18 @@ SYNCS = 10
 STREAM = 0x1000
 
 
-def run(lib):
-    cu = ctypes.CDLL(lib)
+def load(lib, via_exe):
+    if not via_exe:
+        return ctypes.CDLL(lib)
+    dlopen = ctypes.CDLL(None).ptg_dlopen
+    dlopen.restype = ctypes.c_void_p
+    dlopen.argtypes = [ctypes.c_char_p]
+    handle = dlopen(lib.encode())
+    assert handle, f"ptg_dlopen({lib}) failed"
+    return ctypes.CDLL(lib, handle=handle)
+
+
+def run(cu):
     cu.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
     cu.cuStreamSynchronize.argtypes = [ctypes.c_void_p]
     assert cu.cuInit(0) == 0
@@ -32,7 +44,11 @@ def run(lib):
 def main():
     if "--wait" in sys.argv:
         gate.wait_for_go()
-    run(sys.argv[-1])
+    cu = load(sys.argv[-1], "--via-exe" in sys.argv)
+    if "--gate-loaded" in sys.argv:
+        print("loaded", flush=True)
+        sys.stdin.readline()
+    run(cu)
     gate.done()
 
 
