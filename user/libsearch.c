@@ -313,6 +313,35 @@ int libsearch__find(struct libsearch *s, const char *pattern,
 	return ret;
 }
 
+void clean_path(char *path)
+{
+	char *out = path, *in = path;
+
+	if (path[0] != '/')
+		return;
+	while (*in) {
+		size_t len;
+
+		while (*in == '/')
+			in++;
+		len = strcspn(in, "/");
+		if ((len == 1 && in[0] == '.') || !len) {
+			/* nothing to keep */
+		} else if (len == 2 && in[0] == '.' && in[1] == '.') {
+			while (out > path && *--out != '/')
+				;
+		} else {
+			*out++ = '/';
+			memmove(out, in, len);
+			out += len;
+		}
+		in += len;
+	}
+	if (out == path)
+		*out++ = '/';
+	*out = '\0';
+}
+
 void libsearch__free(struct libsearch *s)
 {
 	if (!s)

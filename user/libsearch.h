@@ -38,5 +38,12 @@ unsigned libsearch__generation(const struct libsearch *s);
 int libsearch__find(struct libsearch *s, const char *pattern,
 		    int (*cb)(void *ctx, const char *dir, const char *file), void *ctx);
 void libsearch__free(struct libsearch *s);
+/*
+ * Drops "." and empty components of an absolute path and folds "dir/.."
+ * away, in place, as names go: for showing a path found through
+ * "$ORIGIN/../..", never for opening it (a symbolic link before a ".."
+ * makes the loader's file another one).
+ */
+void clean_path(char *path);
 
 #endif /* PTG_LIBSEARCH_H */

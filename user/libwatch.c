@@ -110,6 +110,7 @@ static int offer_ahead(void *ctx, const char *dir, const char *name)
 	if (stat(path, &st) || !S_ISREG(st.st_mode))
 		return 0;
 	m.inode = st.st_ino;
+	clean_path(m.path); /* named as maps will name it; opened as the loader will open it */
 	if (u64map__get(&lw->seen, m.inode))
 		return 0;
 	if (u64map__put(&lw->seen, m.inode, SEEN_AHEAD))

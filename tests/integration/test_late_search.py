@@ -13,6 +13,10 @@ cuStreamSynchronize. Found ahead, every call is in the trace:
 - executable's RPATH: the same built with DT_RPATH (which the loader
   would also search for objects without a RUNPATH of their own; pyenv's
   _ctypes has one, so the executable loads it here too);
+- a mapped library's RUNPATH, as a PyTorch wheel's libtorch points at
+  `$ORIGIN/../../nvidia/<name>/lib`: workloads/dlopener.c built as
+  torch/lib/libdlopener.so with that RUNPATH, loaded before record
+  attaches, loads the driver from nvidia/cuda_driver/lib;
 - ld.so.cache: an `ldconfig -C` cache listing a folder no search path has,
   bind-mounted over /etc/ld.so.cache in a mount namespace of the target's.
 
@@ -39,6 +43,7 @@ import cuda_late as plan  # noqa: E402
 
 SCRIPT = os.path.join(ptg.WORKLOADS, "cuda_late.py")
 LAUNCHER = os.path.join(ptg.WORKLOADS, "pylaunch.c")
+DLOPENER = os.path.join(ptg.WORKLOADS, "dlopener.c")
 LIB = "libcuda.so.1"
 NOTE_WAIT = 120
 
@@ -81,7 +86,7 @@ class LateSearch(unittest.TestCase):
         flags = subprocess.run([CONFIG, "--cflags", "--ldflags", "--embed"], check=True,
                                capture_output=True, text=True).stdout.split()
         dtags = "--enable-new-dtags" if new_dtags else "--disable-new-dtags"
-        subprocess.run(["cc", "-o", exe, LAUNCHER, *flags, "-rdynamic",
+        subprocess.run(["cc", "-o", exe, LAUNCHER, DLOPENER, *flags, "-rdynamic",
                         f"-Wl,{dtags},-rpath,$ORIGIN/lib"], check=True)
         dyn = subprocess.run(["readelf", "-d", exe], check=True, capture_output=True,
                              text=True).stdout
@@ -163,6 +168,16 @@ class LateSearch(unittest.TestCase):
         path = self.place("lib")
         exe = self.launcher(new_dtags=False)
         pid, _ = self.record([exe, SCRIPT, "--wait", "--via-exe", LIB], path)
+        self.verify(pid, path)
+
+    def test_mapped_runpath(self):
+        path = self.place(os.path.join("nvidia", "cuda_driver", "lib"))
+        lib = os.path.join(self.tmp, "torch", "lib", "libdlopener.so")
+        os.makedirs(os.path.dirname(lib))
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", lib, DLOPENER, "-ldl",
+                        "-Wl,--enable-new-dtags,-rpath,$ORIGIN/../../nvidia/cuda_driver/lib"],
+                       check=True)
+        pid, _ = self.record([HOST.exe, SCRIPT, "--via", lib, "--wait", LIB], path)
         self.verify(pid, path)
 
     def test_ld_so_cache(self):

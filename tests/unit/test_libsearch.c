@@ -75,11 +75,34 @@ static void check(const char *root, const char *dtags, const char *what)
 	libsearch__free(s);
 }
 
+static void check_clean(void)
+{
+	static const char *const cases[][2] = {
+	    {"/a/torch/lib/../../nvidia/x/lib/libcuda.so.1", "/a/nvidia/x/lib/libcuda.so.1"},
+	    {"/a/./b//c/", "/a/b/c"},
+	    {"/../..", "/"},
+	    {"/a/..", "/"},
+	    {"/", "/"},
+	    {"/a/b/../../../c", "/c"},
+	    {"/.../..x/x..", "/.../..x/x.."},
+	    {"rel/../x", "rel/../x"},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char buf[256];
+
+		snprintf(buf, sizeof(buf), "%s", cases[i][0]);
+		clean_path(buf);
+		ASSERT_STREQ(buf, cases[i][1], cases[i][0]);
+	}
+}
+
 int main(void)
 {
 	const char *tmp = getenv("TMPDIR");
 	char root[4096], cmd[4200];
 
+	check_clean();
 	snprintf(root, sizeof(root), "%s/ptg-libsearch-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	if (system("cc --version >/dev/null 2>&1")) {
 		printf("no C compiler: RUNPATH expansion not checked\n");
