@@ -10,6 +10,8 @@
  *   signal-unwaited  a SIGURG sent to it, the stop not yet waited for
  *   signal-waited    a SIGURG sent to it, the stop waited for (waitpid)
  *   signal-nowait    a SIGURG sent to it, the stop seen with waitid(WNOWAIT)
+ *   default-unwaited as signal-unwaited, to a target that left SIGURG at
+ *                    SIG_DFL (ignored): delivered, and nothing happens
  *
  * usage: ptrace_stop_probe MODE DELAY_US
  * prints "MODE stopped=1 resumed=R handled=H": whether the target ran on
@@ -65,11 +67,12 @@ static char proc_state(pid_t pid)
 	return p && p[1] && p[2] ? p[2] : '?';
 }
 
-static void run_target(void)
+static void run_target(int handler)
 {
 	struct sigaction sa = {.sa_handler = on_urg};
 
-	sigaction(SIGURG, &sa, NULL);
+	if (handler)
+		sigaction(SIGURG, &sa, NULL);
 	for (;;)
 		sh->ticks++;
 }
@@ -97,7 +100,7 @@ static void run_tracer(pid_t t, const char *mode)
 	} else {
 		if (syscall(SYS_tgkill, t, t, SIGURG))
 			_exit(3);
-		if (!strcmp(mode, "signal-unwaited")) {
+		if (!strcmp(mode, "signal-unwaited") || !strcmp(mode, "default-unwaited")) {
 			if (wait_traced(t))
 				_exit(4);
 		} else if (!strcmp(mode, "signal-waited")) {
@@ -128,7 +131,7 @@ int main(int argc, char **argv)
 		return 1;
 	t = fork();
 	if (t == 0)
-		run_target();
+		run_target(strcmp(argv[1], "default-unwaited"));
 	while (!sh->ticks)
 		sleep_ms(1);
 	r = fork();
