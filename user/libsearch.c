@@ -69,20 +69,25 @@ static int add_dir(struct libsearch *s, const char *dir, size_t len, enum dir_ki
 }
 
 /*
- * Expands the first $ORIGIN, $LIB or $PLATFORM (or ${...}) of entry into
- * each of its values and recurses; adds the results. *budget bounds how
- * many one entry makes.
+ * Expands the first $ORIGIN, $LIB or $PLATFORM (or ${...}) of entry at or
+ * after from into each of its values and recurses past the value (a value
+ * is not expanded again, as in the loader); adds the results. *budget
+ * bounds how many one entry makes, and so the work a hostile one costs.
  */
-static int expand(struct libsearch *s, const char *entry, size_t len, const char *origin,
-		  enum dir_kind kind, int *budget)
+static int expand(struct libsearch *s, const char *entry, size_t len, size_t from,
+		  const char *origin, enum dir_kind kind, int *budget)
 {
 	static const char *const names[] = {"ORIGIN", "LIB", "PLATFORM"};
-	const char *dollar = memchr(entry, '$', len);
+	const char *dollar = memchr(entry + from, '$', len - from);
 	char out[PATH_MAX];
 	int err = 0;
 
-	if (!dollar)
-		return --*budget >= 0 ? add_dir(s, entry, len, kind) : 0;
+	if (*budget <= 0)
+		return 0;
+	if (!dollar) {
+		--*budget;
+		return add_dir(s, entry, len, kind);
+	}
 	for (int t = 0; t < 3; t++) {
 		size_t nl = strlen(names[t]), pre = dollar - entry, rest = len - pre - 1, skip;
 		const char *vals[3] = {};
@@ -109,7 +114,8 @@ static int expand(struct libsearch *s, const char *entry, size_t len, const char
 					 (int)(len - pre - skip), dollar + skip);
 
 			if (n > 0 && (size_t)n < sizeof(out))
-				err = expand(s, out, n, origin, kind, budget);
+				err =
+				    expand(s, out, n, pre + strlen(vals[v]), origin, kind, budget);
 		}
 		return err;
 	}
@@ -124,7 +130,7 @@ static int add_list(struct libsearch *s, const char *list, const char *origin, e
 		size_t len = strcspn(p, ":;");
 		int budget = MAX_VARIANTS;
 
-		err = expand(s, p, len, origin, kind, &budget);
+		err = expand(s, p, len, 0, origin, kind, &budget);
 		p += len + !!p[len];
 	}
 	return err;

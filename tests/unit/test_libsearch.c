@@ -4,7 +4,8 @@
  * library built here with a DT_RUNPATH (and one with a DT_RPATH) whose
  * entries use $ORIGIN, ${ORIGIN}, $LIB and $PLATFORM, plus a relative entry
  * and an unknown token the loader drops, must lead exactly to the copies of
- * a test library in the folders those entries name, in the entries' order.
+ * a test library in the folders those entries name, in the entries' order;
+ * an entry of 32 $LIB (2^32 expansions, were they not bounded) ends at once.
  * Needs a C compiler to build the library; without one that part is skipped
  * with a line that says so.
  */
@@ -20,8 +21,11 @@
 #define LIB "libptg-search-test.so"
 
 /* folders under the temporary root, as RUNPATH names them */
-static const char *const runpath = "$ORIGIN/o:${ORIGIN}/$LIB/l:$ORIGIN/$PLATFORM/p:rel:"
-				   "$ORIGIN/$BOGUS/b:$ORIGIN/o";
+static const char *const runpath =
+    "$ORIGIN/o:${ORIGIN}/$LIB/l:$ORIGIN/$PLATFORM/p:rel:"
+    "$ORIGIN/$BOGUS/b:$ORIGIN/o:"
+    "$LIB$LIB$LIB$LIB$LIB$LIB$LIB$LIB$LIB$LIB$LIB$LIB$LIB$LIB$LIB$LIB"
+    "$LIB$LIB$LIB$LIB$LIB$LIB$LIB$LIB$LIB$LIB$LIB$LIB$LIB$LIB$LIB$LIB";
 static const char *const found_dirs[] = {"o", "lib/x86_64-linux-gnu/l", "lib64/l", "x86_64/p"};
 static const char *const decoys[] = {"rel", "b", "$BOGUS/b"};
 
