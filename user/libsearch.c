@@ -287,6 +287,27 @@ static int find_in_dir(struct find *f, const char *dir)
 	return ret;
 }
 
+/*
+ * glibc 2.33 and later look first in the glibc-hwcaps subfolders of each
+ * folder of the search path, the best level the CPU has first; any of them
+ * may be the one, so all are looked in.
+ */
+static const char *const hwcaps[] = {"glibc-hwcaps/x86-64-v4", "glibc-hwcaps/x86-64-v3",
+				     "glibc-hwcaps/x86-64-v2"};
+
+static int find_in_dir_hwcaps(struct find *f, const char *dir)
+{
+	char sub[PATH_MAX];
+	int ret = 0;
+
+	for (size_t i = 0; !ret && i < sizeof(hwcaps) / sizeof(hwcaps[0]); i++) {
+		if (snprintf(sub, sizeof(sub), "%s/%s", strcmp(dir, "/") ? dir : "", hwcaps[i]) <
+		    (int)sizeof(sub))
+			ret = find_in_dir(f, sub);
+	}
+	return ret ?: find_in_dir(f, dir);
+}
+
 /* A cached path: looked at as the file of its directory, so that it too is checked to exist. */
 static int find_cached_path(const char *path, void *ctx)
 {
@@ -310,12 +331,12 @@ int libsearch__find(struct libsearch *s, const char *pattern,
 
 	for (enum dir_kind k = 0; !ret && k < NKINDS; k++) {
 		for (int i = 0; !ret && i < s->n; i++)
-			ret = s->kind[i] == k ? find_in_dir(&f, s->dirs[i]) : 0;
+			ret = s->kind[i] == k ? find_in_dir_hwcaps(&f, s->dirs[i]) : 0;
 	}
 	if (!ret && s->cache)
 		ret = ldcache__lookup(s->cache, pattern, find_cached_path, &f);
 	for (size_t i = 0; !ret && i < sizeof(trusted_dirs) / sizeof(trusted_dirs[0]); i++)
-		ret = find_in_dir(&f, trusted_dirs[i]);
+		ret = find_in_dir_hwcaps(&f, trusted_dirs[i]);
 	return ret;
 }
 

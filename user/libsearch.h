@@ -5,7 +5,8 @@
  * DT_RPATH of the executable and of mapped objects that have no DT_RUNPATH,
  * LD_LIBRARY_PATH, DT_RUNPATH of the executable and of mapped objects (with
  * $ORIGIN, $LIB and $PLATFORM expanded), the target's /etc/ld.so.cache, and
- * the loader's trusted directories. Paths are as the target sees them (its
+ * the loader's trusted directories; in each directory its glibc-hwcaps
+ * subdirectories (x86-64-v4, v3, v2) first. Paths are as the target sees them (its
  * root); files are looked at through /proc/PID/root.
  *
  * An RPATH or RUNPATH applies only to what its own object (and, for RPATH,
