@@ -60,7 +60,10 @@ static void print_record(const struct trace_reader *r, const struct ptg_record *
 	if (rec->ext)
 		printf(" ext=%" PRIu64, rec->ext);
 	for (int i = 0; i < 4; i++) {
-		if (rec->aux[i])
+		/* a recorded thread's pid and tid in its container (docs/trace-format.md) */
+		if (rec->aux[i] && rec->kind == PTG_REC_THREAD && i >= 2)
+			printf(" container_%s=%" PRId64, i == 2 ? "pid" : "tid", rec->aux[i]);
+		else if (rec->aux[i])
 			printf(" aux%d=%" PRId64, i, rec->aux[i]);
 	}
 	print_sym(r, rec->sym);
