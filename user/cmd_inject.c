@@ -100,8 +100,7 @@ int cmd_inject(int argc, char **argv)
 {
 	struct inject_args a = {};
 	struct inject_result res;
-	char err[PATH_MAX + 128];
-	struct lib_copy *lc;
+	char err[PATH_MAX + 640];
 	int fd, ret;
 
 	ret = parse_args(argc, argv, &a);
@@ -109,9 +108,10 @@ int cmd_inject(int argc, char **argv)
 		return ret == -EINVAL ? 2 : 1;
 	/*
 	 * As record does with the CUPTI agent: only a file that root alone can
-	 * have written, and the target loads a copy made from the descriptor
-	 * checked, in its own file system, so that no path swap in between (nor
-	 * another file at that path in its mount namespace) is what it runs.
+	 * have written, and the target loads the bytes of the descriptor
+	 * checked, from a memfd of its own (or a copy in its own file system),
+	 * so that no path swap in between (nor another file at that path in its
+	 * mount namespace) is what it runs.
 	 */
 	if (!proc_exists(a.pid)) {
 		fprintf(stderr, "ptrace-gpu: inject: no process %d\n", a.pid);
@@ -122,19 +122,17 @@ int cmd_inject(int argc, char **argv)
 		fprintf(stderr, "ptrace-gpu: inject: %s\n", err);
 		return 1;
 	}
-	ret = lib_copy__new(fd, a.pid, basename(a.lib), &lc, err, sizeof(err));
+	ret = inject_library_fd(a.pid, fd, basename(a.lib), &a.opts, &res, err, sizeof(err));
 	close(fd);
-	if (!ret) {
-		ret = inject_library(a.pid, lib_copy__path(lc), &a.opts, &res, err, sizeof(err));
-		/* mapped now, or not at all: the copy is no longer needed */
-		lib_copy__free(lc);
-	}
 	if (ret) {
 		fprintf(stderr, "ptrace-gpu: inject: %s\n", err);
 		return 1;
 	}
-	printf("loaded %s into pid %d (handle %#llx)\n", a.lib, a.pid,
-	       (unsigned long long)res.handle);
+	printf("loaded %s into pid %d (%s, load bias %#llx)\n", a.lib, a.pid,
+	       res.via_copy ? "from a copy in its file system"
+	       : res.handle ? "from a memfd of its own"
+			    : "found loaded from a memfd",
+	       (unsigned long long)res.bias);
 	if (a.opts.entry)
 		printf("%s returned %d\n", a.opts.entry, res.entry_ret);
 	return 0;
