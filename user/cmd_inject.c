@@ -26,15 +26,18 @@ static void usage(FILE *f)
 		"the stack bytes written are put back and it goes on where it was. A library\n"
 		"already loaded is not loaded twice (its constructors do not run again).\n"
 		"LIBRARY must be a file only root can have written (owned by root, and it and\n"
-		"every directory above it writable by no one else); the target loads a copy\n"
-		"of it made in its own /tmp, /dev/shm or /var/tmp, removed once loaded.\n\n"
+		"every directory above it writable by no one else). The target loads its bytes\n"
+		"from a sealed memfd of its own (/proc/self/fd/N), or, where its /proc is not\n"
+		"procfs, from a copy made in its own /tmp, /dev/shm or /var/tmp, removed once\n"
+		"loaded.\n\n"
 		"  -p, --pid PID        the process\n"
 		"  -c, --call SYMBOL    then call `int SYMBOL(const char *TEXT)` of LIBRARY\n"
 		"  -a, --arg TEXT       the argument of --call (default \"\")\n"
 		"  -t, --timeout SECS   longest wait for each step (default 10)\n"
 		"  -h, --help           this help\n\n"
-		"Prints the handle (and what SYMBOL returned); exits 1 with the reason if\n"
-		"anything failed, the process running on unchanged. Needs CAP_SYS_PTRACE.\n");
+		"Prints how it was loaded and its load bias (and what SYMBOL returned); exits\n"
+		"1 with the reason if anything failed, the process running on unchanged.\n"
+		"Needs CAP_SYS_PTRACE.\n");
 }
 
 struct inject_args {
