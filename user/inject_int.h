@@ -69,6 +69,9 @@ int inject_syscall(struct target *t, long nr, uint64_t a0, uint64_t a1, uint64_t
 int inject_run(pid_t pid, struct inject_src *src, const struct inject_opts *opts,
 	       struct inject_result *res, char *err, size_t errlen);
 
+/* inject_syms.c: dlopen, dlerror and the signal trampoline in the target's libc. */
+int inject_find_functions(struct target *t);
+
 /* inject_memfd.c: parked, with src->memfd_name at t->str_a. */
 int memfd_place(struct target *t, struct inject_src *src);
 /* After dlopen of what memfd_place() gave: the mapping at the handle's bias is that memfd. */
