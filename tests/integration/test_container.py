@@ -17,6 +17,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ptg  # noqa: E402
+import test_sample  # noqa: E402
 
 CHROOTED = ("trixie-3.13", "forky-3.14", "sid-3.14")
 MARKER_LIB = os.path.join(ptg.BUILD, "tests", "libinject_marker.so")
@@ -194,9 +195,18 @@ class TestContainer(unittest.TestCase):
         ours = {s: n for s, n in stacks.items() if s.endswith(";main (/srv/busy.py:12)")
                 or s.endswith(";leaf (/srv/busy.py:8)")}
         self.assertTrue(ours, res.stdout)
-        self.assertTrue(all(s.split(";")[0].endswith(f"[{c.pid}]") for s in ours), ours)
+        self.assertTrue(all(s.split(";")[0].endswith(f" [{c.pid}, container pid 1]")
+                            for s in ours), ours)
         # busy.py spends its time in main and leaf: nearly every sample resolves there
         self.assertGreater(sum(ours.values()), 0.8 * sum(stacks.values()), stacks)
+        # pprof: the container's pid as a label beside the host's
+        prof = os.path.join(self.tmp.name, "c.pb.gz")
+        res = ptg.run(["sample", "-p", str(c.pid), "-d", "1", "-o", prof], timeout=120)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        profile = test_sample.Profile(prof)
+        labels = {(lab["pid"], lab.get("container_pid")) for _, _, lab in profile.samples}
+        self.assertEqual(labels, {(c.pid, 1)})
+        self.assertIn("/srv/busy.py", {f[1] for f in profile.functions.values()})
 
     def inject_planted(self, procfs):
         """inject into a container whose root planted, at the /tmp path a copy of the
