@@ -26,12 +26,17 @@ MARKER_LIB = os.path.join(ptg.BUILD, "tests", "libinject_marker.so")
 # chroots are shared and read only), procfs at its /proc when $3 is 1, the
 # workloads at /srv, and whatever $PTG_PLANT says planted in /tmp by the
 # container's root; then the interpreter, as pid 1 of the new pid namespace.
+# $PTG_TMP_RO: its /tmp read only; $PTG_SHM_FULL: its /dev/shm full.
 CONTAINER = """r=$1 wl=$2 proc=$3
 shift 3
-mount -t tmpfs -o mode=1777 tmpfs "$r/tmp" || exit 125
+for d in tmp dev/shm var/tmp; do
+	mount -t tmpfs -o mode=1777,size=256k tmpfs "$r/$d" || exit 125
+done
+if [ -n "$PTG_SHM_FULL" ]; then dd if=/dev/zero of="$r/dev/shm/fill" bs=4k 2>/dev/null; fi
 if [ "$proc" = 1 ]; then mount -t proc proc "$r/proc" || exit 125; fi
 mount --bind "$wl" "$r/srv" || exit 125
 if [ -n "$PTG_PLANT" ]; then ln -s "$PTG_PLANT_TO" "$r/tmp/$PTG_PLANT" || exit 125; fi
+if [ -n "$PTG_TMP_RO" ]; then mount -o remount,ro "$r/tmp" || exit 125; fi
 exec chroot "$r" "$@"
 """
 
@@ -64,8 +69,8 @@ def fnv1a(data):
 class Container:
     """A workload of tests/workloads run as pid 1 of a container; pid is its host pid."""
 
-    def __init__(self, python, script, *args, procfs=True, plant=None):
-        env = dict(os.environ)
+    def __init__(self, python, script, *args, procfs=True, plant=None, env=None):
+        env = dict(os.environ, **(env or {}))
         if plant:
             env["PTG_PLANT"], env["PTG_PLANT_TO"] = plant
         self.proc = subprocess.Popen(
@@ -207,6 +212,27 @@ class TestContainer(unittest.TestCase):
         labels = {(lab["pid"], lab.get("container_pid")) for _, _, lab in profile.samples}
         self.assertEqual(labels, {(c.pid, 1)})
         self.assertIn("/srv/busy.py", {f[1] for f in profile.functions.values()})
+
+    def test_inject_copy_tmp_ro_shm_full(self):
+        """No procfs at its /proc, /tmp read only, /dev/shm full: the copy goes to /var/tmp,
+        and nothing is left behind in any of them."""
+        lib = ptg.trusted_lib(MARKER_LIB)
+        c = self.container("fib.py", "--wait", procfs=False,
+                           env={"PTG_TMP_RO": "1", "PTG_SHM_FULL": "1"})
+        root = f"/proc/{c.pid}/root"
+        res = ptg.run(["inject", "-p", str(c.pid), lib], timeout=120)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertIn("from a copy in its file system", res.stdout)
+        with open(f"/proc/{c.pid}/maps") as f:
+            maps = {line.split()[5] for line in f if "libinject_marker" in line}
+        self.assertEqual(len(maps), 1, maps)
+        self.assertTrue(maps.pop().startswith(self.python.root + "/var/tmp/ptg-"))
+        self.assertEqual(os.listdir(os.path.join(root, "tmp")), [])
+        self.assertEqual(os.listdir(os.path.join(root, "dev/shm")), ["fill"])
+        self.assertEqual([d for d in os.listdir(os.path.join(root, "var/tmp"))
+                          if d.startswith("ptg-")], [])
+        c.go()
+        self.assertIn("done", c.finish())
 
     def inject_planted(self, procfs):
         """inject into a container whose root planted, at the /tmp path a copy of the
