@@ -433,9 +433,15 @@ static int start(struct recording *rc)
 	rc->attached_ts = now_ns(CLOCK_MONOTONIC);
 	if (rc->child)
 		launch__release(rc->pid);
-	if (!ret && !rc->o->quiet)
-		fprintf(stderr, "ptrace-gpu: recording pid %d (Python %s, %s)\n", rc->pid,
+	if (!ret && !rc->o->quiet) {
+		struct proc_ns_ids ids;
+		char ns[40] = "";
+
+		if (!proc_ns_ids(rc->pid, rc->pid, &ids) && ids.levels > 1)
+			snprintf(ns, sizeof(ns), "container pid %u, ", ids.pid[ids.levels - 1]);
+		fprintf(stderr, "ptrace-gpu: recording pid %d (%sPython %s, %s)\n", rc->pid, ns,
 			rc->py.version, rc->py.path);
+	}
 	return ret;
 }
 

@@ -139,6 +139,8 @@ class TestContainer(unittest.TestCase):
         c.go()
         self.assertIn("done", c.finish())
         self.assertEqual(rec.wait(), 0, rec.stderr)
+        self.assertIn(f"ptrace-gpu: recording pid {c.pid} (container pid 1, Python ",
+                      rec.stderr)
         trace = ptg.Trace(self.out)
         self.assertEqual(trace.losses, [], "events were lost")
         self.assertEqual(trace.meta["stop.reason"], "target exited")
