@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "elf_file.h"
 #include "inject_int.h"
@@ -26,6 +27,20 @@ static bool is_ldso(const char *base)
 	return !strncmp(base, "ld-linux", 8) || !strncmp(base, "ld-2.", 5);
 }
 
+/*
+ * The file mapped at m, as we can open it: map_files names the mapping
+ * itself, so no path of a container, where its root may have put a link to
+ * one of our files or another libc since, is resolved; the path where
+ * map_files is closed (no CAP_SYS_ADMIN).
+ */
+static void mapped_file(pid_t pid, const struct proc_map *m, char *path, size_t len)
+{
+	snprintf(path, len, "/proc/%d/map_files/%llx-%llx", pid, (unsigned long long)m->start,
+		 (unsigned long long)m->end);
+	if (access(path, R_OK))
+		proc_target_path(pid, m->path, m->inode, path, len);
+}
+
 /* libc's dlopen (glibc >= 2.34) or __libc_dlopen_mode (older glibc), and dlerror. */
 static int find_dlopen(struct target *t, const struct proc_map *m, uint64_t bias)
 {
@@ -34,7 +49,7 @@ static int find_dlopen(struct target *t, const struct proc_map *m, uint64_t bias
 	struct elf_sym_info s;
 	int err;
 
-	proc_target_path(t->pid, m->path, m->inode, path, sizeof(path));
+	mapped_file(t->pid, m, path, sizeof(path));
 	err = elf_file__open(path, &ef);
 	if (err)
 		return err;
@@ -53,7 +68,7 @@ static int map_bias(pid_t pid, const struct proc_map *m, uint64_t *bias)
 {
 	char path[PATH_MAX];
 
-	proc_target_path(pid, m->path, m->inode, path, sizeof(path));
+	mapped_file(pid, m, path, sizeof(path));
 	return elf_load_bias(path, m->start, m->offset, bias);
 }
 
