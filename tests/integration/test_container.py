@@ -17,6 +17,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ptg  # noqa: E402
+import test_inject as ti  # noqa: E402
 import test_sample  # noqa: E402
 
 CHROOTED = ("trixie-3.13", "forky-3.14", "sid-3.14")
@@ -35,6 +36,7 @@ done
 if [ -n "$PTG_SHM_FULL" ]; then dd if=/dev/zero of="$r/dev/shm/fill" bs=4k 2>/dev/null; fi
 if [ "$proc" = 1 ]; then mount -t proc proc "$r/proc" || exit 125; fi
 mount --bind "$wl" "$r/srv" || exit 125
+if [ -n "$PTG_MNT" ]; then mount --bind "$PTG_MNT" "$r/mnt" || exit 125; fi
 if [ -n "$PTG_PLANT" ]; then ln -s "$PTG_PLANT_TO" "$r/tmp/$PTG_PLANT" || exit 125; fi
 if [ -n "$PTG_TMP_RO" ]; then mount -o remount,ro "$r/tmp" || exit 125; fi
 exec chroot "$r" "$@"
@@ -73,11 +75,12 @@ class Container:
         env = dict(os.environ, **(env or {}))
         if plant:
             env["PTG_PLANT"], env["PTG_PLANT_TO"] = plant
+        script = script if script.startswith("/") else f"/srv/{script}"
         self.proc = subprocess.Popen(
             ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",
              "--propagation",
              "private", "sh", "-c", CONTAINER, "sh", python.root, ptg.WORKLOADS,
-             "1" if procfs else "0", python.exe, f"/srv/{script}", *args],
+             "1" if procfs else "0", python.exe, script, *args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         self.root = python.root
         line = self.proc.stdout.readline()
@@ -85,7 +88,7 @@ class Container:
             self.kill()
             raise RuntimeError(f"{script} did not start in the container: {line!r}")
         # the gate prints os.getpid() as the workload sees it
-        self.ns_pid = int(line.split()[1])
+        self.ns_pid = int(line.split()[1]) if len(line.split()) > 1 else None
         with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
             self.pid = int(f.read().split()[0])
 
@@ -235,6 +238,40 @@ class TestContainer(unittest.TestCase):
                           if d.startswith("ptg-")], [])
         c.go()
         self.assertIn("done", c.finish())
+
+    def test_record_gpu_agent(self):
+        """record -p HOSTPID of a CUDA program in the container (the stand-in CUPTI of
+        test_inject): the agent comes in from a memfd, and its GPU records carry the
+        host's pid."""
+        stub = next((p for p in ti.CUDA_STUBS if os.path.exists(p)), None)
+        if not os.path.exists(ti.AGENT) or stub is None:
+            self.skipTest("no CUPTI agent in this build (CUPTI not found)")
+        mnt = tempfile.mkdtemp(prefix="ptg-container-gpu.", dir=ptg.trusted_dir())
+        self.addCleanup(shutil.rmtree, mnt)
+        os.chmod(mnt, 0o755)
+        shutil.copyfile(stub, os.path.join(mnt, "libcuda.so"))
+        shutil.copyfile(ti.FAKE_CUPTI, os.path.join(mnt, "libcupti.so.13"))
+        with open(os.path.join(mnt, "gpu_target.py"), "w") as f:
+            f.write(ti.GPU_TARGET)
+        c = self.container("/mnt/gpu_target.py", "loop", "0", "0", "/mnt/libcuda.so",
+                           env={"PTG_MNT": mnt, "LD_LIBRARY_PATH": "/mnt"})
+        rec = ptg.Recorder(["-p", str(c.pid), "-d", "1.5"], self.out)
+        self.assertEqual(rec.wait(), 0, rec.stderr)
+        with open(f"/proc/{c.pid}/maps") as f:
+            maps = {line.split()[5] for line in f if "libptg_cupti" in line}
+        left = [d for d in ("tmp", "dev/shm", "var/tmp")
+                if os.listdir(f"/proc/{c.pid}/root/{d}")]
+        c.proc.stdin.write("stop\n")
+        c.proc.stdin.flush()
+        self.assertEqual(c.proc.wait(timeout=30), 0)
+        self.assertIn(f"recording GPU activity of pid {c.pid}", rec.stderr)
+        self.assertEqual(len(maps), 1, maps)
+        self.assertTrue(maps.pop().startswith("/memfd:ptg-"), rec.stderr)
+        self.assertEqual(left, [], "files left in the container")
+        trace = ptg.Trace(self.out)
+        kernels = [r for r in trace.records if r.kind == "kernel"]
+        self.assertGreater(len(kernels), 10)
+        self.assertEqual({r.pid for r in kernels}, {c.pid})
 
     def inject_planted(self, procfs):
         """inject into a container whose root planted, at the /tmp path a copy of the
