@@ -565,8 +565,7 @@ static int load(struct target *t, struct inject_src *src, const struct inject_op
 	/* memfd_place() wrote the path to the memfd at str_a */
 	if (!err && !bias) {
 		err = call_dlopen(t, &res->handle);
-		/* dlopen said no (its /proc is not procfs?): nothing of ours is in, a copy may do
-		 */
+		/* dlopen said no (its /proc not procfs?): nothing of ours is in, a copy may do */
 		if (err == -ENOENT && !src->path)
 			src->fallback = true;
 	}
