@@ -168,6 +168,9 @@ class TestContainer(unittest.TestCase):
         self.assertIn(f"\npid: {c.pid} (container pid 1)\n", res.stdout)
         self.assertIn(f"\nthread {c.pid} (pid {c.pid}; container tid 1, pid 1)", res.stdout)
         self.assertIn("/srv/fib.py:7(f)", res.stdout)
+        # off-CPU intervals come only if the scheduler took it off the CPU meanwhile
+        if "off-CPU time by thread" in res.stdout:
+            self.assertIn(f"\n  tid {c.pid} (container tid 1) \"", res.stdout)
         chrome = os.path.join(self.tmp.name, "c.json")
         res = ptg.run(["export", "--chrome", chrome, self.out])
         self.assertEqual(res.returncode, 0, res.stderr)
