@@ -260,6 +260,23 @@ static int write_dist_meta(struct recording *rc)
 	return err ?: trace_writer__meta(rc->w, "dist.world_size", world);
 }
 
+/*
+ * A target in a container: its pid in each pid namespace, ours first, the
+ * container's own last ("12345 1"), as NStgid in /proc/PID/status lists them.
+ */
+static int write_nspid_meta(struct recording *rc)
+{
+	struct proc_ns_ids ids;
+	char buf[PROC_NS_MAX * 11];
+	size_t n = 0;
+
+	if (proc_ns_ids(rc->pid, rc->pid, &ids) || ids.levels < 2)
+		return 0;
+	for (unsigned int i = 0; i < ids.levels; i++)
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s%u", i ? " " : "", ids.pid[i]);
+	return trace_writer__meta(rc->w, "nspid", buf);
+}
+
 static int write_meta(struct recording *rc)
 {
 	struct trace_writer *w = rc->w;
@@ -286,6 +303,7 @@ static int write_meta(struct recording *rc)
 	err = err ?: trace_writer__meta(w, "start.realtime_ns", buf);
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rc->start_ts);
 	err = err ?: trace_writer__meta(w, "start.monotonic_ns", buf);
+	err = err ?: write_nspid_meta(rc);
 	return err ?: write_dist_meta(rc);
 }
 
@@ -417,9 +435,15 @@ static int start(struct recording *rc)
 	rc->attached_ts = now_ns(CLOCK_MONOTONIC);
 	if (rc->child)
 		launch__release(rc->pid);
-	if (!ret && !rc->o->quiet)
-		fprintf(stderr, "ptrace-gpu: recording pid %d (Python %s, %s)\n", rc->pid,
+	if (!ret && !rc->o->quiet) {
+		struct proc_ns_ids ids;
+		char ns[40] = "";
+
+		if (!proc_ns_ids(rc->pid, rc->pid, &ids) && ids.levels > 1)
+			snprintf(ns, sizeof(ns), "container pid %u, ", ids.pid[ids.levels - 1]);
+		fprintf(stderr, "ptrace-gpu: recording pid %d (%sPython %s, %s)\n", rc->pid, ns,
 			rc->py.version, rc->py.path);
+	}
 	return ret;
 }
 

@@ -216,8 +216,13 @@ static void print_header(FILE *out, const struct report_opts *o, const struct tr
 	}
 	if ((v = meta(r, "cmdline")))
 		fprintf(out, "command: %s\n", v);
-	if ((v = meta(r, "pid")))
-		fprintf(out, "pid: %s\n", v);
+	if ((v = meta(r, "pid"))) {
+		fprintf(out, "pid: %s", v);
+		/* the container's own number: the last of the chain */
+		if ((v = meta(r, "nspid")) && strrchr(v, ' '))
+			fprintf(out, " (container pid %s)", strrchr(v, ' ') + 1);
+		fprintf(out, "\n");
+	}
 	if ((v = meta(r, "python.path"))) {
 		fprintf(out, "interpreter: %s", v);
 		if ((v = meta(r, "python.version")))
@@ -514,7 +519,10 @@ static int print_threads(FILE *out, const struct report_opts *o, const struct pr
 
 		if (!t->prof || !profile__funcs(t->prof, &n) || !n)
 			continue;
-		fprintf(out, "thread %u (pid %u)", t->tid, t->pid);
+		fprintf(out, "thread %u (pid %u", t->tid, t->pid);
+		if (t->ns_tid)
+			fprintf(out, "; container tid %u, pid %u", t->ns_tid, t->ns_pid);
+		fprintf(out, ")");
 		if (t->name_sym)
 			fprintf(out, " \"%s\"", sym_name(r, t->name_sym));
 		fprintf(out, "\n\n");
