@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include <cpuid.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -17,8 +18,11 @@
 #define UC_FLAGS 0x6
 
 /* Where the software bytes of a signal frame sit in the legacy FXSAVE area */
-#define FX_SW_BYTES 464
-#define FX_LEN	    512
+#define FX_SW_BYTES   464
+#define FX_LEN	      512
+#define XSAVE_HDR_LEN 64
+/* AMX tile data: only in the area of a thread that asked for it (arch_prctl) */
+#define XFEATURE_DYNAMIC (1ull << 18)
 
 const uint8_t sigframe_restorer_code[9] = {0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0, 0x0f, 0x05};
 
@@ -87,30 +91,65 @@ void sigframe_fill_ucontext(uint8_t *uc, const struct user_regs_struct *regs, ui
 	memcpy(uc, &k, sizeof(k));
 }
 
+/* XCR0: the state components the kernel enabled (valid once CPUID says OSXSAVE). */
+static uint64_t xcr0(void)
+{
+	unsigned int a, b, c, d;
+	uint32_t lo, hi;
+
+	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE))
+		return 0;
+	__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+	return (uint64_t)hi << 32 | lo;
+}
+
+/* Where component set `features` ends in the standard (non-compacted) XSAVE layout. */
+static size_t xsave_end(uint64_t features)
+{
+	size_t end = FX_LEN + XSAVE_HDR_LEN;
+
+	for (unsigned int i = 2; i < 64; i++) {
+		unsigned int size, offset, c, d;
+
+		if (!(features >> i & 1) || !__get_cpuid_count(0xd, i, &size, &offset, &c, &d))
+			continue;
+		if (offset + size > end)
+			end = offset + size;
+	}
+	return end;
+}
+
 /*
- * The ptrace copy has the software bytes of a signal frame already (the
- * kernel's own view of the size); without them they are made from the
- * XSAVE header. magic2 goes after the size they give. An area without
- * XSAVE (legacy FXSAVE only) is restored by the kernel as such.
+ * The software bytes are the kernel's test of a frame: a size above what
+ * the thread may use makes it restore the legacy x87/SSE part alone and
+ * reset the rest, AVX's upper halves included. The ptrace copy holds no
+ * such bytes (its words there are XCR0 for debuggers) and is as long as
+ * the largest area the CPU has, AMX tiles included, while a thread that
+ * never asked for AMX may only use the default features. So the bytes are
+ * made as the kernel makes them for its own frames: the enabled features
+ * less the dynamic ones (AMX tile data) the area does not hold, and the
+ * size they take.
  */
 size_t sigframe_fill_fpstate(uint8_t *fp, const void *xstate, size_t len)
 {
-	struct _fpx_sw_bytes sw;
+	struct _fpx_sw_bytes sw = {.magic1 = FP_XSTATE_MAGIC1};
 	uint32_t magic2 = FP_XSTATE_MAGIC2;
+	uint64_t bv = 0, enabled = xcr0();
+	size_t size;
 
 	memcpy(fp, xstate, len);
-	if (len <= FX_LEN)
-		return len;
-	memcpy(&sw, fp + FX_SW_BYTES, sizeof(sw));
-	if (sw.magic1 != FP_XSTATE_MAGIC1 || sw.xstate_size > len || sw.xstate_size <= FX_LEN) {
-		sw.magic1 = FP_XSTATE_MAGIC1;
-		sw.xstate_size = (uint32_t)len;
-		memcpy(&sw.xstate_bv, fp + FX_LEN, sizeof(sw.xstate_bv));
-	}
-	sw.extended_size = sw.xstate_size + FP_XSTATE_MAGIC2_SIZE;
+	if (len < FX_LEN + XSAVE_HDR_LEN || !enabled)
+		return len < FX_LEN ? len : FX_LEN;
+	memcpy(&bv, fp + FX_LEN, sizeof(bv));
+	sw.xstate_bv = (enabled & ~XFEATURE_DYNAMIC) | (bv & XFEATURE_DYNAMIC);
+	size = xsave_end(sw.xstate_bv);
+	if (size > len)
+		size = len;
+	sw.xstate_size = (uint32_t)size;
+	sw.extended_size = (uint32_t)size + FP_XSTATE_MAGIC2_SIZE;
 	memcpy(fp + FX_SW_BYTES, &sw, sizeof(sw));
-	memcpy(fp + sw.xstate_size, &magic2, sizeof(magic2));
-	return sw.xstate_size + FP_XSTATE_MAGIC2_SIZE;
+	memcpy(fp + size, &magic2, sizeof(magic2));
+	return size + FP_XSTATE_MAGIC2_SIZE;
 }
 
 #endif /* __x86_64__ */

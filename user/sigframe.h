@@ -37,8 +37,10 @@ void sigframe_fill_ucontext(uint8_t *uc, const struct user_regs_struct *regs, ui
 
 /*
  * Copies the XSAVE area from PTRACE_GETREGSET (len bytes) into fp (len + 4
- * bytes, to be written at a 64-byte aligned address) with the magic words
- * rt_sigreturn checks. Returns the bytes used.
+ * bytes, to be written at a 64-byte aligned address) with the software
+ * bytes and magic words rt_sigreturn checks, sized as the kernel sizes its
+ * own frames for the thread (not the copy's length: see sigframe.c).
+ * Returns the bytes used.
  */
 size_t sigframe_fill_fpstate(uint8_t *fp, const void *xstate, size_t len);
 
