@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "elf_file.h"
@@ -32,6 +33,7 @@ struct libwatch {
 	pid_t pid;
 	struct libwatch_bpf *skel;
 	struct bpf_link *link;
+	uint64_t ld_inode; /* of the loader link is on */
 	struct subscriber subs[MAX_SUBSCRIBERS];
 	int nsubs;
 	struct u64map seen; /* inode -> SEEN_* */
@@ -69,7 +71,7 @@ static int scan(struct libwatch *lw)
 
 static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
 {
-	return scan(ctx);
+	return e->aux == PTG_LIB_EXEC ? libwatch__exec(ctx) : scan(ctx);
 }
 
 static int write_losses(struct tracer *t, void *ctx)
@@ -98,6 +100,13 @@ int libwatch__open(struct tracer *t, pid_t pid, struct libwatch **out)
 	}
 	err = bpf_map__reuse_fd(lw->skel->maps.events, tracer__ringbuf_fd(t));
 	err = err ?: libwatch_bpf__load(lw->skel);
+	if (!err) {
+		__u32 tgid = (__u32)pid;
+		__u8 one = 1;
+
+		if (bpf_map_update_elem(bpf_map__fd(lw->skel->maps.tgids), &tgid, &one, BPF_ANY))
+			err = -errno;
+	}
 	err = err ?: tracer__on(t, PTG_EV_LIB_CHANGE, PTG_EV_LIB_CHANGE, handle_event,
 				write_losses, lw);
 	if (err)
@@ -260,35 +269,63 @@ static int probe_ahead(struct libwatch *lw)
 	return err;
 }
 
-int libwatch__attach(struct libwatch *lw)
+/* The probe on the target's dynamic loader, unless it is on that file already. */
+static int attach_ld(struct libwatch *lw)
 {
 	struct find_ld ld = {};
 	char path[PATH_MAX + 32];
 	int err;
 
-	err = probe_ahead(lw);
-	if (err)
-		return err;
 	/* a static executable has no dynamic loader, and then maps nothing later */
-	if (proc_maps__for_each(lw->pid, find_ld, &ld) == 1) {
-		proc_target_path(lw->pid, ld.path, ld.inode, path, sizeof(path));
-		LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "_dl_debug_state");
-		lw->link = bpf_program__attach_uprobe_opts(lw->skel->progs.dl_debug_state,
-							   lw->pid, path, 0, &opts);
-		if (!lw->link) {
-			err = -errno;
-			fprintf(stderr, "libwatch: cannot attach to %s: %s\n", ld.path,
-				strerror(-err));
-			return err;
-		}
+	if (proc_maps__for_each(lw->pid, find_ld, &ld) != 1 ||
+	    (lw->link && ld.inode == lw->ld_inode))
+		return 0;
+	bpf_link__destroy(lw->link);
+	proc_target_path(lw->pid, ld.path, ld.inode, path, sizeof(path));
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "_dl_debug_state");
+	lw->link = bpf_program__attach_uprobe_opts(lw->skel->progs.dl_debug_state, lw->pid, path,
+						   0, &opts);
+	if (!lw->link) {
+		err = -errno;
+		fprintf(stderr, "libwatch: cannot attach to %s: %s\n", ld.path, strerror(-err));
+		return err;
 	}
-	return scan(lw);
+	lw->ld_inode = ld.inode;
+	return 0;
+}
+
+int libwatch__attach(struct libwatch *lw)
+{
+	int err;
+
+	lw->skel->links.lib_exec = bpf_program__attach(lw->skel->progs.lib_exec);
+	if (!lw->skel->links.lib_exec) {
+		err = -errno;
+		fprintf(stderr, "libwatch: cannot attach to sched_process_exec: %s\n",
+			strerror(-err));
+		return err;
+	}
+	err = probe_ahead(lw);
+	err = err ?: attach_ld(lw);
+	return err ?: scan(lw);
+}
+
+int libwatch__exec(struct libwatch *lw)
+{
+	int err = probe_ahead(lw);
+
+	err = err ?: attach_ld(lw);
+	err = err ?: scan(lw);
+	/* gone already: exited right after its exec */
+	return err == -ENOENT || err == -ESRCH ? 0 : err;
 }
 
 void libwatch__detach(struct libwatch *lw)
 {
 	bpf_link__destroy(lw->link);
 	lw->link = NULL;
+	bpf_link__destroy(lw->skel->links.lib_exec);
+	lw->skel->links.lib_exec = NULL;
 }
 
 void libwatch__destroy(struct libwatch *lw)
