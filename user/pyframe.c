@@ -463,7 +463,8 @@ void pyframe__set_start_ts(struct pyframe *pf, uint64_t ts)
 
 void pyframe__detach(struct pyframe *pf)
 {
-	if (!pf)
+	/* NULL: no Python in the target; no skel: destroyed from a failed open */
+	if (!pf || !pf->skel)
 		return;
 	for (int i = 0; i < 2; i++) {
 		if (pf->link_fds[i] >= 0)

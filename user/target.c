@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* A Python interpreter that a recorded process starts running after recording began. */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +68,20 @@ static bool may_be_python(const char *path)
 	return !strncmp(base, "libpython", 9) || !strncmp(base, "python", 6);
 }
 
+/* Is path the process's executable: an interpreter it exec'd, not one it loaded? */
+static bool is_exe(pid_t pid, const char *path)
+{
+	char link[64], exe[PATH_MAX];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
+	n = readlink(link, exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return false;
+	exe[n] = '\0';
+	return !strcmp(exe, path);
+}
+
 /*
  * The loader mapped libpython (dlopen), or the process exec'd an
  * interpreter: look at the whole process, as at start. Not for objects
@@ -85,7 +100,7 @@ int target__on_lib(void *ctx, const struct proc_map *m, const char *attach_path,
 	/* gone meanwhile: its exit ends the recording */
 	if (ret == -ESRCH || ret == -ENOENT)
 		return 0;
-	return found(tg, ret, &py, m->path, err);
+	return found(tg, ret, &py, is_exe(tg->o.pid, m->path) ? "exec" : m->path, err);
 }
 
 static void on_sigchld(int sig)
