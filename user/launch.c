@@ -45,8 +45,12 @@ static int read_auxv_entry(pid_t pid, uint64_t type, uint64_t *val)
 static int wait_stop(pid_t pid, int *status)
 {
 	for (;;) {
-		if (waitpid(pid, status, 0) < 0)
+		/* EINTR: the SIGCHLD handler of a held child (target.c) ran */
+		if (waitpid(pid, status, __WALL) < 0) {
+			if (errno == EINTR)
+				continue;
 			return -errno;
+		}
 		if (WIFEXITED(*status) || WIFSIGNALED(*status))
 			return -ECHILD;
 		if (WIFSTOPPED(*status))
@@ -343,8 +347,11 @@ int launch__let_go(pid_t pid, int *wstatus)
 	if (ptrace(PTRACE_INTERRUPT, pid, 0, 0))
 		return errno == ESRCH ? 0 : -errno;
 	for (;;) {
-		if (waitpid(pid, &status, __WALL) < 0)
+		if (waitpid(pid, &status, __WALL) < 0) {
+			if (errno == EINTR)
+				continue;
 			return -errno;
+		}
 		if (WIFEXITED(status) || WIFSIGNALED(status)) {
 			*wstatus = status;
 			return -ECHILD;

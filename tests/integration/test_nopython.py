@@ -60,6 +60,19 @@ def close(proc):
         f.close()
 
 
+def status_field(pid, name):
+    """A field of /proc/PID/status, or None when the process is gone (or a zombie's is)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key == name:
+                    return value.strip()
+    except FileNotFoundError:
+        pass
+    return None
+
+
 def go(proc):
     proc.stdin.write("go\n")
     proc.stdin.flush()
@@ -154,6 +167,26 @@ class NoPython(unittest.TestCase):
         for args in (["report"], ["idle"], ["flamegraph", "--weight", "offcpu"]):
             res = ptg.run([*args, self.out])
             self.assertEqual(res.returncode, 0, res.stderr)
+
+    def test_kill_while_held(self):
+        """record -- CMD holds a command with no Python under ptrace (to see an
+        exec into Python): a SIGKILL of record leaves it running, untraced,
+        and it ends as it would have."""
+        rec = ptg.Recorder(["--", PLAIN_PROG, "--wait", "2", "20"], self.out,
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            pid = read_line(rec.proc, "ready")
+            self.assertEqual(status_field(pid, "TracerPid"), str(rec.proc.pid))
+            rec.proc.kill()
+            rec.proc.wait()
+            self.assertTrue(ptg.wait_until(lambda: status_field(pid, "TracerPid") == "0"))
+            self.assertNotIn(status_field(pid, "State")[0], "tT")
+            go(rec.proc)
+            self.assertEqual(rec.proc.stdout.read(), "done\n")
+            self.assertTrue(ptg.wait_until(lambda: not os.path.exists(f"/proc/{pid}")))
+        finally:
+            close(rec.proc)
+            rec.proc.stderr.close()
 
     def test_steps_need_python(self):
         proc = subprocess.Popen([PLAIN_PROG, "--wait", "1", "1"], stdin=subprocess.PIPE,
