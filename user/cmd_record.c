@@ -376,19 +376,15 @@ static int late_python(void *ctx, const struct py_interp *py, const char *how)
 	rc->py = *py;
 	ret = open_python(rc);
 	if (!ret) {
-		torchops__set_modpath(rc->ops, rc->mp);
 		ts = now_ns(CLOCK_MONOTONIC);
 		pyframe__set_start_ts(rc->pf, ts);
 		ret = pyframe__attach(rc->pf);
 	}
+	if (!ret)
+		torchops__set_modpath(rc->ops, rc->mp);
 	if (ret) {
-		pyframe__destroy(rc->pf);
-		modpath__destroy(rc->mp);
-		steps__destroy(rc->steps);
-		rc->pf = NULL;
-		rc->mp = NULL;
-		rc->steps = NULL;
-		torchops__set_modpath(rc->ops, NULL);
+		/* what did open stays until the end: the tracer still has its handlers */
+		pyframe__detach(rc->pf);
 		return ret;
 	}
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)ts);
