@@ -395,7 +395,13 @@ static int late_python(void *ctx, const struct py_interp *py, const char *how)
 	/* an exec changed it: the last value is the one reports show */
 	if (!ret && !proc_cmdline(rc->pid, buf, sizeof(buf)))
 		ret = trace_writer__meta(rc->w, "cmdline", buf);
-	if (!rc->o->quiet)
+	if (rc->py.warning[0])
+		fprintf(stderr, "ptrace-gpu: warning: %s\n", rc->py.warning);
+	/* -- CMD that exec'd Python: said as for a Python command, all in place before it runs */
+	if (!rc->o->quiet && rc->child && !strcmp(how, "exec"))
+		fprintf(stderr, "ptrace-gpu: recording pid %d (Python %s, %s)\n", rc->pid,
+			rc->py.version, rc->py.path);
+	else if (!rc->o->quiet)
 		fprintf(stderr,
 			"ptrace-gpu: pid %d runs Python %s (%s) since %s: recording its calls\n",
 			rc->pid, rc->py.version, rc->py.path,
@@ -508,6 +514,12 @@ static int start(struct recording *rc)
 	if (!ret && !rc->o->quiet && rc->py.info)
 		fprintf(stderr, "ptrace-gpu: recording pid %d (Python %s, %s)\n", rc->pid,
 			rc->py.version, rc->py.path);
+	else if (!ret && !rc->o->quiet && rc->child)
+		/* "recording pid" is said once Python runs, if ever: a launcher execs it next */
+		fprintf(stderr,
+			"ptrace-gpu: started pid %d (%s), no Python yet: recording its CUDA calls, "
+			"GPU activity and off-CPU time, and following its exec into Python\n",
+			rc->pid, rc->o->cmd[0]);
 	else if (!ret && !rc->o->quiet)
 		fprintf(stderr,
 			"ptrace-gpu: recording pid %d (no Python: CUDA calls, GPU activity and "

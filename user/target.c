@@ -94,7 +94,11 @@ int target__on_lib(void *ctx, const struct proc_map *m, const char *attach_path,
 	char err[512] = "";
 	int ret;
 
-	if (tg->has_python || tg->gave_up || !m->start || !may_be_python(m->path))
+	/*
+	 * A held child's exec stops it: the interpreter is looked for there,
+	 * after its new libraries (a scan read late sees the new image first)
+	 */
+	if (tg->has_python || tg->gave_up || tg->held || !m->start || !may_be_python(m->path))
 		return 0;
 	ret = py_interp__find(tg->o.pid, &py, err, sizeof(err));
 	/* gone meanwhile: its exit ends the recording */
@@ -126,19 +130,21 @@ int target__run(struct target *tg)
 /* The held child stopped at an exec: into Python (ret 1) or not. */
 static void on_exec(struct target *tg, int ret, const struct py_interp *py, const char *err)
 {
-	int rc;
+	/*
+	 * Its new loader, root and libraries before it runs a single
+	 * instruction, and before its Python, as with a Python command.
+	 */
+	int rc = libwatch__exec(tg->o.libs);
 
-	if (ret == LAUNCH_EXEC_PYTHON && !tg->has_python)
-		found(tg, 0, py, "exec", err);
-	else if (ret < 0)
-		found(tg, ret, py, "exec", err);
-	/* its new loader, root and libraries: before it runs a single instruction */
-	rc = libwatch__exec(tg->o.libs);
 	if (rc)
 		fprintf(stderr,
 			"ptrace-gpu: warning: pid %d exec'd: its new libraries are not "
 			"watched: %s\n",
 			tg->o.pid, strerror(-rc));
+	if (ret == LAUNCH_EXEC_PYTHON && !tg->has_python)
+		found(tg, 0, py, "exec", err);
+	else if (ret < 0 && !tg->has_python)
+		found(tg, ret, py, "exec", err);
 	/* once Python runs, it runs untouched as with a Python command (launch.h) */
 	if (tg->has_python || tg->gave_up) {
 		launch__release(tg->o.pid);

@@ -87,6 +87,18 @@ def wait_stderr(rec, text):
         rec.lines.append(line)
 
 
+def start_command(args, out, **popen):
+    """`record -o out -- args` of a command with no Python, as a ptg.Recorder,
+    returned once record says it started it (it says "recording pid" only
+    once the command runs Python, which these never do)."""
+    rec = ptg.Recorder.__new__(ptg.Recorder)
+    rec.proc = subprocess.Popen([ptg.PTG, "record", "-o", out, "--", *args],
+                                stderr=subprocess.PIPE, text=True, **popen)
+    rec.lines = []
+    wait_stderr(rec, "no Python yet")
+    return rec
+
+
 @ptg.once
 class NoPython(unittest.TestCase):
     def setUp(self):
@@ -126,9 +138,8 @@ class NoPython(unittest.TestCase):
         self.assertEqual(res.returncode, 0, res.stderr)
 
     def test_cuda_command(self):
-        rec = ptg.Recorder(["--", CUDA_PROG, str(LAUNCHES), str(SYNCS), str(SLEEPS),
-                            str(SLEEP_MS)], self.out, stdout=subprocess.PIPE)
-        self.assertIn("no Python", rec.stderr)
+        rec = start_command([CUDA_PROG, str(LAUNCHES), str(SYNCS), str(SLEEPS), str(SLEEP_MS)],
+                            self.out, stdout=subprocess.PIPE)
         self.assertIn("done", rec.proc.stdout.read())
         rec.proc.stdout.close()
         self.assertEqual(rec.wait(), 0, rec.stderr)
@@ -152,8 +163,8 @@ class NoPython(unittest.TestCase):
 
     def test_plain_command(self):
         """Neither Python nor CUDA: off-CPU only, said in one line."""
-        rec = ptg.Recorder(["--", PLAIN_PROG, str(SLEEPS), str(SLEEP_MS)], self.out,
-                           stdout=subprocess.PIPE)
+        rec = start_command([PLAIN_PROG, str(SLEEPS), str(SLEEP_MS)], self.out,
+                            stdout=subprocess.PIPE)
         rec.proc.stdout.read()
         rec.proc.stdout.close()
         self.assertEqual(rec.wait(), 0, rec.stderr)
@@ -172,8 +183,8 @@ class NoPython(unittest.TestCase):
         """record -- CMD holds a command with no Python under ptrace (to see an
         exec into Python): a SIGKILL of record leaves it running, untraced,
         and it ends as it would have."""
-        rec = ptg.Recorder(["--", PLAIN_PROG, "--wait", "2", "20"], self.out,
-                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        rec = start_command([PLAIN_PROG, "--wait", "2", "20"], self.out,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         try:
             pid = read_line(rec.proc, "ready")
             self.assertEqual(status_field(pid, "TracerPid"), str(rec.proc.pid))
@@ -262,8 +273,9 @@ class ExecPython(unittest.TestCase):
             rec = subprocess.run([ptg.PTG, "record", "-o", out, "--", "sh", "-c", cmd],
                                  capture_output=True, text=True, timeout=600)
             self.assertEqual(rec.returncode, 0, rec.stderr)
-            self.assertIn("no Python", rec.stderr)
-            self.assertIn("since its exec", rec.stderr)
+            self.assertIn("no Python yet", rec.stderr)
+            self.assertIn(f"ptrace-gpu: recording pid {ptg.Trace(out).meta['pid']} (Python ",
+                          rec.stderr)
             trace = ptg.Trace(out)
             self.assertEqual(trace.meta["python"], "exec")
             counts = trace.count("fib.py")
