@@ -19,6 +19,7 @@
 import collections
 import json
 import os
+import pstats
 import shlex
 import subprocess
 import tempfile
@@ -135,6 +136,15 @@ class NoPython(unittest.TestCase):
         self.assertEqual(calls, {"cuLaunchKernel": LAUNCHES, "cuStreamSynchronize": SYNCS})
         res = ptg.run(["export", "--pprof", os.path.join(self.tmp.name, "nopy.pb.gz"),
                        self.out])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        # pstats (read back by Python's own pstats): the calls as C functions
+        prof = os.path.join(self.tmp.name, "nopy.prof")
+        res = ptg.run(["export", "--pstats", prof, self.out])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        stats = pstats.Stats(prof).stats
+        self.assertEqual({k[2]: v[1] for k, v in stats.items()},
+                         {"<cuLaunchKernel>": LAUNCHES, "<cuStreamSynchronize>": SYNCS})
+        res = ptg.run(["report", "--callers", self.out])
         self.assertEqual(res.returncode, 0, res.stderr)
 
     def test_cuda_command(self):
