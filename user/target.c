@@ -92,19 +92,24 @@ int target__on_lib(void *ctx, const struct proc_map *m, const char *attach_path,
 	struct target *tg = ctx;
 	struct py_interp py;
 	char err[512] = "";
+	bool exe;
 	int ret;
 
+	if (tg->has_python || tg->gave_up || !m->start || !may_be_python(m->path))
+		return 0;
+	exe = is_exe(tg->o.pid, m->path);
 	/*
-	 * A held child's exec stops it: the interpreter is looked for there,
-	 * after its new libraries (a scan read late sees the new image first)
+	 * A held child's exec stops it: the interpreter it exec'd is looked
+	 * for there, after its new libraries (a scan read late sees the new
+	 * image first). A libpython it loads (dlopen) is looked for here.
 	 */
-	if (tg->has_python || tg->gave_up || tg->held || !m->start || !may_be_python(m->path))
+	if (tg->held && exe)
 		return 0;
 	ret = py_interp__find(tg->o.pid, &py, err, sizeof(err));
 	/* gone meanwhile: its exit ends the recording */
 	if (ret == -ESRCH || ret == -ENOENT)
 		return 0;
-	return found(tg, ret, &py, is_exe(tg->o.pid, m->path) ? "exec" : m->path, err);
+	return found(tg, ret, &py, exe ? "exec" : m->path, err);
 }
 
 static void on_sigchld(int sig)

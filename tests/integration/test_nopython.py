@@ -254,23 +254,45 @@ class NoPython(unittest.TestCase):
         self.assertEqual(counts["f:7"], 5919)
         self.assertEqual(counts["main:11"], 1)
 
-    def test_embedded_dlopen(self):
-        """A C program that loads libpython after the recording started."""
-        lib = os.path.join(ptg.PYENV, "versions", "3.11.7", "lib", "libpython3.11.so.1.0")
-        found = sorted(d for d in os.listdir(os.path.join(ptg.PYENV, "versions"))
-                       if d.startswith("3.11.")) if os.path.isdir(
-                           os.path.join(ptg.PYENV, "versions")) else []
-        if found:
-            lib = os.path.join(ptg.PYENV, "versions", found[-1], "lib", "libpython3.11.so.1.0")
+    def libpython(self):
+        """pyenv's shared libpython3.11 (Debian's python3.11 has none), or skip."""
+        exe = ptg.pyenv_exe("3.11")
+        lib = os.path.join(os.path.dirname(os.path.dirname(exe)), "lib",
+                           "libpython3.11.so.1.0") if exe else ""
         if not os.path.exists(lib):
-            self.skipTest(f"no shared libpython3.11 ({lib})")
-        calls = 37
-        pid, trace = self.record_gated([EMBED_PROG, lib, str(calls)], "python")
+            self.skipTest(f"no shared libpython3.11 from pyenv ({lib or ptg.PYENV})")
+        return lib
+
+    def check_embedded(self, trace, lib, calls):
         self.assertEqual(trace.meta["python"], "mapped")
         self.assertEqual(trace.meta["python.path"], os.path.realpath(lib))
         counts = trace.count("<string>")
         self.assertEqual(counts["f:1"], calls)
         self.assertEqual(counts["<module>:1"], calls)
+
+    def test_embedded_dlopen(self):
+        """A C program that loads libpython after the recording started (-p)."""
+        lib, calls = self.libpython(), 37
+        _, trace = self.record_gated([EMBED_PROG, lib, str(calls)], "python")
+        self.check_embedded(trace, lib, calls)
+
+    def test_embedded_dlopen_command(self):
+        """The same under -- CMD, where the program is held for its execs."""
+        lib, calls = self.libpython(), 23
+        rec = start_command([EMBED_PROG, lib, str(calls)], self.out, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE)
+        try:
+            pid = read_line(rec.proc, "ready")
+            go(rec.proc)
+            read_line(rec.proc, "python")
+            wait_stderr(rec, f"pid {pid} runs Python")
+            go(rec.proc)
+            self.assertEqual(rec.proc.stdout.read(), "done\n")
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+        finally:
+            close(rec.proc)
+            rec.proc.stderr.close()
+        self.check_embedded(ptg.Trace(self.out), lib, calls)
 
 
 class ExecPython(unittest.TestCase):
