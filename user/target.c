@@ -16,6 +16,7 @@ struct target {
 	bool held;
 	bool has_python;
 	bool gave_up; /* an interpreter we cannot record: said once, not looked for again */
+	bool at_exec; /* the held child's exec stop is being handled: it says what is Python */
 };
 
 int target__new(const struct target_opts *o, struct target **out)
@@ -103,7 +104,7 @@ int target__on_lib(void *ctx, const struct proc_map *m, const char *attach_path,
 	 * for there, after its new libraries (a scan read late sees the new
 	 * image first). A libpython it loads (dlopen) is looked for here.
 	 */
-	if (tg->held && exe)
+	if ((tg->held && exe) || tg->at_exec)
 		return 0;
 	ret = py_interp__find(tg->o.pid, &py, err, sizeof(err));
 	/* gone meanwhile: its exit ends the recording */
@@ -135,12 +136,15 @@ int target__run(struct target *tg)
 /* The held child stopped at an exec: into Python (ret 1) or not. */
 static void on_exec(struct target *tg, int ret, const struct py_interp *py, const char *err)
 {
+	int rc;
+
 	/*
 	 * Its new loader, root and libraries before it runs a single
 	 * instruction, and before its Python, as with a Python command.
 	 */
-	int rc = libwatch__exec(tg->o.libs);
-
+	tg->at_exec = true;
+	rc = libwatch__exec(tg->o.libs);
+	tg->at_exec = false;
 	if (rc)
 		fprintf(stderr,
 			"ptrace-gpu: warning: pid %d exec'd: its new libraries are not "
