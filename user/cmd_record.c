@@ -30,6 +30,7 @@
 #include "schedprobe.h"
 #include "steps.h"
 #include "syscheck.h"
+#include "target.h"
 #include "torchops.h"
 #include "trace.h"
 #include "tracer.h"
@@ -67,6 +68,7 @@ struct recording {
 	struct modpath *mp;
 	struct torchops *ops;
 	struct steps *steps; /* --steps, --schedule: the trace is cut from a recording at tmp */
+	struct target *tg;   /* a Python that comes later; the -- CMD child held until then */
 	char tmp[PATH_MAX];
 	uint64_t start_ts;    /* probes start to attach */
 	uint64_t attached_ts; /* all probes are in place: -d counts from here */
@@ -85,12 +87,16 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: ptrace-gpu record [-p PID | -- CMD [ARGS...]] [-o FILE] [-d SECONDS]\n\n"
-		"Records every Python call of a running CPython 3.11 process, with no restart\n"
+		"Records every Python call of a running CPython process, with no restart\n"
 		"and no change in it, or of a command started under the tracer; and, when the\n"
 		"process has them, PyTorch dispatcher ops, CUDA driver/runtime calls, GPU\n"
 		"activity (CUPTI agent) and off-CPU intervals of its threads. CUDA and\n"
 		"PyTorch libraries it loads later are probed before they are mapped, where\n"
-		"its loader will find them (docs/late-libs.md).\n\n"
+		"its loader will find them (docs/late-libs.md).\n"
+		"Any process can be recorded: one with no Python (a C/C++ program, a shell)\n"
+		"gets its CUDA calls, GPU activity and off-CPU intervals; when it execs a\n"
+		"Python interpreter or loads libpython, its Python calls are recorded from\n"
+		"then on (from the first one for an exec under -- CMD).\n\n"
 		"  -p, --pid PID         attach to the running process PID\n"
 		"  -o, --output FILE     trace file (default: ptrace-gpu.ptg): a new file, mode\n"
 		"                        0600, that replaces FILE once complete\n"
@@ -105,7 +111,8 @@ static void usage(FILE *f)
 		"      --no-sched        no off-CPU intervals from the kernel scheduler\n"
 		"      --no-ops          no probes on PyTorch's dispatcher ops\n"
 		"      --steps N         stop after N training steps (each return of an\n"
-		"                        optimizer's step(); ProfilerStep#0.. spans)\n"
+		"                        optimizer's step(); needs Python in the target;\n"
+		"                        ProfilerStep#0.. spans)\n"
 		"      --schedule wait=W,warmup=U,active=A[,repeat=R][,skip_first=S]\n"
 		"                        torch.profiler.schedule(): keep the active steps,\n"
 		"                        one trace per active cycle, FILE.cycleC.ptg\n"
@@ -295,8 +302,12 @@ static int write_meta(struct recording *rc)
 	if (proc_cmdline(rc->pid, buf, sizeof(buf)))
 		buf[0] = '\0';
 	err = err ?: trace_writer__meta(w, "cmdline", buf);
-	err = err ?: trace_writer__meta(w, "python.version", rc->py.version);
-	err = err ?: trace_writer__meta(w, "python.path", rc->py.path);
+	if (rc->py.info) {
+		err = err ?: trace_writer__meta(w, "python.version", rc->py.version);
+		err = err ?: trace_writer__meta(w, "python.path", rc->py.path);
+	} else {
+		err = err ?: trace_writer__meta(w, "python", "none");
+	}
 	err = err ?: trace_writer__meta(w, "clock", "CLOCK_MONOTONIC");
 	/* one pair of readings maps every monotonic timestamp to wall time */
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)now_ns(CLOCK_REALTIME));
@@ -332,6 +343,12 @@ static int setup_target(struct recording *rc, char *err, size_t errlen)
 	rc->pidfd = (int)syscall(SYS_pidfd_open, rc->pid, 0);
 	proc_start_time(rc->pid, &rc->start_time);
 	ret = py_interp__find(rc->pid, &rc->py, err, errlen);
+	/* no Python (yet): its CUDA calls, GPU activity and off-CPU time are recorded */
+	if (ret == -ENOEXEC) {
+		memset(&rc->py, 0, sizeof(rc->py));
+		err[0] = '\0';
+		ret = 0;
+	}
 	/* and what was looked at is that process, not a successor with its pid */
 	if (!ret && (proc_start_time(rc->pid, &st) || st != rc->start_time)) {
 		snprintf(err, errlen, "pid %d exited", rc->pid);
@@ -354,6 +371,78 @@ static void note_leftover(const char *out)
 			"ptrace-gpu: note: %s is the trace of a recording killed before its "
 			"end, or of one still under way; report reads it; remove it when done\n",
 			left);
+}
+
+/* pyframe, then what reads the stacks it keeps: module paths and steps. */
+static int open_python(struct recording *rc)
+{
+	int ret = pyframe__open(&rc->py, rc->tracer, &rc->pf);
+
+	if (!ret && !rc->o->no_ops)
+		ret = modpath__open(rc->tracer, &rc->py, &rc->mp);
+	if (!ret)
+		ret = steps__open(rc->tracer, &rc->py, &rc->o->steps, &rc->steps);
+	return ret;
+}
+
+/* target.h: the target runs Python from now on (an exec, a libpython it mapped). */
+static int late_python(void *ctx, const struct py_interp *py, const char *how)
+{
+	struct recording *rc = ctx;
+	char buf[4096];
+	uint64_t ts;
+	int ret;
+
+	rc->py = *py;
+	ret = open_python(rc);
+	if (!ret) {
+		ts = now_ns(CLOCK_MONOTONIC);
+		pyframe__set_start_ts(rc->pf, ts);
+		ret = pyframe__attach(rc->pf);
+	}
+	if (!ret)
+		torchops__set_modpath(rc->ops, rc->mp);
+	if (ret) {
+		/* what did open stays until the end: the tracer still has its handlers */
+		pyframe__detach(rc->pf);
+		return ret;
+	}
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)ts);
+	ret = trace_writer__meta(rc->w, "python", strcmp(how, "exec") ? "mapped" : "exec");
+	ret = ret ?: trace_writer__meta(rc->w, "python.version", rc->py.version);
+	ret = ret ?: trace_writer__meta(rc->w, "python.path", rc->py.path);
+	ret = ret ?: trace_writer__meta(rc->w, "python.since_monotonic_ns", buf);
+	/* an exec changed it: the last value is the one reports show */
+	if (!ret && !proc_cmdline(rc->pid, buf, sizeof(buf)))
+		ret = trace_writer__meta(rc->w, "cmdline", buf);
+	if (rc->py.warning[0])
+		fprintf(stderr, "ptrace-gpu: warning: %s\n", rc->py.warning);
+	/* -- CMD that exec'd Python: said as for a Python command, all in place before it runs */
+	if (!rc->o->quiet && rc->child && !strcmp(how, "exec"))
+		fprintf(stderr, "ptrace-gpu: recording pid %d (Python %s, %s)\n", rc->pid,
+			rc->py.version, rc->py.path);
+	else if (!rc->o->quiet)
+		fprintf(stderr,
+			"ptrace-gpu: pid %d runs Python %s (%s) since %s: recording its calls\n",
+			rc->pid, rc->py.version, rc->py.path,
+			strcmp(how, "exec") ? "it mapped it" : "its exec");
+	return ret;
+}
+
+/* What follows a process with no Python at start: an exec or a libpython later. */
+static int open_target(struct recording *rc)
+{
+	struct target_opts to = {
+	    .pid = rc->pid,
+	    .held = rc->child && !rc->py.info,
+	    .has_python = rc->py.info,
+	    .libs = rc->libs,
+	    .fn = late_python,
+	    .ctx = rc,
+	};
+	int ret = target__new(&to, &rc->tg);
+
+	return ret ?: rc->py.info ? 0 : libwatch__subscribe(rc->libs, target__on_lib, rc->tg);
 }
 
 static int start(struct recording *rc)
@@ -382,6 +471,14 @@ static int start(struct recording *rc)
 	}
 	if (rc->py.warning[0])
 		fprintf(stderr, "ptrace-gpu: warning: %s\n", rc->py.warning);
+	/* -- CMD may exec Python later (sh -c, a chroot): -p with none has no steps */
+	if (!rc->py.info && !rc->child && wants_steps(rc->o)) {
+		fprintf(
+		    stderr,
+		    "ptrace-gpu: record: --steps and --schedule need Python; pid %d runs none\n",
+		    rc->pid);
+		return -ENOEXEC;
+	}
 	if (rc->pidfd < 0)
 		rc->pidfd = (int)syscall(SYS_pidfd_open, rc->pid, 0);
 	/* with --steps / --schedule the output is cut from this once the steps are known */
@@ -394,15 +491,12 @@ static int start(struct recording *rc)
 	if (!wants_steps(rc->o))
 		trace_writer__keep_partial(rc->w);
 	ret = tracer__new(rc->w, rc->o->ringbuf_mb, 0, &rc->tracer);
-	if (!ret)
-		ret = pyframe__open(&rc->py, rc->tracer, &rc->pf);
-	/* after pyframe: they read the stacks it keeps */
-	if (!ret && !rc->o->no_ops)
-		ret = modpath__open(rc->tracer, &rc->py, &rc->mp);
-	if (!ret)
-		ret = steps__open(rc->tracer, &rc->py, &rc->o->steps, &rc->steps);
+	if (!ret && rc->py.info)
+		ret = open_python(rc);
 	if (!ret)
 		ret = libwatch__open(rc->tracer, rc->pid, &rc->libs);
+	if (!ret)
+		ret = open_target(rc);
 	if (!ret && !rc->o->no_ops)
 		ret = torchops__open(rc->tracer, rc->pid, rc->mp, rc->o->quiet, &rc->ops);
 	if (!ret && rc->ops)
@@ -426,16 +520,18 @@ static int start(struct recording *rc)
 		tracer__set_start_ts(rc->tracer, rc->start_ts);
 		ret = write_meta(rc);
 	}
-	if (!ret)
+	if (!ret && rc->pf)
 		ret = pyframe__attach(rc->pf);
 	if (!ret && rc->sched)
 		ret = sched__attach(rc->sched);
 	if (!ret)
 		ret = libwatch__attach(rc->libs);
 	rc->attached_ts = now_ns(CLOCK_MONOTONIC);
-	if (rc->child)
+	if (rc->child && (ret || !target__held(rc->tg)))
 		launch__release(rc->pid);
-	if (!ret && !rc->o->quiet) {
+	else if (rc->child)
+		ret = target__run(rc->tg);
+	if (!ret && !rc->o->quiet && rc->py.info) {
 		struct proc_ns_ids ids;
 		char ns[40] = "";
 
@@ -443,6 +539,17 @@ static int start(struct recording *rc)
 			snprintf(ns, sizeof(ns), "container pid %u, ", ids.pid[ids.levels - 1]);
 		fprintf(stderr, "ptrace-gpu: recording pid %d (%sPython %s, %s)\n", rc->pid, ns,
 			rc->py.version, rc->py.path);
+	} else if (!ret && !rc->o->quiet && rc->child) {
+		/* "recording pid" is said once Python runs, if ever: a launcher execs it next */
+		fprintf(stderr,
+			"ptrace-gpu: started pid %d (%s), no Python yet: recording its CUDA calls, "
+			"GPU activity and off-CPU time, and following its exec into Python\n",
+			rc->pid, rc->o->cmd[0]);
+	} else if (!ret && !rc->o->quiet) {
+		fprintf(stderr,
+			"ptrace-gpu: recording pid %d (no Python: CUDA calls, GPU activity and "
+			"off-CPU time; an exec of Python or a load of libpython is followed)\n",
+			rc->pid);
 	}
 	return ret;
 }
@@ -452,7 +559,11 @@ static bool target_exited(struct recording *rc)
 	struct pollfd p = {.fd = rc->pidfd, .events = POLLIN};
 
 	if (rc->child) {
-		if (!rc->child_reaped && waitpid(rc->pid, &rc->child_status, WNOHANG) == rc->pid)
+		/* held until it runs Python: its stops (and end) come through ptrace */
+		if (!rc->child_reaped && target__held(rc->tg))
+			rc->child_reaped = target__poll(rc->tg, &rc->child_status) == 1;
+		else if (!rc->child_reaped &&
+			 waitpid(rc->pid, &rc->child_status, WNOHANG) == rc->pid)
 			rc->child_reaped = true;
 		return rc->child_reaped;
 	}
@@ -547,7 +658,7 @@ static int run_loop(struct recording *rc)
 			rc->stop_reason = "target exited";
 			return 0;
 		}
-		if (wants_steps(rc->o) && steps__done(rc->steps)) {
+		if (wants_steps(rc->o) && rc->steps && steps__done(rc->steps)) {
 			rc->stop_reason = "steps done";
 			return 0;
 		}
@@ -588,6 +699,32 @@ static void print_ops_summary(struct recording *rc)
 	}
 }
 
+/* A process that ran neither Python nor CUDA: say once what its trace holds. */
+static void note_no_python(const struct recording *rc)
+{
+	struct cudaprobe_stats cs = {};
+
+	if (rc->pf)
+		return;
+	if (rc->cuda)
+		cudaprobe__stats(rc->cuda, &cs);
+	if (!rc->cuda)
+		fprintf(stderr,
+			"ptrace-gpu: note: pid %d ran no Python (CUDA probes off: "
+			"--no-cuda)\n",
+			rc->pid);
+	else if (cs.calls)
+		fprintf(stderr,
+			"ptrace-gpu: note: pid %d ran no Python: the trace holds its CUDA "
+			"calls, GPU activity and off-CPU intervals\n",
+			rc->pid);
+	else
+		fprintf(stderr,
+			"ptrace-gpu: note: pid %d ran neither Python nor CUDA: the trace "
+			"holds its off-CPU intervals only\n",
+			rc->pid);
+}
+
 static int finish(struct recording *rc)
 {
 	uint64_t stop_ts = now_ns(CLOCK_MONOTONIC);
@@ -595,6 +732,9 @@ static int finish(struct recording *rc)
 	char buf[64];
 	int ret;
 
+	/* a child still held (it never ran Python) runs on untraced */
+	if (target__let_go(rc->tg, &rc->child_status))
+		rc->child_reaped = true;
 	pyframe__detach(rc->pf);
 	libwatch__detach(rc->libs);
 	cudaprobe__detach(rc->cuda);
@@ -615,6 +755,14 @@ static int finish(struct recording *rc)
 		return ret;
 	ret = trace_writer__close(rc->w);
 	rc->w = NULL;
+	if (!ret && wants_steps(rc->o) && !rc->steps) {
+		fprintf(stderr,
+			"ptrace-gpu: record: --steps and --schedule need Python; pid %d "
+			"ran none\n",
+			rc->pid);
+		unlink(rc->tmp);
+		return -ENOEXEC;
+	}
 	if (!ret && wants_steps(rc->o)) {
 		ret = steps__write(rc->steps, rc->tmp, rc->o->output, stop_ts, rc->o->quiet);
 		unlink(rc->tmp);
@@ -631,6 +779,7 @@ static int finish(struct recording *rc)
 		(unsigned long long)tracer__events(rc->tracer), (unsigned long long)st.dropped,
 		rc->o->output);
 	print_ops_summary(rc);
+	note_no_python(rc);
 	cudaprobe__summary(rc->cuda);
 	sched__summary(rc->sched);
 	cupti__summary(rc->cupti);
@@ -686,6 +835,9 @@ int cmd_record(int argc, char **argv)
 		ret = finish(&rc);
 	else if (rc.tracer)
 		fprintf(stderr, "ptrace-gpu: record failed: %s\n", strerror(-ret));
+	/* failed while the child was held: it runs on untraced */
+	if (target__let_go(rc.tg, &rc.child_status))
+		rc.child_reaped = true;
 	pyframe__destroy(rc.pf);
 	cudaprobe__destroy(rc.cuda);
 	cupti__free(rc.cupti);
@@ -695,6 +847,7 @@ int cmd_record(int argc, char **argv)
 	steps__destroy(rc.steps);
 	libwatch__destroy(rc.libs);
 	tracer__free(rc.tracer);
+	target__free(rc.tg);
 	trace_writer__abort(rc.w);
 	if (rc.pidfd >= 0)
 		close(rc.pidfd);

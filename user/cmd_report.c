@@ -228,6 +228,8 @@ static void print_header(FILE *out, const struct report_opts *o, const struct tr
 		if ((v = meta(r, "python.version")))
 			fprintf(out, " (Python %s)", v);
 		fprintf(out, "\n");
+	} else if ((v = meta(r, "python")) && !strcmp(v, "none")) {
+		fprintf(out, "interpreter: none (no Python in the process)\n");
 	}
 	fprintf(out, "duration: %.3f s\n",
 		st->first_ts <= st->last_ts ? (st->last_ts - st->first_ts) / 1e9 : 0.0);

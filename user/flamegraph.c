@@ -181,6 +181,14 @@ uint64_t flamegraph__total(const struct flamegraph *fg)
 	return sum;
 }
 
+/* A CUDA call that a thread made with no frame open: a stack of its own, under the root. */
+struct fg_root_call {
+	uint64_t ts, end;
+	uint32_t sym, node;
+};
+
+#define FG_ROOT_CALLS 4 /* calls open at once on a thread (runtime -> driver) */
+
 /* Per thread: the node path of the stack last seen, and off-CPU time per level. */
 struct fg_thread {
 	uint64_t *ids; /* model_frame.id of each level */
@@ -188,6 +196,8 @@ struct fg_thread {
 	uint64_t *off; /* cpu weight: off-CPU ns inside the frame at each level */
 	unsigned int cap;
 	unsigned int valid;
+	struct fg_root_call calls[FG_ROOT_CALLS]; /* the last ones, until one holds them */
+	unsigned int ncalls;
 };
 
 /* A kernel whose launch (by correlation id) has not been seen yet. */
@@ -346,8 +356,9 @@ static int fg_on_sched(struct fg_collect *c, const struct ptg_record *rec,
 	uint32_t node;
 	int err;
 
+	/* no frame open (no Python in the thread): under the CUDA call it blocked in, if any */
 	if (!depth)
-		return offcpu ? fg_add(c, FG_ROOT, 0, rec->dur, 1) : 0;
+		return offcpu ? fg_add(c, FG_ROOT, rec->sym, rec->dur, 1) : 0;
 	t = fg_thread_get(c, rec->pid, rec->tid);
 	if (!t)
 		return -ENOMEM;
@@ -363,6 +374,48 @@ static int fg_on_sched(struct fg_collect *c, const struct ptg_record *rec,
 	start = stack[depth - 1].start > rec->ts ? stack[depth - 1].start : rec->ts;
 	t->off[depth - 1] += end > start ? end - start : 0;
 	return 0;
+}
+
+/*
+ * wall: a CUDA call of a thread with no Python frame or op open (a program
+ * with no Python) is a stack of its own, under the root. A call made inside
+ * it (the driver call of a runtime call) is written before it, at its own
+ * exit: it moves under it when the outer one comes.
+ */
+static int fg_on_root_call(struct fg_collect *c, const struct ptg_record *rec)
+{
+	struct fg_thread *t = fg_thread_get(c, rec->pid, rec->tid);
+	uint64_t end = rec->ts + rec->dur, self = rec->dur;
+	uint32_t node, inner;
+	unsigned int n = 0;
+	int err;
+
+	if (!t)
+		return -ENOMEM;
+	err = fg_child(c->fg, FG_ROOT, rec->sym, &node);
+	for (unsigned int i = 0; !err && i < t->ncalls; i++) {
+		const struct fg_root_call p = t->calls[i];
+		uint64_t d = p.end - p.ts;
+
+		if (p.ts < rec->ts || p.end > end) {
+			t->calls[n++] = p;
+			continue;
+		}
+		c->fg->nodes[p.node].self -= d;
+		err = fg_child(c->fg, node, p.sym, &inner);
+		if (!err)
+			c->fg->nodes[inner].self += d;
+		self -= d < self ? d : self;
+	}
+	if (err)
+		return err;
+	if (n == FG_ROOT_CALLS)
+		memmove(t->calls, t->calls + 1, --n * sizeof(t->calls[0]));
+	t->calls[n++] =
+	    (struct fg_root_call){.ts = rec->ts, .end = end, .sym = rec->sym, .node = node};
+	t->ncalls = n;
+	c->fg->nodes[node].self += self;
+	return fg_note_cut(c->fg, node, 1);
 }
 
 static int fg_kernel_wait(struct fg_collect *c, const struct ptg_record *rec)
@@ -473,6 +526,9 @@ static void fg_visit_record(void *ctx, const struct ptg_record *rec,
 		c->err = fg_on_sched(c, rec, stack, depth);
 	else if (rec->kind == PTG_REC_CUDA_CALL && w == FG_WEIGHT_GPU)
 		c->err = fg_on_cuda_call(c, rec, stack, depth);
+	else if (rec->kind == PTG_REC_CUDA_CALL && w == FG_WEIGHT_WALL && !depth &&
+		 !(c->o->by_tid && rec->tid != c->o->tid))
+		c->err = fg_on_root_call(c, rec);
 	else if (rec->kind == PTG_REC_GPU_KERNEL && w == FG_WEIGHT_GPU)
 		c->err = fg_on_kernel(c, rec);
 }

@@ -45,8 +45,12 @@ static int read_auxv_entry(pid_t pid, uint64_t type, uint64_t *val)
 static int wait_stop(pid_t pid, int *status)
 {
 	for (;;) {
-		if (waitpid(pid, status, 0) < 0)
+		/* EINTR: the SIGCHLD handler of a held child (target.c) ran */
+		if (waitpid(pid, status, __WALL) < 0) {
+			if (errno == EINTR)
+				continue;
 			return -errno;
+		}
 		if (WIFEXITED(*status) || WIFSIGNALED(*status))
 			return -ECHILD;
 		if (WIFSTOPPED(*status))
@@ -152,20 +156,27 @@ static bool links_libpython(pid_t pid)
 /* At an exec stop: is this image a Python we support? 1 yes, 0 not Python, < 0 error. */
 static int check_image(pid_t pid, struct py_interp *py, char *err, size_t errlen)
 {
-	int ret;
+	bool linked = links_libpython(pid);
+	int ret = 0;
 
-	if (links_libpython(pid)) {
+	if (linked)
 		ret = run_past_ldso(pid);
-		if (ret) {
-			snprintf(err, errlen, "cannot run the command past its dynamic loader: %s",
-				 strerror(-ret));
-			return ret;
+	if (!ret) {
+		ret = py_interp__find(pid, py, err, errlen);
+		/*
+		 * No Python: the libraries it links (libcuda) mapped before
+		 * it runs, so that their probes see its first calls too
+		 */
+		if (ret == -ENOEXEC && !linked) {
+			err[0] = '\0';
+			ret = run_past_ldso(pid) ?: -ENOEXEC;
 		}
+		if (ret == -ENOEXEC)
+			return 0;
+		return ret ? ret : 1;
 	}
-	ret = py_interp__find(pid, py, err, errlen);
-	if (ret == -ENOEXEC)
-		return 0;
-	return ret ? ret : 1;
+	snprintf(err, errlen, "cannot run the command past its dynamic loader: %s", strerror(-ret));
+	return ret;
 }
 
 /* Execs once the parent has seized it (or died: then it runs untraced). */
@@ -244,16 +255,21 @@ int launch__start(char **argv, pid_t *pidp, struct py_interp *py, char *err, siz
 			ret = cont(pid, PTRACE_CONT, stop_signal(status));
 			continue;
 		}
+		/*
+		 * The command's own image, Python or not: a program with no
+		 * interpreter (a shell, a C program) is recorded as it is, held
+		 * so that a later exec into Python is seen (launch__poll).
+		 */
 		ret = check_image(pid, py, err, errlen);
-		if (ret == 1) {
+		if (ret >= 0) {
+			if (ret == 0)
+				memset(py, 0, sizeof(*py));
 			*pidp = pid;
 			return 0;
 		}
-		if (ret == 0)
-			ret = cont(pid, PTRACE_CONT, 0);
 	}
 	if (ret == -ECHILD)
-		snprintf(err, errlen, "%s exited before it started a Python interpreter", argv[0]);
+		snprintf(err, errlen, "%s exited before it could be recorded", argv[0]);
 	else if (!err[0])
 		snprintf(err, errlen, "cannot start %s: %s", argv[0], strerror(-ret));
 	kill(pid, SIGKILL);
@@ -264,4 +280,86 @@ int launch__start(char **argv, pid_t *pidp, struct py_interp *py, char *err, siz
 int launch__release(pid_t pid)
 {
 	return ptrace(PTRACE_DETACH, pid, 0, 0) ? -errno : 0;
+}
+
+int launch__resume(pid_t pid)
+{
+	return cont(pid, PTRACE_CONT, 0);
+}
+
+static bool is_stop_signal(int sig)
+{
+	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+
+/*
+ * One stop of a held child that is no exec: a signal goes on to it at once
+ * (held, it waits for us to pass it); a group stop stays a stop, as it would
+ * untraced (PTRACE_LISTEN: SIGCONT still ends it).
+ */
+static int pass_stop(pid_t pid, int status)
+{
+	if ((status >> 16) == PTRACE_EVENT_STOP)
+		return is_stop_signal(WSTOPSIG(status)) ? cont(pid, PTRACE_LISTEN, 0)
+							: cont(pid, PTRACE_CONT, 0);
+	return cont(pid, PTRACE_CONT, stop_signal(status));
+}
+
+int launch__poll(pid_t pid, struct py_interp *py, int *wstatus, char *err, size_t errlen)
+{
+	int status, ret;
+	pid_t got;
+
+	err[0] = '\0';
+	for (;;) {
+		got = waitpid(pid, &status, WNOHANG | __WALL);
+		if (got < 0)
+			return -errno;
+		if (got == 0)
+			return LAUNCH_NOTHING;
+		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+			*wstatus = status;
+			return -ECHILD;
+		}
+		if (!WIFSTOPPED(status))
+			continue;
+		if ((status >> 8) != EXEC_EVENT) {
+			ret = pass_stop(pid, status);
+			/* ESRCH: killed meanwhile; its exit is the next status */
+			if (ret && ret != -ESRCH)
+				return ret;
+			continue;
+		}
+		ret = check_image(pid, py, err, errlen);
+		if (ret == 0)
+			memset(py, 0, sizeof(*py));
+		if (ret < 0)
+			return ret;
+		return ret ? LAUNCH_EXEC_PYTHON : LAUNCH_EXEC_OTHER;
+	}
+}
+
+int launch__let_go(pid_t pid, int *wstatus)
+{
+	int status, sig = 0;
+
+	/* a running tracee cannot be detached: stop it first, and pass on what stopped it */
+	if (ptrace(PTRACE_INTERRUPT, pid, 0, 0))
+		return errno == ESRCH ? 0 : -errno;
+	for (;;) {
+		if (waitpid(pid, &status, __WALL) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+			*wstatus = status;
+			return -ECHILD;
+		}
+		if (WIFSTOPPED(status))
+			break;
+	}
+	if (!(status >> 16))
+		sig = stop_signal(status);
+	return ptrace(PTRACE_DETACH, pid, 0, (void *)(long)sig) ? -errno : 0;
 }

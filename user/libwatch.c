@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "elf_file.h"
@@ -36,6 +37,7 @@ struct libwatch {
 	pid_t pid;
 	struct libwatch_bpf *skel;
 	struct bpf_link *link;
+	uint64_t ld_inode; /* of the loader link is on */
 	struct subscriber subs[MAX_SUBSCRIBERS];
 	int nsubs;
 	struct u64map seen; /* inode -> SEEN_* */
@@ -203,6 +205,8 @@ static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, 
 {
 	struct libwatch *lw = ctx;
 
+	if (e->aux == PTG_LIB_EXEC)
+		return libwatch__exec(lw);
 	if (!lw->notice_ts)
 		lw->notice_ts = e->ts;
 	return scan(lw);
@@ -247,6 +251,13 @@ int libwatch__open(struct tracer *t, pid_t pid, struct libwatch **out)
 	}
 	err = bpf_map__reuse_fd(lw->skel->maps.events, tracer__ringbuf_fd(t));
 	err = err ?: libwatch_bpf__load(lw->skel);
+	if (!err) {
+		__u32 tgid = (__u32)pid;
+		__u8 one = 1;
+
+		if (bpf_map_update_elem(bpf_map__fd(lw->skel->maps.tgids), &tgid, &one, BPF_ANY))
+			err = -errno;
+	}
 	err = err
 		  ?: tracer__on(t, PTG_EV_LIB_CHANGE, PTG_EV_LIB_CHANGE, handle_event, write_losses,
 				lw);
@@ -268,35 +279,76 @@ int libwatch__subscribe(struct libwatch *lw, libwatch_fn fn, void *ctx)
 	return 0;
 }
 
-int libwatch__attach(struct libwatch *lw)
+/* The probe on the target's dynamic loader, unless it is on that file already. */
+static int attach_ld(struct libwatch *lw)
 {
 	struct find_ld ld = {};
 	char path[PATH_MAX + 32];
 	int err;
 
 	/* a static executable has no dynamic loader, and then maps nothing later */
-	if (proc_maps__for_each(lw->pid, find_ld, &ld) == 1) {
-		proc_target_path(lw->pid, ld.path, ld.inode, path, sizeof(path));
-		LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "_dl_debug_state");
-		lw->link = bpf_program__attach_uprobe_opts(lw->skel->progs.dl_debug_state, lw->pid,
-							   path, 0, &opts);
-		if (!lw->link) {
-			err = -errno;
-			fprintf(stderr, "libwatch: cannot attach to %s: %s\n", ld.path,
-				strerror(-err));
-			return err;
-		}
+	if (proc_maps__for_each(lw->pid, find_ld, &ld) != 1 ||
+	    (lw->link && ld.inode == lw->ld_inode))
+		return 0;
+	bpf_link__destroy(lw->link);
+	proc_target_path(lw->pid, ld.path, ld.inode, path, sizeof(path));
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "_dl_debug_state");
+	lw->link = bpf_program__attach_uprobe_opts(lw->skel->progs.dl_debug_state, lw->pid, path,
+						   0, &opts);
+	if (!lw->link) {
+		err = -errno;
+		fprintf(stderr, "libwatch: cannot attach to %s: %s\n", ld.path, strerror(-err));
+		return err;
 	}
+	lw->ld_inode = ld.inode;
+	return 0;
+}
+
+int libwatch__attach(struct libwatch *lw)
+{
+	int err;
+
+	lw->skel->links.lib_exec = bpf_program__attach(lw->skel->progs.lib_exec);
+	if (!lw->skel->links.lib_exec) {
+		err = -errno;
+		fprintf(stderr, "libwatch: cannot attach to sched_process_exec: %s\n",
+			strerror(-err));
+		return err;
+	}
+	err = attach_ld(lw);
 	/* the mapped objects' RUNPATHs first, then ahead along the whole search path */
-	err = scan(lw);
+	err = err ?: scan(lw);
 	lw->attached = true;
 	return err;
+}
+
+int libwatch__exec(struct libwatch *lw)
+{
+	struct libsearch *search;
+	int err;
+
+	/* a new image: its own environment, executable and RUNPATHs to search along */
+	err = libsearch__open(lw->pid, &search);
+	if (!err) {
+		libsearch__free(lw->search);
+		lw->search = search;
+		lw->search_gen = UINT_MAX;
+	}
+	/* what the new image's loader mapped before its first instruction was not loaded late */
+	lw->attached = false;
+	err = err ?: attach_ld(lw);
+	err = err ?: scan(lw);
+	lw->attached = true;
+	/* gone already: exited right after its exec */
+	return err == -ENOENT || err == -ESRCH ? 0 : err;
 }
 
 void libwatch__detach(struct libwatch *lw)
 {
 	bpf_link__destroy(lw->link);
 	lw->link = NULL;
+	bpf_link__destroy(lw->skel->links.lib_exec);
+	lw->skel->links.lib_exec = NULL;
 }
 
 void libwatch__destroy(struct libwatch *lw)

@@ -2,7 +2,8 @@
 /*
  * Which objects a target has mapped, now and later: subscribers hear of each
  * executable object once, when recording starts or when the dynamic loader
- * maps it (a uprobe on ld.so's _dl_debug_state wakes the scan).
+ * maps it (a uprobe on ld.so's _dl_debug_state wakes the scan), or when it
+ * execs a new image (sched_process_exec).
  */
 #ifndef PTG_LIBWATCH_H
 #define PTG_LIBWATCH_H
@@ -31,6 +32,12 @@ int libwatch__open(struct tracer *t, pid_t pid, struct libwatch **out);
 int libwatch__subscribe(struct libwatch *lw, libwatch_fn fn, void *ctx);
 /* Offers the late libraries ahead, attaches to ld.so and reports what is mapped already. */
 int libwatch__attach(struct libwatch *lw);
+/*
+ * After the target exec'd: probes its new loader, offers the late libraries
+ * of its new root and reports what the new image has mapped. Called on the
+ * exec event the BPF side sends, and by whoever holds the target at its exec.
+ */
+int libwatch__exec(struct libwatch *lw);
 void libwatch__detach(struct libwatch *lw);
 void libwatch__destroy(struct libwatch *lw);
 

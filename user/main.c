@@ -12,7 +12,7 @@ struct command {
 };
 
 static const struct command commands[] = {
-	{ "record", cmd_record, "trace a running Python process (-p PID) or a command (-- CMD)" },
+	{ "record", cmd_record, "trace a running process (-p PID) or a command (-- CMD)" },
 	{ "report", cmd_report, "cProfile-style table of Python functions (or ops) of a trace" },
 	{ "idle", cmd_idle, "GPU idle time, launch-queue depth and optimizable events" },
 	{ "flamegraph", cmd_flamegraph, "folded stacks, or an interactive SVG with -o FILE.svg" },

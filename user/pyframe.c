@@ -30,6 +30,7 @@ struct pyframe {
 	struct tracer *t;
 	int memfd;
 	struct u64map code_syms; /* code object address -> fingerprint << 32 | symbol */
+	uint64_t start_ts;	 /* probes attached after the recording started, else 0 */
 	struct pyframe_stats st;
 };
 
@@ -227,7 +228,7 @@ static int apply_snapshot(struct pyframe *pf, struct tracer_thread *th,
 {
 	uint32_t n = s->hdr.a < PTG_MAX_SNAPSHOT_DEPTH ? (uint32_t)s->hdr.a : PTG_MAX_SNAPSHOT_DEPTH;
 	bool first = s->hdr.aux == PTG_SNAP_FIRST;
-	uint64_t ts = first ? tracer__start_ts(pf->t) : s->hdr.ts;
+	uint64_t ts = first ? (pf->start_ts ?: tracer__start_ts(pf->t)) : s->hdr.ts;
 	uint32_t common = 0, py = 0;
 	int err;
 
@@ -455,8 +456,16 @@ int pyframe__attach(struct pyframe *pf)
 	return err;
 }
 
+void pyframe__set_start_ts(struct pyframe *pf, uint64_t ts)
+{
+	pf->start_ts = ts;
+}
+
 void pyframe__detach(struct pyframe *pf)
 {
+	/* NULL: no Python in the target; no skel: destroyed from a failed open */
+	if (!pf || !pf->skel)
+		return;
 	for (int i = 0; i < 2; i++) {
 		if (pf->link_fds[i] >= 0)
 			close(pf->link_fds[i]);
@@ -471,8 +480,12 @@ void pyframe__detach(struct pyframe *pf)
 
 void pyframe__stats(const struct pyframe *pf, struct pyframe_stats *st)
 {
-	const struct pyframe_bpf__bss *bss = pf->skel->bss;
+	const struct pyframe_bpf__bss *bss;
 
+	*st = (struct pyframe_stats){};
+	if (!pf)
+		return; /* no Python in the target */
+	bss = pf->skel->bss;
 	*st = pf->st;
 	st->dropped = 0;
 	for (int cpu = 0; cpu < PTG_MAX_CPUS; cpu++)

@@ -26,8 +26,14 @@ struct pyframe_stats {
 /* Loads the probes for py into the tracer's ring buffer. */
 int pyframe__open(const struct py_interp *py, struct tracer *t, struct pyframe **out);
 int pyframe__attach(struct pyframe *pf);
-/* Removes the probes; events already sent stay in the ring buffer. */
+/*
+ * Probes attached after the recording started (an interpreter that came
+ * later): the frames already running then are recorded as opened at ts.
+ */
+void pyframe__set_start_ts(struct pyframe *pf, uint64_t ts);
+/* Removes the probes; events already sent stay in the ring buffer. NULL: none. */
 void pyframe__detach(struct pyframe *pf);
+/* All zero for NULL (a target with no Python). */
 void pyframe__stats(const struct pyframe *pf, struct pyframe_stats *st);
 void pyframe__destroy(struct pyframe *pf);
 

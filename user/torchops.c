@@ -207,6 +207,12 @@ cleanup:
 	return err;
 }
 
+void torchops__set_modpath(struct torchops *ops, struct modpath *mp)
+{
+	if (ops)
+		ops->mp = mp;
+}
+
 static uint64_t site_cookie(const struct op_lib *lib, const struct opscan_site *site)
 {
 	return PTG_OP_COOKIE(lib->base + site->op, site->site, site->fp, site->delta);

@@ -39,6 +39,8 @@ int torchops__open(struct tracer *t, pid_t pid, struct modpath *mp, bool quiet,
 /* The libwatch subscriber: probes every PyTorch library the target maps. */
 int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_path,
 		     uint64_t bias);
+/* Module paths from mp from now on: a Python interpreter found after the start. */
+void torchops__set_modpath(struct torchops *ops, struct modpath *mp);
 void torchops__detach(struct torchops *ops);
 void torchops__stats(const struct torchops *ops, struct torchops_stats *st);
 void torchops__destroy(struct torchops *ops);

@@ -34,8 +34,11 @@ enum ptg_ev_kind {
 	PTG_EV_SCHED_OFF = 48, /* the thread is back on a CPU: ts = when it left, a = ns off-CPU,
 				* b = run-queue delay ns, c = waker tid, aux = enum ptg_sched_reason */
 
-	PTG_EV_LIB_CHANGE = 64, /* the dynamic loader changed the set of mapped objects */
+	PTG_EV_LIB_CHANGE = 64, /* the dynamic loader changed the set of mapped objects;
+				 * aux = PTG_LIB_EXEC: the process exec'd a new image */
 };
+
+#define PTG_LIB_EXEC 1
 
 /*
  * bpf_cookie of a CUDA entry point's uprobe: which API it is and where its

@@ -62,9 +62,15 @@ class Errors(unittest.TestCase):
                                    "no such process: 999999999")
 
     def test_not_python(self):
+        """No error: a process with no Python is recorded (test_nopython.py), but
+        what needs Python is refused in one line."""
         p = self.sleeper(["sleep", "60"])
-        self.assert_one_line_error(["record", "-o", self.out, "-p", str(p.pid)],
-                                   "is not a Python process")
+        res = subprocess.run([ptg.PTG, "record", "-q", "-d", "0.2", "-o", self.out, "-p",
+                              str(p.pid)], capture_output=True, text=True)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertEqual(ptg.Trace(self.out).meta["python"], "none")
+        self.assert_one_line_error(["record", "-o", self.out, "--steps", "1", "-p", str(p.pid)],
+                                   f"need Python; pid {p.pid} runs none")
 
     def test_unsupported_version(self):
         fake = os.path.join(self.tmp.name, "python3.11")
@@ -124,8 +130,12 @@ class Errors(unittest.TestCase):
                         self.assert_one_line_error(argv, "bad", code=2)
 
     def test_command_not_python(self):
-        self.assert_one_line_error(["record", "-o", self.out, "--", "/bin/true"],
-                                   "exited before it started a Python interpreter")
+        """A command with no Python is recorded, and record exits with its status."""
+        res = subprocess.run([ptg.PTG, "record", "-q", "-o", self.out, "--", "/bin/false"],
+                             capture_output=True, text=True)
+        self.assertEqual(res.returncode, 1, res.stderr)
+        self.assertEqual(res.stderr, "")
+        self.assertEqual(ptg.Trace(self.out).meta["python"], "none")
         self.assert_one_line_error(["record", "-o", self.out, "--", "/nonexistent/prog"],
                                    "cannot run /nonexistent/prog: No such file or directory")
         self.assert_one_line_error(["record", "-o", self.out, "--", "no-such-program-ptg"],

@@ -100,9 +100,10 @@ class Outputs(unittest.TestCase):
             before = f.read()
         res = ptg.run(["record", "-q", "-p", "999999999", "-o", out])
         self.assertNotEqual(res.returncode, 0)
-        # a target that is no Python: the writer was open, then record failed
-        res = ptg.run(["record", "-q", "-o", out, "--", "/bin/true"])
+        # --steps of a command that never ran Python: the writer was open, then record failed
+        res = ptg.run(["record", "-q", "--steps", "1", "-o", out, "--", "/bin/true"])
         self.assertNotEqual(res.returncode, 0)
+        self.assertIn("need Python", res.stderr)
         with open(out, "rb") as f:
             self.assertEqual(f.read(), before, "a failed record changed the previous trace")
         self.assert_no_temporaries()
