@@ -25,6 +25,7 @@
 #include "numarg.h"
 #include "outfile.h"
 #include "procfs.h"
+#include "proctree.h"
 #include "pyframe.h"
 #include "pyinterp.h"
 #include "schedprobe.h"
@@ -34,8 +35,13 @@
 #include "trace.h"
 #include "tracer.h"
 
+#define RECORD_MAX_PIDS 64
+
 struct record_opts {
 	pid_t pid;
+	pid_t pids[RECORD_MAX_PIDS]; /* -p A,B,C: pids[0] is pid */
+	int npids;
+	bool children; /* --children: the processes they start too */
 	double duration;
 	const char *output;
 	unsigned int ringbuf_mb;
@@ -64,6 +70,7 @@ struct recording {
 	struct cudaprobe *cuda;
 	struct cupti *cupti; /* GPU activity from the CUPTI agent in the target */
 	struct sched *sched;
+	struct proctree *tree; /* several processes (-p A,B, --children): user/proctree.c */
 	struct modpath *mp;
 	struct torchops *ops;
 	struct steps *steps; /* --steps, --schedule: the trace is cut from a recording at tmp */
@@ -84,12 +91,17 @@ static void on_signal(int sig)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: ptrace-gpu record [-p PID | -- CMD [ARGS...]] [-o FILE] [-d SECONDS]\n\n"
+		"usage: ptrace-gpu record [-p PID[,PID...] | -- CMD [ARGS...]] [--children]\n"
+		"                         [-o FILE] [-d SECONDS]\n\n"
 		"Records every Python call of a running CPython 3.11 process, with no restart\n"
 		"and no change in it, or of a command started under the tracer; and, when the\n"
 		"process has them, PyTorch dispatcher ops, CUDA driver/runtime calls, GPU\n"
 		"activity (CUPTI agent) and off-CPU intervals of its threads.\n\n"
-		"  -p, --pid PID         attach to the running process PID\n"
+		"  -p, --pid PID[,PID..] attach to the running process PID; with several,\n"
+		"                        one trace of all of them (each record has its pid)\n"
+		"      --children        also every process they start (fork, exec), from\n"
+		"                        its first call, as perf record --inherit and\n"
+		"                        strace -f do (alias --inherit); until all ended\n"
 		"  -o, --output FILE     trace file (default: ptrace-gpu.ptg): a new file, mode\n"
 		"                        0600, that replaces FILE once complete\n"
 		"  -d, --duration SECS   stop after SECS seconds (default: until Ctrl-C,\n"
@@ -122,10 +134,43 @@ static void usage(FILE *f)
 
 #define WHO "ptrace-gpu: record"
 
+/* -p A,B,C: each a pid as -p PID takes it; every -p adds to the list. */
+static int parse_pid_list(const char *arg, struct record_opts *o)
+{
+	char buf[1024], *save = NULL, *tok;
+
+	if (strlen(arg) >= sizeof(buf) || !arg[0] || arg[0] == ',' || arg[strlen(arg) - 1] == ',' ||
+	    strstr(arg, ",,"))
+		goto bad;
+	strcpy(buf, arg);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (o->npids == RECORD_MAX_PIDS) {
+			fprintf(stderr, WHO ": more than %d PIDs\n", RECORD_MAX_PIDS);
+			return -E2BIG;
+		}
+		if (parse_pid(tok, &o->pids[o->npids]))
+			goto bad;
+		o->npids++;
+	}
+	o->pid = o->pids[0];
+	return 0;
+bad:
+	fprintf(stderr, WHO ": bad PID '%s'\n", arg);
+	return -EINVAL;
+}
+
+/* Several processes, or the ones they start: recorded through user/proctree.c. */
+static bool is_tree(const struct record_opts *o)
+{
+	return o->npids > 1 || o->children;
+}
+
 static int parse_opts(int argc, char **argv, struct record_opts *o)
 {
 	static const struct option longopts[] = {
 	    {"pid", required_argument, NULL, 'p'},
+	    {"children", no_argument, NULL, 'I'},
+	    {"inherit", no_argument, NULL, 'I'},
 	    {"output", required_argument, NULL, 'o'},
 	    {"duration", required_argument, NULL, 'd'},
 	    {"ringbuf-mb", required_argument, NULL, 'R'},
@@ -153,10 +198,11 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 	while ((c = cli_getopt(argc, argv, "record", "+p:o:d:qh", longopts)) != -1) {
 		switch (c) {
 		case 'p':
-			if (parse_pid(optarg, &o->pid)) {
-				fprintf(stderr, "ptrace-gpu: record: bad PID '%s'\n", optarg);
+			if (parse_pid_list(optarg, o))
 				return -EINVAL;
-			}
+			break;
+		case 'I':
+			o->children = true;
 			break;
 		case 'o':
 			o->output = optarg;
@@ -227,6 +273,11 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		o->cmd = &argv[optind];
 	if (!o->pid == !o->cmd) {
 		fprintf(stderr, "ptrace-gpu: record: give either -p PID or -- CMD\n");
+		return -EINVAL;
+	}
+	if (is_tree(o) && (o->steps.max_steps || o->steps.schedule)) {
+		fprintf(stderr, "ptrace-gpu: record: --steps and --schedule take one process, "
+				"not several or --children\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -421,9 +472,78 @@ static int start(struct recording *rc)
 	return ret;
 }
 
+/*
+ * Several processes (-p A,B, --children). Probes on a process's dispatcher
+ * ops, CUDA calls and GPU activity are made for one process each: here the
+ * recording holds Python calls and off-CPU intervals.
+ */
+static int start_tree(struct recording *rc)
+{
+	struct record_opts *o = rc->o;
+	const struct py_interp *py;
+	char err[512] = "", buf[RECORD_MAX_PIDS * 12];
+	size_t len = 0;
+	int ret;
+
+	if (!o->quiet && !(o->no_ops && o->no_cuda && o->no_cupti))
+		fprintf(stderr, "ptrace-gpu: note: with several processes, record takes their "
+				"Python calls and off-CPU intervals; not yet their ops, CUDA calls "
+				"or GPU activity\n");
+	o->no_ops = o->no_cuda = o->no_cupti = true;
+	/* every process is checked before a file is made */
+	ret = syscheck_tracing(err, sizeof(err));
+	ret = ret ?: proctree__new(o->children, o->quiet, &rc->tree);
+	if (!ret && o->cmd) {
+		ret = launch__start(o->cmd, &rc->pid, &rc->py, err, sizeof(err));
+		rc->child = !ret;
+		ret = ret ?: proctree__add(rc->tree, rc->pid, &rc->py);
+	}
+	for (int i = 0; !ret && !o->cmd && i < o->npids; i++)
+		ret = proctree__add_pid(rc->tree, o->pids[i], err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "ptrace-gpu: %s\n", err[0] ? err : strerror(-ret));
+		return ret;
+	}
+	rc->pid = proctree__first(rc->tree, &py);
+	rc->py = *py;
+	note_leftover(o->output);
+	ret = trace_writer__open(o->output, &rc->w);
+	if (ret)
+		return ret;
+	trace_writer__keep_partial(rc->w);
+	ret = tracer__new(rc->w, o->ringbuf_mb, 0, &rc->tracer);
+	ret = ret ?: proctree__load(rc->tree, rc->tracer);
+	if (!ret && !o->no_sched)
+		ret = sched__open_set(rc->tracer, proctree__set_fd(rc->tree), NULL, &rc->sched);
+	if (!ret) {
+		rc->start_ts = now_ns(CLOCK_MONOTONIC);
+		tracer__set_start_ts(rc->tracer, rc->start_ts);
+		ret = write_meta(rc);
+	}
+	for (int i = 0; i < o->npids; i++)
+		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%d", i ? "," : "", o->pids[i]);
+	ret = ret ?: trace_writer__meta(rc->w, "pids", o->cmd ? "" : buf);
+	ret = ret ?: trace_writer__meta(rc->w, "children", o->children ? "1" : "0");
+	ret = ret ?: proctree__attach(rc->tree);
+	if (!ret && rc->sched)
+		ret = sched__attach(rc->sched);
+	rc->attached_ts = now_ns(CLOCK_MONOTONIC);
+	if (rc->child)
+		launch__release(rc->pid);
+	return ret;
+}
+
 static bool target_exited(struct recording *rc)
 {
 	struct pollfd p = {.fd = rc->pidfd, .events = POLLIN};
+
+	if (rc->tree) {
+		/* -- CMD: its status is the exit status; waited for with the others */
+		if (rc->child && !rc->child_reaped &&
+		    waitpid(rc->pid, &rc->child_status, WNOHANG) == rc->pid)
+			rc->child_reaped = true;
+		return !proctree__live(rc->tree);
+	}
 
 	if (rc->child) {
 		if (!rc->child_reaped && waitpid(rc->pid, &rc->child_status, WNOHANG) == rc->pid)
@@ -456,6 +576,20 @@ static bool target_on_our_tty(pid_t pid)
 	return false;
 }
 
+/* Python events the BPF side could not send, of one process or of several. */
+static uint64_t py_dropped(const struct recording *rc)
+{
+	struct proctree_stats ts;
+	struct pyframe_stats st;
+
+	if (rc->tree) {
+		proctree__stats(rc->tree, &ts);
+		return ts.dropped;
+	}
+	pyframe__stats(rc->pf, &st);
+	return st.dropped;
+}
+
 /* Ends an unfinished status line, so that what comes next starts a line of its own. */
 static void end_status(struct recording *rc)
 {
@@ -472,19 +606,17 @@ static void end_status(struct recording *rc)
  */
 static void live_status(struct recording *rc, uint64_t now, uint64_t *last_ts, uint64_t *last_ev)
 {
-	struct pyframe_stats st;
-
 	if (rc->o->quiet || !isatty(STDERR_FILENO) || now - *last_ts < 500000000ull)
 		return;
 	if (target_on_our_tty(rc->pid)) {
 		end_status(rc);
 		return;
 	}
-	pyframe__stats(rc->pf, &st);
-	fprintf(stderr, "\rrecording pid %d: %.1f s, %llu events (%.0f/s), %llu dropped\033[K",
-		rc->pid, (now - rc->start_ts) / 1e9, (unsigned long long)tracer__events(rc->tracer),
+	fprintf(stderr, "\rrecording pid %d%s: %.1f s, %llu events (%.0f/s), %llu dropped\033[K",
+		rc->pid, rc->tree ? " and others" : "", (now - rc->start_ts) / 1e9,
+		(unsigned long long)tracer__events(rc->tracer),
 		(tracer__events(rc->tracer) - *last_ev) * 1e9 / (double)(now - *last_ts),
-		(unsigned long long)st.dropped);
+		(unsigned long long)py_dropped(rc));
 	rc->status_shown = true;
 	*last_ts = now;
 	*last_ev = tracer__events(rc->tracer);
@@ -506,6 +638,9 @@ static int run_loop(struct recording *rc)
 		if (ret < 0)
 			return ret;
 		ret = cupti__poll(rc->cupti);
+		if (ret < 0)
+			return ret;
+		ret = rc->tree ? proctree__poll(rc->tree) : 0;
 		if (ret < 0)
 			return ret;
 		now = now_ns(CLOCK_MONOTONIC);
@@ -562,15 +697,38 @@ static void print_ops_summary(struct recording *rc)
 	}
 }
 
+static void tree_summary(struct recording *rc, uint64_t stop_ts)
+{
+	struct proctree_stats st;
+
+	proctree__stats(rc->tree, &st);
+	fprintf(stderr,
+		"ptrace-gpu: %s after %.2f s: %llu Python calls from %u processes (%u "
+		"interpreters; %llu events), %llu events lost; wrote %s\n",
+		rc->stop_reason, (stop_ts - rc->start_ts) / 1e9,
+		(unsigned long long)tracer__calls(rc->tracer), st.processes, st.interpreters,
+		(unsigned long long)tracer__events(rc->tracer), (unsigned long long)st.dropped,
+		rc->o->output);
+	if (st.not_python)
+		fprintf(stderr, "ptrace-gpu: %u of them ran no supported Python\n", st.not_python);
+	if (st.lost_procs || st.unrouted)
+		fprintf(stderr,
+			"ptrace-gpu: warning: %llu process events lost, %llu Python events of "
+			"processes whose interpreter was not found\n",
+			(unsigned long long)st.lost_procs, (unsigned long long)st.unrouted);
+}
+
 static int finish(struct recording *rc)
 {
 	uint64_t stop_ts = now_ns(CLOCK_MONOTONIC);
-	struct pyframe_stats st;
+	uint64_t dropped;
 	char buf[64];
 	int ret;
 
 	pyframe__detach(rc->pf);
-	libwatch__detach(rc->libs);
+	proctree__detach(rc->tree);
+	if (rc->libs)
+		libwatch__detach(rc->libs);
 	cudaprobe__detach(rc->cuda);
 	sched__detach(rc->sched);
 	torchops__detach(rc->ops);
@@ -596,23 +754,26 @@ static int finish(struct recording *rc)
 	}
 	if (ret || rc->o->quiet)
 		return ret;
-	pyframe__stats(rc->pf, &st);
-	fprintf(stderr,
-		"ptrace-gpu: %s after %.2f s: %llu Python calls from pid %d (%llu events), "
-		"%llu events lost; wrote %s\n",
-		rc->stop_reason, (stop_ts - rc->start_ts) / 1e9,
-		(unsigned long long)tracer__calls(rc->tracer), rc->pid,
-		(unsigned long long)tracer__events(rc->tracer), (unsigned long long)st.dropped,
-		rc->o->output);
+	dropped = py_dropped(rc);
+	if (rc->tree)
+		tree_summary(rc, stop_ts);
+	else
+		fprintf(stderr,
+			"ptrace-gpu: %s after %.2f s: %llu Python calls from pid %d (%llu events), "
+			"%llu events lost; wrote %s\n",
+			rc->stop_reason, (stop_ts - rc->start_ts) / 1e9,
+			(unsigned long long)tracer__calls(rc->tracer), rc->pid,
+			(unsigned long long)tracer__events(rc->tracer), (unsigned long long)dropped,
+			rc->o->output);
 	print_ops_summary(rc);
 	cudaprobe__summary(rc->cuda);
 	sched__summary(rc->sched);
 	cupti__summary(rc->cupti);
-	if (st.dropped)
+	if (dropped)
 		fprintf(stderr,
 			"ptrace-gpu: warning: %llu events were dropped (ring buffer full); "
 			"try a larger --ringbuf-mb\n",
-			(unsigned long long)st.dropped);
+			(unsigned long long)dropped);
 	return 0;
 }
 
@@ -652,7 +813,7 @@ int cmd_record(int argc, char **argv)
 	if (parse_opts(argc, argv, &o))
 		return 2;
 	install_signals();
-	ret = start(&rc);
+	ret = is_tree(&o) ? start_tree(&rc) : start(&rc);
 	if (!ret)
 		ret = run_loop(&rc);
 	end_status(&rc);
@@ -661,6 +822,7 @@ int cmd_record(int argc, char **argv)
 	else if (rc.tracer)
 		fprintf(stderr, "ptrace-gpu: record failed: %s\n", strerror(-ret));
 	pyframe__destroy(rc.pf);
+	proctree__destroy(rc.tree);
 	cudaprobe__destroy(rc.cuda);
 	cupti__free(rc.cupti);
 	sched__destroy(rc.sched);

@@ -11,6 +11,7 @@
 #include <bpf/libbpf.h>
 
 #include "ptrace_gpu/events.h"
+#include "elf_file.h"
 #include "procfs.h"
 #include "pycode.h"
 #include "pyframe.h"
@@ -20,6 +21,13 @@
 
 #define MAX_SITES 16
 
+/* What is read from one process: its memory, and the names of its code objects. */
+struct pyframe_proc {
+	pid_t pid;
+	int memfd;		 /* /proc/PID/mem, -1 if it cannot be opened */
+	struct u64map code_syms; /* code object address -> fingerprint << 32 | symbol */
+};
+
 struct pyframe {
 	struct pyframe_bpf *skel;
 	bool multi;		       /* the kernel has multi-uprobe links */
@@ -28,8 +36,12 @@ struct pyframe {
 	int nlinks;
 	struct py_interp py;
 	struct tracer *t;
-	int memfd;
-	struct u64map code_syms; /* code object address -> fingerprint << 32 | symbol */
+	bool shared; /* probes on the file for the processes of a traced set (pyframe__open_shared)
+		      */
+	struct pyframe_proc *procs;
+	size_t nprocs;
+	size_t last;		  /* index + 1 of the previous event's process */
+	struct pyframe_proc *cur; /* the process of the event being handled */
 	struct pyframe_stats st;
 };
 
@@ -53,16 +65,17 @@ static uint64_t code_key(uint64_t code, uint32_t fingerprint)
 }
 
 /* Symbol of a code object, read once per (address, fingerprint). */
-static uint32_t resolve_code(struct pyframe *pf, uint64_t code, uint32_t fingerprint)
+static uint32_t resolve_code(struct pyframe *pf, struct pyframe_proc *p, uint64_t code,
+			     uint32_t fingerprint)
 {
 	struct py_code_info ci;
 	uint64_t *cached;
 	uint32_t sym;
 
-	cached = u64map__get(&pf->code_syms, code_key(code, fingerprint));
+	cached = u64map__get(&p->code_syms, code_key(code, fingerprint));
 	if (cached && (uint32_t)(*cached >> 32) == fingerprint)
 		return (uint32_t)*cached;
-	if (code && py_read_code(pf->memfd, pf->py.info, code, &ci) == 0 &&
+	if (code && p->memfd >= 0 && py_read_code(p->memfd, pf->py.info, code, &ci) == 0 &&
 	    ci.fingerprint == fingerprint) {
 		sym = trace_writer__sym(tracer__writer(pf->t), PTG_SYM_PY_FUNC, ci.qualname, ci.filename,
 					ci.firstlineno);
@@ -74,13 +87,13 @@ static uint32_t resolve_code(struct pyframe *pf, uint64_t code, uint32_t fingerp
 		pf->st.unresolved++;
 	}
 	if (code)
-		u64map__put(&pf->code_syms, code_key(code, fingerprint),
+		u64map__put(&p->code_syms, code_key(code, fingerprint),
 			    (uint64_t)fingerprint << 32 | sym);
 	return sym;
 }
 
 /* Names the BPF side read at the first sight of a code object. */
-static int learn_code(struct pyframe *pf, const struct ptg_code_event *c)
+static int learn_code(struct pyframe *pf, struct pyframe_proc *p, const struct ptg_code_event *c)
 {
 	char name[PTG_CODE_NAME_BYTES * 3 + 1], file[PTG_CODE_FILE_BYTES * 3 + 1];
 	uint32_t sym;
@@ -91,7 +104,7 @@ static int learn_code(struct pyframe *pf, const struct ptg_code_event *c)
 	py_decode_chars(c->file, c->file_width, c->file_chars, file, sizeof(file));
 	sym = trace_writer__sym(tracer__writer(pf->t), PTG_SYM_PY_FUNC, name, file,
 				(uint32_t)c->hdr.b);
-	return u64map__put(&pf->code_syms, code_key(c->hdr.a, c->hdr.aux),
+	return u64map__put(&p->code_syms, code_key(c->hdr.a, c->hdr.aux),
 			   (uint64_t)c->hdr.aux << 32 | sym);
 }
 
@@ -103,7 +116,8 @@ static int push(struct pyframe *pf, struct tracer_thread *th, uint64_t frame, ui
 		.local0 = local0,
 	};
 
-	return tracer__push(pf->t, th, &slot, resolve_code(pf, code, fingerprint), flags, ts);
+	return tracer__push(pf->t, th, &slot, resolve_code(pf, pf->cur, code, fingerprint), flags,
+			    ts);
 }
 
 /*
@@ -144,7 +158,7 @@ static uint32_t python_above(const struct tracer_thread *th, uint32_t from)
  */
 static int push_hidden(struct pyframe *pf, struct tracer_thread *th, uint64_t frame)
 {
-	struct tracer_slot slot = { .key = frame, .kind = TRACER_SLOT_HIDDEN };
+	struct tracer_slot slot = {.key = frame, .kind = TRACER_SLOT_HIDDEN};
 
 	pf->st.hidden++;
 	return tracer__push(pf->t, th, &slot, 0, 0, 0);
@@ -227,9 +241,14 @@ static int apply_snapshot(struct pyframe *pf, struct tracer_thread *th,
 {
 	uint32_t n = s->hdr.a < PTG_MAX_SNAPSHOT_DEPTH ? (uint32_t)s->hdr.a : PTG_MAX_SNAPSHOT_DEPTH;
 	bool first = s->hdr.aux == PTG_SNAP_FIRST;
+	uint64_t born = tracer__proc_born(pf->t, s->hdr.pid);
 	uint64_t ts = first ? tracer__start_ts(pf->t) : s->hdr.ts;
 	uint32_t common = 0, py = 0;
 	int err;
+
+	/* a process forked while recording: its frames were open from its start */
+	if (first && born > ts)
+		ts = born;
 
 	/* compare the Python frames only: ops in between stay if their frames do */
 	while (common < th->depth && py < n) {
@@ -254,14 +273,68 @@ static int apply_snapshot(struct pyframe *pf, struct tracer_thread *th,
 	return err;
 }
 
-static int handle_event(struct tracer *tr, void *ctx, const struct ptg_event *e, size_t size)
+static struct pyframe_proc *new_proc(struct pyframe *pf, pid_t pid)
 {
-	struct pyframe *pf = ctx;
+	struct pyframe_proc *n, *p;
+	char path[64];
+
+	n = realloc(pf->procs, (pf->nprocs + 1) * sizeof(*n));
+	if (!n)
+		return NULL;
+	pf->procs = n;
+	p = &pf->procs[pf->nprocs++];
+	memset(p, 0, sizeof(*p));
+	p->pid = pid;
+	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
+	/* names come with the events (PY_CODE); the memory is only read for the rest */
+	p->memfd = open(path, O_RDONLY | O_CLOEXEC);
+	return p;
+}
+
+/* The state of process pid, made at its first event. */
+static struct pyframe_proc *proc_of(struct pyframe *pf, pid_t pid)
+{
+	if (pf->last && pf->procs[pf->last - 1].pid == pid)
+		return &pf->procs[pf->last - 1];
+	for (size_t i = 0; i < pf->nprocs; i++) {
+		if (pf->procs[i].pid == pid) {
+			pf->last = i + 1;
+			return &pf->procs[i];
+		}
+	}
+	if (!new_proc(pf, pid))
+		return NULL;
+	pf->last = pf->nprocs;
+	return &pf->procs[pf->nprocs - 1];
+}
+
+static void free_proc(struct pyframe_proc *p)
+{
+	if (p->memfd >= 0)
+		close(p->memfd);
+	u64map__free(&p->code_syms);
+}
+
+void pyframe__forget(struct pyframe *pf, pid_t pid)
+{
+	for (size_t i = 0; pf && i < pf->nprocs; i++) {
+		if (pf->procs[i].pid != pid)
+			continue;
+		free_proc(&pf->procs[i]);
+		pf->procs[i] = pf->procs[--pf->nprocs];
+		pf->last = 0;
+		return;
+	}
+}
+
+int pyframe__handle(struct pyframe *pf, const struct ptg_event *e, size_t size)
+{
 	struct tracer_thread *t;
 	int err = 0;
 
-	t = tracer__thread(tr, e->pid, e->tid, e->ts);
-	if (!t)
+	pf->cur = proc_of(pf, (pid_t)e->pid);
+	t = tracer__thread(pf->t, e->pid, e->tid, e->ts);
+	if (!t || !pf->cur)
 		return -ENOMEM;
 	switch (e->kind) {
 	case PTG_EV_PY_STACK:
@@ -270,7 +343,7 @@ static int handle_event(struct tracer *tr, void *ctx, const struct ptg_event *e,
 		break;
 	case PTG_EV_PY_CODE:
 		if (size >= sizeof(struct ptg_code_event))
-			err = learn_code(pf, (const struct ptg_code_event *)e);
+			err = learn_code(pf, pf->cur, (const struct ptg_code_event *)e);
 		break;
 	case PTG_EV_PY_START:
 		err = enter(pf, t, e, PTG_F_ENTER_CALL);
@@ -291,11 +364,16 @@ static int handle_event(struct tracer *tr, void *ctx, const struct ptg_event *e,
 	return err;
 }
 
-static int write_losses(struct tracer *t, void *ctx)
+static int handle_event(struct tracer *tr, void *ctx, const struct ptg_event *e, size_t size)
 {
-	struct pyframe *pf = ctx;
+	(void)tr;
+	return pyframe__handle(ctx, e, size);
+}
+
+int pyframe__write_losses(struct pyframe *pf)
+{
 	const struct pyframe_bpf__bss *bss = pf->skel->bss;
-	struct trace_writer *w = tracer__writer(t);
+	struct trace_writer *w = tracer__writer(pf->t);
 	int err = 0;
 
 	for (int cpu = 0; !err && cpu < PTG_MAX_CPUS; cpu++) {
@@ -313,25 +391,38 @@ static int write_losses(struct tracer *t, void *ctx)
 	return err;
 }
 
-int pyframe__open(const struct py_interp *py, struct tracer *t, struct pyframe **out)
+static int write_losses(struct tracer *t, void *ctx)
+{
+	(void)t;
+	return pyframe__write_losses(ctx);
+}
+
+static int open_common(const struct py_interp *py, struct tracer *t, int traced_fd,
+		       struct pyframe **out)
 {
 	struct pyframe *pf;
-	char path[64];
 	int err;
 
 	pf = calloc(1, sizeof(*pf));
 	if (!pf)
 		return -ENOMEM;
-	pf->memfd = -1;
 	pf->link_fds[0] = pf->link_fds[1] = -1;
 	pf->py = *py;
 	pf->t = t;
-	snprintf(path, sizeof(path), "/proc/%d/mem", py->pid);
-	pf->memfd = open(path, O_RDONLY | O_CLOEXEC);
-	if (pf->memfd < 0) {
-		err = -errno;
-		fprintf(stderr, "pyframe: cannot open %s: %s\n", path, strerror(errno));
-		goto cleanup;
+	pf->shared = traced_fd >= 0;
+	if (!pf->shared) {
+		struct pyframe_proc *p = new_proc(pf, py->pid);
+
+		if (!p) {
+			err = -ENOMEM;
+			goto cleanup;
+		}
+		if (p->memfd < 0) {
+			err = -errno;
+			fprintf(stderr, "pyframe: cannot open /proc/%d/mem: %s\n", py->pid,
+				strerror(errno));
+			goto cleanup;
+		}
 	}
 	pf->skel = pyframe_bpf__open();
 	if (!pf->skel) {
@@ -357,20 +448,67 @@ int pyframe__open(const struct py_interp *py, struct tracer *t, struct pyframe *
 		bpf_program__set_expected_attach_type(pf->skel->progs.py_eval_ret,
 						      PTG_BPF_TRACE_UPROBE_MULTI);
 	}
+	pf->skel->rodata->filter_tgids = pf->shared;
 	err = bpf_map__reuse_fd(pf->skel->maps.events, tracer__ringbuf_fd(t));
+	if (!err && pf->shared)
+		err = bpf_map__reuse_fd(pf->skel->maps.traced, traced_fd);
 	if (!err)
 		err = pyframe_bpf__load(pf->skel);
 	if (err) {
 		fprintf(stderr, "pyframe: cannot load BPF programs: %s\n", strerror(-err));
 		goto cleanup;
 	}
-	err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, handle_event, write_losses, pf);
-	if (err)
-		goto cleanup;
 	*out = pf;
 	return 0;
 cleanup:
 	pyframe__destroy(pf);
+	return err;
+}
+
+int pyframe__open(const struct py_interp *py, struct tracer *t, struct pyframe **out)
+{
+	int err = open_common(py, t, -1, out);
+
+	if (err)
+		return err;
+	err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, handle_event, write_losses, *out);
+	if (err) {
+		pyframe__destroy(*out);
+		*out = NULL;
+	}
+	return err;
+}
+
+int pyframe__open_shared(const struct py_interp *py, struct tracer *t, int traced_fd,
+			 struct pyframe **out)
+{
+	return open_common(py, t, traced_fd, out);
+}
+
+const struct py_interp *pyframe__interp(const struct pyframe *pf)
+{
+	return &pf->py;
+}
+
+/*
+ * With probes on the file (shared), each cookie also says where _PyRuntime
+ * is from the site (PTG_PY_COOKIE): link-time addresses, so the same for
+ * every process that maps the file.
+ */
+static int add_deltas(const struct py_interp *py, const uint64_t *offs, uint64_t *cookies, int n)
+{
+	uint64_t runtime = py->runtime_addr - py->bias, vmo;
+	struct elf_file *ef;
+	int err;
+
+	err = elf_file__open(py->attach_path, &ef);
+	if (err)
+		return err;
+	for (int i = 0; !err && i < n; i++) {
+		err = elf_file__segment_bias(ef, offs[i], &vmo);
+		cookies[i] = PTG_PY_COOKIE(cookies[i], (int64_t)(runtime - (offs[i] + vmo)));
+	}
+	elf_file__close(ef);
 	return err;
 }
 
@@ -404,26 +542,29 @@ static int attach_one(struct pyframe *pf, struct bpf_program *prog, bool ret, ui
 
 	if (pf->nlinks == MAX_SITES)
 		return -E2BIG;
-	link = bpf_program__attach_uprobe_opts(prog, pf->py.pid, pf->py.attach_path, off, &opts);
+	link = bpf_program__attach_uprobe_opts(prog, pf->shared ? -1 : pf->py.pid,
+					       pf->py.attach_path, off, &opts);
 	if (!link)
 		return -errno;
 	pf->links[pf->nlinks++] = link;
 	return 0;
 }
 
-static int attach_multi(struct pyframe *pf, const uint64_t *offs, const uint64_t *cookies, int n)
+static int attach_multi(struct pyframe *pf, const uint64_t *offs, const uint64_t *cookies, int n,
+			uint64_t eval_cookie)
 {
 	struct pyframe_bpf *s = pf->skel;
 	const char *path = pf->py.attach_path;
+	pid_t pid = pf->shared ? 0 : pf->py.pid;
 	int fd;
 
 	fd = uprobe_multi_attach(bpf_program__fd(s->progs.py_probe), path, offs, cookies,
-				 (uint32_t)n, false, pf->py.pid);
+				 (uint32_t)n, false, pid);
 	if (fd < 0)
 		return fd;
 	pf->link_fds[0] = fd;
 	fd = uprobe_multi_attach(bpf_program__fd(s->progs.py_eval_ret), path, &pf->py.eval_off,
-				 NULL, 1, true, pf->py.pid);
+				 &eval_cookie, 1, true, pid);
 	if (fd < 0)
 		return fd;
 	pf->link_fds[1] = fd;
@@ -432,21 +573,35 @@ static int attach_multi(struct pyframe *pf, const uint64_t *offs, const uint64_t
 
 int pyframe__attach(struct pyframe *pf)
 {
-	uint64_t offs[MAX_SITES], cookies[MAX_SITES];
+	uint64_t offs[MAX_SITES + 1], cookies[MAX_SITES + 1];
 	int n = probe_sites(&pf->py, offs, cookies), err = 0;
 
-	if (pf->multi) {
-		err = attach_multi(pf, offs, cookies, n);
+	/* the eval loop's return probe last, with a cookie of its own */
+	offs[n] = pf->py.eval_off;
+	cookies[n] = 0;
+	if (pf->shared)
+		err = add_deltas(&pf->py, offs, cookies, n + 1);
+	if (err) {
+		/* cannot be: the interpreter's finder read these sites from the same file */
+	} else if (pf->multi) {
+		err = attach_multi(pf, offs, cookies, n, cookies[n]);
 	} else {
 		for (int i = 0; !err && i < n; i++)
 			err = attach_one(pf, pf->skel->progs.py_probe, false, offs[i], cookies[i]);
-		/* C code calls the eval loop, no C++ exception unwinds through it: a uretprobe is safe */
+		/* C code calls the eval loop, no C++ exception unwinds through it: a uretprobe is
+		 * safe */
 		if (!err)
-			err = attach_one(pf, pf->skel->progs.py_eval_ret, true, pf->py.eval_off, 0);
+			err =
+			    attach_one(pf, pf->skel->progs.py_eval_ret, true, offs[n], cookies[n]);
 	}
 	if (!err) {
 		pf->skel->links.py_thread_exit = bpf_program__attach(pf->skel->progs.py_thread_exit);
 		if (!pf->skel->links.py_thread_exit)
+			err = -errno;
+	}
+	if (!err) {
+		pf->skel->links.py_exec = bpf_program__attach(pf->skel->progs.py_exec);
+		if (!pf->skel->links.py_exec)
 			err = -errno;
 	}
 	if (err)
@@ -457,6 +612,8 @@ int pyframe__attach(struct pyframe *pf)
 
 void pyframe__detach(struct pyframe *pf)
 {
+	if (!pf)
+		return;
 	for (int i = 0; i < 2; i++) {
 		if (pf->link_fds[i] >= 0)
 			close(pf->link_fds[i]);
@@ -465,8 +622,12 @@ void pyframe__detach(struct pyframe *pf)
 	for (int i = 0; i < pf->nlinks; i++)
 		bpf_link__destroy(pf->links[i]);
 	pf->nlinks = 0;
+	if (!pf->skel)
+		return;
 	bpf_link__destroy(pf->skel->links.py_thread_exit);
 	pf->skel->links.py_thread_exit = NULL;
+	bpf_link__destroy(pf->skel->links.py_exec);
+	pf->skel->links.py_exec = NULL;
 }
 
 void pyframe__stats(const struct pyframe *pf, struct pyframe_stats *st)
@@ -486,8 +647,8 @@ void pyframe__destroy(struct pyframe *pf)
 		return;
 	pyframe__detach(pf);
 	pyframe_bpf__destroy(pf->skel);
-	if (pf->memfd >= 0)
-		close(pf->memfd);
-	u64map__free(&pf->code_syms);
+	for (size_t i = 0; i < pf->nprocs; i++)
+		free_proc(&pf->procs[i]);
+	free(pf->procs);
 	free(pf);
 }

@@ -1,0 +1,180 @@
+"""record of several processes: -p A,B,C and --children (forks and execs followed
+live), each process's calls counted exactly against its known call plan."""
+import collections
+import os
+import subprocess
+import tempfile
+import unittest
+
+import ptg
+
+TREE = os.path.join(ptg.WORKLOADS, "tree.py")
+# tests/workloads/tree.py: the new calls of each process, by its role
+PLAN = {
+    "parent": {"leaf_parent": 300, "fib": 465},
+    "child": {"child": 1, "leaf_child": 200},
+    "grand": {"grandchild": 1, "leaf_grand": 100},
+    "exec": {"leaf_exec": 150},
+}
+PLANNED = {name for plan in PLAN.values() for name in plan}
+
+
+def roles(stdout):
+    """{pid: role} from the "ROLE PID" lines the workload's processes print."""
+    out = {}
+    for line in stdout.splitlines():
+        role, _, pid = line.partition(" ")
+        if role in PLAN:
+            out[int(pid)] = role
+    return out
+
+
+def new_calls(trace, suffix):
+    """{pid: Counter(name)}: the calls each process made (not resumptions, not
+    frames it had from its parent at fork) of functions of files ending in suffix."""
+    tid_pid = {r.tid: r.pid for r in trace.records}
+    got = collections.defaultdict(collections.Counter)
+    for tid, name, file, _, _, _, eflags, _, _ in trace.calls():
+        if file.endswith(suffix) and not eflags & (ptg.ENTER_RESUME | ptg.ENTER_PREEXISTING):
+            got[tid_pid[tid]][name] += 1
+    return got
+
+
+class Tree(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def assert_plan(self, trace, pids):
+        self.assertEqual(sorted(pids.values()), sorted(PLAN), "every process said who it is")
+        self.assertEqual(trace.losses, [], "events were lost")
+        got = new_calls(trace, "tree.py")
+        for pid, role in pids.items():
+            planned = {k: v for k, v in got[pid].items() if k in PLANNED}
+            self.assertEqual(planned, PLAN[role], f"pid {pid} ({role})")
+        self.assertEqual(set(got) - set(pids), set(), "calls of processes not in the tree")
+
+    def check_children_of_attached(self, python):
+        """-p PID --children: two forks, a grandchild and a fork that execs the
+        interpreter again, all started after the attach."""
+        out = os.path.join(self.tmp.name, "tree.ptg")
+        w = ptg.Workload(python, "tree.py")
+        try:
+            rec = ptg.Recorder(["-p", str(w.pid), "--children"], out)
+            w.go()
+            stdout = w.finish()
+            self.assertIn("done", stdout)
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+        finally:
+            w.kill()
+        self.assertIn("from 4 processes", rec.stderr)
+        trace = ptg.Trace(out)
+        self.assertEqual(trace.meta["stop.reason"], "target exited")
+        self.assertEqual(trace.meta["children"], "1")
+        self.assert_plan(trace, roles(stdout))
+
+    def check_children_of_command(self, python):
+        """record --children -- CMD: the same tree, from the command's first call."""
+        out = os.path.join(self.tmp.name, "cmd.ptg")
+        res = ptg.run(["record", "--children", "-o", out, "--", *python.argv(python.path(TREE))])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        trace = ptg.Trace(out)
+        pids = roles(res.stdout)
+        self.assert_plan(trace, pids)
+        parent = [p for p, r in pids.items() if r == "parent"][0]
+        self.assertEqual(new_calls(trace, "tree.py")[parent]["main"], 1)
+
+    def check_without_children_only_the_root(self, python):
+        """-p PID alone keeps to that process, its forks are not recorded."""
+        out = os.path.join(self.tmp.name, "root.ptg")
+        w = ptg.Workload(python, "tree.py")
+        try:
+            rec = ptg.Recorder(["-p", str(w.pid)], out)
+            w.go()
+            stdout = w.finish()
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+        finally:
+            w.kill()
+        pids = roles(stdout)
+        got = new_calls(ptg.Trace(out), "tree.py")
+        parent = [p for p, r in pids.items() if r == "parent"][0]
+        self.assertEqual(list(got), [parent])
+        self.assertEqual({k: v for k, v in got[parent].items() if k in PLANNED},
+                         PLAN["parent"])
+
+
+ptg.per_interpreter(Tree)
+
+
+@ptg.once
+class PidList(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_two_interpreters(self):
+        """-p A,B of two different interpreters: one pyframe each, exact counts each."""
+        pythons = [ptg.Python("debian-3.11"), ptg.Python("pyenv-3.12")]
+        missing = [f"{p}: {p.missing}" for p in pythons if p.missing]
+        if missing:
+            self.skipTest("; ".join(missing))
+        out = os.path.join(self.tmp.name, "two.ptg")
+        ws = [ptg.Workload(p, "fib.py") for p in pythons]
+        try:
+            rec = ptg.Recorder(["-p", ",".join(str(w.pid) for w in ws)], out)
+            for w in ws:
+                w.go()
+            for w in ws:
+                self.assertIn("done", w.finish())
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+        finally:
+            for w in ws:
+                w.kill()
+        self.assertIn("from 2 processes (2 interpreters", rec.stderr)
+        trace = ptg.Trace(out)
+        self.assertEqual(trace.losses, [])
+        self.assertEqual(trace.meta["pids"], ",".join(str(w.pid) for w in ws))
+        got = new_calls(trace, "fib.py")
+        self.assertEqual(sorted(got), sorted(w.pid for w in ws))
+        for w in ws:
+            self.assertEqual(got[w.pid]["f"], 5919, f"pid {w.pid}")
+            self.assertEqual(got[w.pid]["main"], 1, f"pid {w.pid}")
+
+    def test_vanished_pid(self):
+        """A pid of the list that is gone: one line naming it, exit 1, no trace."""
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        w = ptg.Workload(ptg.Python(ptg.ONCE), "fib.py")
+        out = os.path.join(self.tmp.name, "gone.ptg")
+        try:
+            res = ptg.run(["record", "-p", f"{w.pid},{gone.pid}", "-o", out])
+        finally:
+            w.kill()
+        self.assertEqual(res.returncode, 1, res.stderr)
+        errors = [line for line in res.stderr.splitlines() if "note:" not in line]
+        self.assertEqual(errors, [f"ptrace-gpu: no such process: {gone.pid}"])
+        self.assertFalse(os.path.exists(out))
+
+    def test_bad_lists(self):
+        for arg in ["1,,2", "1,", ",1", "1,x", "1,0", "1,4294967297"]:
+            res = ptg.run(["record", "-p", arg, "-o", os.path.join(self.tmp.name, "x")])
+            self.assertEqual(res.returncode, 2, arg)
+            self.assertEqual(res.stderr, f"ptrace-gpu: record: bad PID '{arg}'\n")
+
+    def test_same_pid_twice(self):
+        w = ptg.Workload(ptg.Python(ptg.ONCE), "fib.py")
+        try:
+            res = ptg.run(["record", "-p", f"{w.pid},{w.pid}",
+                           "-o", os.path.join(self.tmp.name, "x")])
+        finally:
+            w.kill()
+        self.assertEqual(res.returncode, 1)
+        self.assertIn(f"ptrace-gpu: pid {w.pid} is given twice\n", res.stderr)
+
+
+if __name__ == "__main__":
+    ptg.main()

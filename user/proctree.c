@@ -1,0 +1,454 @@
+// SPDX-License-Identifier: MIT
+/* A set of recorded processes that follows forks and execs; routes Python events by pid. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "clock.h"
+#include "procfs.h"
+#include "proctree.h"
+#include "proctree.skel.h"
+
+/* The most processes recorded at once: a fork past it is counted, not recorded. */
+#define PROCTREE_MAX 4096
+/*
+ * How long after an exec the new program may take to map a supported
+ * interpreter (ld.so maps a shared libpython within milliseconds) before it
+ * is taken for another program: a shell, a launcher. It stays in the set,
+ * so that the processes it starts are recorded.
+ */
+#define EXEC_WAIT_NS 2000000000ull
+
+struct tree_interp {
+	struct pyframe *pf;
+	dev_t dev;
+	ino_t ino;
+};
+
+struct tree_proc {
+	pid_t pid;
+	int pidfd;	  /* processes given with -p: says when it ends; -1 for the others */
+	uint32_t interp;  /* index + 1 in interps; 0: not known (yet) */
+	uint64_t exec_ts; /* it exec()'d then, and its new interpreter is looked for; 0: not */
+	bool exited;
+	bool not_python;
+};
+
+struct proctree {
+	struct tracer *t;
+	struct proctree_bpf *skel;
+	int set_fd;
+	bool children;
+	bool quiet;
+	bool attached;
+	struct tree_interp *interps;
+	size_t ninterps;
+	struct tree_proc *procs;
+	size_t nprocs;
+	struct py_interp *roots_py; /* interpreters of the processes added before loading */
+	struct py_interp first_py;
+	uint64_t unrouted;
+};
+
+static struct tree_proc *find_proc(struct proctree *pt, pid_t pid)
+{
+	/* newest first: a pid given back and taken again is the newest entry */
+	for (size_t i = pt->nprocs; i > 0; i--) {
+		if (pt->procs[i - 1].pid == pid)
+			return &pt->procs[i - 1];
+	}
+	return NULL;
+}
+
+static struct tree_proc *new_proc(struct proctree *pt, pid_t pid, int pidfd)
+{
+	struct tree_proc *n;
+
+	n = realloc(pt->procs, (pt->nprocs + 1) * sizeof(*n));
+	if (!n)
+		return NULL;
+	pt->procs = n;
+	n = &pt->procs[pt->nprocs++];
+	*n = (struct tree_proc){.pid = pid, .pidfd = pidfd};
+	return n;
+}
+
+/* The pyframe of py's interpreter file: one per file, made and attached at its first process. */
+static int interp_for(struct proctree *pt, const struct py_interp *py, uint32_t *idx)
+{
+	struct tree_interp *n;
+	struct stat st;
+	int err;
+
+	if (stat(py->attach_path, &st))
+		return -errno;
+	for (size_t i = 0; i < pt->ninterps; i++) {
+		if (pt->interps[i].dev == st.st_dev && pt->interps[i].ino == st.st_ino) {
+			*idx = (uint32_t)i + 1;
+			return 0;
+		}
+	}
+	n = realloc(pt->interps, (pt->ninterps + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	pt->interps = n;
+	n = &pt->interps[pt->ninterps];
+	*n = (struct tree_interp){.dev = st.st_dev, .ino = st.st_ino};
+	err = pyframe__open_shared(py, pt->t, pt->set_fd, &n->pf);
+	if (!err && pt->attached)
+		err = pyframe__attach(n->pf);
+	if (err) {
+		pyframe__destroy(n->pf);
+		return err;
+	}
+	pt->ninterps++;
+	*idx = (uint32_t)pt->ninterps;
+	return 0;
+}
+
+/* Looks for the interpreter of a process met while recording (a fork, an exec). */
+static void resolve(struct proctree *pt, struct tree_proc *p, uint64_t now)
+{
+	struct py_interp py;
+	char err[512];
+	pid_t pid = p->pid;
+	int ret;
+
+	ret = py_interp__find(pid, &py, err, sizeof(err));
+	/* the interpreter's pyframe may be new: p may move with pt->procs, it does not */
+	if (!ret)
+		ret = interp_for(pt, &py, &p->interp);
+	if (!ret) {
+		p->exec_ts = 0;
+		if (!pt->quiet)
+			fprintf(stderr, "ptrace-gpu: recording pid %d too (Python %s, %s)\n", pid,
+				py.version, py.path);
+		if (!pt->quiet && py.warning[0])
+			fprintf(stderr, "ptrace-gpu: warning: pid %d: %s\n", pid, py.warning);
+		return;
+	}
+	if (ret == -ESRCH) {
+		p->exited = true;
+	} else if (!p->exec_ts || now - p->exec_ts > EXEC_WAIT_NS) {
+		p->not_python = true;
+		p->exec_ts = 0;
+	}
+}
+
+static int route_py(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
+{
+	struct proctree *pt = ctx;
+	struct tree_proc *p = find_proc(pt, (pid_t)e->pid);
+
+	(void)t;
+	/* a member whose fork event was lost (ring buffer full): learnt now */
+	if (!p && !(p = new_proc(pt, (pid_t)e->pid, -1)))
+		return -ENOMEM;
+	if (!p->interp && !p->not_python && !p->exited)
+		resolve(pt, p, e->ts);
+	if (!p->interp) {
+		pt->unrouted++;
+		return 0;
+	}
+	return pyframe__handle(pt->interps[p->interp - 1].pf, e, size);
+}
+
+/* What ran in the process until now is over: its open frames end, its names go. */
+static int end_program(struct proctree *pt, struct tree_proc *p, uint64_t ts)
+{
+	int err = tracer__end_process(pt->t, (uint32_t)p->pid, ts, PTG_F_EXIT_STOP);
+
+	if (p->interp)
+		pyframe__forget(pt->interps[p->interp - 1].pf, p->pid);
+	p->interp = 0;
+	return err;
+}
+
+static int on_proc(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
+{
+	struct proctree *pt = ctx;
+	struct tree_proc *p, *parent;
+	uint32_t interp;
+
+	(void)size;
+	switch (e->kind) {
+	case PTG_EV_PROC_FORK:
+		parent = find_proc(pt, (pid_t)e->a);
+		interp = parent && !parent->exited ? parent->interp : 0;
+		/* a forked child maps what its parent did: the same interpreter */
+		p = new_proc(pt, (pid_t)e->pid, -1);
+		if (!p)
+			return -ENOMEM;
+		p->interp = interp;
+		return tracer__set_proc_born(t, e->pid, e->ts);
+	case PTG_EV_PROC_EXEC:
+		p = find_proc(pt, (pid_t)e->pid) ?: new_proc(pt, (pid_t)e->pid, -1);
+		if (!p)
+			return -ENOMEM;
+		p->not_python = false;
+		p->exec_ts = e->ts;
+		return end_program(pt, p, e->ts);
+	case PTG_EV_PROC_EXIT:
+		p = find_proc(pt, (pid_t)e->pid);
+		if (!p)
+			return 0;
+		p->exited = true;
+		p->exec_ts = 0;
+		return end_program(pt, p, e->ts);
+	}
+	return 0;
+}
+
+static int write_losses(struct tracer *t, void *ctx)
+{
+	struct proctree *pt = ctx;
+	struct trace_writer *w = tracer__writer(t);
+	const struct proctree_bpf__bss *bss = pt->skel->bss;
+	int err = 0;
+
+	for (size_t i = 0; !err && i < pt->ninterps; i++)
+		err = pyframe__write_losses(pt->interps[i].pf);
+	if (!err && bss->lost_events)
+		err = trace_writer__loss(w, "proc_events", UINT32_MAX, bss->lost_events);
+	if (!err && bss->lost_full)
+		err = trace_writer__loss(w, "proc_set_full", UINT32_MAX, bss->lost_full);
+	if (!err && pt->unrouted)
+		err = trace_writer__loss(w, "py_unrouted", UINT32_MAX, pt->unrouted);
+	return err;
+}
+
+int proctree__new(bool children, bool quiet, struct proctree **out)
+{
+	struct proctree *pt = calloc(1, sizeof(*pt));
+
+	if (!pt)
+		return -ENOMEM;
+	pt->set_fd = -1;
+	pt->children = children;
+	pt->quiet = quiet;
+	*out = pt;
+	return 0;
+}
+
+int proctree__load(struct proctree *pt, struct tracer *t)
+{
+	int err;
+
+	pt->t = t;
+	pt->set_fd = bpf_map_create(BPF_MAP_TYPE_HASH, "ptg_procs", sizeof(__u32), sizeof(__u8),
+				    PROCTREE_MAX, NULL);
+	if (pt->set_fd < 0) {
+		err = -errno;
+		goto fail;
+	}
+	pt->skel = proctree_bpf__open();
+	if (!pt->skel) {
+		err = -errno;
+		goto fail;
+	}
+	err = bpf_map__reuse_fd(pt->skel->maps.events, tracer__ringbuf_fd(t));
+	err = err ?: bpf_map__reuse_fd(pt->skel->maps.traced, pt->set_fd);
+	err = err ?: proctree_bpf__load(pt->skel);
+	err = err ?: tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, route_py, write_losses, pt);
+	err = err ?: tracer__on(t, PTG_EV_PROC_FORK, PTG_EV_PROC_EXIT, on_proc, NULL, pt);
+	if (err)
+		goto fail;
+	/* one pyframe per interpreter file, whichever process it was found in */
+	for (size_t i = 0; !err && i < pt->nprocs; i++) {
+		err = interp_for(pt, &pt->roots_py[i], &pt->procs[i].interp);
+		if (err)
+			fprintf(stderr, "ptrace-gpu: cannot probe %s: %s\n", pt->roots_py[i].path,
+				strerror(-err));
+	}
+	free(pt->roots_py);
+	pt->roots_py = NULL;
+	return err;
+fail:
+	fprintf(stderr, "proctree: cannot load the process-set programs: %s\n", strerror(-err));
+	return err;
+}
+
+int proctree__set_fd(const struct proctree *pt)
+{
+	return pt->set_fd;
+}
+
+/* Kept until proctree__load(): the processes are all checked before anything is loaded. */
+static int add_root(struct proctree *pt, pid_t pid, int pidfd, const struct py_interp *py)
+{
+	struct py_interp *n;
+
+	if (pt->t)
+		return -EBUSY;
+	n = realloc(pt->roots_py, (pt->nprocs + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	pt->roots_py = n;
+	if (!new_proc(pt, pid, pidfd))
+		return -ENOMEM;
+	n[pt->nprocs - 1] = *py;
+	if (pt->nprocs == 1)
+		pt->first_py = *py;
+	return 0;
+}
+
+int proctree__add(struct proctree *pt, pid_t pid, const struct py_interp *py)
+{
+	return add_root(pt, pid, -1, py);
+}
+
+int proctree__add_pid(struct proctree *pt, pid_t pid, char *err, size_t errlen)
+{
+	uint64_t st0 = 0, st1 = 0;
+	struct py_interp py;
+	int pidfd, ret;
+
+	if (find_proc(pt, pid)) {
+		snprintf(err, errlen, "pid %d is given twice", pid);
+		return -EINVAL;
+	}
+	/* the pidfd first: it is this process, and says when it exits, whoever gets its pid then */
+	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	proc_start_time(pid, &st0);
+	ret = py_interp__find(pid, &py, err, errlen);
+	/* and what was looked at is that process, not a successor with its pid */
+	if (!ret && (proc_start_time(pid, &st1) || st1 != st0)) {
+		snprintf(err, errlen, "pid %d exited", pid);
+		ret = -ESRCH;
+	}
+	if (!ret && py.warning[0])
+		fprintf(stderr, "ptrace-gpu: warning: pid %d: %s\n", pid, py.warning);
+	if (!ret)
+		ret = add_root(pt, pid, pidfd, &py);
+	if (ret && pidfd >= 0)
+		close(pidfd);
+	return ret;
+}
+
+pid_t proctree__first(const struct proctree *pt, const struct py_interp **py)
+{
+	*py = &pt->first_py;
+	return pt->nprocs ? pt->procs[0].pid : 0;
+}
+
+static int attach_prog(struct bpf_program *prog, struct bpf_link **link)
+{
+	*link = bpf_program__attach(prog);
+	return *link ? 0 : -errno;
+}
+
+int proctree__attach(struct proctree *pt)
+{
+	struct proctree_bpf *s = pt->skel;
+	__u8 one = 1;
+	int err;
+
+	/* the set follows forks before it has members: none is missed in between */
+	err = attach_prog(s->progs.tree_exit, &s->links.tree_exit);
+	err = err ?: attach_prog(s->progs.tree_exec, &s->links.tree_exec);
+	if (!err && pt->children)
+		err = attach_prog(s->progs.tree_fork, &s->links.tree_fork);
+	for (size_t i = 0; !err && i < pt->nprocs; i++) {
+		__u32 pid = (__u32)pt->procs[i].pid;
+
+		if (bpf_map_update_elem(pt->set_fd, &pid, &one, BPF_ANY))
+			err = -errno;
+	}
+	if (err)
+		fprintf(stderr, "proctree: cannot attach: %s\n", strerror(-err));
+	for (size_t i = 0; !err && i < pt->ninterps; i++)
+		err = pyframe__attach(pt->interps[i].pf);
+	if (err)
+		return err;
+	pt->attached = true;
+	for (size_t i = 0; !pt->quiet && i < pt->nprocs; i++) {
+		const struct py_interp *py =
+		    pyframe__interp(pt->interps[pt->procs[i].interp - 1].pf);
+
+		fprintf(stderr, "ptrace-gpu: recording pid %d (Python %s, %s)%s\n",
+			pt->procs[i].pid, py->version, py->path,
+			pt->children ? " and the processes it starts" : "");
+	}
+	return 0;
+}
+
+int proctree__poll(struct proctree *pt)
+{
+	uint64_t now = now_ns(CLOCK_MONOTONIC);
+
+	for (size_t i = 0; i < pt->nprocs; i++) {
+		struct tree_proc *p = &pt->procs[i];
+		struct pollfd pfd = {.fd = p->pidfd, .events = POLLIN};
+
+		if (p->pidfd >= 0 && !p->exited && poll(&pfd, 1, 0) == 1)
+			p->exited = true;
+		if (p->exec_ts && !p->interp && !p->exited && !p->not_python)
+			resolve(pt, p, now);
+	}
+	return 0;
+}
+
+uint32_t proctree__live(const struct proctree *pt)
+{
+	uint32_t n = 0;
+
+	for (size_t i = 0; i < pt->nprocs; i++)
+		n += !pt->procs[i].exited;
+	return n;
+}
+
+void proctree__detach(struct proctree *pt)
+{
+	if (!pt)
+		return;
+	for (size_t i = 0; i < pt->ninterps; i++)
+		pyframe__detach(pt->interps[i].pf);
+	if (pt->skel)
+		proctree_bpf__detach(pt->skel);
+}
+
+void proctree__stats(const struct proctree *pt, struct proctree_stats *st)
+{
+	const struct proctree_bpf__bss *bss = pt->skel->bss;
+	struct pyframe_stats ps;
+
+	memset(st, 0, sizeof(*st));
+	for (size_t i = 0; i < pt->ninterps; i++) {
+		pyframe__stats(pt->interps[i].pf, &ps);
+		st->dropped += ps.dropped;
+	}
+	st->processes = (uint32_t)pt->nprocs;
+	st->interpreters = (uint32_t)pt->ninterps;
+	for (size_t i = 0; i < pt->nprocs; i++)
+		st->not_python += pt->procs[i].not_python;
+	st->unrouted = pt->unrouted;
+	st->lost_procs = bss->lost_events + bss->lost_full;
+}
+
+void proctree__destroy(struct proctree *pt)
+{
+	if (!pt)
+		return;
+	proctree__detach(pt);
+	for (size_t i = 0; i < pt->ninterps; i++)
+		pyframe__destroy(pt->interps[i].pf);
+	free(pt->interps);
+	for (size_t i = 0; i < pt->nprocs; i++) {
+		if (pt->procs[i].pidfd >= 0)
+			close(pt->procs[i].pidfd);
+	}
+	free(pt->procs);
+	free(pt->roots_py);
+	proctree_bpf__destroy(pt->skel);
+	if (pt->set_fd >= 0)
+		close(pt->set_fd);
+	free(pt);
+}

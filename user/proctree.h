@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Recording several processes at once: record -p A,B,C and --children. The
+ * set of recorded processes is a BPF hash of tgids that the kernel itself
+ * grows at each fork of a member (bpf/proctree.bpf.c), so a child is in it
+ * before it first runs. The frame probes go on each interpreter file, once
+ * for every process that runs it (pyframe__open_shared), and pass only the
+ * members' events; those are routed here, by pid, to the pyframe of the
+ * interpreter the process runs. One pyframe per distinct interpreter file.
+ */
+#ifndef PTG_PROCTREE_H
+#define PTG_PROCTREE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "pyframe.h"
+#include "pyinterp.h"
+#include "tracer.h"
+
+struct proctree;
+
+struct proctree_stats {
+	uint64_t dropped;      /* Python events lost (pyframe_stats.dropped, all interpreters) */
+	uint32_t processes;    /* processes recorded, roots and children */
+	uint32_t interpreters; /* distinct interpreter files probed */
+	uint32_t not_python;   /* processes that ran no supported Python (shells, other programs) */
+	uint64_t unrouted;     /* Python events of a process whose interpreter was not found */
+	uint64_t lost_procs;   /* forks, execs, exits the BPF side could not send */
+};
+
+/* children: follow forks (--children); else only the processes added. */
+int proctree__new(bool children, bool quiet, struct proctree **out);
+/* After the processes are added: loads the BPF side and a pyframe per interpreter. */
+int proctree__load(struct proctree *pt, struct tracer *t);
+/* fd of the BPF hash of recorded tgids, for other probe objects to filter by (after load). */
+int proctree__set_fd(const struct proctree *pt);
+/*
+ * Adds running process pid: checks it as record -p does (exists, a
+ * supported Python, the same process throughout: pidfd and start time).
+ * Returns 0 or -errno with a one-line reason in err.
+ */
+int proctree__add_pid(struct proctree *pt, pid_t pid, char *err, size_t errlen);
+/* Adds a process whose interpreter is known already (record -- CMD, stopped by launch). */
+int proctree__add(struct proctree *pt, pid_t pid, const struct py_interp *py);
+/* The first process added and its interpreter, for the trace's metadata. */
+pid_t proctree__first(const struct proctree *pt, const struct py_interp **py);
+/* Attaches the fork/exec/exit programs, then the frame probes of each interpreter. */
+int proctree__attach(struct proctree *pt);
+/* Work between ring-buffer reads: interpreters of processes that exec()'d. */
+int proctree__poll(struct proctree *pt);
+/* Recorded processes still running. */
+uint32_t proctree__live(const struct proctree *pt);
+void proctree__detach(struct proctree *pt);
+void proctree__stats(const struct proctree *pt, struct proctree_stats *st);
+void proctree__destroy(struct proctree *pt);
+
+#endif /* PTG_PROCTREE_H */
