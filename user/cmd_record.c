@@ -42,6 +42,7 @@ struct record_opts {
 	pid_t pids[RECORD_MAX_PIDS]; /* -p A,B,C: pids[0] is pid */
 	int npids;
 	bool children; /* --children: the processes they start too */
+	bool per_process; /* --per-process: a trace of each, not one of all */
 	double duration;
 	const char *output;
 	unsigned int ringbuf_mb;
@@ -102,6 +103,10 @@ static void usage(FILE *f)
 		"      --children        also every process they start (fork, exec), from\n"
 		"                        its first call, as perf record --inherit and\n"
 		"                        strace -f do (alias --inherit); until all ended\n"
+		"      --per-process     one trace per process that ran Python instead:\n"
+		"                        FILE.rankR.ptg where RANK (or LOCAL_RANK) is in its\n"
+		"                        environment, with the rank in its metadata for\n"
+		"                        export; else FILE.pidP.ptg\n"
 		"  -o, --output FILE     trace file (default: ptrace-gpu.ptg): a new file, mode\n"
 		"                        0600, that replaces FILE once complete\n"
 		"  -d, --duration SECS   stop after SECS seconds (default: until Ctrl-C,\n"
@@ -162,7 +167,7 @@ bad:
 /* Several processes, or the ones they start: recorded through user/proctree.c. */
 static bool is_tree(const struct record_opts *o)
 {
-	return o->npids > 1 || o->children;
+	return o->npids > 1 || o->children || o->per_process;
 }
 
 static int parse_opts(int argc, char **argv, struct record_opts *o)
@@ -171,6 +176,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 	    {"pid", required_argument, NULL, 'p'},
 	    {"children", no_argument, NULL, 'I'},
 	    {"inherit", no_argument, NULL, 'I'},
+	    {"per-process", no_argument, NULL, 'E'},
 	    {"output", required_argument, NULL, 'o'},
 	    {"duration", required_argument, NULL, 'd'},
 	    {"ringbuf-mb", required_argument, NULL, 'R'},
@@ -203,6 +209,9 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 			break;
 		case 'I':
 			o->children = true;
+			break;
+		case 'E':
+			o->per_process = true;
 			break;
 		case 'o':
 			o->output = optarg;
@@ -277,7 +286,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 	}
 	if (is_tree(o) && (o->steps.max_steps || o->steps.schedule)) {
 		fprintf(stderr, "ptrace-gpu: record: --steps and --schedule take one process, "
-				"not several or --children\n");
+				"not several, --children or --per-process\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -335,7 +344,8 @@ static int write_meta(struct recording *rc)
 	err = err ?: trace_writer__meta(w, "start.realtime_ns", buf);
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rc->start_ts);
 	err = err ?: trace_writer__meta(w, "start.monotonic_ns", buf);
-	return err ?: write_dist_meta(rc);
+	/* a trace of several processes is of no one rank: --per-process writes each its own */
+	return err ?: (rc->tree ? 0 : write_dist_meta(rc));
 }
 
 static bool wants_steps(const struct record_opts *o)
@@ -506,8 +516,10 @@ static int start_tree(struct recording *rc)
 	}
 	rc->pid = proctree__first(rc->tree, &py);
 	rc->py = *py;
-	note_leftover(o->output);
-	ret = trace_writer__open(o->output, &rc->w);
+	/* --per-process: the traces are cut from this once every process is known */
+	snprintf(rc->tmp, sizeof(rc->tmp), "%s.recording", o->output);
+	note_leftover(o->per_process ? rc->tmp : o->output);
+	ret = trace_writer__open(o->per_process ? rc->tmp : o->output, &rc->w);
 	if (ret)
 		return ret;
 	trace_writer__keep_partial(rc->w);
@@ -747,6 +759,11 @@ static int finish(struct recording *rc)
 		return ret;
 	ret = trace_writer__close(rc->w);
 	rc->w = NULL;
+	if (!ret && rc->o->per_process) {
+		ret = proctree__split(rc->tree, rc->tmp, rc->o->output, rc->o->quiet);
+		unlink(rc->tmp);
+		ret = ret < 0 ? ret : 0;
+	}
 	if (!ret && wants_steps(rc->o)) {
 		ret = steps__write(rc->steps, rc->tmp, rc->o->output, stop_ts, rc->o->quiet);
 		unlink(rc->tmp);

@@ -40,6 +40,10 @@ struct tree_proc {
 	uint64_t exec_ts; /* it exec()'d then, and its new interpreter is looked for; 0: not */
 	bool exited;
 	bool not_python;
+	bool ran_python; /* had a supported interpreter at some point: gets a --per-process trace */
+	/* read while it runs, for its own trace (--per-process) */
+	char *cmdline;
+	char rank[24], world[24];
 };
 
 struct proctree {
@@ -66,6 +70,32 @@ static struct tree_proc *find_proc(struct proctree *pt, pid_t pid)
 			return &pt->procs[i - 1];
 	}
 	return NULL;
+}
+
+/* A number from the process's environment, or "": only digits go in a file name or a trace. */
+static void env_number(pid_t pid, const char *name, char *buf, size_t len)
+{
+	if (proc_environ_get(pid, name, buf, len) || strspn(buf, "0123456789") != strlen(buf))
+		buf[0] = '\0';
+}
+
+/*
+ * What names the process's own trace: its command line and its rank
+ * (torchrun and torch.distributed's env:// give RANK and WORLD_SIZE; a
+ * LOCAL_RANK alone names the file). Kept if the process is gone already.
+ */
+static void read_identity(struct tree_proc *p)
+{
+	char buf[4096];
+
+	if (proc_cmdline(p->pid, buf, sizeof(buf)))
+		return;
+	free(p->cmdline);
+	p->cmdline = strdup(buf);
+	env_number(p->pid, "RANK", p->rank, sizeof(p->rank));
+	if (!p->rank[0])
+		env_number(p->pid, "LOCAL_RANK", p->rank, sizeof(p->rank));
+	env_number(p->pid, "WORLD_SIZE", p->world, sizeof(p->world));
 }
 
 static struct tree_proc *new_proc(struct proctree *pt, pid_t pid, int pidfd)
@@ -128,6 +158,8 @@ static void resolve(struct proctree *pt, struct tree_proc *p, uint64_t now)
 		ret = interp_for(pt, &py, &p->interp);
 	if (!ret) {
 		p->exec_ts = 0;
+		p->ran_python = true;
+		read_identity(p);
 		if (!pt->quiet)
 			fprintf(stderr, "ptrace-gpu: recording pid %d too (Python %s, %s)\n", pid,
 				py.version, py.path);
@@ -188,6 +220,15 @@ static int on_proc(struct tracer *t, void *ctx, const struct ptg_event *e, size_
 		if (!p)
 			return -ENOMEM;
 		p->interp = interp;
+		p->ran_python = interp != 0;
+		/* the parent's, unless the child is gone already */
+		parent = find_proc(pt, (pid_t)e->a);
+		if (parent) {
+			p->cmdline = parent->cmdline ? strdup(parent->cmdline) : NULL;
+			memcpy(p->rank, parent->rank, sizeof(p->rank));
+			memcpy(p->world, parent->world, sizeof(p->world));
+		}
+		read_identity(p);
 		return tracer__set_proc_born(t, e->pid, e->ts);
 	case PTG_EV_PROC_EXEC:
 		p = find_proc(pt, (pid_t)e->pid) ?: new_proc(pt, (pid_t)e->pid, -1);
@@ -294,6 +335,8 @@ static int add_root(struct proctree *pt, pid_t pid, int pidfd, const struct py_i
 	pt->roots_py = n;
 	if (!new_proc(pt, pid, pidfd))
 		return -ENOMEM;
+	pt->procs[pt->nprocs - 1].ran_python = true;
+	read_identity(&pt->procs[pt->nprocs - 1]);
 	n[pt->nprocs - 1] = *py;
 	if (pt->nprocs == 1)
 		pt->first_py = *py;
@@ -396,6 +439,29 @@ int proctree__poll(struct proctree *pt)
 	return 0;
 }
 
+size_t proctree__nprocs(const struct proctree *pt)
+{
+	return pt->nprocs;
+}
+
+void proctree__proc(const struct proctree *pt, size_t i, struct proctree_proc *out)
+{
+	const struct tree_proc *p = &pt->procs[i];
+	/* the last interpreter it ran; after an exec into no Python, that of its first */
+	uint32_t interp = p->interp ?: (p->ran_python && pt->ninterps ? 1 : 0);
+	const struct py_interp *py = interp ? pyframe__interp(pt->interps[interp - 1].pf) : NULL;
+
+	*out = (struct proctree_proc){
+	    .pid = p->pid,
+	    .ran_python = p->ran_python,
+	    .cmdline = p->cmdline ?: "",
+	    .rank = p->rank,
+	    .world_size = p->world,
+	    .py_version = py ? py->version : "",
+	    .py_path = py ? py->path : "",
+	};
+}
+
 uint32_t proctree__live(const struct proctree *pt)
 {
 	uint32_t n = 0;
@@ -444,6 +510,7 @@ void proctree__destroy(struct proctree *pt)
 	for (size_t i = 0; i < pt->nprocs; i++) {
 		if (pt->procs[i].pidfd >= 0)
 			close(pt->procs[i].pidfd);
+		free(pt->procs[i].cmdline);
 	}
 	free(pt->procs);
 	free(pt->roots_py);

@@ -51,6 +51,25 @@ pid_t proctree__first(const struct proctree *pt, const struct py_interp **py);
 int proctree__attach(struct proctree *pt);
 /* Work between ring-buffer reads: interpreters of processes that exec()'d. */
 int proctree__poll(struct proctree *pt);
+/* One process recorded, as --per-process names and describes its trace. */
+struct proctree_proc {
+	pid_t pid;
+	bool ran_python;
+	const char *cmdline;
+	const char *rank;	/* RANK, else LOCAL_RANK, of its environment; "" if none */
+	const char *world_size; /* WORLD_SIZE; "" if none */
+	const char *py_version;
+	const char *py_path;
+};
+
+size_t proctree__nprocs(const struct proctree *pt);
+void proctree__proc(const struct proctree *pt, size_t i, struct proctree_proc *out);
+/*
+ * --per-process: one trace per process of the recording at in that ran
+ * Python, OUT.rankR.ptg (OUT.rankR.pidP.ptg when R is not unique),
+ * else OUT.pidP.ptg (OUT less a .ptg suffix). In user/proctree_split.c.
+ */
+int proctree__split(const struct proctree *pt, const char *in, const char *out, bool quiet);
 /* Recorded processes still running. */
 uint32_t proctree__live(const struct proctree *pt);
 void proctree__detach(struct proctree *pt);

@@ -1,6 +1,7 @@
 """record of several processes: -p A,B,C and --children (forks and execs followed
 live), each process's calls counted exactly against its known call plan."""
 import collections
+import json
 import os
 import subprocess
 import tempfile
@@ -103,6 +104,61 @@ class Tree(unittest.TestCase):
         self.assertEqual(list(got), [parent])
         self.assertEqual({k: v for k, v in got[parent].items() if k in PLANNED},
                          PLAN["parent"])
+
+    def check_per_process_ranks(self, python):
+        """Two ranks (RANK=0, RANK=1) with --per-process: run.rank0.ptg and
+        run.rank1.ptg, each of its own process, with its rank for export."""
+        out = os.path.join(self.tmp.name, "run.ptg")
+        ws = []
+        try:
+            for rank in (0, 1):
+                os.environ.update(RANK=str(rank), WORLD_SIZE="2")
+                ws.append(ptg.Workload(python, "fib.py"))
+        finally:
+            del os.environ["RANK"], os.environ["WORLD_SIZE"]
+        try:
+            rec = ptg.Recorder(["-p", f"{ws[0].pid},{ws[1].pid}", "--per-process"], out)
+            for w in ws:
+                w.go()
+            for w in ws:
+                self.assertIn("done", w.finish())
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+        finally:
+            for w in ws:
+                w.kill()
+        self.assertEqual(sorted(os.listdir(self.tmp.name)), ["run.rank0.ptg", "run.rank1.ptg"])
+        for rank, w in enumerate(ws):
+            path = os.path.join(self.tmp.name, f"run.rank{rank}.ptg")
+            trace = ptg.Trace(path)
+            self.assertEqual((trace.meta["pid"], trace.meta["dist.rank"],
+                              trace.meta["dist.world_size"]), (str(w.pid), str(rank), "2"))
+            self.assertEqual({r.pid for r in trace.records}, {w.pid})
+            self.assertEqual(new_calls(trace, "fib.py")[w.pid]["f"], 5919)
+            chrome = os.path.join(self.tmp.name, f"rank{rank}.json")
+            res = ptg.run(["export", "--chrome", chrome, path])
+            self.assertEqual(res.returncode, 0, res.stderr)
+            with open(chrome) as f:
+                info = json.load(f)["distributedInfo"]
+            os.unlink(chrome)
+            self.assertEqual((info["rank"], info["world_size"]), (rank, 2))
+
+    def check_per_process_tree(self, python):
+        """--children --per-process without ranks: OUT.pidP.ptg for each process."""
+        out = os.path.join(self.tmp.name, "tree.ptg")
+        res = ptg.run(["record", "--children", "--per-process", "-o", out, "--",
+                       *python.argv(python.path(TREE))])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        pids = roles(res.stdout)
+        self.assertEqual(sorted(os.listdir(self.tmp.name)),
+                         sorted(f"tree.pid{p}.ptg" for p in pids))
+        for pid, role in pids.items():
+            trace = ptg.Trace(os.path.join(self.tmp.name, f"tree.pid{pid}.ptg"))
+            self.assertEqual(trace.meta["pid"], str(pid))
+            self.assertNotIn("dist.rank", trace.meta)
+            got = new_calls(trace, "tree.py")
+            self.assertEqual(list(got), [pid])
+            self.assertEqual({k: v for k, v in got[pid].items() if k in PLANNED}, PLAN[role])
+
 
 
 ptg.per_interpreter(Tree)
