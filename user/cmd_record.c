@@ -41,7 +41,7 @@ struct record_opts {
 	pid_t pid;
 	pid_t pids[RECORD_MAX_PIDS]; /* -p A,B,C: pids[0] is pid */
 	int npids;
-	bool children; /* --children: the processes they start too */
+	bool children;	  /* --children: the processes they start too */
 	bool per_process; /* --per-process: a trace of each, not one of all */
 	double duration;
 	const char *output;
@@ -139,31 +139,6 @@ static void usage(FILE *f)
 
 #define WHO "ptrace-gpu: record"
 
-/* -p A,B,C: each a pid as -p PID takes it; every -p adds to the list. */
-static int parse_pid_list(const char *arg, struct record_opts *o)
-{
-	char buf[1024], *save = NULL, *tok;
-
-	if (strlen(arg) >= sizeof(buf) || !arg[0] || arg[0] == ',' || arg[strlen(arg) - 1] == ',' ||
-	    strstr(arg, ",,"))
-		goto bad;
-	strcpy(buf, arg);
-	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if (o->npids == RECORD_MAX_PIDS) {
-			fprintf(stderr, WHO ": more than %d PIDs\n", RECORD_MAX_PIDS);
-			return -E2BIG;
-		}
-		if (parse_pid(tok, &o->pids[o->npids]))
-			goto bad;
-		o->npids++;
-	}
-	o->pid = o->pids[0];
-	return 0;
-bad:
-	fprintf(stderr, WHO ": bad PID '%s'\n", arg);
-	return -EINVAL;
-}
-
 /* Several processes, or the ones they start: recorded through user/proctree.c. */
 static bool is_tree(const struct record_opts *o)
 {
@@ -192,7 +167,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 	    {},
 	};
 	uint64_t v;
-	int c;
+	int c, ret;
 
 	/*
 	 * 8 MiB: bench/loader.py, one recorder at 1.0-1.1 M events/s on a loaded
@@ -204,8 +179,15 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 	while ((c = cli_getopt(argc, argv, "record", "+p:o:d:qh", longopts)) != -1) {
 		switch (c) {
 		case 'p':
-			if (parse_pid_list(optarg, o))
+			/* -p A,B,C, or -p A -p B */
+			ret = parse_pid_list(optarg, o->pids, RECORD_MAX_PIDS, &o->npids);
+			if (ret == -E2BIG)
+				fprintf(stderr, WHO ": more than %d PIDs\n", RECORD_MAX_PIDS);
+			else if (ret)
+				fprintf(stderr, WHO ": bad PID '%s'\n", optarg);
+			if (ret)
 				return -EINVAL;
+			o->pid = o->pids[0];
 			break;
 		case 'I':
 			o->children = true;
@@ -487,20 +469,14 @@ static int start(struct recording *rc)
  * ops, CUDA calls and GPU activity are made for one process each: here the
  * recording holds Python calls and off-CPU intervals.
  */
-static int start_tree(struct recording *rc)
+/* The processes, all checked before a file is made; -- CMD is started, stopped. */
+static int tree_targets(struct recording *rc)
 {
 	struct record_opts *o = rc->o;
 	const struct py_interp *py;
-	char err[512] = "", buf[RECORD_MAX_PIDS * 12];
-	size_t len = 0;
+	char err[512] = "";
 	int ret;
 
-	if (!o->quiet && !(o->no_ops && o->no_cuda && o->no_cupti))
-		fprintf(stderr, "ptrace-gpu: note: with several processes, record takes their "
-				"Python calls and off-CPU intervals; not yet their ops, CUDA calls "
-				"or GPU activity\n");
-	o->no_ops = o->no_cuda = o->no_cupti = true;
-	/* every process is checked before a file is made */
 	ret = syscheck_tracing(err, sizeof(err));
 	ret = ret ?: proctree__new(o->children, o->quiet, &rc->tree);
 	if (!ret && o->cmd) {
@@ -516,14 +492,27 @@ static int start_tree(struct recording *rc)
 	}
 	rc->pid = proctree__first(rc->tree, &py);
 	rc->py = *py;
+	return 0;
+}
+
+static int start_tree(struct recording *rc)
+{
+	struct record_opts *o = rc->o;
+	int ret;
+
+	if (!o->quiet && !(o->no_ops && o->no_cuda && o->no_cupti))
+		fprintf(stderr, "ptrace-gpu: note: of several processes, record takes Python calls "
+				"and off-CPU time only, not yet ops, CUDA calls or GPU activity\n");
+	o->no_ops = o->no_cuda = o->no_cupti = true;
+	ret = tree_targets(rc);
 	/* --per-process: the traces are cut from this once every process is known */
 	snprintf(rc->tmp, sizeof(rc->tmp), "%s.recording", o->output);
-	note_leftover(o->per_process ? rc->tmp : o->output);
-	ret = trace_writer__open(o->per_process ? rc->tmp : o->output, &rc->w);
-	if (ret)
-		return ret;
-	trace_writer__keep_partial(rc->w);
-	ret = tracer__new(rc->w, o->ringbuf_mb, 0, &rc->tracer);
+	if (!ret)
+		note_leftover(o->per_process ? rc->tmp : o->output);
+	ret = ret ?: trace_writer__open(o->per_process ? rc->tmp : o->output, &rc->w);
+	if (!ret)
+		trace_writer__keep_partial(rc->w);
+	ret = ret ?: tracer__new(rc->w, o->ringbuf_mb, 0, &rc->tracer);
 	ret = ret ?: proctree__load(rc->tree, rc->tracer);
 	if (!ret && !o->no_sched)
 		ret = sched__open_set(rc->tracer, proctree__set_fd(rc->tree), NULL, &rc->sched);
@@ -532,14 +521,12 @@ static int start_tree(struct recording *rc)
 		tracer__set_start_ts(rc->tracer, rc->start_ts);
 		ret = write_meta(rc);
 	}
-	for (int i = 0; i < o->npids; i++)
-		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%d", i ? "," : "", o->pids[i]);
-	ret = ret ?: trace_writer__meta(rc->w, "pids", o->cmd ? "" : buf);
-	ret = ret ?: trace_writer__meta(rc->w, "children", o->children ? "1" : "0");
+	ret = ret ?: proctree__write_meta(rc->tree, rc->w);
 	ret = ret ?: proctree__attach(rc->tree);
 	if (!ret && rc->sched)
 		ret = sched__attach(rc->sched);
 	rc->attached_ts = now_ns(CLOCK_MONOTONIC);
+	/* whatever failed: the command runs on, as it would have without us */
 	if (rc->child)
 		launch__release(rc->pid);
 	return ret;
@@ -549,19 +536,14 @@ static bool target_exited(struct recording *rc)
 {
 	struct pollfd p = {.fd = rc->pidfd, .events = POLLIN};
 
-	if (rc->tree) {
-		/* -- CMD: its status is the exit status; waited for with the others */
-		if (rc->child && !rc->child_reaped &&
-		    waitpid(rc->pid, &rc->child_status, WNOHANG) == rc->pid)
-			rc->child_reaped = true;
+	if (rc->child && !rc->child_reaped &&
+	    waitpid(rc->pid, &rc->child_status, WNOHANG) == rc->pid)
+		rc->child_reaped = true;
+	/* several processes: until the last ends (-- CMD's status is still the exit status) */
+	if (rc->tree)
 		return !proctree__live(rc->tree);
-	}
-
-	if (rc->child) {
-		if (!rc->child_reaped && waitpid(rc->pid, &rc->child_status, WNOHANG) == rc->pid)
-			rc->child_reaped = true;
+	if (rc->child)
 		return rc->child_reaped;
-	}
 	if (rc->pidfd >= 0)
 		return poll(&p, 1, 0) == 1;
 	return !proc_exists(rc->pid);
@@ -709,27 +691,6 @@ static void print_ops_summary(struct recording *rc)
 	}
 }
 
-static void tree_summary(struct recording *rc, uint64_t stop_ts)
-{
-	struct proctree_stats st;
-
-	proctree__stats(rc->tree, &st);
-	fprintf(stderr,
-		"ptrace-gpu: %s after %.2f s: %llu Python calls from %u processes (%u "
-		"interpreters; %llu events), %llu events lost; wrote %s\n",
-		rc->stop_reason, (stop_ts - rc->start_ts) / 1e9,
-		(unsigned long long)tracer__calls(rc->tracer), st.processes, st.interpreters,
-		(unsigned long long)tracer__events(rc->tracer), (unsigned long long)st.dropped,
-		rc->o->output);
-	if (st.not_python)
-		fprintf(stderr, "ptrace-gpu: %u of them ran no supported Python\n", st.not_python);
-	if (st.lost_procs || st.unrouted)
-		fprintf(stderr,
-			"ptrace-gpu: warning: %llu process events lost, %llu Python events of "
-			"processes whose interpreter was not found\n",
-			(unsigned long long)st.lost_procs, (unsigned long long)st.unrouted);
-}
-
 static int finish(struct recording *rc)
 {
 	uint64_t stop_ts = now_ns(CLOCK_MONOTONIC);
@@ -773,7 +734,9 @@ static int finish(struct recording *rc)
 		return ret;
 	dropped = py_dropped(rc);
 	if (rc->tree)
-		tree_summary(rc, stop_ts);
+		proctree__summary(rc->tree, rc->stop_reason, (stop_ts - rc->start_ts) / 1e9,
+				  tracer__calls(rc->tracer), tracer__events(rc->tracer),
+				  rc->o->per_process ? NULL : rc->o->output);
 	else
 		fprintf(stderr,
 			"ptrace-gpu: %s after %.2f s: %llu Python calls from pid %d (%llu events), "

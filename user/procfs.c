@@ -51,6 +51,25 @@ int parse_pid(const char *s, pid_t *pid)
 	return 0;
 }
 
+int parse_pid_list(const char *s, pid_t *pids, int max, int *n)
+{
+	char buf[1024], *save = NULL, *tok;
+
+	/* no empty item: "1,,2" is a typo, not two pids */
+	if (strlen(s) >= sizeof(buf) || !s[0] || s[0] == ',' || s[strlen(s) - 1] == ',' ||
+	    strstr(s, ",,"))
+		return -EINVAL;
+	strcpy(buf, s);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (*n == max)
+			return -E2BIG;
+		if (parse_pid(tok, &pids[*n]))
+			return -EINVAL;
+		(*n)++;
+	}
+	return 0;
+}
+
 bool proc_exists(pid_t pid)
 {
 	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);

@@ -382,6 +382,21 @@ pid_t proctree__first(const struct proctree *pt, const struct py_interp **py)
 	return pt->nprocs ? pt->procs[0].pid : 0;
 }
 
+int proctree__write_meta(const struct proctree *pt, struct trace_writer *w)
+{
+	char buf[4096];
+	size_t len = 0;
+	int err;
+
+	/* the processes the recording began with: the others are known by their records */
+	for (size_t i = 0; i < pt->nprocs && len < sizeof(buf); i++)
+		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%d", i ? "," : "",
+					pt->procs[i].pid);
+	buf[len < sizeof(buf) ? len : 0] = '\0';
+	err = trace_writer__meta(w, "pids", buf);
+	return err ?: trace_writer__meta(w, "children", pt->children ? "1" : "0");
+}
+
 static int attach_prog(struct bpf_program *prog, struct bpf_link **link)
 {
 	*link = bpf_program__attach(prog);
@@ -497,6 +512,27 @@ void proctree__stats(const struct proctree *pt, struct proctree_stats *st)
 		st->not_python += pt->procs[i].not_python;
 	st->unrouted = pt->unrouted;
 	st->lost_procs = bss->lost_events + bss->lost_full;
+}
+
+void proctree__summary(const struct proctree *pt, const char *reason, double secs, uint64_t calls,
+		       uint64_t events, const char *out)
+{
+	struct proctree_stats st;
+
+	proctree__stats(pt, &st);
+	fprintf(stderr,
+		"ptrace-gpu: %s after %.2f s: %llu Python calls from %u processes (%u "
+		"interpreters; %llu events), %llu events lost%s%s\n",
+		reason, secs, (unsigned long long)calls, st.processes, st.interpreters,
+		(unsigned long long)events, (unsigned long long)st.dropped, out ? "; wrote " : "",
+		out ? out : "");
+	if (st.not_python)
+		fprintf(stderr, "ptrace-gpu: %u of them ran no supported Python\n", st.not_python);
+	if (st.lost_procs || st.unrouted)
+		fprintf(stderr,
+			"ptrace-gpu: warning: %llu process events lost, %llu Python events of "
+			"processes whose interpreter was not found\n",
+			(unsigned long long)st.lost_procs, (unsigned long long)st.unrouted);
 }
 
 void proctree__destroy(struct proctree *pt)

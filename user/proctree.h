@@ -18,6 +18,7 @@
 
 #include "pyframe.h"
 #include "pyinterp.h"
+#include "trace.h"
 #include "tracer.h"
 
 struct proctree;
@@ -47,6 +48,8 @@ int proctree__add_pid(struct proctree *pt, pid_t pid, char *err, size_t errlen);
 int proctree__add(struct proctree *pt, pid_t pid, const struct py_interp *py);
 /* The first process added and its interpreter, for the trace's metadata. */
 pid_t proctree__first(const struct proctree *pt, const struct py_interp **py);
+/* Metadata "pids" (the processes added, A,B,C) and "children" (1 or 0). */
+int proctree__write_meta(const struct proctree *pt, struct trace_writer *w);
 /* Attaches the fork/exec/exit programs, then the frame probes of each interpreter. */
 int proctree__attach(struct proctree *pt);
 /* Work between ring-buffer reads: interpreters of processes that exec()'d. */
@@ -74,6 +77,9 @@ int proctree__split(const struct proctree *pt, const char *in, const char *out, 
 uint32_t proctree__live(const struct proctree *pt);
 void proctree__detach(struct proctree *pt);
 void proctree__stats(const struct proctree *pt, struct proctree_stats *st);
+/* The end of recording's summary on stderr; out NULL when --per-process said what it wrote. */
+void proctree__summary(const struct proctree *pt, const char *reason, double secs, uint64_t calls,
+		       uint64_t events, const char *out);
 void proctree__destroy(struct proctree *pt);
 
 #endif /* PTG_PROCTREE_H */

@@ -74,7 +74,16 @@ class Tree(unittest.TestCase):
         trace = ptg.Trace(out)
         self.assertEqual(trace.meta["stop.reason"], "target exited")
         self.assertEqual(trace.meta["children"], "1")
-        self.assert_plan(trace, roles(stdout))
+        pids = roles(stdout)
+        self.assert_plan(trace, pids)
+        # report --pid: the table of one process of the recording
+        grand = [p for p, r in pids.items() if r == "grand"][0]
+        res = ptg.run(["report", "--pid", str(grand), out])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        rows = {line.split()[-1].rpartition("(")[2].rstrip(")"): line.split()[0]
+                for line in res.stdout.splitlines() if "tree.py:" in line}
+        self.assertEqual((rows.get("leaf_grand"), rows.get("leaf_parent")), ("100", None))
+        self.assertIn(f" in process {grand}\n", res.stdout)
 
     def check_children_of_command(self, python):
         """record --children -- CMD: the same tree, from the command's first call."""
