@@ -111,7 +111,17 @@ static struct tree_proc *new_proc(struct proctree *pt, pid_t pid, int pidfd)
 	return n;
 }
 
-/* The pyframe of py's interpreter file: one per file, made and attached at its first process. */
+/*
+ * The probes for process pid: on the file, for every process, when forks
+ * are followed (a child runs before it could be named); else on pid alone,
+ * so that the other processes of that interpreter pay nothing.
+ */
+static int attach_for(struct proctree *pt, struct pyframe *pf, pid_t pid)
+{
+	return pyframe__attach_pid(pf, pt->children ? -1 : pid);
+}
+
+/* The pyframe of py's interpreter file: one per file, made at its first process. */
 static int interp_for(struct proctree *pt, const struct py_interp *py, uint32_t *idx)
 {
 	struct tree_interp *n;
@@ -123,7 +133,7 @@ static int interp_for(struct proctree *pt, const struct py_interp *py, uint32_t 
 	for (size_t i = 0; i < pt->ninterps; i++) {
 		if (pt->interps[i].dev == st.st_dev && pt->interps[i].ino == st.st_ino) {
 			*idx = (uint32_t)i + 1;
-			return 0;
+			return pt->attached ? attach_for(pt, pt->interps[i].pf, py->pid) : 0;
 		}
 	}
 	n = realloc(pt->interps, (pt->ninterps + 1) * sizeof(*n));
@@ -134,7 +144,7 @@ static int interp_for(struct proctree *pt, const struct py_interp *py, uint32_t 
 	*n = (struct tree_interp){.dev = st.st_dev, .ino = st.st_ino};
 	err = pyframe__open_shared(py, pt->t, pt->set_fd, &n->pf);
 	if (!err && pt->attached)
-		err = pyframe__attach(n->pf);
+		err = attach_for(pt, n->pf, py->pid);
 	if (err) {
 		pyframe__destroy(n->pf);
 		return err;
@@ -422,8 +432,8 @@ int proctree__attach(struct proctree *pt)
 	}
 	if (err)
 		fprintf(stderr, "proctree: cannot attach: %s\n", strerror(-err));
-	for (size_t i = 0; !err && i < pt->ninterps; i++)
-		err = pyframe__attach(pt->interps[i].pf);
+	for (size_t i = 0; !err && i < pt->nprocs; i++)
+		err = attach_for(pt, pt->interps[pt->procs[i].interp - 1].pf, pt->procs[i].pid);
 	if (err)
 		return err;
 	pt->attached = true;

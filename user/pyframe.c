@@ -21,6 +21,14 @@
 
 #define MAX_SITES 16
 
+/* The probes of one process, or of the file in every process (pid -1). */
+struct pyframe_att {
+	pid_t pid;
+	int fds[2]; /* multi links: probe sites, eval loop return */
+	struct bpf_link *links[MAX_SITES + 1]; /* one per site otherwise */
+	int nlinks;
+};
+
 /* What is read from one process: its memory, and the names of its code objects. */
 struct pyframe_proc {
 	pid_t pid;
@@ -31,9 +39,8 @@ struct pyframe_proc {
 struct pyframe {
 	struct pyframe_bpf *skel;
 	bool multi;		       /* the kernel has multi-uprobe links */
-	int link_fds[2];	       /* multi links: probe sites, eval loop return */
-	struct bpf_link *links[MAX_SITES]; /* one per site otherwise */
-	int nlinks;
+	struct pyframe_att *atts; /* one per process probed, or one for the file (pid -1) */
+	size_t natts;
 	struct py_interp py;
 	struct tracer *t;
 	bool shared; /* probes on the file for the processes of a traced set (pyframe__open_shared)
@@ -406,7 +413,6 @@ static int open_common(const struct py_interp *py, struct tracer *t, int traced_
 	pf = calloc(1, sizeof(*pf));
 	if (!pf)
 		return -ENOMEM;
-	pf->link_fds[0] = pf->link_fds[1] = -1;
 	pf->py = *py;
 	pf->t = t;
 	pf->shared = traced_fd >= 0;
@@ -534,44 +540,43 @@ static int probe_sites(const struct py_interp *py, uint64_t *offs, uint64_t *coo
 	return n;
 }
 
-static int attach_one(struct pyframe *pf, struct bpf_program *prog, bool ret, uint64_t off,
-		      uint64_t cookie)
+static int attach_one(struct pyframe_att *a, const char *path, struct bpf_program *prog, bool ret,
+		      uint64_t off, uint64_t cookie)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = ret, .bpf_cookie = cookie);
 	struct bpf_link *link;
 
-	if (pf->nlinks == MAX_SITES)
+	if (a->nlinks == MAX_SITES + 1)
 		return -E2BIG;
-	link = bpf_program__attach_uprobe_opts(prog, pf->shared ? -1 : pf->py.pid,
-					       pf->py.attach_path, off, &opts);
+	link = bpf_program__attach_uprobe_opts(prog, a->pid, path, off, &opts);
 	if (!link)
 		return -errno;
-	pf->links[pf->nlinks++] = link;
+	a->links[a->nlinks++] = link;
 	return 0;
 }
 
-static int attach_multi(struct pyframe *pf, const uint64_t *offs, const uint64_t *cookies, int n,
-			uint64_t eval_cookie)
+static int attach_multi(struct pyframe *pf, struct pyframe_att *a, const uint64_t *offs,
+			const uint64_t *cookies, int n, uint64_t eval_cookie)
 {
 	struct pyframe_bpf *s = pf->skel;
 	const char *path = pf->py.attach_path;
-	pid_t pid = pf->shared ? 0 : pf->py.pid;
+	pid_t pid = a->pid < 0 ? 0 : a->pid; /* uprobe_multi: 0 is every process */
 	int fd;
 
 	fd = uprobe_multi_attach(bpf_program__fd(s->progs.py_probe), path, offs, cookies,
 				 (uint32_t)n, false, pid);
 	if (fd < 0)
 		return fd;
-	pf->link_fds[0] = fd;
+	a->fds[0] = fd;
 	fd = uprobe_multi_attach(bpf_program__fd(s->progs.py_eval_ret), path, &pf->py.eval_off,
 				 &eval_cookie, 1, true, pid);
 	if (fd < 0)
 		return fd;
-	pf->link_fds[1] = fd;
+	a->fds[1] = fd;
 	return 0;
 }
 
-int pyframe__attach(struct pyframe *pf)
+static int attach_probes(struct pyframe *pf, struct pyframe_att *a)
 {
 	uint64_t offs[MAX_SITES + 1], cookies[MAX_SITES + 1];
 	int n = probe_sites(&pf->py, offs, cookies), err = 0;
@@ -581,47 +586,74 @@ int pyframe__attach(struct pyframe *pf)
 	cookies[n] = 0;
 	if (pf->shared)
 		err = add_deltas(&pf->py, offs, cookies, n + 1);
-	if (err) {
-		/* cannot be: the interpreter's finder read these sites from the same file */
-	} else if (pf->multi) {
-		err = attach_multi(pf, offs, cookies, n, cookies[n]);
-	} else {
-		for (int i = 0; !err && i < n; i++)
-			err = attach_one(pf, pf->skel->progs.py_probe, false, offs[i], cookies[i]);
-		/* C code calls the eval loop, no C++ exception unwinds through it: a uretprobe is
-		 * safe */
-		if (!err)
-			err =
-			    attach_one(pf, pf->skel->progs.py_eval_ret, true, offs[n], cookies[n]);
+	if (err)
+		return err; /* cannot be: the interpreter's finder read the sites from this file */
+	if (pf->multi)
+		return attach_multi(pf, a, offs, cookies, n, cookies[n]);
+	for (int i = 0; !err && i < n; i++)
+		err = attach_one(a, pf->py.attach_path, pf->skel->progs.py_probe, false, offs[i],
+				 cookies[i]);
+	/* C code calls the eval loop, no C++ exception unwinds through it: a uretprobe is safe */
+	return err ?: attach_one(a, pf->py.attach_path, pf->skel->progs.py_eval_ret, true,
+				 offs[n], cookies[n]);
+}
+
+static int attach_tracepoints(struct pyframe *pf)
+{
+	struct pyframe_bpf *s = pf->skel;
+
+	if (!s->links.py_thread_exit &&
+	    !(s->links.py_thread_exit = bpf_program__attach(s->progs.py_thread_exit)))
+		return -errno;
+	if (!s->links.py_exec && !(s->links.py_exec = bpf_program__attach(s->progs.py_exec)))
+		return -errno;
+	return 0;
+}
+
+int pyframe__attach_pid(struct pyframe *pf, pid_t pid)
+{
+	struct pyframe_att *n;
+	int err;
+
+	for (size_t i = 0; i < pf->natts; i++) {
+		if (pf->atts[i].pid == pid || pf->atts[i].pid < 0)
+			return 0;
 	}
-	if (!err) {
-		pf->skel->links.py_thread_exit = bpf_program__attach(pf->skel->progs.py_thread_exit);
-		if (!pf->skel->links.py_thread_exit)
-			err = -errno;
-	}
-	if (!err) {
-		pf->skel->links.py_exec = bpf_program__attach(pf->skel->progs.py_exec);
-		if (!pf->skel->links.py_exec)
-			err = -errno;
-	}
+	n = realloc(pf->atts, (pf->natts + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	pf->atts = n;
+	n = &pf->atts[pf->natts++];
+	*n = (struct pyframe_att){ .pid = pid, .fds = { -1, -1 } };
+	err = attach_probes(pf, n) ?: attach_tracepoints(pf);
 	if (err)
 		fprintf(stderr, "pyframe: cannot attach probes to %s: %s\n", pf->py.path,
 			strerror(-err));
 	return err;
 }
 
+int pyframe__attach(struct pyframe *pf)
+{
+	return pyframe__attach_pid(pf, pf->py.pid);
+}
+
 void pyframe__detach(struct pyframe *pf)
 {
 	if (!pf)
 		return;
-	for (int i = 0; i < 2; i++) {
-		if (pf->link_fds[i] >= 0)
-			close(pf->link_fds[i]);
-		pf->link_fds[i] = -1;
+	for (size_t i = 0; i < pf->natts; i++) {
+		struct pyframe_att *a = &pf->atts[i];
+
+		for (int j = 0; j < 2; j++) {
+			if (a->fds[j] >= 0)
+				close(a->fds[j]);
+		}
+		for (int j = 0; j < a->nlinks; j++)
+			bpf_link__destroy(a->links[j]);
 	}
-	for (int i = 0; i < pf->nlinks; i++)
-		bpf_link__destroy(pf->links[i]);
-	pf->nlinks = 0;
+	free(pf->atts);
+	pf->atts = NULL;
+	pf->natts = 0;
 	if (!pf->skel)
 		return;
 	bpf_link__destroy(pf->skel->links.py_thread_exit);

@@ -39,6 +39,12 @@ int pyframe__write_losses(struct pyframe *pf);
 void pyframe__forget(struct pyframe *pf, pid_t pid);
 const struct py_interp *pyframe__interp(const struct pyframe *pf);
 int pyframe__attach(struct pyframe *pf);
+/*
+ * Probes for process pid, or with pid -1 for the file in every process
+ * that maps it (what follows forks: a child runs before it could be named);
+ * once for each. pyframe__attach() is pyframe__attach_pid(py->pid).
+ */
+int pyframe__attach_pid(struct pyframe *pf, pid_t pid);
 /* Removes the probes; events already sent stay in the ring buffer. */
 void pyframe__detach(struct pyframe *pf);
 void pyframe__stats(const struct pyframe *pf, struct pyframe_stats *st);
