@@ -479,10 +479,15 @@ static int tree_targets(struct recording *rc)
 
 	ret = syscheck_tracing(err, sizeof(err));
 	ret = ret ?: proctree__new(o->children, o->quiet, &rc->tree);
+	/* --children -- ./train.sh: a command that is no Python is followed all the same */
 	if (!ret && o->cmd) {
-		ret = launch__start(o->cmd, &rc->pid, &rc->py, err, sizeof(err));
-		rc->child = !ret;
-		ret = ret ?: proctree__add(rc->tree, rc->pid, &rc->py);
+		ret = o->children ? launch__start_any(o->cmd, &rc->pid, &rc->py, err, sizeof(err))
+				  : launch__start(o->cmd, &rc->pid, &rc->py, err, sizeof(err));
+		rc->child = !ret || ret == -ENOEXEC;
+		if (ret == -ENOEXEC)
+			err[0] = '\0';
+		ret = ret == -ENOEXEC ? proctree__add(rc->tree, rc->pid, NULL)
+				      : ret ?: proctree__add(rc->tree, rc->pid, &rc->py);
 	}
 	for (int i = 0; !ret && !o->cmd && i < o->npids; i++)
 		ret = proctree__add_pid(rc->tree, o->pids[i], err, sizeof(err));

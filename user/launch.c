@@ -199,7 +199,7 @@ static int find_program(const char *name, char *buf, size_t len)
 	return -ENOENT;
 }
 
-int launch__start(char **argv, pid_t *pidp, struct py_interp *py, char *err, size_t errlen)
+static int start(char **argv, bool any, pid_t *pidp, struct py_interp *py, char *err, size_t errlen)
 {
 	char exe[PATH_MAX];
 	int status, ret, sync[2];
@@ -245,9 +245,9 @@ int launch__start(char **argv, pid_t *pidp, struct py_interp *py, char *err, siz
 			continue;
 		}
 		ret = check_image(pid, py, err, errlen);
-		if (ret == 1) {
+		if (ret == 1 || (ret == 0 && any)) {
 			*pidp = pid;
-			return 0;
+			return ret ? 0 : -ENOEXEC;
 		}
 		if (ret == 0)
 			ret = cont(pid, PTRACE_CONT, 0);
@@ -261,7 +261,37 @@ int launch__start(char **argv, pid_t *pidp, struct py_interp *py, char *err, siz
 	return ret;
 }
 
+int launch__start(char **argv, pid_t *pidp, struct py_interp *py, char *err, size_t errlen)
+{
+	return start(argv, false, pidp, py, err, errlen);
+}
+
+int launch__start_any(char **argv, pid_t *pidp, struct py_interp *py, char *err, size_t errlen)
+{
+	return start(argv, true, pidp, py, err, errlen);
+}
+
 int launch__release(pid_t pid)
 {
 	return ptrace(PTRACE_DETACH, pid, 0, 0) ? -errno : 0;
+}
+
+int launch__catch(pid_t pid, struct py_interp *py, char *err, size_t errlen)
+{
+	int status, ret;
+
+	err[0] = '\0';
+	/* as launch__start(): no PTRACE_O_EXITKILL, no SIGSTOP, so a killed recorder lets it go */
+	if (ptrace(PTRACE_SEIZE, pid, 0, (void *)PTRACE_O_TRACESYSGOOD))
+		return -errno;
+	ret = ptrace(PTRACE_INTERRUPT, pid, 0, 0) ? -errno : 0;
+	/* a signal that stops it first is its own: passed on, then wait for our stop */
+	while (!ret && !(ret = wait_stop(pid, &status)) && (status >> 16) != PTRACE_EVENT_STOP)
+		ret = cont(pid, PTRACE_CONT, stop_signal(status));
+	if (!ret)
+		ret = check_image(pid, py, err, errlen);
+	if (ret == 1)
+		return 0;
+	ptrace(PTRACE_DETACH, pid, 0, 0);
+	return ret ?: -ENOEXEC;
 }

@@ -18,6 +18,19 @@
  * reason is in err.
  */
 int launch__start(char **argv, pid_t *pid, struct py_interp *py, char *err, size_t errlen);
+/*
+ * A running process that has just exec()'d (record --children): stops it
+ * under ptrace, runs it past ld.so if it links libpython, and returns with
+ * it stopped and py filled; launch__release() lets it go. -ENOEXEC (it runs
+ * on) when it is no supported Python, another -errno when it cannot.
+ */
+int launch__catch(pid_t pid, struct py_interp *py, char *err, size_t errlen);
+/*
+ * The same, but stopped at its first exec even when that is no Python
+ * (record --children -- ./train.sh): then -ENOEXEC, *pid set, and the
+ * caller releases it.
+ */
+int launch__start_any(char **argv, pid_t *pid, struct py_interp *py, char *err, size_t errlen);
 /* Lets the stopped child run on, detached from ptrace. */
 int launch__release(pid_t pid);
 

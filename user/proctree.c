@@ -13,6 +13,7 @@
 #include <bpf/libbpf.h>
 
 #include "clock.h"
+#include "launch.h"
 #include "procfs.h"
 #include "proctree.h"
 #include "proctree.skel.h"
@@ -154,27 +155,57 @@ static int interp_for(struct proctree *pt, const struct py_interp *py, uint32_t 
 	return 0;
 }
 
+static void found(struct proctree *pt, struct tree_proc *p, const struct py_interp *py)
+{
+	p->exec_ts = 0;
+	p->ran_python = true;
+	read_identity(p);
+	if (!pt->quiet)
+		fprintf(stderr, "ptrace-gpu: recording pid %d too (Python %s, %s)\n", p->pid,
+			py->version, py->path);
+	if (!pt->quiet && py->warning[0])
+		fprintf(stderr, "ptrace-gpu: warning: pid %d: %s\n", p->pid, py->warning);
+}
+
+/*
+ * A process of the set exec()'d: stopped under ptrace (user/launch.c) while
+ * its new interpreter is found and probed, so that an interpreter file not
+ * probed yet misses none of its calls either. Else it is looked for at its
+ * first event or in proctree__poll().
+ */
+static void catch_exec(struct proctree *pt, struct tree_proc *p)
+{
+	struct py_interp py;
+	char err[512];
+	int ret;
+
+	ret = launch__catch(p->pid, &py, err, sizeof(err));
+	if (ret == -ENOEXEC) {
+		p->not_python = true;
+		p->exec_ts = 0;
+		return;
+	}
+	if (ret)
+		return;
+	/* interp_for() makes pyframes, never processes: p stays where it is */
+	ret = interp_for(pt, &py, &p->interp);
+	launch__release(p->pid);
+	if (!ret)
+		found(pt, p, &py);
+}
+
 /* Looks for the interpreter of a process met while recording (a fork, an exec). */
 static void resolve(struct proctree *pt, struct tree_proc *p, uint64_t now)
 {
 	struct py_interp py;
 	char err[512];
-	pid_t pid = p->pid;
 	int ret;
 
-	ret = py_interp__find(pid, &py, err, sizeof(err));
-	/* the interpreter's pyframe may be new: p may move with pt->procs, it does not */
+	ret = py_interp__find(p->pid, &py, err, sizeof(err));
 	if (!ret)
 		ret = interp_for(pt, &py, &p->interp);
 	if (!ret) {
-		p->exec_ts = 0;
-		p->ran_python = true;
-		read_identity(p);
-		if (!pt->quiet)
-			fprintf(stderr, "ptrace-gpu: recording pid %d too (Python %s, %s)\n", pid,
-				py.version, py.path);
-		if (!pt->quiet && py.warning[0])
-			fprintf(stderr, "ptrace-gpu: warning: pid %d: %s\n", pid, py.warning);
+		found(pt, p, &py);
 		return;
 	}
 	if (ret == -ESRCH) {
@@ -219,6 +250,7 @@ static int on_proc(struct tracer *t, void *ctx, const struct ptg_event *e, size_
 	struct proctree *pt = ctx;
 	struct tree_proc *p, *parent;
 	uint32_t interp;
+	int err;
 
 	(void)size;
 	switch (e->kind) {
@@ -246,7 +278,10 @@ static int on_proc(struct tracer *t, void *ctx, const struct ptg_event *e, size_
 			return -ENOMEM;
 		p->not_python = false;
 		p->exec_ts = e->ts;
-		return end_program(pt, p, e->ts);
+		err = end_program(pt, p, e->ts);
+		if (!err)
+			catch_exec(pt, p);
+		return err;
 	case PTG_EV_PROC_EXIT:
 		p = find_proc(pt, (pid_t)e->pid);
 		if (!p)
@@ -314,6 +349,8 @@ int proctree__load(struct proctree *pt, struct tracer *t)
 		goto fail;
 	/* one pyframe per interpreter file, whichever process it was found in */
 	for (size_t i = 0; !err && i < pt->nprocs; i++) {
+		if (!pt->procs[i].ran_python)
+			continue;
 		err = interp_for(pt, &pt->roots_py[i], &pt->procs[i].interp);
 		if (err)
 			fprintf(stderr, "ptrace-gpu: cannot probe %s: %s\n", pt->roots_py[i].path,
@@ -332,10 +369,15 @@ int proctree__set_fd(const struct proctree *pt)
 	return pt->set_fd;
 }
 
-/* Kept until proctree__load(): the processes are all checked before anything is loaded. */
+/*
+ * Kept until proctree__load(): the processes are all checked before anything
+ * is loaded. py NULL: a program that is no Python (yet), recorded for what it
+ * starts or execs.
+ */
 static int add_root(struct proctree *pt, pid_t pid, int pidfd, const struct py_interp *py)
 {
 	struct py_interp *n;
+	struct tree_proc *p;
 
 	if (pt->t)
 		return -EBUSY;
@@ -343,10 +385,14 @@ static int add_root(struct proctree *pt, pid_t pid, int pidfd, const struct py_i
 	if (!n)
 		return -ENOMEM;
 	pt->roots_py = n;
-	if (!new_proc(pt, pid, pidfd))
+	p = new_proc(pt, pid, pidfd);
+	if (!p)
 		return -ENOMEM;
-	pt->procs[pt->nprocs - 1].ran_python = true;
-	read_identity(&pt->procs[pt->nprocs - 1]);
+	p->ran_python = py != NULL;
+	p->not_python = !py;
+	read_identity(p);
+	if (!py)
+		return 0;
 	n[pt->nprocs - 1] = *py;
 	if (pt->nprocs == 1)
 		pt->first_py = *py;
@@ -432,18 +478,22 @@ int proctree__attach(struct proctree *pt)
 	}
 	if (err)
 		fprintf(stderr, "proctree: cannot attach: %s\n", strerror(-err));
-	for (size_t i = 0; !err && i < pt->nprocs; i++)
-		err = attach_for(pt, pt->interps[pt->procs[i].interp - 1].pf, pt->procs[i].pid);
+	for (size_t i = 0; !err && i < pt->nprocs; i++) {
+		if (pt->procs[i].interp)
+			err = attach_for(pt, pt->interps[pt->procs[i].interp - 1].pf,
+					 pt->procs[i].pid);
+	}
 	if (err)
 		return err;
 	pt->attached = true;
 	for (size_t i = 0; !pt->quiet && i < pt->nprocs; i++) {
+		const struct tree_proc *p = &pt->procs[i];
 		const struct py_interp *py =
-		    pyframe__interp(pt->interps[pt->procs[i].interp - 1].pf);
+		    p->interp ? pyframe__interp(pt->interps[p->interp - 1].pf) : NULL;
 
-		fprintf(stderr, "ptrace-gpu: recording pid %d (Python %s, %s)%s\n",
-			pt->procs[i].pid, py->version, py->path,
-			pt->children ? " and the processes it starts" : "");
+		fprintf(stderr, "ptrace-gpu: recording pid %d (%s%s%s%s)%s\n", p->pid,
+			py ? "Python " : "no Python yet", py ? py->version : "", py ? ", " : "",
+			py ? py->path : "", pt->children ? " and the processes it starts" : "");
 	}
 	return 0;
 }

@@ -44,7 +44,10 @@ int proctree__set_fd(const struct proctree *pt);
  * Returns 0 or -errno with a one-line reason in err.
  */
 int proctree__add_pid(struct proctree *pt, pid_t pid, char *err, size_t errlen);
-/* Adds a process whose interpreter is known already (record -- CMD, stopped by launch). */
+/*
+ * Adds a process whose interpreter is known already (record -- CMD, stopped
+ * by launch); py NULL for a program that runs no Python itself.
+ */
 int proctree__add(struct proctree *pt, pid_t pid, const struct py_interp *py);
 /* The first process added and its interpreter, for the trace's metadata. */
 pid_t proctree__first(const struct proctree *pt, const struct py_interp **py);

@@ -209,6 +209,58 @@ class PidList(unittest.TestCase):
             self.assertEqual(got[w.pid]["f"], 5919, f"pid {w.pid}")
             self.assertEqual(got[w.pid]["main"], 1, f"pid {w.pid}")
 
+    def pythons(self, *names):
+        pythons = [ptg.Python(n) for n in names]
+        missing = [f"{p}: {p.missing}" for p in pythons if p.missing]
+        if missing:
+            self.skipTest("; ".join(missing))
+        return pythons
+
+    def test_exec_of_another_interpreter(self):
+        """-p PID --children: a Debian 3.11 parent runs pyenv 3.12, an interpreter
+        file not probed yet: the child is stopped at its exec until its probes are
+        in, and every call of it is recorded."""
+        parent, child = self.pythons("debian-3.11", "pyenv-3.12")
+        out = os.path.join(self.tmp.name, "spawn.ptg")
+        w = ptg.Workload(parent, "spawn.py", *child.argv())
+        try:
+            rec = ptg.Recorder(["-p", str(w.pid), "--children"], out)
+            w.go()
+            stdout = w.finish()
+            self.assertIn("done", stdout)
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+        finally:
+            w.kill()
+        self.assertIn("from 2 processes (2 interpreters", rec.stderr)
+        pids = {role: int(pid) for role, _, pid in (l.partition(" ") for l in stdout.split("\n"))
+                if role in ("parent", "child")}
+        trace = ptg.Trace(out)
+        self.assertEqual(trace.losses, [])
+        got = new_calls(trace, "")
+        self.assertEqual(got[pids["child"]]["g"], 500)
+        self.assertEqual(got[pids["parent"]]["leaf"], 100)
+        self.assertEqual(got[pids["parent"]]["g"], 0)
+
+    def test_command_through_shell(self):
+        """record --children -- sh -c '...': the shell runs no Python, the two
+        interpreters it starts are recorded from their first call."""
+        py311, py312 = self.pythons("debian-3.11", "pyenv-3.12")
+        out = os.path.join(self.tmp.name, "sh.ptg")
+        script = (f"{py312.shell()} -c 'def g(i): return i\nfor i in range(500): g(i)'\n"
+                  f"{py311.shell()} -c 'def h(i): return i\nfor i in range(300): h(i)'\n"
+                  "echo end\n")
+        res = ptg.run(["record", "--children", "-o", out, "--", "sh", "-c", script])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertEqual(res.stdout, "end\n")
+        self.assertIn("(no Python yet) and the processes it starts", res.stderr)
+        self.assertIn("1 of them ran no supported Python", res.stderr)
+        trace = ptg.Trace(out)
+        self.assertEqual(trace.losses, [])
+        got = new_calls(trace, "<string>")
+        planned = sorted(({k: v for k, v in c.items() if k in ("g", "h")} for c in got.values()),
+                         key=str)
+        self.assertEqual(planned, sorted([{"g": 500}, {"h": 300}], key=str), got)
+
     def test_vanished_pid(self):
         """A pid of the list that is gone: one line naming it, exit 1, no trace."""
         gone = subprocess.Popen(["true"])
