@@ -241,6 +241,39 @@ class PidList(unittest.TestCase):
         self.assertEqual(got[pids["parent"]]["leaf"], 100)
         self.assertEqual(got[pids["parent"]]["g"], 0)
 
+    def test_killed_while_an_exec_is_held(self):
+        """kill -9 of the recorder while it holds an exec'd child under ptrace:
+        the child runs on unchanged, the parent too."""
+        parent, child = self.pythons("debian-3.11", "pyenv-3.12")
+        w = ptg.Workload(parent, "spawn.py", *child.argv())
+
+        def held():
+            try:
+                with open(f"/proc/{w.pid}/task/{w.pid}/children") as f:
+                    kids = f.read().split()
+                for kid in kids:
+                    with open(f"/proc/{kid}/stat") as f:
+                        if f.read().rpartition(")")[2].split()[0] == "t":
+                            return True
+            except OSError:
+                pass
+            return False
+
+        try:
+            rec = ptg.Recorder(["-p", str(w.pid), "--children"],
+                               os.path.join(self.tmp.name, "killed.ptg"))
+            w.go()
+            caught = ptg.wait_until(held, timeout=60)
+            rec.proc.kill()
+            rec.proc.wait()
+            stdout = w.finish(timeout=60)
+        finally:
+            w.kill()
+        self.assertTrue(caught, "the child was never seen held")
+        self.assertEqual(w.proc.returncode, 0)
+        self.assertRegex(stdout, r"child \d+\n")
+        self.assertIn("done", stdout)
+
     def test_command_through_shell(self):
         """record --children -- sh -c '...': the shell runs no Python, the two
         interpreters it starts are recorded from their first call."""
