@@ -17,6 +17,7 @@
 #include "procfs.h"
 #include "proctree.h"
 #include "proctree.skel.h"
+#include "u64map.h"
 
 /* The most processes recorded at once: a fork past it is counted, not recorded. */
 #define PROCTREE_MAX 4096
@@ -58,19 +59,25 @@ struct proctree {
 	size_t ninterps;
 	struct tree_proc *procs;
 	size_t nprocs;
+	struct u64map by_pid;	    /* pid -> index + 1 in procs */
+	size_t last;		    /* index + 1 of the previous event's process */
 	struct py_interp *roots_py; /* interpreters of the processes added before loading */
 	struct py_interp first_py;
 	uint64_t unrouted;
 };
 
+/* Every Python event looks its process up: by a hash, not a walk of all forks so far. */
 static struct tree_proc *find_proc(struct proctree *pt, pid_t pid)
 {
-	/* newest first: a pid given back and taken again is the newest entry */
-	for (size_t i = pt->nprocs; i > 0; i--) {
-		if (pt->procs[i - 1].pid == pid)
-			return &pt->procs[i - 1];
-	}
-	return NULL;
+	uint64_t *i;
+
+	if (pt->last && pt->procs[pt->last - 1].pid == pid)
+		return &pt->procs[pt->last - 1];
+	i = u64map__get(&pt->by_pid, (uint64_t)pid);
+	if (!i)
+		return NULL;
+	pt->last = *i;
+	return &pt->procs[*i - 1];
 }
 
 /* A number from the process's environment, or "": only digits go in a file name or a trace. */
@@ -107,6 +114,9 @@ static struct tree_proc *new_proc(struct proctree *pt, pid_t pid, int pidfd)
 	if (!n)
 		return NULL;
 	pt->procs = n;
+	/* a pid given back and taken again names the newest entry */
+	if (u64map__put(&pt->by_pid, (uint64_t)pid, pt->nprocs + 1))
+		return NULL;
 	n = &pt->procs[pt->nprocs++];
 	*n = (struct tree_proc){.pid = pid, .pidfd = pidfd};
 	return n;
@@ -609,6 +619,7 @@ void proctree__destroy(struct proctree *pt)
 		free(pt->procs[i].cmdline);
 	}
 	free(pt->procs);
+	u64map__free(&pt->by_pid);
 	free(pt->roots_py);
 	proctree_bpf__destroy(pt->skel);
 	if (pt->set_fd >= 0)
