@@ -27,6 +27,9 @@ struct {
 	__type(value, __u8);
 } traced SEC(".maps");
 
+/* --uid: an exec by this user (real uid) puts its process in the set; -1: none */
+const volatile __u32 watch_uid = (__u32)-1;
+
 __u64 lost_events = 0; /* ring buffer full: user space learns of the process at its first event */
 __u64 lost_full = 0;   /* the set is full: a child not recorded */
 
@@ -72,9 +75,18 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(tree_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	__u32 tgid = p->tgid;
+	__u8 one = 1;
 
-	if (bpf_map_lookup_elem(&traced, &tgid))
-		send(PTG_EV_PROC_EXEC, tgid, p->pid, 0);
+	/* runs in the task that exec()s: the current uid is its own */
+	if (!bpf_map_lookup_elem(&traced, &tgid)) {
+		if (watch_uid == (__u32)-1 || (__u32)bpf_get_current_uid_gid() != watch_uid)
+			return 0;
+		if (bpf_map_update_elem(&traced, &tgid, &one, BPF_ANY)) {
+			__sync_fetch_and_add(&lost_full, 1);
+			return 0;
+		}
+	}
+	send(PTG_EV_PROC_EXEC, tgid, p->pid, 0);
 	return 0;
 }
 

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,8 @@ struct record_opts {
 	int npids;
 	bool children;	  /* --children: the processes they start too */
 	bool per_process; /* --per-process: a trace of each, not one of all */
+	bool by_uid;	  /* --uid: every Python process of a user */
+	uid_t uid;
 	double duration;
 	const char *output;
 	unsigned int ringbuf_mb;
@@ -92,7 +95,8 @@ static void on_signal(int sig)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: ptrace-gpu record [-p PID[,PID...] | -- CMD [ARGS...]] [--children]\n"
+		"usage: ptrace-gpu record [-p PID[,PID...] | --uid USER | -- CMD [ARGS...]] "
+		"[--children]\n"
 		"                         [--per-process] [-o FILE] [-d SECONDS]\n\n"
 		"Records every Python call of a running CPython 3.11 process, with no restart\n"
 		"and no change in it, or of a command started under the tracer; and, when the\n"
@@ -105,6 +109,9 @@ static void usage(FILE *f)
 		"                        its first call, as perf record --inherit and\n"
 		"                        strace -f do (alias --inherit); until all ended;\n"
 		"                        -- CMD may then be a script that starts Python\n"
+		"      --uid USER        every Python process of USER (a name or a uid):\n"
+		"                        those running, those that start (exec) while\n"
+		"                        recording, and what they fork; until -d or Ctrl-C\n"
 		"      --per-process     one trace per process that ran Python instead:\n"
 		"                        FILE.rankR.ptg where RANK (or LOCAL_RANK) is in its\n"
 		"                        environment, with the rank in its metadata for\n"
@@ -141,10 +148,27 @@ static void usage(FILE *f)
 
 #define WHO "ptrace-gpu: record"
 
+/* A user by name or number (--uid). */
+static int parse_user(const char *s, uid_t *uid)
+{
+	struct passwd *pw;
+	uint64_t v;
+
+	if (!parse_u64(s, 0, UINT32_MAX - 1, &v)) {
+		*uid = (uid_t)v;
+		return 0;
+	}
+	pw = getpwnam(s);
+	if (!pw)
+		return -ENOENT;
+	*uid = pw->pw_uid;
+	return 0;
+}
+
 /* Several processes, or the ones they start: recorded through user/proctree.c. */
 static bool is_tree(const struct record_opts *o)
 {
-	return o->npids > 1 || o->children || o->per_process;
+	return o->npids > 1 || o->children || o->per_process || o->by_uid;
 }
 
 static int parse_opts(int argc, char **argv, struct record_opts *o)
@@ -154,6 +178,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 	    {"children", no_argument, NULL, 'I'},
 	    {"inherit", no_argument, NULL, 'I'},
 	    {"per-process", no_argument, NULL, 'E'},
+	    {"uid", required_argument, NULL, 'U'},
 	    {"output", required_argument, NULL, 'o'},
 	    {"duration", required_argument, NULL, 'd'},
 	    {"ringbuf-mb", required_argument, NULL, 'R'},
@@ -196,6 +221,13 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 			break;
 		case 'E':
 			o->per_process = true;
+			break;
+		case 'U':
+			if (parse_user(optarg, &o->uid)) {
+				fprintf(stderr, WHO ": bad --uid '%s': no such user\n", optarg);
+				return -EINVAL;
+			}
+			o->by_uid = true;
 			break;
 		case 'o':
 			o->output = optarg;
@@ -264,8 +296,8 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 	}
 	if (optind < argc)
 		o->cmd = &argv[optind];
-	if (!o->pid == !o->cmd) {
-		fprintf(stderr, "ptrace-gpu: record: give either -p PID or -- CMD\n");
+	if ((o->pid != 0) + (o->cmd != NULL) + o->by_uid != 1) {
+		fprintf(stderr, "ptrace-gpu: record: give one of -p PID, --uid USER or -- CMD\n");
 		return -EINVAL;
 	}
 	if (is_tree(o) && (o->steps.max_steps || o->steps.schedule)) {
@@ -493,6 +525,8 @@ static int tree_targets(struct recording *rc)
 	}
 	for (int i = 0; !ret && !o->cmd && i < o->npids; i++)
 		ret = proctree__add_pid(rc->tree, o->pids[i], err, sizeof(err));
+	if (!ret && o->by_uid)
+		ret = proctree__add_uid(rc->tree, o->uid, o->quiet);
 	if (ret) {
 		fprintf(stderr, "ptrace-gpu: %s\n", err[0] ? err : strerror(-ret));
 		return ret;
@@ -548,7 +582,7 @@ static bool target_exited(struct recording *rc)
 		rc->child_reaped = true;
 	/* several processes: until the last ends (-- CMD's status is still the exit status) */
 	if (rc->tree)
-		return !proctree__live(rc->tree);
+		return !rc->o->by_uid && !proctree__live(rc->tree);
 	if (rc->child)
 		return rc->child_reaped;
 	if (rc->pidfd >= 0)

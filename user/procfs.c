@@ -70,6 +70,28 @@ int parse_pid_list(const char *s, pid_t *pids, int max, int *n)
 	return 0;
 }
 
+int proc_uid(pid_t pid, uid_t *uid)
+{
+	char path[64], line[256];
+	unsigned int r;
+	int err = -ENOENT;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "Uid: %u", &r) == 1) {
+			*uid = r;
+			err = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return err;
+}
+
 bool proc_exists(pid_t pid)
 {
 	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);

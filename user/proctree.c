@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* A set of recorded processes that follows forks and execs; routes Python events by pid. */
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -57,6 +58,7 @@ struct proctree {
 	bool attached;
 	struct tree_interp *interps;
 	size_t ninterps;
+	int64_t uid; /* --uid: every exec of this user joins the set; -1: none */
 	struct tree_proc *procs;
 	size_t nprocs;
 	struct u64map by_pid;	    /* pid -> index + 1 in procs */
@@ -191,8 +193,13 @@ static void catch_exec(struct proctree *pt, struct tree_proc *p)
 
 	ret = launch__catch(p->pid, &py, err, sizeof(err));
 	if (ret == -ENOEXEC) {
+		__u32 pid = (__u32)p->pid;
+
 		p->not_python = true;
 		p->exec_ts = 0;
+		/* --uid: its next exec puts it back; the set keeps room for the user's Pythons */
+		if (pt->uid >= 0)
+			bpf_map_delete_elem(pt->set_fd, &pid);
 		return;
 	}
 	if (ret)
@@ -328,6 +335,7 @@ int proctree__new(bool children, bool quiet, struct proctree **out)
 	if (!pt)
 		return -ENOMEM;
 	pt->set_fd = -1;
+	pt->uid = -1;
 	pt->children = children;
 	pt->quiet = quiet;
 	*out = pt;
@@ -350,6 +358,8 @@ int proctree__load(struct proctree *pt, struct tracer *t)
 		err = -errno;
 		goto fail;
 	}
+	if (pt->uid >= 0)
+		pt->skel->rodata->watch_uid = (__u32)pt->uid;
 	err = bpf_map__reuse_fd(pt->skel->maps.events, tracer__ringbuf_fd(t));
 	err = err ?: bpf_map__reuse_fd(pt->skel->maps.traced, pt->set_fd);
 	err = err ?: proctree_bpf__load(pt->skel);
@@ -442,6 +452,42 @@ int proctree__add_pid(struct proctree *pt, pid_t pid, char *err, size_t errlen)
 	return ret;
 }
 
+int proctree__add_uid(struct proctree *pt, uid_t uid, bool quiet)
+{
+	char err[512];
+	uint32_t skipped = 0;
+	struct dirent *de;
+	uid_t owner;
+	DIR *d;
+	int ret = 0;
+
+	pt->uid = uid;
+	pt->children = true; /* what they fork is theirs too */
+	d = opendir("/proc");
+	if (!d)
+		return -errno;
+	while (!ret && (de = readdir(d))) {
+		pid_t pid = (pid_t)strtol(de->d_name, NULL, 10);
+
+		if (pid <= 0 || pid == getpid() || proc_uid(pid, &owner) || owner != uid)
+			continue;
+		ret = proctree__add_pid(pt, pid, err, sizeof(err));
+		/* not Python, gone already, another tracer's: the others are recorded */
+		if (ret && ret != -ENOMEM) {
+			if (ret != -ENOEXEC && ret != -ESRCH && ret != -ENOENT)
+				skipped++;
+			ret = 0;
+		}
+	}
+	closedir(d);
+	if (!quiet && skipped)
+		fprintf(stderr,
+			"ptrace-gpu: note: %u Python processes of uid %u cannot be recorded "
+			"(unsupported version?)\n",
+			skipped, (unsigned int)uid);
+	return ret;
+}
+
 pid_t proctree__first(const struct proctree *pt, const struct py_interp **py)
 {
 	*py = &pt->first_py;
@@ -460,6 +506,8 @@ int proctree__write_meta(const struct proctree *pt, struct trace_writer *w)
 					pt->procs[i].pid);
 	buf[len < sizeof(buf) ? len : 0] = '\0';
 	err = trace_writer__meta(w, "pids", buf);
+	snprintf(buf, sizeof(buf), "%lld", (long long)pt->uid);
+	err = err ?: trace_writer__meta(w, "uid", pt->uid >= 0 ? buf : "");
 	return err ?: trace_writer__meta(w, "children", pt->children ? "1" : "0");
 }
 

@@ -45,6 +45,11 @@ int proctree__set_fd(const struct proctree *pt);
  */
 int proctree__add_pid(struct proctree *pt, pid_t pid, char *err, size_t errlen);
 /*
+ * --uid: adds every running Python process of uid (real uid) and, from
+ * proctree__attach() on, every process of it that execs; follows forks.
+ */
+int proctree__add_uid(struct proctree *pt, uid_t uid, bool quiet);
+/*
  * Adds a process whose interpreter is known already (record -- CMD, stopped
  * by launch); py NULL for a program that runs no Python itself.
  */

@@ -2,6 +2,8 @@
 live), each process's calls counted exactly against its known call plan."""
 import collections
 import json
+import shutil
+import signal
 import os
 import subprocess
 import tempfile
@@ -293,6 +295,47 @@ class PidList(unittest.TestCase):
         planned = sorted(({k: v for k, v in c.items() if k in ("g", "h")} for c in got.values()),
                          key=str)
         self.assertEqual(planned, sorted([{"g": 500}, {"h": 300}], key=str), got)
+
+    def test_uid(self):
+        """--uid: a user's running Python and one it starts while recording are
+        recorded exactly; root's Python, running the same interpreter, is not."""
+        py = ptg.Python(ptg.ONCE)
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        if shutil.which("setpriv") is None:
+            self.skipTest("no setpriv (util-linux)")
+        fib = py.path(os.path.join(ptg.WORKLOADS, "fib.py"))
+        theirs = subprocess.Popen([*nobody, *py.argv(fib, "--wait")], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        ours = ptg.Workload(py, "fib.py")
+        out = os.path.join(self.tmp.name, "uid.ptg")
+        try:
+            self.assertTrue(theirs.stdout.readline().startswith("ready"))
+            rec = ptg.Recorder(["--uid", "nobody"], out)
+            late = subprocess.run(
+                [*nobody, *py.argv("-c", "import os\ndef g(i): return i\n"
+                                         "for i in range(500): g(i)\nprint(os.getpid())")],
+                capture_output=True, text=True, check=True)
+            for proc in (theirs, ours.proc):
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+            self.assertIn("done", theirs.stdout.read())
+            self.assertIn("done", ours.finish())
+            rec.proc.send_signal(signal.SIGINT)
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+        finally:
+            for proc in (theirs, ours.proc):
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait()
+            theirs.stdin.close()
+            theirs.stdout.close()
+        trace = ptg.Trace(out)
+        self.assertEqual((trace.meta["uid"], trace.meta["stop.reason"]), ("65534", "interrupted"))
+        self.assertEqual(trace.losses, [])
+        got = new_calls(trace, "")
+        self.assertEqual(sorted(got), sorted([theirs.pid, int(late.stdout)]))
+        self.assertEqual(got[theirs.pid]["f"], 5919)
+        self.assertEqual(got[int(late.stdout)]["g"], 500)
 
     def test_vanished_pid(self):
         """A pid of the list that is gone: one line naming it, exit 1, no trace."""
