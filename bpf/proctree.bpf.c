@@ -30,6 +30,16 @@ struct {
 /* --uid: an exec by this user (real uid) puts its process in the set; -1: none */
 const volatile __u32 watch_uid = (__u32)-1;
 
+/* --cgroup: an exec by a task of this cgroup v2 (or one below) puts its process in the set */
+const volatile bool watch_cgroup = false;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_CGROUP_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} cgroups SEC(".maps");
+
 __u64 lost_events = 0; /* ring buffer full: user space learns of the process at its first event */
 __u64 lost_full = 0;   /* the set is full: a child not recorded */
 
@@ -71,15 +81,22 @@ int BPF_PROG(tree_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
+static __always_inline bool watched(void)
+{
+	if (watch_uid != (__u32)-1 && (__u32)bpf_get_current_uid_gid() == watch_uid)
+		return true;
+	return watch_cgroup && bpf_current_task_under_cgroup(&cgroups, 0) == 1;
+}
+
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(tree_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	__u32 tgid = p->tgid;
 	__u8 one = 1;
 
-	/* runs in the task that exec()s: the current uid is its own */
+	/* runs in the task that exec()s: the current uid and cgroup are its own */
 	if (!bpf_map_lookup_elem(&traced, &tgid)) {
-		if (watch_uid == (__u32)-1 || (__u32)bpf_get_current_uid_gid() != watch_uid)
+		if (!watched())
 			return 0;
 		if (bpf_map_update_elem(&traced, &tgid, &one, BPF_ANY)) {
 			__sync_fetch_and_add(&lost_full, 1);

@@ -46,6 +46,7 @@ struct record_opts {
 	bool per_process; /* --per-process: a trace of each, not one of all */
 	bool by_uid;	  /* --uid: every Python process of a user */
 	uid_t uid;
+	const char *cgroup; /* --cgroup: every Python process of a cgroup */
 	double duration;
 	const char *output;
 	unsigned int ringbuf_mb;
@@ -94,56 +95,58 @@ static void on_signal(int sig)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: ptrace-gpu record [-p PID[,PID...] | --uid USER | -- CMD [ARGS...]] "
-		"[--children]\n"
-		"                         [--per-process] [-o FILE] [-d SECONDS]\n\n"
-		"Records every Python call of a running CPython 3.11 process, with no restart\n"
-		"and no change in it, or of a command started under the tracer; and, when the\n"
-		"process has them, PyTorch dispatcher ops, CUDA driver/runtime calls, GPU\n"
-		"activity (CUPTI agent) and off-CPU intervals of its threads.\n\n"
-		"  -p, --pid PID[,PID..] attach to the running process PID; with several,\n"
-		"                        one trace of all of them (each record has its pid;\n"
-		"                        Python calls and off-CPU intervals only)\n"
-		"      --children        also every process they start (fork, exec), from\n"
-		"                        its first call, as perf record --inherit and\n"
-		"                        strace -f do (alias --inherit); until all ended;\n"
-		"                        -- CMD may then be a script that starts Python\n"
-		"      --uid USER        every Python process of USER (a name or a uid):\n"
-		"                        those running, those that start (exec) while\n"
-		"                        recording, and what they fork; until -d or Ctrl-C\n"
-		"      --per-process     one trace per process that ran Python instead:\n"
-		"                        FILE.rankR.ptg where RANK (or LOCAL_RANK) is in its\n"
-		"                        environment, with the rank in its metadata for\n"
-		"                        export; else FILE.pidP.ptg\n"
-		"  -o, --output FILE     trace file (default: ptrace-gpu.ptg): a new file, mode\n"
-		"                        0600, that replaces FILE once complete\n"
-		"  -d, --duration SECS   stop after SECS seconds (default: until Ctrl-C,\n"
-		"                        SIGTERM, or the target exits)\n"
-		"      --ringbuf-mb N    size of the BPF ring buffer in MiB, a power of two\n"
-		"                        (default 8: lost nothing at 1.1 M events/s; it is\n"
-		"                        mapped twice, so it adds 2 N MiB to the memory)\n"
-		"      --no-cuda         no probes on the CUDA driver and runtime libraries\n"
-		"      --no-cupti        no GPU activity: do not load the CUPTI agent into\n"
-		"                        the target (docs/gpu.md)\n"
-		"      --no-sched        no off-CPU intervals from the kernel scheduler\n"
-		"      --no-ops          no probes on PyTorch's dispatcher ops\n"
-		"      --steps N         stop after N training steps (each return of an\n"
-		"                        optimizer's step(); ProfilerStep#0.. spans)\n"
-		"      --schedule wait=W,warmup=U,active=A[,repeat=R][,skip_first=S]\n"
-		"                        torch.profiler.schedule(): keep the active steps,\n"
-		"                        one trace per active cycle, FILE.cycleC.ptg\n"
-		"      --step-function MODULE:QUALNAME\n"
-		"                        the function whose return ends a step (default:\n"
-		"                        *.step of torch/optim/); MODULE __main__: any file\n"
-		"  -q, --quiet           no live status line and no summary (the status line\n"
-		"                        is drawn only on a terminal the target does not\n"
-		"                        write to: never with -- CMD, whose output it is)\n"
-		"  -h, --help            this help\n\n"
-		"Exit status: 1 when recording failed; with -- CMD, else the command's own\n"
-		"status (128+N when signal N killed it); else 0.\n"
-		"Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE). Supported Python: %s.\n",
-		py_supported_versions());
+	fprintf(
+	    f,
+	    "usage: ptrace-gpu record [-p PID[,PID...] | --uid USER | --cgroup DIR | -- CMD ...]\n"
+	    "                         [--children] [--per-process] [-o FILE] [-d SECONDS]\n\n"
+	    "Records every Python call of a running CPython 3.11 process, with no restart\n"
+	    "and no change in it, or of a command started under the tracer; and, when the\n"
+	    "process has them, PyTorch dispatcher ops, CUDA driver/runtime calls, GPU\n"
+	    "activity (CUPTI agent) and off-CPU intervals of its threads.\n\n"
+	    "  -p, --pid PID[,PID..] attach to the running process PID; with several,\n"
+	    "                        one trace of all of them (each record has its pid;\n"
+	    "                        Python calls and off-CPU intervals only)\n"
+	    "      --children        also every process they start (fork, exec), from\n"
+	    "                        its first call, as perf record --inherit and\n"
+	    "                        strace -f do (alias --inherit); until all ended;\n"
+	    "                        -- CMD may then be a script that starts Python\n"
+	    "      --uid USER        every Python process of USER (a name or a uid):\n"
+	    "                        those running, those that start (exec) while\n"
+	    "                        recording, and what they fork; until -d or Ctrl-C\n"
+	    "      --cgroup DIR      the same for a cgroup v2 directory (and those below\n"
+	    "                        it), e.g. /sys/fs/cgroup/system.slice/train.service\n"
+	    "      --per-process     one trace per process that ran Python instead:\n"
+	    "                        FILE.rankR.ptg where RANK (or LOCAL_RANK) is in its\n"
+	    "                        environment, with the rank in its metadata for\n"
+	    "                        export; else FILE.pidP.ptg\n"
+	    "  -o, --output FILE     trace file (default: ptrace-gpu.ptg): a new file, mode\n"
+	    "                        0600, that replaces FILE once complete\n"
+	    "  -d, --duration SECS   stop after SECS seconds (default: until Ctrl-C,\n"
+	    "                        SIGTERM, or the target exits)\n"
+	    "      --ringbuf-mb N    size of the BPF ring buffer in MiB, a power of two\n"
+	    "                        (default 8: lost nothing at 1.1 M events/s; it is\n"
+	    "                        mapped twice, so it adds 2 N MiB to the memory)\n"
+	    "      --no-cuda         no probes on the CUDA driver and runtime libraries\n"
+	    "      --no-cupti        no GPU activity: do not load the CUPTI agent into\n"
+	    "                        the target (docs/gpu.md)\n"
+	    "      --no-sched        no off-CPU intervals from the kernel scheduler\n"
+	    "      --no-ops          no probes on PyTorch's dispatcher ops\n"
+	    "      --steps N         stop after N training steps (each return of an\n"
+	    "                        optimizer's step(); ProfilerStep#0.. spans)\n"
+	    "      --schedule wait=W,warmup=U,active=A[,repeat=R][,skip_first=S]\n"
+	    "                        torch.profiler.schedule(): keep the active steps,\n"
+	    "                        one trace per active cycle, FILE.cycleC.ptg\n"
+	    "      --step-function MODULE:QUALNAME\n"
+	    "                        the function whose return ends a step (default:\n"
+	    "                        *.step of torch/optim/); MODULE __main__: any file\n"
+	    "  -q, --quiet           no live status line and no summary (the status line\n"
+	    "                        is drawn only on a terminal the target does not\n"
+	    "                        write to: never with -- CMD, whose output it is)\n"
+	    "  -h, --help            this help\n\n"
+	    "Exit status: 1 when recording failed; with -- CMD, else the command's own\n"
+	    "status (128+N when signal N killed it); else 0.\n"
+	    "Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE). Supported Python: %s.\n",
+	    py_supported_versions());
 }
 
 #define WHO "ptrace-gpu: record"
@@ -168,7 +171,7 @@ static int parse_user(const char *s, uid_t *uid)
 /* Several processes, or the ones they start: recorded through user/proctree.c. */
 static bool is_tree(const struct record_opts *o)
 {
-	return o->npids > 1 || o->children || o->per_process || o->by_uid;
+	return o->npids > 1 || o->children || o->per_process || o->by_uid || o->cgroup;
 }
 
 static int parse_opts(int argc, char **argv, struct record_opts *o)
@@ -179,6 +182,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 	    {"inherit", no_argument, NULL, 'I'},
 	    {"per-process", no_argument, NULL, 'E'},
 	    {"uid", required_argument, NULL, 'U'},
+	    {"cgroup", required_argument, NULL, 'g'},
 	    {"output", required_argument, NULL, 'o'},
 	    {"duration", required_argument, NULL, 'd'},
 	    {"ringbuf-mb", required_argument, NULL, 'R'},
@@ -228,6 +232,9 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 				return -EINVAL;
 			}
 			o->by_uid = true;
+			break;
+		case 'g':
+			o->cgroup = optarg;
 			break;
 		case 'o':
 			o->output = optarg;
@@ -296,8 +303,9 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 	}
 	if (optind < argc)
 		o->cmd = &argv[optind];
-	if ((o->pid != 0) + (o->cmd != NULL) + o->by_uid != 1) {
-		fprintf(stderr, "ptrace-gpu: record: give one of -p PID, --uid USER or -- CMD\n");
+	if ((o->pid != 0) + (o->cmd != NULL) + o->by_uid + (o->cgroup != NULL) != 1) {
+		fprintf(stderr, "ptrace-gpu: record: give one of -p PID, --uid USER, --cgroup DIR "
+				"or -- CMD\n");
 		return -EINVAL;
 	}
 	if (is_tree(o) && (o->steps.max_steps || o->steps.schedule)) {
@@ -527,6 +535,8 @@ static int tree_targets(struct recording *rc)
 		ret = proctree__add_pid(rc->tree, o->pids[i], err, sizeof(err));
 	if (!ret && o->by_uid)
 		ret = proctree__add_uid(rc->tree, o->uid, o->quiet);
+	if (!ret && o->cgroup)
+		ret = proctree__add_cgroup(rc->tree, o->cgroup, o->quiet, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, "ptrace-gpu: %s\n", err[0] ? err : strerror(-ret));
 		return ret;
@@ -582,7 +592,7 @@ static bool target_exited(struct recording *rc)
 		rc->child_reaped = true;
 	/* several processes: until the last ends (-- CMD's status is still the exit status) */
 	if (rc->tree)
-		return !rc->o->by_uid && !proctree__live(rc->tree);
+		return !rc->o->by_uid && !rc->o->cgroup && !proctree__live(rc->tree);
 	if (rc->child)
 		return rc->child_reaped;
 	if (rc->pidfd >= 0)

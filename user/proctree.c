@@ -2,11 +2,14 @@
 /* A set of recorded processes that follows forks and execs; routes Python events by pid. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -59,6 +62,8 @@ struct proctree {
 	struct tree_interp *interps;
 	size_t ninterps;
 	int64_t uid; /* --uid: every exec of this user joins the set; -1: none */
+	int cg_fd;   /* --cgroup: its directory, or -1 */
+	char cg_path[PATH_MAX];
 	struct tree_proc *procs;
 	size_t nprocs;
 	struct u64map by_pid;	    /* pid -> index + 1 in procs */
@@ -197,8 +202,8 @@ static void catch_exec(struct proctree *pt, struct tree_proc *p)
 
 		p->not_python = true;
 		p->exec_ts = 0;
-		/* --uid: its next exec puts it back; the set keeps room for the user's Pythons */
-		if (pt->uid >= 0)
+		/* --uid, --cgroup: its next exec puts it back; room is kept for the Pythons */
+		if (pt->uid >= 0 || pt->cg_fd >= 0)
 			bpf_map_delete_elem(pt->set_fd, &pid);
 		return;
 	}
@@ -336,6 +341,7 @@ int proctree__new(bool children, bool quiet, struct proctree **out)
 		return -ENOMEM;
 	pt->set_fd = -1;
 	pt->uid = -1;
+	pt->cg_fd = -1;
 	pt->children = children;
 	pt->quiet = quiet;
 	*out = pt;
@@ -360,9 +366,17 @@ int proctree__load(struct proctree *pt, struct tracer *t)
 	}
 	if (pt->uid >= 0)
 		pt->skel->rodata->watch_uid = (__u32)pt->uid;
+	pt->skel->rodata->watch_cgroup = pt->cg_fd >= 0;
 	err = bpf_map__reuse_fd(pt->skel->maps.events, tracer__ringbuf_fd(t));
 	err = err ?: bpf_map__reuse_fd(pt->skel->maps.traced, pt->set_fd);
 	err = err ?: proctree_bpf__load(pt->skel);
+	if (!err && pt->cg_fd >= 0) {
+		__u32 zero = 0;
+
+		if (bpf_map_update_elem(bpf_map__fd(pt->skel->maps.cgroups), &zero, &pt->cg_fd,
+					BPF_ANY))
+			err = -errno;
+	}
 	err = err ?: tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, route_py, write_losses, pt);
 	err = err ?: tracer__on(t, PTG_EV_PROC_FORK, PTG_EV_PROC_EXIT, on_proc, NULL, pt);
 	if (err)
@@ -452,10 +466,38 @@ int proctree__add_pid(struct proctree *pt, pid_t pid, char *err, size_t errlen)
 	return ret;
 }
 
-int proctree__add_uid(struct proctree *pt, uid_t uid, bool quiet)
+/* A running process of --uid or --cgroup: its Python, if any, is recorded. */
+static int add_found(struct proctree *pt, pid_t pid, uint32_t *skipped)
 {
 	char err[512];
+	int ret;
+
+	if (pid == getpid() || find_proc(pt, pid))
+		return 0;
+	ret = proctree__add_pid(pt, pid, err, sizeof(err));
+	/* not Python, gone already: the others are recorded */
+	if (ret == -ENOEXEC || ret == -ESRCH || ret == -ENOENT)
+		return 0;
+	if (ret && ret != -ENOMEM) {
+		(*skipped)++;
+		return 0;
+	}
+	return ret;
+}
+
+static void note_skipped(uint32_t skipped, const char *whose)
+{
+	if (skipped)
+		fprintf(stderr,
+			"ptrace-gpu: note: %u Python processes of %s cannot be recorded "
+			"(unsupported version?)\n",
+			skipped, whose);
+}
+
+int proctree__add_uid(struct proctree *pt, uid_t uid, bool quiet)
+{
 	uint32_t skipped = 0;
+	char whose[32];
 	struct dirent *de;
 	uid_t owner;
 	DIR *d;
@@ -469,22 +511,69 @@ int proctree__add_uid(struct proctree *pt, uid_t uid, bool quiet)
 	while (!ret && (de = readdir(d))) {
 		pid_t pid = (pid_t)strtol(de->d_name, NULL, 10);
 
-		if (pid <= 0 || pid == getpid() || proc_uid(pid, &owner) || owner != uid)
-			continue;
-		ret = proctree__add_pid(pt, pid, err, sizeof(err));
-		/* not Python, gone already, another tracer's: the others are recorded */
-		if (ret && ret != -ENOMEM) {
-			if (ret != -ENOEXEC && ret != -ESRCH && ret != -ENOENT)
-				skipped++;
-			ret = 0;
-		}
+		if (pid > 0 && !proc_uid(pid, &owner) && owner == uid)
+			ret = add_found(pt, pid, &skipped);
 	}
 	closedir(d);
-	if (!quiet && skipped)
-		fprintf(stderr,
-			"ptrace-gpu: note: %u Python processes of uid %u cannot be recorded "
-			"(unsupported version?)\n",
-			skipped, (unsigned int)uid);
+	snprintf(whose, sizeof(whose), "uid %u", (unsigned int)uid);
+	if (!quiet)
+		note_skipped(skipped, whose);
+	return ret;
+}
+
+/* The processes of the cgroup at dirfd and of those below it (cgroup.procs of each). */
+static int add_cgroup_dir(struct proctree *pt, int dirfd, int depth, uint32_t *skipped)
+{
+	struct dirent *de;
+	long pid;
+	FILE *f;
+	DIR *d;
+	int fd, ret = 0;
+
+	fd = openat(dirfd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+	f = fd >= 0 ? fdopen(fd, "r") : NULL;
+	while (f && !ret && fscanf(f, "%ld", &pid) == 1)
+		ret = add_found(pt, (pid_t)pid, skipped);
+	if (f)
+		fclose(f);
+	/* the kernel nests cgroups at most a few dozen deep; a bound all the same */
+	fd = depth < 64 ? openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	d = fd >= 0 ? fdopendir(fd) : NULL;
+	while (d && !ret && (de = readdir(d))) {
+		if (de->d_type != DT_DIR || de->d_name[0] == '.')
+			continue;
+		fd = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ret = add_cgroup_dir(pt, fd, depth + 1, skipped);
+		close(fd);
+	}
+	if (d)
+		closedir(d);
+	else if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
+int proctree__add_cgroup(struct proctree *pt, const char *path, bool quiet, char *err,
+			 size_t errlen)
+{
+	uint32_t skipped = 0;
+	struct statfs sfs;
+	int ret;
+
+	pt->cg_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (pt->cg_fd < 0 || fstatfs(pt->cg_fd, &sfs) || sfs.f_type != CGROUP2_SUPER_MAGIC) {
+		ret = pt->cg_fd < 0 ? -errno : -ENOTDIR;
+		snprintf(err, errlen, "%s is not a cgroup v2 directory%s%s", path,
+			 ret == -ENOTDIR ? "" : ": ", ret == -ENOTDIR ? "" : strerror(-ret));
+		return ret;
+	}
+	snprintf(pt->cg_path, sizeof(pt->cg_path), "%s", path);
+	pt->children = true; /* what they fork stays in the cgroup */
+	ret = add_cgroup_dir(pt, pt->cg_fd, 0, &skipped);
+	if (!quiet)
+		note_skipped(skipped, path);
 	return ret;
 }
 
@@ -508,6 +597,7 @@ int proctree__write_meta(const struct proctree *pt, struct trace_writer *w)
 	err = trace_writer__meta(w, "pids", buf);
 	snprintf(buf, sizeof(buf), "%lld", (long long)pt->uid);
 	err = err ?: trace_writer__meta(w, "uid", pt->uid >= 0 ? buf : "");
+	err = err ?: trace_writer__meta(w, "cgroup", pt->cg_path);
 	return err ?: trace_writer__meta(w, "children", pt->children ? "1" : "0");
 }
 
@@ -668,6 +758,8 @@ void proctree__destroy(struct proctree *pt)
 	}
 	free(pt->procs);
 	u64map__free(&pt->by_pid);
+	if (pt->cg_fd >= 0)
+		close(pt->cg_fd);
 	free(pt->roots_py);
 	proctree_bpf__destroy(pt->skel);
 	if (pt->set_fd >= 0)

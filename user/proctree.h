@@ -49,6 +49,9 @@ int proctree__add_pid(struct proctree *pt, pid_t pid, char *err, size_t errlen);
  * proctree__attach() on, every process of it that execs; follows forks.
  */
 int proctree__add_uid(struct proctree *pt, uid_t uid, bool quiet);
+/* --cgroup: the same for the processes of a cgroup v2 directory and those below it. */
+int proctree__add_cgroup(struct proctree *pt, const char *path, bool quiet, char *err,
+			 size_t errlen);
 /*
  * Adds a process whose interpreter is known already (record -- CMD, stopped
  * by launch); py NULL for a program that runs no Python itself.

@@ -337,6 +337,47 @@ class PidList(unittest.TestCase):
         self.assertEqual(got[theirs.pid]["f"], 5919)
         self.assertEqual(got[int(late.stdout)]["g"], 500)
 
+    def test_cgroup(self):
+        """--cgroup: a process moved into the cgroup and one that execs Python
+        there while recording are recorded exactly; one outside is not."""
+        with open("/proc/mounts") as f:
+            mounts = [line.split()[1] for line in f if line.split()[2] == "cgroup2"]
+        if not mounts:
+            self.skipTest("no cgroup v2 mounted")
+        cg = os.path.join(mounts[0], f"ptg-test-{os.getpid()}")
+        try:
+            os.mkdir(cg)
+        except OSError as e:
+            self.skipTest(f"cannot make a cgroup in {mounts[0]}: {e}")
+        py = ptg.Python(ptg.ONCE)
+        out = os.path.join(self.tmp.name, "cg.ptg")
+        inside, outside = ptg.Workload(py, "fib.py"), ptg.Workload(py, "fib.py")
+        try:
+            with open(os.path.join(cg, "cgroup.procs"), "w") as f:
+                f.write(str(inside.pid))
+            rec = ptg.Recorder(["--cgroup", cg], out)
+            code = "import os\ndef g(i): return i\nfor i in range(500): g(i)\nprint(os.getpid())"
+            late = subprocess.run(
+                ["sh", "-c", f'echo $$ > {cg}/cgroup.procs && exec "$0" "$@"',
+                 *py.argv("-c", code)], capture_output=True, text=True, check=True)
+            for w in (inside, outside):
+                w.go()
+            for w in (inside, outside):
+                self.assertIn("done", w.finish())
+            rec.proc.send_signal(signal.SIGINT)
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+        finally:
+            inside.kill()
+            outside.kill()
+            os.rmdir(cg)
+        trace = ptg.Trace(out)
+        self.assertEqual(trace.meta["cgroup"], cg)
+        self.assertEqual(trace.losses, [])
+        got = new_calls(trace, "")
+        self.assertEqual(sorted(got), sorted([inside.pid, int(late.stdout)]))
+        self.assertEqual(got[inside.pid]["f"], 5919)
+        self.assertEqual(got[int(late.stdout)]["g"], 500)
+
     def test_vanished_pid(self):
         """A pid of the list that is gone: one line naming it, exit 1, no trace."""
         gone = subprocess.Popen(["true"])
