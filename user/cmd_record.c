@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +26,7 @@
 #include "outfile.h"
 #include "procfs.h"
 #include "proctree.h"
+#include "record.h"
 #include "pyframe.h"
 #include "pyinterp.h"
 #include "schedprobe.h"
@@ -35,56 +35,6 @@
 #include "torchops.h"
 #include "trace.h"
 #include "tracer.h"
-
-#define RECORD_MAX_PIDS 64
-
-struct record_opts {
-	pid_t pid;
-	pid_t pids[RECORD_MAX_PIDS]; /* -p A,B,C: pids[0] is pid */
-	int npids;
-	bool children;	  /* --children: the processes they start too */
-	bool per_process; /* --per-process: a trace of each, not one of all */
-	bool by_uid;	  /* --uid: every Python process of a user */
-	uid_t uid;
-	const char *cgroup; /* --cgroup: every Python process of a cgroup */
-	double duration;
-	const char *output;
-	unsigned int ringbuf_mb;
-	bool quiet;
-	bool no_cuda;
-	bool no_cupti;
-	bool no_sched;
-	bool no_ops;
-	struct steps_opts steps;
-	char **cmd;
-};
-
-struct recording {
-	struct record_opts *o;
-	pid_t pid;
-	bool child; /* started by us: -- CMD */
-	bool child_reaped;
-	int child_status;
-	int pidfd;
-	uint64_t start_time; /* of pid: another process that gets its pid is not the target */
-	struct py_interp py;
-	struct trace_writer *w;
-	struct tracer *tracer;
-	struct pyframe *pf;
-	struct libwatch *libs;
-	struct cudaprobe *cuda;
-	struct cupti *cupti; /* GPU activity from the CUPTI agent in the target */
-	struct sched *sched;
-	struct proctree *tree; /* several processes (-p A,B, --children): user/proctree.c */
-	struct modpath *mp;
-	struct torchops *ops;
-	struct steps *steps; /* --steps, --schedule: the trace is cut from a recording at tmp */
-	char tmp[PATH_MAX];
-	uint64_t start_ts;    /* probes start to attach */
-	uint64_t attached_ts; /* all probes are in place: -d counts from here */
-	const char *stop_reason;
-	bool status_shown; /* the live status line is on the terminal, unfinished */
-};
 
 static volatile sig_atomic_t stop_signal;
 
@@ -150,23 +100,6 @@ static void usage(FILE *f)
 }
 
 #define WHO "ptrace-gpu: record"
-
-/* A user by name or number (--uid). */
-static int parse_user(const char *s, uid_t *uid)
-{
-	struct passwd *pw;
-	uint64_t v;
-
-	if (!parse_u64(s, 0, UINT32_MAX - 1, &v)) {
-		*uid = (uid_t)v;
-		return 0;
-	}
-	pw = getpwnam(s);
-	if (!pw)
-		return -ENOENT;
-	*uid = pw->pw_uid;
-	return 0;
-}
 
 /* Several processes, or the ones they start: recorded through user/proctree.c. */
 static bool is_tree(const struct record_opts *o)
@@ -342,7 +275,7 @@ static int write_dist_meta(struct recording *rc)
 	return err ?: trace_writer__meta(rc->w, "dist.world_size", world);
 }
 
-static int write_meta(struct recording *rc)
+int write_meta(struct recording *rc)
 {
 	struct trace_writer *w = rc->w;
 	char buf[4096];
@@ -410,7 +343,7 @@ static int setup_target(struct recording *rc, char *err, size_t errlen)
  * file, which reads up to its last complete chunk: say where it is. Never
  * removed: a recorder still writing it would look the same.
  */
-static void note_leftover(const char *out)
+void note_leftover(const char *out)
 {
 	char left[PATH_MAX];
 
@@ -503,83 +436,6 @@ static int start(struct recording *rc)
 	if (!ret && !rc->o->quiet)
 		fprintf(stderr, "ptrace-gpu: recording pid %d (Python %s, %s)\n", rc->pid,
 			rc->py.version, rc->py.path);
-	return ret;
-}
-
-/*
- * Several processes (-p A,B, --children). Probes on a process's dispatcher
- * ops, CUDA calls and GPU activity are made for one process each: here the
- * recording holds Python calls and off-CPU intervals.
- */
-/* The processes, all checked before a file is made; -- CMD is started, stopped. */
-static int tree_targets(struct recording *rc)
-{
-	struct record_opts *o = rc->o;
-	const struct py_interp *py;
-	char err[512] = "";
-	int ret;
-
-	ret = syscheck_tracing(err, sizeof(err));
-	ret = ret ?: proctree__new(o->children, o->quiet, &rc->tree);
-	/* --children -- ./train.sh: a command that is no Python is followed all the same */
-	if (!ret && o->cmd) {
-		ret = o->children ? launch__start_any(o->cmd, &rc->pid, &rc->py, err, sizeof(err))
-				  : launch__start(o->cmd, &rc->pid, &rc->py, err, sizeof(err));
-		rc->child = !ret || ret == -ENOEXEC;
-		if (ret == -ENOEXEC)
-			err[0] = '\0';
-		ret = ret == -ENOEXEC ? proctree__add(rc->tree, rc->pid, NULL)
-				      : ret ?: proctree__add(rc->tree, rc->pid, &rc->py);
-	}
-	for (int i = 0; !ret && !o->cmd && i < o->npids; i++)
-		ret = proctree__add_pid(rc->tree, o->pids[i], err, sizeof(err));
-	if (!ret && o->by_uid)
-		ret = proctree__add_uid(rc->tree, o->uid, o->quiet);
-	if (!ret && o->cgroup)
-		ret = proctree__add_cgroup(rc->tree, o->cgroup, o->quiet, err, sizeof(err));
-	if (ret) {
-		fprintf(stderr, "ptrace-gpu: %s\n", err[0] ? err : strerror(-ret));
-		return ret;
-	}
-	rc->pid = proctree__first(rc->tree, &py);
-	rc->py = *py;
-	return 0;
-}
-
-static int start_tree(struct recording *rc)
-{
-	struct record_opts *o = rc->o;
-	int ret;
-
-	if (!o->quiet && !(o->no_ops && o->no_cuda && o->no_cupti))
-		fprintf(stderr, "ptrace-gpu: note: of several processes, record takes Python calls "
-				"and off-CPU time only, not yet ops, CUDA calls or GPU activity\n");
-	o->no_ops = o->no_cuda = o->no_cupti = true;
-	ret = tree_targets(rc);
-	/* --per-process: the traces are cut from this once every process is known */
-	snprintf(rc->tmp, sizeof(rc->tmp), "%s.recording", o->output);
-	if (!ret)
-		note_leftover(o->per_process ? rc->tmp : o->output);
-	ret = ret ?: trace_writer__open(o->per_process ? rc->tmp : o->output, &rc->w);
-	if (!ret)
-		trace_writer__keep_partial(rc->w);
-	ret = ret ?: tracer__new(rc->w, o->ringbuf_mb, 0, &rc->tracer);
-	ret = ret ?: proctree__load(rc->tree, rc->tracer);
-	if (!ret && !o->no_sched)
-		ret = sched__open_set(rc->tracer, proctree__set_fd(rc->tree), NULL, &rc->sched);
-	if (!ret) {
-		rc->start_ts = now_ns(CLOCK_MONOTONIC);
-		tracer__set_start_ts(rc->tracer, rc->start_ts);
-		ret = write_meta(rc);
-	}
-	ret = ret ?: proctree__write_meta(rc->tree, rc->w);
-	ret = ret ?: proctree__attach(rc->tree);
-	if (!ret && rc->sched)
-		ret = sched__attach(rc->sched);
-	rc->attached_ts = now_ns(CLOCK_MONOTONIC);
-	/* whatever failed: the command runs on, as it would have without us */
-	if (rc->child)
-		launch__release(rc->pid);
 	return ret;
 }
 
