@@ -49,7 +49,9 @@ struct tree_proc {
 	bool ran_python; /* had a supported interpreter at some point: gets a --per-process trace */
 	/* read while it runs, for its own trace (--per-process) */
 	char *cmdline;
-	char rank[24], world[24];
+	char rank[24];	    /* RANK, else LOCAL_RANK: names its file */
+	char dist_rank[24]; /* RANK alone: the job's rank, for export */
+	char world[24];
 };
 
 struct proctree {
@@ -107,7 +109,8 @@ static void read_identity(struct tree_proc *p)
 		return;
 	free(p->cmdline);
 	p->cmdline = strdup(buf);
-	env_number(p->pid, "RANK", p->rank, sizeof(p->rank));
+	env_number(p->pid, "RANK", p->dist_rank, sizeof(p->dist_rank));
+	memcpy(p->rank, p->dist_rank, sizeof(p->rank));
 	if (!p->rank[0])
 		env_number(p->pid, "LOCAL_RANK", p->rank, sizeof(p->rank));
 	env_number(p->pid, "WORLD_SIZE", p->world, sizeof(p->world));
@@ -290,6 +293,7 @@ static int on_proc(struct tracer *t, void *ctx, const struct ptg_event *e, size_
 		if (parent) {
 			p->cmdline = parent->cmdline ? strdup(parent->cmdline) : NULL;
 			memcpy(p->rank, parent->rank, sizeof(p->rank));
+			memcpy(p->dist_rank, parent->dist_rank, sizeof(p->dist_rank));
 			memcpy(p->world, parent->world, sizeof(p->world));
 		}
 		read_identity(p);
@@ -679,6 +683,7 @@ void proctree__proc(const struct proctree *pt, size_t i, struct proctree_proc *o
 	    .ran_python = p->ran_python,
 	    .cmdline = p->cmdline ?: "",
 	    .rank = p->rank,
+	    .dist_rank = p->dist_rank,
 	    .world_size = p->world,
 	    .py_version = py ? py->version : "",
 	    .py_path = py ? py->path : "",

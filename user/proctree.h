@@ -71,6 +71,7 @@ struct proctree_proc {
 	bool ran_python;
 	const char *cmdline;
 	const char *rank;	/* RANK, else LOCAL_RANK, of its environment; "" if none */
+	const char *dist_rank;	/* RANK alone (LOCAL_RANK is no rank of the job); "" if none */
 	const char *world_size; /* WORLD_SIZE; "" if none */
 	const char *py_version;
 	const char *py_path;

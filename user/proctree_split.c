@@ -61,10 +61,10 @@ static int write_one(const struct proctree_proc *p, const char *in, const char *
 	    {"python.version", p->py_version},
 	    {"python.path", p->py_path},
 	    /* Kineto's distributedInfo (export --chrome) when the process has both */
-	    {"dist.rank", p->rank},
+	    {"dist.rank", p->dist_rank},
 	    {"dist.world_size", p->world_size},
 	};
-	size_t n = p->rank[0] && p->world_size[0] ? 7 : 5;
+	size_t n = p->dist_rank[0] && p->world_size[0] ? 7 : 5;
 
 	snprintf(pid, sizeof(pid), "%d", p->pid);
 	return trace_slice_pid(in, path, (uint32_t)p->pid, meta, n);

@@ -118,17 +118,22 @@ class Tree(unittest.TestCase):
 
     def check_per_process_ranks(self, python):
         """Two ranks (RANK=0, RANK=1) with --per-process: run.rank0.ptg and
-        run.rank1.ptg, each of its own process, with its rank for export."""
+        run.rank1.ptg, each of its own process, with its rank for export; a
+        LOCAL_RANK alone names a file, but is no rank of the job."""
         out = os.path.join(self.tmp.name, "run.ptg")
         ws = []
         try:
             for rank in (0, 1):
                 os.environ.update(RANK=str(rank), WORLD_SIZE="2")
                 ws.append(ptg.Workload(python, "fib.py"))
+            del os.environ["RANK"]
+            os.environ["LOCAL_RANK"] = "7"
+            ws.append(ptg.Workload(python, "fib.py"))
         finally:
-            del os.environ["RANK"], os.environ["WORLD_SIZE"]
+            for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+                os.environ.pop(k, None)
         try:
-            rec = ptg.Recorder(["-p", f"{ws[0].pid},{ws[1].pid}", "--per-process"], out)
+            rec = ptg.Recorder(["-p", ",".join(str(w.pid) for w in ws), "--per-process"], out)
             for w in ws:
                 w.go()
             for w in ws:
@@ -137,8 +142,12 @@ class Tree(unittest.TestCase):
         finally:
             for w in ws:
                 w.kill()
-        self.assertEqual(sorted(os.listdir(self.tmp.name)), ["run.rank0.ptg", "run.rank1.ptg"])
-        for rank, w in enumerate(ws):
+        self.assertEqual(sorted(os.listdir(self.tmp.name)),
+                         ["run.rank0.ptg", "run.rank1.ptg", "run.rank7.ptg"])
+        local = ptg.Trace(os.path.join(self.tmp.name, "run.rank7.ptg"))
+        self.assertEqual(local.meta["pid"], str(ws[2].pid))
+        self.assertNotIn("dist.rank", local.meta)
+        for rank, w in enumerate(ws[:2]):
             path = os.path.join(self.tmp.name, f"run.rank{rank}.ptg")
             trace = ptg.Trace(path)
             self.assertEqual((trace.meta["pid"], trace.meta["dist.rank"],
@@ -300,7 +309,9 @@ class PidList(unittest.TestCase):
         """--uid: a user's running Python and one it starts while recording are
         recorded exactly; root's Python, running the same interpreter, is not."""
         py = ptg.Python(ptg.ONCE)
-        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        # a uid of no user: no other process of the machine runs as it
+        uid = 54321 + os.getpid() % 1000
+        nobody = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
         if shutil.which("setpriv") is None:
             self.skipTest("no setpriv (util-linux)")
         fib = py.path(os.path.join(ptg.WORKLOADS, "fib.py"))
@@ -310,7 +321,7 @@ class PidList(unittest.TestCase):
         out = os.path.join(self.tmp.name, "uid.ptg")
         try:
             self.assertTrue(theirs.stdout.readline().startswith("ready"))
-            rec = ptg.Recorder(["--uid", "nobody"], out)
+            rec = ptg.Recorder(["--uid", str(uid)], out)
             late = subprocess.run(
                 [*nobody, *py.argv("-c", "import os\ndef g(i): return i\n"
                                          "for i in range(500): g(i)\nprint(os.getpid())")],
@@ -330,7 +341,7 @@ class PidList(unittest.TestCase):
             theirs.stdin.close()
             theirs.stdout.close()
         trace = ptg.Trace(out)
-        self.assertEqual((trace.meta["uid"], trace.meta["stop.reason"]), ("65534", "interrupted"))
+        self.assertEqual((trace.meta["uid"], trace.meta["stop.reason"]), (str(uid), "interrupted"))
         self.assertEqual(trace.losses, [])
         got = new_calls(trace, "")
         self.assertEqual(sorted(got), sorted([theirs.pid, int(late.stdout)]))
