@@ -77,11 +77,12 @@ int start_tree(struct recording *rc)
 	struct record_opts *o = rc->o;
 	int ret;
 
-	if (!o->quiet && !(o->no_ops && o->no_cuda && o->no_cupti))
+	ret = tree_targets(rc);
+	/* said once the processes are known good: a bad one is one line */
+	if (!ret && !o->quiet && !(o->no_ops && o->no_cuda && o->no_cupti))
 		fprintf(stderr, "ptrace-gpu: note: of several processes, record takes Python calls "
 				"and off-CPU time only, not yet ops, CUDA calls or GPU activity\n");
 	o->no_ops = o->no_cuda = o->no_cupti = true;
-	ret = tree_targets(rc);
 	/* --per-process: the traces are cut from this once every process is known */
 	snprintf(rc->tmp, sizeof(rc->tmp), "%s.recording", o->output);
 	if (!ret)
