@@ -525,6 +525,50 @@ int proctree__add_uid(struct proctree *pt, uid_t uid, bool quiet)
 	return ret;
 }
 
+/* The children of pid, of all its threads, and theirs (depth levels more). */
+static int add_below(struct proctree *pt, pid_t pid, int depth, uint32_t *skipped)
+{
+	char path[64];
+	struct dirent *de;
+	long kid;
+	FILE *f;
+	DIR *d;
+	int ret = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = depth ? opendir(path) : NULL;
+	while (d && !ret && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/children", pid, de->d_name);
+		f = fopen(path, "re");
+		while (f && !ret && fscanf(f, "%ld", &kid) == 1) {
+			/* a shell in between runs no Python: what it started may */
+			ret = add_found(pt, (pid_t)kid, skipped);
+			ret = ret ?: add_below(pt, (pid_t)kid, depth - 1, skipped);
+		}
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return ret;
+}
+
+int proctree__add_descendants(struct proctree *pt, bool quiet)
+{
+	size_t roots = pt->nprocs;
+	uint32_t skipped = 0;
+	int ret = 0;
+
+	/* a process tree is no deeper than this in practice; a bound all the same */
+	for (size_t i = 0; !ret && i < roots; i++)
+		ret = add_below(pt, pt->procs[i].pid, 32, &skipped);
+	if (!quiet)
+		note_skipped(skipped, "the processes' descendants");
+	return ret;
+}
+
 /* The processes of the cgroup at dirfd and of those below it (cgroup.procs of each). */
 static int add_cgroup_dir(struct proctree *pt, int dirfd, int depth, uint32_t *skipped)
 {

@@ -49,6 +49,8 @@ int proctree__add_pid(struct proctree *pt, pid_t pid, char *err, size_t errlen);
  * proctree__attach() on, every process of it that execs; follows forks.
  */
 int proctree__add_uid(struct proctree *pt, uid_t uid, bool quiet);
+/* --children -p: the running descendants of the processes added that run Python too. */
+int proctree__add_descendants(struct proctree *pt, bool quiet);
 /* --cgroup: the same for the processes of a cgroup v2 directory and those below it. */
 int proctree__add_cgroup(struct proctree *pt, const char *path, bool quiet, char *err,
 			 size_t errlen);

@@ -54,6 +54,9 @@ static int tree_targets(struct recording *rc)
 	}
 	for (int i = 0; !ret && !o->cmd && i < o->npids; i++)
 		ret = proctree__add_pid(rc->tree, o->pids[i], err, sizeof(err));
+	/* DataLoader workers already running are part of the job as much as later ones */
+	if (!ret && o->npids && o->children)
+		ret = proctree__add_descendants(rc->tree, o->quiet);
 	if (!ret && o->by_uid)
 		ret = proctree__add_uid(rc->tree, o->uid, o->quiet);
 	if (!ret && o->cgroup)

@@ -87,6 +87,24 @@ class Tree(unittest.TestCase):
         self.assertEqual((rows.get("leaf_grand"), rows.get("leaf_parent")), ("100", None))
         self.assertIn(f" in process {grand}\n", res.stdout)
 
+    def check_children_already_running(self, python):
+        """-p PID --children: a child forked before the attach is recorded too."""
+        out = os.path.join(self.tmp.name, "prefork.ptg")
+        w = ptg.Workload(python, "prefork.py")
+        try:
+            rec = ptg.Recorder(["-p", str(w.pid), "--children"], out)
+            w.go()
+            stdout = w.finish()
+            self.assertIn("done", stdout)
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+        finally:
+            w.kill()
+        child = int(stdout.split("child ")[1].split()[0])
+        got = new_calls(ptg.Trace(out), "prefork.py")
+        self.assertEqual(sorted(got), sorted([w.pid, child]))
+        self.assertEqual(dict(got[child]), {"leaf_child": 200})
+        self.assertEqual(got[w.pid]["leaf_parent"], 300)
+
     def check_children_of_command(self, python):
         """record --children -- CMD: the same tree, from the command's first call."""
         out = os.path.join(self.tmp.name, "cmd.ptg")
