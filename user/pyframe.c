@@ -43,8 +43,7 @@ struct pyframe {
 	size_t natts;
 	struct py_interp py;
 	struct tracer *t;
-	bool shared; /* probes on the file for the processes of a traced set (pyframe__open_shared)
-		      */
+	bool shared; /* for the processes of a traced set (pyframe__open_shared) */
 	struct pyframe_proc *procs;
 	size_t nprocs;
 	size_t last;		  /* index + 1 of the previous event's process */
@@ -165,7 +164,7 @@ static uint32_t python_above(const struct tracer_thread *th, uint32_t from)
  */
 static int push_hidden(struct pyframe *pf, struct tracer_thread *th, uint64_t frame)
 {
-	struct tracer_slot slot = {.key = frame, .kind = TRACER_SLOT_HIDDEN};
+	struct tracer_slot slot = { .key = frame, .kind = TRACER_SLOT_HIDDEN };
 
 	pf->st.hidden++;
 	return tracer__push(pf->t, th, &slot, 0, 0, 0);
@@ -256,7 +255,6 @@ static int apply_snapshot(struct pyframe *pf, struct tracer_thread *th,
 	/* a process forked while recording: its frames were open from its start */
 	if (first && born > ts)
 		ts = born;
-
 	/* compare the Python frames only: ops in between stay if their frames do */
 	while (common < th->depth && py < n) {
 		const struct tracer_slot *slot = &th->stack[common];
