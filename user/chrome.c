@@ -36,6 +36,10 @@
  */
 #define STEPS_TRACK  0x40000000u
 #define OFFCPU_TRACK 0x20000000u
+/* the key of a process's own process_name in tracks: no thread has this tid */
+#define PROCESS_TRACK 0xffffffffu
+/* a thread's name (at most 15 bytes from the kernel, more from a trace) and its container tid */
+#define PTG_NAME_IN_NS_MAX 320
 
 struct sbuf {
 	char *p;
@@ -532,11 +536,43 @@ static void write_flow_rec(struct chrome *c, const struct ptg_record *rec)
 		   rec->ts, rec->corr, rec->aux[1], c->args);
 }
 
+/*
+ * A recorded thread in a container (aux[2], aux[3]: its pid and tid there):
+ * its process is named "pid 12345 (container pid 1)" once, as Perfetto shows
+ * process_name beside the pid, and the thread's name says its container tid.
+ */
+static void name_ns_process(struct chrome *c, const struct ptg_record *rec)
+{
+	uint64_t key = u64map_key((uint64_t)rec->pid << 32 | PROCESS_TRACK);
+	struct args a = {&c->b};
+	char name[64];
+
+	if (u64map__get(&c->tracks, key))
+		return;
+	if (u64map__put(&c->tracks, key, 1)) {
+		c->b.err = -ENOMEM;
+		return;
+	}
+	snprintf(name, sizeof(name), "pid %u (container pid %u)", rec->pid, (uint32_t)rec->aux[2]);
+	ev_new(c, true);
+	sb_str(&c->b, "{\"ph\": \"M\", \"name\": \"process_name\"");
+	ev_where(c, rec->pid, 0, rec->ts);
+	arg_str(&a, "name", name);
+	ev_end(c, &a, NULL);
+}
+
 static void write_thread(struct chrome *c, const struct ptg_record *rec)
 {
 	int64_t m = rec->aux[0] >= 0 && rec->aux[0] < KINETO_M_NR ? rec->aux[0] : 0;
+	bool ns = !c->kineto && m == KINETO_M_THREAD_NAME && rec->aux[3] > 0;
 	struct args a = {&c->b};
+	char name[PTG_NAME_IN_NS_MAX];
 
+	if (ns) {
+		name_ns_process(c, rec);
+		snprintf(name, sizeof(name), "%s (container tid %u)", sym_name(c, rec->sym),
+			 (uint32_t)rec->aux[3]);
+	}
 	ev_new(c, true);
 	sb_str(&c->b, "{\"ph\": \"M\", \"name\": ");
 	sb_json(&c->b, kineto_meta_names[m]);
@@ -545,7 +581,7 @@ static void write_thread(struct chrome *c, const struct ptg_record *rec)
 		arg_int(&a, "sort_index", rec->aux[1]);
 	else
 		arg_str(&a, m == KINETO_M_PROCESS_LABELS ? "labels" : "name",
-			sym_name(c, rec->sym));
+			ns ? name : sym_name(c, rec->sym));
 	ev_end(c, &a, c->args);
 }
 

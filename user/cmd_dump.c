@@ -60,7 +60,10 @@ static void print_record(const struct trace_reader *r, const struct ptg_record *
 	if (rec->ext)
 		printf(" ext=%" PRIu64, rec->ext);
 	for (int i = 0; i < 4; i++) {
-		if (rec->aux[i])
+		/* a recorded thread's pid and tid in its container (docs/trace-format.md) */
+		if (rec->aux[i] && rec->kind == PTG_REC_THREAD && i >= 2)
+			printf(" container_%s=%" PRId64, i == 2 ? "pid" : "tid", rec->aux[i]);
+		else if (rec->aux[i])
 			printf(" aux%d=%" PRId64, i, rec->aux[i]);
 	}
 	print_sym(r, rec->sym);
@@ -98,7 +101,9 @@ int cmd_dump(int argc, char **argv)
 		printf(
 		    "usage: ptrace-gpu dump FILE\n\n"
 		    "Prints the trace's metadata and loss counters as '# ' lines, then one line\n"
-		    "per record: timestamp (ns), pid/tid, kind, flags, fields, symbol, args.\n");
+		    "per record: timestamp (ns), pid/tid, kind, flags, fields, symbol, args.\n"
+		    "A thread record of a process in a container has its pid and tid there as\n"
+		    "container_pid= and container_tid=.\n");
 		return 0;
 	}
 	if (argc != 2 || (argv[1][0] == '-' && argv[1][1])) {

@@ -13,6 +13,8 @@
 #include "commands.h"
 #include "idle.h"
 #include "numarg.h"
+#include "ranks_out.h"
+#include "report_fmt.h"
 #include "utf8.h"
 #include "trace_open.h"
 
@@ -27,32 +29,21 @@ struct idle_out {
 static void idle_usage(FILE *f)
 {
 	fprintf(f, "usage: ptrace-gpu idle TRACE.ptg [-n N] [--json] [--kernel-wait-us US]\n"
-		   "                         [--max-queue LEN]\n\n"
+		   "                         [--max-queue LEN]\n"
+		   "       ptrace-gpu idle TRACE.ptg TRACE.ptg... | DIR  [options]\n\n"
 		   "GPU idle time and where it comes from: HTA's temporal breakdown, idle time\n"
 		   "per stream, launch delay and launch-queue length, and torch.profiler's\n"
 		   "queue depth and optimizable events (see docs/idle.md).\n\n"
-		   "  -n N               events, names and gaps to list (default 10)\n"
+		   "Given several traces (or a directory of .ptg files), one per rank of a\n"
+		   "distributed job: one idle row per rank, and per ProfilerStep#N each rank's\n"
+		   "step time and NCCL kernel time, the rank the others waited for and how\n"
+		   "long. Ranks come from each trace's rank (record: RANK; import:\n"
+		   "distributedInfo), else from the order of the files.\n\n"
+		   "  -n N               events, names, gaps and steps to list (default 10)\n"
 		   "  --json             one JSON object instead of tables\n"
 		   "  --kernel-wait-us   a gap shorter than this between two ops of a stream is\n"
 		   "                     kernel wait (default 30)\n"
 		   "  --max-queue LEN    launch-queue length counted as full (default 1024)\n");
-}
-
-/* ns -> "12.3 µs", "4.56 ms" or "7.890 s" */
-static const char *fmt_ns(char *buf, size_t len, double ns)
-{
-	if (ns < 1e6)
-		snprintf(buf, len, "%.1f µs", ns / 1e3);
-	else if (ns < 1e9)
-		snprintf(buf, len, "%.2f ms", ns / 1e6);
-	else
-		snprintf(buf, len, "%.3f s", ns / 1e9);
-	return buf;
-}
-
-static double pct(uint64_t part, uint64_t whole)
-{
-	return whole ? 100.0 * part / whole : 0;
 }
 
 static const char *sym_name(const struct trace_reader *r, uint32_t id)
@@ -285,24 +276,6 @@ static void print_text(const struct idle_out *out)
 	}
 	text_names(out);
 	text_ranked(out);
-}
-
-static json_object *jdouble(double v)
-{
-	char buf[64];
-
-	snprintf(buf, sizeof(buf), "%.4f", v);
-	return json_object_new_double_s(v, buf);
-}
-
-static void jset(json_object *o, const char *key, json_object *v)
-{
-	json_object_object_add(o, key, v);
-}
-
-static void jset_u64(json_object *o, const char *key, uint64_t v)
-{
-	json_object_object_add(o, key, json_object_new_uint64(v));
 }
 
 static json_object *json_devices(const struct idle_report *rep)
@@ -563,12 +536,32 @@ static int parse_args(int argc, char **argv, struct idle_opts *o, bool *json)
 			return -EINVAL;
 		}
 	}
-	if (optind != argc - 1) {
-		fprintf(stderr,
-			"ptrace-gpu idle: expected one trace FILE (see ptrace-gpu idle --help)\n");
+	if (optind >= argc) {
+		fprintf(stderr, "ptrace-gpu idle: expected a trace FILE, several, or a directory "
+				"(see ptrace-gpu idle --help)\n");
 		return -EINVAL;
 	}
 	return 0;
+}
+
+/* Several traces, one per rank: the cross-rank view (ranks.h). */
+static int idle_ranks(char *const *args, size_t nargs, const struct idle_opts *o, bool json)
+{
+	struct ranks_report *rep = NULL;
+	char **paths = NULL;
+	size_t n = 0;
+	int err;
+
+	err = ranks_paths(WHO, args, nargs, &paths, &n) ?: ranks_analyze(WHO, paths, n, o, &rep);
+	if (!err && json)
+		err = ranks_print_json(stdout, rep, o);
+	else if (!err)
+		ranks_print_text(stdout, rep, o);
+	if (err == -ENOMEM && rep)
+		fprintf(stderr, "%s: %s\n", WHO, strerror(ENOMEM));
+	ranks_report__free(rep);
+	ranks_paths_free(paths, n);
+	return err;
 }
 
 int cmd_idle(int argc, char **argv)
@@ -586,6 +579,10 @@ int cmd_idle(int argc, char **argv)
 		idle_usage(stdout);
 	if (err)
 		return err > 0 ? 0 : 2;
+	if (ranks_wanted(argv + optind, argc - optind)) {
+		err = idle_ranks(argv + optind, argc - optind, &o, json);
+		goto flush;
+	}
 	out.path = argv[optind];
 	if (trace_open("ptrace-gpu: idle", out.path, &r))
 		return 1;
@@ -599,7 +596,8 @@ int cmd_idle(int argc, char **argv)
 		err = print_json(&out);
 	else
 		print_text(&out);
-	if (fflush(stdout)) {
+flush:
+	if (fflush(stdout) && !err) {
 		err = -errno;
 		fprintf(stderr, "ptrace-gpu: idle: writing output: %s\n", strerror(-err));
 	}

@@ -26,15 +26,18 @@ static void usage(FILE *f)
 		"the stack bytes written are put back and it goes on where it was. A library\n"
 		"already loaded is not loaded twice (its constructors do not run again).\n"
 		"LIBRARY must be a file only root can have written (owned by root, and it and\n"
-		"every directory above it writable by no one else); the target loads a copy\n"
-		"of it made in its own /tmp, /dev/shm or /var/tmp, removed once loaded.\n\n"
+		"every directory above it writable by no one else). The target loads its bytes\n"
+		"from a sealed memfd of its own (/proc/self/fd/N), or, where its /proc is not\n"
+		"procfs, from a copy made in its own /tmp, /dev/shm or /var/tmp, removed once\n"
+		"loaded.\n\n"
 		"  -p, --pid PID        the process\n"
 		"  -c, --call SYMBOL    then call `int SYMBOL(const char *TEXT)` of LIBRARY\n"
 		"  -a, --arg TEXT       the argument of --call (default \"\")\n"
 		"  -t, --timeout SECS   longest wait for each step (default 10)\n"
 		"  -h, --help           this help\n\n"
-		"Prints the handle (and what SYMBOL returned); exits 1 with the reason if\n"
-		"anything failed, the process running on unchanged. Needs CAP_SYS_PTRACE.\n");
+		"Prints how it was loaded and its load bias (and what SYMBOL returned); exits\n"
+		"1 with the reason if anything failed, the process running on unchanged.\n"
+		"Needs CAP_SYS_PTRACE.\n");
 }
 
 struct inject_args {
@@ -100,8 +103,7 @@ int cmd_inject(int argc, char **argv)
 {
 	struct inject_args a = {};
 	struct inject_result res;
-	char err[PATH_MAX + 128];
-	struct lib_copy *lc;
+	char err[PATH_MAX + 640];
 	int fd, ret;
 
 	ret = parse_args(argc, argv, &a);
@@ -109,9 +111,10 @@ int cmd_inject(int argc, char **argv)
 		return ret == -EINVAL ? 2 : 1;
 	/*
 	 * As record does with the CUPTI agent: only a file that root alone can
-	 * have written, and the target loads a copy made from the descriptor
-	 * checked, in its own file system, so that no path swap in between (nor
-	 * another file at that path in its mount namespace) is what it runs.
+	 * have written, and the target loads the bytes of the descriptor
+	 * checked, from a memfd of its own (or a copy in its own file system),
+	 * so that no path swap in between (nor another file at that path in its
+	 * mount namespace) is what it runs.
 	 */
 	if (!proc_exists(a.pid)) {
 		fprintf(stderr, "ptrace-gpu: inject: no process %d\n", a.pid);
@@ -122,19 +125,17 @@ int cmd_inject(int argc, char **argv)
 		fprintf(stderr, "ptrace-gpu: inject: %s\n", err);
 		return 1;
 	}
-	ret = lib_copy__new(fd, a.pid, basename(a.lib), &lc, err, sizeof(err));
+	ret = inject_library_fd(a.pid, fd, basename(a.lib), &a.opts, &res, err, sizeof(err));
 	close(fd);
-	if (!ret) {
-		ret = inject_library(a.pid, lib_copy__path(lc), &a.opts, &res, err, sizeof(err));
-		/* mapped now, or not at all: the copy is no longer needed */
-		lib_copy__free(lc);
-	}
 	if (ret) {
 		fprintf(stderr, "ptrace-gpu: inject: %s\n", err);
 		return 1;
 	}
-	printf("loaded %s into pid %d (handle %#llx)\n", a.lib, a.pid,
-	       (unsigned long long)res.handle);
+	printf("loaded %s into pid %d (%s, load bias %#llx)\n", a.lib, a.pid,
+	       res.via_copy ? "from a copy in its file system"
+	       : res.handle ? "from a memfd of its own"
+			    : "found loaded from a memfd",
+	       (unsigned long long)res.bias);
 	if (a.opts.entry)
 		printf("%s returned %d\n", a.opts.entry, res.entry_ret);
 	return 0;

@@ -52,7 +52,9 @@ static void usage(FILE *f)
 	    "Records every Python call of a running CPython 3.11 process, with no restart\n"
 	    "and no change in it, or of a command started under the tracer; and, when the\n"
 	    "process has them, PyTorch dispatcher ops, CUDA driver/runtime calls, GPU\n"
-	    "activity (CUPTI agent) and off-CPU intervals of its threads.\n\n"
+	    "activity (CUPTI agent) and off-CPU intervals of its threads. CUDA and\n"
+	    "PyTorch libraries it loads later are probed before they are mapped, where\n"
+	    "its loader will find them (docs/late-libs.md).\n\n"
 	    "  -p, --pid PID[,PID..] attach to the running process PID; with several,\n"
 	    "                        one trace of all of them (each record has its pid;\n"
 	    "                        Python calls and off-CPU intervals only)\n"
@@ -276,6 +278,23 @@ static int write_dist_meta(struct recording *rc)
 	return err ?: trace_writer__meta(rc->w, "dist.world_size", world);
 }
 
+/*
+ * A target in a container: its pid in each pid namespace, ours first, the
+ * container's own last ("12345 1"), as NStgid in /proc/PID/status lists them.
+ */
+static int write_nspid_meta(struct recording *rc)
+{
+	struct proc_ns_ids ids;
+	char buf[PROC_NS_MAX * 11];
+	size_t n = 0;
+
+	if (proc_ns_ids(rc->pid, rc->pid, &ids) || ids.levels < 2)
+		return 0;
+	for (unsigned int i = 0; i < ids.levels; i++)
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s%u", i ? " " : "", ids.pid[i]);
+	return trace_writer__meta(rc->w, "nspid", buf);
+}
+
 int write_meta(struct recording *rc)
 {
 	struct trace_writer *w = rc->w;
@@ -302,7 +321,8 @@ int write_meta(struct recording *rc)
 	err = err ?: trace_writer__meta(w, "start.realtime_ns", buf);
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rc->start_ts);
 	err = err ?: trace_writer__meta(w, "start.monotonic_ns", buf);
-	/* a trace of several processes is of no one rank: --per-process writes each its own */
+	/* a trace of several processes is of no one process: --per-process writes each its own */
+	err = err ?: (rc->tree ? 0 : write_nspid_meta(rc));
 	return err ?: (rc->tree ? 0 : write_dist_meta(rc));
 }
 
@@ -434,9 +454,15 @@ static int start(struct recording *rc)
 	rc->attached_ts = now_ns(CLOCK_MONOTONIC);
 	if (rc->child)
 		launch__release(rc->pid);
-	if (!ret && !rc->o->quiet)
-		fprintf(stderr, "ptrace-gpu: recording pid %d (Python %s, %s)\n", rc->pid,
+	if (!ret && !rc->o->quiet) {
+		struct proc_ns_ids ids;
+		char ns[40] = "";
+
+		if (!proc_ns_ids(rc->pid, rc->pid, &ids) && ids.levels > 1)
+			snprintf(ns, sizeof(ns), "container pid %u, ", ids.pid[ids.levels - 1]);
+		fprintf(stderr, "ptrace-gpu: recording pid %d (%sPython %s, %s)\n", rc->pid, ns,
 			rc->py.version, rc->py.path);
+	}
 	return ret;
 }
 

@@ -18,10 +18,15 @@
 #include "pstats.h"
 #include "schedprobe.h"
 #include "trace.h"
+#include "ranks_out.h"
 #include "trace_open.h"
+
+#define WHO "ptrace-gpu report"
 
 struct report_opts {
 	const char *path;
+	char *const *paths; /* several: one trace per rank */
+	size_t npaths;
 	struct profile_opts prof;
 	struct pstats_list_opts list;
 	bool sort_given;
@@ -37,11 +42,18 @@ static void report_usage(FILE *f)
 	    "                         [--pid PID] [--tid TID] [--per-thread] [--callers]\n"
 	    "                         [--callees] [--ops]\n"
 	    "                         [--group-by-module | --group-by-stack N]\n"
+	    "       ptrace-gpu report FILE FILE... | DIR  [options]\n"
 	    "\n"
 	    "Prints the trace's header (command, pid, interpreter, duration, calls, lost\n"
 	    "events), then a table of Python functions like cProfile's print_stats: ncalls\n"
 	    "(total/primitive when they differ), tottime, percall, cumtime, percall, in\n"
 	    "seconds. Generator resumptions add time but are not calls.\n"
+	    "\n"
+	    "Given several traces (or a directory of .ptg files), one per rank of a\n"
+	    "distributed job: first the cross-rank view of 'ptrace-gpu idle' with the\n"
+	    "same arguments (idle per rank; per ProfilerStep#N the rank the others\n"
+	    "waited for and how long; at most N steps with --limit, else 10), then each\n"
+	    "rank's report under a '=== rank R: FILE ===' line.\n"
 	    "\n"
 	    "  --sort KEY     order of rows: cumtime (default), tottime, ncalls, name\n"
 	    "  --limit N      print at most N rows\n"
@@ -141,13 +153,14 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 			return -EINVAL;
 		}
 	}
-	if (optind != argc - 1) {
-		fprintf(
-		    stderr,
-		    "ptrace-gpu report: expected one trace FILE (see ptrace-gpu report --help)\n");
+	if (optind >= argc) {
+		fprintf(stderr, "ptrace-gpu report: expected a trace FILE, several, or a directory "
+				"(see ptrace-gpu report --help)\n");
 		return -EINVAL;
 	}
 	o->path = argv[optind];
+	o->paths = argv + optind;
+	o->npaths = argc - optind;
 	if (o->prof.kind == PTG_REC_OP_ENTER && !o->sort_given)
 		o->list.sort = PSTATS_SORT_TOTTIME;
 	/* key_averages() has CUDA runtime calls and annotations as rows, and an
@@ -213,8 +226,13 @@ static void print_header(FILE *out, const struct report_opts *o, const struct tr
 	}
 	if ((v = meta(r, "cmdline")))
 		fprintf(out, "command: %s\n", v);
-	if ((v = meta(r, "pid")))
-		fprintf(out, "pid: %s\n", v);
+	if ((v = meta(r, "pid"))) {
+		fprintf(out, "pid: %s", v);
+		/* the container's own number: the last of the chain */
+		if ((v = meta(r, "nspid")) && strrchr(v, ' '))
+			fprintf(out, " (container pid %s)", strrchr(v, ' ') + 1);
+		fprintf(out, "\n");
+	}
 	if ((v = meta(r, "python.path"))) {
 		fprintf(out, "interpreter: %s", v);
 		if ((v = meta(r, "python.version")))
@@ -513,7 +531,10 @@ static int print_threads(FILE *out, const struct report_opts *o, const struct pr
 
 		if (!t->prof || !profile__funcs(t->prof, &n) || !n)
 			continue;
-		fprintf(out, "thread %u (pid %u)", t->tid, t->pid);
+		fprintf(out, "thread %u (pid %u", t->tid, t->pid);
+		if (t->ns_tid)
+			fprintf(out, "; container tid %u, pid %u", t->ns_tid, t->ns_pid);
+		fprintf(out, ")");
 		if (t->name_sym)
 			fprintf(out, " \"%s\"", sym_name(r, t->name_sym));
 		fprintf(out, "\n\n");
@@ -558,6 +579,39 @@ static int report_run(const struct report_opts *o, struct trace_reader *r)
 	return err;
 }
 
+/* Several traces: the cross-rank view, then each rank's own report. */
+static int report_ranks(struct report_opts *o)
+{
+	struct ranks_report *rep = NULL;
+	struct trace_reader *r = NULL;
+	struct idle_opts io;
+	char **paths = NULL;
+	size_t n = 0;
+	int err;
+
+	idle_opts__defaults(&io);
+	if (o->list.limit >= 0)
+		io.top_n = o->list.limit < UINT_MAX ? (unsigned int)o->list.limit : UINT_MAX;
+	err = ranks_paths(WHO, o->paths, o->npaths, &paths, &n)
+		  ?: ranks_analyze(WHO, paths, n, &io, &rep);
+	if (err)
+		goto cleanup;
+	ranks_print_text(stdout, rep, &io);
+	for (size_t i = 0; i < rep->nranks && !err; i++) {
+		o->path = rep->ranks[i].path;
+		printf("\n=== rank %u: %s ===\n\n", rep->ranks[i].rank, o->path);
+		err = trace_open(WHO, o->path, &r);
+		if (!err)
+			err = report_run(o, r);
+		trace_reader__close(r);
+		r = NULL;
+	}
+cleanup:
+	ranks_report__free(rep);
+	ranks_paths_free(paths, n);
+	return err;
+}
+
 int cmd_report(int argc, char **argv)
 {
 	struct report_opts o = {};
@@ -567,9 +621,12 @@ int cmd_report(int argc, char **argv)
 	err = report_parse(argc, argv, &o);
 	if (err)
 		return err > 0 ? 0 : 2;
-	if (trace_open("ptrace-gpu report", o.path, &r))
+	if (ranks_wanted(o.paths, o.npaths))
+		err = report_ranks(&o);
+	else if (trace_open("ptrace-gpu report", o.path, &r))
 		return 1;
-	err = report_run(&o, r);
+	else
+		err = report_run(&o, r);
 	trace_reader__close(r);
 	if (fflush(stdout) && !err) {
 		fprintf(stderr, "ptrace-gpu report: writing output: %s\n", strerror(errno));

@@ -1179,22 +1179,17 @@ static void inject_agent(struct cupti *c)
 	struct inject_opts o = {
 	    .entry = PTG_CUPTI_ATTACH_SYM, .arg = c->name, .start_time = c->start_time};
 	struct inject_result res;
-	struct lib_copy *lc;
-	char err[PATH_MAX + 128];
+	char err[PATH_MAX + 640];
 	int ret;
 
 	c->inject_tried = true;
 	/*
-	 * the target loads a copy in its own file system made from the fd we
-	 * checked: our path may mean another file in its mount namespace, and
-	 * /proc/OUR_PID/fd/N is closed to a target that is not root
+	 * the target gets the bytes of the fd we checked, in a memfd of its own
+	 * (or a copy in its /tmp): our path may mean another file in its mount
+	 * namespace, and /proc/OUR_PID/fd/N is closed to a target that is not
+	 * root or in another pid namespace
 	 */
-	ret = lib_copy__new(c->agent_fd, c->pid, "libptg_cupti.so", &lc, err, sizeof(err));
-	if (!ret) {
-		ret = inject_library(c->pid, lib_copy__path(lc), &o, &res, err, sizeof(err));
-		/* mapped now (or not at all): the file itself is no longer needed */
-		lib_copy__free(lc);
-	}
+	ret = inject_library_fd(c->pid, c->agent_fd, "libptg_cupti.so", &o, &res, err, sizeof(err));
 	if (ret) {
 		warn("no GPU activity: cannot load the CUPTI agent: %s", err);
 		return;

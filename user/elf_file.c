@@ -189,6 +189,29 @@ int elf_file__needed(const struct elf_file *ef, const char *prefix, char *buf, s
 	return -ENOENT;
 }
 
+int elf_file__dyn_string(const struct elf_file *ef, int64_t tag, char *buf, size_t len)
+{
+	Elf_Data *data;
+	GElf_Shdr shdr;
+	Elf_Scn *scn;
+
+	scn = find_section(ef, SHT_DYNAMIC, &shdr);
+	if (!scn || !shdr.sh_entsize || !(data = elf_getdata(scn, NULL)))
+		return -ENOENT;
+	for (size_t i = 0; i < shdr.sh_size / shdr.sh_entsize; i++) {
+		const char *s;
+		GElf_Dyn dyn;
+
+		if (!gelf_getdyn(data, i, &dyn) || dyn.d_tag != tag)
+			continue;
+		s = elf_strptr(ef->elf, shdr.sh_link, dyn.d_un.d_val);
+		if (!s)
+			return -EINVAL;
+		return snprintf(buf, len, "%s", s) < (int)len ? 0 : -ENAMETOOLONG;
+	}
+	return -ENOENT;
+}
+
 int elf_file__segment_bias(const struct elf_file *ef, uint64_t offset, uint64_t *vaddr_minus_off)
 {
 	for (size_t i = 0; i < ef->nphdrs; i++) {

@@ -31,6 +31,11 @@ int elf_file__vaddr_to_offset(const struct elf_file *ef, uint64_t vaddr, uint64_
 int elf_file__read(const struct elf_file *ef, uint64_t vaddr, void *buf, size_t len);
 /* The DT_NEEDED entry that starts with prefix, copied to buf; -ENOENT if none. */
 int elf_file__needed(const struct elf_file *ef, const char *prefix, char *buf, size_t len);
+/*
+ * The string of the first dynamic entry with this tag (DT_RPATH,
+ * DT_RUNPATH), copied to buf. -ENOENT if none, -ENAMETOOLONG if cut.
+ */
+int elf_file__dyn_string(const struct elf_file *ef, int64_t tag, char *buf, size_t len);
 /* p_vaddr - p_offset of the PT_LOAD segment mapped at file offset `offset`. */
 int elf_file__segment_bias(const struct elf_file *ef, uint64_t offset, uint64_t *vaddr_minus_off);
 /*

@@ -41,7 +41,7 @@
 
 #include "clock.h"
 #include "elf_file.h"
-#include "inject.h"
+#include "inject_int.h"
 #include "procfs.h"
 #include "sigframe.h"
 
@@ -59,34 +59,7 @@
 /* where a call returns: mov %rax,%r12, then the same rt_sigreturn as libc's __restore_rt */
 static const uint8_t stub_code[] = {0x49, 0x89, 0xc4, 0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0, 0x0f, 0x05};
 
-struct region {
-	uint64_t lo, hi;
-};
-
-struct target {
-	pid_t pid, tid;
-	int memfd;
-	uint64_t start_time;		/* of pid: another process with its pid is not it */
-	uint64_t dlopen_fn, dlerror_fn; /* dlerror_fn = 0 with __libc_dlopen_mode */
-	uint64_t restorer;		/* libc's __restore_rt */
-	struct region libc_text, ldso_text;
-	bool seized, saved, parked;
-	bool running;		      /* resumed, not seen stopped since */
-	struct user_regs_struct regs; /* as they were when we stopped the thread */
-	uint64_t sigmask;
-	struct iovec xstate;
-	uint64_t uc;	       /* our frame's ucontext: rsp while parked */
-	uint64_t stub;	       /* our page in the target, 0 when none */
-	uint64_t str_a, str_b; /* the strings written with the frame */
-	uint64_t scratch;      /* lowest byte we wrote on the stack */
-	uint8_t *old_mem;      /* the bytes it had */
-	size_t old_len;
-	unsigned int timeout_ms;
-	char *err;
-	size_t errlen;
-};
-
-static int fail(struct target *t, int ret, const char *fmt, ...)
+int inject_fail(struct target *t, int ret, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -108,107 +81,6 @@ static void sleep_ms(unsigned int ms)
 static bool in_region(const struct region *r, uint64_t addr)
 {
 	return addr >= r->lo && addr < r->hi;
-}
-
-static bool is_libc(const char *base)
-{
-	return !strncmp(base, "libc.so", 7) || !strncmp(base, "libc-2.", 7);
-}
-
-static bool is_ldso(const char *base)
-{
-	return !strncmp(base, "ld-linux", 8) || !strncmp(base, "ld-2.", 5);
-}
-
-/* libc's dlopen (glibc >= 2.34) or __libc_dlopen_mode (older glibc), and dlerror. */
-static int find_dlopen(struct target *t, const struct proc_map *m, uint64_t bias)
-{
-	char path[PATH_MAX];
-	struct elf_file *ef;
-	struct elf_sym_info s;
-	int err;
-
-	proc_target_path(t->pid, m->path, m->inode, path, sizeof(path));
-	err = elf_file__open(path, &ef);
-	if (err)
-		return err;
-	if (!elf_file__find_sym(ef, "dlopen", false, &s) && s.addr) {
-		t->dlopen_fn = bias + s.addr;
-		if (!elf_file__find_sym(ef, "dlerror", false, &s) && s.addr)
-			t->dlerror_fn = bias + s.addr;
-	} else if (!elf_file__find_sym(ef, "__libc_dlopen_mode", false, &s) && s.addr) {
-		t->dlopen_fn = bias + s.addr;
-	}
-	elf_file__close(ef);
-	return 0;
-}
-
-static int map_bias(pid_t pid, const struct proc_map *m, uint64_t *bias)
-{
-	char path[PATH_MAX];
-
-	proc_target_path(pid, m->path, m->inode, path, sizeof(path));
-	return elf_load_bias(path, m->start, m->offset, bias);
-}
-
-static int scan_map(const struct proc_map *m, void *ctx)
-{
-	struct target *t = ctx;
-	const char *base = strrchr(m->path, '/');
-	uint64_t bias;
-
-	if (!base || m->perms[2] != 'x')
-		return 0;
-	base++;
-	if (is_ldso(base)) {
-		t->ldso_text = (struct region){m->start, m->end};
-	} else if (is_libc(base) && !t->dlopen_fn) {
-		t->libc_text = (struct region){m->start, m->end};
-		if (!map_bias(t->pid, m, &bias))
-			find_dlopen(t, m, bias);
-	}
-	return 0;
-}
-
-/*
- * __restore_rt is a local symbol, absent from a stripped libc: found by its
- * code in the target's own copy of libc's text.
- */
-static int find_restorer(struct target *t)
-{
-	static uint8_t buf[64 << 10];
-	const size_t n = sizeof(sigframe_restorer_code);
-	uint64_t addr;
-	size_t len;
-
-	for (addr = t->libc_text.lo; addr < t->libc_text.hi; addr += sizeof(buf) - n) {
-		len = t->libc_text.hi - addr < sizeof(buf) ? t->libc_text.hi - addr : sizeof(buf);
-		if (len < n || proc_mem_read(t->memfd, addr, buf, len))
-			break;
-		for (size_t i = 0; i + n <= len; i++) {
-			if (buf[i] == sigframe_restorer_code[0] &&
-			    !memcmp(buf + i, sigframe_restorer_code, n)) {
-				t->restorer = addr + i;
-				return 0;
-			}
-		}
-	}
-	return fail(t, -ENOTSUP, "no signal return trampoline found in the libc of pid %d", t->pid);
-}
-
-static int find_functions(struct target *t)
-{
-	int err = proc_maps__for_each(t->pid, scan_map, t);
-
-	if (err == -ENOENT)
-		return fail(t, -ESRCH, "no process %d", t->pid);
-	if (err)
-		return fail(t, err, "cannot read the mappings of pid %d: %s", t->pid,
-			    strerror(-err));
-	if (!t->dlopen_fn)
-		return fail(t, -ENOTSUP,
-			    "pid %d has no glibc with dlopen (static or musl program?)", t->pid);
-	return find_restorer(t);
 }
 
 /* The main thread, or the first thread that is not a zombie (the main one may have exited). */
@@ -359,9 +231,9 @@ static int reach_safe_point(struct target *t)
 		if (safe_point(t, &t->regs))
 			return 0;
 		if (now_ms(CLOCK_MONOTONIC) >= deadline)
-			return fail(t, -EAGAIN,
-				    "thread %d of pid %d never stopped outside libc/ld.so", t->tid,
-				    t->pid);
+			return inject_fail(t, -EAGAIN,
+					   "thread %d of pid %d never stopped outside libc/ld.so",
+					   t->tid, t->pid);
 		if (ptrace(PTRACE_CONT, t->tid, 0, 0))
 			return -errno;
 		sleep_ms(wait);
@@ -386,7 +258,7 @@ static int save_state(struct target *t)
 	return 0;
 }
 
-static int mem_write(struct target *t, uint64_t addr, const void *buf, size_t len)
+int inject_mem_write(struct target *t, uint64_t addr, const void *buf, size_t len)
 {
 	ssize_t n = pwrite(t->memfd, buf, len, (off_t)addr);
 
@@ -409,7 +281,8 @@ static int write_frame(struct target *t, const char *a, const char *b)
 	int err;
 
 	if (la > MAX_STR || lb > MAX_STR)
-		return fail(t, -ENAMETOOLONG, "path or argument longer than %d bytes", MAX_STR);
+		return inject_fail(t, -ENAMETOOLONG, "path or argument longer than %d bytes",
+				   MAX_STR);
 	t->str_a = top - la;
 	t->str_b = t->str_a - lb;
 	fp = (t->str_b - fplen) & ~63ull;
@@ -431,7 +304,7 @@ static int write_frame(struct target *t, const char *a, const char *b)
 	sigframe_fill_fpstate(frame + (fp - t->scratch), t->xstate.iov_base, t->xstate.iov_len);
 	memcpy(frame + (t->str_a - t->scratch), a, la);
 	memcpy(frame + (t->str_b - t->scratch), b, lb);
-	err = mem_write(t, t->scratch, frame, t->old_len);
+	err = inject_mem_write(t, t->scratch, frame, t->old_len);
 	free(frame);
 	return err;
 }
@@ -453,17 +326,12 @@ static bool parked(const struct target *t, const struct user_regs_struct *r)
 	       (t->stub && r->rip == t->stub + sizeof(stub_code));
 }
 
-enum stop_wanted {
-	PARKED,	      /* the next entry of our rt_sigreturn */
-	SYSCALL_EXIT, /* the end of the system call the thread is in */
-};
-
 /*
  * Resumes the thread (from a stop where it may be left to itself) until the
  * stop wanted, with its registers in *r. Signals are delivered as they come:
  * a handler runs on the stack below ours and returns where the thread was.
  */
-static int run_to(struct target *t, enum stop_wanted want, struct user_regs_struct *r)
+int inject_run_to(struct target *t, enum stop_wanted want, struct user_regs_struct *r)
 {
 	uint64_t deadline = now_ms(CLOCK_MONOTONIC) + t->timeout_ms;
 	int status, sig = 0, err;
@@ -506,7 +374,7 @@ static int park(struct target *t, const char *a, const char *b)
 	if (ptrace(PTRACE_SETREGS, t->tid, 0, &r))
 		return -errno;
 	t->parked = true;
-	return run_to(t, PARKED, &r);
+	return inject_run_to(t, PARKED, &r);
 }
 
 /*
@@ -514,8 +382,7 @@ static int park(struct target *t, const char *a, const char *b)
  * after which the thread goes back to the trampoline. Returns at the
  * syscall-exit stop, with the result in *ret.
  */
-static int syscall_instead(struct target *t, long nr, uint64_t a0, uint64_t a1, uint64_t a2,
-			   uint64_t *ret)
+int inject_syscall(struct target *t, long nr, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t *ret)
 {
 	struct user_regs_struct r;
 	int err;
@@ -533,7 +400,7 @@ static int syscall_instead(struct target *t, long nr, uint64_t a0, uint64_t a1, 
 	r.rsp = t->uc;
 	if (ptrace(PTRACE_SETREGS, t->tid, 0, &r))
 		return -errno;
-	err = run_to(t, SYSCALL_EXIT, &r);
+	err = inject_run_to(t, SYSCALL_EXIT, &r);
 	*ret = r.rax;
 	return err;
 }
@@ -549,24 +416,24 @@ static int map_stub(struct target *t)
 	uint64_t page = 0, ret = 0;
 	int err;
 
-	err = syscall_instead(t, SYS_mmap, 0, PAGE, PROT_READ | PROT_WRITE, &page);
+	err = inject_syscall(t, SYS_mmap, 0, PAGE, PROT_READ | PROT_WRITE, &page);
 	if (!err && page <= -4096ull)
 		t->stub = page; /* from now on unpark() unmaps it */
 	/* parked again, whatever mmap said: unpark() starts from there */
 	if (!err)
-		err = run_to(t, PARKED, &r);
+		err = inject_run_to(t, PARKED, &r);
 	if (!err && !t->stub)
-		return fail(t, (int)page, "mmap in pid %d failed: %s", t->pid,
-			    strerror(-(int)page));
+		return inject_fail(t, (int)page, "mmap in pid %d failed: %s", t->pid,
+				   strerror(-(int)page));
 	if (!err)
-		err = mem_write(t, page, stub_code, sizeof(stub_code));
+		err = inject_mem_write(t, page, stub_code, sizeof(stub_code));
 	if (!err)
-		err = syscall_instead(t, SYS_mprotect, page, PAGE, PROT_READ | PROT_EXEC, &ret);
+		err = inject_syscall(t, SYS_mprotect, page, PAGE, PROT_READ | PROT_EXEC, &ret);
 	if (!err)
-		err = run_to(t, PARKED, &r);
+		err = inject_run_to(t, PARKED, &r);
 	if (!err && ret)
-		return fail(t, (int)ret, "mprotect in pid %d failed: %s", t->pid,
-			    strerror(-(int)ret));
+		return inject_fail(t, (int)ret, "mprotect in pid %d failed: %s", t->pid,
+				   strerror(-(int)ret));
 	return err;
 }
 
@@ -576,7 +443,7 @@ static int remote_call(struct target *t, uint64_t fn, uint64_t a0, uint64_t a1, 
 	struct user_regs_struct r;
 	int err;
 
-	err = mem_write(t, t->uc - 8, &t->stub, sizeof(t->stub));
+	err = inject_mem_write(t, t->uc - 8, &t->stub, sizeof(t->stub));
 	if (!err && ptrace(PTRACE_GETREGS, t->tid, 0, &r))
 		err = -errno;
 	if (err)
@@ -589,15 +456,16 @@ static int remote_call(struct target *t, uint64_t fn, uint64_t a0, uint64_t a1, 
 	r.eflags &= ~0x400ull;		     /* DF clear, as the ABI requires at a call */
 	if (ptrace(PTRACE_SETREGS, t->tid, 0, &r))
 		return -errno;
-	err = run_to(t, PARKED, &r);
+	err = inject_run_to(t, PARKED, &r);
 	if (err == -ETIMEDOUT)
-		return fail(t, err,
-			    "the call in pid %d did not return within %u ms; thread %d goes back "
-			    "to its own code when it does",
-			    t->pid, t->timeout_ms, t->tid);
+		return inject_fail(
+		    t, err,
+		    "the call in pid %d did not return within %u ms; thread %d goes back "
+		    "to its own code when it does",
+		    t->pid, t->timeout_ms, t->tid);
 	if (!err && r.rip != t->stub + sizeof(stub_code))
-		return fail(t, -EFAULT, "the call in pid %d did not return through the stub",
-			    t->pid);
+		return inject_fail(t, -EFAULT, "the call in pid %d did not return through the stub",
+				   t->pid);
 	*ret = r.r12;
 	return err;
 }
@@ -613,7 +481,7 @@ static int read_string(struct target *t, uint64_t addr, char *buf, size_t len)
 	return n ? 0 : -EIO;
 }
 
-static int call_dlopen(struct target *t, const char *lib, uint64_t *handle)
+static int call_dlopen(struct target *t, uint64_t *handle)
 {
 	char msg[512] = "";
 	uint64_t ret = 0;
@@ -624,49 +492,94 @@ static int call_dlopen(struct target *t, const char *lib, uint64_t *handle)
 		return err;
 	if (t->dlerror_fn && !remote_call(t, t->dlerror_fn, 0, 0, &ret) && ret)
 		read_string(t, ret, msg, sizeof(msg));
-	return fail(t, -ENOENT, "dlopen in pid %d failed: %s", t->pid,
-		    msg[0] ? msg : "no reason given");
+	return inject_fail(t, -ENOENT, "dlopen in pid %d failed: %s", t->pid,
+			   msg[0] ? msg : "no reason given");
 }
 
 /* The handle of glibc's dlopen is its struct link_map, whose first field is the load bias. */
-static int entry_address(struct target *t, const char *lib, uint64_t handle, const char *entry,
-			 uint64_t *addr)
+static int handle_bias(struct target *t, uint64_t handle, uint64_t *bias)
 {
+	int err = proc_mem_read(t->memfd, handle, bias, sizeof(*bias));
+
+	return err ? inject_fail(t, err, "cannot read the link map of the library in pid %d",
+				 t->pid)
+		   : 0;
+}
+
+/*
+ * entry's address: its offset read off our own descriptor of the library
+ * where we have one (the target's file system may hold anything at its
+ * path), else off the path through the target's root.
+ */
+static int entry_address(struct target *t, const struct inject_src *src, uint64_t bias,
+			 const char *entry, uint64_t *addr)
+{
+	const char *lib = src->path ? src->path : src->memfd_name;
 	struct elf_sym_info s;
 	struct elf_file *ef;
-	uint64_t l_addr;
 	char path[PATH_MAX];
 	int err;
 
-	err = proc_mem_read(t->memfd, handle, &l_addr, sizeof(l_addr));
+	if (src->fd >= 0)
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", src->fd);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/root%s", t->pid, lib);
+	err =
+	    elf_file__open(src->fd < 0 && (lib[0] != '/' || access(path, R_OK)) ? lib : path, &ef);
 	if (err)
-		return fail(t, err, "cannot read the link map of %s in pid %d", lib, t->pid);
-	snprintf(path, sizeof(path), "/proc/%d/root%s", t->pid, lib);
-	err = elf_file__open(lib[0] == '/' && !access(path, R_OK) ? path : lib, &ef);
-	if (err)
-		return fail(t, err, "cannot read %s: %s", lib, strerror(-err));
+		return inject_fail(t, err, "cannot read %s: %s", lib, strerror(-err));
 	err = elf_file__find_sym(ef, entry, false, &s);
 	elf_file__close(ef);
 	if (err || !s.addr)
-		return fail(t, -ENOENT, "%s has no function %s", lib, entry);
-	*addr = l_addr + s.addr;
+		return inject_fail(t, -ENOENT, "%s has no function %s", lib, entry);
+	*addr = bias + s.addr;
 	return 0;
 }
 
-static int load(struct target *t, const char *lib, const struct inject_opts *o,
-		struct inject_result *res)
+/* Parked: closes the target's descriptor of our memfd. */
+static int close_tfd(struct target *t)
 {
-	uint64_t fn = 0, ret = 0;
+	struct user_regs_struct r;
+	uint64_t ret;
 	int err;
 
-	err = park(t, lib, o->arg ? o->arg : "");
+	err = inject_syscall(t, SYS_close, (uint64_t)t->tfd, 0, 0, &ret);
+	if (!err)
+		err = inject_run_to(t, PARKED, &r);
+	if (!err)
+		t->tfd = -1;
+	return err;
+}
+
+static int load(struct target *t, struct inject_src *src, const struct inject_opts *o,
+		struct inject_result *res)
+{
+	uint64_t fn = 0, ret = 0, bias = src->loaded_bias;
+	int err;
+
+	err = park(t, src->path ? src->path : src->memfd_name, o->arg ? o->arg : "");
 	if (!err)
 		err = map_stub(t);
-	if (!err)
-		err = call_dlopen(t, lib, &res->handle);
+	if (!err && !src->path && !bias)
+		err = memfd_place(t, src);
+	/* memfd_place() wrote the path to the memfd at str_a */
+	if (!err && !bias) {
+		err = call_dlopen(t, &res->handle);
+		/* dlopen said no (its /proc not procfs?): nothing of ours is in, a copy may do */
+		if (err == -ENOENT && !src->path)
+			src->fallback = true;
+	}
+	/* the mapping holds the library now: its descriptor goes at once (unpark() otherwise) */
+	if (t->tfd >= 0 && (!err || err == -ENOENT))
+		err = close_tfd(t) ?: err;
+	if (!err && !bias)
+		err = handle_bias(t, res->handle, &bias);
+	if (!err && !src->path)
+		err = memfd_check_loaded(t, src, bias);
+	res->bias = bias;
 	if (err || !o->entry)
 		return err;
-	err = entry_address(t, lib, res->handle, o->entry, &fn);
+	err = entry_address(t, src, bias, o->entry, &fn);
 	if (!err)
 		err = remote_call(t, fn, t->str_b, 0, &ret);
 	if (!err)
@@ -684,8 +597,12 @@ static int unpark(struct target *t)
 	uint64_t ret;
 	int err = 0;
 
-	if (t->stub && !syscall_instead(t, SYS_munmap, t->stub, PAGE, 0, &ret))
-		err = run_to(t, PARKED, &r);
+	if (t->tfd >= 0)
+		err = close_tfd(t);
+	if (err)
+		return err;
+	if (t->stub && !inject_syscall(t, SYS_munmap, t->stub, PAGE, 0, &ret))
+		err = inject_run_to(t, PARKED, &r);
 	if (err)
 		return err;
 	t->stub = 0;
@@ -698,7 +615,7 @@ static int unpark(struct target *t)
 	    ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof(t->sigmask), &t->sigmask))
 		return -errno;
 	/* a syscall-exit stop: the registers set there, rax included, are what the thread sees */
-	err = syscall_instead(t, SYS_getpid, 0, 0, 0, &ret);
+	err = inject_syscall(t, SYS_getpid, 0, 0, 0, &ret);
 	if (err)
 		return err;
 	/* the restart block is intact (our rt_sigreturn never ran): sleeps go on where they were */
@@ -740,7 +657,7 @@ static int restore(struct target *t)
 		abandon(t);
 		return err;
 	}
-	if (t->old_len && mem_write(t, t->scratch, t->old_mem, t->old_len))
+	if (t->old_len && inject_mem_write(t, t->scratch, t->old_mem, t->old_len))
 		err = -EIO;
 	if (ptrace(PTRACE_DETACH, t->tid, 0, 0))
 		err = err ?: -errno;
@@ -754,15 +671,17 @@ static int seize(struct target *t)
 
 	if (ptrace(PTRACE_SEIZE, t->tid, 0, (void *)PTRACE_O_TRACESYSGOOD)) {
 		if (errno == ESRCH)
-			return fail(t, -ESRCH, "no process %d", t->pid);
-		return fail(t, -errno, "cannot trace pid %d: %s%s", t->pid, strerror(errno),
-			    errno == EPERM ? " (not root, or another debugger is attached?)" : "");
+			return inject_fail(t, -ESRCH, "no process %d", t->pid);
+		return inject_fail(t, -errno, "cannot trace pid %d: %s%s", t->pid, strerror(errno),
+				   errno == EPERM ? " (not root, or another debugger is attached?)"
+						  : "");
 	}
 	t->seized = true;
 	/* the pid and tid looked up before are still that process, and the thread is in it */
 	snprintf(path, sizeof(path), "/proc/%d/task/%d", t->pid, t->tid);
 	if (access(path, F_OK) || proc_start_time(t->pid, &st) || st != t->start_time)
-		return fail(t, -ESRCH, "pid %d is not the process it was (it exited)", t->pid);
+		return inject_fail(t, -ESRCH, "pid %d is not the process it was (it exited)",
+				   t->pid);
 	return 0;
 }
 
@@ -773,16 +692,17 @@ static int open_target(struct target *t, uint64_t start_time)
 
 	err = proc_start_time(t->pid, &t->start_time);
 	if (err == -ENOENT)
-		return fail(t, -ESRCH, "no process %d", t->pid);
+		return inject_fail(t, -ESRCH, "no process %d", t->pid);
 	if (!err && start_time && start_time != t->start_time)
-		return fail(t, -ESRCH, "pid %d is not the process it was (it exited)", t->pid);
+		return inject_fail(t, -ESRCH, "pid %d is not the process it was (it exited)",
+				   t->pid);
 	snprintf(path, sizeof(path), "/proc/%d/mem", t->pid);
 	t->memfd = open(path, O_RDWR | O_CLOEXEC);
 	if (t->memfd < 0 && errno == ENOENT)
-		return fail(t, -ESRCH, "no process %d", t->pid);
+		return inject_fail(t, -ESRCH, "no process %d", t->pid);
 	if (t->memfd < 0)
-		return fail(t, -errno, "cannot open %s: %s", path, strerror(errno));
-	return find_functions(t);
+		return inject_fail(t, -errno, "cannot open %s: %s", path, strerror(errno));
+	return inject_find_functions(t);
 }
 
 /* Ctrl-C during the few milliseconds of a call must not leave the thread in it. */
@@ -806,20 +726,20 @@ static int finish(struct target *t, int ret)
 		rret = restore(t);
 	if (t->seized && (ret == -ESRCH || rret == -ESRCH)) {
 		t->err[0] = '\0';
-		return fail(t, -ESRCH, "pid %d exited during injection", t->pid);
+		return inject_fail(t, -ESRCH, "pid %d exited during injection", t->pid);
 	}
 	if (!ret && rret)
-		return fail(t, rret, "cannot restore pid %d: %s", t->pid, strerror(-rret));
+		return inject_fail(t, rret, "cannot restore pid %d: %s", t->pid, strerror(-rret));
 	if (ret)
-		fail(t, ret, "injection into pid %d failed: %s", t->pid, strerror(-ret));
+		inject_fail(t, ret, "injection into pid %d failed: %s", t->pid, strerror(-ret));
 	return ret;
 }
 
-int inject_library(pid_t pid, const char *lib_path, const struct inject_opts *opts,
-		   struct inject_result *res, char *err, size_t errlen)
+int inject_run(pid_t pid, struct inject_src *src, const struct inject_opts *opts,
+	       struct inject_result *res, char *err, size_t errlen)
 {
 	struct inject_opts none = {};
-	struct target t = {.pid = pid, .memfd = -1, .err = err, .errlen = errlen};
+	struct target t = {.pid = pid, .memfd = -1, .tfd = -1, .err = err, .errlen = errlen};
 	const struct inject_opts *o = opts ? opts : &none;
 	sigset_t old;
 	int ret;
@@ -837,7 +757,7 @@ int inject_library(pid_t pid, const char *lib_path, const struct inject_opts *op
 	if (!ret)
 		ret = save_state(&t);
 	if (!ret)
-		ret = load(&t, lib_path, o, res);
+		ret = load(&t, src, o, res);
 	ret = finish(&t, ret);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	free(t.xstate.iov_base);
@@ -847,10 +767,25 @@ int inject_library(pid_t pid, const char *lib_path, const struct inject_opts *op
 	return ret;
 }
 
+int inject_library(pid_t pid, const char *lib_path, const struct inject_opts *opts,
+		   struct inject_result *res, char *err, size_t errlen)
+{
+	struct inject_src src = {.path = lib_path, .fd = -1};
+
+	return inject_run(pid, &src, opts, res, err, errlen);
+}
+
 #else /* !__x86_64__ */
 
 int inject_library(pid_t pid, const char *lib_path, const struct inject_opts *opts,
 		   struct inject_result *res, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "injection is implemented for x86-64 only");
+	return -ENOTSUP;
+}
+
+int inject_run(pid_t pid, struct inject_src *src, const struct inject_opts *opts,
+	       struct inject_result *res, char *err, size_t errlen)
 {
 	snprintf(err, errlen, "injection is implemented for x86-64 only");
 	return -ENOTSUP;

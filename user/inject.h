@@ -9,6 +9,7 @@
 #ifndef PTG_INJECT_H
 #define PTG_INJECT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -21,8 +22,10 @@ struct inject_opts {
 };
 
 struct inject_result {
-	uint64_t handle; /* dlopen()'s handle in the target */
+	uint64_t handle; /* dlopen()'s handle in the target; 0 when found loaded (memfd) */
+	uint64_t bias;	 /* the library's load bias in the target */
 	int entry_ret;	 /* what entry returned */
+	bool via_copy;	 /* inject_library_fd(): loaded from a copy in the target's /tmp... */
 };
 
 /*
@@ -33,5 +36,22 @@ struct inject_result {
  */
 int inject_library(pid_t pid, const char *lib_path, const struct inject_opts *opts,
 		   struct inject_result *res, char *err, size_t errlen);
+
+/*
+ * Loads the library open at fd here (checked by trusted_open()) into pid
+ * without anyone opening a path the target's file system could have
+ * planted: the target makes a memfd of its own (memfd_create through the
+ * borrowed thread), we write fd's bytes into it through a duplicate of the
+ * target's own descriptor (pidfd_getfd) and seal it, and the target
+ * dlopen()s "/proc/self/fd/N", which names its own descriptor in whatever
+ * pid namespace it is. The entry's address is read off fd. When the
+ * target's /proc is not procfs, or it cannot make or load the memfd, the
+ * target loads a copy in its /tmp, /dev/shm or /var/tmp (lib_copy__new()) as
+ * a second try. name: the library's file name (the memfd is named
+ * "ptg-<content hash>.<name>", so a second load finds it mapped). Returns
+ * as inject_library().
+ */
+int inject_library_fd(pid_t pid, int fd, const char *name, const struct inject_opts *opts,
+		      struct inject_result *res, char *err, size_t errlen);
 
 #endif /* PTG_INJECT_H */

@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,8 @@
 #include <bpf/libbpf.h>
 
 #include "elf_file.h"
+#include "clock.h"
+#include "libsearch.h"
 #include "libwatch.h"
 #include "libwatch.skel.h"
 #include "u64map.h"
@@ -35,88 +39,12 @@ struct libwatch {
 	struct subscriber subs[MAX_SUBSCRIBERS];
 	int nsubs;
 	struct u64map seen; /* inode -> SEEN_* */
+	struct libsearch *search;
+	unsigned search_gen; /* of the search path last looked ahead in */
+	bool attached;	     /* the first scan is done: what appears now was loaded late */
+	uint64_t notice_ts;  /* the loader's first notice since the last scan */
+	uint64_t late;	     /* late libraries mapped before they could be probed */
 };
-
-static int on_map(const struct proc_map *m, void *arg)
-{
-	struct libwatch *lw = arg;
-	char path[PATH_MAX + 32];
-	uint64_t bias, *seen;
-	int err = 0;
-
-	if (m->perms[2] != 'x' || m->path[0] != '/' || !m->inode)
-		return 0;
-	seen = u64map__get(&lw->seen, m->inode);
-	if (seen && *seen == SEEN_MAPPED)
-		return 0;
-	if (u64map__put(&lw->seen, m->inode, SEEN_MAPPED))
-		return -ENOMEM;
-	proc_target_path(lw->pid, m->path, m->inode, path, sizeof(path));
-	if (elf_load_bias(path, m->start, m->offset, &bias))
-		return 0; /* not an ELF object we can read: nothing to probe there */
-	for (int i = 0; !err && i < lw->nsubs; i++)
-		err = lw->subs[i].fn(lw->subs[i].ctx, m, path, bias);
-	return err;
-}
-
-static int scan(struct libwatch *lw)
-{
-	int err = proc_maps__for_each(lw->pid, on_map, lw);
-
-	/* the process may be gone by the time its last loader event is read */
-	return err == -ENOENT || err == -ESRCH ? 0 : err;
-}
-
-static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
-{
-	return scan(ctx);
-}
-
-static int write_losses(struct tracer *t, void *ctx)
-{
-	struct libwatch *lw = ctx;
-
-	if (!lw->skel->bss->lost)
-		return 0;
-	return trace_writer__loss(tracer__writer(t), "lib_event", UINT32_MAX, lw->skel->bss->lost);
-}
-
-int libwatch__open(struct tracer *t, pid_t pid, struct libwatch **out)
-{
-	struct libwatch *lw;
-	int err;
-
-	lw = calloc(1, sizeof(*lw));
-	if (!lw)
-		return -ENOMEM;
-	lw->t = t;
-	lw->pid = pid;
-	lw->skel = libwatch_bpf__open();
-	if (!lw->skel) {
-		err = -errno;
-		goto cleanup;
-	}
-	err = bpf_map__reuse_fd(lw->skel->maps.events, tracer__ringbuf_fd(t));
-	err = err ?: libwatch_bpf__load(lw->skel);
-	err = err ?: tracer__on(t, PTG_EV_LIB_CHANGE, PTG_EV_LIB_CHANGE, handle_event,
-				write_losses, lw);
-	if (err)
-		goto cleanup;
-	*out = lw;
-	return 0;
-cleanup:
-	fprintf(stderr, "libwatch: cannot load the loader probe: %s\n", strerror(-err));
-	libwatch__destroy(lw);
-	return err;
-}
-
-int libwatch__subscribe(struct libwatch *lw, libwatch_fn fn, void *ctx)
-{
-	if (lw->nsubs == MAX_SUBSCRIBERS)
-		return -E2BIG;
-	lw->subs[lw->nsubs++] = (struct subscriber){ .fn = fn, .ctx = ctx };
-	return 0;
-}
 
 struct find_ld {
 	char path[PATH_MAX];
@@ -140,124 +68,204 @@ static int find_ld(const struct proc_map *m, void *arg)
  * whose first calls matter: probed by path before they are mapped, since a
  * uprobe lives on the file and goes live as the file is mapped, while one
  * attached after the loader's notification misses the calls made meanwhile.
+ * libcudart-HASH is the copy older PyTorch wheels bundle.
  */
-static const char *const late_libs[] = { "libcuda.so.1", "libcudart.so.1[1-3]*",
-					  "libtorch_cpu.so*" };
+static const char *const late_libs[] = {"libcuda.so.1", "libcudart.so.1[1-3]*",
+					"libcudart-*.so.1[1-3]*", "libtorch_cpu.so*"};
 
-/* The loader's own directories, searched after LD_LIBRARY_PATH. */
-static const char *const default_dirs[] = { "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
-					    "/lib64", "/usr/lib64", "/lib", "/usr/lib" };
+/*
+ * Any copy of those, under whatever name a full-path dlopen gives it (the
+ * toolkit's stubs/libcuda.so): loaded late without having been found
+ * ahead, its first calls may be missing.
+ */
+static const char *const watched_libs[] = {"libcuda.so*", "libcudart.so*", "libcudart-*.so*",
+					   "libtorch_cpu.so*"};
 
-#define MAX_DIRS 32
-
-struct search_path {
-	char env[4096]; /* LD_LIBRARY_PATH, split in place */
-	const char *dirs[MAX_DIRS];
-	int n;
-};
-
-/* The target's LD_LIBRARY_PATH, as its loader read it at exec. */
-static void read_ld_library_path(pid_t pid, struct search_path *sp)
+static bool is_watched_lib(const char *path)
 {
-	char path[64], buf[65536];
-	ssize_t n;
-	int fd;
+	const char *base = strrchr(path, '/');
 
-	snprintf(path, sizeof(path), "/proc/%d/environ", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return;
-	buf[n] = '\0';
-	for (ssize_t i = 0; i < n; i += strlen(buf + i) + 1) {
-		if (!strncmp(buf + i, "LD_LIBRARY_PATH=", 16)) {
-			snprintf(sp->env, sizeof(sp->env), "%s", buf + i + 16);
-			break;
-		}
+	for (size_t i = 0; i < sizeof(watched_libs) / sizeof(watched_libs[0]); i++) {
+		if (!fnmatch(watched_libs[i], base ? base + 1 : path, 0))
+			return true;
 	}
-	for (char *save, *d = strtok_r(sp->env, ":", &save); d && sp->n < MAX_DIRS;
-	     d = strtok_r(NULL, ":", &save)) {
-		/* relative entries depend on the target's working directory: not guessed */
-		if (d[0] == '/')
-			sp->dirs[sp->n++] = d;
-	}
+	return false;
 }
 
 /*
- * Offers subscribers the file dir/name of the target's root, when it is a
- * regular file not offered yet. 1 when it is a regular file, 0 when not.
+ * Offers subscribers the file dir/name of the target's root, when it was
+ * not offered yet; its RPATH/RUNPATH joins the search path (a PyTorch
+ * wheel's libtorch points at the nvidia/<name>/lib folders of other wheels).
  */
-static int offer_ahead(struct libwatch *lw, const char *dir, const char *name, int *err)
+static int offer_ahead(void *ctx, const char *dir, const char *name)
 {
-	struct proc_map m = { .perms = "r-xp" };
+	struct libwatch *lw = ctx;
+	struct proc_map m = {.perms = "r-xp"};
 	char path[PATH_MAX + 32];
 	struct stat st;
+	int err = 0;
 
-	snprintf(m.path, sizeof(m.path), "%s/%s", dir, name);
+	snprintf(m.path, sizeof(m.path), "%s/%s", strcmp(dir, "/") ? dir : "", name);
 	snprintf(path, sizeof(path), "/proc/%d/root%s", lw->pid, m.path);
 	if (stat(path, &st) || !S_ISREG(st.st_mode))
 		return 0;
 	m.inode = st.st_ino;
+	clean_path(m.path); /* named as maps will name it; opened as the loader will open it */
 	if (u64map__get(&lw->seen, m.inode))
-		return 1;
-	if (u64map__put(&lw->seen, m.inode, SEEN_AHEAD)) {
-		*err = -ENOMEM;
-		return 1;
-	}
-	for (int j = 0; !*err && j < lw->nsubs; j++)
-		*err = lw->subs[j].fn(lw->subs[j].ctx, &m, path, 0);
-	return 1;
-}
-
-/*
- * The files matching pattern in the first folder of the search path that
- * has any, as the loader takes the first it finds (versions of one library
- * in one folder are usually links to one file). 0 or -errno.
- */
-static int probe_pattern(struct libwatch *lw, const struct search_path *sp, const char *pattern)
-{
-	int ndefault = sizeof(default_dirs) / sizeof(default_dirs[0]), err = 0, found = 0;
-	char path[PATH_MAX + 32];
-
-	for (int i = 0; !found && !err && i < sp->n + ndefault; i++) {
-		const char *dir = i < sp->n ? sp->dirs[i] : default_dirs[i - sp->n];
-		struct dirent *de;
-		DIR *d;
-
-		if (!strpbrk(pattern, "*?[")) {
-			found = offer_ahead(lw, dir, pattern, &err);
-			continue;
-		}
-		snprintf(path, sizeof(path), "/proc/%d/root%s", lw->pid, dir);
-		d = opendir(path);
-		while (d && !err && (de = readdir(d))) {
-			if (!fnmatch(pattern, de->d_name, 0))
-				found |= offer_ahead(lw, dir, de->d_name, &err);
-		}
-		if (d)
-			closedir(d);
-	}
+		return 0;
+	if (u64map__put(&lw->seen, m.inode, SEEN_AHEAD))
+		return -ENOMEM;
+	err = libsearch__add_object(lw->search, m.path, path);
+	for (int j = 0; !err && j < lw->nsubs; j++)
+		err = lw->subs[j].fn(lw->subs[j].ctx, &m, path, 0);
 	return err;
 }
 
 /*
  * Offers subscribers the late libraries the target would load, before it
- * maps them; bias 0 since nothing is mapped yet (subscribers that attach by
- * file offset need none). Each is offered again once mapped, for those that
- * need it mapped (CUPTI): the others remember what they probed.
+ * maps them: every copy on its search path, since which one the loader
+ * takes depends on who calls dlopen; bias 0 since nothing is mapped yet
+ * (subscribers that attach by file offset need none). Each is offered
+ * again once mapped, for those that need it mapped (CUPTI): the others
+ * remember what they probed. Again whenever the search path grew.
  */
 static int probe_ahead(struct libwatch *lw)
 {
-	struct search_path sp = {};
 	int err = 0;
 
-	read_ld_library_path(lw->pid, &sp);
-	for (size_t i = 0; !err && i < sizeof(late_libs) / sizeof(late_libs[0]); i++)
-		err = probe_pattern(lw, &sp, late_libs[i]);
+	while (!err && lw->search_gen != libsearch__generation(lw->search)) {
+		lw->search_gen = libsearch__generation(lw->search);
+		for (size_t i = 0; !err && i < sizeof(late_libs) / sizeof(late_libs[0]); i++)
+			err = libsearch__find(lw->search, late_libs[i], offer_ahead, lw);
+	}
 	return err;
+}
+
+/*
+ * A late library mapped without having been found ahead (dlopen of a full
+ * path off the search path): its probes went in only after the loader's
+ * notice reached us, so the calls made meanwhile are missing. The window is
+ * said and counted, never left silent.
+ */
+static void note_unprobed(struct libwatch *lw, const char *path)
+{
+	uint64_t now = now_ns(CLOCK_MONOTONIC);
+
+	lw->late++;
+	fprintf(stderr,
+		"ptrace-gpu: libwatch: %s was loaded from outside the target's search path "
+		"and probed %.1f ms after the loader's notice: its calls meanwhile are not "
+		"in the trace\n",
+		path, lw->notice_ts && now > lw->notice_ts ? (now - lw->notice_ts) / 1e6 : 0.0);
+}
+
+static int on_map(const struct proc_map *m, void *arg)
+{
+	struct libwatch *lw = arg;
+	char path[PATH_MAX + 32];
+	uint64_t bias, *seen;
+	bool unprobed;
+	int err = 0;
+
+	if (m->perms[2] != 'x' || m->path[0] != '/' || !m->inode)
+		return 0;
+	seen = u64map__get(&lw->seen, m->inode);
+	if (seen && *seen == SEEN_MAPPED)
+		return 0;
+	unprobed = lw->attached && !seen && is_watched_lib(m->path);
+	if (u64map__put(&lw->seen, m->inode, SEEN_MAPPED))
+		return -ENOMEM;
+	proc_target_path(lw->pid, m->path, m->inode, path, sizeof(path));
+	if (elf_load_bias(path, m->start, m->offset, &bias))
+		return 0; /* not an ELF object we can read: nothing to probe there */
+	/* what it loads next is looked up along its own RPATH/RUNPATH */
+	err = libsearch__add_object(lw->search, m->path, path);
+	for (int i = 0; !err && i < lw->nsubs; i++)
+		err = lw->subs[i].fn(lw->subs[i].ctx, m, path, bias);
+	if (!err && unprobed)
+		note_unprobed(lw, m->path);
+	return err;
+}
+
+static int scan(struct libwatch *lw)
+{
+	int err = proc_maps__for_each(lw->pid, on_map, lw);
+
+	lw->notice_ts = 0;
+	/* the process may be gone by the time its last loader event is read */
+	if (err == -ENOENT || err == -ESRCH)
+		return 0;
+	/* a newly mapped object's RUNPATH may show where the next dlopen looks */
+	return err ?: probe_ahead(lw);
+}
+
+static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
+{
+	struct libwatch *lw = ctx;
+
+	if (!lw->notice_ts)
+		lw->notice_ts = e->ts;
+	return scan(lw);
+}
+
+static int write_losses(struct tracer *t, void *ctx)
+{
+	struct libwatch *lw = ctx;
+	int err = 0;
+
+	if (lw->skel->bss->lost)
+		err = trace_writer__loss(tracer__writer(t), "lib_event", UINT32_MAX,
+					 lw->skel->bss->lost);
+	if (!err && lw->late)
+		err = trace_writer__loss(tracer__writer(t), "lib_unprobed_window", UINT32_MAX,
+					 lw->late);
+	return err;
+}
+
+int libwatch__open(struct tracer *t, pid_t pid, struct libwatch **out)
+{
+	struct libwatch *lw;
+	int err;
+
+	lw = calloc(1, sizeof(*lw));
+	if (!lw)
+		return -ENOMEM;
+	lw->t = t;
+	lw->pid = pid;
+	lw->search_gen = UINT_MAX; /* look ahead at least once */
+	err = libsearch__open(pid, &lw->search);
+	if (err) {
+		fprintf(stderr, "libwatch: cannot read the target's library search path: %s\n",
+			strerror(-err));
+		free(lw);
+		return err;
+	}
+	lw->skel = libwatch_bpf__open();
+	if (!lw->skel) {
+		err = -errno;
+		goto cleanup;
+	}
+	err = bpf_map__reuse_fd(lw->skel->maps.events, tracer__ringbuf_fd(t));
+	err = err ?: libwatch_bpf__load(lw->skel);
+	err = err
+		  ?: tracer__on(t, PTG_EV_LIB_CHANGE, PTG_EV_LIB_CHANGE, handle_event, write_losses,
+				lw);
+	if (err)
+		goto cleanup;
+	*out = lw;
+	return 0;
+cleanup:
+	fprintf(stderr, "libwatch: cannot load the loader probe: %s\n", strerror(-err));
+	libwatch__destroy(lw);
+	return err;
+}
+
+int libwatch__subscribe(struct libwatch *lw, libwatch_fn fn, void *ctx)
+{
+	if (lw->nsubs == MAX_SUBSCRIBERS)
+		return -E2BIG;
+	lw->subs[lw->nsubs++] = (struct subscriber){.fn = fn, .ctx = ctx};
+	return 0;
 }
 
 int libwatch__attach(struct libwatch *lw)
@@ -266,15 +274,12 @@ int libwatch__attach(struct libwatch *lw)
 	char path[PATH_MAX + 32];
 	int err;
 
-	err = probe_ahead(lw);
-	if (err)
-		return err;
 	/* a static executable has no dynamic loader, and then maps nothing later */
 	if (proc_maps__for_each(lw->pid, find_ld, &ld) == 1) {
 		proc_target_path(lw->pid, ld.path, ld.inode, path, sizeof(path));
 		LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "_dl_debug_state");
-		lw->link = bpf_program__attach_uprobe_opts(lw->skel->progs.dl_debug_state,
-							   lw->pid, path, 0, &opts);
+		lw->link = bpf_program__attach_uprobe_opts(lw->skel->progs.dl_debug_state, lw->pid,
+							   path, 0, &opts);
 		if (!lw->link) {
 			err = -errno;
 			fprintf(stderr, "libwatch: cannot attach to %s: %s\n", ld.path,
@@ -282,7 +287,10 @@ int libwatch__attach(struct libwatch *lw)
 			return err;
 		}
 	}
-	return scan(lw);
+	/* the mapped objects' RUNPATHs first, then ahead along the whole search path */
+	err = scan(lw);
+	lw->attached = true;
+	return err;
 }
 
 void libwatch__detach(struct libwatch *lw)
@@ -298,5 +306,6 @@ void libwatch__destroy(struct libwatch *lw)
 	libwatch__detach(lw);
 	libwatch_bpf__destroy(lw->skel);
 	u64map__free(&lw->seen);
+	libsearch__free(lw->search);
 	free(lw);
 }

@@ -17,9 +17,11 @@ struct libwatch;
 /*
  * A newly seen executable mapping of the file at m->path; attach_path opens
  * the same file from here; bias = runtime address - link-time address.
- * A library the target would load late (libcuda, libcudart) is offered
- * ahead, before it is mapped, as found on the target's search path: then
- * m->start and m->end are 0 and bias is 0; it is offered again when mapped.
+ * A library the target would load late (libcuda, libcudart, libtorch_cpu)
+ * is offered ahead, before it is mapped, each copy found along its loader's
+ * search order (libsearch.h): then m->start and m->end are 0 and bias is 0;
+ * it is offered again when mapped. One mapped after attach that was not
+ * found ahead is said on stderr and counted (loss lib_unprobed_window).
  * Returns 0, or -errno to stop recording.
  */
 typedef int (*libwatch_fn)(void *ctx, const struct proc_map *m, const char *attach_path,

@@ -197,6 +197,56 @@ int proc_comm(pid_t pid, pid_t tid, char *buf, size_t len)
 	return 0;
 }
 
+/* The numbers after "key:" in a status file, at most PROC_NS_MAX. */
+static unsigned int parse_ns_line(const char *status, const char *key, uint32_t *ids)
+{
+	const char *p = strstr(status, key);
+	unsigned int n = 0;
+	char *end;
+
+	/* a key at the start of a line only, not inside another line's text */
+	while (p && p != status && p[-1] != '\n')
+		p = strstr(p + 1, key);
+	if (!p)
+		return 0;
+	p += strlen(key);
+	while (n < PROC_NS_MAX) {
+		unsigned long v;
+
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p < '0' || *p > '9')
+			break;
+		errno = 0;
+		v = strtoul(p, &end, 10);
+		if (errno || v > UINT32_MAX)
+			break;
+		ids[n++] = (uint32_t)v;
+		p = end;
+	}
+	return n;
+}
+
+int proc_ns_ids(pid_t pid, pid_t tid, struct proc_ns_ids *ids)
+{
+	char path[64], buf[4096];
+	unsigned int np, nt;
+	int n;
+
+	memset(ids, 0, sizeof(*ids));
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tid);
+	n = read_small_file(path, buf, sizeof(buf));
+	if (n < 0)
+		return n;
+	np = parse_ns_line(buf, "NStgid:", ids->pid);
+	nt = parse_ns_line(buf, "NSpid:", ids->tid);
+	/* both list one id per namespace the thread is in, ours first */
+	if (!np || np != nt)
+		return -ENOENT;
+	ids->levels = np;
+	return 0;
+}
+
 void proc_target_path(pid_t pid, const char *path, uint64_t inode, char *buf, size_t len)
 {
 	char link[64], root[PATH_MAX];

@@ -46,6 +46,20 @@ int proc_cmdline(pid_t pid, char *buf, size_t len);
 int proc_environ_get(pid_t pid, const char *name, char *buf, size_t len);
 /* /proc/PID/task/TID/comm without the newline. */
 int proc_comm(pid_t pid, pid_t tid, char *buf, size_t len);
+/*
+ * The ids of thread tid of pid in the pid namespaces it is in, from the
+ * NStgid and NSpid lines of /proc/PID/task/TID/status: ours first (pid,
+ * tid), the target's own last. levels = how many namespaces (1: ours only;
+ * a target in a container has 2 or more). Returns 0 or -errno (-ENOENT: the
+ * kernel shows no NSpid, before 4.1).
+ */
+#define PROC_NS_MAX 32 /* the kernel's MAX_PID_NS_LEVEL */
+struct proc_ns_ids {
+	unsigned int levels;
+	uint32_t pid[PROC_NS_MAX];
+	uint32_t tid[PROC_NS_MAX];
+};
+int proc_ns_ids(pid_t pid, pid_t tid, struct proc_ns_ids *ids);
 /* A path of `path` as the target sees it that can be opened from here. */
 void proc_target_path(pid_t pid, const char *path, uint64_t inode, char *buf, size_t len);
 

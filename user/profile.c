@@ -556,6 +556,8 @@ static void collector_on_record(void *ctx, const struct ptg_record *rec,
 		return;
 	}
 	t->name_sym = rec->sym;
+	t->ns_pid = (uint32_t)rec->aux[2];
+	t->ns_tid = (uint32_t)rec->aux[3];
 }
 
 void profile_run__free(struct profile_run *run)

@@ -95,6 +95,8 @@ struct profile_thread {
 	uint32_t pid;
 	uint32_t tid;
 	uint32_t name_sym;    /* PTG_REC_THREAD name, 0 when none */
+	uint32_t ns_pid;      /* in its container (PTG_REC_THREAD aux[2]), 0 when none */
+	uint32_t ns_tid;      /* likewise (aux[3]) */
 	struct profile *prof; /* NULL unless opts.per_thread */
 };
 

@@ -186,6 +186,7 @@ static int proc_add(struct sampler *s, pid_t pid, char *err, size_t errlen)
 {
 	struct sproc *sp = calloc(1, sizeof(*sp));
 	char path[64], comm[64], interp[64];
+	struct proc_ns_ids ids;
 	int ret;
 
 	if (!sp)
@@ -206,6 +207,8 @@ static int proc_add(struct sampler *s, pid_t pid, char *err, size_t errlen)
 		snprintf(comm, sizeof(comm), "%d", pid);
 	snprintf(interp, sizeof(interp), "CPython %s", sp->py.version);
 	sp->pid = pid;
+	if (!proc_ns_ids(pid, pid, &ids) && ids.levels > 1)
+		sp->ns_pid = ids.pid[ids.levels - 1];
 	sp->alive = true;
 	sp->last_gen = s->gen;
 	sp->comm = tables_str(&s->t, comm);
@@ -679,7 +682,8 @@ static int set_proc_index(struct sampler *s, struct sproc *sp, uint32_t *out)
 	if (array_grow((void **)&s->set_procs, &s->set_procs_cap, s->set.nprocs + 1,
 		       sizeof(*s->set_procs)))
 		return -ENOMEM;
-	s->set_procs[s->set.nprocs] = (struct sample_proc){(uint32_t)sp->pid, sp->comm, sp->interp};
+	s->set_procs[s->set.nprocs] =
+	    (struct sample_proc){(uint32_t)sp->pid, sp->comm, sp->interp, sp->ns_pid};
 	*out = (uint32_t)s->set.nprocs++;
 	return 0;
 }

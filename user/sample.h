@@ -55,6 +55,7 @@ struct sample_proc {
 	uint32_t pid;
 	const char *comm;
 	const char *interp; /* "CPython 3.11.2" */
+	uint32_t ns_pid;    /* its pid in its container, 0 when it is in ours */
 };
 
 struct sample_row {

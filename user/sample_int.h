@@ -46,6 +46,7 @@ struct scode {
 /* A sampled process; it stays after exit until its samples are written. */
 struct sproc {
 	pid_t pid;
+	uint32_t ns_pid; /* its pid in its container (a pid namespace below ours), else 0 */
 	uint64_t starttime;
 	bool alive;
 	uint32_t last_gen; /* last interval that counted a sample of it */

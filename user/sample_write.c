@@ -82,7 +82,10 @@ static int add_row(struct pprof *p, const struct sample_set *set, const struct s
 	    {.key = "comm", .str = pr->comm},
 	    {.key = "thread", .str = r->thread},
 	    {.key = "interpreter", .str = pr->interp},
+	    /* last: left out for a process that is not in a container */
+	    {.key = "container_pid", .num = pr->ns_pid},
 	};
+	size_t nlabels = sizeof(labels) / sizeof(labels[0]) - (pr->ns_pid ? 0 : 1);
 	int64_t values[2] = {(int64_t)r->count, (int64_t)r->ns};
 
 	/* pprof lists the leaf first */
@@ -91,8 +94,7 @@ static int add_row(struct pprof *p, const struct sample_set *set, const struct s
 		if (!ids[d])
 			return -ENOMEM;
 	}
-	return pprof__add_sample(p, ids, r->depth, values, 2, labels,
-				 sizeof(labels) / sizeof(labels[0]));
+	return pprof__add_sample(p, ids, r->depth, values, 2, labels, nlabels);
 }
 
 static int write_pprof(const struct sample_set *set, const char *path)
@@ -148,7 +150,11 @@ static int add_stack(struct flamegraph *fg, const struct sample_set *set,
 	char proc[96], thread[96];
 	unsigned int n = 0;
 
-	snprintf(proc, sizeof(proc), "%s [%u]", pr->comm, pr->pid);
+	if (pr->ns_pid)
+		snprintf(proc, sizeof(proc), "%s [%u, container pid %u]", pr->comm, pr->pid,
+			 pr->ns_pid);
+	else
+		snprintf(proc, sizeof(proc), "%s [%u]", pr->comm, pr->pid);
 	stack[n++] = proc;
 	if (o->threads) {
 		snprintf(thread, sizeof(thread), "%s [%u]", r->thread, r->tid);

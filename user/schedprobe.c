@@ -161,6 +161,7 @@ struct thread_off {
 	uint32_t pid;
 	uint32_t tid;
 	uint32_t name;
+	uint32_t ns_tid; /* in its container (THREAD aux[3]), 0 when none */
 	uint64_t intervals;
 	uint64_t ns[3]; /* by reason: [0] unknown, PTG_SCHED_PREEMPTED, PTG_SCHED_BLOCKED */
 	uint64_t runq_ns;
@@ -203,6 +204,7 @@ static int totals_add(struct off_totals *o, const struct ptg_record *rec)
 		return -ENOMEM;
 	if (rec->kind == PTG_REC_THREAD) {
 		t->name = rec->sym;
+		t->ns_tid = (uint32_t)rec->aux[3];
 		return 0;
 	}
 	reason = rec->aux[0];
@@ -223,6 +225,8 @@ static void totals_print(FILE *out, const struct off_totals *o, const struct tra
 		if (!t->intervals)
 			continue;
 		fprintf(out, "  tid %u", t->tid);
+		if (t->ns_tid)
+			fprintf(out, " (container tid %u)", t->ns_tid);
 		if (name)
 			fprintf(out, " \"%s\"", name->name);
 		fprintf(out,

@@ -132,6 +132,29 @@ static int write_rec(struct tracer *t, const struct tracer_thread *th, uint16_t 
 	return trace_writer__record(t->w, &r);
 }
 
+/*
+ * The thread's name, and for a thread in a container (a pid namespace below
+ * ours) its pid and tid as the container sees them, what its own ps and logs
+ * show: aux[2] and aux[3] (aux[0] and aux[1] are the Kineto metadata kind
+ * and sort index of an imported one, 0 = thread_name here).
+ */
+static int write_thread(struct tracer *t, const struct tracer_thread *th, const char *comm,
+			uint64_t ts)
+{
+	struct ptg_record r = {.kind = PTG_REC_THREAD,
+			       .pid = th->pid,
+			       .tid = th->tid,
+			       .ts = ts,
+			       .sym = trace_writer__sym(t->w, PTG_SYM_STRING, comm, "", 0)};
+	struct proc_ns_ids ids;
+
+	if (!proc_ns_ids((pid_t)th->pid, (pid_t)th->tid, &ids) && ids.levels > 1) {
+		r.aux[2] = ids.pid[ids.levels - 1];
+		r.aux[3] = ids.tid[ids.levels - 1];
+	}
+	return trace_writer__record(t->w, &r);
+}
+
 static struct tracer_thread *new_thread(struct tracer *t, uint32_t pid, uint32_t tid, uint64_t ts)
 {
 	struct tracer_thread *n, *th;
@@ -147,9 +170,7 @@ static struct tracer_thread *new_thread(struct tracer *t, uint32_t pid, uint32_t
 	th->tid = tid;
 	if (u64map__put(&t->tids, (uint64_t)pid << 32 | tid, t->nthreads))
 		return NULL;
-	if (proc_comm(pid, tid, comm, sizeof(comm)) == 0 &&
-	    write_rec(t, th, PTG_REC_THREAD, 0,
-		      trace_writer__sym(t->w, PTG_SYM_STRING, comm, "", 0), ts, 0, 0))
+	if (proc_comm(pid, tid, comm, sizeof(comm)) == 0 && write_thread(t, th, comm, ts))
 		return NULL;
 	return th;
 }

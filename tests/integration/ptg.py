@@ -289,7 +289,7 @@ def run(args, **kw):
 
 
 _SYM = re.compile(r"^(.*) \((.*):(\d+)\)$")
-_FIELD = re.compile(r"^(dur|stream|corr|ext|aux\d)=")
+_FIELD = re.compile(r"^(dur|stream|corr|ext|aux\d|container_pid|container_tid)=")
 
 
 class Record:

@@ -224,7 +224,8 @@ class TestAgentTrust(unittest.TestCase):
         self.assertFalse(os.path.exists(marker), "the swapped-in library ran")
 
     def test_attach_twice_one_copy(self):
-        """record -p twice: the copy is gone after each load, and the second finds the first."""
+        """record -p twice: the agent comes in a memfd of the target's own, and the second
+        finds the first loaded."""
         p = self.start_target("loop", 0, 0)
         env = dict(self.env, PTG_CUPTI_AGENT=self.agent_copy(self.dir))
         for _ in range(2):
@@ -239,10 +240,11 @@ class TestAgentTrust(unittest.TestCase):
         self.assertEqual(p.wait(timeout=30), 0)
         self.assertEqual(len({m[4] for m in maps}), 1, maps)
         self.assertTrue(all(m[-1] == "(deleted)" for m in maps), maps)
-        self.assertTrue(all(m[5].startswith("/tmp/ptg-") for m in maps), maps)
+        self.assertTrue(all(m[5].startswith("/memfd:ptg-") for m in maps), maps)
 
     def test_attach_in_chroot(self):
-        """A target in another mount namespace and root: the copy goes into its own /tmp."""
+        """A target in another mount namespace and root: it loads the agent from a memfd of
+        its own, and nothing is left in its /tmp."""
         py = ptg.Python("trixie-3.13")
         if py.missing:
             self.skipTest(py.missing)
@@ -273,7 +275,7 @@ class TestAgentTrust(unittest.TestCase):
         kernels = sum(r.kind == "kernel" for r in ti.read_trace(self.out).records)
         self.assertGreater(kernels, 10)
         self.assertEqual(len(maps), 1, maps)
-        self.assertTrue(maps.pop().startswith(tmp + "/ptg-"), "not the chroot's /tmp")
+        self.assertTrue(maps.pop().startswith("/memfd:ptg-"), "not from a memfd")
         self.assertEqual({d for d in os.listdir(tmp) if d.startswith("ptg-")}, before,
                          "the copy was left in the chroot")
 
@@ -320,13 +322,15 @@ class TestAgentTrust(unittest.TestCase):
         self.assertGreater(len(kernels), 10)
         self.assertEqual({r.pid for r in kernels}, {pid})
 
-    def attach_noexec(self, noexec):
-        """record -p of a target that sees the directories noexec mounted noexec; its
-        stderr and the paths of the agent mapped in the target."""
+    def attach_noexec(self, noexec, procfs=True):
+        """record -p of a target that sees the directories noexec mounted noexec (and
+        a tmpfs at /proc unless procfs, which rules out the memfd); its stderr and the
+        paths of the agent mapped in the target."""
         shutil.copyfile(ti.FAKE_CUPTI, os.path.join(self.dir, "libcupti.so.13"))
         script = os.path.join(self.dir, "gpu_target.py")
         shutil.copyfile(self.script, script)
-        mounts = " && ".join(f"mount -t tmpfs -o noexec tmpfs {d}" for d in noexec)
+        mounts = " && ".join([f"mount -t tmpfs -o noexec tmpfs {d}" for d in noexec] +
+                             ([] if procfs else ["mount -t tmpfs tmpfs /proc"]))
         p = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
                               mounts + ' && exec "$@"', "sh",
                               *self.python.argv(script, "loop", "0", "0", self.stub)],
@@ -343,16 +347,25 @@ class TestAgentTrust(unittest.TestCase):
         self.assertEqual(p.wait(timeout=30), 0)
         return p.pid, rec.stderr, maps
 
+    def test_attach_noexec_memfd(self):
+        """Every candidate directory of the target is noexec: the memfd does not care."""
+        pid, stderr, maps = self.attach_noexec(["/tmp", "/dev/shm", "/var/tmp"])
+        self.assertIn(f"recording GPU activity of pid {pid}", stderr)
+        self.assertEqual(len(maps), 1, maps)
+        self.assertTrue(maps.pop().startswith("/memfd:ptg-"), stderr)
+
     def test_attach_tmp_noexec(self):
-        """The target's /tmp is noexec: the copy goes to the next candidate, /dev/shm."""
-        pid, stderr, maps = self.attach_noexec(["/tmp"])
+        """No procfs at the target's /proc, its /tmp noexec: the copy goes to the next
+        candidate, /dev/shm."""
+        pid, stderr, maps = self.attach_noexec(["/tmp"], procfs=False)
         self.assertIn(f"recording GPU activity of pid {pid}", stderr)
         self.assertEqual(len(maps), 1, maps)
         self.assertTrue(maps.pop().startswith("/dev/shm/ptg-"), stderr)
 
     def test_attach_no_place_for_copy(self):
-        """Every candidate directory of the target is noexec: one clear warning, no GPU data."""
-        pid, stderr, maps = self.attach_noexec(["/tmp", "/dev/shm", "/var/tmp"])
+        """No procfs at the target's /proc and every candidate directory noexec: one clear
+        warning, no GPU data."""
+        pid, stderr, maps = self.attach_noexec(["/tmp", "/dev/shm", "/var/tmp"], procfs=False)
         self.assertEqual(maps, set())
         self.assertIn("ptrace-gpu: warning: no GPU activity: cannot load the CUPTI agent: "
                       f"pid {pid} has no /tmp, /dev/shm or /var/tmp owned by root, writable "

@@ -44,7 +44,12 @@ static const struct sample_set set = {
 	.nprocs = 1,
 };
 
-static char *folded(bool threads)
+/* pid 1 of a container, 4242 here */
+static const struct sample_proc contained[] = {
+	{ 4242, "python3", "CPython 3.13.5", 1 },
+};
+
+static char *folded_of(const struct sample_set *s, bool threads)
 {
 	struct sample_write_opts o = { .format = SAMPLE_FMT_FOLDED, .threads = threads };
 	char *buf = NULL;
@@ -53,9 +58,14 @@ static char *folded(bool threads)
 
 	if (!f)
 		return NULL;
-	ASSERT_EQ(sample_write_folded(&set, &o, f), 0, "write");
+	ASSERT_EQ(sample_write_folded(s, &o, f), 0, "write");
 	fclose(f);
 	return buf;
+}
+
+static char *folded(bool threads)
+{
+	return folded_of(&set, threads);
 }
 
 int main(void)
@@ -79,5 +89,16 @@ int main(void)
 	ASSERT_EQ(sample_format_of("x.folded"), SAMPLE_FMT_FOLDED, "folded by name");
 	ASSERT_EQ(sample_format_of("-"), SAMPLE_FMT_FOLDED, "stdout is folded");
 	ASSERT_EQ(sample_format_of("x.pb.gz"), SAMPLE_FMT_PPROF, "pprof by name");
+	{
+		struct sample_set c = set;
+
+		c.procs = contained;
+		c.nrows = 1;
+		out = folded_of(&c, false);
+		ASSERT_STREQ(out,
+			     "python3 [4242, container pid 1];main (app.py:1);f:g (app.py:10) 20\n",
+			     "a process in a container: both pids");
+		free(out);
+	}
 	return TEST_DONE();
 }

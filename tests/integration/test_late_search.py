@@ -1,0 +1,208 @@
+"""A library loaded late is found where the target's loader will find it.
+
+The fake driver (tests/fakecuda) is put where only one step of the loader's
+search order leads, with no LD_LIBRARY_PATH, and the workload
+(workloads/cuda_late.py) loads it by name only after `record -p` attached,
+then calls it at once in a burst: LAUNCHES cuLaunchKernel, SYNCS
+cuStreamSynchronize. Found ahead, every call is in the trace:
+
+- executable's RUNPATH: a Python whose executable is its own
+  (workloads/pylaunch.c, built here with -rpath '$ORIGIN/lib' as
+  DT_RUNPATH), the library loaded by the executable's own dlopen, since a
+  RUNPATH serves only its object's lookups;
+- executable's RPATH: the same built with DT_RPATH (which the loader
+  would also search for objects without a RUNPATH of their own; pyenv's
+  _ctypes has one, so the executable loads it here too);
+- a mapped library's RUNPATH, as a PyTorch wheel's libtorch points at
+  `$ORIGIN/../../nvidia/<name>/lib`: workloads/dlopener.c built as
+  torch/lib/libdlopener.so with that RUNPATH, loaded before record
+  attaches, loads the driver from nvidia/cuda_driver/lib;
+- ld.so.cache: an `ldconfig -C` cache listing a folder no search path has,
+  bind-mounted over /etc/ld.so.cache in a mount namespace of the target's.
+
+A library dlopen()ed by full path from a folder on no search path cannot be
+found ahead: it is probed when the loader's notice (_dl_debug_state)
+arrives. The workload waits once it is loaded, so the count is exact, and
+the trace must still say that a window went unprobed: the loss
+`lib_unprobed_window` = 1 and a note on stderr that names the library.
+"""
+import collections
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+
+import ptg
+from test_cuda_host import LIBDIR, Trace
+
+sys.path.insert(0, ptg.WORKLOADS)
+import cuda_late as plan  # noqa: E402
+
+SCRIPT = os.path.join(ptg.WORKLOADS, "cuda_late.py")
+LAUNCHER = os.path.join(ptg.WORKLOADS, "pylaunch.c")
+DLOPENER = os.path.join(ptg.WORKLOADS, "dlopener.c")
+LIB = "libcuda.so.1"
+NOTE_WAIT = 120
+
+
+def interpreters():
+    """Debian's python3.11, and pyenv's 3.11 whose libpython the launcher links."""
+    host, pyenv = ptg.Python("debian-3.11"), ptg.Python("pyenv-3.11")
+    config = os.path.join(os.path.dirname(pyenv.exe), "python3.11-config")
+    reason = host.missing or pyenv.missing or (
+        not os.access(config, os.X_OK) and f"no {config}") or (
+        not shutil.which("cc") and "no C compiler") or (
+        not shutil.which("unshare") and "no unshare")
+    if reason:
+        print(f"skip: {reason}", flush=True)
+        sys.exit(77)
+    return host, config
+
+
+HOST, CONFIG = interpreters()
+
+
+class LateSearch(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="ptg-late-search.")
+        self.out = os.path.join(self.tmp, "late.ptg")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def place(self, folder):
+        """A copy of the fake driver in tmp/folder; its path."""
+        d = os.path.join(self.tmp, folder)
+        os.makedirs(d, exist_ok=True)
+        shutil.copy(os.path.join(LIBDIR, LIB), d)
+        return os.path.join(d, LIB)
+
+    def launcher(self, new_dtags):
+        """workloads/pylaunch.c built into tmp with '$ORIGIN/lib' as RUNPATH or RPATH."""
+        exe = os.path.join(self.tmp, "pylaunch")
+        flags = subprocess.run([CONFIG, "--cflags", "--ldflags", "--embed"], check=True,
+                               capture_output=True, text=True).stdout.split()
+        dtags = "--enable-new-dtags" if new_dtags else "--disable-new-dtags"
+        subprocess.run(["cc", "-o", exe, LAUNCHER, DLOPENER, *flags, "-rdynamic",
+                        f"-Wl,{dtags},-rpath,$ORIGIN/lib"], check=True)
+        dyn = subprocess.run(["readelf", "-d", exe], check=True, capture_output=True,
+                             text=True).stdout
+        tag = "(RUNPATH)" if new_dtags else "(RPATH)"
+        self.assertTrue([x for x in dyn.splitlines() if tag in x and "$ORIGIN/lib" in x], dyn)
+        return exe
+
+    def record(self, argv, expect_path, loaded_gate=False):
+        """Runs argv (a cuda_late.py), records it with -p from its ready line;
+        returns (pid, recorder) once it is done."""
+        env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                env=env)
+        try:
+            line = proc.stdout.readline()
+            self.assertTrue(line.startswith("ready"), line)
+            pid = int(line.split()[1])
+            rec = ptg.Recorder(["-p", str(pid)], self.out)
+            with open(f"/proc/{pid}/maps") as f:
+                self.assertNotIn(LIB, f.read(), "not mapped before go")
+            ahead = f"cuda: probing 19 entry points of {expect_path}\n"
+            self.assertEqual(ahead in rec.stderr, not loaded_gate, rec.stderr)
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            if loaded_gate:
+                self.assertEqual(proc.stdout.readline(), "loaded\n")
+                self.wait_note(rec, expect_path, proc)
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+            self.assertIn("done", proc.stdout.read())
+            self.assertEqual(proc.wait(timeout=300), 0)
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdin.close()
+            proc.stdout.close()
+        return pid, rec
+
+    def wait_note(self, rec, path, proc):
+        """record's stderr up to its note that path went unprobed for a while.
+        Should it never come, the workload is killed after NOTE_WAIT seconds
+        (a bound on a hang, not a timing), record ends, and so does the read."""
+        guard = threading.Timer(NOTE_WAIT, proc.kill)
+        guard.start()
+        try:
+            self.read_note(rec, path)
+        finally:
+            guard.cancel()
+
+    def read_note(self, rec, path):
+        while True:
+            line = rec.proc.stderr.readline()
+            self.assertTrue(line, "record ended without the note: " + rec.stderr)
+            rec.lines.append(line)
+            if "libwatch:" in line and path in line:
+                self.assertIn("loaded from outside the target's search path", line)
+                self.assertIn("not in the trace", line)
+                return
+
+    def verify(self, pid, path, losses=()):
+        trace = Trace(self.out)
+        lost = [x for x in trace.losses if not x.startswith("py_code_unresolved")]
+        self.assertEqual(lost, list(losses))
+        self.assertIn(path, trace.meta["cuda.libraries"])
+        got = collections.Counter(r.name for r in trace.records if r.kind == "cuda_call")
+        self.assertEqual(got, {"cuLaunchKernel": plan.LAUNCHES,
+                               "cuStreamSynchronize": plan.SYNCS})
+        self.assertTrue(all(r.pid == pid for r in trace.records if r.kind == "cuda_call"))
+
+    def test_exe_runpath(self):
+        path = self.place("lib")
+        exe = self.launcher(new_dtags=True)
+        pid, _ = self.record([exe, SCRIPT, "--wait", "--via-exe", LIB], path)
+        self.verify(pid, path)
+
+    def test_exe_rpath(self):
+        path = self.place("lib")
+        exe = self.launcher(new_dtags=False)
+        pid, _ = self.record([exe, SCRIPT, "--wait", "--via-exe", LIB], path)
+        self.verify(pid, path)
+
+    def test_mapped_runpath(self):
+        path = self.place(os.path.join("nvidia", "cuda_driver", "lib"))
+        lib = os.path.join(self.tmp, "torch", "lib", "libdlopener.so")
+        os.makedirs(os.path.dirname(lib))
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", lib, DLOPENER, "-ldl",
+                        "-Wl,--enable-new-dtags,-rpath,$ORIGIN/../../nvidia/cuda_driver/lib"],
+                       check=True)
+        pid, _ = self.record([HOST.exe, SCRIPT, "--via", lib, "--wait", LIB], path)
+        self.verify(pid, path)
+
+    def test_ld_so_cache(self):
+        path = self.place("cached")
+        conf, cache = os.path.join(self.tmp, "ld.so.conf"), os.path.join(self.tmp, "ld.so.cache")
+        with open(conf, "w") as f:
+            f.write(os.path.dirname(path) + "\n")
+        subprocess.run(["ldconfig", "-X", "-f", conf, "-C", cache], check=True)
+        listed = subprocess.run(["ldconfig", "-p", "-C", cache], check=True,
+                                capture_output=True, text=True).stdout
+        self.assertIn(f"=> {path}\n", listed)
+        # the cache is the target's alone: its own mount namespace, the host's untouched
+        argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                'mount --bind "$0" /etc/ld.so.cache && exec "$@"', cache,
+                HOST.exe, SCRIPT, "--wait", LIB]
+        pid, _ = self.record(argv, path)
+        self.verify(pid, path)
+
+    def test_full_path(self):
+        path = self.place("hidden")
+        pid, rec = self.record([HOST.exe, SCRIPT, "--wait", "--gate-loaded", path], path,
+                               loaded_gate=True)
+        self.verify(pid, path, losses=["lib_unprobed_window cpu=-1: 1"])
+        self.assertEqual(rec.stderr.count("libwatch:"), 1, rec.stderr)
+
+
+if __name__ == "__main__":
+    ptg.main()
