@@ -37,11 +37,26 @@ const volatile __u64 runtime_addr = 0; /* runtime address of _PyRuntime */
 const volatile __u8 resume_ops[6] = {}; /* RESUME, its specialized and instrumented forms; 0 ends */
 const volatile __u8 resume_where_mask = 3; /* oparg bits: where it resumes, 0 = a call starts */
 const volatile __u8 resume_not_a_call = 0xff; /* 3.15: RESUME_AT_GEN_EXPR_START */
+/*
+ * Several processes (record -p A,B, --children): the probes sit on the
+ * interpreter's file, in every process that maps it, and only those of the
+ * traced set go on. Each may map the file elsewhere: _PyRuntime's address
+ * comes from the probe's own address and its cookie, not runtime_addr.
+ */
+const volatile bool filter_tgids = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 16 << 20); /* resized by the loader */
 } events SEC(".maps");
+
+/* tgid -> 1: the processes recorded (bpf/proctree.bpf.c), read with filter_tgids */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1); /* replaced by the loader's map */
+	__type(key, __u32);
+	__type(value, __u8);
+} traced SEC(".maps");
 
 /* where a snapshot is assembled: too large for the BPF stack */
 struct {
@@ -58,11 +73,15 @@ struct {
 	__type(value, __u32);
 } tid_state SEC(".maps");
 
-/* code objects whose names were sent: (address, fingerprint) */
+/*
+ * code objects whose names were sent: (address, fingerprint, process). Two
+ * processes forked from one another allocate alike: a code object of one
+ * may have the address and fingerprint of another's.
+ */
 struct code_key {
 	__u64 code;
 	__u32 fingerprint;
-	__u32 pad;
+	__u32 tgid;
 };
 
 struct {
@@ -135,7 +154,7 @@ struct code_entry {
 	__u64 seq;
 	__u64 code;
 	__u32 fingerprint;
-	__u32 pad;
+	__u32 tgid;
 };
 
 struct cpu_cache {
@@ -153,10 +172,12 @@ struct {
 
 __u64 thread_gen = 0;
 
-/* One probe hit: its thread and this CPU's cache. */
+/* One probe hit: its thread, this CPU's cache and where _PyRuntime is. */
 struct hit {
 	struct cpu_cache *cc;
 	struct tid_info ti;
+	__u64 runtime;
+	__u32 tgid;
 };
 
 static __always_inline bool seq_lock(__u64 *seq, __u64 *was)
@@ -195,9 +216,12 @@ static __always_inline bool thread_cached(struct cpu_cache *cc, __u32 tid, struc
 /* Fills h for the current thread; -1 when it cannot (never: a per-CPU array of one). */
 static __always_inline int hit_begin(struct hit *h)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid(), zero = 0, *st;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id, zero = 0, *st;
 	struct py_thread *t;
 
+	h->tgid = id >> 32;
+	h->runtime = runtime_addr;
 	h->cc = bpf_map_lookup_elem(&cpu_cache, &zero);
 	if (!h->cc)
 		return -1;
@@ -229,18 +253,20 @@ static __always_inline struct code_entry *code_slot(struct cpu_cache *cc, __u64 
 	return &cc->code[((code ^ code >> 12) >> 4) & (CODE_SLOTS - 1)];
 }
 
-static __always_inline bool code_cached(struct code_entry *e, __u64 code, __u32 fingerprint)
+static __always_inline bool code_cached(struct code_entry *e, __u64 code, __u32 fingerprint,
+					__u32 tgid)
 {
 	__u64 seq = *(volatile __u64 *)&e->seq;
 	bool hit;
 
 	barrier();
-	hit = e->code == code && e->fingerprint == fingerprint;
+	hit = e->code == code && e->fingerprint == fingerprint && e->tgid == tgid;
 	barrier();
 	return hit && !(seq & 1) && *(volatile __u64 *)&e->seq == seq;
 }
 
-static __always_inline void code_put(struct code_entry *e, __u64 code, __u32 fingerprint)
+static __always_inline void code_put(struct code_entry *e, __u64 code, __u32 fingerprint,
+				     __u32 tgid)
 {
 	__u64 was;
 
@@ -248,6 +274,7 @@ static __always_inline void code_put(struct code_entry *e, __u64 code, __u32 fin
 		return;
 	e->code = code;
 	e->fingerprint = fingerprint;
+	e->tgid = tgid;
 	seq_unlock(&e->seq, was);
 }
 
@@ -315,7 +342,7 @@ static __always_inline __u64 current_frame(struct hit *h)
 	if (!tstate_frame(h->ti.tstate, h->ti.ns_tid, &frame))
 		return frame;
 	fresh.ns_tid = py_ns_tid();
-	fresh.tstate = py_walk_tstates(o, runtime_addr, fresh.ns_tid);
+	fresh.tstate = py_walk_tstates(o, h->runtime, fresh.ns_tid);
 	if (!fresh.tstate)
 		return 0;
 	bpf_map_update_elem(&threads, &h->ti.tid, &fresh, BPF_ANY);
@@ -428,10 +455,10 @@ static __always_inline void read_str(__u64 str, __u8 *dst, __u32 max, __u8 *widt
 	n = (__u64)len * w;
 	if (n > max)
 		n = max; /* chars = n / w drops a cut character */
-	if (bpf_probe_read_user(dst, n,
-				(const void *)(str + (w == 1 && (state & (1 << 6))
-							      ? off.unicode_ascii_data
-							      : off.unicode_compact_data))))
+	if (bpf_probe_read_user(
+		dst, n,
+		(const void *)(str + (w == 1 && (state & (1 << 6)) ? off.unicode_ascii_data
+								   : off.unicode_compact_data))))
 		return;
 	*width = w;
 	*chars = n / w;
@@ -446,9 +473,9 @@ static __always_inline void read_str(__u64 str, __u8 *dst, __u32 max, __u8 *widt
  */
 __noinline int send_code(__u64 code, __u32 fingerprint, __u64 name, __u64 file, __u32 line)
 {
-	struct code_key key = { .code = code, .fingerprint = fingerprint };
+	__u64 id = bpf_get_current_pid_tgid();
+	struct code_key key = {.code = code, .fingerprint = fingerprint, .tgid = id >> 32};
 	struct ptg_code_event *c;
-	__u64 id;
 	__u8 one = 1;
 
 	if (!code)
@@ -460,7 +487,6 @@ __noinline int send_code(__u64 code, __u32 fingerprint, __u64 name, __u64 file, 
 		count_loss(PTG_LOSS_PY_CODE);
 		return -1;
 	}
-	id = bpf_get_current_pid_tgid();
 	c->hdr.ts = bpf_ktime_get_ns();
 	c->hdr.pid = id >> 32;
 	c->hdr.tid = (__u32)id;
@@ -526,7 +552,7 @@ static long snap_step(__u32 i, void *arg)
 /* Sends the chain of frames from `frame` outwards. Returns 0 when sent. */
 __noinline int send_snapshot(__u64 ts, __u64 id, __u64 frame, __u32 reason)
 {
-	struct snap_walk w = { .frame = frame };
+	struct snap_walk w = {.frame = frame};
 	struct ptg_stack_event *s;
 	__u32 zero = 0;
 
@@ -675,9 +701,9 @@ static __always_inline int on_resume(struct hit *h)
 	if (oparg == resume_not_a_call)
 		return 0;
 	slot = code_slot(h->cc, code);
-	if (!code_cached(slot, code, id.fingerprint) &&
+	if (!code_cached(slot, code, id.fingerprint, h->tgid) &&
 	    !send_code(code, id.fingerprint, id.name, id.file, id.line))
-		code_put(slot, code, id.fingerprint);
+		code_put(slot, code, id.fingerprint, h->tgid);
 	if (oparg == 0)
 		return emit(h, PTG_EV_PY_START, id.fingerprint, frame, code, self, previous,
 			    previous);
@@ -714,14 +740,31 @@ static __always_inline int on_traceback(struct hit *h, __u64 frame_obj)
  * One program for every probe site, told apart by its BPF cookie: the
  * kernel verifies it once and one multi-uprobe link holds all the sites.
  */
+/* Not a process of the traced set (probes on a file, see filter_tgids). */
+static __always_inline bool filtered_out(void)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	return filter_tgids && !bpf_map_lookup_elem(&traced, &tgid);
+}
+
+/* bpf_get_func_ip(): the probed address, for uprobes and uretprobes alike */
+static __always_inline void hit_runtime(struct hit *h, void *ctx, __u64 cookie)
+{
+	if (filter_tgids)
+		h->runtime = bpf_get_func_ip(ctx) + PTG_PY_COOKIE_DELTA(cookie);
+}
+
 SEC("uprobe")
 int py_probe(struct pt_regs *ctx)
 {
+	__u64 cookie = bpf_get_attach_cookie(ctx);
 	struct hit h;
 
-	if (hit_begin(&h))
+	if (filtered_out() || hit_begin(&h))
 		return 0;
-	switch (bpf_get_attach_cookie(ctx)) {
+	hit_runtime(&h, ctx, cookie);
+	switch (PTG_PY_COOKIE_PROBE(cookie)) {
 	case PTG_PY_PROBE_RESUME:
 		return on_resume(&h);
 	case PTG_PY_PROBE_RETURN:
@@ -746,8 +789,9 @@ int BPF_KRETPROBE(py_eval_ret, void *ret)
 	struct hit h;
 	__u64 frame;
 
-	if (ret || hit_begin(&h))
+	if (ret || filtered_out() || hit_begin(&h))
 		return 0;
+	hit_runtime(&h, ctx, bpf_get_attach_cookie(ctx));
 	frame = current_frame(&h);
 	return emit(&h, PTG_EV_PY_UNWIND, 2, frame, 0, 0, 0, frame);
 }
@@ -765,6 +809,26 @@ int BPF_PROG(py_thread_exit, struct task_struct *task)
 
 	known = !bpf_map_delete_elem(&threads, &tid);
 	known |= !bpf_map_delete_elem(&tid_state, &tid);
+	if (known)
+		__sync_fetch_and_add(&thread_gen, 1);
+	return 0;
+}
+
+/*
+ * exec() ends the process's interpreter but keeps its pid, and the thread
+ * that called it becomes the leader: what was cached of either thread
+ * belongs to the old program.
+ */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(py_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 tids[2] = {p->pid, old_pid};
+	bool known = false;
+
+	for (int i = 0; i < 2; i++) {
+		known |= !bpf_map_delete_elem(&threads, &tids[i]);
+		known |= !bpf_map_delete_elem(&tid_state, &tids[i]);
+	}
 	if (known)
 		__sync_fetch_and_add(&thread_gen, 1);
 	return 0;

@@ -25,6 +25,8 @@
 #include "numarg.h"
 #include "outfile.h"
 #include "procfs.h"
+#include "proctree.h"
+#include "record.h"
 #include "pyframe.h"
 #include "pyinterp.h"
 #include "schedprobe.h"
@@ -35,47 +37,6 @@
 #include "trace.h"
 #include "tracer.h"
 
-struct record_opts {
-	pid_t pid;
-	double duration;
-	const char *output;
-	unsigned int ringbuf_mb;
-	bool quiet;
-	bool no_cuda;
-	bool no_cupti;
-	bool no_sched;
-	bool no_ops;
-	struct steps_opts steps;
-	char **cmd;
-};
-
-struct recording {
-	struct record_opts *o;
-	pid_t pid;
-	bool child; /* started by us: -- CMD */
-	bool child_reaped;
-	int child_status;
-	int pidfd;
-	uint64_t start_time; /* of pid: another process that gets its pid is not the target */
-	struct py_interp py;
-	struct trace_writer *w;
-	struct tracer *tracer;
-	struct pyframe *pf;
-	struct libwatch *libs;
-	struct cudaprobe *cuda;
-	struct cupti *cupti; /* GPU activity from the CUPTI agent in the target */
-	struct sched *sched;
-	struct modpath *mp;
-	struct torchops *ops;
-	struct steps *steps; /* --steps, --schedule: the trace is cut from a recording at tmp */
-	struct target *tg;   /* a Python that comes later; the -- CMD child held until then */
-	char tmp[PATH_MAX];
-	uint64_t start_ts;    /* probes start to attach */
-	uint64_t attached_ts; /* all probes are in place: -d counts from here */
-	const char *stop_reason;
-	bool status_shown; /* the live status line is on the terminal, unfinished */
-};
-
 static volatile sig_atomic_t stop_signal;
 
 static void on_signal(int sig)
@@ -85,56 +46,85 @@ static void on_signal(int sig)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: ptrace-gpu record [-p PID | -- CMD [ARGS...]] [-o FILE] [-d SECONDS]\n\n"
-		"Records every Python call of a running CPython process, with no restart\n"
-		"and no change in it, or of a command started under the tracer; and, when the\n"
-		"process has them, PyTorch dispatcher ops, CUDA driver/runtime calls, GPU\n"
-		"activity (CUPTI agent) and off-CPU intervals of its threads. CUDA and\n"
-		"PyTorch libraries it loads later are probed before they are mapped, where\n"
-		"its loader will find them (docs/late-libs.md).\n"
-		"Any process can be recorded: one with no Python (a C/C++ program, a shell)\n"
-		"gets its CUDA calls, GPU activity and off-CPU intervals; when it execs a\n"
-		"Python interpreter or loads libpython, its Python calls are recorded from\n"
-		"then on (from the first one for an exec under -- CMD).\n\n"
-		"  -p, --pid PID         attach to the running process PID\n"
-		"  -o, --output FILE     trace file (default: ptrace-gpu.ptg): a new file, mode\n"
-		"                        0600, that replaces FILE once complete\n"
-		"  -d, --duration SECS   stop after SECS seconds (default: until Ctrl-C,\n"
-		"                        SIGTERM, or the target exits)\n"
-		"      --ringbuf-mb N    size of the BPF ring buffer in MiB, a power of two\n"
-		"                        (default 8: lost nothing at 1.1 M events/s; it is\n"
-		"                        mapped twice, so it adds 2 N MiB to the memory)\n"
-		"      --no-cuda         no probes on the CUDA driver and runtime libraries\n"
-		"      --no-cupti        no GPU activity: do not load the CUPTI agent into\n"
-		"                        the target (docs/gpu.md)\n"
-		"      --no-sched        no off-CPU intervals from the kernel scheduler\n"
-		"      --no-ops          no probes on PyTorch's dispatcher ops\n"
-		"      --steps N         stop after N training steps (each return of an\n"
-		"                        optimizer's step(); needs Python in the target;\n"
-		"                        ProfilerStep#0.. spans)\n"
-		"      --schedule wait=W,warmup=U,active=A[,repeat=R][,skip_first=S]\n"
-		"                        torch.profiler.schedule(): keep the active steps,\n"
-		"                        one trace per active cycle, FILE.cycleC.ptg\n"
-		"      --step-function MODULE:QUALNAME\n"
-		"                        the function whose return ends a step (default:\n"
-		"                        *.step of torch/optim/); MODULE __main__: any file\n"
-		"  -q, --quiet           no live status line and no summary (the status line\n"
-		"                        is drawn only on a terminal the target does not\n"
-		"                        write to: never with -- CMD, whose output it is)\n"
-		"  -h, --help            this help\n\n"
-		"Exit status: 1 when recording failed; with -- CMD, else the command's own\n"
-		"status (128+N when signal N killed it); else 0.\n"
-		"Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE). Supported Python: %s.\n",
-		py_supported_versions());
+	fprintf(
+	    f,
+	    "usage: ptrace-gpu record [-p PID[,PID...] | --uid USER | --cgroup DIR | -- CMD ...]\n"
+	    "                         [--children] [--per-process] [-o FILE] [-d SECONDS]\n\n"
+	    "Records every Python call of a running CPython process, with no restart\n"
+	    "and no change in it, or of a command started under the tracer; and, when the\n"
+	    "process has them, PyTorch dispatcher ops, CUDA driver/runtime calls, GPU\n"
+	    "activity (CUPTI agent) and off-CPU intervals of its threads. CUDA and\n"
+	    "PyTorch libraries it loads later are probed before they are mapped, where\n"
+	    "its loader will find them (docs/late-libs.md).\n"
+	    "Any process can be recorded: one with no Python (a C/C++ program, a shell)\n"
+	    "gets its CUDA calls, GPU activity and off-CPU intervals; when it execs a\n"
+	    "Python interpreter or loads libpython, its Python calls are recorded from\n"
+	    "then on (from the first one for an exec under -- CMD).\n\n"
+	    "  -p, --pid PID[,PID..] attach to the running process PID; with several,\n"
+	    "                        one trace of all of them (each record has its pid;\n"
+	    "                        Python calls and off-CPU intervals only)\n"
+	    "      --children        also the processes they started, and every one\n"
+	    "                        they start (fork, exec) from its first call, as\n"
+	    "                        perf record --inherit and strace -f do (alias\n"
+	    "                        --inherit); until all ended;\n"
+	    "                        -- CMD may then be a script that starts Python\n"
+	    "      --uid USER        every Python process of USER (a name or a uid):\n"
+	    "                        those running, those that start (exec) while\n"
+	    "                        recording, and what they fork; until -d or Ctrl-C\n"
+	    "      --cgroup DIR      the same for a cgroup v2 directory (and those below\n"
+	    "                        it), e.g. /sys/fs/cgroup/system.slice/train.service\n"
+	    "      --per-process     one trace per process that ran Python instead:\n"
+	    "                        FILE.rankR.ptg where RANK (or LOCAL_RANK) is in its\n"
+	    "                        environment, with the rank in its metadata for\n"
+	    "                        export; else FILE.pidP.ptg\n"
+	    "  -o, --output FILE     trace file (default: ptrace-gpu.ptg): a new file, mode\n"
+	    "                        0600, that replaces FILE once complete\n"
+	    "  -d, --duration SECS   stop after SECS seconds (default: until Ctrl-C,\n"
+	    "                        SIGTERM, or the target exits)\n"
+	    "      --ringbuf-mb N    size of the BPF ring buffer in MiB, a power of two\n"
+	    "                        (default 8: lost nothing at 1.1 M events/s; it is\n"
+	    "                        mapped twice, so it adds 2 N MiB to the memory)\n"
+	    "      --no-cuda         no probes on the CUDA driver and runtime libraries\n"
+	    "      --no-cupti        no GPU activity: do not load the CUPTI agent into\n"
+	    "                        the target (docs/gpu.md)\n"
+	    "      --no-sched        no off-CPU intervals from the kernel scheduler\n"
+	    "      --no-ops          no probes on PyTorch's dispatcher ops\n"
+	    "      --steps N         stop after N training steps (each return of an\n"
+	    "                        optimizer's step(); needs Python in the target;\n"
+	    "                        ProfilerStep#0.. spans)\n"
+	    "      --schedule wait=W,warmup=U,active=A[,repeat=R][,skip_first=S]\n"
+	    "                        torch.profiler.schedule(): keep the active steps,\n"
+	    "                        one trace per active cycle, FILE.cycleC.ptg\n"
+	    "      --step-function MODULE:QUALNAME\n"
+	    "                        the function whose return ends a step (default:\n"
+	    "                        *.step of torch/optim/); MODULE __main__: any file\n"
+	    "  -q, --quiet           no live status line and no summary (the status line\n"
+	    "                        is drawn only on a terminal the target does not\n"
+	    "                        write to: never with -- CMD, whose output it is)\n"
+	    "  -h, --help            this help\n\n"
+	    "Exit status: 1 when recording failed; with -- CMD, else the command's own\n"
+	    "status (128+N when signal N killed it); else 0.\n"
+	    "Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE). Supported Python: %s.\n",
+	    py_supported_versions());
 }
 
 #define WHO "ptrace-gpu: record"
+
+/* Several processes, or the ones they start: recorded through user/proctree.c. */
+static bool is_tree(const struct record_opts *o)
+{
+	return o->npids > 1 || o->children || o->per_process || o->by_uid || o->cgroup;
+}
 
 static int parse_opts(int argc, char **argv, struct record_opts *o)
 {
 	static const struct option longopts[] = {
 	    {"pid", required_argument, NULL, 'p'},
+	    {"children", no_argument, NULL, 'I'},
+	    {"inherit", no_argument, NULL, 'I'},
+	    {"per-process", no_argument, NULL, 'E'},
+	    {"uid", required_argument, NULL, 'U'},
+	    {"cgroup", required_argument, NULL, 'g'},
 	    {"output", required_argument, NULL, 'o'},
 	    {"duration", required_argument, NULL, 'd'},
 	    {"ringbuf-mb", required_argument, NULL, 'R'},
@@ -150,7 +140,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 	    {},
 	};
 	uint64_t v;
-	int c;
+	int c, ret;
 
 	/*
 	 * 8 MiB: bench/loader.py, one recorder at 1.0-1.1 M events/s on a loaded
@@ -162,10 +152,31 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 	while ((c = cli_getopt(argc, argv, "record", "+p:o:d:qh", longopts)) != -1) {
 		switch (c) {
 		case 'p':
-			if (parse_pid(optarg, &o->pid)) {
-				fprintf(stderr, "ptrace-gpu: record: bad PID '%s'\n", optarg);
+			/* -p A,B,C, or -p A -p B */
+			ret = parse_pid_list(optarg, o->pids, RECORD_MAX_PIDS, &o->npids);
+			if (ret == -E2BIG)
+				fprintf(stderr, WHO ": more than %d PIDs\n", RECORD_MAX_PIDS);
+			else if (ret)
+				fprintf(stderr, WHO ": bad PID '%s'\n", optarg);
+			if (ret)
+				return -EINVAL;
+			o->pid = o->pids[0];
+			break;
+		case 'I':
+			o->children = true;
+			break;
+		case 'E':
+			o->per_process = true;
+			break;
+		case 'U':
+			if (parse_user(optarg, &o->uid)) {
+				fprintf(stderr, WHO ": bad --uid '%s': no such user\n", optarg);
 				return -EINVAL;
 			}
+			o->by_uid = true;
+			break;
+		case 'g':
+			o->cgroup = optarg;
 			break;
 		case 'o':
 			o->output = optarg;
@@ -234,8 +245,14 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 	}
 	if (optind < argc)
 		o->cmd = &argv[optind];
-	if (!o->pid == !o->cmd) {
-		fprintf(stderr, "ptrace-gpu: record: give either -p PID or -- CMD\n");
+	if ((o->pid != 0) + (o->cmd != NULL) + o->by_uid + (o->cgroup != NULL) != 1) {
+		fprintf(stderr, "ptrace-gpu: record: give one of -p PID, --uid USER, --cgroup DIR "
+				"or -- CMD\n");
+		return -EINVAL;
+	}
+	if (is_tree(o) && (o->steps.max_steps || o->steps.schedule)) {
+		fprintf(stderr, "ptrace-gpu: record: --steps and --schedule take one process, "
+				"not several, --children or --per-process\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -284,7 +301,7 @@ static int write_nspid_meta(struct recording *rc)
 	return trace_writer__meta(rc->w, "nspid", buf);
 }
 
-static int write_meta(struct recording *rc)
+int write_meta(struct recording *rc)
 {
 	struct trace_writer *w = rc->w;
 	char buf[4096];
@@ -314,8 +331,9 @@ static int write_meta(struct recording *rc)
 	err = err ?: trace_writer__meta(w, "start.realtime_ns", buf);
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rc->start_ts);
 	err = err ?: trace_writer__meta(w, "start.monotonic_ns", buf);
-	err = err ?: write_nspid_meta(rc);
-	return err ?: write_dist_meta(rc);
+	/* a trace of several processes is of no one process: --per-process writes each its own */
+	err = err ?: (rc->tree ? 0 : write_nspid_meta(rc));
+	return err ?: (rc->tree ? 0 : write_dist_meta(rc));
 }
 
 static bool wants_steps(const struct record_opts *o)
@@ -362,7 +380,7 @@ static int setup_target(struct recording *rc, char *err, size_t errlen)
  * file, which reads up to its last complete chunk: say where it is. Never
  * removed: a recorder still writing it would look the same.
  */
-static void note_leftover(const char *out)
+void note_leftover(const char *out)
 {
 	char left[PATH_MAX];
 
@@ -558,15 +576,18 @@ static bool target_exited(struct recording *rc)
 {
 	struct pollfd p = {.fd = rc->pidfd, .events = POLLIN};
 
-	if (rc->child) {
+	if (rc->child && !rc->child_reaped) {
 		/* held until it runs Python: its stops (and end) come through ptrace */
-		if (!rc->child_reaped && target__held(rc->tg))
+		if (target__held(rc->tg))
 			rc->child_reaped = target__poll(rc->tg, &rc->child_status) == 1;
-		else if (!rc->child_reaped &&
-			 waitpid(rc->pid, &rc->child_status, WNOHANG) == rc->pid)
+		else if (waitpid(rc->pid, &rc->child_status, WNOHANG) == rc->pid)
 			rc->child_reaped = true;
-		return rc->child_reaped;
 	}
+	/* several processes: until the last ends (-- CMD's status is still the exit status) */
+	if (rc->tree)
+		return !rc->o->by_uid && !rc->o->cgroup && !proctree__live(rc->tree);
+	if (rc->child)
+		return rc->child_reaped;
 	if (rc->pidfd >= 0)
 		return poll(&p, 1, 0) == 1;
 	return !proc_exists(rc->pid);
@@ -593,6 +614,20 @@ static bool target_on_our_tty(pid_t pid)
 	return false;
 }
 
+/* Python events the BPF side could not send, of one process or of several. */
+static uint64_t py_dropped(const struct recording *rc)
+{
+	struct proctree_stats ts;
+	struct pyframe_stats st;
+
+	if (rc->tree) {
+		proctree__stats(rc->tree, &ts);
+		return ts.dropped;
+	}
+	pyframe__stats(rc->pf, &st);
+	return st.dropped;
+}
+
 /* Ends an unfinished status line, so that what comes next starts a line of its own. */
 static void end_status(struct recording *rc)
 {
@@ -609,19 +644,17 @@ static void end_status(struct recording *rc)
  */
 static void live_status(struct recording *rc, uint64_t now, uint64_t *last_ts, uint64_t *last_ev)
 {
-	struct pyframe_stats st;
-
 	if (rc->o->quiet || !isatty(STDERR_FILENO) || now - *last_ts < 500000000ull)
 		return;
 	if (target_on_our_tty(rc->pid)) {
 		end_status(rc);
 		return;
 	}
-	pyframe__stats(rc->pf, &st);
-	fprintf(stderr, "\rrecording pid %d: %.1f s, %llu events (%.0f/s), %llu dropped\033[K",
-		rc->pid, (now - rc->start_ts) / 1e9, (unsigned long long)tracer__events(rc->tracer),
+	fprintf(stderr, "\rrecording pid %d%s: %.1f s, %llu events (%.0f/s), %llu dropped\033[K",
+		rc->pid, rc->tree ? " and others" : "", (now - rc->start_ts) / 1e9,
+		(unsigned long long)tracer__events(rc->tracer),
 		(tracer__events(rc->tracer) - *last_ev) * 1e9 / (double)(now - *last_ts),
-		(unsigned long long)st.dropped);
+		(unsigned long long)py_dropped(rc));
 	rc->status_shown = true;
 	*last_ts = now;
 	*last_ev = tracer__events(rc->tracer);
@@ -643,6 +676,9 @@ static int run_loop(struct recording *rc)
 		if (ret < 0)
 			return ret;
 		ret = cupti__poll(rc->cupti);
+		if (ret < 0)
+			return ret;
+		ret = rc->tree ? proctree__poll(rc->tree) : 0;
 		if (ret < 0)
 			return ret;
 		now = now_ns(CLOCK_MONOTONIC);
@@ -728,7 +764,7 @@ static void note_no_python(const struct recording *rc)
 static int finish(struct recording *rc)
 {
 	uint64_t stop_ts = now_ns(CLOCK_MONOTONIC);
-	struct pyframe_stats st;
+	uint64_t dropped;
 	char buf[64];
 	int ret;
 
@@ -736,7 +772,9 @@ static int finish(struct recording *rc)
 	if (target__let_go(rc->tg, &rc->child_status))
 		rc->child_reaped = true;
 	pyframe__detach(rc->pf);
-	libwatch__detach(rc->libs);
+	proctree__detach(rc->tree);
+	if (rc->libs)
+		libwatch__detach(rc->libs);
 	cudaprobe__detach(rc->cuda);
 	sched__detach(rc->sched);
 	torchops__detach(rc->ops);
@@ -763,6 +801,11 @@ static int finish(struct recording *rc)
 		unlink(rc->tmp);
 		return -ENOEXEC;
 	}
+	if (!ret && rc->o->per_process) {
+		ret = proctree__split(rc->tree, rc->tmp, rc->o->output, rc->o->quiet);
+		unlink(rc->tmp);
+		ret = ret < 0 ? ret : 0;
+	}
 	if (!ret && wants_steps(rc->o)) {
 		ret = steps__write(rc->steps, rc->tmp, rc->o->output, stop_ts, rc->o->quiet);
 		unlink(rc->tmp);
@@ -770,24 +813,29 @@ static int finish(struct recording *rc)
 	}
 	if (ret || rc->o->quiet)
 		return ret;
-	pyframe__stats(rc->pf, &st);
-	fprintf(stderr,
-		"ptrace-gpu: %s after %.2f s: %llu Python calls from pid %d (%llu events), "
-		"%llu events lost; wrote %s\n",
-		rc->stop_reason, (stop_ts - rc->start_ts) / 1e9,
-		(unsigned long long)tracer__calls(rc->tracer), rc->pid,
-		(unsigned long long)tracer__events(rc->tracer), (unsigned long long)st.dropped,
-		rc->o->output);
+	dropped = py_dropped(rc);
+	if (rc->tree)
+		proctree__summary(rc->tree, rc->stop_reason, (stop_ts - rc->start_ts) / 1e9,
+				  tracer__calls(rc->tracer), tracer__events(rc->tracer),
+				  rc->o->per_process ? NULL : rc->o->output);
+	else
+		fprintf(stderr,
+			"ptrace-gpu: %s after %.2f s: %llu Python calls from pid %d (%llu events), "
+			"%llu events lost; wrote %s\n",
+			rc->stop_reason, (stop_ts - rc->start_ts) / 1e9,
+			(unsigned long long)tracer__calls(rc->tracer), rc->pid,
+			(unsigned long long)tracer__events(rc->tracer), (unsigned long long)dropped,
+			rc->o->output);
 	print_ops_summary(rc);
 	note_no_python(rc);
 	cudaprobe__summary(rc->cuda);
 	sched__summary(rc->sched);
 	cupti__summary(rc->cupti);
-	if (st.dropped)
+	if (dropped)
 		fprintf(stderr,
 			"ptrace-gpu: warning: %llu events were dropped (ring buffer full); "
 			"try a larger --ringbuf-mb\n",
-			(unsigned long long)st.dropped);
+			(unsigned long long)dropped);
 	return 0;
 }
 
@@ -827,7 +875,7 @@ int cmd_record(int argc, char **argv)
 	if (parse_opts(argc, argv, &o))
 		return 2;
 	install_signals();
-	ret = start(&rc);
+	ret = is_tree(&o) ? start_tree(&rc) : start(&rc);
 	if (!ret)
 		ret = run_loop(&rc);
 	end_status(&rc);
@@ -839,6 +887,7 @@ int cmd_record(int argc, char **argv)
 	if (target__let_go(rc.tg, &rc.child_status))
 		rc.child_reaped = true;
 	pyframe__destroy(rc.pf);
+	proctree__destroy(rc.tree);
 	cudaprobe__destroy(rc.cuda);
 	cupti__free(rc.cupti);
 	sched__destroy(rc.sched);

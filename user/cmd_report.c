@@ -39,7 +39,8 @@ static void report_usage(FILE *f)
 	fprintf(
 	    f,
 	    "usage: ptrace-gpu report FILE [--sort cumtime|tottime|ncalls|name] [--limit N]\n"
-	    "                         [--tid TID] [--per-thread] [--callers] [--callees] [--ops]\n"
+	    "                         [--pid PID] [--tid TID] [--per-thread] [--callers]\n"
+	    "                         [--callees] [--ops]\n"
 	    "                         [--group-by-module | --group-by-stack N]\n"
 	    "       ptrace-gpu report FILE FILE... | DIR  [options]\n"
 	    "\n"
@@ -56,8 +57,10 @@ static void report_usage(FILE *f)
 	    "\n"
 	    "  --sort KEY     order of rows: cumtime (default), tottime, ncalls, name\n"
 	    "  --limit N      print at most N rows\n"
+	    "  --pid PID      only process PID, of a recording of several (record -p A,B,\n"
+	    "                 --children; default: all processes together)\n"
 	    "  --tid TID      only thread TID (default: all threads together)\n"
-	    "  --per-thread   one table per thread, with its tid and name\n"
+	    "  --per-thread   one table per thread, with its tid, pid and name\n"
 	    "  --callers      also list each function's callers (pstats print_callers)\n"
 	    "  --callees      also list each function's callees (pstats print_callees)\n"
 	    "  --ops          PyTorch ops, CUDA runtime calls and annotations instead, as\n"
@@ -79,6 +82,7 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 	    {"sort", required_argument, NULL, 's'},
 	    {"limit", required_argument, NULL, 'l'},
 	    {"tid", required_argument, NULL, 't'},
+	    {"pid", required_argument, NULL, 'P'},
 	    {"per-thread", no_argument, NULL, 'p'},
 	    {"callers", no_argument, NULL, 'c'},
 	    {"callees", no_argument, NULL, 'e'},
@@ -112,6 +116,12 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 				goto bad_value;
 			o->prof.by_tid = true;
 			o->prof.tid = (uint32_t)v;
+			break;
+		case 'P':
+			if (parse_u64(optarg, 0, UINT32_MAX, &v))
+				goto bad_value;
+			o->prof.by_pid = true;
+			o->prof.pid = (uint32_t)v;
 			break;
 		case 'p':
 			o->prof.per_thread = true;
@@ -240,6 +250,8 @@ static void print_header(FILE *out, const struct report_opts *o, const struct tr
 		ncalls);
 	if (o->prof.by_tid)
 		fprintf(out, " in thread %u\n", o->prof.tid);
+	else if (o->prof.by_pid)
+		fprintf(out, " in process %u\n", o->prof.pid);
 	else
 		fprintf(out, " in %u thread%s\n", st->threads, st->threads == 1 ? "" : "s");
 	print_losses(out, r);
@@ -558,7 +570,9 @@ static int report_run(const struct report_opts *o, struct trace_reader *r)
 		       "mapped)\n");
 	else if (!nfuncs)
 		printf("no Python function calls in this trace%s\n",
-		       o->prof.by_tid ? " for this thread" : "");
+		       o->prof.by_tid	? " for this thread"
+		       : o->prof.by_pid ? " for this process"
+					: "");
 	else if (o->prof.per_thread)
 		err = print_threads(stdout, o, run, r);
 	else

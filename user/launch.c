@@ -363,3 +363,30 @@ int launch__let_go(pid_t pid, int *wstatus)
 		sig = stop_signal(status);
 	return ptrace(PTRACE_DETACH, pid, 0, (void *)(long)sig) ? -errno : 0;
 }
+
+int launch__start_any(char **argv, pid_t *pidp, struct py_interp *py, char *err, size_t errlen)
+{
+	int ret = launch__start(argv, pidp, py, err, errlen);
+
+	return !ret && !py->info ? -ENOEXEC : ret;
+}
+
+int launch__catch(pid_t pid, struct py_interp *py, char *err, size_t errlen)
+{
+	int status, ret;
+
+	err[0] = '\0';
+	/* as launch__start(): no PTRACE_O_EXITKILL, no SIGSTOP, so a killed recorder lets it go */
+	if (ptrace(PTRACE_SEIZE, pid, 0, (void *)PTRACE_O_TRACESYSGOOD))
+		return -errno;
+	ret = ptrace(PTRACE_INTERRUPT, pid, 0, 0) ? -errno : 0;
+	/* a signal that stops it first is its own: passed on, then wait for our stop */
+	while (!ret && !(ret = wait_stop(pid, &status)) && (status >> 16) != PTRACE_EVENT_STOP)
+		ret = cont(pid, PTRACE_CONT, stop_signal(status));
+	if (!ret)
+		ret = check_image(pid, py, err, errlen);
+	if (ret == 1)
+		return 0;
+	ptrace(PTRACE_DETACH, pid, 0, 0);
+	return ret ?: -ENOEXEC;
+}

@@ -20,6 +20,19 @@
  * On failure the child is killed and a one-line reason is in err.
  */
 int launch__start(char **argv, pid_t *pid, struct py_interp *py, char *err, size_t errlen);
+/*
+ * A running process that has just exec()'d (record --children): stops it
+ * under ptrace, runs it past ld.so if it links libpython, and returns with
+ * it stopped and py filled; launch__release() lets it go. -ENOEXEC (it runs
+ * on) when it is no supported Python, another -errno when it cannot.
+ */
+int launch__catch(pid_t pid, struct py_interp *py, char *err, size_t errlen);
+/*
+ * launch__start(), but -ENOEXEC (with *pid set, the child stopped at its
+ * exec, for the caller to release) when the command is no Python
+ * (record --children -- ./train.sh).
+ */
+int launch__start_any(char **argv, pid_t *pid, struct py_interp *py, char *err, size_t errlen);
 /* Lets the stopped child run on, detached from ptrace. */
 int launch__release(pid_t pid);
 /* Lets the stopped child run on, still under ptrace: its next exec stops it. */

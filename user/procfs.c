@@ -51,6 +51,47 @@ int parse_pid(const char *s, pid_t *pid)
 	return 0;
 }
 
+int parse_pid_list(const char *s, pid_t *pids, int max, int *n)
+{
+	char buf[1024], *save = NULL, *tok;
+
+	/* no empty item: "1,,2" is a typo, not two pids */
+	if (strlen(s) >= sizeof(buf) || !s[0] || s[0] == ',' || s[strlen(s) - 1] == ',' ||
+	    strstr(s, ",,"))
+		return -EINVAL;
+	strcpy(buf, s);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (*n == max)
+			return -E2BIG;
+		if (parse_pid(tok, &pids[*n]))
+			return -EINVAL;
+		(*n)++;
+	}
+	return 0;
+}
+
+int proc_uid(pid_t pid, uid_t *uid)
+{
+	char path[64], line[256];
+	unsigned int r;
+	int err = -ENOENT;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "Uid: %u", &r) == 1) {
+			*uid = r;
+			err = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return err;
+}
+
 bool proc_exists(pid_t pid)
 {
 	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);

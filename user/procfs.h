@@ -21,11 +21,18 @@ struct proc_map {
 /* Calls cb for each line of /proc/PID/maps; a non-zero return of cb stops and is returned. */
 int proc_maps__for_each(pid_t pid, int (*cb)(const struct proc_map *m, void *ctx), void *ctx);
 bool proc_exists(pid_t pid);
+/* The real uid of pid (/proc/PID/status), the one bpf_get_current_uid_gid() gives. */
+int proc_uid(pid_t pid, uid_t *uid);
 /*
  * A pid given as text: decimal, 1..INT_MAX. Anything else is -EINVAL, never
  * cut down to a pid_t that names another process (4294967297 is not pid 1).
  */
 int parse_pid(const char *s, pid_t *pid);
+/*
+ * "PID[,PID...]", each as parse_pid() takes it, appended to pids[*n..max):
+ * -EINVAL for a bad one or an empty item, -E2BIG past max.
+ */
+int parse_pid_list(const char *s, pid_t *pids, int max, int *n);
 /* Field 22 of /proc/PID/stat: with the pid, what names one process (pids are reused). */
 int proc_start_time(pid_t pid, uint64_t *ticks);
 /* Reads len bytes of the target's memory at addr through an fd of /proc/PID/mem. */

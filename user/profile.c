@@ -528,7 +528,8 @@ static void collector_on_span(void *ctx, const struct model_span *s,
 {
 	struct collector *c = ctx;
 
-	if (c->err || (c->o->by_tid && s->tid != c->o->tid))
+	if (c->err || (c->o->by_tid && s->tid != c->o->tid) ||
+	    (c->o->by_pid && s->pid != c->o->pid))
 		return;
 	c->err = collector_span(c, s, stack, depth);
 }
@@ -540,7 +541,8 @@ static void collector_on_record(void *ctx, const struct ptg_record *rec,
 	struct profile_thread *t;
 	struct fold_stack *f;
 
-	if (c->err || (c->o->by_tid && rec->tid != c->o->tid))
+	if (c->err || (c->o->by_tid && rec->tid != c->o->tid) ||
+	    (c->o->by_pid && rec->pid != c->o->pid))
 		return;
 	if (c->o->host_calls && rec->kind != PTG_REC_THREAD) {
 		collector_host_record(c, rec, stack, depth);

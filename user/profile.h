@@ -76,6 +76,8 @@ struct profile_opts {
 	uint16_t kind; /* PTG_REC_PY_ENTER or PTG_REC_OP_ENTER */
 	bool by_tid;   /* only thread tid */
 	uint32_t tid;
+	bool by_pid; /* only process pid (a recording of several) */
+	uint32_t pid;
 	bool per_thread; /* also one profile per thread */
 	enum profile_group group;
 	unsigned int stack_n; /* PROFILE_GROUP_STACK: frames that make a group */

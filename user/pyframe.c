@@ -11,6 +11,7 @@
 #include <bpf/libbpf.h>
 
 #include "ptrace_gpu/events.h"
+#include "elf_file.h"
 #include "procfs.h"
 #include "pycode.h"
 #include "pyframe.h"
@@ -20,17 +21,34 @@
 
 #define MAX_SITES 16
 
+/* The probes of one process, or of the file in every process (pid -1). */
+struct pyframe_att {
+	pid_t pid;
+	int fds[2]; /* multi links: probe sites, eval loop return */
+	struct bpf_link *links[MAX_SITES + 1]; /* one per site otherwise */
+	int nlinks;
+};
+
+/* What is read from one process: its memory, and the names of its code objects. */
+struct pyframe_proc {
+	pid_t pid;
+	int memfd;		 /* /proc/PID/mem, -1 if it cannot be opened */
+	struct u64map code_syms; /* code object address -> fingerprint << 32 | symbol */
+};
+
 struct pyframe {
 	struct pyframe_bpf *skel;
 	bool multi;		       /* the kernel has multi-uprobe links */
-	int link_fds[2];	       /* multi links: probe sites, eval loop return */
-	struct bpf_link *links[MAX_SITES]; /* one per site otherwise */
-	int nlinks;
+	struct pyframe_att *atts; /* one per process probed, or one for the file (pid -1) */
+	size_t natts;
 	struct py_interp py;
 	struct tracer *t;
-	int memfd;
-	struct u64map code_syms; /* code object address -> fingerprint << 32 | symbol */
-	uint64_t start_ts;	 /* probes attached after the recording started, else 0 */
+	bool shared; /* for the processes of a traced set (pyframe__open_shared) */
+	struct pyframe_proc *procs;
+	size_t nprocs;
+	size_t last;		  /* index + 1 of the previous event's process */
+	struct pyframe_proc *cur; /* the process of the event being handled */
+	uint64_t start_ts; /* probes attached after the recording started, else 0 */
 	struct pyframe_stats st;
 };
 
@@ -54,16 +72,17 @@ static uint64_t code_key(uint64_t code, uint32_t fingerprint)
 }
 
 /* Symbol of a code object, read once per (address, fingerprint). */
-static uint32_t resolve_code(struct pyframe *pf, uint64_t code, uint32_t fingerprint)
+static uint32_t resolve_code(struct pyframe *pf, struct pyframe_proc *p, uint64_t code,
+			     uint32_t fingerprint)
 {
 	struct py_code_info ci;
 	uint64_t *cached;
 	uint32_t sym;
 
-	cached = u64map__get(&pf->code_syms, code_key(code, fingerprint));
+	cached = u64map__get(&p->code_syms, code_key(code, fingerprint));
 	if (cached && (uint32_t)(*cached >> 32) == fingerprint)
 		return (uint32_t)*cached;
-	if (code && py_read_code(pf->memfd, pf->py.info, code, &ci) == 0 &&
+	if (code && p->memfd >= 0 && py_read_code(p->memfd, pf->py.info, code, &ci) == 0 &&
 	    ci.fingerprint == fingerprint) {
 		sym = trace_writer__sym(tracer__writer(pf->t), PTG_SYM_PY_FUNC, ci.qualname, ci.filename,
 					ci.firstlineno);
@@ -75,13 +94,13 @@ static uint32_t resolve_code(struct pyframe *pf, uint64_t code, uint32_t fingerp
 		pf->st.unresolved++;
 	}
 	if (code)
-		u64map__put(&pf->code_syms, code_key(code, fingerprint),
+		u64map__put(&p->code_syms, code_key(code, fingerprint),
 			    (uint64_t)fingerprint << 32 | sym);
 	return sym;
 }
 
 /* Names the BPF side read at the first sight of a code object. */
-static int learn_code(struct pyframe *pf, const struct ptg_code_event *c)
+static int learn_code(struct pyframe *pf, struct pyframe_proc *p, const struct ptg_code_event *c)
 {
 	char name[PTG_CODE_NAME_BYTES * 3 + 1], file[PTG_CODE_FILE_BYTES * 3 + 1];
 	uint32_t sym;
@@ -92,7 +111,7 @@ static int learn_code(struct pyframe *pf, const struct ptg_code_event *c)
 	py_decode_chars(c->file, c->file_width, c->file_chars, file, sizeof(file));
 	sym = trace_writer__sym(tracer__writer(pf->t), PTG_SYM_PY_FUNC, name, file,
 				(uint32_t)c->hdr.b);
-	return u64map__put(&pf->code_syms, code_key(c->hdr.a, c->hdr.aux),
+	return u64map__put(&p->code_syms, code_key(c->hdr.a, c->hdr.aux),
 			   (uint64_t)c->hdr.aux << 32 | sym);
 }
 
@@ -104,7 +123,8 @@ static int push(struct pyframe *pf, struct tracer_thread *th, uint64_t frame, ui
 		.local0 = local0,
 	};
 
-	return tracer__push(pf->t, th, &slot, resolve_code(pf, code, fingerprint), flags, ts);
+	return tracer__push(pf->t, th, &slot, resolve_code(pf, pf->cur, code, fingerprint), flags,
+			    ts);
 }
 
 /*
@@ -228,10 +248,14 @@ static int apply_snapshot(struct pyframe *pf, struct tracer_thread *th,
 {
 	uint32_t n = s->hdr.a < PTG_MAX_SNAPSHOT_DEPTH ? (uint32_t)s->hdr.a : PTG_MAX_SNAPSHOT_DEPTH;
 	bool first = s->hdr.aux == PTG_SNAP_FIRST;
+	uint64_t born = tracer__proc_born(pf->t, s->hdr.pid);
 	uint64_t ts = first ? (pf->start_ts ?: tracer__start_ts(pf->t)) : s->hdr.ts;
 	uint32_t common = 0, py = 0;
 	int err;
 
+	/* a process forked while recording: its frames were open from its start */
+	if (first && born > ts)
+		ts = born;
 	/* compare the Python frames only: ops in between stay if their frames do */
 	while (common < th->depth && py < n) {
 		const struct tracer_slot *slot = &th->stack[common];
@@ -255,14 +279,68 @@ static int apply_snapshot(struct pyframe *pf, struct tracer_thread *th,
 	return err;
 }
 
-static int handle_event(struct tracer *tr, void *ctx, const struct ptg_event *e, size_t size)
+static struct pyframe_proc *new_proc(struct pyframe *pf, pid_t pid)
 {
-	struct pyframe *pf = ctx;
+	struct pyframe_proc *n, *p;
+	char path[64];
+
+	n = realloc(pf->procs, (pf->nprocs + 1) * sizeof(*n));
+	if (!n)
+		return NULL;
+	pf->procs = n;
+	p = &pf->procs[pf->nprocs++];
+	memset(p, 0, sizeof(*p));
+	p->pid = pid;
+	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
+	/* names come with the events (PY_CODE); the memory is only read for the rest */
+	p->memfd = open(path, O_RDONLY | O_CLOEXEC);
+	return p;
+}
+
+/* The state of process pid, made at its first event. */
+static struct pyframe_proc *proc_of(struct pyframe *pf, pid_t pid)
+{
+	if (pf->last && pf->procs[pf->last - 1].pid == pid)
+		return &pf->procs[pf->last - 1];
+	for (size_t i = 0; i < pf->nprocs; i++) {
+		if (pf->procs[i].pid == pid) {
+			pf->last = i + 1;
+			return &pf->procs[i];
+		}
+	}
+	if (!new_proc(pf, pid))
+		return NULL;
+	pf->last = pf->nprocs;
+	return &pf->procs[pf->nprocs - 1];
+}
+
+static void free_proc(struct pyframe_proc *p)
+{
+	if (p->memfd >= 0)
+		close(p->memfd);
+	u64map__free(&p->code_syms);
+}
+
+void pyframe__forget(struct pyframe *pf, pid_t pid)
+{
+	for (size_t i = 0; pf && i < pf->nprocs; i++) {
+		if (pf->procs[i].pid != pid)
+			continue;
+		free_proc(&pf->procs[i]);
+		pf->procs[i] = pf->procs[--pf->nprocs];
+		pf->last = 0;
+		return;
+	}
+}
+
+int pyframe__handle(struct pyframe *pf, const struct ptg_event *e, size_t size)
+{
 	struct tracer_thread *t;
 	int err = 0;
 
-	t = tracer__thread(tr, e->pid, e->tid, e->ts);
-	if (!t)
+	pf->cur = proc_of(pf, (pid_t)e->pid);
+	t = tracer__thread(pf->t, e->pid, e->tid, e->ts);
+	if (!t || !pf->cur)
 		return -ENOMEM;
 	switch (e->kind) {
 	case PTG_EV_PY_STACK:
@@ -271,7 +349,7 @@ static int handle_event(struct tracer *tr, void *ctx, const struct ptg_event *e,
 		break;
 	case PTG_EV_PY_CODE:
 		if (size >= sizeof(struct ptg_code_event))
-			err = learn_code(pf, (const struct ptg_code_event *)e);
+			err = learn_code(pf, pf->cur, (const struct ptg_code_event *)e);
 		break;
 	case PTG_EV_PY_START:
 		err = enter(pf, t, e, PTG_F_ENTER_CALL);
@@ -292,11 +370,16 @@ static int handle_event(struct tracer *tr, void *ctx, const struct ptg_event *e,
 	return err;
 }
 
-static int write_losses(struct tracer *t, void *ctx)
+static int handle_event(struct tracer *tr, void *ctx, const struct ptg_event *e, size_t size)
 {
-	struct pyframe *pf = ctx;
+	(void)tr;
+	return pyframe__handle(ctx, e, size);
+}
+
+int pyframe__write_losses(struct pyframe *pf)
+{
 	const struct pyframe_bpf__bss *bss = pf->skel->bss;
-	struct trace_writer *w = tracer__writer(t);
+	struct trace_writer *w = tracer__writer(pf->t);
 	int err = 0;
 
 	for (int cpu = 0; !err && cpu < PTG_MAX_CPUS; cpu++) {
@@ -314,25 +397,37 @@ static int write_losses(struct tracer *t, void *ctx)
 	return err;
 }
 
-int pyframe__open(const struct py_interp *py, struct tracer *t, struct pyframe **out)
+static int write_losses(struct tracer *t, void *ctx)
+{
+	(void)t;
+	return pyframe__write_losses(ctx);
+}
+
+static int open_common(const struct py_interp *py, struct tracer *t, int traced_fd,
+		       struct pyframe **out)
 {
 	struct pyframe *pf;
-	char path[64];
 	int err;
 
 	pf = calloc(1, sizeof(*pf));
 	if (!pf)
 		return -ENOMEM;
-	pf->memfd = -1;
-	pf->link_fds[0] = pf->link_fds[1] = -1;
 	pf->py = *py;
 	pf->t = t;
-	snprintf(path, sizeof(path), "/proc/%d/mem", py->pid);
-	pf->memfd = open(path, O_RDONLY | O_CLOEXEC);
-	if (pf->memfd < 0) {
-		err = -errno;
-		fprintf(stderr, "pyframe: cannot open %s: %s\n", path, strerror(errno));
-		goto cleanup;
+	pf->shared = traced_fd >= 0;
+	if (!pf->shared) {
+		struct pyframe_proc *p = new_proc(pf, py->pid);
+
+		if (!p) {
+			err = -ENOMEM;
+			goto cleanup;
+		}
+		if (p->memfd < 0) {
+			err = -errno;
+			fprintf(stderr, "pyframe: cannot open /proc/%d/mem: %s\n", py->pid,
+				strerror(errno));
+			goto cleanup;
+		}
 	}
 	pf->skel = pyframe_bpf__open();
 	if (!pf->skel) {
@@ -358,20 +453,67 @@ int pyframe__open(const struct py_interp *py, struct tracer *t, struct pyframe *
 		bpf_program__set_expected_attach_type(pf->skel->progs.py_eval_ret,
 						      PTG_BPF_TRACE_UPROBE_MULTI);
 	}
+	pf->skel->rodata->filter_tgids = pf->shared;
 	err = bpf_map__reuse_fd(pf->skel->maps.events, tracer__ringbuf_fd(t));
+	if (!err && pf->shared)
+		err = bpf_map__reuse_fd(pf->skel->maps.traced, traced_fd);
 	if (!err)
 		err = pyframe_bpf__load(pf->skel);
 	if (err) {
 		fprintf(stderr, "pyframe: cannot load BPF programs: %s\n", strerror(-err));
 		goto cleanup;
 	}
-	err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, handle_event, write_losses, pf);
-	if (err)
-		goto cleanup;
 	*out = pf;
 	return 0;
 cleanup:
 	pyframe__destroy(pf);
+	return err;
+}
+
+int pyframe__open(const struct py_interp *py, struct tracer *t, struct pyframe **out)
+{
+	int err = open_common(py, t, -1, out);
+
+	if (err)
+		return err;
+	err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, handle_event, write_losses, *out);
+	if (err) {
+		pyframe__destroy(*out);
+		*out = NULL;
+	}
+	return err;
+}
+
+int pyframe__open_shared(const struct py_interp *py, struct tracer *t, int traced_fd,
+			 struct pyframe **out)
+{
+	return open_common(py, t, traced_fd, out);
+}
+
+const struct py_interp *pyframe__interp(const struct pyframe *pf)
+{
+	return &pf->py;
+}
+
+/*
+ * With probes on the file (shared), each cookie also says where _PyRuntime
+ * is from the site (PTG_PY_COOKIE): link-time addresses, so the same for
+ * every process that maps the file.
+ */
+static int add_deltas(const struct py_interp *py, const uint64_t *offs, uint64_t *cookies, int n)
+{
+	uint64_t runtime = py->runtime_addr - py->bias, vmo;
+	struct elf_file *ef;
+	int err;
+
+	err = elf_file__open(py->attach_path, &ef);
+	if (err)
+		return err;
+	for (int i = 0; !err && i < n; i++) {
+		err = elf_file__segment_bias(ef, offs[i], &vmo);
+		cookies[i] = PTG_PY_COOKIE(cookies[i], (int64_t)(runtime - (offs[i] + vmo)));
+	}
+	elf_file__close(ef);
 	return err;
 }
 
@@ -397,59 +539,92 @@ static int probe_sites(const struct py_interp *py, uint64_t *offs, uint64_t *coo
 	return n;
 }
 
-static int attach_one(struct pyframe *pf, struct bpf_program *prog, bool ret, uint64_t off,
-		      uint64_t cookie)
+static int attach_one(struct pyframe_att *a, const char *path, struct bpf_program *prog, bool ret,
+		      uint64_t off, uint64_t cookie)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = ret, .bpf_cookie = cookie);
 	struct bpf_link *link;
 
-	if (pf->nlinks == MAX_SITES)
+	if (a->nlinks == MAX_SITES + 1)
 		return -E2BIG;
-	link = bpf_program__attach_uprobe_opts(prog, pf->py.pid, pf->py.attach_path, off, &opts);
+	link = bpf_program__attach_uprobe_opts(prog, a->pid, path, off, &opts);
 	if (!link)
 		return -errno;
-	pf->links[pf->nlinks++] = link;
+	a->links[a->nlinks++] = link;
 	return 0;
 }
 
-static int attach_multi(struct pyframe *pf, const uint64_t *offs, const uint64_t *cookies, int n)
+static int attach_multi(struct pyframe *pf, struct pyframe_att *a, const uint64_t *offs,
+			const uint64_t *cookies, int n, uint64_t eval_cookie)
 {
 	struct pyframe_bpf *s = pf->skel;
 	const char *path = pf->py.attach_path;
+	pid_t pid = a->pid < 0 ? 0 : a->pid; /* uprobe_multi: 0 is every process */
 	int fd;
 
 	fd = uprobe_multi_attach(bpf_program__fd(s->progs.py_probe), path, offs, cookies,
-				 (uint32_t)n, false, pf->py.pid);
+				 (uint32_t)n, false, pid);
 	if (fd < 0)
 		return fd;
-	pf->link_fds[0] = fd;
+	a->fds[0] = fd;
 	fd = uprobe_multi_attach(bpf_program__fd(s->progs.py_eval_ret), path, &pf->py.eval_off,
-				 NULL, 1, true, pf->py.pid);
+				 &eval_cookie, 1, true, pid);
 	if (fd < 0)
 		return fd;
-	pf->link_fds[1] = fd;
+	a->fds[1] = fd;
 	return 0;
 }
 
-int pyframe__attach(struct pyframe *pf)
+static int attach_probes(struct pyframe *pf, struct pyframe_att *a)
 {
-	uint64_t offs[MAX_SITES], cookies[MAX_SITES];
+	uint64_t offs[MAX_SITES + 1], cookies[MAX_SITES + 1];
 	int n = probe_sites(&pf->py, offs, cookies), err = 0;
 
-	if (pf->multi) {
-		err = attach_multi(pf, offs, cookies, n);
-	} else {
-		for (int i = 0; !err && i < n; i++)
-			err = attach_one(pf, pf->skel->progs.py_probe, false, offs[i], cookies[i]);
-		/* C code calls the eval loop, no C++ exception unwinds through it: a uretprobe is safe */
-		if (!err)
-			err = attach_one(pf, pf->skel->progs.py_eval_ret, true, pf->py.eval_off, 0);
+	/* the eval loop's return probe last, with a cookie of its own */
+	offs[n] = pf->py.eval_off;
+	cookies[n] = 0;
+	if (pf->shared)
+		err = add_deltas(&pf->py, offs, cookies, n + 1);
+	if (err)
+		return err; /* cannot be: the interpreter's finder read the sites from this file */
+	if (pf->multi)
+		return attach_multi(pf, a, offs, cookies, n, cookies[n]);
+	for (int i = 0; !err && i < n; i++)
+		err = attach_one(a, pf->py.attach_path, pf->skel->progs.py_probe, false, offs[i],
+				 cookies[i]);
+	/* C code calls the eval loop, no C++ exception unwinds through it: a uretprobe is safe */
+	return err ?: attach_one(a, pf->py.attach_path, pf->skel->progs.py_eval_ret, true,
+				 offs[n], cookies[n]);
+}
+
+static int attach_tracepoints(struct pyframe *pf)
+{
+	struct pyframe_bpf *s = pf->skel;
+
+	if (!s->links.py_thread_exit &&
+	    !(s->links.py_thread_exit = bpf_program__attach(s->progs.py_thread_exit)))
+		return -errno;
+	if (!s->links.py_exec && !(s->links.py_exec = bpf_program__attach(s->progs.py_exec)))
+		return -errno;
+	return 0;
+}
+
+int pyframe__attach_pid(struct pyframe *pf, pid_t pid)
+{
+	struct pyframe_att *n;
+	int err;
+
+	for (size_t i = 0; i < pf->natts; i++) {
+		if (pf->atts[i].pid == pid || pf->atts[i].pid < 0)
+			return 0;
 	}
-	if (!err) {
-		pf->skel->links.py_thread_exit = bpf_program__attach(pf->skel->progs.py_thread_exit);
-		if (!pf->skel->links.py_thread_exit)
-			err = -errno;
-	}
+	n = realloc(pf->atts, (pf->natts + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	pf->atts = n;
+	n = &pf->atts[pf->natts++];
+	*n = (struct pyframe_att){ .pid = pid, .fds = { -1, -1 } };
+	err = attach_probes(pf, n) ?: attach_tracepoints(pf);
 	if (err)
 		fprintf(stderr, "pyframe: cannot attach probes to %s: %s\n", pf->py.path,
 			strerror(-err));
@@ -461,21 +636,34 @@ void pyframe__set_start_ts(struct pyframe *pf, uint64_t ts)
 	pf->start_ts = ts;
 }
 
+int pyframe__attach(struct pyframe *pf)
+{
+	return pyframe__attach_pid(pf, pf->py.pid);
+}
+
 void pyframe__detach(struct pyframe *pf)
 {
-	/* NULL: no Python in the target; no skel: destroyed from a failed open */
-	if (!pf || !pf->skel)
+	if (!pf)
 		return;
-	for (int i = 0; i < 2; i++) {
-		if (pf->link_fds[i] >= 0)
-			close(pf->link_fds[i]);
-		pf->link_fds[i] = -1;
+	for (size_t i = 0; i < pf->natts; i++) {
+		struct pyframe_att *a = &pf->atts[i];
+
+		for (int j = 0; j < 2; j++) {
+			if (a->fds[j] >= 0)
+				close(a->fds[j]);
+		}
+		for (int j = 0; j < a->nlinks; j++)
+			bpf_link__destroy(a->links[j]);
 	}
-	for (int i = 0; i < pf->nlinks; i++)
-		bpf_link__destroy(pf->links[i]);
-	pf->nlinks = 0;
+	free(pf->atts);
+	pf->atts = NULL;
+	pf->natts = 0;
+	if (!pf->skel)
+		return;
 	bpf_link__destroy(pf->skel->links.py_thread_exit);
 	pf->skel->links.py_thread_exit = NULL;
+	bpf_link__destroy(pf->skel->links.py_exec);
+	pf->skel->links.py_exec = NULL;
 }
 
 void pyframe__stats(const struct pyframe *pf, struct pyframe_stats *st)
@@ -499,8 +687,8 @@ void pyframe__destroy(struct pyframe *pf)
 		return;
 	pyframe__detach(pf);
 	pyframe_bpf__destroy(pf->skel);
-	if (pf->memfd >= 0)
-		close(pf->memfd);
-	u64map__free(&pf->code_syms);
+	for (size_t i = 0; i < pf->nprocs; i++)
+		free_proc(&pf->procs[i]);
+	free(pf->procs);
 	free(pf);
 }

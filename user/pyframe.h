@@ -23,14 +23,33 @@ struct pyframe_stats {
 	uint64_t hidden;       /* frames that run no RESUME (3.13+ __init__ cleanup), kept unrecorded */
 };
 
-/* Loads the probes for py into the tracer's ring buffer. */
+/* Loads the probes for py (the process py->pid) into the tracer's ring buffer. */
 int pyframe__open(const struct py_interp *py, struct tracer *t, struct pyframe **out);
+/*
+ * The same for the file py->attach_path in every process that maps it, of
+ * which only those in the BPF hash traced_fd (tgid -> 1) are recorded; the
+ * caller routes the tracer's Python events to pyframe__handle() and calls
+ * pyframe__write_losses() at the end (user/proctree.c).
+ */
+int pyframe__open_shared(const struct py_interp *py, struct tracer *t, int traced_fd,
+			 struct pyframe **out);
+int pyframe__handle(struct pyframe *pf, const struct ptg_event *e, size_t size);
+int pyframe__write_losses(struct pyframe *pf);
+/* Process pid exec()'d or exited: what was read of its memory is of no more use. */
+void pyframe__forget(struct pyframe *pf, pid_t pid);
+const struct py_interp *pyframe__interp(const struct pyframe *pf);
 int pyframe__attach(struct pyframe *pf);
 /*
  * Probes attached after the recording started (an interpreter that came
  * later): the frames already running then are recorded as opened at ts.
  */
 void pyframe__set_start_ts(struct pyframe *pf, uint64_t ts);
+/*
+ * Probes for process pid, or with pid -1 for the file in every process
+ * that maps it (what follows forks: a child runs before it could be named);
+ * once for each. pyframe__attach() is pyframe__attach_pid(py->pid).
+ */
+int pyframe__attach_pid(struct pyframe *pf, pid_t pid);
 /* Removes the probes; events already sent stay in the ring buffer. NULL: none. */
 void pyframe__detach(struct pyframe *pf);
 /* All zero for NULL (a target with no Python). */

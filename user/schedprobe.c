@@ -76,7 +76,8 @@ static int write_losses(struct tracer *t, void *ctx)
 	return err;
 }
 
-int sched__open(struct tracer *t, pid_t pid, struct cudaprobe *cuda, struct sched **out)
+static int open_common(struct tracer *t, pid_t pid, int tgids_fd, struct cudaprobe *cuda,
+		       struct sched **out)
 {
 	__u32 tgid = (__u32)pid;
 	__u8 one = 1;
@@ -96,8 +97,11 @@ int sched__open(struct tracer *t, pid_t pid, struct cudaprobe *cuda, struct sche
 		goto cleanup;
 	}
 	err = bpf_map__reuse_fd(s->skel->maps.events, tracer__ringbuf_fd(t));
+	if (!err && tgids_fd >= 0)
+		err = bpf_map__reuse_fd(s->skel->maps.tgids, tgids_fd);
 	err = err ?: sched_bpf__load(s->skel);
-	if (!err && bpf_map_update_elem(bpf_map__fd(s->skel->maps.tgids), &tgid, &one, BPF_ANY))
+	if (!err && tgids_fd < 0 &&
+	    bpf_map_update_elem(bpf_map__fd(s->skel->maps.tgids), &tgid, &one, BPF_ANY))
 		err = -errno;
 	err = err
 		  ?: tracer__on(t, PTG_EV_SCHED_OFF, PTG_EV_SCHED_OFF, handle_event, write_losses,
@@ -110,6 +114,16 @@ cleanup:
 	fprintf(stderr, "sched: cannot load the scheduler probes: %s\n", strerror(-err));
 	sched__destroy(s);
 	return err;
+}
+
+int sched__open(struct tracer *t, pid_t pid, struct cudaprobe *cuda, struct sched **out)
+{
+	return open_common(t, pid, -1, cuda, out);
+}
+
+int sched__open_set(struct tracer *t, int tgids_fd, struct cudaprobe *cuda, struct sched **out)
+{
+	return open_common(t, 0, tgids_fd, cuda, out);
 }
 
 int sched__attach(struct sched *s)

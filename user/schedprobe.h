@@ -20,6 +20,8 @@ struct sched;
 
 /* Loads the scheduler programs for the threads of process pid; cuda may be NULL. */
 int sched__open(struct tracer *t, pid_t pid, struct cudaprobe *cuda, struct sched **out);
+/* The same for the processes of a BPF hash of tgids that others keep (user/proctree.c). */
+int sched__open_set(struct tracer *t, int tgids_fd, struct cudaprobe *cuda, struct sched **out);
 int sched__attach(struct sched *s);
 void sched__detach(struct sched *s);
 /* record's closing line about off-CPU intervals; nothing for NULL. */

@@ -243,3 +243,49 @@ int trace_slice(const char *in, const char *out, uint64_t t0, uint64_t t1,
 	u64map__free(&s.idx);
 	return err;
 }
+
+/* Every record of process pid: the recorder closed each frame, so there is no window to cut. */
+static int copy_pid(struct trace_reader *r, struct trace_writer *w, uint32_t pid)
+{
+	struct ptg_record rec;
+	const char *args;
+	size_t len;
+	int ret;
+
+	while ((ret = trace_reader__next(r, &rec)) > 0) {
+		if (rec.pid != pid)
+			continue;
+		len = 0;
+		args = trace_reader__args(r, &len);
+		ret = trace_writer__record_args(w, &rec, args, len);
+		if (ret)
+			return ret;
+	}
+	return ret;
+}
+
+int trace_slice_pid(const char *in, const char *out, uint32_t pid, const struct slice_meta *extra,
+		    size_t nextra)
+{
+	struct trace_reader *r = NULL;
+	struct trace_writer *w = NULL;
+	int err;
+
+	err = trace_open("slice", in, &r);
+	if (err)
+		return err;
+	err = trace_writer__open(out, &w);
+	err = err ?: copy_header(r, w, extra, nextra);
+	err = err ?: copy_pid(r, w, pid);
+	err = err ?: copy_losses(r, w);
+	if (!err) {
+		err = trace_writer__close(w);
+		w = NULL;
+	} else if (err != -ENOMEM) {
+		fprintf(stderr, "slice: %s -> %s: %s\n", in, out,
+			err == -EPROTO ? "symbol table out of order" : strerror(-err));
+	}
+	trace_writer__abort(w);
+	trace_reader__close(r);
+	return err;
+}

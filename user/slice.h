@@ -25,4 +25,12 @@ struct slice_meta {
 int trace_slice(const char *in, const char *out, uint64_t t0, uint64_t t1,
 		const struct slice_meta *extra, size_t nextra);
 
+/*
+ * The records of process pid of the trace at in (a recording of several,
+ * record --per-process) into a new trace at out, with in's metadata, then
+ * extra, its symbols and its loss counters (those of the whole recording).
+ */
+int trace_slice_pid(const char *in, const char *out, uint32_t pid, const struct slice_meta *extra,
+		    size_t nextra);
+
 #endif /* PTG_SLICE_H */

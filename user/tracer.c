@@ -36,7 +36,8 @@ struct tracer {
 	struct u64map tids; /* pid << 32 | tid -> index + 1 in threads */
 	struct tracer_thread *threads;
 	size_t nthreads;
-	size_t last; /* index + 1 of the previous event's thread */
+	size_t last;	    /* index + 1 of the previous event's thread */
+	struct u64map born; /* pid -> when it was forked, for processes forked while recording */
 };
 
 static int handle_event(void *ctx, void *data, size_t size)
@@ -240,6 +241,29 @@ int tracer__record(struct tracer *t, const struct ptg_record *rec)
 	return trace_writer__record(t->w, rec);
 }
 
+int tracer__set_proc_born(struct tracer *t, uint32_t pid, uint64_t ts)
+{
+	return u64map__put(&t->born, pid, ts);
+}
+
+uint64_t tracer__proc_born(const struct tracer *t, uint32_t pid)
+{
+	const uint64_t *ts = u64map__get(&t->born, pid);
+
+	return ts ? *ts : 0;
+}
+
+int tracer__end_process(struct tracer *t, uint32_t pid, uint64_t ts, uint16_t flags)
+{
+	int err = 0;
+
+	for (size_t i = 0; !err && i < t->nthreads; i++) {
+		if (t->threads[i].pid == pid)
+			err = tracer__pop_to(t, &t->threads[i], 0, ts, flags);
+	}
+	return err;
+}
+
 /*
  * The kernel maps all of a ring buffer's pages at mmap time, twice, so the
  * mapping costs 2x its size in RSS at once. Mapped at the first read, after
@@ -320,5 +344,6 @@ void tracer__free(struct tracer *t)
 		free(t->threads[i].stack);
 	free(t->threads);
 	u64map__free(&t->tids);
+	u64map__free(&t->born);
 	free(t);
 }

@@ -79,6 +79,14 @@ int tracer__pop_to(struct tracer *t, struct tracer_thread *th, uint32_t depth, u
 /* Depth (index + 1) of the innermost slot of kind with key, 0 if none. */
 uint32_t tracer__find(const struct tracer_thread *th, uint16_t kind, uint64_t key);
 int tracer__record(struct tracer *t, const struct ptg_record *rec);
+/*
+ * Process pid began at ts, while recording (a fork): a thread's frames open
+ * at its first event were opened then, not at the recording's start.
+ */
+int tracer__set_proc_born(struct tracer *t, uint32_t pid, uint64_t ts);
+uint64_t tracer__proc_born(const struct tracer *t, uint32_t pid);
+/* Closes every slot of every thread of process pid (it exec()'d or exited) at ts. */
+int tracer__end_process(struct tracer *t, uint32_t pid, uint64_t ts, uint16_t flags);
 
 /* Consumes events, waiting up to timeout_ms. Returns records consumed or -errno. */
 int tracer__poll(struct tracer *t, int timeout_ms);

@@ -12,7 +12,7 @@
 /*
  * Kinds of ring-buffer record, in one range per probe module (the tracer
  * routes each range to its module): Python 1-15, dispatcher ops 16-31,
- * CUDA calls 32-47, scheduler 48-63, library loads 64-71.
+ * CUDA calls 32-47, scheduler 48-63, library loads 64-71, processes 72-79.
  */
 enum ptg_ev_kind {
 	PTG_EV_PY_START = 1,  /* a new Python call: a = frame, b = code, aux = code fingerprint */
@@ -36,6 +36,11 @@ enum ptg_ev_kind {
 
 	PTG_EV_LIB_CHANGE = 64, /* the dynamic loader changed the set of mapped objects;
 				 * aux = PTG_LIB_EXEC: the process exec'd a new image */
+
+	/* record --children (bpf/proctree.bpf.c): pid = the process, a = its parent */
+	PTG_EV_PROC_FORK = 72, /* a recorded process forked pid: recorded too, from its start */
+	PTG_EV_PROC_EXEC = 73, /* recorded process pid exec()'d (tid: the thread that did) */
+	PTG_EV_PROC_EXIT = 74, /* recorded process pid ended (its last thread exited) */
 };
 
 #define PTG_LIB_EXEC 1
@@ -52,10 +57,11 @@ enum ptg_ev_kind {
 #define PTG_CUDA_COOKIE(api, stream_slot, stream_off, bytes_slot, bytes_shift)              \
 	((__u64)(api) | (__u64)(stream_slot) << 16 | (__u64)(stream_off) << 24 |            \
 	 (__u64)(bytes_slot) << 32 | (__u64)(bytes_shift) << 40)
-#define PTG_CUDA_API(c) ((__u32)((c) & 0xffff))
+#define PTG_CUDA_API(c)		((__u32)((c)&0xffff))
 #define PTG_CUDA_STREAM_SLOT(c) ((__u32)((c) >> 16) & 0xff)
-#define PTG_CUDA_STREAM_OFF(c) ((__u32)((c) >> 24) & 0xff) /* else: at this offset in the slot's struct */
-#define PTG_CUDA_BYTES_SLOT(c) ((__u32)((c) >> 32) & 0xff)
+#define PTG_CUDA_STREAM_OFF(c)                                                                     \
+	((__u32)((c) >> 24) & 0xff) /* else: at this offset in the slot's struct */
+#define PTG_CUDA_BYTES_SLOT(c)	((__u32)((c) >> 32) & 0xff)
 #define PTG_CUDA_BYTES_SHIFT(c) ((__u32)((c) >> 40) & 0xff) /* bytes = count << shift */
 
 /*
@@ -71,12 +77,20 @@ enum ptg_op_site {
 };
 #define PTG_OP_COOKIE(op, site, fp, delta)                                                     \
 	((__u64)(op) << 32 | (__u64)(__u16)(delta) << 16 | (__u64)(fp) << 2 | (site))
-#define PTG_OP_COOKIE_OP(c) ((c) >> 32)
-#define PTG_OP_COOKIE_SITE(c) ((__u32)((c) & 3))
-#define PTG_OP_COOKIE_FP(c) ((__u32)((c) >> 2) & 1) /* 1: rbp + delta, 0: rsp + delta */
+#define PTG_OP_COOKIE_OP(c)    ((c) >> 32)
+#define PTG_OP_COOKIE_SITE(c)  ((__u32)((c)&3))
+#define PTG_OP_COOKIE_FP(c)    ((__u32)((c) >> 2) & 1) /* 1: rbp + delta, 0: rsp + delta */
 #define PTG_OP_COOKIE_DELTA(c) ((__s16)((c) >> 16))
 
-/* BPF cookie of each Python probe site: what the handler at that address does. */
+/*
+ * BPF cookie of each Python probe site: what the handler at that address does
+ * (low byte) and, for probes on a file rather than one process, _PyRuntime's
+ * address less the site's (the rest, signed): the same in every process that
+ * maps the file, so the probe finds _PyRuntime at any load address.
+ */
+#define PTG_PY_COOKIE(probe, delta) ((__u64)(probe) | (__u64)(delta) << 8)
+#define PTG_PY_COOKIE_PROBE(c)	    ((__u32)((c)&0xff))
+#define PTG_PY_COOKIE_DELTA(c)	    ((__s64)(c) >> 8)
 enum ptg_py_probe {
 	PTG_PY_PROBE_RESUME = 1,    /* RESUME / RESUME_QUICK handler */
 	PTG_PY_PROBE_RETURN = 2,    /* RETURN_VALUE handler */

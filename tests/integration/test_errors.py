@@ -97,7 +97,8 @@ class Errors(unittest.TestCase):
                                    env={"PTRACE_GPU_SYSFS": fake})
 
     def test_usage(self):
-        self.assert_one_line_error(["record", "-o", self.out], "give either -p PID or -- CMD",
+        self.assert_one_line_error(["record", "-o", self.out],
+                                   "give one of -p PID, --uid USER, --cgroup DIR or -- CMD",
                                    code=2)
         self.assert_one_line_error(["record", "-p", "abc"], "bad PID", code=2)
         self.assert_one_line_error(["frobnicate"], "unknown command", code=2)
