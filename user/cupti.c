@@ -27,6 +27,7 @@
 #include "elf_file.h"
 #include "inject.h"
 #include "kineto.h"
+#include "procfs.h"
 #include "ptg_cupti_proto.h"
 #include "trace_format.h"
 #include "trusted.h"
@@ -1080,29 +1081,6 @@ void cupti__set_join(struct cupti *c, cupti_join_fn fn, void *ctx)
 		return;
 	c->join = fn;
 	c->join_ctx = ctx;
-}
-
-/* The effective uid of pid (what SO_PEERCRED gives), or -errno. */
-static int proc_euid(pid_t pid, uid_t *uid)
-{
-	char path[64], line[256];
-	unsigned int r, e;
-	int err = -ENOENT;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "Uid: %u %u", &r, &e) == 2) {
-			*uid = e;
-			err = 0;
-			break;
-		}
-	}
-	fclose(f);
-	return err;
 }
 
 void cupti__set_target(struct cupti *c, pid_t pid, bool launched)

@@ -165,51 +165,65 @@ int elf_file__read(const struct elf_file *ef, uint64_t vaddr, void *buf, size_t 
 	return (size_t)n == len ? 0 : -EIO;
 }
 
-int elf_file__needed(const struct elf_file *ef, const char *prefix, char *buf, size_t len)
+/*
+ * The strings of the dynamic section's entries with tag, in order, to fn
+ * until it returns non-zero (that value). -ENOENT with no dynamic section.
+ */
+static int for_each_dyn_string(const struct elf_file *ef, int64_t tag,
+			       int (*fn)(const char *s, void *ctx), void *ctx)
 {
 	Elf_Data *data;
 	GElf_Shdr shdr;
 	Elf_Scn *scn;
+	int ret;
 
 	scn = find_section(ef, SHT_DYNAMIC, &shdr);
 	if (!scn || !shdr.sh_entsize || !(data = elf_getdata(scn, NULL)))
 		return -ENOENT;
 	for (size_t i = 0; i < shdr.sh_size / shdr.sh_entsize; i++) {
-		const char *name;
-		GElf_Dyn dyn;
-
-		if (!gelf_getdyn(data, i, &dyn) || dyn.d_tag != DT_NEEDED)
-			continue;
-		name = elf_strptr(ef->elf, shdr.sh_link, dyn.d_un.d_val);
-		if (name && !strncmp(name, prefix, strlen(prefix))) {
-			snprintf(buf, len, "%s", name);
-			return 0;
-		}
-	}
-	return -ENOENT;
-}
-
-int elf_file__dyn_string(const struct elf_file *ef, int64_t tag, char *buf, size_t len)
-{
-	Elf_Data *data;
-	GElf_Shdr shdr;
-	Elf_Scn *scn;
-
-	scn = find_section(ef, SHT_DYNAMIC, &shdr);
-	if (!scn || !shdr.sh_entsize || !(data = elf_getdata(scn, NULL)))
-		return -ENOENT;
-	for (size_t i = 0; i < shdr.sh_size / shdr.sh_entsize; i++) {
-		const char *s;
 		GElf_Dyn dyn;
 
 		if (!gelf_getdyn(data, i, &dyn) || dyn.d_tag != tag)
 			continue;
-		s = elf_strptr(ef->elf, shdr.sh_link, dyn.d_un.d_val);
-		if (!s)
-			return -EINVAL;
-		return snprintf(buf, len, "%s", s) < (int)len ? 0 : -ENAMETOOLONG;
+		ret = fn(elf_strptr(ef->elf, shdr.sh_link, dyn.d_un.d_val), ctx);
+		if (ret)
+			return ret;
 	}
-	return -ENOENT;
+	return 0;
+}
+
+struct dyn_match {
+	const char *prefix; /* NULL: the first string */
+	char *buf;
+	size_t len;
+};
+
+/* 1 when s is the one wanted (copied), -EINVAL for a string the file lacks. */
+static int dyn_match(const char *s, void *ctx)
+{
+	struct dyn_match *m = ctx;
+
+	if (!s)
+		return m->prefix ? 0 : -EINVAL;
+	if (m->prefix && strncmp(s, m->prefix, strlen(m->prefix)))
+		return 0;
+	return snprintf(m->buf, m->len, "%s", s) < (int)m->len ? 1 : -ENAMETOOLONG;
+}
+
+int elf_file__needed(const struct elf_file *ef, const char *prefix, char *buf, size_t len)
+{
+	struct dyn_match m = {.prefix = prefix, .buf = buf, .len = len};
+	int ret = for_each_dyn_string(ef, DT_NEEDED, dyn_match, &m);
+
+	return ret == 1 ? 0 : ret ?: -ENOENT;
+}
+
+int elf_file__dyn_string(const struct elf_file *ef, int64_t tag, char *buf, size_t len)
+{
+	struct dyn_match m = {.buf = buf, .len = len};
+	int ret = for_each_dyn_string(ef, tag, dyn_match, &m);
+
+	return ret == 1 ? 0 : ret ?: -ENOENT;
 }
 
 int elf_file__segment_bias(const struct elf_file *ef, uint64_t offset, uint64_t *vaddr_minus_off)

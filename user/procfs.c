@@ -70,10 +70,11 @@ int parse_pid_list(const char *s, pid_t *pids, int max, int *n)
 	return 0;
 }
 
-int proc_uid(pid_t pid, uid_t *uid)
+/* The Uid line of /proc/PID/status: real, effective, saved, filesystem. */
+static int proc_uids(pid_t pid, uid_t *real, uid_t *effective)
 {
 	char path[64], line[256];
-	unsigned int r;
+	unsigned int r, e;
 	int err = -ENOENT;
 	FILE *f;
 
@@ -82,14 +83,29 @@ int proc_uid(pid_t pid, uid_t *uid)
 	if (!f)
 		return -errno;
 	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "Uid: %u", &r) == 1) {
-			*uid = r;
+		if (sscanf(line, "Uid: %u %u", &r, &e) == 2) {
+			*real = r;
+			*effective = e;
 			err = 0;
 			break;
 		}
 	}
 	fclose(f);
 	return err;
+}
+
+int proc_uid(pid_t pid, uid_t *uid)
+{
+	uid_t e;
+
+	return proc_uids(pid, uid, &e);
+}
+
+int proc_euid(pid_t pid, uid_t *uid)
+{
+	uid_t r;
+
+	return proc_uids(pid, &r, uid);
 }
 
 bool proc_exists(pid_t pid)

@@ -23,6 +23,8 @@ int proc_maps__for_each(pid_t pid, int (*cb)(const struct proc_map *m, void *ctx
 bool proc_exists(pid_t pid);
 /* The real uid of pid (/proc/PID/status), the one bpf_get_current_uid_gid() gives. */
 int proc_uid(pid_t pid, uid_t *uid);
+/* The effective uid of pid (what SO_PEERCRED gives), or -errno. */
+int proc_euid(pid_t pid, uid_t *uid);
 /*
  * A pid given as text: decimal, 1..INT_MAX. Anything else is -EINVAL, never
  * cut down to a pid_t that names another process (4294967297 is not pid 1).
