@@ -28,14 +28,13 @@
 #include "pystate.bpf.h"
 #include "ringbuf.bpf.h"
 
-
 #define TID_SNAPSHOTTED 0x1 /* the thread's stack was sent */
-#define TID_DIRTY 0x2	    /* an event of the thread was dropped since */
+#define TID_DIRTY	0x2 /* an event of the thread was dropped since */
 
 const volatile struct ptg_py_offsets off = {};
-const volatile __u64 runtime_addr = 0; /* runtime address of _PyRuntime */
+const volatile __u64 runtime_addr = 0;	/* runtime address of _PyRuntime */
 const volatile __u8 resume_ops[6] = {}; /* RESUME, its specialized and instrumented forms; 0 ends */
-const volatile __u8 resume_where_mask = 3; /* oparg bits: where it resumes, 0 = a call starts */
+const volatile __u8 resume_where_mask = 3;    /* oparg bits: where it resumes, 0 = a call starts */
 const volatile __u8 resume_not_a_call = 0xff; /* 3.15: RESUME_AT_GEN_EXPR_START */
 /*
  * Several processes (record -p A,B, --children): the probes sit on the
@@ -443,7 +442,8 @@ static __always_inline void read_str(__u64 str, __u8 *dst, __u32 max, __u8 *widt
 
 	*width = 0;
 	*chars = 0;
-	if (!str || bpf_probe_read_user(&len, sizeof(len), (const void *)(str + off.unicode_length)) ||
+	if (!str ||
+	    bpf_probe_read_user(&len, sizeof(len), (const void *)(str + off.unicode_length)) ||
 	    bpf_probe_read_user(&state, sizeof(state), (const void *)(str + off.unicode_state)))
 		return;
 	/* state bits: interned:2, kind:3, compact:1, ascii:1 */

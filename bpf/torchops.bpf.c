@@ -50,8 +50,8 @@ static __always_inline int emit(struct pt_regs *ctx)
 	e->ts = bpf_ktime_get_ns();
 	e->pid = id >> 32;
 	e->tid = (__u32)id;
-	e->kind = PTG_OP_COOKIE_SITE(cookie) == PTG_OP_SITE_ENTRY ? PTG_EV_OP_ENTER
-								   : PTG_EV_OP_EXIT;
+	e->kind =
+	    PTG_OP_COOKIE_SITE(cookie) == PTG_OP_SITE_ENTRY ? PTG_EV_OP_ENTER : PTG_EV_OP_EXIT;
 	e->cpu = bpf_get_smp_processor_id();
 	e->aux = PTG_OP_COOKIE_SITE(cookie);
 	e->a = PTG_OP_COOKIE_OP(cookie);
@@ -63,7 +63,8 @@ static __always_inline int emit(struct pt_regs *ctx)
 	return 0;
 }
 
-/* expected_attach_type is set to BPF_TRACE_UPROBE_MULTI before load: libbpf 1.1 knows no such section */
+/* expected_attach_type is set to BPF_TRACE_UPROBE_MULTI before load: libbpf 1.1 knows no such
+ * section */
 SEC("uprobe")
 int op_multi(struct pt_regs *ctx)
 {

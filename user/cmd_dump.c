@@ -11,14 +11,14 @@
 #include "trace_open.h"
 
 static const char *const kind_names[PTG_REC_NR_KINDS] = {
-	[PTG_REC_PY_ENTER] = "py_enter", [PTG_REC_PY_EXIT] = "py_exit",
-	[PTG_REC_OP_ENTER] = "op_enter", [PTG_REC_OP_EXIT] = "op_exit",
-	[PTG_REC_SPAN] = "span",	 [PTG_REC_CUDA_CALL] = "cuda_call",
-	[PTG_REC_GPU_KERNEL] = "kernel", [PTG_REC_GPU_MEMCPY] = "memcpy",
-	[PTG_REC_GPU_MEMSET] = "memset", [PTG_REC_GPU_SYNC] = "gpu_sync",
-	[PTG_REC_SCHED] = "sched",	 [PTG_REC_SAMPLE] = "sample",
-	[PTG_REC_THREAD] = "thread",	 [PTG_REC_FLOW] = "flow",
-	[PTG_REC_EVENT] = "event",
+    [PTG_REC_PY_ENTER] = "py_enter", [PTG_REC_PY_EXIT] = "py_exit",
+    [PTG_REC_OP_ENTER] = "op_enter", [PTG_REC_OP_EXIT] = "op_exit",
+    [PTG_REC_SPAN] = "span",	     [PTG_REC_CUDA_CALL] = "cuda_call",
+    [PTG_REC_GPU_KERNEL] = "kernel", [PTG_REC_GPU_MEMCPY] = "memcpy",
+    [PTG_REC_GPU_MEMSET] = "memset", [PTG_REC_GPU_SYNC] = "gpu_sync",
+    [PTG_REC_SCHED] = "sched",	     [PTG_REC_SAMPLE] = "sample",
+    [PTG_REC_THREAD] = "thread",     [PTG_REC_FLOW] = "flow",
+    [PTG_REC_EVENT] = "event",
 };
 
 static void print_sym(const struct trace_reader *r, uint32_t id)

@@ -293,8 +293,8 @@ static int attach_ld(struct libwatch *lw)
 	bpf_link__destroy(lw->link);
 	proc_target_path(lw->pid, ld.path, ld.inode, path, sizeof(path));
 	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "_dl_debug_state");
-	lw->link = bpf_program__attach_uprobe_opts(lw->skel->progs.dl_debug_state, lw->pid, path,
-						   0, &opts);
+	lw->link = bpf_program__attach_uprobe_opts(lw->skel->progs.dl_debug_state, lw->pid, path, 0,
+						   &opts);
 	if (!lw->link) {
 		err = -errno;
 		fprintf(stderr, "libwatch: cannot attach to %s: %s\n", ld.path, strerror(-err));

@@ -12,15 +12,15 @@ struct command {
 };
 
 static const struct command commands[] = {
-	{ "record", cmd_record, "trace a running process (-p PID) or a command (-- CMD)" },
-	{ "report", cmd_report, "cProfile-style table of Python functions (or ops) of a trace" },
-	{ "idle", cmd_idle, "GPU idle time, launch-queue depth and optimizable events" },
-	{ "flamegraph", cmd_flamegraph, "folded stacks, or an interactive SVG with -o FILE.svg" },
-	{ "export", cmd_export, "write pstats (--pstats) or Chrome/Perfetto JSON (--chrome)" },
-	{ "import", cmd_import, "convert a torch.profiler/Kineto Chrome trace into a .ptg trace" },
-	{ "dump", cmd_dump, "print every record of a trace as text" },
-	{ "sample", cmd_sample, "sample Python stacks of some (-p) or all (-a) processes into pprof" },
-	{ "inject", cmd_inject, "diagnostic: load a shared library into a running process" },
+    {"record", cmd_record, "trace a running process (-p PID) or a command (-- CMD)"},
+    {"report", cmd_report, "cProfile-style table of Python functions (or ops) of a trace"},
+    {"idle", cmd_idle, "GPU idle time, launch-queue depth and optimizable events"},
+    {"flamegraph", cmd_flamegraph, "folded stacks, or an interactive SVG with -o FILE.svg"},
+    {"export", cmd_export, "write pstats (--pstats) or Chrome/Perfetto JSON (--chrome)"},
+    {"import", cmd_import, "convert a torch.profiler/Kineto Chrome trace into a .ptg trace"},
+    {"dump", cmd_dump, "print every record of a trace as text"},
+    {"sample", cmd_sample, "sample Python stacks of some (-p) or all (-a) processes into pprof"},
+    {"inject", cmd_inject, "diagnostic: load a shared library into a running process"},
 };
 
 static void usage(FILE *f)
@@ -48,7 +48,8 @@ int main(int argc, char **argv)
 		       "this executable)\n",
 		       PTG_VERSION);
 #else
-		printf("ptrace-gpu %s (no CUPTI agent: GPU activity is not recorded)\n", PTG_VERSION);
+		printf("ptrace-gpu %s (no CUPTI agent: GPU activity is not recorded)\n",
+		       PTG_VERSION);
 #endif
 		return 0;
 	}

@@ -344,8 +344,8 @@ static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, 
 
 	if (e->kind == PTG_EV_PY_CODE)
 		return size >= sizeof(struct ptg_code_event)
-			       ? learn_code(mp, (const struct ptg_code_event *)e)
-			       : 0;
+			   ? learn_code(mp, (const struct ptg_code_event *)e)
+			   : 0;
 	th = tracer__thread(t, e->pid, e->tid, e->ts);
 	mt = mod_thread(mp, e->pid, e->tid, true);
 	if (!th || !mt)

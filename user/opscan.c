@@ -36,12 +36,12 @@
 #include "opscan.h"
 #include "u64map.h"
 
-#define OPS_PREFIX "_ZN2at4_ops"
-#define FSOT_SYM "_ZN3c1010Dispatcher17findSchemaOrThrowEPKcS2_"
+#define OPS_PREFIX	"_ZN2at4_ops"
+#define FSOT_SYM	"_ZN3c1010Dispatcher17findSchemaOrThrowEPKcS2_"
 #define CALLEE_SCAN_MAX 2048 /* bytes of a callee searched for the findSchemaOrThrow call */
-#define MAX_CALLEES 128 /* direct calls of one op followed for its name */
-#define NAME_MAX_LEN 256
-#define NO_NAME UINT64_MAX
+#define MAX_CALLEES	128  /* direct calls of one op followed for its name */
+#define NAME_MAX_LEN	256
+#define NO_NAME		UINT64_MAX
 
 struct range {
 	uint64_t lo, hi;
@@ -248,12 +248,14 @@ static size_t find_schema_name(struct scan *s, uint64_t addr, size_t len, bool s
 
 		if (s->insn->id == X86_INS_RET && stop_at_ret)
 			break;
-		if (s->insn->id == X86_INS_LEA && x->op_count == 2 && x->operands[0].type == X86_OP_REG &&
-		    x->operands[1].type == X86_OP_MEM && x->operands[1].mem.base == X86_REG_RIP) {
+		if (s->insn->id == X86_INS_LEA && x->op_count == 2 &&
+		    x->operands[0].type == X86_OP_REG && x->operands[1].type == X86_OP_MEM &&
+		    x->operands[1].mem.base == X86_REG_RIP) {
 			if (x->operands[0].reg == X86_REG_RDX)
 				rdx = rip_target(s->insn, &x->operands[1]);
 		} else if (s->insn->id == X86_INS_CALL) {
-			if (x->operands[0].type == X86_OP_IMM && is_fsot(s, (uint64_t)x->operands[0].imm))
+			if (x->operands[0].type == X86_OP_IMM &&
+			    is_fsot(s, (uint64_t)x->operands[0].imm))
 				return rdx ? pool_add_str(s, rdx) : 0;
 			rdx = 0; /* a call clobbers rdx */
 		}
@@ -279,7 +281,11 @@ static int add_site(struct scan *s, uint64_t vaddr, uint32_t op, uint32_t site, 
 		s->sites_cap = cap;
 	}
 	o->sites[o->nsites++] = (struct opscan_site){
-		.offset = off, .op = op, .site = site, .fp = fp, .delta = delta,
+	    .offset = off,
+	    .op = op,
+	    .site = site,
+	    .fp = fp,
+	    .delta = delta,
 	};
 	return 0;
 }
@@ -332,8 +338,9 @@ static int decode(struct scan *s, uint64_t addr, uint32_t size, size_t *n)
 				in->mem_base = op->mem.base;
 				in->mem_index = op->mem.index;
 				in->disp = op->mem.disp;
-				in->rip_target = op->mem.base == X86_REG_RIP ?
-							 in->addr + in->size + (uint64_t)op->mem.disp : 0;
+				in->rip_target = op->mem.base == X86_REG_RIP
+						     ? in->addr + in->size + (uint64_t)op->mem.disp
+						     : 0;
 				in->canary = op->mem.segment == X86_REG_FS && op->mem.disp == 0x28;
 			}
 			if (i == 0 && op->type != X86_OP_IMM &&
@@ -375,8 +382,8 @@ static bool unwind_to_ret(const struct insn *in, size_t j, size_t k, bool *fp, i
 		    !x->mem_index && !rbp_moved) {
 			from_rbp = true;
 			d = x->disp;
-		} else if ((x->id == X86_INS_ADD || x->id == X86_INS_SUB) && x->dst == X86_REG_RSP &&
-			   !x->mem_base) {
+		} else if ((x->id == X86_INS_ADD || x->id == X86_INS_SUB) &&
+			   x->dst == X86_REG_RSP && !x->mem_base) {
 			d += x->id == X86_INS_ADD ? x->imm : -x->imm;
 		} else if (x->id == X86_INS_POP) {
 			d += 8;
@@ -548,12 +555,12 @@ static int name_fallback(struct scan *s, const char *sym, size_t *name)
  */
 static uint64_t entry_site(struct scan *s, uint64_t addr)
 {
-	static const uint8_t endbr64[] = { 0xf3, 0x0f, 0x1e, 0xfa };
+	static const uint8_t endbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
 	size_t got = 0;
 	const uint8_t *p = code_at(s, addr, sizeof(endbr64), &got);
 
 	return p && got == sizeof(endbr64) && !memcmp(p, endbr64, sizeof(endbr64)) ? addr + 4
-										 : addr;
+										   : addr;
 }
 
 static int add_op(struct scan *s, const char *sym, const GElf_Sym *es)
@@ -586,7 +593,7 @@ static int add_op(struct scan *s, const char *sym, const GElf_Sym *es)
 		return err;
 	if (!b.exits)
 		o->st.no_exit++;
-	o->ops[op] = (struct opscan_op){ .addr = es->st_value, .size = (uint32_t)es->st_size };
+	o->ops[op] = (struct opscan_op){.addr = es->st_value, .size = (uint32_t)es->st_size};
 	s->name_off[op] = b.name - 1;
 	o->nops++;
 	o->st.ops++;
@@ -630,8 +637,9 @@ static int scan_sections(struct scan *s, size_t fsot_index)
 			return -ENOEXEC;
 		name = elf_strptr(s->elf, shstrndx, sh.sh_name);
 		if (name && s->nplt < 3 &&
-		    (!strcmp(name, ".plt") || !strcmp(name, ".plt.sec") || !strcmp(name, ".plt.got")))
-			s->plt[s->nplt++] = (struct range){ sh.sh_addr, sh.sh_addr + sh.sh_size };
+		    (!strcmp(name, ".plt") || !strcmp(name, ".plt.sec") ||
+		     !strcmp(name, ".plt.got")))
+			s->plt[s->nplt++] = (struct range){sh.sh_addr, sh.sh_addr + sh.sh_size};
 		if (sh.sh_type != SHT_RELA || !fsot_index || !(d = elf_getdata(scn, NULL)))
 			continue;
 		for (size_t i = 0; i < sh.sh_size / sizeof(Elf64_Rela); i++) {
@@ -779,7 +787,7 @@ static int scan_file(struct scan *s, const char *path)
 
 int opscan__run(const char *path, struct opscan **out)
 {
-	struct scan s = { .fd = -1 };
+	struct scan s = {.fd = -1};
 	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
 	int err;
 

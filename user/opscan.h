@@ -33,14 +33,14 @@ struct opscan_site {
 };
 
 struct opscan_stats {
-	uint32_t ops;		/* functions found */
-	uint32_t rets;		/* ret instructions */
-	uint32_t checks;	/* rets probed at the stack-protector check before them */
-	uint32_t tails;		/* tail-call jump sites: the op ends there, before its callee */
-	uint32_t no_exit;	/* ops with no exit site at all (never closed but by the stack rules) */
-	uint32_t cond_tails;	/* conditional jumps out of the function: not probed (a uprobe
-				 * there fires whether or not the jump is taken) */
-	uint32_t unnamed;	/* ops named from their symbol, findSchemaOrThrow not found */
+	uint32_t ops;	  /* functions found */
+	uint32_t rets;	  /* ret instructions */
+	uint32_t checks;  /* rets probed at the stack-protector check before them */
+	uint32_t tails;	  /* tail-call jump sites: the op ends there, before its callee */
+	uint32_t no_exit; /* ops with no exit site at all (never closed but by the stack rules) */
+	uint32_t cond_tails; /* conditional jumps out of the function: not probed (a uprobe
+			      * there fires whether or not the jump is taken) */
+	uint32_t unnamed;    /* ops named from their symbol, findSchemaOrThrow not found */
 	uint64_t elapsed_ns;
 };
 

@@ -12,9 +12,9 @@
 #define MAX_STR_CHARS 1024
 
 /* PyASCIIObject.state bits: interned:2, kind:3, compact:1, ascii:1 */
-#define STATE_KIND(s) (((s) >> 2) & 7)
+#define STATE_KIND(s)	 (((s) >> 2) & 7)
 #define STATE_COMPACT(s) (((s) >> 5) & 1)
-#define STATE_ASCII(s) (((s) >> 6) & 1)
+#define STATE_ASCII(s)	 (((s) >> 6) & 1)
 
 static size_t put_utf8(char *out, size_t room, uint32_t cp)
 {
@@ -69,10 +69,10 @@ int py_read_str(int memfd, const struct py_version_info *vi, uint64_t addr, char
 	width = STATE_ASCII(state) ? 1 : STATE_KIND(state);
 	if (width != 1 && width != 2 && width != 4)
 		return -EINVAL;
-	err = proc_mem_read(memfd,
-			    addr + (STATE_ASCII(state) ? vi->off.unicode_ascii_data
-						       : vi->off.unicode_compact_data),
-			    raw, (size_t)length * width);
+	err = proc_mem_read(
+	    memfd,
+	    addr + (STATE_ASCII(state) ? vi->off.unicode_ascii_data : vi->off.unicode_compact_data),
+	    raw, (size_t)length * width);
 	if (err)
 		return err;
 	py_decode_chars(raw, (unsigned int)width, (size_t)length, buf, len);
@@ -87,8 +87,8 @@ void py_decode_chars(const uint8_t *raw, unsigned int width, size_t nchars, char
 		uint32_t cp = width == 1   ? raw[i]
 			      : width == 2 ? (uint32_t)raw[2 * i] | (uint32_t)raw[2 * i + 1] << 8
 					   : (uint32_t)raw[4 * i] | (uint32_t)raw[4 * i + 1] << 8 |
-						     (uint32_t)raw[4 * i + 2] << 16 |
-						     (uint32_t)raw[4 * i + 3] << 24;
+						 (uint32_t)raw[4 * i + 2] << 16 |
+						 (uint32_t)raw[4 * i + 3] << 24;
 		size_t n = put_utf8(buf + o, len - o, cp);
 
 		if (!n)
@@ -102,7 +102,8 @@ uint32_t ptg_code_fingerprint(uint64_t qualname, uint64_t filename, uint32_t lin
 {
 	/* the same mix as code_fingerprint() in bpf/pyframe.bpf.c */
 	return (uint32_t)((qualname * 0x9e3779b97f4a7c15ull ^ filename * 0xc2b2ae3d27d4eb4full ^
-			   line) >> 16);
+			   line) >>
+			  16);
 }
 
 int py_read_code(int memfd, const struct py_version_info *vi, uint64_t code,

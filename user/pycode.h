@@ -21,8 +21,7 @@ struct py_code_info {
 uint32_t ptg_code_fingerprint(uint64_t qualname, uint64_t filename, uint32_t line);
 
 /* Decodes a str object at addr into UTF-8. Returns 0 or a negative errno. */
-int py_read_str(int memfd, const struct py_version_info *vi, uint64_t addr, char *buf,
-		size_t len);
+int py_read_str(int memfd, const struct py_version_info *vi, uint64_t addr, char *buf, size_t len);
 /* UTF-8 of nchars characters of a compact str's data, width 1, 2 or 4 bytes each. */
 void py_decode_chars(const uint8_t *raw, unsigned int width, size_t nchars, char *buf, size_t len);
 int py_read_code(int memfd, const struct py_version_info *vi, uint64_t code,

@@ -24,7 +24,7 @@
 /* The probes of one process, or of the file in every process (pid -1). */
 struct pyframe_att {
 	pid_t pid;
-	int fds[2]; /* multi links: probe sites, eval loop return */
+	int fds[2];			       /* multi links: probe sites, eval loop return */
 	struct bpf_link *links[MAX_SITES + 1]; /* one per site otherwise */
 	int nlinks;
 };
@@ -38,7 +38,7 @@ struct pyframe_proc {
 
 struct pyframe {
 	struct pyframe_bpf *skel;
-	bool multi;		       /* the kernel has multi-uprobe links */
+	bool multi;		  /* the kernel has multi-uprobe links */
 	struct pyframe_att *atts; /* one per process probed, or one for the file (pid -1) */
 	size_t natts;
 	struct py_interp py;
@@ -48,16 +48,14 @@ struct pyframe {
 	size_t nprocs;
 	size_t last;		  /* index + 1 of the previous event's process */
 	struct pyframe_proc *cur; /* the process of the event being handled */
-	uint64_t start_ts; /* probes attached after the recording started, else 0 */
+	uint64_t start_ts;	  /* probes attached after the recording started, else 0 */
 	struct pyframe_stats st;
 };
 
 static const char *const loss_names[PTG_LOSS_NR_KINDS] = {
-	[PTG_LOSS_PY_EVENT] = "py_event",
-	[PTG_LOSS_PY_STACK] = "py_stack",
-	[PTG_LOSS_PY_READ] = "py_frame_read",
-	[PTG_LOSS_PY_DEPTH] = "py_stack_depth",
-	[PTG_LOSS_PY_CODE] = "py_code_names",
+    [PTG_LOSS_PY_EVENT] = "py_event",	  [PTG_LOSS_PY_STACK] = "py_stack",
+    [PTG_LOSS_PY_READ] = "py_frame_read", [PTG_LOSS_PY_DEPTH] = "py_stack_depth",
+    [PTG_LOSS_PY_CODE] = "py_code_names",
 };
 
 /*
@@ -84,8 +82,8 @@ static uint32_t resolve_code(struct pyframe *pf, struct pyframe_proc *p, uint64_
 		return (uint32_t)*cached;
 	if (code && p->memfd >= 0 && py_read_code(p->memfd, pf->py.info, code, &ci) == 0 &&
 	    ci.fingerprint == fingerprint) {
-		sym = trace_writer__sym(tracer__writer(pf->t), PTG_SYM_PY_FUNC, ci.qualname, ci.filename,
-					ci.firstlineno);
+		sym = trace_writer__sym(tracer__writer(pf->t), PTG_SYM_PY_FUNC, ci.qualname,
+					ci.filename, ci.firstlineno);
 	} else {
 		/* freed (or the process exited) before it could be read */
 		snprintf(ci.qualname, sizeof(ci.qualname), "<unknown code %#llx>",
@@ -119,8 +117,11 @@ static int push(struct pyframe *pf, struct tracer_thread *th, uint64_t frame, ui
 		uint32_t fingerprint, uint64_t local0, uint64_t ts, uint16_t flags)
 {
 	struct tracer_slot slot = {
-		.key = frame, .code = code, .fingerprint = fingerprint, .kind = PTG_REC_PY_ENTER,
-		.local0 = local0,
+	    .key = frame,
+	    .code = code,
+	    .fingerprint = fingerprint,
+	    .kind = PTG_REC_PY_ENTER,
+	    .local0 = local0,
 	};
 
 	return tracer__push(pf->t, th, &slot, resolve_code(pf, pf->cur, code, fingerprint), flags,
@@ -165,7 +166,7 @@ static uint32_t python_above(const struct tracer_thread *th, uint32_t from)
  */
 static int push_hidden(struct pyframe *pf, struct tracer_thread *th, uint64_t frame)
 {
-	struct tracer_slot slot = { .key = frame, .kind = TRACER_SLOT_HIDDEN };
+	struct tracer_slot slot = {.key = frame, .kind = TRACER_SLOT_HIDDEN};
 
 	pf->st.hidden++;
 	return tracer__push(pf->t, th, &slot, 0, 0, 0);
@@ -225,8 +226,8 @@ static int leave(struct pyframe *pf, struct tracer_thread *th, const struct ptg_
 		pf->st.unmatched++;
 		return 0;
 	}
-	return tracer__pop_to(pf->t, th, at, e->ts, PTG_F_EXIT_UNWIND) ?:
-	       tracer__pop_to(pf->t, th, at - 1, e->ts, flags);
+	return tracer__pop_to(pf->t, th, at, e->ts, PTG_F_EXIT_UNWIND)
+		   ?: tracer__pop_to(pf->t, th, at - 1, e->ts, flags);
 }
 
 /* An exception reached frame e->a: everything above it has exited. */
@@ -246,7 +247,8 @@ static int unwind(struct pyframe *pf, struct tracer_thread *th, const struct ptg
 static int apply_snapshot(struct pyframe *pf, struct tracer_thread *th,
 			  const struct ptg_stack_event *s)
 {
-	uint32_t n = s->hdr.a < PTG_MAX_SNAPSHOT_DEPTH ? (uint32_t)s->hdr.a : PTG_MAX_SNAPSHOT_DEPTH;
+	uint32_t n =
+	    s->hdr.a < PTG_MAX_SNAPSHOT_DEPTH ? (uint32_t)s->hdr.a : PTG_MAX_SNAPSHOT_DEPTH;
 	bool first = s->hdr.aux == PTG_SNAP_FIRST;
 	uint64_t born = tracer__proc_born(pf->t, s->hdr.pid);
 	uint64_t ts = first ? (pf->start_ts ?: tracer__start_ts(pf->t)) : s->hdr.ts;
@@ -593,8 +595,9 @@ static int attach_probes(struct pyframe *pf, struct pyframe_att *a)
 		err = attach_one(a, pf->py.attach_path, pf->skel->progs.py_probe, false, offs[i],
 				 cookies[i]);
 	/* C code calls the eval loop, no C++ exception unwinds through it: a uretprobe is safe */
-	return err ?: attach_one(a, pf->py.attach_path, pf->skel->progs.py_eval_ret, true,
-				 offs[n], cookies[n]);
+	return err
+		   ?: attach_one(a, pf->py.attach_path, pf->skel->progs.py_eval_ret, true, offs[n],
+				 cookies[n]);
 }
 
 static int attach_tracepoints(struct pyframe *pf)
@@ -623,7 +626,7 @@ int pyframe__attach_pid(struct pyframe *pf, pid_t pid)
 		return -ENOMEM;
 	pf->atts = n;
 	n = &pf->atts[pf->natts++];
-	*n = (struct pyframe_att){ .pid = pid, .fds = { -1, -1 } };
+	*n = (struct pyframe_att){.pid = pid, .fds = {-1, -1}};
 	err = attach_probes(pf, n) ?: attach_tracepoints(pf);
 	if (err)
 		fprintf(stderr, "pyframe: cannot attach probes to %s: %s\n", pf->py.path,
@@ -677,8 +680,8 @@ void pyframe__stats(const struct pyframe *pf, struct pyframe_stats *st)
 	*st = pf->st;
 	st->dropped = 0;
 	for (int cpu = 0; cpu < PTG_MAX_CPUS; cpu++)
-		st->dropped += bss->losses[cpu][PTG_LOSS_PY_EVENT] +
-			       bss->losses[cpu][PTG_LOSS_PY_STACK];
+		st->dropped +=
+		    bss->losses[cpu][PTG_LOSS_PY_EVENT] + bss->losses[cpu][PTG_LOSS_PY_STACK];
 }
 
 void pyframe__destroy(struct pyframe *pf)

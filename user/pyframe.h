@@ -16,11 +16,11 @@
 struct pyframe;
 
 struct pyframe_stats {
-	uint64_t dropped;    /* events and snapshots the BPF side could not send */
-	uint64_t unresolved; /* code objects whose names could not be read */
-	uint64_t unmatched;  /* returns of frames that were not on the stack */
+	uint64_t dropped;      /* events and snapshots the BPF side could not send */
+	uint64_t unresolved;   /* code objects whose names could not be read */
+	uint64_t unmatched;    /* returns of frames that were not on the stack */
 	uint64_t redispatched; /* RESUMEs executed twice (3.12+ re-instrumentation): one call */
-	uint64_t hidden;       /* frames that run no RESUME (3.13+ __init__ cleanup), kept unrecorded */
+	uint64_t hidden; /* frames that run no RESUME (3.13+ __init__ cleanup), kept unrecorded */
 };
 
 /* Loads the probes for py (the process py->pid) into the tracer's ring buffer. */

@@ -30,7 +30,7 @@ static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
 
 static void format_version(uint32_t hex, char *buf, size_t len)
 {
-	static const char *levels[] = { [0xa] = "a", [0xb] = "b", [0xc] = "rc" };
+	static const char *levels[] = {[0xa] = "a", [0xb] = "b", [0xc] = "rc"};
 	uint32_t level = (hex >> 4) & 0xf;
 
 	snprintf(buf, len, "%u.%u.%u", hex >> 24, (hex >> 16) & 0xff, (hex >> 8) & 0xff);
@@ -89,7 +89,7 @@ static int handler_offsets(const struct elf_file *ef, const uint64_t table[256],
 
 struct table_ctx {
 	const struct elf_file *ef;
-	uint64_t lo, hi; /* the eval function */
+	uint64_t lo, hi;     /* the eval function */
 	const uint8_t *code; /* its bytes, to see which table it indexes */
 	bool slow;	     /* second pass: look into the handlers' code too */
 	int best;	     /* the best score given */
@@ -224,13 +224,14 @@ static int find_handlers(const struct elf_file *ef, struct py_interp *py, char *
 {
 	struct probesite_code code = {};
 	struct elf_sym_info eval, tb;
-	struct table_ctx tctx = { .ef = ef };
+	struct table_ctx tctx = {.ef = ef};
 	uint64_t table[256];
 	uint8_t *evalbytes;
 	int ret;
 
 	if (elf_file__find_sym(ef, "_PyEval_EvalFrameDefault", false, &eval) || !eval.size)
-		return fail(err, errlen, -ENOENT, "%s: no _PyEval_EvalFrameDefault symbol", py->path);
+		return fail(err, errlen, -ENOENT, "%s: no _PyEval_EvalFrameDefault symbol",
+			    py->path);
 	/* some 100 KiB in every CPython: a size from a damaged symbol table is not allocated */
 	if (eval.size > (64u << 20))
 		return fail(err, errlen, -ENOEXEC, "%s: _PyEval_EvalFrameDefault of %llu bytes",
@@ -264,8 +265,8 @@ static int find_handlers(const struct elf_file *ef, struct py_interp *py, char *
 		py->handlers_lo = code.addr;
 		py->handlers_hi = code.addr + code.size;
 	}
-	ret = handler_offsets(ef, table, code.bytes ? &code : NULL, py->ops.resume,
-			      py->resume_offs, &py->nresume) ||
+	ret = handler_offsets(ef, table, code.bytes ? &code : NULL, py->ops.resume, py->resume_offs,
+			      &py->nresume) ||
 	      handler_offsets(ef, table, code.bytes ? &code : NULL, py->ops.ret, py->return_offs,
 			      &py->nreturn) ||
 	      handler_offsets(ef, table, code.bytes ? &code : NULL, py->ops.yield, py->yield_offs,
@@ -290,10 +291,11 @@ static int lookup_version(struct py_interp *py, const char *path, char *err, siz
 	if (py->info)
 		return 0;
 	if (py->version_hex > newest->hex_max)
-		return fail(err, errlen, -EPROTONOSUPPORT,
-			    "Python %s in %s is newer than any version ptrace-gpu knows (%s): its "
-			    "structure layouts are unknown, refusing rather than recording wrong data",
-			    py->version, path, py_supported_versions());
+		return fail(
+		    err, errlen, -EPROTONOSUPPORT,
+		    "Python %s in %s is newer than any version ptrace-gpu knows (%s): its "
+		    "structure layouts are unknown, refusing rather than recording wrong data",
+		    py->version, path, py_supported_versions());
 	return fail(err, errlen, -EPROTONOSUPPORT,
 		    "unsupported Python version %s in %s; supported: %s", py->version, path,
 		    py_supported_versions());
@@ -338,8 +340,8 @@ static void install_prefix(const char *path, char *prefix, size_t len)
  * same file as the target sees it, inner resolved inside root (for reading
  * its standard library the way the target would).
  */
-static int inspect_object(const char *path, const char *root, const char *inner,
-			  bool layout_only, struct py_interp *py, char *err, size_t errlen)
+static int inspect_object(const char *path, const char *root, const char *inner, bool layout_only,
+			  struct py_interp *py, char *err, size_t errlen)
 {
 	struct elf_sym_info runtime, ver;
 	struct elf_file *ef = NULL;
@@ -501,17 +503,18 @@ static void check_jit(struct py_interp *py)
 
 		env[n] = '\0';
 		if (!strncmp(v, "PYTHON_JIT=", 11) && strcmp(v + 11, "0") && v[11])
-			snprintf(py->warning, sizeof(py->warning),
-				 "process %d runs with PYTHON_JIT=%s: if its build has the JIT, calls "
-				 "inside JIT-compiled code bypass the eval loop and are not recorded",
-				 py->pid, v + 11);
+			snprintf(
+			    py->warning, sizeof(py->warning),
+			    "process %d runs with PYTHON_JIT=%s: if its build has the JIT, calls "
+			    "inside JIT-compiled code bypass the eval loop and are not recorded",
+			    py->pid, v + 11);
 	}
 	free(env);
 }
 
 static int find(pid_t pid, bool layout_only, struct py_interp *py, char *err, size_t errlen)
 {
-	struct find_ctx ctx = { .py = py, .layout_only = layout_only, .err = err, .errlen = errlen };
+	struct find_ctx ctx = {.py = py, .layout_only = layout_only, .err = err, .errlen = errlen};
 	char link[64];
 	ssize_t n;
 	int ret;
@@ -534,10 +537,8 @@ static int find(pid_t pid, bool layout_only, struct py_interp *py, char *err, si
 	if (ret < 0 && ctx.last_err)
 		return ret;
 	if (ret < 0)
-		return fail(err, errlen, ret, "cannot read /proc/%d/maps: %s", pid,
-			    strerror(-ret));
-	return fail(err, errlen, -ENOEXEC, "process %d (%s) is not a Python process", pid,
-		    ctx.exe);
+		return fail(err, errlen, ret, "cannot read /proc/%d/maps: %s", pid, strerror(-ret));
+	return fail(err, errlen, -ENOEXEC, "process %d (%s) is not a Python process", pid, ctx.exe);
 }
 
 int py_interp__find(pid_t pid, struct py_interp *py, char *err, size_t errlen)

@@ -34,10 +34,11 @@ enum py_dict_scheme {
  */
 struct py_dict_layout {
 	enum py_dict_scheme scheme;
-	uint32_t type_flags;	     /* PyTypeObject.tp_flags */
-	uint32_t type_dictoffset;    /* PyTypeObject.tp_dictoffset */
-	uint32_t type_basicsize;     /* PyTypeObject.tp_basicsize */
-	uint32_t heaptype_cached_keys; /* PyHeapTypeObject.ht_cached_keys: shared keys of instances */
+	uint32_t type_flags;	  /* PyTypeObject.tp_flags */
+	uint32_t type_dictoffset; /* PyTypeObject.tp_dictoffset */
+	uint32_t type_basicsize;  /* PyTypeObject.tp_basicsize */
+	uint32_t
+	    heaptype_cached_keys;    /* PyHeapTypeObject.ht_cached_keys: shared keys of instances */
 	uint64_t flag_managed_dict;  /* Py_TPFLAGS_MANAGED_DICT */
 	uint64_t flag_inline_values; /* Py_TPFLAGS_INLINE_VALUES (3.13+), else 0 */
 	int32_t managed_dict;	     /* offset of the dict pointer from the object (negative) */
@@ -45,8 +46,8 @@ struct py_dict_layout {
 	uint32_t values_items;	     /* PyDictValues.values */
 	uint32_t dict_keys, dict_values; /* PyDictObject.ma_keys, ma_values */
 	uint32_t keys_log2_index_bytes, keys_kind, keys_nentries, keys_indices;
-	uint32_t entry_size, entry_key, entry_value;		   /* PyDictKeyEntry */
-	uint32_t uentry_size, uentry_key, uentry_value;		   /* PyDictUnicodeEntry */
+	uint32_t entry_size, entry_key, entry_value;	/* PyDictKeyEntry */
+	uint32_t uentry_size, uentry_key, uentry_value; /* PyDictUnicodeEntry */
 	uint8_t kind_general; /* dk_kind of keys with PyDictKeyEntry entries */
 };
 
@@ -80,7 +81,7 @@ struct py_version_info {
 	uint32_t hex_max; /* last PY_VERSION_HEX covered */
 	struct ptg_py_offsets off;
 	/* layouts user space reads through /proc/PID/mem */
-	uint32_t code_name; /* the other code fields are in off */
+	uint32_t code_name;	 /* the other code fields are in off */
 	uint32_t code_linetable; /* PyCodeObject.co_linetable */
 	uint32_t code_adaptive;	 /* PyCodeObject.co_code_adaptive: the first instruction */
 	uint32_t bytes_size;	 /* PyBytesObject.ob_size */
@@ -99,9 +100,9 @@ struct py_version_info {
 
 /* Opcode numbers of one interpreter, read from its standard library; lists end at 0. */
 struct py_opcodes {
-	uint8_t resume[PY_MAX_HANDLERS];  /* RESUME, its specializations, INSTRUMENTED_RESUME */
-	uint8_t ret[PY_MAX_HANDLERS];	  /* RETURN_VALUE, RETURN_CONST and instrumented forms */
-	uint8_t yield[PY_MAX_HANDLERS];	  /* YIELD_VALUE, INSTRUMENTED_YIELD_VALUE */
+	uint8_t resume[PY_MAX_HANDLERS]; /* RESUME, its specializations, INSTRUMENTED_RESUME */
+	uint8_t ret[PY_MAX_HANDLERS];	 /* RETURN_VALUE, RETURN_CONST and instrumented forms */
+	uint8_t yield[PY_MAX_HANDLERS];	 /* YIELD_VALUE, INSTRUMENTED_YIELD_VALUE */
 };
 
 struct py_interp {
@@ -115,14 +116,14 @@ struct py_interp {
 	struct py_opcodes ops;
 	char stdlib[PATH_MAX]; /* where its opcode numbers were read, as the target sees it */
 	char warning[256];     /* what will be missed in this process, or "" */
-	uint64_t runtime_addr;	/* runtime address of _PyRuntime */
+	uint64_t runtime_addr; /* runtime address of _PyRuntime */
 	/*
 	 * Link-time range of the opcode handlers when the compiler moved them out
 	 * of _PyEval_EvalFrameDefault (its .cold part, which stripped builds do
 	 * not name); 0, 0 when they are inside it.
 	 */
 	uint64_t handlers_lo, handlers_hi;
-	uint64_t eval_off;	/* file offsets, for uprobes */
+	uint64_t eval_off; /* file offsets, for uprobes */
 	uint64_t traceback_off;
 	uint64_t resume_offs[PY_MAX_HANDLERS];
 	uint64_t return_offs[PY_MAX_HANDLERS];

@@ -19,18 +19,21 @@
 #include "pyinterp.h"
 
 /* The dict entry structs and the object header did not change from 3.11 to 3.15. */
-#define DICT_ENTRIES                                                                           \
-	.dict_keys = 32, .dict_values = 40, .keys_log2_index_bytes = 9, .keys_kind = 10,       \
-	.keys_nentries = 24, .keys_indices = 32, .entry_size = 24, .entry_key = 8,            \
-	.entry_value = 16, .uentry_size = 16, .uentry_key = 0, .uentry_value = 8,             \
+#define DICT_ENTRIES                                                                               \
+	.dict_keys = 32, .dict_values = 40, .keys_log2_index_bytes = 9, .keys_kind = 10,           \
+	.keys_nentries = 24, .keys_indices = 32, .entry_size = 24, .entry_key = 8,                 \
+	.entry_value = 16, .uentry_size = 16, .uentry_key = 0, .uentry_value = 8,                  \
 	.kind_general = 0 /* DICT_KEYS_GENERAL */
 
-static const struct py_version_info versions[] = {
+static const struct py_version_info
+    versions[] =
 	{
+	    {
 		.name = "3.11",
 		.hex_min = 0x030b00a0,
 		.hex_max = 0x030bffff,
-		.off = {
+		.off =
+		    {
 			.runtime_interp_head = 40,
 			.interp_next = 0,
 			.interp_threads_head = 16,
@@ -53,7 +56,7 @@ static const struct py_version_info versions[] = {
 			.unicode_state = 32,
 			.unicode_ascii_data = 48,
 			.unicode_compact_data = 72,
-		},
+		    },
 		.code_name = 120,
 		.code_linetable = 136,
 		.code_adaptive = 184,
@@ -63,7 +66,8 @@ static const struct py_version_info versions[] = {
 		.type_name = 24,
 		.resume_where_mask = 3,
 		.resume_not_a_call = 0xff,
-		.dict = {
+		.dict =
+		    {
 			.scheme = PY_DICT_SPLIT_311,
 			.type_flags = 168,
 			.type_dictoffset = 288,
@@ -74,13 +78,14 @@ static const struct py_version_info versions[] = {
 			.managed_values = -32, /* ((PyDictValues **)obj)[-4] */
 			.values_items = 0,
 			DICT_ENTRIES,
-		},
-	},
-	{
+		    },
+	    },
+	    {
 		.name = "3.12",
 		.hex_min = 0x030c00a0,
 		.hex_max = 0x030cffff,
-		.off = {
+		.off =
+		    {
 			.runtime_interp_head = 40,
 			.interp_next = 0,
 			.interp_threads_head = 72,
@@ -103,7 +108,7 @@ static const struct py_version_info versions[] = {
 			.unicode_state = 32,
 			.unicode_ascii_data = 40,
 			.unicode_compact_data = 56,
-		},
+		    },
 		.code_name = 120,
 		.code_linetable = 136,
 		.code_adaptive = 192,
@@ -113,7 +118,8 @@ static const struct py_version_info versions[] = {
 		.type_name = 24,
 		.resume_where_mask = 3,
 		.resume_not_a_call = 0xff,
-		.dict = {
+		.dict =
+		    {
 			.scheme = PY_DICT_TAGGED_312,
 			.type_flags = 168,
 			.type_dictoffset = 288,
@@ -124,13 +130,14 @@ static const struct py_version_info versions[] = {
 			.managed_values = -24,
 			.values_items = 0,
 			DICT_ENTRIES,
-		},
-	},
-	{
+		    },
+	    },
+	    {
 		.name = "3.13",
 		.hex_min = 0x030d00a0,
 		.hex_max = 0x030dffff,
-		.off = {
+		.off =
+		    {
 			.runtime_interp_head = 632,
 			.interp_next = 7264,
 			.interp_threads_head = 7344,
@@ -153,7 +160,7 @@ static const struct py_version_info versions[] = {
 			.unicode_state = 32,
 			.unicode_ascii_data = 40,
 			.unicode_compact_data = 56,
-		},
+		    },
 		.code_name = 120,
 		.code_linetable = 136,
 		.code_adaptive = 200,
@@ -163,7 +170,8 @@ static const struct py_version_info versions[] = {
 		.type_name = 24,
 		.resume_where_mask = 3,
 		.resume_not_a_call = 0xff,
-		.dict = {
+		.dict =
+		    {
 			.scheme = PY_DICT_INLINE_313,
 			.type_flags = 168,
 			.type_dictoffset = 288,
@@ -175,8 +183,9 @@ static const struct py_version_info versions[] = {
 			.managed_values = PTG_OFF_NONE,
 			.values_items = 8, /* capacity, size, embedded, valid, then the values */
 			DICT_ENTRIES,
-		},
-		.debug = {
+		    },
+		.debug =
+		    {
 			.size = 584,
 			.free_threaded = 16,
 			.interp_head = 40,
@@ -203,13 +212,14 @@ static const struct py_version_info versions[] = {
 			.unicode_state = 544,
 			.unicode_length = 552,
 			.unicode_ascii_size = 560,
-		},
-	},
-	{
+		    },
+	    },
+	    {
 		.name = "3.14",
 		.hex_min = 0x030e00a0,
 		.hex_max = 0x030effff,
-		.off = {
+		.off =
+		    {
 			.runtime_interp_head = 808,
 			.interp_next = 7272,
 			.interp_threads_head = 7344,
@@ -232,7 +242,7 @@ static const struct py_version_info versions[] = {
 			.unicode_state = 32,
 			.unicode_ascii_data = 40,
 			.unicode_compact_data = 56,
-		},
+		    },
 		.code_name = 120,
 		.code_linetable = 136,
 		.code_adaptive = 208,
@@ -242,7 +252,8 @@ static const struct py_version_info versions[] = {
 		.type_name = 24,
 		.resume_where_mask = 3,
 		.resume_not_a_call = 0xff,
-		.dict = {
+		.dict =
+		    {
 			.scheme = PY_DICT_INLINE_313,
 			.type_flags = 168,
 			.type_dictoffset = 288,
@@ -254,8 +265,9 @@ static const struct py_version_info versions[] = {
 			.managed_values = PTG_OFF_NONE,
 			.values_items = 8,
 			DICT_ENTRIES,
-		},
-		.debug = {
+		    },
+		.debug =
+		    {
 			.size = 760,
 			.free_threaded = 16,
 			.interp_head = 40,
@@ -282,13 +294,14 @@ static const struct py_version_info versions[] = {
 			.unicode_state = 624,
 			.unicode_length = 632,
 			.unicode_ascii_size = 640,
-		},
-	},
-	{
+		    },
+	    },
+	    {
 		.name = "3.15",
 		.hex_min = 0x030f00a0,
 		.hex_max = 0x030fffff,
-		.off = {
+		.off =
+		    {
 			.runtime_interp_head = 936,
 			.interp_next = 7264,
 			.interp_threads_head = 7336,
@@ -311,7 +324,7 @@ static const struct py_version_info versions[] = {
 			.unicode_state = 32,
 			.unicode_ascii_data = 40,
 			.unicode_compact_data = 56,
-		},
+		    },
 		.code_name = 120,
 		.code_linetable = 136,
 		.code_adaptive = 208,
@@ -321,7 +334,8 @@ static const struct py_version_info versions[] = {
 		.type_name = 24,
 		.resume_where_mask = 7,
 		.resume_not_a_call = 4 /* RESUME_AT_GEN_EXPR_START */,
-		.dict = {
+		.dict =
+		    {
 			.scheme = PY_DICT_INLINE_313,
 			.type_flags = 168,
 			.type_dictoffset = 288,
@@ -333,8 +347,9 @@ static const struct py_version_info versions[] = {
 			.managed_values = PTG_OFF_NONE,
 			.values_items = 8,
 			DICT_ENTRIES,
-		},
-		.debug = {
+		    },
+		.debug =
+		    {
 			.size = 888,
 			.free_threaded = 16,
 			.interp_head = 40,
@@ -361,8 +376,8 @@ static const struct py_version_info versions[] = {
 			.unicode_state = 720,
 			.unicode_length = 728,
 			.unicode_ascii_size = 736,
-		},
-	},
+		    },
+	    },
 };
 
 const struct py_version_info *py_version_lookup(uint32_t version_hex)
@@ -403,7 +418,7 @@ static void block_add(uint32_t *lo, uint32_t *hi, uint32_t off, uint32_t n)
 int py_offsets_blocks(struct ptg_py_offsets *o, uint32_t code_adaptive)
 {
 	uint32_t frame_ptr =
-		o->tstate_cframe != PTG_OFF_NONE ? o->tstate_cframe : o->cframe_current_frame;
+	    o->tstate_cframe != PTG_OFF_NONE ? o->tstate_cframe : o->cframe_current_frame;
 	uint32_t lo = UINT32_MAX, hi = 0;
 
 	/* native_thread_id is an unsigned long */

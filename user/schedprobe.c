@@ -103,9 +103,8 @@ static int open_common(struct tracer *t, pid_t pid, int tgids_fd, struct cudapro
 	if (!err && tgids_fd < 0 &&
 	    bpf_map_update_elem(bpf_map__fd(s->skel->maps.tgids), &tgid, &one, BPF_ANY))
 		err = -errno;
-	err = err
-		  ?: tracer__on(t, PTG_EV_SCHED_OFF, PTG_EV_SCHED_OFF, handle_event, write_losses,
-				s);
+	err =
+	    err ?: tracer__on(t, PTG_EV_SCHED_OFF, PTG_EV_SCHED_OFF, handle_event, write_losses, s);
 	if (err)
 		goto cleanup;
 	*out = s;

@@ -154,11 +154,11 @@ static int close_window(struct slicer *s)
 		while (!err && th->n) {
 			const struct ptg_record *e = &th->open[--th->n];
 			struct ptg_record x = {
-				.kind = e->kind == PTG_REC_PY_ENTER ? PTG_REC_PY_EXIT : PTG_REC_OP_EXIT,
-				.flags = PTG_F_EXIT_STOP,
-				.pid = e->pid,
-				.tid = e->tid,
-				.ts = s->t1,
+			    .kind = e->kind == PTG_REC_PY_ENTER ? PTG_REC_PY_EXIT : PTG_REC_OP_EXIT,
+			    .flags = PTG_F_EXIT_STOP,
+			    .pid = e->pid,
+			    .tid = e->tid,
+			    .ts = s->t1,
 			};
 
 			err = trace_writer__record(s->w, &x);
@@ -216,7 +216,7 @@ static int copy_records(struct slicer *s, struct trace_reader *r)
 int trace_slice(const char *in, const char *out, uint64_t t0, uint64_t t1,
 		const struct slice_meta *extra, size_t nextra)
 {
-	struct slicer s = { .t0 = t0, .t1 = t1 };
+	struct slicer s = {.t0 = t0, .t1 = t1};
 	struct trace_reader *r = NULL;
 	int err;
 

@@ -19,10 +19,10 @@
 #include "steps.h"
 #include "u64map.h"
 
-#define STEP_SUFFIX ".step"
-#define OPTIM_DIR "/torch/optim/"
+#define STEP_SUFFIX    ".step"
+#define OPTIM_DIR      "/torch/optim/"
 #define SCHEDULER_FILE "/torch/optim/lr_scheduler.py"
-#define SWA_FILE "/torch/optim/swa_utils.py"
+#define SWA_FILE       "/torch/optim/swa_utils.py"
 
 enum { ACTION_NONE, ACTION_WARMUP, ACTION_RECORD, ACTION_RECORD_AND_SAVE };
 
@@ -66,8 +66,8 @@ static int parse_u32(const char *s, size_t len, uint32_t *out)
 
 int steps_parse_schedule(const char *s, struct steps_opts *o)
 {
-	static const char *const keys[] = { "wait", "warmup", "active", "repeat", "skip_first" };
-	uint32_t *vals[] = { &o->wait, &o->warmup, &o->active, &o->repeat, &o->skip_first };
+	static const char *const keys[] = {"wait", "warmup", "active", "repeat", "skip_first"};
+	uint32_t *vals[] = {&o->wait, &o->warmup, &o->active, &o->repeat, &o->skip_first};
 	unsigned int seen = 0;
 
 	o->wait = o->warmup = o->active = o->repeat = o->skip_first = 0;
@@ -197,7 +197,7 @@ static bool all_done(const struct steps *s)
 static int end_step(struct steps *s, const struct ptg_event *e)
 {
 	struct trace_writer *w = tracer__writer(s->t);
-	struct ptg_record r = { .kind = PTG_REC_SPAN, .pid = e->pid, .tid = e->tid };
+	struct ptg_record r = {.kind = PTG_REC_SPAN, .pid = e->pid, .tid = e->tid};
 	char name[32];
 	int err;
 
@@ -241,8 +241,8 @@ static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, 
 
 	if (e->kind == PTG_EV_PY_CODE)
 		return size >= sizeof(struct ptg_code_event)
-			       ? learn_code(s, (const struct ptg_code_event *)e)
-			       : 0;
+			   ? learn_code(s, (const struct ptg_code_event *)e)
+			   : 0;
 	th = tracer__thread(t, e->pid, e->tid, e->ts);
 	st = step_thread(s, e->pid, e->tid);
 	if (!th || !st)
@@ -260,7 +260,7 @@ static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, 
 	slot = &th->stack[th->depth - 1];
 	if (slot->key != e->a || !is_step(s, e->b, e->aux))
 		return 0;
-	*st = (struct step_thread){ .active = true, .idx = th->depth - 1, .frame = e->a };
+	*st = (struct step_thread){.active = true, .idx = th->depth - 1, .frame = e->a};
 	return 0;
 }
 
@@ -339,9 +339,9 @@ static int write_window(const struct steps *s, const char *tmp, const char *path
 {
 	char steps[64], stop[32];
 	struct slice_meta meta[] = {
-		{ "steps", steps },
-		{ "stop.reason", reason },
-		{ "stop.monotonic_ns", stop },
+	    {"steps", steps},
+	    {"stop.reason", reason},
+	    {"stop.monotonic_ns", stop},
 	};
 
 	if (nk)

@@ -19,9 +19,9 @@
 #include "tracer.h"
 
 struct steps_opts {
-	uint32_t max_steps;	  /* stop after this many steps; 0: no limit */
-	const char *function;	  /* "module:qualname" that ends a step; NULL: torch.optim's step() */
-	bool schedule;		  /* wait/warmup/active/repeat/skip_first are set */
+	uint32_t max_steps;   /* stop after this many steps; 0: no limit */
+	const char *function; /* "module:qualname" that ends a step; NULL: torch.optim's step() */
+	bool schedule;	      /* wait/warmup/active/repeat/skip_first are set */
 	uint32_t wait, warmup, active, repeat, skip_first;
 };
 

@@ -25,7 +25,7 @@ static bool has_cap(const struct __user_cap_data_struct d[2], int cap)
 
 static bool privileged(void)
 {
-	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
 	struct __user_cap_data_struct d[2] = {};
 
 	if (syscall(SYS_capget, &h, d))
@@ -47,23 +47,27 @@ static bool sysfs_has(const char *rel)
 int syscheck_tracing(char *err, size_t errlen)
 {
 	if (!privileged()) {
-		snprintf(err, errlen, "tracing needs root (or CAP_BPF, CAP_PERFMON and "
-				      "CAP_SYS_PTRACE): run it with sudo");
+		snprintf(err, errlen,
+			 "tracing needs root (or CAP_BPF, CAP_PERFMON and "
+			 "CAP_SYS_PTRACE): run it with sudo");
 		return -EPERM;
 	}
 	if (!sysfs_has("/kernel/btf/vmlinux")) {
-		snprintf(err, errlen, "this kernel has no BTF (/sys/kernel/btf/vmlinux): it needs "
-				      "CONFIG_DEBUG_INFO_BTF=y");
+		snprintf(err, errlen,
+			 "this kernel has no BTF (/sys/kernel/btf/vmlinux): it needs "
+			 "CONFIG_DEBUG_INFO_BTF=y");
 		return -ENOSYS;
 	}
 	if (!sysfs_has("/bus/event_source/devices/uprobe/type")) {
-		snprintf(err, errlen, "this kernel has no uprobes: it needs CONFIG_UPROBE_EVENTS=y");
+		snprintf(err, errlen,
+			 "this kernel has no uprobes: it needs CONFIG_UPROBE_EVENTS=y");
 		return -ENOSYS;
 	}
 	if (libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_KPROBE, NULL) != 1 ||
 	    libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) != 1) {
-		snprintf(err, errlen, "this kernel cannot run BPF programs with ring buffers "
-				      "(needs Linux 5.8+ with CONFIG_BPF_SYSCALL=y)");
+		snprintf(err, errlen,
+			 "this kernel cannot run BPF programs with ring buffers "
+			 "(needs Linux 5.8+ with CONFIG_BPF_SYSCALL=y)");
 		return -ENOSYS;
 	}
 	return 0;

@@ -30,8 +30,8 @@
 
 struct op_lib {
 	struct opscan *scan;
-	uint32_t base; /* global index of its first op */
-	int link_fd;   /* uprobe_multi link, -1 if none */
+	uint32_t base;		 /* global index of its first op */
+	int link_fd;		 /* uprobe_multi link, -1 if none */
 	struct bpf_link **links; /* per-site fallback */
 	size_t nlinks;
 };
@@ -48,7 +48,7 @@ struct torchops {
 	const char **names; /* global op index -> name */
 	uint32_t *syms;	    /* global op index -> symbol, 0 until first call */
 	size_t nops;
-	uint64_t seq; /* ext of the last op: links it to the CUDA calls it makes */
+	uint64_t seq;	      /* ext of the last op: links it to the CUDA calls it makes */
 	struct u64map probed; /* inode -> 1: probed ahead or when mapped, once */
 	struct torchops_stats st;
 };
@@ -56,8 +56,8 @@ struct torchops {
 static uint32_t op_sym(struct torchops *ops, uint64_t op)
 {
 	if (!ops->syms[op])
-		ops->syms[op] = trace_writer__sym(tracer__writer(ops->t), PTG_SYM_OP,
-						  ops->names[op], "", 0);
+		ops->syms[op] =
+		    trace_writer__sym(tracer__writer(ops->t), PTG_SYM_OP, ops->names[op], "", 0);
 	return ops->syms[op];
 }
 
@@ -90,9 +90,9 @@ static int close_stale(struct torchops *ops, struct tracer_thread *th, uint64_t 
 static int op_enter(struct torchops *ops, struct tracer_thread *th, const struct ptg_event *e)
 {
 	struct tracer_slot slot = {
-		.key = e->b,
-		.code = e->a,
-		.kind = PTG_REC_OP_ENTER,
+	    .key = e->b,
+	    .code = e->a,
+	    .kind = PTG_REC_OP_ENTER,
 	};
 	int err = close_stale(ops, th, e->b, true, e->ts);
 
@@ -255,10 +255,9 @@ static int attach_each(struct torchops *ops, struct op_lib *lib, const char *pat
 	if (!lib->links)
 		return -ENOMEM;
 	for (size_t i = 0; i < s->nsites; i++) {
-		LIBBPF_OPTS(bpf_uprobe_opts, opts,
-			    .bpf_cookie = site_cookie(lib, &s->sites[i]));
+		LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = site_cookie(lib, &s->sites[i]));
 		struct bpf_link *l = bpf_program__attach_uprobe_opts(
-			ops->skel->progs.op_single, ops->pid, path, s->sites[i].offset, &opts);
+		    ops->skel->progs.op_single, ops->pid, path, s->sites[i].offset, &opts);
 
 		if (!l)
 			return -errno;
@@ -309,7 +308,7 @@ static int add_lib(struct torchops *ops, struct opscan *scan, struct op_lib **ou
 		syms[ops->nops + i] = 0;
 	}
 	*out = &libs[ops->nlibs++];
-	**out = (struct op_lib){ .scan = scan, .base = (uint32_t)ops->nops, .link_fd = -1 };
+	**out = (struct op_lib){.scan = scan, .base = (uint32_t)ops->nops, .link_fd = -1};
 	return 0;
 }
 

@@ -20,25 +20,24 @@
 struct torchops;
 
 struct torchops_stats {
-	uint64_t calls;	      /* OP_ENTER records written */
-	uint64_t dropped;     /* events the ring buffer had no room for */
-	uint64_t unmatched;   /* exits of ops entered before recording (or lost) */
-	uint64_t unwound;     /* ops closed by the stack rules: left by an exception */
-	uint32_t libs;	      /* libraries probed */
-	uint32_t mapped;      /* PyTorch libraries the target mapped, probed or not */
-	uint32_t ops;	      /* op entry points probed */
-	uint32_t sites;	      /* uprobe sites (entries, rets, tail jumps) */
-	uint64_t scan_ns;     /* disassembly of the libraries */
-	uint64_t attach_ns;   /* attaching their probes */
-	bool multi;	      /* attached through uprobe_multi links */
+	uint64_t calls;	    /* OP_ENTER records written */
+	uint64_t dropped;   /* events the ring buffer had no room for */
+	uint64_t unmatched; /* exits of ops entered before recording (or lost) */
+	uint64_t unwound;   /* ops closed by the stack rules: left by an exception */
+	uint32_t libs;	    /* libraries probed */
+	uint32_t mapped;    /* PyTorch libraries the target mapped, probed or not */
+	uint32_t ops;	    /* op entry points probed */
+	uint32_t sites;	    /* uprobe sites (entries, rets, tail jumps) */
+	uint64_t scan_ns;   /* disassembly of the libraries */
+	uint64_t attach_ns; /* attaching their probes */
+	bool multi;	    /* attached through uprobe_multi links */
 };
 
 /* mp may be NULL (no module paths). quiet: no line per library on stderr. */
 int torchops__open(struct tracer *t, pid_t pid, struct modpath *mp, bool quiet,
 		   struct torchops **out);
 /* The libwatch subscriber: probes every PyTorch library the target maps. */
-int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_path,
-		     uint64_t bias);
+int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_path, uint64_t bias);
 /* Module paths from mp from now on: a Python interpreter found after the start. */
 void torchops__set_modpath(struct torchops *ops, struct modpath *mp);
 void torchops__detach(struct torchops *ops);

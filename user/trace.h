@@ -25,24 +25,28 @@
  * complete intervals (ts + dur) or instants (dur = 0).
  */
 enum ptg_rec_kind {
-	PTG_REC_PY_ENTER = 1,  /* sym = Python function; flags: PTG_F_* below */
-	PTG_REC_PY_EXIT = 2,   /* flags: PTG_F_EXIT_* */
-	PTG_REC_OP_ENTER = 3,  /* sym = dispatcher op (aten::addmm) */
+	PTG_REC_PY_ENTER = 1, /* sym = Python function; flags: PTG_F_* below */
+	PTG_REC_PY_EXIT = 2,  /* flags: PTG_F_EXIT_* */
+	PTG_REC_OP_ENTER = 3, /* sym = dispatcher op (aten::addmm) */
 	PTG_REC_OP_EXIT = 4,
-	PTG_REC_SPAN = 5,      /* CPU interval on tid: user annotation, ProfilerStep#N, ... (sym = name, aux[0] = category) */
+	PTG_REC_SPAN = 5, /* CPU interval on tid: user annotation, ProfilerStep#N, ... (sym = name,
+			     aux[0] = category) */
 	/*
 	 * Host-side CUDA runtime/driver call: sym = API name, stream, ext; aux[1] = 1 for the
 	 * driver API. Probed by record: flags = result, aux[2] = bytes, aux[3] = host call id,
 	 * corr = 0 (a join FLOW gives it one). From CUPTI or Kineto: corr, aux[0] = cbid.
 	 */
 	PTG_REC_CUDA_CALL = 6,
-	PTG_REC_GPU_KERNEL = 7, /* aux: grid x,y,z packed in aux[0..1], block in aux[2..3]; device, stream, correlation */
+	PTG_REC_GPU_KERNEL = 7, /* aux: grid x,y,z packed in aux[0..1], block in aux[2..3]; device,
+				   stream, correlation */
 	PTG_REC_GPU_MEMCPY = 8, /* aux[0] = bytes, aux[1] = copy kind */
 	PTG_REC_GPU_MEMSET = 9, /* aux[0] = bytes */
 	PTG_REC_GPU_SYNC = 10,	/* GPU-side synchronization record */
-	PTG_REC_SCHED = 11,	/* off-CPU interval of tid: aux[0] = reason (PTG_SCHED_*), aux[1] = run-queue delay ns, aux[2] = waker tid; sym, aux[3] = CUDA call blocked in (API, host call id) */
-	PTG_REC_SAMPLE = 12,	/* stack sample: sym = stack id (see PTG_SYM_STACK), aux[0] = weight */
-	PTG_REC_THREAD = 13,	/* thread metadata: sym = thread name */
+	PTG_REC_SCHED =
+	    11, /* off-CPU interval of tid: aux[0] = reason (PTG_SCHED_*), aux[1] = run-queue delay
+		   ns, aux[2] = waker tid; sym, aux[3] = CUDA call blocked in (API, host call id) */
+	PTG_REC_SAMPLE = 12, /* stack sample: sym = stack id (see PTG_SYM_STACK), aux[0] = weight */
+	PTG_REC_THREAD = 13, /* thread metadata: sym = thread name */
 	/*
 	 * A link by correlation id. Kineto ac2g: aux[0] = phase ('s', 'f', 't'), aux[1] = bp "e",
 	 * sym = name, aux[2] = category. Join (record): aux[0] = 0, aux[3] = host call id of a
@@ -61,15 +65,15 @@ enum ptg_rec_kind {
 };
 
 /* flags of PTG_REC_PY_ENTER / PTG_REC_OP_ENTER */
-#define PTG_F_ENTER_CALL 0x0	   /* a new call */
-#define PTG_F_ENTER_RESUME 0x1	   /* a suspended generator/coroutine continues: not a new call */
+#define PTG_F_ENTER_CALL	0x0 /* a new call */
+#define PTG_F_ENTER_RESUME	0x1 /* a suspended generator/coroutine continues: not a new call */
 #define PTG_F_ENTER_PREEXISTING 0x2 /* on the stack when recording began; ts = recording start */
 /* flags of PTG_REC_PY_EXIT / PTG_REC_OP_EXIT */
 #define PTG_F_EXIT_RETURN 0x0
-#define PTG_F_EXIT_YIELD 0x1  /* suspended, not finished */
+#define PTG_F_EXIT_YIELD  0x1 /* suspended, not finished */
 #define PTG_F_EXIT_UNWIND 0x2 /* left by an exception */
-#define PTG_F_EXIT_STOP 0x4   /* still open when recording stopped; ts = stop time */
-#define PTG_F_EXIT_LOST 0x8   /* closed because events were lost; ts = time of resynchronization */
+#define PTG_F_EXIT_STOP	  0x4 /* still open when recording stopped; ts = stop time */
+#define PTG_F_EXIT_LOST	  0x8 /* closed because events were lost; ts = time of resynchronization */
 
 /*
  * flags of PTG_REC_GPU_KERNEL / GPU_MEMCPY / GPU_MEMSET: the args blob is an
@@ -86,13 +90,13 @@ enum ptg_sched_reason {
 
 /* Kinds of symbol in the symbol table. */
 enum ptg_sym_kind {
-	PTG_SYM_PY_FUNC = 1,   /* name = qualified name, file, line = first line */
-	PTG_SYM_OP = 2,	       /* name = "aten::addmm" */
-	PTG_SYM_KERNEL = 3,    /* name = GPU kernel name */
-	PTG_SYM_CUDA_API = 4,  /* name = "cuLaunchKernel", "cudaLaunchKernel" */
-	PTG_SYM_STRING = 5,    /* any other name (thread names, annotations, categories) */
-	PTG_SYM_STACK = 6,     /* name = folded stack ids, for samples */
-	PTG_SYM_NATIVE = 7,    /* native function: name, file = object file */
+	PTG_SYM_PY_FUNC = 1,  /* name = qualified name, file, line = first line */
+	PTG_SYM_OP = 2,	      /* name = "aten::addmm" */
+	PTG_SYM_KERNEL = 3,   /* name = GPU kernel name */
+	PTG_SYM_CUDA_API = 4, /* name = "cuLaunchKernel", "cudaLaunchKernel" */
+	PTG_SYM_STRING = 5,   /* any other name (thread names, annotations, categories) */
+	PTG_SYM_STACK = 6,    /* name = folded stack ids, for samples */
+	PTG_SYM_NATIVE = 7,   /* native function: name, file = object file */
 };
 
 struct ptg_record {
@@ -100,15 +104,15 @@ struct ptg_record {
 	uint16_t flags;
 	uint32_t pid;
 	uint32_t tid;
-	uint32_t sym;	  /* symbol id, 0 = none */
-	uint64_t ts;	  /* CLOCK_MONOTONIC ns */
-	uint64_t dur;	  /* ns, for interval kinds */
-	uint64_t stream;  /* CUDA stream (GPU and CUDA call records) */
-	uint64_t corr;	  /* correlation id (CUDA call <-> GPU record) */
-	uint64_t ext;	  /* external id (op <-> CUDA call) */
-	uint32_t device;  /* GPU device; CPU for scheduler records */
+	uint32_t sym;	 /* symbol id, 0 = none */
+	uint64_t ts;	 /* CLOCK_MONOTONIC ns */
+	uint64_t dur;	 /* ns, for interval kinds */
+	uint64_t stream; /* CUDA stream (GPU and CUDA call records) */
+	uint64_t corr;	 /* correlation id (CUDA call <-> GPU record) */
+	uint64_t ext;	 /* external id (op <-> CUDA call) */
+	uint32_t device; /* GPU device; CPU for scheduler records */
 	uint32_t pad;
-	int64_t aux[4];	  /* kind-specific, see enum ptg_rec_kind */
+	int64_t aux[4]; /* kind-specific, see enum ptg_rec_kind */
 };
 
 struct ptg_sym {
@@ -181,7 +185,8 @@ int trace_reader__rewind(struct trace_reader *r);
 /* Metadata value or NULL. */
 const char *trace_reader__meta(const struct trace_reader *r, const char *key);
 /* Iterate metadata: returns false past the end. */
-bool trace_reader__meta_at(const struct trace_reader *r, size_t i, const char **key, const char **value);
+bool trace_reader__meta_at(const struct trace_reader *r, size_t i, const char **key,
+			   const char **value);
 /* Symbol by id, or NULL. Symbols are all loaded at open. */
 const struct ptg_sym *trace_reader__sym(const struct trace_reader *r, uint32_t id);
 size_t trace_reader__nsyms(const struct trace_reader *r);

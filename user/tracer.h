@@ -35,7 +35,8 @@ struct tracer_slot {
 	uint16_t pad;
 	uint64_t ext; /* op: sequence id linking it to CUDA calls */
 	int64_t aux0; /* aux[0] of the ENTER record; op: module path symbol (0: none) */
-	uint64_t local0; /* Python: first local when the call started or was snapshotted, 0 if unknown */
+	uint64_t
+	    local0; /* Python: first local when the call started or was snapshotted, 0 if unknown */
 };
 
 struct tracer_thread {

@@ -27,8 +27,8 @@ struct lib_copy;
  * Copies the file open at fd into a new directory that only root can write,
  * in the first of /tmp, /dev/shm and /var/tmp of pid's root that can hold
  * it (owned by root, writable by others only with the sticky bit, not
- * mounted noexec, and the copy written there), as name. The copy's path as pid sees it: lib_copy__path().
- * Returns 0, or a negative errno with a one-line reason in err.
+ * mounted noexec, and the copy written there), as name. The copy's path as pid sees it:
+ * lib_copy__path(). Returns 0, or a negative errno with a one-line reason in err.
  */
 int lib_copy__new(int fd, pid_t pid, const char *name, struct lib_copy **out, char *err,
 		  size_t errlen);

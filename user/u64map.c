@@ -24,7 +24,7 @@ uint64_t *u64map__get(const struct u64map *m, uint64_t key)
 
 static int grow(struct u64map *m)
 {
-	struct u64map n = { .cap = m->cap ? m->cap * 2 : 64 };
+	struct u64map n = {.cap = m->cap ? m->cap * 2 : 64};
 
 	n.keys = calloc(n.cap, sizeof(*n.keys));
 	n.vals = calloc(n.cap, sizeof(*n.vals));

@@ -45,7 +45,8 @@ bool uprobe_multi_supported(void)
 		const struct btf_enum *e = btf_enum(t);
 
 		for (int i = 0; i < btf_vlen(t); i++, e++) {
-			if (!strcmp(btf__name_by_offset(btf, e->name_off), "BPF_TRACE_UPROBE_MULTI"))
+			if (!strcmp(btf__name_by_offset(btf, e->name_off),
+				    "BPF_TRACE_UPROBE_MULTI"))
 				known = e->val == PTG_BPF_TRACE_UPROBE_MULTI;
 		}
 	}
@@ -57,14 +58,14 @@ int uprobe_multi_attach(int prog_fd, const char *path, const uint64_t *offsets,
 			const uint64_t *cookies, uint32_t cnt, bool retprobe, pid_t pid)
 {
 	struct uprobe_multi_attr a = {
-		.prog_fd = (__u32)prog_fd,
-		.attach_type = PTG_BPF_TRACE_UPROBE_MULTI,
-		.path = (uintptr_t)path,
-		.offsets = (uintptr_t)offsets,
-		.cookies = (uintptr_t)cookies,
-		.cnt = cnt,
-		.multi_flags = retprobe ? UPROBE_MULTI_RETURN : 0,
-		.pid = (__u32)pid,
+	    .prog_fd = (__u32)prog_fd,
+	    .attach_type = PTG_BPF_TRACE_UPROBE_MULTI,
+	    .path = (uintptr_t)path,
+	    .offsets = (uintptr_t)offsets,
+	    .cookies = (uintptr_t)cookies,
+	    .cnt = cnt,
+	    .multi_flags = retprobe ? UPROBE_MULTI_RETURN : 0,
+	    .pid = (__u32)pid,
 	};
 	int fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
 

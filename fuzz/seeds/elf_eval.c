@@ -10,18 +10,13 @@
 #ifndef PY_VERSION_HEX
 #define PY_VERSION_HEX 0x030b07f0
 #endif
-#define C16(p)                                                                                     \
-	C(p##0)                                                                                    \
-	C(p##1)                                                                                    \
-	C(p##2)                                                                                    \
-	C(p##3) C(p##4) C(p##5) C(p##6) C(p##7) C(p##8) C(p##9) C(p##a) C(p##b) C(p##c) C(p##d)    \
-	    C(p##e) C(p##f)
-#define C256                                                                                       \
-	C16(x0)                                                                                    \
-	C16(x1)                                                                                    \
-	C16(x2)                                                                                    \
-	C16(x3) C16(x4) C16(x5) C16(x6) C16(x7) C16(x8) C16(x9) C16(xa) C16(xb) C16(xc) C16(xd)    \
-	    C16(xe) C16(xf)
+/* not a fixed point of clang-format 14: left as written */
+/* clang-format off */
+#define C16(p) C(p##0) C(p##1) C(p##2) C(p##3) C(p##4) C(p##5) C(p##6) C(p##7) \
+	       C(p##8) C(p##9) C(p##a) C(p##b) C(p##c) C(p##d) C(p##e) C(p##f)
+#define C256 C16(x0) C16(x1) C16(x2) C16(x3) C16(x4) C16(x5) C16(x6) C16(x7) \
+	     C16(x8) C16(x9) C16(xa) C16(xb) C16(xc) C16(xd) C16(xe) C16(xf)
+/* clang-format on */
 
 const unsigned long Py_Version = PY_VERSION_HEX;
 

@@ -15,24 +15,27 @@
  * CUDA calls 32-47, scheduler 48-63, library loads 64-71, processes 72-79.
  */
 enum ptg_ev_kind {
-	PTG_EV_PY_START = 1,  /* a new Python call: a = frame, b = code, aux = code fingerprint */
-	PTG_EV_PY_RESUME = 2, /* a generator/coroutine continues: a = frame, b = code, aux = fingerprint */
+	PTG_EV_PY_START = 1, /* a new Python call: a = frame, b = code, aux = code fingerprint */
+	PTG_EV_PY_RESUME =
+	    2, /* a generator/coroutine continues: a = frame, b = code, aux = fingerprint */
 	PTG_EV_PY_RETURN = 3, /* frame a returns */
 	PTG_EV_PY_YIELD = 4,  /* frame a suspends (yield / await) */
 	PTG_EV_PY_UNWIND = 5, /* frames above frame a exited by an exception (a may be 0: all) */
 	PTG_EV_PY_STACK = 6,  /* snapshot of the thread's frame chain, see ptg_stack_event */
-	PTG_EV_PY_CODE = 7,   /* names of a code object seen for the first time, see ptg_code_event */
+	PTG_EV_PY_CODE = 7, /* names of a code object seen for the first time, see ptg_code_event */
 
 	/* a = op index (PTG_OP_COOKIE_OP), b = stack pointer, aux = enum ptg_op_site */
 	PTG_EV_OP_ENTER = 16, /* first instruction of at::_ops::<op>::call */
 	PTG_EV_OP_EXIT = 17,  /* a ret of it, or the jump of its tail call */
 
-	/* aux = api | nesting depth << 8 (| result << 16 in EXIT); a = call id, b = stream, c = bytes */
+	/* aux = api | nesting depth << 8 (| result << 16 in EXIT); a = call id, b = stream, c =
+	   bytes */
 	PTG_EV_CUDA_ENTER = 32, /* a CUDA API call starts */
 	PTG_EV_CUDA_EXIT = 33,	/* it returned: d = its ENTER's ts */
 
-	PTG_EV_SCHED_OFF = 48, /* the thread is back on a CPU: ts = when it left, a = ns off-CPU,
-				* b = run-queue delay ns, c = waker tid, aux = enum ptg_sched_reason */
+	PTG_EV_SCHED_OFF =
+	    48, /* the thread is back on a CPU: ts = when it left, a = ns off-CPU,
+		 * b = run-queue delay ns, c = waker tid, aux = enum ptg_sched_reason */
 
 	PTG_EV_LIB_CHANGE = 64, /* the dynamic loader changed the set of mapped objects;
 				 * aux = PTG_LIB_EXEC: the process exec'd a new image */
@@ -51,11 +54,11 @@ enum ptg_ev_kind {
  * (0-5 in registers, 6 and up on the stack); a struct such as dim3 passed by
  * value takes one slot per eightbyte.
  */
-#define PTG_CUDA_MAX_NEST 4	 /* calls open at once on a thread (runtime -> driver) */
+#define PTG_CUDA_MAX_NEST  4 /* calls open at once on a thread (runtime -> driver) */
 #define PTG_CUDA_SLOT_NONE 0xff
-#define PTG_CUDA_DIRECT 0xff /* stream_off: the slot holds the stream itself */
-#define PTG_CUDA_COOKIE(api, stream_slot, stream_off, bytes_slot, bytes_shift)              \
-	((__u64)(api) | (__u64)(stream_slot) << 16 | (__u64)(stream_off) << 24 |            \
+#define PTG_CUDA_DIRECT	   0xff /* stream_off: the slot holds the stream itself */
+#define PTG_CUDA_COOKIE(api, stream_slot, stream_off, bytes_slot, bytes_shift)                     \
+	((__u64)(api) | (__u64)(stream_slot) << 16 | (__u64)(stream_off) << 24 |                   \
 	 (__u64)(bytes_slot) << 32 | (__u64)(bytes_shift) << 40)
 #define PTG_CUDA_API(c)		((__u32)((c)&0xffff))
 #define PTG_CUDA_STREAM_SLOT(c) ((__u32)((c) >> 16) & 0xff)
@@ -75,7 +78,7 @@ enum ptg_op_site {
 	PTG_OP_SITE_TAIL = 2,  /* a jmp to another function, the stack as at entry */
 	PTG_OP_SITE_CHECK = 3, /* the stack-protector jne on the way to a ret */
 };
-#define PTG_OP_COOKIE(op, site, fp, delta)                                                     \
+#define PTG_OP_COOKIE(op, site, fp, delta)                                                         \
 	((__u64)(op) << 32 | (__u64)(__u16)(delta) << 16 | (__u64)(fp) << 2 | (site))
 #define PTG_OP_COOKIE_OP(c)    ((c) >> 32)
 #define PTG_OP_COOKIE_SITE(c)  ((__u32)((c)&3))
@@ -124,7 +127,8 @@ struct ptg_event {
 struct ptg_frame_ref {
 	__u64 frame;
 	__u64 code;
-	__u64 local0; /* its first local (self of a method) when sent: user space reads it too late */
+	__u64
+	    local0; /* its first local (self of a method) when sent: user space reads it too late */
 	__u32 fingerprint;
 	__u32 pad;
 };
@@ -148,7 +152,8 @@ struct ptg_stack_event {
  * character (0: could not be read, user space reads /proc/PID/mem instead).
  */
 struct ptg_code_event {
-	struct ptg_event hdr; /* kind = PTG_EV_PY_CODE, a = code, aux = fingerprint, b = first line */
+	struct ptg_event
+	    hdr; /* kind = PTG_EV_PY_CODE, a = code, aux = fingerprint, b = first line */
 	__u8 name_width;
 	__u8 file_width;
 	__u16 name_chars;

@@ -104,10 +104,9 @@ FAKE_EXPORT cudaError_t CUDARTAPI cudaLaunchKernel(const void *func, dim3 gridDi
 						   cudaStream_t stream)
 {
 	uint64_t t = cupti_enter();
-	cudaError_t r = (cudaError_t)cuLaunchKernel((CUfunction)func, gridDim.x, gridDim.y,
-						    gridDim.z, blockDim.x, blockDim.y, blockDim.z,
-						    (unsigned int)sharedMem, (CUstream)stream, args,
-						    NULL);
+	cudaError_t r = (cudaError_t)cuLaunchKernel(
+	    (CUfunction)func, gridDim.x, gridDim.y, gridDim.z, blockDim.x, blockDim.y, blockDim.z,
+	    (unsigned int)sharedMem, (CUstream)stream, args, NULL);
 
 	cupti_exit(0, 211 /* cudaLaunchKernel_v7000 */, t, gridDim.x * 1000ull);
 	return r;

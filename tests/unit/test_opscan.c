@@ -22,9 +22,9 @@ static void test_symbol_names(void)
 	ASSERT_EQ(opscan_name_from_symbol("_ZN2at4_ops5addmm4callERKNS_6TensorE", buf, sizeof(buf)),
 		  0, "addmm parses");
 	ASSERT_STREQ(buf, "aten::addmm", "addmm fallback name");
-	ASSERT_EQ(opscan_name_from_symbol("_ZN2at4_ops10add_Tensor4callERKNS_6TensorE", buf,
-					  sizeof(buf)),
-		  0, "add_Tensor parses");
+	ASSERT_EQ(
+	    opscan_name_from_symbol("_ZN2at4_ops10add_Tensor4callERKNS_6TensorE", buf, sizeof(buf)),
+	    0, "add_Tensor parses");
 	ASSERT_STREQ(buf, "aten::add_Tensor", "the fallback keeps the overload suffix");
 	ASSERT_TRUE(opscan_name_from_symbol("_ZN2at4_ops5addmm10redispatchE", buf, sizeof(buf)),
 		    "redispatch is not an entry point");

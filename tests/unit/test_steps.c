@@ -42,24 +42,30 @@ static void test_parse(void)
 static void test_actions(void)
 {
 	/* [schedule(wait=1, warmup=1, active=2, repeat=2)(k).value for k in range(10)] */
-	static const int two[] = { 0, 1, 2, 3, 0, 1, 2, 3, 0, 0 };
+	static const int two[] = {0, 1, 2, 3, 0, 1, 2, 3, 0, 0};
 	/* schedule(wait=0, warmup=0, active=1, skip_first=2): NONE, NONE, then SAVE forever */
-	static const int skip[] = { 0, 0, 3, 3, 3, 3 };
-	struct steps_opts o = { .schedule = true, .wait = 1, .warmup = 1, .active = 2, .repeat = 2 };
+	static const int skip[] = {0, 0, 3, 3, 3, 3};
+	struct steps_opts o = {.schedule = true, .wait = 1, .warmup = 1, .active = 2, .repeat = 2};
 
 	for (uint32_t k = 0; k < 10; k++)
 		ASSERT_EQ(steps_action(&o, k), two[k], "wait=1,warmup=1,active=2,repeat=2");
-	o = (struct steps_opts){ .schedule = true, .active = 1, .skip_first = 2 };
+	o = (struct steps_opts){.schedule = true, .active = 1, .skip_first = 2};
 	for (uint32_t k = 0; k < 6; k++)
 		ASSERT_EQ(steps_action(&o, k), skip[k], "active=1,skip_first=2");
 }
 
 static struct trace_writer *w;
 
-static void rec(uint16_t kind, uint16_t flags, uint32_t tid, uint32_t sym, uint64_t ts, int64_t aux0)
+static void rec(uint16_t kind, uint16_t flags, uint32_t tid, uint32_t sym, uint64_t ts,
+		int64_t aux0)
 {
-	struct ptg_record r = { .kind = kind, .flags = flags, .pid = 1, .tid = tid, .sym = sym,
-				.ts = ts, .aux = { aux0 } };
+	struct ptg_record r = {.kind = kind,
+			       .flags = flags,
+			       .pid = 1,
+			       .tid = tid,
+			       .sym = sym,
+			       .ts = ts,
+			       .aux = {aux0}};
 
 	ASSERT_EQ(trace_writer__record(w, &r), 0, "write");
 }
@@ -78,8 +84,10 @@ static void write_input(uint32_t *syms)
 	syms[2] = trace_writer__sym(w, PTG_SYM_OP, "aten::add", "", 0);
 	syms[3] = trace_writer__sym(w, PTG_SYM_OP, "aten::mul", "", 0);
 	syms[4] = trace_writer__sym(w, PTG_SYM_PY_FUNC, "worker", "app.py", 20);
-	syms[5] = trace_writer__sym(w, PTG_SYM_STRING, "TOP(Net)::forward.fc1(Linear)::forward", "", 0);
-	syms[6] = trace_writer__sym(w, PTG_SYM_STRING, "TOP(Net)::forward.fc2(Linear)::forward", "", 0);
+	syms[5] =
+	    trace_writer__sym(w, PTG_SYM_STRING, "TOP(Net)::forward.fc1(Linear)::forward", "", 0);
+	syms[6] =
+	    trace_writer__sym(w, PTG_SYM_STRING, "TOP(Net)::forward.fc2(Linear)::forward", "", 0);
 	syms[7] = trace_writer__sym(w, PTG_SYM_STRING, "ProfilerStep#1", "", 0);
 	rec(PTG_REC_PY_ENTER, 0, 1, syms[0], 0, 0);
 	rec(PTG_REC_PY_ENTER, 0, 2, syms[4], 5, 0);
@@ -92,8 +100,8 @@ static void write_input(uint32_t *syms)
 	rec(PTG_REC_OP_EXIT, 0, 1, 0, 70, 0);
 	rec(PTG_REC_PY_EXIT, 0, 1, 0, 90, 0);
 	{
-		struct ptg_record span = { .kind = PTG_REC_SPAN, .pid = 1, .tid = 1, .sym = syms[7],
-					   .ts = 45, .dur = 45 };
+		struct ptg_record span = {
+		    .kind = PTG_REC_SPAN, .pid = 1, .tid = 1, .sym = syms[7], .ts = 45, .dur = 45};
 
 		ASSERT_EQ(trace_writer__record_args(w, &span, "{\"x\": 1}", 8), 0, "span");
 	}
@@ -105,7 +113,7 @@ static void write_input(uint32_t *syms)
 
 static void test_slice(void)
 {
-	struct slice_meta meta[] = { { "steps", "ProfilerStep#1-#1" } };
+	struct slice_meta meta[] = {{"steps", "ProfilerStep#1-#1"}};
 	struct trace_reader *r;
 	struct ptg_record got[32];
 	const struct ptg_loss *l;
@@ -133,18 +141,19 @@ static void test_slice(void)
 	if (!ASSERT_EQ(n, 9, "records in the window"))
 		goto out;
 	ASSERT_TRUE(got[0].kind == PTG_REC_PY_ENTER && got[0].sym == syms[0] && got[0].ts == 45 &&
-			    (got[0].flags & PTG_F_ENTER_PREEXISTING),
+			(got[0].flags & PTG_F_ENTER_PREEXISTING),
 		    "main opens at the window's start");
 	ASSERT_TRUE(got[1].sym == syms[1] && got[1].ts == 50 && !got[1].flags, "step as recorded");
-	ASSERT_TRUE(got[2].kind == PTG_REC_OP_ENTER && got[2].aux[0] == syms[6], "module path kept");
+	ASSERT_TRUE(got[2].kind == PTG_REC_OP_ENTER && got[2].aux[0] == syms[6],
+		    "module path kept");
 	ASSERT_TRUE(got[4].kind == PTG_REC_PY_EXIT && got[4].ts == 90 && !got[4].flags,
 		    "step returns at the window's end");
 	ASSERT_TRUE(got[5].kind == PTG_REC_SPAN && got[5].ts == 45 && got[5].dur == 45, "span");
 	ASSERT_TRUE(got[6].kind == PTG_REC_PY_EXIT && got[6].tid == 1 && got[6].ts == 90 &&
-			    got[6].flags == PTG_F_EXIT_STOP,
+			got[6].flags == PTG_F_EXIT_STOP,
 		    "main stops at the window's end");
 	ASSERT_TRUE(got[7].kind == PTG_REC_PY_ENTER && got[7].tid == 2 && got[7].ts == 45 &&
-			    (got[7].flags & PTG_F_ENTER_PREEXISTING),
+			(got[7].flags & PTG_F_ENTER_PREEXISTING),
 		    "an idle thread's frame is in the window");
 	ASSERT_TRUE(got[8].tid == 2 && got[8].flags == PTG_F_EXIT_STOP, "and stops at its end");
 out:
@@ -153,7 +162,7 @@ out:
 
 static void test_grouped_profile(void)
 {
-	struct profile_opts o = { .kind = PTG_REC_OP_ENTER, .group = PROFILE_GROUP_MODULE };
+	struct profile_opts o = {.kind = PTG_REC_OP_ENTER, .group = PROFILE_GROUP_MODULE};
 	const struct profile_func *f;
 	struct profile_run *run;
 	struct trace_reader *r;
@@ -171,8 +180,8 @@ static void test_grouped_profile(void)
 			     "TOP(Net)::forward.fc2(Linear)::forward", "mul's module");
 		profile_run__free(run);
 	}
-	o = (struct profile_opts){ .kind = PTG_REC_OP_ENTER, .group = PROFILE_GROUP_STACK,
-				   .stack_n = 2 };
+	o = (struct profile_opts){
+	    .kind = PTG_REC_OP_ENTER, .group = PROFILE_GROUP_STACK, .stack_n = 2};
 	trace_reader__rewind(r);
 	if (ASSERT_EQ(profile_run__collect(r, &o, &run), 0, "collect by stack")) {
 		f = profile__funcs(run->all, &n);
