@@ -23,6 +23,8 @@ packages=(
 	# (tools/fuzz.sh, the fuzz.smoke test); clang only recommends them, and
 	# recommends are not installed here
 	libclang-rt-14-dev
+	# tests: every C file in .clang-format's style (tools/check-format.sh)
+	clang-format
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/install-deps.sh
-./tools/build.sh
+# warnings are errors here: CI runs this
+PTG_WERROR=1 ./tools/build.sh
 # Newer CPythons (and PyTorch 2.x) in Debian chroots, cached; where they cannot
 # be built (no mirror, or not within 50 minutes on a slow one: CI has 90 for
 # everything), their tests are skipped, the rest still runs.
