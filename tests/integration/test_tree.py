@@ -332,7 +332,15 @@ class PidList(unittest.TestCase):
         nobody = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
         if shutil.which("setpriv") is None:
             self.skipTest("no setpriv (util-linux)")
-        fib = py.path(os.path.join(ptg.WORKLOADS, "fib.py"))
+        # the other user cannot read the checkout (under a 0700 directory in CI):
+        # it runs copies of the workload in a folder anyone can read
+        shared = tempfile.mkdtemp(prefix="ptg-uid.")
+        self.addCleanup(shutil.rmtree, shared, True)
+        os.chmod(shared, 0o755)
+        for name in ("fib.py", "gate.py"):
+            shutil.copy(os.path.join(ptg.WORKLOADS, name), shared)
+            os.chmod(os.path.join(shared, name), 0o644)
+        fib = py.path(os.path.join(shared, "fib.py"))
         theirs = subprocess.Popen([*nobody, *py.argv(fib, "--wait")], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True)
         ours = ptg.Workload(py, "fib.py")
