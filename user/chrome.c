@@ -380,6 +380,18 @@ static void write_call(struct chrome *c, const struct ptg_record *rec)
 	ev_end(c, &a, c->args);
 }
 
+/* Whether key (a track) is seen here for the first time; on no memory, the error is kept. */
+static bool first_sight(struct chrome *c, uint64_t key)
+{
+	if (u64map__get(&c->tracks, key))
+		return false;
+	if (u64map__put(&c->tracks, key, 1)) {
+		c->b.err = -ENOMEM;
+		return false;
+	}
+	return true;
+}
+
 /* thread_name and thread_sort_index of a track of thread tid, once per track. */
 static void name_track(struct chrome *c, uint32_t pid, uint32_t tid, uint32_t track,
 		       const char *what, uint64_t ts)
@@ -388,12 +400,8 @@ static void name_track(struct chrome *c, uint32_t pid, uint32_t tid, uint32_t tr
 	struct args a = {&c->b};
 	char name[64];
 
-	if (u64map__get(&c->tracks, key))
+	if (!first_sight(c, key))
 		return;
-	if (u64map__put(&c->tracks, key, 1)) {
-		c->b.err = -ENOMEM;
-		return;
-	}
 	snprintf(name, sizeof(name), "thread %u %s", tid, what);
 	ev_new(c, true);
 	sb_str(&c->b, "{\"ph\": \"M\", \"name\": \"thread_name\"");
@@ -547,12 +555,8 @@ static void name_ns_process(struct chrome *c, const struct ptg_record *rec)
 	struct args a = {&c->b};
 	char name[64];
 
-	if (u64map__get(&c->tracks, key))
+	if (!first_sight(c, key))
 		return;
-	if (u64map__put(&c->tracks, key, 1)) {
-		c->b.err = -ENOMEM;
-		return;
-	}
 	snprintf(name, sizeof(name), "pid %u (container pid %u)", rec->pid, (uint32_t)rec->aux[2]);
 	ev_new(c, true);
 	sb_str(&c->b, "{\"ph\": \"M\", \"name\": \"process_name\"");

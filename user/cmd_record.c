@@ -262,14 +262,6 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 }
 
 /* A number from the target's environment, or NULL: only digits go in the trace. */
-static const char *env_number(pid_t pid, const char *name, char *buf, size_t len)
-{
-	if (proc_environ_get(pid, name, buf, len) || !buf[0] ||
-	    strspn(buf, "0123456789") != strlen(buf))
-		return NULL;
-	return buf;
-}
-
 /*
  * The rank of a distributed job, as torchrun and torch.distributed's env://
  * give it to each process, so that export can say which rank a trace is of
@@ -280,8 +272,8 @@ static int write_dist_meta(struct recording *rc)
 	char rank[24], world[24];
 	int err;
 
-	if (!env_number(rc->pid, "RANK", rank, sizeof(rank)) ||
-	    !env_number(rc->pid, "WORLD_SIZE", world, sizeof(world)))
+	if (proc_environ_number(rc->pid, "RANK", rank, sizeof(rank)) ||
+	    proc_environ_number(rc->pid, "WORLD_SIZE", world, sizeof(world)))
 		return 0;
 	err = trace_writer__meta(rc->w, "dist.rank", rank);
 	return err ?: trace_writer__meta(rc->w, "dist.world_size", world);
@@ -394,78 +386,6 @@ void note_leftover(const char *out)
 			left);
 }
 
-/* pyframe, then what reads the stacks it keeps: module paths and steps. */
-static int open_python(struct recording *rc)
-{
-	int ret = pyframe__open(&rc->py, rc->tracer, &rc->pf);
-
-	if (!ret && !rc->o->no_ops)
-		ret = modpath__open(rc->tracer, &rc->py, &rc->mp);
-	if (!ret)
-		ret = steps__open(rc->tracer, &rc->py, &rc->o->steps, &rc->steps);
-	return ret;
-}
-
-/* target.h: the target runs Python from now on (an exec, a libpython it mapped). */
-static int late_python(void *ctx, const struct py_interp *py, const char *how)
-{
-	struct recording *rc = ctx;
-	char buf[4096];
-	uint64_t ts;
-	int ret;
-
-	rc->py = *py;
-	ret = open_python(rc);
-	if (!ret) {
-		ts = now_ns(CLOCK_MONOTONIC);
-		pyframe__set_start_ts(rc->pf, ts);
-		ret = pyframe__attach(rc->pf);
-	}
-	if (!ret)
-		torchops__set_modpath(rc->ops, rc->mp);
-	if (ret) {
-		/* what did open stays until the end: the tracer still has its handlers */
-		pyframe__detach(rc->pf);
-		return ret;
-	}
-	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)ts);
-	ret = trace_writer__meta(rc->w, "python", strcmp(how, "exec") ? "mapped" : "exec");
-	ret = ret ?: trace_writer__meta(rc->w, "python.version", rc->py.version);
-	ret = ret ?: trace_writer__meta(rc->w, "python.path", rc->py.path);
-	ret = ret ?: trace_writer__meta(rc->w, "python.since_monotonic_ns", buf);
-	/* an exec changed it: the last value is the one reports show */
-	if (!ret && !proc_cmdline(rc->pid, buf, sizeof(buf)))
-		ret = trace_writer__meta(rc->w, "cmdline", buf);
-	if (rc->py.warning[0])
-		fprintf(stderr, "ptrace-gpu: warning: %s\n", rc->py.warning);
-	/* -- CMD that exec'd Python: said as for a Python command, all in place before it runs */
-	if (!rc->o->quiet && rc->child && !strcmp(how, "exec"))
-		fprintf(stderr, "ptrace-gpu: recording pid %d (Python %s, %s)\n", rc->pid,
-			rc->py.version, rc->py.path);
-	else if (!rc->o->quiet)
-		fprintf(stderr,
-			"ptrace-gpu: pid %d runs Python %s (%s) since %s: recording its calls\n",
-			rc->pid, rc->py.version, rc->py.path,
-			strcmp(how, "exec") ? "it mapped it" : "its exec");
-	return ret;
-}
-
-/* What follows a process with no Python at start: an exec or a libpython later. */
-static int open_target(struct recording *rc)
-{
-	struct target_opts to = {
-	    .pid = rc->pid,
-	    .held = rc->child && !rc->py.info,
-	    .has_python = rc->py.info,
-	    .libs = rc->libs,
-	    .fn = late_python,
-	    .ctx = rc,
-	};
-	int ret = target__new(&to, &rc->tg);
-
-	return ret ?: rc->py.info ? 0 : libwatch__subscribe(rc->libs, target__on_lib, rc->tg);
-}
-
 static int start(struct recording *rc)
 {
 	char err[512] = "";
@@ -513,11 +433,11 @@ static int start(struct recording *rc)
 		trace_writer__keep_partial(rc->w);
 	ret = tracer__new(rc->w, rc->o->ringbuf_mb, 0, &rc->tracer);
 	if (!ret && rc->py.info)
-		ret = open_python(rc);
+		ret = record_open_python(rc);
 	if (!ret)
 		ret = libwatch__open(rc->tracer, rc->pid, &rc->libs);
 	if (!ret)
-		ret = open_target(rc);
+		ret = record_open_target(rc);
 	if (!ret && !rc->o->no_ops)
 		ret = torchops__open(rc->tracer, rc->pid, rc->mp, rc->o->quiet, &rc->ops);
 	if (!ret && rc->ops)

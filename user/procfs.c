@@ -288,3 +288,13 @@ void proc_target_path(pid_t pid, const char *path, uint64_t inode, char *buf, si
 	}
 	snprintf(buf, len, "/proc/%d/root%s", pid, path);
 }
+
+int proc_environ_number(pid_t pid, const char *name, char *buf, size_t len)
+{
+	if (proc_environ_get(pid, name, buf, len) || !buf[0] ||
+	    strspn(buf, "0123456789") != strlen(buf)) {
+		buf[0] = '\0';
+		return -ENOENT;
+	}
+	return 0;
+}

@@ -46,6 +46,12 @@ int proc_cmdline(pid_t pid, char *buf, size_t len);
  * (/proc/PID/environ). Returns 0, -ENOENT when it has none, or -errno.
  */
 int proc_environ_get(pid_t pid, const char *name, char *buf, size_t len);
+/*
+ * The value of name in pid's environment when it is a decimal number (a rank,
+ * a world size: only digits go into a file name or a trace), else -ENOENT
+ * with buf "".
+ */
+int proc_environ_number(pid_t pid, const char *name, char *buf, size_t len);
 /* /proc/PID/task/TID/comm without the newline. */
 int proc_comm(pid_t pid, pid_t tid, char *buf, size_t len);
 /*

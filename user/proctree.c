@@ -89,13 +89,6 @@ static struct tree_proc *find_proc(struct proctree *pt, pid_t pid)
 	return &pt->procs[*i - 1];
 }
 
-/* A number from the process's environment, or "": only digits go in a file name or a trace. */
-static void env_number(pid_t pid, const char *name, char *buf, size_t len)
-{
-	if (proc_environ_get(pid, name, buf, len) || strspn(buf, "0123456789") != strlen(buf))
-		buf[0] = '\0';
-}
-
 /*
  * What names the process's own trace: its command line and its rank
  * (torchrun and torch.distributed's env:// give RANK and WORLD_SIZE; a
@@ -109,11 +102,11 @@ static void read_identity(struct tree_proc *p)
 		return;
 	free(p->cmdline);
 	p->cmdline = strdup(buf);
-	env_number(p->pid, "RANK", p->dist_rank, sizeof(p->dist_rank));
+	proc_environ_number(p->pid, "RANK", p->dist_rank, sizeof(p->dist_rank));
 	memcpy(p->rank, p->dist_rank, sizeof(p->rank));
 	if (!p->rank[0])
-		env_number(p->pid, "LOCAL_RANK", p->rank, sizeof(p->rank));
-	env_number(p->pid, "WORLD_SIZE", p->world, sizeof(p->world));
+		proc_environ_number(p->pid, "LOCAL_RANK", p->rank, sizeof(p->rank));
+	proc_environ_number(p->pid, "WORLD_SIZE", p->world, sizeof(p->world));
 }
 
 static struct tree_proc *new_proc(struct proctree *pt, pid_t pid, int pidfd)

@@ -84,6 +84,10 @@ int write_meta(struct recording *rc);
 void note_leftover(const char *out);
 /* A user by name or number (--uid). */
 int parse_user(const char *s, uid_t *uid);
+/* pyframe, then what reads the stacks it keeps: module paths and steps (record_python.c). */
+int record_open_python(struct recording *rc);
+/* What follows a process with no Python at start: an exec or a libpython later. */
+int record_open_target(struct recording *rc);
 /* -p A,B, --children, --per-process, --uid, --cgroup: user/proctree.c records them. */
 int start_tree(struct recording *rc);
 
