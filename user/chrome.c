@@ -4,7 +4,7 @@
  * EXIT arrives, so events come out of the records children first; they are
  * kept in memory and written sorted by start, longer first, so that every
  * reader (Perfetto nests equal starts in file order) sees parents before
- * their children. Field conventions are those of kineto.h.
+ * their children. Field conventions are those of trace_kineto.h.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -20,7 +20,7 @@
 #include "array.h"
 #include "chrome.h"
 #include "cudajoin.h"
-#include "kineto.h"
+#include "trace_kineto.h"
 #include "kineto_args.h"
 #include "outfile.h"
 #include "utf8.h"

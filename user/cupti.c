@@ -26,7 +26,7 @@
 #include "cupti.h"
 #include "elf_file.h"
 #include "inject.h"
-#include "kineto.h"
+#include "trace_kineto.h"
 #include "procfs.h"
 #include "ptg_cupti_proto.h"
 #include "trace_format.h"
@@ -503,7 +503,7 @@ static int decode_memset(struct cupti_decoder *d, const ptg_cupti_memset *m)
 	return write_gpu(d, &r, "{\"context\": %u}", m->contextId);
 }
 
-/* aux as Kineto's cuda_sync events (kineto.h): the kind's symbol, the event id + 1. */
+/* aux as Kineto's cuda_sync events (trace_kineto.h): the kind's symbol, the event id + 1. */
 static int decode_sync(struct cupti_decoder *d, const ptg_cupti_sync *s)
 {
 	struct ptg_record r = {.kind = PTG_REC_GPU_SYNC, .pid = d->pid};

@@ -23,14 +23,6 @@
 #include "kineto.h"
 #include "kineto_args.h"
 
-const char *const kineto_meta_names[KINETO_M_NR] = {
-    [KINETO_M_THREAD_NAME] = "thread_name",
-    [KINETO_M_PROCESS_NAME] = "process_name",
-    [KINETO_M_PROCESS_LABELS] = "process_labels",
-    [KINETO_M_PROCESS_SORT_INDEX] = "process_sort_index",
-    [KINETO_M_THREAD_SORT_INDEX] = "thread_sort_index",
-};
-
 /* A record to write, with the strings that order records of equal ts. */
 struct kev {
 	struct ptg_record rec;

@@ -17,7 +17,7 @@
 
 #include "array.h"
 #include "cudajoin.h"
-#include "kineto.h"
+#include "trace_kineto.h"
 #include "ranks.h"
 #include "trace_open.h"
 
