@@ -19,6 +19,9 @@
  * caller gives up with an error and calls log_libbpf_flush() just before its
  * pr_err(), so the libbpf detail comes first and our summary is the last line.
  * A caller that handled the failure may drop them with log_libbpf_discard().
+ * main() flushes what is left when a command fails, so an error path that
+ * does not flush still shows them (after its error line); a command that
+ * succeeds never shows them without -v.
  */
 #ifndef PTG_LOG_H
 #define PTG_LOG_H

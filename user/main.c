@@ -80,8 +80,18 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-		if (!strcmp(argv[1], commands[i].name))
-			return commands[i].fn(argc - 1, argv + 1);
+		if (!strcmp(argv[1], commands[i].name)) {
+			int ret = commands[i].fn(argc - 1, argv + 1);
+
+			/*
+			 * A failure whose path did not flush libbpf's kept warnings
+			 * still shows them, after its error line: libbpf printed
+			 * them before the log callback, so this is never more.
+			 */
+			if (ret)
+				log_libbpf_flush();
+			return ret;
+		}
 	}
 	pr_err("unknown command '%s' (see ptrace-gpu --help)", argv[1]);
 	return 2;
