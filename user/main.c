@@ -33,7 +33,7 @@ static void usage(FILE *f)
 	fprintf(f, "\n'ptrace-gpu COMMAND --help' describes each command.\n"
 		   "\noptions (before COMMAND):\n"
 		   "  -v, --verbose  debug messages too, and libbpf's own messages as they come\n"
-		   "  -q, --quiet    errors and warnings only\n");
+		   "  -q, --quiet    no informational log lines (see also record -q, sample -q)\n");
 }
 
 /* The global options before COMMAND: how much goes to stderr (log.h). */
