@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "log.h"
 
 int cli_getopt(int argc, char **argv, const char *cmd, const char *shortopts,
 	       const struct option *longopts)
@@ -22,14 +23,10 @@ int cli_getopt(int argc, char **argv, const char *cmd, const char *shortopts,
 		return c;
 	arg = optind > 0 && optind <= argc ? argv[optind - 1] : "";
 	if (c == ':')
-		fprintf(stderr,
-			"ptrace-gpu %s: option '%s' needs a value (see ptrace-gpu %s --help)\n",
-			cmd, arg, cmd);
+		pr_usage(cmd, "option '%s' needs a value", arg);
 	else if (optopt && strncmp(arg, "--", 2))
-		fprintf(stderr, "ptrace-gpu %s: unknown option '-%c' (see ptrace-gpu %s --help)\n",
-			cmd, optopt, cmd);
+		pr_usage(cmd, "unknown option '-%c'", optopt);
 	else
-		fprintf(stderr, "ptrace-gpu %s: unknown option '%s' (see ptrace-gpu %s --help)\n",
-			cmd, arg, cmd);
+		pr_usage(cmd, "unknown option '%s'", arg);
 	return '?';
 }

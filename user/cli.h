@@ -7,7 +7,7 @@
 
 /*
  * getopt_long() for "ptrace-gpu CMD": returns what it returns, but for an
- * unknown option or a missing value prints one line to stderr
+ * unknown option or a missing value prints one line with pr_usage()
  * ("ptrace-gpu CMD: unknown option '--x' (see ptrace-gpu CMD --help)") and
  * returns '?'. getopt's own messages are off: they name only CMD and went out
  * with the usage text glued after them.

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "inject.h"
+#include "log.h"
 #include "procfs.h"
 #include "numarg.h"
 #include "trusted.h"
@@ -62,7 +63,7 @@ static int parse_args(int argc, char **argv, struct inject_args *a)
 		switch (c) {
 		case 'p':
 			if (parse_pid(optarg, &a->pid)) {
-				fprintf(stderr, "ptrace-gpu: inject: bad PID '%s'\n", optarg);
+				pr_err("inject: bad PID '%s'", optarg);
 				return -EINVAL;
 			}
 			break;
@@ -89,13 +90,14 @@ static int parse_args(int argc, char **argv, struct inject_args *a)
 		goto bad;
 	/* the target resolves the path from its own working directory: make it absolute */
 	if (!realpath(argv[optind], a->lib)) {
-		fprintf(stderr, "ptrace-gpu: inject: %s: %s\n", argv[optind], strerror(errno));
-		return -errno;
+		int err = errno;
+
+		pr_err("inject: %s: %s", argv[optind], strerror(err));
+		return -err;
 	}
 	return 0;
 bad:
-	fprintf(stderr, "ptrace-gpu inject: expected -p PID and one LIBRARY (see ptrace-gpu inject "
-			"--help)\n");
+	pr_usage("inject", "expected -p PID and one LIBRARY");
 	return -EINVAL;
 }
 
@@ -117,18 +119,18 @@ int cmd_inject(int argc, char **argv)
 	 * mount namespace) is what it runs.
 	 */
 	if (!proc_exists(a.pid)) {
-		fprintf(stderr, "ptrace-gpu: inject: no process %d\n", a.pid);
+		pr_err("inject: no process %d", a.pid);
 		return 1;
 	}
 	fd = trusted_open(a.lib, err, sizeof(err));
 	if (fd < 0) {
-		fprintf(stderr, "ptrace-gpu: inject: %s\n", err);
+		pr_err("inject: %s", err);
 		return 1;
 	}
 	ret = inject_library_fd(a.pid, fd, basename(a.lib), &a.opts, &res, err, sizeof(err));
 	close(fd);
 	if (ret) {
-		fprintf(stderr, "ptrace-gpu: inject: %s\n", err);
+		pr_err("inject: %s", err);
 		return 1;
 	}
 	printf("loaded %s into pid %d (%s, load bias %#llx)\n", a.lib, a.pid,

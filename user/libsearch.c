@@ -15,6 +15,7 @@
 #include "elf_file.h"
 #include "ldcache.h"
 #include "libsearch.h"
+#include "log.h"
 #include "procfs.h"
 
 /* Far more than real programs have; a hostile one cannot make us grow past it. */
@@ -238,9 +239,7 @@ int libsearch__open(pid_t pid, struct libsearch **out)
 	}
 	err = ldcache__load_target(pid, &s->cache);
 	if (err && err != -ENOENT)
-		fprintf(stderr,
-			"ptrace-gpu: libwatch: ignoring the target's /etc/ld.so.cache: %s\n",
-			strerror(-err));
+		pr_warn("libwatch: ignoring the target's /etc/ld.so.cache: %s", strerror(-err));
 	*out = s;
 	return 0;
 }

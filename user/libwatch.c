@@ -19,6 +19,7 @@
 #include "libsearch.h"
 #include "libwatch.h"
 #include "libwatch.skel.h"
+#include "log.h"
 #include "u64map.h"
 
 #define MAX_SUBSCRIBERS 8
@@ -154,10 +155,9 @@ static void note_unprobed(struct libwatch *lw, const char *path)
 	uint64_t now = now_ns(CLOCK_MONOTONIC);
 
 	lw->late++;
-	fprintf(stderr,
-		"ptrace-gpu: libwatch: %s was loaded from outside the target's search path "
+	pr_warn("libwatch: %s was loaded from outside the target's search path "
 		"and probed %.1f ms after the loader's notice: its calls meanwhile are not "
-		"in the trace\n",
+		"in the trace",
 		path, lw->notice_ts && now > lw->notice_ts ? (now - lw->notice_ts) / 1e6 : 0.0);
 }
 
@@ -239,8 +239,8 @@ int libwatch__open(struct tracer *t, pid_t pid, struct libwatch **out)
 	lw->search_gen = UINT_MAX; /* look ahead at least once */
 	err = libsearch__open(pid, &lw->search);
 	if (err) {
-		fprintf(stderr, "libwatch: cannot read the target's library search path: %s\n",
-			strerror(-err));
+		pr_err("libwatch: cannot read the target's library search path: %s",
+		       strerror(-err));
 		free(lw);
 		return err;
 	}
@@ -266,7 +266,8 @@ int libwatch__open(struct tracer *t, pid_t pid, struct libwatch **out)
 	*out = lw;
 	return 0;
 cleanup:
-	fprintf(stderr, "libwatch: cannot load the loader probe: %s\n", strerror(-err));
+	log_libbpf_flush();
+	pr_err("libwatch: cannot load the loader probe: %s", strerror(-err));
 	libwatch__destroy(lw);
 	return err;
 }
@@ -297,7 +298,8 @@ static int attach_ld(struct libwatch *lw)
 						   &opts);
 	if (!lw->link) {
 		err = -errno;
-		fprintf(stderr, "libwatch: cannot attach to %s: %s\n", ld.path, strerror(-err));
+		log_libbpf_flush();
+		pr_err("libwatch: cannot attach to %s: %s", ld.path, strerror(-err));
 		return err;
 	}
 	lw->ld_inode = ld.inode;
@@ -311,8 +313,8 @@ int libwatch__attach(struct libwatch *lw)
 	lw->skel->links.lib_exec = bpf_program__attach(lw->skel->progs.lib_exec);
 	if (!lw->skel->links.lib_exec) {
 		err = -errno;
-		fprintf(stderr, "libwatch: cannot attach to sched_process_exec: %s\n",
-			strerror(-err));
+		log_libbpf_flush();
+		pr_err("libwatch: cannot attach to sched_process_exec: %s", strerror(-err));
 		return err;
 	}
 	err = attach_ld(lw);

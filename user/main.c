@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "log.h"
 
 struct command {
 	const char *name;
@@ -25,15 +26,40 @@ static const struct command commands[] = {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: ptrace-gpu COMMAND [ARGS]\n\n"
+	fprintf(f, "usage: ptrace-gpu [-v|-q] COMMAND [ARGS]\n\n"
 		   "Exact tracing of Python and PyTorch GPU workloads with eBPF.\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].summary);
-	fprintf(f, "\n'ptrace-gpu COMMAND --help' describes each command.\n");
+	fprintf(f, "\n'ptrace-gpu COMMAND --help' describes each command.\n"
+		   "\noptions (before COMMAND):\n"
+		   "  -v, --verbose  debug messages too, and libbpf's own messages as they come\n"
+		   "  -q, --quiet    no informational log lines (see also record -q, sample -q)\n");
+}
+
+/* The global options before COMMAND: how much goes to stderr (log.h). */
+static int global_options(int argc, char **argv)
+{
+	int i;
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose"))
+			log_set_verbosity(PTG_VERBOSE);
+		else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet"))
+			log_set_verbosity(PTG_QUIET);
+		else
+			break;
+	}
+	return i - 1;
 }
 
 int main(int argc, char **argv)
 {
+	int skip;
+
+	log_init();
+	skip = global_options(argc, argv);
+	argc -= skip;
+	argv += skip;
 	if (argc < 2) {
 		usage(stderr);
 		return 2;
@@ -54,9 +80,19 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-		if (!strcmp(argv[1], commands[i].name))
-			return commands[i].fn(argc - 1, argv + 1);
+		if (!strcmp(argv[1], commands[i].name)) {
+			int ret = commands[i].fn(argc - 1, argv + 1);
+
+			/*
+			 * A failure whose path did not flush libbpf's kept warnings
+			 * still shows them, after its error line: libbpf printed
+			 * them before the log callback, so this is never more.
+			 */
+			if (ret)
+				log_libbpf_flush();
+			return ret;
+		}
 	}
-	fprintf(stderr, "ptrace-gpu: unknown command '%s' (see ptrace-gpu --help)\n", argv[1]);
+	pr_err("unknown command '%s' (see ptrace-gpu --help)", argv[1]);
 	return 2;
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "array.h"
+#include "log.h"
 #include "modpath.h"
 #include "procfs.h"
 #include "pycode.h"
@@ -719,7 +720,7 @@ int modpath__open(struct tracer *t, const struct py_interp *py, struct modpath *
 	mp->memfd = open(path, O_RDONLY | O_CLOEXEC);
 	if (mp->memfd < 0) {
 		err = -errno;
-		fprintf(stderr, "modpath: cannot open %s: %s\n", path, strerror(errno));
+		pr_err("modpath: cannot open %s: %s", path, strerror(-err));
 		goto cleanup;
 	}
 	err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, handle_event, NULL, mp);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "numarg.h"
 
 int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
@@ -45,19 +46,25 @@ int parse_double(const char *s, double min, double max, double *out)
 int parse_u64_flag(const char *who, const char *flag, const char *s, uint64_t min, uint64_t max,
 		   uint64_t *out)
 {
+	const char *ctx;
+
 	if (!parse_u64(s, min, max, out))
 		return 0;
-	fprintf(stderr, "%s: bad %s '%s': want an integer from %" PRIu64 " to %" PRIu64 "\n", who,
-		flag, s, min, max);
+	ctx = log_context(who);
+	pr_err("%s%sbad %s '%s': want an integer from %" PRIu64 " to %" PRIu64, ctx,
+	       *ctx ? ": " : "", flag, s, min, max);
 	return -EINVAL;
 }
 
 int parse_double_flag(const char *who, const char *flag, const char *unit, const char *s,
 		      double min, double max, double *out)
 {
+	const char *ctx;
+
 	if (!parse_double(s, min, max, out))
 		return 0;
-	fprintf(stderr, "%s: bad %s '%s': want %s from %.15g to %.15g\n", who, flag, s, unit, min,
-		max);
+	ctx = log_context(who);
+	pr_err("%s%sbad %s '%s': want %s from %.15g to %.15g", ctx, *ctx ? ": " : "", flag, s, unit,
+	       min, max);
 	return -EINVAL;
 }

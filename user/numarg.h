@@ -25,7 +25,8 @@ int parse_double(const char *s, double min, double max, double *out);
 
 /*
  * Both, for flag of command who ("ptrace-gpu: record"): on a bad value they
- * print "WHO: bad FLAG 'S': want UNIT from MIN to MAX" and return -EINVAL.
+ * print "ptrace-gpu: record: bad FLAG 'S': want UNIT from MIN to MAX" (who's
+ * context word, log_context()) and return -EINVAL.
  */
 int parse_u64_flag(const char *who, const char *flag, const char *s, uint64_t min, uint64_t max,
 		   uint64_t *out);

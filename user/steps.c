@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "numarg.h"
+#include "log.h"
 #include "pycode.h"
 #include "slice.h"
 #include "steps.h"
@@ -299,7 +300,7 @@ int steps__open(struct tracer *t, const struct py_interp *py, const struct steps
 	s->memfd = open(path, O_RDONLY | O_CLOEXEC);
 	if (s->memfd < 0) {
 		err = -errno;
-		fprintf(stderr, "steps: cannot open %s: %s\n", path, strerror(errno));
+		pr_err("steps: cannot open %s: %s", path, strerror(-err));
 		goto cleanup;
 	}
 	err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, handle_event, NULL, s);
@@ -391,8 +392,8 @@ static int write_cycles(const struct steps *s, const char *tmp, const char *out,
 		if (err)
 			return err;
 		if (!quiet)
-			fprintf(stderr, "ptrace-gpu: wrote %s (from ProfilerStep#%u, %u steps)\n",
-				path, k0, whole ? o->active : limit - k0);
+			pr_info("wrote %s (from ProfilerStep#%u, %u steps)", path, k0,
+				whole ? o->active : limit - k0);
 		files++;
 	}
 	return (int)files;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "launch.h"
+#include "log.h"
 #include "target.h"
 
 struct target {
@@ -56,8 +57,8 @@ static int found(struct target *tg, int ret, const struct py_interp *py, const c
 		}
 	}
 	tg->gave_up = true;
-	fprintf(stderr, "ptrace-gpu: warning: pid %d runs Python now, not recorded: %s\n",
-		tg->o.pid, err[0] ? err : strerror(-ret));
+	pr_warn("pid %d runs Python now, not recorded: %s", tg->o.pid,
+		err[0] ? err : strerror(-ret));
 	return 0;
 }
 
@@ -146,10 +147,8 @@ static void on_exec(struct target *tg, int ret, const struct py_interp *py, cons
 	rc = libwatch__exec(tg->o.libs);
 	tg->at_exec = false;
 	if (rc)
-		fprintf(stderr,
-			"ptrace-gpu: warning: pid %d exec'd: its new libraries are not "
-			"watched: %s\n",
-			tg->o.pid, strerror(-rc));
+		pr_warn("pid %d exec'd: its new libraries are not watched: %s", tg->o.pid,
+			strerror(-rc));
 	if (ret == LAUNCH_EXEC_PYTHON && !tg->has_python)
 		found(tg, 0, py, "exec", err);
 	else if (ret < 0 && !tg->has_python)
@@ -179,8 +178,7 @@ int target__poll(struct target *tg, int *wstatus)
 		}
 		if (ret < 0 && !err[0]) {
 			/* lost it: it runs on untraced once we exit */
-			fprintf(stderr, "ptrace-gpu: warning: pid %d: %s\n", tg->o.pid,
-				strerror(-ret));
+			pr_warn("pid %d: %s", tg->o.pid, strerror(-ret));
 			tg->held = false;
 			return 0;
 		}

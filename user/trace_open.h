@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * How a command opens the trace it reads: one line on stderr when it cannot,
+ * How a command opens the trace it reads: one error line when it cannot,
  * and one warning line when the trace is cut short but readable.
  */
 #ifndef PTG_TRACE_OPEN_H
@@ -9,7 +9,8 @@
 #include "trace.h"
 
 /*
- * Opens path; who prefixes the error message ("ptrace-gpu report"). Returns 0
+ * Opens path; who names the command in the error message ("ptrace-gpu
+ * report" prints "ptrace-gpu: report: PATH: WHY", log_context()). Returns 0
  * or a negative errno.
  */
 int trace_open(const char *who, const char *path, struct trace_reader **out);
