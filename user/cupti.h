@@ -6,7 +6,10 @@
  * records on CLOCK_MONOTONIC; struct cupti runs the socket the agents of
  * one recording connect to, and brings the agent into the target
  * (CUDA_INJECTION64_PATH for `record -- CMD`, ptrace for `record -p`).
- * docs/gpu.md has the whole picture.
+ * docs/gpu.md has the whole picture. Inside: cupti.c (the agent and its
+ * connections), cupti_reader.c (the socket's reader thread),
+ * cupti_decode.c (messages -> records), cupti_clock.c (clock mapping),
+ * cupti_proto.c (the stream's framing).
  */
 #ifndef PTG_CUPTI_H
 #define PTG_CUPTI_H
@@ -16,22 +19,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cupti_clock.h"
 #include "procfs.h"
 #include "trace.h"
-
-/* One paired reading of cuptiGetTimestamp() and CLOCK_MONOTONIC. */
-struct cupti_clock_pair {
-	uint64_t cupti_ns;
-	uint64_t mono_ns;
-};
-
-/*
- * Maps a CUPTI timestamp onto CLOCK_MONOTONIC through n pairs in increasing
- * order: linear interpolation between the two pairs around t, the offset of
- * the first (last) pair before (after) them, t itself when n is 0. Rounds
- * down; never below 0.
- */
-uint64_t cupti_clock_map(const struct cupti_clock_pair *pairs, size_t n, uint64_t t);
 
 /* Whether this build has the agent and the decoder (CUPTI was found at build time). */
 bool cupti_available(void);
