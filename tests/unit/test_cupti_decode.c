@@ -612,6 +612,8 @@ int main(void)
 #else
 	printf("%s: decoder tests skipped: built without CUPTI headers (cupti_activity.h)\n",
 	       __FILE__);
+	/* the clock checks ran; the rest did not: ctest shows a skip, not a pass */
+	return TEST_DONE() ?: 77;
 #endif
 	return TEST_DONE();
 }
