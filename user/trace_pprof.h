@@ -7,7 +7,7 @@
 #ifndef PTG_TRACE_PPROF_H
 #define PTG_TRACE_PPROF_H
 
-#include "flamegraph.h"
+#include "flamegraph.h" /* the collector, not its writers */
 #include "trace.h"
 
 /*
