@@ -15,99 +15,14 @@
 #include "array.h"
 #include "cudajoin.h"
 #include "idle.h"
+#include "idle_ctx.h"
 #include "model.h"
-
-#define NONE UINT64_MAX
-/* BasicEvaluation's falling phase: from a depth of at least 4 down to 0 */
-#define QD_PEAK_MIN 4
-
-#define SF_KNOWN       1
-#define SF_SEED_LAUNCH 2 /* a launch call as BasicEvaluation's patterns define it */
-#define SF_COMM	       4 /* a communication kernel (HTA: "nccl" in the name) */
-
-struct gop {
-	uint64_t start;
-	uint64_t end;
-	uint64_t launch; /* correlation id in pass 1, then start of the launching call or NONE */
-	uint32_t stream;
-	uint16_t device;
-	uint8_t kind;
-	uint8_t flags; /* SF_SEED_LAUNCH from the call, SF_COMM from the kernel */
-};
-
-struct lcall {
-	uint64_t corr;
-	uint64_t ts;
-	uint32_t seed;
-};
-
-struct qd_point {
-	uint64_t t;
-	uint32_t depth;
-};
-
-struct span_iv {
-	uint64_t start, end;
-};
-
-struct acc_slot {
-	uint32_t pid, tid, level, used;
-	uint64_t ns;
-};
-
-/* Child CUDA-call time per open frame, keyed by (pid, tid, stack level). */
-struct acc_map {
-	struct acc_slot *slots;
-	size_t mask, n;
-};
-
-struct cand {
-	uint64_t start, dur, self_ns, idle_ns;
-	uint32_t sym, pysym, qd;
-	uint16_t kind;
-};
-
-/* A kept gap; seq: which came first, for the order of gaps of equal length. */
-struct gap_ent {
-	struct idle_gap g;
-	uint64_t seq;
-};
-
-struct idle_ctx {
-	struct trace_reader *r;
-	const struct idle_opts *o;
-	struct idle_report *rep;
-	uint8_t *symflags;
-	size_t nsyms;
-	struct gop *gops;
-	size_t ngops, gcap;
-	struct lcall *calls;
-	size_t ncalls, ccap;
-	struct u64map joins; /* host call id -> correlation id (cudajoin.h) */
-	struct qd_point *points;
-	size_t npoints;
-	struct span_iv *decr;
-	size_t ndecr;
-	struct acc_map acc;
-	struct idle_name *names; /* indexed by sym */
-	struct cand *cands;
-	size_t ncands, candcap;
-	struct gap_ent *gheap; /* the top_n longest gaps so far, a min-heap */
-	size_t ngheap;
-	uint64_t ngap_seen;
-	int err;
-};
 
 void idle_opts__defaults(struct idle_opts *o)
 {
 	o->top_n = 10;
 	o->kernel_wait_ns = 30000;
 	o->max_queue_len = 1024;
-}
-
-static int cmp_u64(uint64_t a, uint64_t b)
-{
-	return a < b ? -1 : a > b;
 }
 
 static bool starts_with(const char *s, const char *prefix)
@@ -488,7 +403,7 @@ static int find_decreases(struct idle_ctx *c)
 	return 0;
 }
 
-static bool in_decrease(const struct idle_ctx *c, uint64_t s, uint64_t e)
+bool idle_in_decrease(const struct idle_ctx *c, uint64_t s, uint64_t e)
 {
 	size_t lo = 0, hi = c->ndecr;
 
@@ -857,274 +772,6 @@ static int gpu_side(struct idle_ctx *c)
 	return 0;
 }
 
-static size_t acc_hash(uint32_t pid, uint32_t tid, uint32_t level)
-{
-	uint64_t k =
-	    ((uint64_t)pid << 32 | tid) * 0x9e3779b97f4a7c15ull + level * 0xff51afd7ed558ccdull;
-
-	return k ^ k >> 29;
-}
-
-static struct acc_slot *acc_slot(struct acc_map *m, uint32_t pid, uint32_t tid, uint32_t level)
-{
-	size_t i;
-
-	for (i = acc_hash(pid, tid, level) & m->mask; m->slots[i].used; i = (i + 1) & m->mask) {
-		struct acc_slot *s = &m->slots[i];
-
-		if (s->pid == pid && s->tid == tid && s->level == level)
-			return s;
-	}
-	return &m->slots[i];
-}
-
-static int acc_grow(struct acc_map *m)
-{
-	struct acc_map nm = {.mask = m->slots ? 2 * m->mask + 1 : 255};
-	size_t i;
-
-	nm.slots = calloc(nm.mask + 1, sizeof(*nm.slots));
-	if (!nm.slots)
-		return -ENOMEM;
-	for (i = 0; m->slots && i <= m->mask; i++) {
-		const struct acc_slot *s = &m->slots[i];
-
-		if (s->used)
-			*acc_slot(&nm, s->pid, s->tid, s->level) = *s;
-	}
-	nm.n = m->n;
-	free(m->slots);
-	*m = nm;
-	return 0;
-}
-
-static int acc_add(struct acc_map *m, uint32_t pid, uint32_t tid, uint32_t level, uint64_t ns)
-{
-	struct acc_slot *s;
-
-	if ((m->n + 1) * 2 > m->mask + 1 && acc_grow(m))
-		return -ENOMEM;
-	s = acc_slot(m, pid, tid, level);
-	if (!s->used) {
-		*s = (struct acc_slot){pid, tid, level, 1, 0};
-		m->n++;
-	}
-	s->ns += ns;
-	return 0;
-}
-
-static uint64_t acc_take(struct acc_map *m, uint32_t pid, uint32_t tid, uint32_t level)
-{
-	struct acc_slot *s;
-	uint64_t ns;
-
-	if (!m->slots)
-		return 0;
-	s = acc_slot(m, pid, tid, level);
-	ns = s->used ? s->ns : 0;
-	if (s->used)
-		s->ns = 0;
-	return ns;
-}
-
-static uint32_t innermost_py(const struct model_frame *stack, unsigned int depth)
-{
-	uint32_t i = model_innermost(stack, depth, MODEL_PY);
-
-	return i ? stack[i - 1].sym : 0;
-}
-
-static void cpu_event(struct idle_ctx *c, const struct idle_event *ev)
-{
-	struct idle_name *nm;
-	struct cand *k;
-
-	c->rep->cpu_events++;
-	if (ev->sym && ev->sym <= c->nsyms) {
-		nm = &c->names[ev->sym];
-		nm->sym = ev->sym;
-		nm->kind = ev->kind;
-		nm->count++;
-		nm->self_ns += ev->self_ns;
-		if (!ev->nested) {
-			nm->total_ns += ev->dur;
-			nm->idle_ns += ev->idle_ns;
-		}
-		nm->qd_sum += ev->queue_depth;
-	}
-	if (!in_decrease(c, ev->start, ev->start + ev->dur))
-		return;
-	if (array_grow((void **)&c->cands, &c->candcap, c->ncands + 1, sizeof(*k))) {
-		c->err = -ENOMEM;
-		return;
-	}
-	k = &c->cands[c->ncands++];
-	*k = (struct cand){ev->start, ev->dur,	 ev->self_ns,	  ev->idle_ns,
-			   ev->sym,   ev->pysym, ev->queue_depth, ev->kind};
-}
-
-static void cpu_event_at(struct idle_ctx *c, struct idle_event *ev)
-{
-	ev->idle_ns = idle_report__idle_overlap(c->rep, ev->start, ev->start + ev->dur);
-	ev->queue_depth = idle_report__queue_depth(c->rep, ev->start);
-	cpu_event(c, ev);
-}
-
-static bool on_stack(const struct model_frame *stack, unsigned int depth, uint32_t sym,
-		     uint16_t kind)
-{
-	while (depth--) {
-		if (stack[depth].sym == sym && stack[depth].kind == kind)
-			return true;
-	}
-	return false;
-}
-
-static void p2_span(void *ctx, const struct model_span *s, const struct model_frame *stack,
-		    unsigned int depth)
-{
-	struct idle_ctx *c = ctx;
-	uint64_t calls = acc_take(&c->acc, s->pid, s->tid, depth);
-	struct idle_event ev = {
-	    .start = s->start,
-	    .dur = s->end - s->start,
-	    .self_ns = s->self_ns > calls ? s->self_ns - calls : 0,
-	    .sym = s->sym,
-	    .kind = s->kind,
-	    .nested = on_stack(stack, depth, s->sym, s->kind),
-	};
-
-	/* BasicEvaluation's source location starts at the event itself */
-	ev.pysym = s->kind == PTG_REC_PY_ENTER ? s->sym : innermost_py(stack, depth);
-	cpu_event_at(c, &ev);
-}
-
-static void p2_record(void *ctx, const struct ptg_record *rec, const struct model_frame *stack,
-		      unsigned int depth)
-{
-	struct idle_ctx *c = ctx;
-	struct idle_event ev = {
-	    .start = rec->ts,
-	    .dur = rec->dur,
-	    .self_ns = rec->dur,
-	    .sym = rec->sym,
-	    .kind = PTG_REC_CUDA_CALL,
-	};
-
-	if (rec->kind != PTG_REC_CUDA_CALL)
-		return;
-	/* a CUDA call is a child of the op around it, as in the profiler's event tree */
-	if (depth && acc_add(&c->acc, rec->pid, rec->tid, depth - 1, rec->dur))
-		c->err = -ENOMEM;
-	ev.pysym = innermost_py(stack, depth);
-	cpu_event_at(c, &ev);
-}
-
-static int pass2(struct idle_ctx *c)
-{
-	const struct model_visitor v = {.span = p2_span, .record = p2_record};
-	struct model_stats st;
-	int err;
-
-	c->names = calloc(c->nsyms + 1, sizeof(*c->names));
-	if (!c->names)
-		return -ENOMEM;
-	err = trace_reader__rewind(c->r);
-	if (!err)
-		err = model__walk(c->r, &v, c, &st);
-	if (err) {
-		/* out of memory is reported once, by the caller */
-		if (err != -ENOMEM)
-			fprintf(stderr, "ptrace-gpu: idle: %s\n", trace_reader__error(c->r));
-		return err;
-	}
-	c->rep->first_ts = st.first_ts == UINT64_MAX ? 0 : st.first_ts;
-	c->rep->last_ts = st.last_ts;
-	return c->err;
-}
-
-static void zstats(const struct cand *k, size_t n, bool self, double *mean, double *sd)
-{
-	double sum = 0, sq = 0, x;
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		x = self ? (double)k[i].self_ns : k[i].dur ? (double)k[i].idle_ns / k[i].dur : 0;
-		sum += x;
-	}
-	*mean = n ? sum / n : 0;
-	for (i = 0; i < n; i++) {
-		x = self ? (double)k[i].self_ns : k[i].dur ? (double)k[i].idle_ns / k[i].dur : 0;
-		sq += (x - *mean) * (x - *mean);
-	}
-	/* torch.std is the sample deviation */
-	*sd = n > 1 ? sqrt(sq / (n - 1)) : 0;
-}
-
-static int cmp_event(const void *pa, const void *pb)
-{
-	const struct idle_event *a = pa, *b = pb;
-
-	if (a->score != b->score)
-		return a->score < b->score ? 1 : -1;
-	return cmp_u64(a->start, b->start);
-}
-
-/* BasicEvaluation.rank_events, step 2: z(idle fraction) + 0.6 z(self time). */
-static int rank(struct idle_ctx *c)
-{
-	struct idle_report *rep = c->rep;
-	double mi, si, ms, ss, frac;
-	struct idle_event *ev;
-	size_t i;
-
-	rep->candidates = c->ncands;
-	if (!c->ncands)
-		return 0;
-	ev = malloc(c->ncands * sizeof(*ev));
-	if (!ev)
-		return -ENOMEM;
-	zstats(c->cands, c->ncands, false, &mi, &si);
-	zstats(c->cands, c->ncands, true, &ms, &ss);
-	for (i = 0; i < c->ncands; i++) {
-		const struct cand *k = &c->cands[i];
-
-		ev[i] = (struct idle_event){k->start, k->dur, k->self_ns, k->idle_ns, k->sym,
-					    k->pysym, k->qd,  k->kind,	  0};
-		frac = k->dur ? (double)k->idle_ns / k->dur : 0;
-		/* a constant column carries no information: its z-score is 0, not NaN */
-		ev[i].score = (si > 0 ? (frac - mi) / si : 0) +
-			      0.6 * (ss > 0 ? ((double)k->self_ns - ms) / ss : 0);
-	}
-	array_sort(ev, c->ncands, sizeof(*ev), cmp_event);
-	rep->nranked = c->ncands < c->o->top_n ? c->ncands : c->o->top_n;
-	rep->ranked = ev;
-	return 0;
-}
-
-static int cmp_name(const void *pa, const void *pb)
-{
-	const struct idle_name *a = pa, *b = pb;
-
-	return cmp_u64(b->self_ns, a->self_ns) ?: cmp_u64(a->sym, b->sym);
-}
-
-static void top_names(struct idle_ctx *c)
-{
-	struct idle_report *rep = c->rep;
-	size_t i, n = 0;
-
-	for (i = 1; i <= c->nsyms; i++) {
-		if (c->names[i].count)
-			c->names[n++] = c->names[i];
-	}
-	array_sort(c->names, n, sizeof(*c->names), cmp_name);
-	rep->nnames_total = n;
-	rep->nnames = n < c->o->top_n ? n : c->o->top_n;
-	rep->names = c->names;
-	c->names = NULL;
-}
-
 static void ctx_free(struct idle_ctx *c)
 {
 	free(c->symflags);
@@ -1152,9 +799,9 @@ int idle_analyze(struct trace_reader *r, const struct idle_opts *o, struct idle_
 		goto cleanup;
 	}
 	if ((err = cuda_join_load(r, &c.joins)) || (err = pass1(&c)) || (err = gpu_side(&c)) ||
-	    (err = pass2(&c)) || (err = rank(&c)))
+	    (err = idle_pass2(&c)) || (err = idle_rank(&c)))
 		goto cleanup;
-	top_names(&c);
+	idle_top_names(&c);
 	*out = c.rep;
 	c.rep = NULL;
 cleanup:
