@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The state of one idle analysis, shared by its two halves: idle.c (pass 1
- * and the GPU-side timelines) and idle_events.c (pass 2: CPU events looked
- * up in those timelines, and their ranking). Not for other modules.
+ * The state of one idle analysis, shared by its parts: idle.c (pass 1 and
+ * the GPU-side timelines), idle_queue.c (the launch queue) and
+ * idle_events.c (pass 2: CPU events looked up in those timelines, and their
+ * ranking). Not for other modules.
  */
 #ifndef PTG_IDLE_CTX_H
 #define PTG_IDLE_CTX_H
@@ -99,6 +100,13 @@ static inline int cmp_u64(uint64_t a, uint64_t b)
 	return a < b ? -1 : a > b;
 }
 
+static inline int cmp_u64p(const void *a, const void *b)
+{
+	return cmp_u64(*(const uint64_t *)a, *(const uint64_t *)b);
+}
+
+/* The launch queue (idle_queue.c): depth points, distribution, falling phases. */
+int idle_queue(struct idle_ctx *c);
 /* Whether [s, e] lies in a falling phase of the queue depth (BasicEvaluation). */
 bool idle_in_decrease(const struct idle_ctx *c, uint64_t s, uint64_t e);
 /* Pass 2: one model__walk over the CPU spans. */
