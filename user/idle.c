@@ -6,7 +6,7 @@
  * Pass 2 walks CPU spans with the model and looks each one up in those
  * timelines by binary search, keeping only the events that can be ranked.
  * The launch queue is idle_queue.c's, pass 2 idle_events.c's. Nothing here
- * prints a report: cmd_idle.c and ranks_out.c render struct idle_report.
+ * prints a report: idle_text.c, idle_json.c and ranks_out.c render one.
  */
 #include <errno.h>
 #include <math.h>
