@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Flame graphs of a trace: a trie of stacks (Python functions, ops, GPU
- * kernels as "[gpu] name" leaves) weighted by wall, on-CPU, GPU or off-CPU
- * nanoseconds, written as folded stacks (flamegraph.pl, inferno, speedscope)
- * or as a self-contained interactive SVG.
+ * Flame graphs of a trace: a trie of stacks (stacks.h: Python functions,
+ * ops, GPU kernels as "[gpu] name" leaves) weighted by wall, on-CPU, GPU or
+ * off-CPU nanoseconds, collected by flamegraph.c and written by
+ * flamegraph_write.c as folded stacks (flamegraph.pl, inferno, speedscope)
+ * or as a self-contained interactive SVG (stacks_svg.c).
  */
 #ifndef PTG_FLAMEGRAPH_H
 #define PTG_FLAMEGRAPH_H
@@ -12,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "stacks.h"
 #include "trace.h"
 
 enum flamegraph_weight {
@@ -25,13 +27,9 @@ enum flamegraph_weight {
 int flamegraph_weight_parse(const char *s, enum flamegraph_weight *out);
 const char *flamegraph_weight_name(enum flamegraph_weight w);
 
-/*
- * Stacks deeper than this many frames keep their outermost ones; what is
- * deeper folds into one "[... N frames cut]" frame, as perf's --max-stack
- * does, so that folded output stays bounded by stacks x max_stack.
- */
-#define FLAMEGRAPH_MAX_STACK	 1024
-#define FLAMEGRAPH_MAX_STACK_MAX 8192
+/* Frames kept per stack (stacks.h): the rest fold into "[... N frames cut]". */
+#define FLAMEGRAPH_MAX_STACK	 STACKS_MAX_STACK
+#define FLAMEGRAPH_MAX_STACK_MAX STACKS_MAX_STACK_MAX
 
 struct flamegraph_opts {
 	enum flamegraph_weight weight;
@@ -52,6 +50,12 @@ int flamegraph__collect(struct trace_reader *r, const struct flamegraph_opts *o,
 void flamegraph__free(struct flamegraph *fg);
 /* Sum of all weights, in ns. */
 uint64_t flamegraph__total(const struct flamegraph *fg);
+enum flamegraph_weight flamegraph__weight(const struct flamegraph *fg);
+/*
+ * The trie of fg, its frames named by r's symbols (r = NULL: a graph of
+ * flamegraph__add_named() stacks), for the writers.
+ */
+struct stacks *flamegraph__stacks(struct flamegraph *fg, const struct trace_reader *r);
 /*
  * Stacks from outside a trace (the sampler): an empty graph, then stacks of
  * frame names, outermost first. Such a graph is written with r = NULL.
@@ -70,6 +74,7 @@ int flamegraph__foreach_stack(const struct flamegraph *fg,
 			      int (*fn)(void *ctx, const uint32_t *frames, unsigned int depth,
 					uint64_t weight),
 			      void *ctx);
+/* The writers (flamegraph_write.c): */
 /* One "frame;frame;frame N" line per distinct stack with weight, sorted. */
 int flamegraph__write_folded(struct flamegraph *fg, const struct trace_reader *r, FILE *out);
 /* The interactive SVG; title heads the image. */

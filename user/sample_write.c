@@ -10,10 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "flamegraph.h"
 #include "outfile.h"
 #include "pprof.h"
 #include "sample_write.h"
+#include "stacks.h"
+#include "stacks_svg.h"
 
 static bool ends_with(const char *s, const char *suffix)
 {
@@ -142,7 +143,7 @@ static char *frame_name(const struct sample_set *set, uint32_t i)
 	return strdup(fn->name);
 }
 
-static int add_stack(struct flamegraph *fg, const struct sample_set *set,
+static int add_stack(struct stacks *st, const struct sample_set *set,
 		     const struct sample_write_opts *o, const struct sample_row *r, char **names)
 {
 	const struct sample_proc *pr = &set->procs[r->proc];
@@ -167,59 +168,66 @@ static int add_stack(struct flamegraph *fg, const struct sample_set *set,
 			return -ENOMEM;
 		stack[n++] = names[f];
 	}
-	return flamegraph__add_named(fg, stack, n, r->ns);
+	return stacks__add_named(st, stack, n, r->ns);
 }
 
+/* The stacks of set in st, which the caller stacks__fini()s. */
 static int collect(const struct sample_set *set, const struct sample_write_opts *o,
-		   struct flamegraph **out)
+		   struct stacks *st)
 {
 	char **names = calloc(set->nframes + 1, sizeof(*names));
-	struct flamegraph *fg = NULL;
 	int err;
 
-	err = names ? flamegraph__new(
-			  set->kind == PTG_SAMPLE_CPU ? FG_WEIGHT_CPU : FG_WEIGHT_OFFCPU, &fg)
-		    : -ENOMEM;
+	err = stacks__init(st);
+	if (!err && !names)
+		err = -ENOMEM;
 	if (!err && o->max_stack)
-		flamegraph__set_max_stack(fg, o->max_stack);
+		stacks__set_max_stack(st, o->max_stack);
 	for (size_t i = 0; i < set->nrows && !err; i++)
-		err = add_stack(fg, set, o, &set->rows[i], names);
+		err = add_stack(st, set, o, &set->rows[i], names);
 	for (size_t i = 0; names && i < set->nframes; i++)
 		free(names[i]);
 	free(names);
-	if (err) {
-		flamegraph__free(fg);
-		return err;
-	}
-	*out = fg;
+	return err;
+}
+
+static int folded_line(void *ctx, const char *folded, uint64_t weight)
+{
+	fprintf(ctx, "%s %" PRIu64 "\n", folded, weight);
 	return 0;
 }
 
 int sample_write_folded(const struct sample_set *set, const struct sample_write_opts *o, FILE *f)
 {
-	struct flamegraph *fg;
-	int err = collect(set, o, &fg);
+	struct stacks st;
+	int err = collect(set, o, &st);
 
-	if (!err)
-		err = flamegraph__write_folded(fg, NULL, f);
-	flamegraph__free(fg);
+	if (!err) {
+		err = stacks__foreach_folded(&st, folded_line, f);
+		if (err)
+			fprintf(stderr, "flamegraph: out of memory\n");
+	}
+	stacks__fini(&st);
 	return err;
 }
 
 static int write_svg(const struct sample_set *set, const struct sample_write_opts *o, FILE *f)
 {
-	struct flamegraph *fg;
+	struct stacks st;
 	char title[160];
 	size_t procs = set->nprocs;
-	int err = collect(set, o, &fg);
+	int err = collect(set, o, &st);
 
-	if (err)
-		return err;
-	snprintf(title, sizeof(title), "ptrace-gpu sample: %zu process%s, %.1f s%s", procs,
-		 procs == 1 ? "" : "es", set->duration_ns / 1e9,
-		 set->kind == PTG_SAMPLE_CPU ? "" : ", blocked time");
-	err = flamegraph__write_svg(fg, NULL, f, title);
-	flamegraph__free(fg);
+	if (!err) {
+		snprintf(title, sizeof(title), "ptrace-gpu sample: %zu process%s, %.1f s%s", procs,
+			 procs == 1 ? "" : "es", set->duration_ns / 1e9,
+			 set->kind == PTG_SAMPLE_CPU ? "" : ", blocked time");
+		err = stacks__write_svg(
+		    &st, f, set->kind == PTG_SAMPLE_CPU ? "on-CPU time" : "off-CPU time", title);
+		if (err)
+			fprintf(stderr, "flamegraph: out of memory\n");
+	}
+	stacks__fini(&st);
 	return err;
 }
 

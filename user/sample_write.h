@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Writers of a sample_set: pprof (gzip), folded stacks and SVG (through user/flamegraph.c). */
+/* Writers of a sample_set: pprof (gzip), folded stacks and SVG (through stacks.h, stacks_svg.h). */
 #ifndef PTG_SAMPLE_WRITE_H
 #define PTG_SAMPLE_WRITE_H
 
@@ -17,7 +17,7 @@ enum sample_format {
 struct sample_write_opts {
 	enum sample_format format;
 	bool threads;		/* folded, SVG: a frame per thread under its process */
-	unsigned int max_stack; /* folded, SVG: frames kept per stack; 0: FLAMEGRAPH_MAX_STACK */
+	unsigned int max_stack; /* folded, SVG: frames kept per stack; 0: STACKS_MAX_STACK */
 };
 
 /* From a file name: *.svg, *.folded / *.txt, else pprof. */

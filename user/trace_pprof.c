@@ -102,7 +102,8 @@ int trace_pprof__write(struct trace_reader *r, const struct flamegraph_opts *o, 
 	err = err ?: pprof__add_sample_type(c.p, tp_type(o->weight), "nanoseconds");
 	if (!err && !pprof__mapping(c.p, 0, 0, 0, "[python]", PY_FLAGS))
 		err = -ENOMEM;
-	err = err ?: flamegraph__foreach_stack(fg, tp_stack, &c);
+	/* the trie itself: frame ids are the trace's symbol ids, named by tp_stack */
+	err = err ?: stacks__foreach_stack(flamegraph__stacks(fg, r), tp_stack, &c);
 	if (err == -ENOMEM)
 		fprintf(stderr, "pprof: out of memory\n");
 	if (!err) {

@@ -7,7 +7,8 @@
 #ifndef PTG_TRACE_PPROF_H
 #define PTG_TRACE_PPROF_H
 
-#include "flamegraph.h"
+#include "flamegraph.h" /* the collector (flamegraph_opts), not its writers */
+#include "stacks.h"
 #include "trace.h"
 
 /*
