@@ -23,9 +23,6 @@
 #include "trace_format.h"
 #include "trace_sniff.h"
 
-/* Loss counter of a trace read without its END: one per cut. */
-#define LOSS_TRUNCATED "trace_truncated"
-
 /* Buffer size for inflating the payload of a cut chunk piece by piece. */
 #define CUT_BUF_LEN (64u * 1024)
 
@@ -459,10 +456,11 @@ static int index_records(struct trace_reader *r, const struct rchunk *c)
 /* What a cut trace has lost is unknown: a loss counter says it was cut. */
 static int note_cut(struct trace_reader *r, uint64_t off)
 {
-	struct ptg_loss l = {.what = LOSS_TRUNCATED, .cpu = UINT32_MAX, .count = 1};
+	/* one per cut */
+	const char *what = ptg_lost_name(PTG_LOST_TRACE_TRUNCATED);
 
 	r->cut_at = off;
-	if (loss_table__add(&r->losses, l.what, l.cpu, l.count))
+	if (loss_table__add(&r->losses, what, UINT32_MAX, 1))
 		return reader_fail(r, -ENOMEM, "out of memory");
 	return 0;
 }
