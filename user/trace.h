@@ -139,10 +139,10 @@ enum ptg_lost {
 	PTG_LOST_PY_STACK_DEPTH = 5,	 /* a snapshot cut at PTG_MAX_SNAPSHOT_DEPTH (per CPU) */
 	PTG_LOST_PY_CODE_UNRESOLVED = 6, /* code objects whose names could not be read */
 	PTG_LOST_PY_UNMATCHED_EXIT = 7,	 /* returns of frames not on the thread's stack */
-	PTG_LOST_PY_UNROUTED = 8,	 /* Python events of processes no interpreter claimed */
-	PTG_LOST_OP_EVENT = 9,		 /* ring buffer full: a dispatcher op event (per CPU) */
-	PTG_LOST_CUDA_EVENT = 10,	 /* ring buffer full: a CUDA call's entry or return */
-	PTG_LOST_CUDA_NESTING = 11,	 /* CUDA calls nested deeper than PTG_CUDA_MAX_NEST */
+	PTG_LOST_PY_UNROUTED = 8,   /* Python events of a process whose interpreter was not found */
+	PTG_LOST_OP_EVENT = 9,	    /* ring buffer full: a dispatcher op event (per CPU) */
+	PTG_LOST_CUDA_EVENT = 10,   /* ring buffer full: a CUDA call's entry or return */
+	PTG_LOST_CUDA_NESTING = 11, /* CUDA calls nested deeper than PTG_CUDA_MAX_NEST */
 	PTG_LOST_CUDA_THREAD_STATE = 12, /* a thread's open-CUDA-call state not stored */
 	PTG_LOST_CUDA_PROBE_ATTACH = 13, /* CUDA entry points that could not be probed */
 	PTG_LOST_CUPTI_DROPPED = 14,	 /* records CUPTI itself dropped */
