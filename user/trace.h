@@ -209,6 +209,11 @@ int trace_writer__record_args(struct trace_writer *w, const struct ptg_record *r
 int trace_writer__loss(struct trace_writer *w, const char *what, uint32_t cpu, uint64_t count);
 /* The same by kind: what every capture module should call (not PTG_LOST_OTHER). */
 int trace_writer__lost(struct trace_writer *w, enum ptg_lost kind, uint32_t cpu, uint64_t count);
+/*
+ * The counters added so far, to print at the end of a recording with
+ * ptg_loss_name(); valid until the next __loss/__lost or __close.
+ */
+const struct ptg_loss *trace_writer__losses(const struct trace_writer *w, size_t *n);
 /* Flushes, writes the final chunk and closes; frees w even on error. */
 int trace_writer__close(struct trace_writer *w);
 /* Frees w and drops the file, except as __keep_partial says (error paths). Accepts NULL. */

@@ -535,6 +535,12 @@ int trace_writer__lost(struct trace_writer *w, enum ptg_lost kind, uint32_t cpu,
 	return trace_writer__loss(w, name, cpu, count);
 }
 
+const struct ptg_loss *trace_writer__losses(const struct trace_writer *w, size_t *n)
+{
+	*n = w->losses.n;
+	return w->losses.v;
+}
+
 static int write_losses(struct trace_writer *w)
 {
 	struct wbuf b = {};

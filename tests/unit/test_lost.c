@@ -48,6 +48,10 @@ static void test_round_trip(void)
 	ASSERT_EQ(trace_writer__loss(w, "cuda_event", UINT32_MAX, 1), 0, "again by name");
 	ASSERT_EQ(trace_writer__loss(w, "from_the_future", UINT32_MAX, 9), 0, "unknown name");
 	ASSERT_EQ(trace_writer__lost(w, PTG_LOST_OTHER, UINT32_MAX, 1), -EINVAL, "OTHER refused");
+	l = trace_writer__losses(w, &n);
+	ASSERT_EQ(n, PTG_LOST_NR, "writer's counters before close");
+	ASSERT_EQ(n ? l[n - 1].kind : 99, PTG_LOST_OTHER, "writer's last counter: the unknown one");
+	ASSERT_EQ(n ? l[0].kind : 99, PTG_LOST_PY_EVENT, "writer's first counter");
 	if (!ASSERT_EQ(trace_writer__close(w), 0, "close writer"))
 		return;
 	if (!ASSERT_EQ(trace_reader__open(path, &r, NULL, 0), 0, "open reader"))
