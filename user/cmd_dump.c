@@ -87,7 +87,7 @@ static void print_header(const struct trace_reader *r)
 	}
 	l = trace_reader__losses(r, &n);
 	for (size_t i = 0; i < n; i++)
-		printf("# lost %s cpu=%d: %" PRIu64 "\n", l[i].what,
+		printf("# lost %s cpu=%d: %" PRIu64 "\n", ptg_loss_name(&l[i]),
 		       l[i].cpu == UINT32_MAX ? -1 : (int)l[i].cpu, l[i].count);
 }
 

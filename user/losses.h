@@ -19,7 +19,10 @@ struct loss_table {
 	struct u64map idx; /* hash of (what, cpu), probed on -> index */
 };
 
-/* Adds count to (what, cpu), a new counter if need be. what: shorter than ptg_loss.what. */
+/*
+ * Adds count to (what, cpu), a new counter if need be, its kind that of the
+ * name (ptg_lost_parse()). what: shorter than ptg_loss.what.
+ */
 int loss_table__add(struct loss_table *t, const char *what, uint32_t cpu, uint64_t count);
 void loss_table__free(struct loss_table *t);
 

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The user-space side of bpf/pyframe.bpf.c: loads and attaches the frame
- * probes to one interpreter, rebuilds each thread's stack of Python frames
- * from frame addresses and writes PY_ENTER / PY_EXIT records through the
- * tracer, with function symbols resolved once per code object.
+ * probes to one interpreter and hands their events to the stack engine
+ * (user/pystack.c), which rebuilds each thread's stack of Python frames and
+ * writes PY_ENTER / PY_EXIT records through the tracer; code objects it has
+ * no names for are read here, from /proc/PID/mem.
  */
 #ifndef PTG_PYFRAME_H
 #define PTG_PYFRAME_H

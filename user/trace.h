@@ -123,12 +123,58 @@ struct ptg_sym {
 	uint32_t line;
 };
 
+/*
+ * Every kind of loss a trace counts: the one list that record, dump and the
+ * reports name losses from (docs/trace-format.md, "Loss counters"). Values
+ * are stable: append only. Each has one name, ptg_lost_name(), which is what
+ * a LOSS chunk stores; a name outside the list (a newer writer's) reads as
+ * PTG_LOST_OTHER with its name kept in ptg_loss.what.
+ */
+enum ptg_lost {
+	PTG_LOST_OTHER = 0,
+	PTG_LOST_PY_EVENT = 1,		 /* ring buffer full: a Python frame event (per CPU) */
+	PTG_LOST_PY_STACK = 2,		 /* ring buffer full: a stack snapshot (per CPU) */
+	PTG_LOST_PY_CODE_NAMES = 3,	 /* ring buffer full: a code object's names (per CPU) */
+	PTG_LOST_PY_FRAME_READ = 4,	 /* BPF could not read the current frame (per CPU) */
+	PTG_LOST_PY_STACK_DEPTH = 5,	 /* a snapshot cut at PTG_MAX_SNAPSHOT_DEPTH (per CPU) */
+	PTG_LOST_PY_CODE_UNRESOLVED = 6, /* code objects whose names could not be read */
+	PTG_LOST_PY_UNMATCHED_EXIT = 7,	 /* returns of frames not on the thread's stack */
+	PTG_LOST_PY_UNROUTED = 8,   /* Python events of a process whose interpreter was not found */
+	PTG_LOST_OP_EVENT = 9,	    /* ring buffer full: a dispatcher op event (per CPU) */
+	PTG_LOST_CUDA_EVENT = 10,   /* ring buffer full: a CUDA call's entry or return */
+	PTG_LOST_CUDA_NESTING = 11, /* CUDA calls nested deeper than PTG_CUDA_MAX_NEST */
+	PTG_LOST_CUDA_THREAD_STATE = 12, /* a thread's open-CUDA-call state not stored */
+	PTG_LOST_CUDA_PROBE_ATTACH = 13, /* CUDA entry points that could not be probed */
+	PTG_LOST_CUPTI_DROPPED = 14,	 /* records CUPTI itself dropped */
+	PTG_LOST_CUPTI_UNKNOWN = 15,	 /* CUPTI records of a kind the agent does not forward */
+	PTG_LOST_CUPTI_INCOMPLETE = 16,	 /* CUPTI records without a valid start and end */
+	PTG_LOST_CUPTI_UNDECODED_BYTES = 17, /* bytes of the agent's buffers that did not parse */
+	PTG_LOST_LIB_EVENT = 18,	     /* ring buffer full: a dynamic loader notice */
+	PTG_LOST_LIB_UNPROBED_WINDOW = 19,   /* libraries probed only after they were mapped */
+	PTG_LOST_SCHED_EVENT = 20,	     /* ring buffer full: an off-CPU interval */
+	PTG_LOST_SCHED_THREAD_STATE = 21,    /* a thread's scheduler state not stored */
+	PTG_LOST_SCHED_SWITCH_UNSEEN = 22,   /* a switch-in whose off-CPU start was not seen */
+	PTG_LOST_PROC_EVENTS = 23,	     /* ring buffer full: a fork/exec/exit notice */
+	PTG_LOST_PROC_SET_FULL = 24,	     /* processes the traced set had no room for */
+	PTG_LOST_TRACE_WRITE = 25,	     /* records a failed write of the trace lost */
+	PTG_LOST_TRACE_TRUNCATED = 26,	     /* a trace read without its end marker */
+	PTG_LOST_NR
+};
+
 /* One loss counter: what was lost, where, how many. */
 struct ptg_loss {
-	char what[32]; /* e.g. "py_event", "cupti_records" */
+	char what[32]; /* ptg_lost_name(kind), or a name this build does not know */
 	uint32_t cpu;  /* UINT32_MAX when not per CPU */
 	uint64_t count;
+	uint32_t kind; /* enum ptg_lost */
 };
+
+/* The name of a loss kind ("py_event"), NULL for PTG_LOST_OTHER or out of range. */
+const char *ptg_lost_name(enum ptg_lost kind);
+/* The kind of a loss name, PTG_LOST_OTHER for one outside the list. */
+enum ptg_lost ptg_lost_parse(const char *name);
+/* What to show for a counter, wherever losses are printed (record, dump, reports). */
+const char *ptg_loss_name(const struct ptg_loss *l);
 
 /* Longest args blob of one record. */
 #define PTG_ARGS_MAX (1u * 1024 * 1024)
@@ -161,6 +207,13 @@ int trace_writer__record_args(struct trace_writer *w, const struct ptg_record *r
 			      const char *args, size_t len);
 /* Adds to the loss counter (what, cpu). */
 int trace_writer__loss(struct trace_writer *w, const char *what, uint32_t cpu, uint64_t count);
+/* The same by kind: what every capture module should call (not PTG_LOST_OTHER). */
+int trace_writer__lost(struct trace_writer *w, enum ptg_lost kind, uint32_t cpu, uint64_t count);
+/*
+ * The counters added so far, to print at the end of a recording with
+ * ptg_loss_name(); valid until the next __loss/__lost or __close.
+ */
+const struct ptg_loss *trace_writer__losses(const struct trace_writer *w, size_t *n);
 /* Flushes, writes the final chunk and closes; frees w even on error. */
 int trace_writer__close(struct trace_writer *w);
 /* Frees w and drops the file, except as __keep_partial says (error paths). Accepts NULL. */

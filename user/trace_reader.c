@@ -21,9 +21,8 @@
 #include "losses.h"
 #include "trace.h"
 #include "trace_format.h"
+#include "trace_sniff.h"
 
-/* Loss counter of a trace read without its END: one per cut. */
-#define LOSS_TRUNCATED "trace_truncated"
 /* Buffer size for inflating the payload of a cut chunk piece by piece. */
 #define CUT_BUF_LEN (64u * 1024)
 
@@ -319,51 +318,6 @@ static int chunk_parse(struct trace_reader *r, const struct rchunk *c, uint32_t 
 	return err;
 }
 
-/* What the first bytes of a file that is not a trace look like, to say what it is. */
-static const char *sniff_content(const uint8_t *p, size_t n)
-{
-	size_t i = 0;
-
-	while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r'))
-		i++;
-	/* marshal's dict of cProfile's dump_stats(): '{' then a key tuple, with or
-	 * without marshal's FLAG_REF bit */
-	if (n >= 2 && p[0] == '{' && (p[1] == ')' || p[1] == (')' | 0x80)))
-		return "a Python pstats file (cProfile): read it with Python's pstats or snakeviz";
-	if (i < n && (p[i] == '{' || p[i] == '['))
-		return "a JSON file (a Chrome/Kineto trace?): convert it with 'ptrace-gpu import'";
-	if (i < n && p[i] == '<')
-		return "an XML/SVG file (a flamegraph?), not a trace";
-	/* a pprof Profile starts with field 1 (sample_type), length-delimited */
-	if (n >= 2 && p[0] == 0x0a)
-		return "a pprof profile (ptrace-gpu sample writes those): read it with pprof";
-	return NULL;
-}
-
-/* The same for the start of a gzip file's contents, which pprof and .json.gz use. */
-static const char *sniff_gzip(const uint8_t *p, size_t n)
-{
-	uint8_t out[64];
-	z_stream zs = {.next_in = (uint8_t *)p, .avail_in = (uInt)n};
-	const char *what = NULL;
-
-	zs.next_out = out;
-	zs.avail_out = sizeof(out);
-	if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK)
-		return "a gzip file that is not a ptrace-gpu trace";
-	inflate(&zs, Z_SYNC_FLUSH);
-	if (zs.total_out)
-		what = sniff_content(out, zs.total_out);
-	inflateEnd(&zs);
-	if (what && strstr(what, "JSON"))
-		return "a gzipped JSON file (a Chrome/Kineto trace?): convert it with 'ptrace-gpu "
-		       "import'";
-	if (what && strstr(what, "pprof"))
-		return "a gzipped pprof profile (ptrace-gpu sample writes those): read it with "
-		       "pprof";
-	return "a gzip file that is not a ptrace-gpu trace";
-}
-
 /* "not a ptrace-gpu trace: <what it is instead>" for a file with the wrong magic. */
 static int reader_fail_foreign(struct trace_reader *r, size_t have)
 {
@@ -375,10 +329,7 @@ static int reader_fail_foreign(struct trace_reader *r, size_t have)
 		return reader_fail(r, -EINVAL, "empty file, not a ptrace-gpu trace");
 	if (read_full(r->fd, head, n, 0))
 		n = 0;
-	if (n >= 2 && head[0] == 0x1f && head[1] == 0x8b)
-		what = sniff_gzip(head, n);
-	else
-		what = sniff_content(head, n);
+	what = trace_sniff(head, n);
 	if (!what)
 		return reader_fail(r, -EINVAL, "not a ptrace-gpu trace (bad magic)");
 	return reader_fail(r, -EINVAL, "not a ptrace-gpu trace but %s", what);
@@ -505,10 +456,11 @@ static int index_records(struct trace_reader *r, const struct rchunk *c)
 /* What a cut trace has lost is unknown: a loss counter says it was cut. */
 static int note_cut(struct trace_reader *r, uint64_t off)
 {
-	struct ptg_loss l = {.what = LOSS_TRUNCATED, .cpu = UINT32_MAX, .count = 1};
+	/* one per cut */
+	const char *what = ptg_lost_name(PTG_LOST_TRACE_TRUNCATED);
 
 	r->cut_at = off;
-	if (loss_table__add(&r->losses, l.what, l.cpu, l.count))
+	if (loss_table__add(&r->losses, what, UINT32_MAX, 1))
 		return reader_fail(r, -ENOMEM, "out of memory");
 	return 0;
 }

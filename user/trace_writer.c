@@ -524,6 +524,23 @@ int trace_writer__loss(struct trace_writer *w, const char *what, uint32_t cpu, u
 	return 0;
 }
 
+int trace_writer__lost(struct trace_writer *w, enum ptg_lost kind, uint32_t cpu, uint64_t count)
+{
+	const char *name = ptg_lost_name(kind);
+
+	if (!name) {
+		fprintf(stderr, "trace: loss kind %d has no name\n", (int)kind);
+		return -EINVAL;
+	}
+	return trace_writer__loss(w, name, cpu, count);
+}
+
+const struct ptg_loss *trace_writer__losses(const struct trace_writer *w, size_t *n)
+{
+	*n = w->losses.n;
+	return w->losses.v;
+}
+
 static int write_losses(struct trace_writer *w)
 {
 	struct wbuf b = {};
@@ -588,7 +605,7 @@ static int salvage(struct trace_writer *w)
 	if (ftruncate(w->fd, (off_t)w->good_len) || lseek(w->fd, 0, SEEK_END) < 0)
 		return -errno;
 	w->err = 0;
-	err = trace_writer__loss(w, "trace_write", UINT32_MAX, lost);
+	err = trace_writer__lost(w, PTG_LOST_TRACE_WRITE, UINT32_MAX, lost);
 	/* metadata still in memory when a SYMS chunk failed, such as stop.reason */
 	err = err ?: wbuf_flush(w, &w->meta, PTG_CHUNK_META);
 	err = err ?: write_losses(w);

@@ -71,6 +71,11 @@ int tracer__new(struct trace_writer *w, unsigned int ringbuf_mb, uint64_t start_
 		return -ENOMEM;
 	t->w = w;
 	t->start_ts = start_ts;
+	t->rb_fd = -1;
+	if (!ringbuf_mb) {
+		*out = t; /* events come from the caller (a replay), not from BPF */
+		return 0;
+	}
 	t->rb_fd = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "ptg_events", 0, 0, ringbuf_mb << 20, NULL);
 	if (t->rb_fd < 0) {
 		err = -errno;
@@ -272,7 +277,7 @@ int tracer__end_process(struct tracer *t, uint32_t pid, uint64_t ts, uint16_t fl
  */
 static int map_ring(struct tracer *t)
 {
-	if (t->rb)
+	if (t->rb || t->rb_fd < 0)
 		return 0;
 	t->rb = ring_buffer__new(t->rb_fd, handle_event, t, NULL);
 	if (!t->rb) {
@@ -290,6 +295,8 @@ int tracer__poll(struct tracer *t, int timeout_ms)
 
 	if (n)
 		return n;
+	if (!t->rb)
+		return -EINVAL; /* no ring buffer (tracer__new with ringbuf_mb 0) */
 	n = ring_buffer__poll(t->rb, timeout_ms);
 
 	/*
@@ -303,7 +310,7 @@ int tracer__poll(struct tracer *t, int timeout_ms)
 
 int tracer__finish(struct tracer *t, uint64_t stop_ts)
 {
-	int err = map_ring(t) ?: ring_buffer__consume(t->rb);
+	int err = map_ring(t) ?: (t->rb ? ring_buffer__consume(t->rb) : 0);
 
 	if (err < 0)
 		return err;
@@ -338,7 +345,7 @@ void tracer__free(struct tracer *t)
 	if (!t)
 		return;
 	ring_buffer__free(t->rb);
-	if (t->rb_fd > 0)
+	if (t->rb_fd >= 0)
 		close(t->rb_fd);
 	for (size_t i = 0; i < t->nthreads; i++)
 		free(t->threads[i].stack);

@@ -53,6 +53,11 @@ typedef int (*tracer_handler_fn)(struct tracer *t, void *ctx, const struct ptg_e
 /* Called once at the end, after the last event: write loss counters. */
 typedef int (*tracer_finish_fn)(struct tracer *t, void *ctx);
 
+/*
+ * ringbuf_mb 0: no ring buffer and no BPF at all, for events that the caller
+ * hands to the modules itself (a replay of recorded events, unit tests);
+ * tracer__poll() then fails with -EINVAL.
+ */
 int tracer__new(struct trace_writer *w, unsigned int ringbuf_mb, uint64_t start_ts,
 		struct tracer **out);
 /* fd of the shared ring buffer: bpf_map__reuse_fd() it into each BPF object before load. */
