@@ -18,18 +18,11 @@
 #include "array.h"
 #include "chrome.h"
 #include "chrome_export.h"
+#include "model.h"
 #include "trace_kineto.h"
 #include "outfile.h"
 
 #define FLUSH_AT (64 * 1024)
-
-struct cthread {
-	uint32_t pid, tid;
-	struct ptg_record *frames;
-	char **frame_args; /* args blob of each frame's ENTER, NULL for none */
-	size_t depth, cap;
-	bool used;
-};
 
 static int out_flush(struct chrome *c)
 {
@@ -133,23 +126,23 @@ static void py_name(const struct chrome *c, uint32_t id, char *buf, size_t len)
 		snprintf(buf, len, "%s", s ? s->name : "");
 }
 
-static void write_span(struct chrome *c, const struct ptg_record *enter, const char *blob,
-		       uint64_t end)
+/* A closed Python frame or op (model.h): one X event from its ENTER's fields. */
+static void write_span(struct chrome *c, const struct model_span *s)
 {
-	bool py = enter->kind == PTG_REC_PY_ENTER;
+	bool py = s->kind == PTG_REC_PY_ENTER;
 	struct jargs a = {&c->b};
 	char name[4096];
 
 	if (py)
-		py_name(c, enter->sym, name, sizeof(name));
-	ev_x(c, py ? "python_function" : "cpu_op", py ? name : chrome_sym_name(c, enter->sym),
-	     enter->pid, enter->tid, enter->ts, end > enter->ts ? end - enter->ts : 0);
-	if (!blob) {
-		jarg_nz(&a, "External id", enter->ext);
-		jarg_id1(&a, py ? "Python id" : "Sequence number", enter->aux[0]);
-		jarg_id1(&a, py ? "Python parent id" : "Fwd thread id", enter->aux[1]);
+		py_name(c, s->sym, name, sizeof(name));
+	ev_x(c, py ? "python_function" : "cpu_op", py ? name : chrome_sym_name(c, s->sym), s->pid,
+	     s->tid, s->start, s->end - s->start);
+	if (!s->args) {
+		jarg_nz(&a, "External id", s->ext);
+		jarg_id1(&a, py ? "Python id" : "Sequence number", s->aux0);
+		jarg_id1(&a, py ? "Python parent id" : "Fwd thread id", s->aux1);
 	}
-	chrome_ev_end(c, &a, blob);
+	chrome_ev_end(c, &a, s->args);
 }
 
 static const char *call_cat(const struct chrome *c, const struct ptg_record *rec)
@@ -306,101 +299,6 @@ static void write_flow_rec(struct chrome *c, const struct ptg_record *rec)
 		   rec->tid, rec->ts, rec->corr, rec->aux[1], c->args);
 }
 
-static size_t thread_hash(uint32_t pid, uint32_t tid)
-{
-	uint64_t k = ((uint64_t)pid << 32 | tid) * 0x9e3779b97f4a7c15ull;
-
-	return k ^ k >> 32;
-}
-
-static struct cthread *thread_slot(struct cthread *t, size_t mask, uint32_t pid, uint32_t tid)
-{
-	size_t i;
-
-	for (i = thread_hash(pid, tid) & mask; t[i].used; i = (i + 1) & mask) {
-		if (t[i].pid == pid && t[i].tid == tid)
-			break;
-	}
-	return &t[i];
-}
-
-static int threads_grow(struct chrome *c)
-{
-	size_t mask = c->threads ? 2 * c->tmask + 1 : 63, i;
-	struct cthread *t = calloc(mask + 1, sizeof(*t));
-
-	if (!t)
-		return -ENOMEM;
-	for (i = 0; c->threads && i <= c->tmask; i++) {
-		if (c->threads[i].used)
-			*thread_slot(t, mask, c->threads[i].pid, c->threads[i].tid) = c->threads[i];
-	}
-	free(c->threads);
-	c->threads = t;
-	c->tmask = mask;
-	return 0;
-}
-
-static struct cthread *thread_get(struct chrome *c, uint32_t pid, uint32_t tid, bool create)
-{
-	struct cthread *t;
-
-	if (!c->threads && (!create || threads_grow(c)))
-		return NULL;
-	t = thread_slot(c->threads, c->tmask, pid, tid);
-	if (t->used || !create)
-		return t->used ? t : NULL;
-	if ((c->nthreads + 1) * 2 > c->tmask + 1) {
-		if (threads_grow(c))
-			return NULL;
-		t = thread_slot(c->threads, c->tmask, pid, tid);
-	}
-	*t = (struct cthread){.pid = pid, .tid = tid, .used = true};
-	c->nthreads++;
-	return t;
-}
-
-static int span_enter(struct chrome *c, const struct ptg_record *rec)
-{
-	struct cthread *t = thread_get(c, rec->pid, rec->tid, true);
-	struct ptg_record *f;
-
-	if (!t)
-		return -ENOMEM;
-	if (t->depth == t->cap) {
-		size_t cap = t->cap ? 2 * t->cap : 16;
-		char **fa;
-
-		f = realloc(t->frames, cap * sizeof(*f));
-		if (!f)
-			return -ENOMEM;
-		t->frames = f;
-		fa = realloc(t->frame_args, cap * sizeof(*fa));
-		if (!fa)
-			return -ENOMEM;
-		t->frame_args = fa;
-		t->cap = cap;
-	}
-	/* the blob lives in the reader's buffer only until the next record */
-	t->frame_args[t->depth] = c->args ? strdup(c->args) : NULL;
-	if (c->args && !t->frame_args[t->depth])
-		return -ENOMEM;
-	t->frames[t->depth++] = *rec;
-	return 0;
-}
-
-static void span_exit(struct chrome *c, const struct ptg_record *rec)
-{
-	struct cthread *t = thread_get(c, rec->pid, rec->tid, false);
-
-	/* an EXIT without ENTER (recording started inside the call) has no start */
-	if (t && t->depth) {
-		t->depth--;
-		write_span(c, &t->frames[t->depth], t->frame_args[t->depth], rec->ts);
-		free(t->frame_args[t->depth]);
-	}
-}
-
 static void write_synth_flows(struct chrome *c, const struct ptg_record *rec)
 {
 	if (c->kineto || !rec->corr)
@@ -413,20 +311,12 @@ static void write_synth_flows(struct chrome *c, const struct ptg_record *rec)
 			   rec->corr, true, NULL);
 }
 
+/* Any record but a span's ENTER or EXIT; returns 0 or the buffer's error. */
 static int write_record(struct chrome *c, const struct ptg_record *rec)
 {
 	struct ptg_record call;
 
-	if (rec->ts + rec->dur > c->last_ts)
-		c->last_ts = rec->ts + rec->dur;
 	switch (rec->kind) {
-	case PTG_REC_PY_ENTER:
-	case PTG_REC_OP_ENTER:
-		return span_enter(c, rec);
-	case PTG_REC_PY_EXIT:
-	case PTG_REC_OP_EXIT:
-		span_exit(c, rec);
-		break;
 	case PTG_REC_SPAN:
 		write_span_rec(c, rec);
 		break;
@@ -470,22 +360,6 @@ static int write_record(struct chrome *c, const struct ptg_record *rec)
 	return c->b.err;
 }
 
-/* Spans still open at the end of the trace close at its last timestamp. */
-static void close_open_spans(struct chrome *c)
-{
-	size_t i;
-
-	for (i = 0; c->threads && i <= c->tmask; i++) {
-		struct cthread *t = &c->threads[i];
-
-		while (t->used && t->depth) {
-			t->depth--;
-			write_span(c, &t->frames[t->depth], t->frame_args[t->depth], c->last_ts);
-			free(t->frame_args[t->depth]);
-		}
-	}
-}
-
 /* Metadata first, then by start, longer first, then in the order they were made. */
 static int cmp_cevent(const void *pa, const void *pb)
 {
@@ -522,25 +396,49 @@ static int write_sorted(struct chrome *c)
 	return err ?: c->b.err;
 }
 
+static void on_span(void *ctx, const struct model_span *s, const struct model_frame *stack,
+		    unsigned int depth)
+{
+	(void)stack;
+	(void)depth;
+	write_span(ctx, s);
+}
+
+static void on_record(void *ctx, const struct ptg_record *rec, const struct model_frame *stack,
+		      unsigned int depth)
+{
+	struct chrome *c = ctx;
+
+	(void)stack;
+	(void)depth;
+	/* the model hands each record as soon as it is read: the reader still holds its args */
+	c->args = trace_reader__args(c->r, NULL);
+	write_record(c, rec);
+}
+
+/*
+ * The model rebuilds the stacks: a span becomes one event when it closes,
+ * with its ENTER's args; an imported event nothing models is written back as
+ * it came; spans open at the end close at the trace's last timestamp.
+ */
+static const struct model_visitor chrome_visitor = {
+    .span = on_span,
+    .record = on_record,
+    .flags = MODEL_WALK_ARGS | MODEL_WALK_EVENTS | MODEL_WALK_CLOSE,
+};
+
 static int write_all(struct chrome *c)
 {
-	struct ptg_record rec;
 	int err;
 
 	chrome_write_header(c);
 	err = out_flush(c);
-	while (!err && (err = trace_reader__next(c->r, &rec)) > 0) {
-		c->args = trace_reader__args(c->r, NULL);
-		err = write_record(c, &rec);
-		if (err)
-			return err;
-	}
-	if (err < 0) {
+	/* an error of the event buffer stops nothing in the walk: it is checked after it */
+	if (!err && (err = model__walk(c->r, &chrome_visitor, c, NULL)) < 0 && err != -ENOMEM) {
 		fprintf(stderr, "chrome: %s\n", trace_reader__error(c->r));
 		return err;
 	}
-	close_open_spans(c);
-	if ((err = write_sorted(c)))
+	if (err || (err = c->b.err) || (err = write_sorted(c)))
 		return err;
 	chrome_write_footer(c);
 	return out_flush(c);
@@ -555,15 +453,6 @@ static bool ends_with(const char *s, const char *suffix)
 
 static void chrome_free(struct chrome *c)
 {
-	size_t i;
-
-	for (i = 0; c->threads && i <= c->tmask; i++) {
-		while (c->threads[i].depth)
-			free(c->threads[i].frame_args[--c->threads[i].depth]);
-		free(c->threads[i].frames);
-		free(c->threads[i].frame_args);
-	}
-	free(c->threads);
 	free(c->b.p);
 	cuda_links_free(&c->links);
 	free(c->evs);

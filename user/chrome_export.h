@@ -47,11 +47,8 @@ struct chrome {
 	struct jbuf b; /* every event, in the order they were made */
 	struct cevent *evs;
 	size_t nevs, evs_cap;
-	struct u64map tracks; /* pid << 32 | track tid of the tracks named so far */
-	bool kineto;	      /* META source=kineto: pid/tid and flows are stored as they were */
-	uint64_t last_ts;
-	struct cthread *threads; /* chrome.c's */
-	size_t tmask, nthreads;
+	struct u64map tracks;	 /* pid << 32 | track tid of the tracks named so far */
+	bool kineto;		 /* META source=kineto: pid/tid and flows are stored as they were */
 	struct cuda_links links; /* a recorded trace's joins, cbids, External ids */
 	const char *args;	 /* args blob of the record being written, or NULL */
 	unsigned int nkeys;	 /* top-level keys written so far */
