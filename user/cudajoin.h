@@ -6,6 +6,9 @@
  * arrives late. record keeps the first and links it to the second's id with
  * a PTG_REC_FLOW ("join flow"); the analyses resolve a host call's id
  * through those flows. docs/cuda-sched.md describes the matching.
+ * This header reads the links back from a trace (reports, export); the
+ * matching itself, which capture runs, is cuda_match.h, included here for
+ * the reports' tests and so that one name gives the whole story.
  */
 #ifndef PTG_CUDAJOIN_H
 #define PTG_CUDAJOIN_H
@@ -14,51 +17,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cuda_match.h"
 #include "trace.h"
 #include "u64map.h"
-
-/*
- * How far CUPTI's [start, end] may stick out of the host call's and still
- * match: CUPTI's clock is mapped onto CLOCK_MONOTONIC by interpolating paired
- * readings, each pair read back to back (well under 1 us apart). A neighbour
- * of the same name within reach loses to the call that encloses CUPTI's
- * interval outright (cuda_join_find), and a uprobe costs about 1 us at entry
- * and again at return, so neighbours are rarely that close anyway.
- */
-#define CUDA_JOIN_TOLERANCE_NS 2000
-/* Host calls kept per thread for matching: CUPTI flushes within seconds. */
-#define CUDA_JOIN_HISTORY 4096
-
-/* A host-side call as the uprobes saw it. */
-struct cuda_host_call {
-	uint64_t start, end; /* CLOCK_MONOTONIC ns */
-	uint64_t id;	     /* host call id (aux[3] of its record) */
-	const char *name;    /* as exported: cuLaunchKernel_ptsz, cuMemcpyAsync_v2 */
-	bool driver;
-	bool joined; /* a CUPTI record took it already */
-};
-
-/* A CUPTI runtime or driver API record, on CLOCK_MONOTONIC. */
-struct cuda_cupti_call {
-	const char *name; /* cbid name, cudaLaunchKernel_v7000 or with _v7000 stripped */
-	bool driver;
-	uint64_t start, end;
-};
-
-/*
- * Whether two API names are the same function: compared without their
- * version (_v2, _v7000) and per-thread-stream (_ptsz, _ptds) suffixes.
- */
-bool cuda_api_same(const char *a, const char *b);
-
-/*
- * The host call that c duplicates, among one thread's calls in return order
- * (so their ends never decrease): same API name and kind, not joined yet,
- * holding c's start and enclosing c within CUDA_JOIN_TOLERANCE_NS. Of
- * several, the one c sticks out of least, then the innermost. Returns its
- * index, or -1.
- */
-long cuda_join_find(const struct cuda_host_call *calls, size_t n, const struct cuda_cupti_call *c);
 
 /* A PTG_REC_FLOW that links a host call (aux[3]) to a CUPTI correlation id. */
 static inline bool cuda_join_is_flow(const struct ptg_record *rec)

@@ -11,7 +11,7 @@
 #include <bpf/libbpf.h>
 
 #include "cuda.skel.h"
-#include "cudajoin.h"
+#include "cuda_match.h"
 #include "cudaprobe.h"
 #include "elf_file.h"
 #include "ptrace_gpu/events.h"

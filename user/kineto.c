@@ -1,74 +1,25 @@
 // SPDX-License-Identifier: MIT
 /*
  * Import of torch.profiler / Kineto Chrome traces. The JSON is parsed into
- * one document with json-c as it is read (never held as text, and within the
- * bounds of IMPORT_*), every event becomes one or two records (see kineto.h),
- * and the records are sorted into an order that depends only on their
- * content, so that importing a trace we exported gives back the same file.
+ * one document as it is read (kineto_json.c, within bounds), every event
+ * becomes one or two records here (see kineto.h), and the records are sorted
+ * into an order that depends only on their content (kineto_order.c), so that
+ * importing a trace we exported gives back the same file.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <json-c/json.h>
-#include <zlib.h>
 
 #include "array.h"
-#include "kineto.h"
-#include "kineto_args.h"
+#include "kineto_import.h"
+#include "kineto_json.h"
 
-/* A record to write, with the strings that order records of equal ts. */
-struct kev {
-	struct ptg_record rec;
-	const char *name;
-	const char *cat;
-	const char *extra;
-	const char *args; /* args blob (kineto_args.h), NULL for none */
-	size_t args_len;
-	uint32_t seq; /* position in its thread's ENTER/EXIT sequence; UINT32_MAX for others */
-};
-
-/* A cpu_op or python_function X event before nesting. */
-struct knest {
-	uint64_t start;
-	uint64_t end;
-	uint32_t pid;
-	uint32_t tid;
-	uint32_t sym;
-	uint16_t kind; /* PTG_REC_PY_ENTER or PTG_REC_OP_ENTER */
-	const char *name;
-	uint64_t ext;
-	int64_t aux0;
-	int64_t aux1;
-	const char *args;
-	size_t args_len;
-};
-
-struct kunknown {
-	char *what;
-	uint64_t count;
-};
-
-struct importer {
-	const char *path;
-	struct trace_writer *w;
-	struct kev *evs;
-	size_t nevs, evcap;
-	struct knest *nest;
-	size_t nnest, nestcap;
-	struct kunknown *unk;
-	size_t nunk;
-	struct kineto_args ka;
-	struct kineto_stats st;
-};
-
-static struct kev *kev_new(struct importer *im)
+struct kev *kineto_kev_new(struct importer *im)
 {
 	struct kev *e;
 
@@ -279,7 +230,7 @@ static int keep_event(struct importer *im, json_object *ev, const char *what)
 	int64_t v;
 	int err;
 
-	if ((err = count_unknown(im, what)) || !(e = kev_new(im)))
+	if ((err = count_unknown(im, what)) || !(e = kineto_kev_new(im)))
 		return err ?: -ENOMEM;
 	e->rec.kind = PTG_REC_EVENT;
 	get_time(ev, "ts", &e->rec.ts);
@@ -436,7 +387,7 @@ static int add_interval(struct importer *im, const struct kcat *kc, json_object 
 			const char *name, uint64_t ts, uint64_t dur, uint32_t pid, uint32_t tid)
 {
 	json_object *args = get_args(ev);
-	struct kev *e = kev_new(im);
+	struct kev *e = kineto_kev_new(im);
 	struct ptg_record *r;
 
 	if (!e)
@@ -509,7 +460,7 @@ static int add_flow(struct importer *im, json_object *ev, const char *ph)
 	if (!cat || !name || !get_int(ev, "id", &id) || !get_time(ev, "ts", &ts) ||
 	    !get_pid_tid(ev, &pid, &tid))
 		return keep_event(im, ev, cat ? cat : "flow");
-	e = kev_new(im);
+	e = kineto_kev_new(im);
 	if (!e)
 		return -ENOMEM;
 	e->name = name;
@@ -557,7 +508,7 @@ static int add_meta(struct importer *im, json_object *ev)
 	}
 	/* Kineto always writes one; other writers' names without a ts come back at 0 */
 	get_time(ev, "ts", &ts);
-	e = kev_new(im);
+	e = kineto_kev_new(im);
 	if (!e)
 		return -ENOMEM;
 	e->name = val ? val : "";
@@ -590,134 +541,6 @@ static int add_event(struct importer *im, json_object *ev)
 	if (!strcmp(ph, "M"))
 		return add_meta(im, ev);
 	return keep_event(im, ev, cat ? cat : ph);
-}
-
-static int cmp_u64(uint64_t a, uint64_t b)
-{
-	return a < b ? -1 : a > b;
-}
-
-static int cmp_i64(int64_t a, int64_t b)
-{
-	return a < b ? -1 : a > b;
-}
-
-/* Thread, start, longer first, then content: parents sort before children. */
-static int cmp_nest(const void *pa, const void *pb)
-{
-	const struct knest *a = pa, *b = pb;
-	int c;
-
-	if ((c = cmp_u64(a->pid, b->pid)) || (c = cmp_u64(a->tid, b->tid)) ||
-	    (c = cmp_u64(a->start, b->start)) || (c = cmp_u64(b->end, a->end)) ||
-	    (c = cmp_u64(a->kind, b->kind)) || (c = strcmp(a->name, b->name)) ||
-	    (c = cmp_u64(a->ext, b->ext)) || (c = cmp_i64(a->aux0, b->aux0)))
-		return c;
-	return cmp_i64(a->aux1, b->aux1);
-}
-
-static bool same_thread(const struct knest *a, const struct knest *b)
-{
-	return a->pid == b->pid && a->tid == b->tid;
-}
-
-/* Cuts every event that overhangs the innermost open event on its thread. */
-static int clip_nest(struct importer *im)
-{
-	uint64_t *stack = NULL;
-	size_t depth = 0, cap = 0, i;
-
-	for (i = 0; i < im->nnest; i++) {
-		struct knest *n = &im->nest[i];
-
-		if (i && !same_thread(n, n - 1))
-			depth = 0;
-		while (depth && stack[depth - 1] <= n->start)
-			depth--;
-		if (depth && n->end > stack[depth - 1]) {
-			n->end = stack[depth - 1];
-			im->st.clipped++;
-		}
-		if (array_grow((void **)&stack, &cap, depth + 1, sizeof(*stack))) {
-			free(stack);
-			return -ENOMEM;
-		}
-		stack[depth++] = n->end;
-	}
-	free(stack);
-	return 0;
-}
-
-static int emit_nest(struct importer *im, const struct knest *n, bool enter, uint32_t seq)
-{
-	struct kev *e = kev_new(im);
-
-	if (!e)
-		return -ENOMEM;
-	e->name = n->name;
-	e->seq = seq;
-	e->rec.kind = enter ? n->kind : n->kind + 1;
-	e->rec.pid = n->pid;
-	e->rec.tid = n->tid;
-	e->rec.ts = enter ? n->start : n->end;
-	if (enter) {
-		e->args = n->args;
-		e->args_len = n->args_len;
-		e->rec.sym = n->sym;
-		e->rec.ext = n->ext;
-		e->rec.aux[0] = n->aux0;
-		e->rec.aux[1] = n->aux1;
-	}
-	return 0;
-}
-
-/* Turns the (now laminar) X events of each thread into ENTER/EXIT pairs. */
-static int nest_to_records(struct importer *im)
-{
-	size_t *stack = NULL, depth = 0, cap = 0, i;
-	uint32_t seq = 0;
-	int err = 0;
-
-	for (i = 0; i <= im->nnest && !err; i++) {
-		const struct knest *n = i < im->nnest ? &im->nest[i] : NULL;
-		bool new_thread = !n || (i && !same_thread(n, n - 1));
-
-		while (!err && depth && (new_thread || im->nest[stack[depth - 1]].end <= n->start))
-			err = emit_nest(im, &im->nest[stack[--depth]], false, seq++);
-		if (!n || err)
-			break;
-		if (new_thread)
-			seq = 0;
-		if ((err = array_grow((void **)&stack, &cap, depth + 1, sizeof(*stack))))
-			break;
-		stack[depth++] = i;
-		err = emit_nest(im, n, true, seq++);
-	}
-	free(stack);
-	return err;
-}
-
-static int cmp_kev(const void *pa, const void *pb)
-{
-	const struct kev *a = pa, *b = pb;
-	const struct ptg_record *x = &a->rec, *y = &b->rec;
-	int c, i;
-
-	if ((c = cmp_u64(x->ts, y->ts)) || (c = cmp_u64(x->pid, y->pid)) ||
-	    (c = cmp_u64(x->tid, y->tid)) || (c = cmp_u64(a->seq, b->seq)))
-		return c;
-	/* records of equal time on one thread that are not ENTER/EXIT: by content */
-	if ((c = cmp_u64(x->kind, y->kind)) || (c = cmp_u64(y->dur, x->dur)) ||
-	    (c = strcmp(a->cat, b->cat)) || (c = strcmp(a->name, b->name)) ||
-	    (c = strcmp(a->extra, b->extra)) || (c = cmp_u64(x->corr, y->corr)) ||
-	    (c = cmp_u64(x->ext, y->ext)) || (c = cmp_u64(x->device, y->device)) ||
-	    (c = cmp_u64(x->stream, y->stream)))
-		return c;
-	for (i = 0; i < 4; i++) {
-		if ((c = cmp_i64(x->aux[i], y->aux[i])))
-			return c;
-	}
-	return strcmp(a->args ? a->args : "", b->args ? b->args : "");
 }
 
 static int meta_u64(struct importer *im, const char *key, uint64_t v)
@@ -787,15 +610,7 @@ static int convert(struct importer *im, json_object *events)
 		if (err)
 			return err;
 	}
-	array_sort(im->nest, im->nnest, sizeof(*im->nest), cmp_nest);
-	if ((err = clip_nest(im)))
-		return err;
-	/* clipping shortens events: sort again so the order depends on the result only */
-	array_sort(im->nest, im->nnest, sizeof(*im->nest), cmp_nest);
-	if ((err = nest_to_records(im)))
-		return err;
-	array_sort(im->evs, im->nevs, sizeof(*im->evs), cmp_kev);
-	return 0;
+	return kineto_order(im);
 }
 
 static int write_records(struct importer *im)
@@ -811,138 +626,6 @@ static int write_records(struct importer *im)
 	}
 	im->st.records = im->nevs;
 	return 0;
-}
-
-/*
- * What one import may read. A JSON value (a string, a number) longer than
- * VALUE_MAX is no trace's: json-c would buffer it whole. A gzip file that
- * inflates past INFLATE_FLOOR and more than INFLATE_RATIO times its own size
- * is a bomb: Kineto's JSON compresses 5 to 20 times, deflate at most ~1000.
- * The document is held whole, a few times the size of its text: no more
- * than TEXT_MAX of text, whatever the file.
- */
-#define IMPORT_VALUE_MAX     (16u << 20)
-#define IMPORT_INFLATE_FLOOR (64ull << 20)
-#define IMPORT_INFLATE_RATIO 200
-#define IMPORT_TEXT_MAX	     (4ull << 30)
-#define IMPORT_CHUNK	     (256u << 10)
-
-/* JSON text fed to json-c piece by piece, with the bounds above checked on the way. */
-struct json_feed {
-	const char *name;
-	json_tokener *tok;
-	json_object *root;
-	uint64_t off;	/* bytes fed so far */
-	uint64_t limit; /* the most bytes the input may have */
-	uint64_t run;	/* bytes since the last structural character outside a string */
-	bool in_str, esc;
-};
-
-/* false when a value runs past IMPORT_VALUE_MAX */
-static bool feed_scan(struct json_feed *f, const char *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		char c = p[i];
-
-		if (f->esc) {
-			f->esc = false;
-		} else if (f->in_str) {
-			f->esc = c == '\\';
-			f->in_str = c != '"';
-		} else if (c == '"') {
-			f->in_str = true;
-		} else if (c && strchr("{}[],: \t\r\n", c)) {
-			/* whitespace too: json-c skips it, a run of it holds no memory */
-			f->run = 0;
-			continue;
-		}
-		if (++f->run > IMPORT_VALUE_MAX)
-			return false;
-	}
-	return true;
-}
-
-/* Returns 1 when the document is complete, 0 for more, or a negative errno after saying why. */
-static int json_feed__add(struct json_feed *f, const char *p, size_t n)
-{
-	enum json_tokener_error jerr;
-
-	if (f->off + n > f->limit && f->limit == IMPORT_TEXT_MAX) {
-		fprintf(stderr,
-			"ptrace-gpu: import: %s: more than %llu MiB of JSON: too large to import "
-			"whole\n",
-			f->name, IMPORT_TEXT_MAX >> 20);
-		return -EFBIG;
-	}
-	if (f->off + n > f->limit) {
-		fprintf(stderr,
-			"ptrace-gpu: import: %s: inflates to over %" PRIu64 " MiB, %d times its "
-			"size: a gzip bomb, not a trace\n",
-			f->name, f->limit >> 20, IMPORT_INFLATE_RATIO);
-		return -EINVAL;
-	}
-	if (!feed_scan(f, p, n)) {
-		fprintf(stderr,
-			"ptrace-gpu: import: %s: a JSON value longer than %u MiB near byte %" PRIu64
-			": not a trace\n",
-			f->name, IMPORT_VALUE_MAX >> 20, f->off);
-		return -EINVAL;
-	}
-	f->root = json_tokener_parse_ex(f->tok, p, (int)n);
-	jerr = json_tokener_get_error(f->tok);
-	f->off += n;
-	if (jerr == json_tokener_continue)
-		return 0;
-	if (jerr == json_tokener_success && f->root)
-		return 1;
-	fprintf(stderr, "ptrace-gpu: import: %s: malformed JSON near byte %" PRIu64 ": %s\n",
-		f->name, f->off - n + json_tokener_get_parse_end(f->tok),
-		json_tokener_error_desc(jerr));
-	return -EINVAL;
-}
-
-/* The document fed so far, or NULL after saying why (it ended early). */
-static json_object *json_feed__end(struct json_feed *f, int ret)
-{
-	json_object *root = NULL;
-
-	if (ret == 1) {
-		root = f->root;
-		f->root = NULL;
-	} else if (ret == 0) {
-		fprintf(stderr, "ptrace-gpu: import: %s: malformed JSON: unexpected end of file\n",
-			f->name);
-	}
-	json_object_put(f->root);
-	json_tokener_free(f->tok);
-	return root;
-}
-
-static int json_feed__init(struct json_feed *f, const char *name, uint64_t limit)
-{
-	*f = (struct json_feed){.name = name, .limit = limit};
-	f->tok = json_tokener_new_ex(128);
-	if (!f->tok) {
-		fprintf(stderr, "ptrace-gpu: import: %s: out of memory\n", name);
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-static json_object *parse_json(const char *json, size_t len, const char *name)
-{
-	struct json_feed f;
-	size_t off = 0, n;
-	int ret = 0;
-
-	if (json_feed__init(&f, name, len))
-		return NULL;
-	while (off < len && ret == 0) {
-		n = len - off < IMPORT_CHUNK ? len - off : IMPORT_CHUNK;
-		ret = json_feed__add(&f, json + off, n);
-		off += n;
-	}
-	return json_feed__end(&f, ret);
 }
 
 static void importer_free(struct importer *im)
@@ -994,7 +677,7 @@ int kineto_import_buf(const char *json, size_t len, const char *name, const char
 	json_object *root;
 	int err;
 
-	root = parse_json(json, len, name);
+	root = kineto_json_parse(json, len, name);
 	if (!root)
 		return -EINVAL;
 	err = import_root(&im, root, out_path);
@@ -1005,65 +688,13 @@ int kineto_import_buf(const char *json, size_t len, const char *name, const char
 	return err;
 }
 
-/*
- * Parses the file chunk by chunk as gzread() inflates it (zlib reads plain
- * files as they are), so that only the document, never the text, is held.
- */
-static int parse_file(const char *path, json_object **root)
-{
-	char *buf = malloc(IMPORT_CHUNK);
-	uint64_t limit = IMPORT_INFLATE_FLOOR;
-	struct json_feed f = {};
-	gzFile gz = NULL;
-	struct stat st;
-	int fd, got = 0, errnum, ret = 0, err = 0;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st)) {
-		err = -errno;
-		goto fail;
-	}
-	if ((uint64_t)st.st_size * IMPORT_INFLATE_RATIO > limit)
-		limit = (uint64_t)st.st_size * IMPORT_INFLATE_RATIO;
-	if (limit > IMPORT_TEXT_MAX)
-		limit = IMPORT_TEXT_MAX;
-	gz = gzdopen(fd, "rb");
-	if (gz)
-		fd = -1; /* gzclose() closes it */
-	if (!gz || !buf) {
-		err = -ENOMEM;
-		goto fail;
-	}
-	err = json_feed__init(&f, path, limit);
-	if (err)
-		goto cleanup;
-	while (ret == 0 && (got = gzread(gz, buf, IMPORT_CHUNK)) > 0)
-		ret = json_feed__add(&f, buf, (size_t)got);
-	if (got < 0) {
-		fprintf(stderr, "ptrace-gpu: import: %s: %s\n", path, gzerror(gz, &errnum));
-		ret = -EIO;
-	}
-	*root = json_feed__end(&f, ret);
-	err = *root ? 0 : ret < 0 ? ret : -EINVAL;
-	goto cleanup;
-fail:
-	fprintf(stderr, "ptrace-gpu: import: %s: %s\n", path, strerror(-err));
-cleanup:
-	if (gz)
-		gzclose(gz);
-	if (fd >= 0)
-		close(fd);
-	free(buf);
-	return err;
-}
-
 int kineto_import(const char *json_path, const char *out_path, struct kineto_stats *stats)
 {
 	struct importer im = {.path = json_path};
 	json_object *root = NULL;
 	int err;
 
-	err = parse_file(json_path, &root);
+	err = kineto_json_parse_file(json_path, &root);
 	if (err)
 		return err;
 	err = import_root(&im, root, out_path);

@@ -104,6 +104,8 @@ static void map_free(struct thread_map *m)
 	size_t i;
 
 	for (i = 0; m->slots && i <= m->mask; i++) {
+		while (m->slots[i].depth)
+			free(m->slots[i].frames[--m->slots[i].depth].args);
 		free(m->slots[i].frames);
 		u64map__free(&m->slots[i].open_syms);
 		u64map__free(&m->slots[i].open_pairs);
@@ -164,7 +166,8 @@ static void frame_unlink(struct thread_stack *t, const struct model_frame *f)
 		open_count(&t->open_pairs, pair_key(f->caller, f->sym), -1);
 }
 
-static int frame_push(struct thread_stack *t, const struct ptg_record *rec, uint64_t id)
+static int frame_push(struct thread_stack *t, const struct ptg_record *rec, uint64_t id,
+		      const char *args)
 {
 	struct model_frame *f;
 
@@ -183,9 +186,14 @@ static int frame_push(struct thread_stack *t, const struct ptg_record *rec, uint
 	f->child_ns = 0;
 	f->ext = rec->ext;
 	f->aux0 = rec->aux[0];
+	f->aux1 = rec->aux[1];
 	f->id = id;
-	if (frame_link(t, f))
+	/* the reader's blob lasts only until its next record */
+	f->args = args ? strdup(args) : NULL;
+	if ((args && !f->args) || frame_link(t, f)) {
+		free(f->args);
 		return -ENOMEM;
+	}
 	t->depth++;
 	return 0;
 }
@@ -211,6 +219,8 @@ static void frame_pop(struct thread_stack *t, const struct ptg_record *rec,
 	s.self_ns = dur > f->child_ns ? dur - f->child_ns : 0;
 	s.ext = f->ext;
 	s.aux0 = f->aux0;
+	s.aux1 = f->aux1;
+	s.args = f->args;
 	memcpy(s.up, f->up, sizeof(s.up));
 	s.caller = f->caller;
 	s.active = f->active;
@@ -219,6 +229,7 @@ static void frame_pop(struct thread_stack *t, const struct ptg_record *rec,
 		t->frames[t->depth - 1].child_ns += dur;
 	if (v && v->span)
 		v->span(ctx, &s, t->frames, t->depth);
+	free(f->args);
 }
 
 static void stats_see(struct model_stats *st, const struct ptg_record *rec)
@@ -235,20 +246,25 @@ static void stats_see(struct model_stats *st, const struct ptg_record *rec)
 }
 
 /* Handles one record; returns 0 or -ENOMEM. */
-static int walk_one(struct thread_map *m, const struct ptg_record *rec,
+static int walk_one(struct thread_map *m, struct trace_reader *r, const struct ptg_record *rec,
 		    const struct model_visitor *v, void *ctx, struct model_stats *st)
 {
+	unsigned int flags = v ? v->flags : 0;
 	struct thread_stack *t;
 
-	/* an imported event nothing models (a Trace span, an instant) is no part of the timeline */
-	if (rec->kind == PTG_REC_EVENT)
+	/*
+	 * an imported event nothing models (a Trace span, an instant) is no part
+	 * of the timeline, unless the consumer writes every record back
+	 */
+	if (rec->kind == PTG_REC_EVENT && !(flags & MODEL_WALK_EVENTS))
 		return 0;
 	stats_see(st, rec);
 	switch (rec->kind) {
 	case PTG_REC_PY_ENTER:
 	case PTG_REC_OP_ENTER:
 		t = thread_get(m, rec->pid, rec->tid);
-		if (!t || frame_push(t, rec, ++m->next_id))
+		if (!t || frame_push(t, rec, ++m->next_id,
+				     flags & MODEL_WALK_ARGS ? trace_reader__args(r, NULL) : NULL))
 			return -ENOMEM;
 		break;
 	case PTG_REC_PY_EXIT:
@@ -270,6 +286,24 @@ static int walk_one(struct thread_map *m, const struct ptg_record *rec,
 	return 0;
 }
 
+/*
+ * MODEL_WALK_CLOSE: what is still open ends with the trace, innermost first,
+ * thread by thread in the map's order (which depends only on the trace).
+ */
+static void close_all(struct thread_map *m, const struct model_visitor *v, void *ctx,
+		      struct model_stats *st)
+{
+	const struct ptg_record stop = {.ts = st->last_ts, .flags = PTG_F_EXIT_STOP};
+	size_t i;
+
+	for (i = 0; m->slots && i <= m->mask; i++) {
+		while (slot_used(&m->slots[i]) && m->slots[i].depth) {
+			frame_pop(&m->slots[i], &stop, v, ctx);
+			st->spans++;
+		}
+	}
+}
+
 int model__walk(struct trace_reader *r, const struct model_visitor *v, void *ctx,
 		struct model_stats *stats)
 {
@@ -280,10 +314,12 @@ int model__walk(struct trace_reader *r, const struct model_visitor *v, void *ctx
 
 	while ((err = trace_reader__next(r, &rec)) > 0) {
 		/* -ENOMEM: the callers say so, once */
-		err = walk_one(&m, &rec, v, ctx, &st);
+		err = walk_one(&m, r, &rec, v, ctx, &st);
 		if (err)
 			break;
 	}
+	if (!err && v && (v->flags & MODEL_WALK_CLOSE))
+		close_all(&m, v, ctx, &st);
 	/* threads: those that entered at least one Python frame or op */
 	st.threads = m.n;
 	if (stats)

@@ -34,6 +34,8 @@ struct model_frame {
 	uint64_t child_ns; /* time spent in closed child segments so far */
 	uint64_t ext;	   /* external id of an op (links ops to CUDA calls) */
 	int64_t aux0;	   /* aux[0] of the ENTER record (op: module path symbol) */
+	int64_t aux1;	   /* aux[1] of the ENTER record */
+	char *args;	   /* its ENTER's args blob under MODEL_WALK_ARGS, else NULL */
 	uint64_t id;	   /* unique in a walk: same index and id, same open frame */
 	/* 1 + index of the nearest enclosing frame of each kind, 0: none */
 	uint32_t up[MODEL_NR_KINDS];
@@ -56,6 +58,9 @@ struct model_span {
 	uint64_t self_ns; /* end - start minus the time of its child segments */
 	uint64_t ext;
 	int64_t aux0; /* aux[0] of the ENTER record */
+	int64_t aux1; /* aux[1] of the ENTER record */
+	/* under MODEL_WALK_ARGS, the args blob of its ENTER (trace.h); valid during the call */
+	const char *args;
 	/* as in its model_frame, about the stack handed with it */
 	uint32_t up[MODEL_NR_KINDS];
 	uint32_t caller;
@@ -78,6 +83,12 @@ static inline uint32_t model_innermost(const struct model_frame *stack, unsigned
 	return stack[depth - 1].up[kind];
 }
 
+/* model_visitor.flags: what a consumer needs beyond the default walk */
+#define MODEL_WALK_ARGS	  0x1 /* each span's ENTER args blob, kept while it is open */
+#define MODEL_WALK_EVENTS 0x2 /* PTG_REC_EVENT records too, to record() and the stats */
+/* spans still open at the end close at stats.last_ts, with exit_flags PTG_F_EXIT_STOP */
+#define MODEL_WALK_CLOSE 0x4
+
 struct model_visitor {
 	/*
 	 * A span closed. stack[0] is the outermost open ancestor on the same
@@ -93,6 +104,7 @@ struct model_visitor {
 	 */
 	void (*record)(void *ctx, const struct ptg_record *rec, const struct model_frame *stack,
 		       unsigned int depth);
+	unsigned int flags; /* MODEL_WALK_* */
 };
 
 /* Statistics of one pass, for reports' headers. */

@@ -4,6 +4,10 @@
  * replayed up to t0 without writing, then written as is inside the window;
  * a thread's records after t1 are dropped (they come in time order per
  * thread), so its stack at the end is the stack at t1.
+ * It reads with trace_reader and writes with trace_writer only, not through
+ * the model: a slice is a trace, so it needs every record whole and in file
+ * order (ENTERs re-emitted with all their fields, args blobs, EVENTs), where
+ * the model hands spans only once closed and keeps a few fields of each.
  */
 #include <errno.h>
 #include <stdbool.h>

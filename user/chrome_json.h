@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * JSON text as the Chrome exporter writes it (Kineto's spacing): a growable
+ * buffer that keeps its first error instead of failing each call, string
+ * literals made valid UTF-8, times in µs that read back to the same ns, and
+ * an event's "args" object written member by member.
+ */
+#ifndef PTG_CHROME_JSON_H
+#define PTG_CHROME_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct jbuf {
+	char *p;
+	size_t len, cap;
+	int err;
+};
+
+/* Appends n bytes; on no memory b->err is set and later calls do nothing. */
+void jb_put(struct jbuf *b, const char *s, size_t n);
+void jb_str(struct jbuf *b, const char *s);
+void __attribute__((format(printf, 2, 3))) jb_printf(struct jbuf *b, const char *fmt, ...);
+
+/* A JSON string literal; a byte that starts no valid UTF-8 sequence becomes U+FFFD. */
+void jb_json(struct jbuf *b, const char *s);
+
+/* ns -> µs with exactly 3 decimals: the importer reads it back to the same ns */
+void jb_us(struct jbuf *b, uint64_t ns);
+
+/*
+ * A top-level value kept as JSON text in a trace's metadata, parsed and
+ * written again (as valid UTF-8), or written as a string when it is no JSON.
+ */
+void jb_json_value(struct jbuf *b, const char *text);
+
+/* Args are written as they come; the first one opens the object. */
+struct jargs {
+	struct jbuf *b;
+	bool open;
+};
+
+void jarg_key(struct jargs *a, const char *key);
+void jarg_int(struct jargs *a, const char *key, int64_t v);
+/* An id stored as value + 1 (0 = absent): written as value, or not at all. */
+void jarg_id1(struct jargs *a, const char *key, int64_t v);
+/* Written only when not 0. */
+void jarg_nz(struct jargs *a, const char *key, uint64_t v);
+/* The shortest text that reads back as the same double, as Kineto's fmt writes it. */
+void jarg_double(struct jargs *a, const char *key, double v);
+void jarg_str(struct jargs *a, const char *key, const char *v);
+/* Kineto's [x, y, z] launch dimensions from x | y << 32 and z. */
+void jarg_dims(struct jargs *a, const char *key, int64_t xy, int64_t z);
+/* A record's own further args (PTG_F_ARGS_ADD): the blob's members inside "args". */
+void jarg_members(struct jargs *a, const char *blob);
+
+#endif /* PTG_CHROME_JSON_H */
