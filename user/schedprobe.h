@@ -28,7 +28,4 @@ void sched__detach(struct sched *s);
 void sched__summary(const struct sched *s);
 void sched__destroy(struct sched *s);
 
-/* report: one line per thread with its off-CPU time, when the trace has any. */
-int sched__report(FILE *out, struct trace_reader *r);
-
 #endif /* PTG_SCHEDPROBE_H */
