@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
-/* ptrace-gpu record: attach to a process (-p) or start one (-- CMD), write a trace. */
+/*
+ * ptrace-gpu record: attach to a process (-p) or start one (-- CMD), write a
+ * trace. The options are read in user/record_opts.c.
+ */
 #include <errno.h>
-#include <getopt.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,14 +17,12 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "cli.h"
 #include "commands.h"
 #include "cudaprobe.h"
 #include "cupti.h"
 #include "launch.h"
 #include "libwatch.h"
 #include "modpath.h"
-#include "numarg.h"
 #include "outfile.h"
 #include "procfs.h"
 #include "proctree.h"

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Scheduler probes: off-CPU intervals of the target's threads. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -9,7 +9,6 @@
 #define PTG_SCHEDPROBE_H
 
 #include <stdint.h>
-#include <stdio.h>
 #include <sys/types.h>
 
 #include "cudaprobe.h"
