@@ -12,11 +12,11 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "cudaprobe.h"
+#include "cudacalls_report.h"
 #include "numarg.h"
+#include "offcpu_report.h"
 #include "profile.h"
 #include "pstats.h"
-#include "schedprobe.h"
 #include "trace.h"
 #include "ranks_out.h"
 #include "trace_open.h"
@@ -560,7 +560,7 @@ static int report_run(const struct report_opts *o, struct trace_reader *r)
 	}
 	print_header(stdout, o, r, run);
 	/* off-CPU time per thread and CUDA call counts, when the trace has them */
-	err = sched__report(stdout, r) ?: cudaprobe__report(stdout, r);
+	err = offcpu_report(stdout, r) ?: cudacalls_report(stdout, r);
 	profile__funcs(run->all, &nfuncs);
 	if (err)
 		fprintf(stderr, "ptrace-gpu report: %s: %s\n", o->path,

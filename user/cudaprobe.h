@@ -11,7 +11,6 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <sys/types.h>
 
 #include "libwatch.h"
@@ -25,18 +24,6 @@ struct cudaprobe_stats {
 	uint32_t libraries;	/* libraries probed */
 	uint32_t entry_points;	/* entry points probed in them */
 	uint32_t attach_failed; /* entry points that could not be probed */
-};
-
-/* What a CUDA call does, from its API name (driver, runtime or Kineto's). */
-enum cuda_api_class {
-	CUDA_API_LAUNCH,
-	CUDA_API_GRAPH,
-	CUDA_API_MEMCPY,
-	CUDA_API_MEMSET,
-	CUDA_API_SYNC,
-	CUDA_API_EVENT,
-	CUDA_API_OTHER,
-	CUDA_API_NR_CLASSES,
 };
 
 /*
@@ -66,9 +53,5 @@ void cudaprobe__current(struct cudaprobe *cp, uint32_t pid, uint32_t tid, uint32
 int cudaprobe__join(void *ctx, uint32_t pid, uint32_t tid, const char *name, bool driver,
 		    uint64_t start, uint64_t end, uint64_t *call_id, uint64_t *call_ts);
 void cudaprobe__destroy(struct cudaprobe *cp);
-
-enum cuda_api_class cuda_api_classify(const char *name);
-/* report: CUDA call counts by class and by API, when the trace has any. */
-int cudaprobe__report(FILE *out, struct trace_reader *r);
 
 #endif /* PTG_CUDAPROBE_H */

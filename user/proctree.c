@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: MIT
-/* A set of recorded processes that follows forks and execs; routes Python events by pid. */
-#include <dirent.h>
+/*
+ * A set of recorded processes that follows forks and execs through BPF and
+ * routes Python events by pid; user/proctree_roots.c finds the processes it
+ * starts with.
+ */
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -21,62 +21,11 @@
 #include "procfs.h"
 #include "proctree.h"
 #include "proctree.skel.h"
+#include "proctree_int.h"
 #include "u64map.h"
 
-/* The most processes recorded at once: a fork past it is counted, not recorded. */
-#define PROCTREE_MAX 4096
-/*
- * How long after an exec the new program may take to map a supported
- * interpreter (ld.so maps a shared libpython within milliseconds) before it
- * is taken for another program: a shell, a launcher. It stays in the set,
- * so that the processes it starts are recorded.
- */
-#define EXEC_WAIT_NS 2000000000ull
-
-struct tree_interp {
-	struct pyframe *pf;
-	dev_t dev;
-	ino_t ino;
-};
-
-struct tree_proc {
-	pid_t pid;
-	int pidfd;	  /* processes given with -p: says when it ends; -1 for the others */
-	uint32_t interp;  /* index + 1 in interps; 0: not known (yet) */
-	uint64_t exec_ts; /* it exec()'d then, and its new interpreter is looked for; 0: not */
-	bool exited;
-	bool not_python;
-	bool ran_python; /* had a supported interpreter at some point: gets a --per-process trace */
-	/* read while it runs, for its own trace (--per-process) */
-	char *cmdline;
-	char rank[24];	    /* RANK, else LOCAL_RANK: names its file */
-	char dist_rank[24]; /* RANK alone: the job's rank, for export */
-	char world[24];
-};
-
-struct proctree {
-	struct tracer *t;
-	struct proctree_bpf *skel;
-	int set_fd;
-	bool children;
-	bool quiet;
-	bool attached;
-	struct tree_interp *interps;
-	size_t ninterps;
-	int64_t uid; /* --uid: every exec of this user joins the set; -1: none */
-	int cg_fd;   /* --cgroup: its directory, or -1 */
-	char cg_path[PATH_MAX];
-	struct tree_proc *procs;
-	size_t nprocs;
-	struct u64map by_pid;	    /* pid -> index + 1 in procs */
-	size_t last;		    /* index + 1 of the previous event's process */
-	struct py_interp *roots_py; /* interpreters of the processes added before loading */
-	struct py_interp first_py;
-	uint64_t unrouted;
-};
-
 /* Every Python event looks its process up: by a hash, not a walk of all forks so far. */
-static struct tree_proc *find_proc(struct proctree *pt, pid_t pid)
+struct tree_proc *tree_find_proc(struct proctree *pt, pid_t pid)
 {
 	uint64_t *i;
 
@@ -94,7 +43,7 @@ static struct tree_proc *find_proc(struct proctree *pt, pid_t pid)
  * (torchrun and torch.distributed's env:// give RANK and WORLD_SIZE; a
  * LOCAL_RANK alone names the file). Kept if the process is gone already.
  */
-static void read_identity(struct tree_proc *p)
+void tree_read_identity(struct tree_proc *p)
 {
 	char buf[4096];
 
@@ -109,7 +58,7 @@ static void read_identity(struct tree_proc *p)
 	proc_environ_number(p->pid, "WORLD_SIZE", p->world, sizeof(p->world));
 }
 
-static struct tree_proc *new_proc(struct proctree *pt, pid_t pid, int pidfd)
+struct tree_proc *tree_new_proc(struct proctree *pt, pid_t pid, int pidfd)
 {
 	struct tree_proc *n;
 
@@ -172,7 +121,7 @@ static void found(struct proctree *pt, struct tree_proc *p, const struct py_inte
 {
 	p->exec_ts = 0;
 	p->ran_python = true;
-	read_identity(p);
+	tree_read_identity(p);
 	if (!pt->quiet)
 		fprintf(stderr, "ptrace-gpu: recording pid %d too (Python %s, %s)\n", p->pid,
 			py->version, py->path);
@@ -237,11 +186,11 @@ static void resolve(struct proctree *pt, struct tree_proc *p, uint64_t now)
 static int route_py(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
 {
 	struct proctree *pt = ctx;
-	struct tree_proc *p = find_proc(pt, (pid_t)e->pid);
+	struct tree_proc *p = tree_find_proc(pt, (pid_t)e->pid);
 
 	(void)t;
 	/* a member whose fork event was lost (ring buffer full): learnt now */
-	if (!p && !(p = new_proc(pt, (pid_t)e->pid, -1)))
+	if (!p && !(p = tree_new_proc(pt, (pid_t)e->pid, -1)))
 		return -ENOMEM;
 	if (!p->interp && !p->not_python && !p->exited)
 		resolve(pt, p, e->ts);
@@ -273,26 +222,26 @@ static int on_proc(struct tracer *t, void *ctx, const struct ptg_event *e, size_
 	(void)size;
 	switch (e->kind) {
 	case PTG_EV_PROC_FORK:
-		parent = find_proc(pt, (pid_t)e->a);
+		parent = tree_find_proc(pt, (pid_t)e->a);
 		interp = parent && !parent->exited ? parent->interp : 0;
 		/* a forked child maps what its parent did: the same interpreter */
-		p = new_proc(pt, (pid_t)e->pid, -1);
+		p = tree_new_proc(pt, (pid_t)e->pid, -1);
 		if (!p)
 			return -ENOMEM;
 		p->interp = interp;
 		p->ran_python = interp != 0;
 		/* the parent's, unless the child is gone already */
-		parent = find_proc(pt, (pid_t)e->a);
+		parent = tree_find_proc(pt, (pid_t)e->a);
 		if (parent) {
 			p->cmdline = parent->cmdline ? strdup(parent->cmdline) : NULL;
 			memcpy(p->rank, parent->rank, sizeof(p->rank));
 			memcpy(p->dist_rank, parent->dist_rank, sizeof(p->dist_rank));
 			memcpy(p->world, parent->world, sizeof(p->world));
 		}
-		read_identity(p);
+		tree_read_identity(p);
 		return tracer__set_proc_born(t, e->pid, e->ts);
 	case PTG_EV_PROC_EXEC:
-		p = find_proc(pt, (pid_t)e->pid) ?: new_proc(pt, (pid_t)e->pid, -1);
+		p = tree_find_proc(pt, (pid_t)e->pid) ?: tree_new_proc(pt, (pid_t)e->pid, -1);
 		if (!p)
 			return -ENOMEM;
 		p->not_python = false;
@@ -302,7 +251,7 @@ static int on_proc(struct tracer *t, void *ctx, const struct ptg_event *e, size_
 			catch_exec(pt, p);
 		return err;
 	case PTG_EV_PROC_EXIT:
-		p = find_proc(pt, (pid_t)e->pid);
+		p = tree_find_proc(pt, (pid_t)e->pid);
 		if (!p)
 			return 0;
 		p->exited = true;
@@ -398,224 +347,6 @@ fail:
 int proctree__set_fd(const struct proctree *pt)
 {
 	return pt->set_fd;
-}
-
-/*
- * Kept until proctree__load(): the processes are all checked before anything
- * is loaded. py NULL: a program that is no Python (yet), recorded for what it
- * starts or execs.
- */
-static int add_root(struct proctree *pt, pid_t pid, int pidfd, const struct py_interp *py)
-{
-	struct py_interp *n;
-	struct tree_proc *p;
-
-	if (pt->t)
-		return -EBUSY;
-	n = realloc(pt->roots_py, (pt->nprocs + 1) * sizeof(*n));
-	if (!n)
-		return -ENOMEM;
-	pt->roots_py = n;
-	p = new_proc(pt, pid, pidfd);
-	if (!p)
-		return -ENOMEM;
-	p->ran_python = py != NULL;
-	p->not_python = !py;
-	read_identity(p);
-	if (!py)
-		return 0;
-	n[pt->nprocs - 1] = *py;
-	if (pt->nprocs == 1)
-		pt->first_py = *py;
-	return 0;
-}
-
-int proctree__add(struct proctree *pt, pid_t pid, const struct py_interp *py)
-{
-	return add_root(pt, pid, -1, py);
-}
-
-int proctree__add_pid(struct proctree *pt, pid_t pid, char *err, size_t errlen)
-{
-	uint64_t st0 = 0, st1 = 0;
-	struct py_interp py;
-	int pidfd, ret;
-
-	if (find_proc(pt, pid)) {
-		snprintf(err, errlen, "pid %d is given twice", pid);
-		return -EINVAL;
-	}
-	/* the pidfd first: it is this process, and says when it exits, whoever gets its pid then */
-	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	proc_start_time(pid, &st0);
-	ret = py_interp__find(pid, &py, err, errlen);
-	/* and what was looked at is that process, not a successor with its pid */
-	if (!ret && (proc_start_time(pid, &st1) || st1 != st0)) {
-		snprintf(err, errlen, "pid %d exited", pid);
-		ret = -ESRCH;
-	}
-	if (!ret && py.warning[0])
-		fprintf(stderr, "ptrace-gpu: warning: pid %d: %s\n", pid, py.warning);
-	if (!ret)
-		ret = add_root(pt, pid, pidfd, &py);
-	if (ret && pidfd >= 0)
-		close(pidfd);
-	return ret;
-}
-
-/* A running process of --uid or --cgroup: its Python, if any, is recorded. */
-static int add_found(struct proctree *pt, pid_t pid, uint32_t *skipped)
-{
-	char err[512];
-	int ret;
-
-	if (pid == getpid() || find_proc(pt, pid))
-		return 0;
-	ret = proctree__add_pid(pt, pid, err, sizeof(err));
-	/* not Python, gone already: the others are recorded */
-	if (ret == -ENOEXEC || ret == -ESRCH || ret == -ENOENT)
-		return 0;
-	if (ret && ret != -ENOMEM) {
-		(*skipped)++;
-		return 0;
-	}
-	return ret;
-}
-
-static void note_skipped(uint32_t skipped, const char *whose)
-{
-	if (skipped)
-		fprintf(stderr,
-			"ptrace-gpu: note: %u Python processes of %s cannot be recorded "
-			"(unsupported version?)\n",
-			skipped, whose);
-}
-
-int proctree__add_uid(struct proctree *pt, uid_t uid, bool quiet)
-{
-	uint32_t skipped = 0;
-	char whose[32];
-	struct dirent *de;
-	uid_t owner;
-	DIR *d;
-	int ret = 0;
-
-	pt->uid = uid;
-	pt->children = true; /* what they fork is theirs too */
-	d = opendir("/proc");
-	if (!d)
-		return -errno;
-	while (!ret && (de = readdir(d))) {
-		pid_t pid = (pid_t)strtol(de->d_name, NULL, 10);
-
-		if (pid > 0 && !proc_uid(pid, &owner) && owner == uid)
-			ret = add_found(pt, pid, &skipped);
-	}
-	closedir(d);
-	snprintf(whose, sizeof(whose), "uid %u", (unsigned int)uid);
-	if (!quiet)
-		note_skipped(skipped, whose);
-	return ret;
-}
-
-/* The children of pid, of all its threads, and theirs (depth levels more). */
-static int add_below(struct proctree *pt, pid_t pid, int depth, uint32_t *skipped)
-{
-	char path[64];
-	struct dirent *de;
-	long kid;
-	FILE *f;
-	DIR *d;
-	int ret = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", pid);
-	d = depth ? opendir(path) : NULL;
-	while (d && !ret && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/children", pid, de->d_name);
-		f = fopen(path, "re");
-		while (f && !ret && fscanf(f, "%ld", &kid) == 1) {
-			/* a shell in between runs no Python: what it started may */
-			ret = add_found(pt, (pid_t)kid, skipped);
-			ret = ret ?: add_below(pt, (pid_t)kid, depth - 1, skipped);
-		}
-		if (f)
-			fclose(f);
-	}
-	if (d)
-		closedir(d);
-	return ret;
-}
-
-int proctree__add_descendants(struct proctree *pt, bool quiet)
-{
-	size_t roots = pt->nprocs;
-	uint32_t skipped = 0;
-	int ret = 0;
-
-	/* a process tree is no deeper than this in practice; a bound all the same */
-	for (size_t i = 0; !ret && i < roots; i++)
-		ret = add_below(pt, pt->procs[i].pid, 32, &skipped);
-	if (!quiet)
-		note_skipped(skipped, "the processes' descendants");
-	return ret;
-}
-
-/* The processes of the cgroup at dirfd and of those below it (cgroup.procs of each). */
-static int add_cgroup_dir(struct proctree *pt, int dirfd, int depth, uint32_t *skipped)
-{
-	struct dirent *de;
-	long pid;
-	FILE *f;
-	DIR *d;
-	int fd, ret = 0;
-
-	fd = openat(dirfd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
-	f = fd >= 0 ? fdopen(fd, "r") : NULL;
-	while (f && !ret && fscanf(f, "%ld", &pid) == 1)
-		ret = add_found(pt, (pid_t)pid, skipped);
-	if (f)
-		fclose(f);
-	/* the kernel nests cgroups at most a few dozen deep; a bound all the same */
-	fd = depth < 64 ? openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-	d = fd >= 0 ? fdopendir(fd) : NULL;
-	while (d && !ret && (de = readdir(d))) {
-		if (de->d_type != DT_DIR || de->d_name[0] == '.')
-			continue;
-		fd = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		ret = add_cgroup_dir(pt, fd, depth + 1, skipped);
-		close(fd);
-	}
-	if (d)
-		closedir(d);
-	else if (fd >= 0)
-		close(fd);
-	return ret;
-}
-
-int proctree__add_cgroup(struct proctree *pt, const char *path, bool quiet, char *err,
-			 size_t errlen)
-{
-	uint32_t skipped = 0;
-	struct statfs sfs;
-	int ret;
-
-	pt->cg_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (pt->cg_fd < 0 || fstatfs(pt->cg_fd, &sfs) || sfs.f_type != CGROUP2_SUPER_MAGIC) {
-		ret = pt->cg_fd < 0 ? -errno : -ENOTDIR;
-		snprintf(err, errlen, "%s is not a cgroup v2 directory%s%s", path,
-			 ret == -ENOTDIR ? "" : ": ", ret == -ENOTDIR ? "" : strerror(-ret));
-		return ret;
-	}
-	snprintf(pt->cg_path, sizeof(pt->cg_path), "%s", path);
-	pt->children = true; /* what they fork stays in the cgroup */
-	ret = add_cgroup_dir(pt, pt->cg_fd, 0, &skipped);
-	if (!quiet)
-		note_skipped(skipped, path);
-	return ret;
 }
 
 pid_t proctree__first(const struct proctree *pt, const struct py_interp **py)

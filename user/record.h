@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The state of one `record` run, shared by user/cmd_record.c (options, one
- * process, the loop, the end) and user/record_tree.c (several processes).
+ * The state of one `record` run, shared by user/cmd_record.c (one
+ * process, the loop, the end), user/record_opts.c (the options) and
+ * user/record_tree.c (several processes).
  */
 #ifndef PTG_RECORD_H
 #define PTG_RECORD_H
@@ -78,6 +79,10 @@ struct recording {
 	bool status_shown; /* the live status line is on the terminal, unfinished */
 };
 
+/* record's options (record_opts.c); 0, -EINVAL after a message, or exits for --help. */
+int record_parse_opts(int argc, char **argv, struct record_opts *o);
+/* Several processes, or the ones they start: recorded through user/proctree.c. */
+bool record_is_tree(const struct record_opts *o);
 /* Trace metadata of the recording (cmd_record.c). */
 int write_meta(struct recording *rc);
 /* Says where a killed recorder's trace to out is, if any (cmd_record.c). */

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* The sampler's state, shared by user/sample.c (BPF, processes, intervals) and sample_resolve.c. */
+/*
+ * The sampler's state, shared by user/sample.c (BPF, intervals),
+ * sample_procs.c (processes) and sample_resolve.c (stacks).
+ */
 #ifndef PTG_SAMPLE_INT_H
 #define PTG_SAMPLE_INT_H
 
@@ -136,5 +139,16 @@ int resolve_native_stack(struct sampler *s, struct sproc *sp, int32_t id, struct
 int build_frames(struct sampler *s, const struct centry *py, const struct centry *nat,
 		 uint32_t *out, uint32_t *depth, uint32_t max);
 void sproc_free(struct sproc *sp);
+
+/* user/sample_procs.c */
+/*
+ * Starts sampling pid. Returns 0, or a negative errno with the reason in
+ * err: -ENOEXEC not Python, -EPROTONOSUPPORT an unsupported version.
+ */
+int sampler_add_pid(struct sampler *s, pid_t pid, char *err, size_t errlen);
+/* -a: every Python process not seen yet, or that ran exec since. */
+void sampler_scan_all(struct sampler *s);
+/* Ended processes leave the BPF map (their pid may come back as another program). */
+void sampler_check_exits(struct sampler *s);
 
 #endif /* PTG_SAMPLE_INT_H */

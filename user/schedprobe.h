@@ -9,7 +9,6 @@
 #define PTG_SCHEDPROBE_H
 
 #include <stdint.h>
-#include <stdio.h>
 #include <sys/types.h>
 
 #include "cudaprobe.h"
@@ -27,8 +26,5 @@ void sched__detach(struct sched *s);
 /* record's closing line about off-CPU intervals; nothing for NULL. */
 void sched__summary(const struct sched *s);
 void sched__destroy(struct sched *s);
-
-/* report: one line per thread with its off-CPU time, when the trace has any. */
-int sched__report(FILE *out, struct trace_reader *r);
 
 #endif /* PTG_SCHEDPROBE_H */
