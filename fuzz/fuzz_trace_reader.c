@@ -16,14 +16,14 @@
 #include <zlib.h>
 
 #include "chrome.h"
-#include "cudaprobe.h"
+#include "cudacalls_report.h"
 #include "flamegraph.h"
 #include "fuzz_util.h"
 #include "idle.h"
 #include "model.h"
 #include "profile.h"
 #include "pstats.h"
-#include "schedprobe.h"
+#include "offcpu_report.h"
 #include "trace.h"
 #include "trace_format.h"
 
@@ -168,8 +168,8 @@ static void run_reports(struct trace_reader *r, size_t size, FILE *null)
 	idle_opts__defaults(&io);
 	if (!idle_analyze(r, &io, &rep))
 		idle_report__free(rep);
-	cudaprobe__report(null, r);
-	sched__report(null, r);
+	cudacalls_report(null, r);
+	offcpu_report(null, r);
 	trace_reader__rewind(r);
 	chrome_export(r, fuzz_path("out.json"));
 }
