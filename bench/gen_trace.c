@@ -20,7 +20,7 @@
  *   CPU runs ahead, so `idle` finds idle gaps, queue depth and falling phases.
  *   GPU records arrive in batches, as CUPTI delivers its buffers.
  *
- *   cc -O2 -D_GNU_SOURCE -Iuser bench/gen_trace.c user/trace_writer.c -lz -o gen_trace
+ *   cc -O2 -D_GNU_SOURCE -Iuser bench/gen_trace.c user/trace/trace_writer.c -lz -o gen_trace
  *   gen_trace [-n RECORDS] [-o PATH]     (default 10000000, ptg-gen.ptg)
  *
  * Prints one JSON line: path, records, bytes, steps, kernels.
@@ -34,7 +34,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "trace.h"
+#include "trace/trace.h"
 
 #define PID	       4242
 #define MAIN_TID       4242

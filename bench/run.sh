@@ -24,14 +24,15 @@ echo "bench: building ptrace-gpu in $build" >&2
 cmake -S "$root" -B "$build" >/dev/null
 cmake --build "$build" -j"$(nproc)" --target ptrace-gpu >/dev/null
 
-# The helpers link the same trace reader and writer as ptrace-gpu (libptg.a). One
-# that does not build is left out: its table cells say so, the others still run.
+# The helpers link the same trace reader and writer as ptrace-gpu (the static
+# libraries of its rooms). One that does not build is left out: its table
+# cells say so, the others still run.
 mkdir -p "$tools"
 rm -f "$tools"/{gen_trace,trace_stats,trace_write_bench,uprobe_cost}
 libs=$(pkg-config --libs libbpf libelf zlib json-c capstone)
 cflags=(-O2 -Wall -D_GNU_SOURCE -I"$root/user" -I"$root/include")
 for tool in gen_trace trace_stats trace_write_bench; do
-	cc "${cflags[@]}" "$here/$tool.c" "$build/libptg.a" $libs -lm -lpthread -o "$tools/$tool" ||
+	cc "${cflags[@]}" "$here/$tool.c" -Wl,--start-group "$build"/libptg_*.a -Wl,--end-group $libs -lm -lpthread -o "$tools/$tool" ||
 		echo "bench: cannot build bench/$tool.c" >&2
 done
 {

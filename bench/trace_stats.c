@@ -5,7 +5,7 @@
  * has op, CUDA or scheduler records and to compute bytes per record, without
  * printing millions of lines through `ptrace-gpu dump`.
  *
- *   cc -O2 -D_GNU_SOURCE -Iuser bench/trace_stats.c user/trace_reader.c -lz -o trace_stats
+ *   cc -O2 -D_GNU_SOURCE -Iuser bench/trace_stats.c user/trace/trace_reader.c -lz -o trace_stats
  *   trace_stats TRACE.ptg
  *
  * Prints one JSON object: bytes, records, a count per kind, and the loss
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "trace.h"
+#include "trace/trace.h"
 
 #define MAX_KIND 64
 

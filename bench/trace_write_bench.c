@@ -5,8 +5,8 @@
  * with an op inside one call in eight. Measures the writer, the reader and
  * the model walk. Not a test: build and run by hand,
  *
- *   cc -O2 -D_GNU_SOURCE -Iuser bench/trace_write_bench.c user/trace_writer.c \
- *      user/trace_reader.c user/model.c -lz -o /tmp/trace_write_bench
+ *   cc -O2 -D_GNU_SOURCE -Iuser bench/trace_write_bench.c user/trace/trace_writer.c \
+ *      user/trace/trace_reader.c user/model/model.c -lz -o /tmp/trace_write_bench
  *   /tmp/trace_write_bench [records (default 10000000)] [path]
  */
 #include <stdio.h>
@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "model.h"
-#include "trace.h"
+#include "model/model.h"
+#include "trace/trace.h"
 
 #define POOL 1000000 /* records generated once, written again with later ts */
 

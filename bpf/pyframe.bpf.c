@@ -405,7 +405,7 @@ struct code_id {
  * code object with fewer instructions may end before the block does: if
  * that makes the read fail, the fields are read alone. A failed read leaves
  * them 0, as each read of its own did. Returns the bytes read. The
- * fingerprint must match ptg_code_fingerprint() in user/pycode.c.
+ * fingerprint must match ptg_code_fingerprint() in user/pyinterp/pycode.c.
  */
 static __always_inline __u32 read_code_id(__u64 code, struct code_id *id, __u64 *blk, bool units)
 {
@@ -627,7 +627,7 @@ static __always_inline int emit(struct hit *h, __u16 kind, __u32 aux, __u64 a, _
  * The RESUME being executed: the probe sits at the handler's start, where
  * frame->prev_instr still points at the instruction before it, or a few
  * instructions in (on the first one the kernel emulates, see
- * user/probesite.c), where it may already point at the RESUME itself. Two
+ * user/proc/probesite.c), where it may already point at the RESUME itself. Two
  * RESUMEs never follow each other, so the opcode at prev_instr tells which.
  * The oparg (high byte) is 0 at the start of a call, 1-3 when a generator or
  * coroutine continues after yield / yield from / await. The RESUME may be
@@ -713,7 +713,7 @@ static __always_inline int on_resume(struct hit *h)
 /*
  * RETURN_VALUE or YIELD_VALUE: the current frame leaves, or, where the
  * probe sits after the handler made the caller current, the frame above
- * the current one (user/pyframe.c tells which). A shim frame is sent as 0.
+ * the current one (user/probes/pyframe.c tells which). A shim frame is sent as 0.
  */
 static __always_inline int on_leave(struct hit *h, __u16 kind)
 {

@@ -141,7 +141,7 @@ static __always_inline __u8 win_u8(const __u8 *win, __u64 base, __u32 off)
 	return v;
 }
 
-/* Must match ptg_code_fingerprint() in user/pycode.c. */
+/* Must match ptg_code_fingerprint() in user/pyinterp/pycode.c. */
 static __always_inline __u32 code_fingerprint(const struct ptg_sample_proc *p, __u64 code,
 					      const __u8 *win)
 {

@@ -19,7 +19,7 @@
 
 #define TASK_DEAD 0x80 /* include/linux/sched.h */
 
-/* enum ptg_sched_reason of user/trace.h */
+/* enum ptg_sched_reason of user/trace/trace.h */
 #define SCHED_PREEMPTED 1
 #define SCHED_BLOCKED	2
 

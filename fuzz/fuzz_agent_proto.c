@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "cupti.h"
-#include "trace.h"
+#include "probes/cupti.h"
+#include "trace/trace.h"
 
 /* Matches every other thread, as if half the calls had been probed. */
 static int join(void *ctx, uint32_t pid, uint32_t tid, const char *name, bool driver,

@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#include "elf_file.h"
+#include "proc/elf_file.h"
 #include "fuzz_util.h"
-#include "opscan.h"
-#include "pyinterp.h"
-#include "sample_syms.h"
+#include "probes/opscan.h"
+#include "pyinterp/pyinterp.h"
+#include "sample/sample_syms.h"
 
 #define RESOLVE_POINTS 16
 

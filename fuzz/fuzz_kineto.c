@@ -8,8 +8,8 @@
 #include <stdlib.h>
 
 #include "fuzz_util.h"
-#include "kineto.h"
-#include "trace.h"
+#include "import/kineto.h"
+#include "trace/trace.h"
 
 static void read_back(const char *path)
 {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The ld.so.cache reader (user/ldcache.c) on any bytes: a target's
+ * The ld.so.cache reader (user/proc/ldcache.c) on any bytes: a target's
  * /etc/ld.so.cache is whatever its root holds. An image that parses must
  * give only strings inside it, and lookups must stay within its entries.
  */
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ldcache.h"
+#include "proc/ldcache.h"
 
 static int count_hit(const char *path, void *ctx)
 {

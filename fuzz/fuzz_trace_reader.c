@@ -15,17 +15,17 @@
 #include <stdlib.h>
 #include <zlib.h>
 
-#include "chrome.h"
-#include "cudacalls_report.h"
-#include "flamegraph.h"
+#include "output/chrome.h"
+#include "analysis/cudacalls_report.h"
+#include "analysis/flamegraph.h"
 #include "fuzz_util.h"
-#include "idle.h"
-#include "model.h"
-#include "profile.h"
-#include "pstats.h"
-#include "offcpu_report.h"
-#include "trace.h"
-#include "trace_format.h"
+#include "analysis/idle.h"
+#include "model/model.h"
+#include "model/profile.h"
+#include "output/pstats.h"
+#include "analysis/offcpu_report.h"
+#include "trace/trace.h"
+#include "trace/trace_format.h"
 
 #define RAW_MAGIC "PTGRAWCK"
 

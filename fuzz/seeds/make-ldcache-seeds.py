@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """Seeds of fuzz_ldcache: small ld.so.cache images in the three layouts
-ldconfig writes (-c old, compat, new), built field by field (user/ldcache.c
+ldconfig writes (-c old, compat, new), built field by field (user/proc/ldcache.c
 describes them), into fuzz/corpus/ldcache/."""
 import os
 import struct

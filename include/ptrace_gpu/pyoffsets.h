@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Structure offsets of one CPython version, as the BPF programs need them.
- * Filled by user space from the one version table (user/pyversions.c, checked
+ * Filled by user space from the one version table (user/pyinterp/pyversions.c, checked
  * against _Py_DebugOffsets on 3.13+) and put in the BPF programs' read-only
  * data (record) or in a per-process map value (sample) before use.
  */
@@ -23,7 +23,7 @@
  * bpf_probe_read_user of the block that holds them all: a read costs about
  * 100 ns whatever its size at these sizes (the fault-safe user copy, not the
  * bytes), and a call read a dozen fields. py_offsets_blocks()
- * (user/pyversions.c) computes each version's blocks and refuses one larger
+ * (user/pyinterp/pyversions.c) computes each version's blocks and refuses one larger
  * than these buffers.
  */
 #define PTG_PY_TSTATE_BLOCK_MAX 128

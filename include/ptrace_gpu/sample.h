@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Maps shared by bpf/sample.bpf.c and the sampler (user/sample.c). The BPF
+ * Maps shared by bpf/sample.bpf.c and the sampler (user/sample/sample.c). The BPF
  * side only counts: per (process, thread, Python stack, native stack) one
  * counter, and each distinct Python stack once, keyed by a hash of its
  * frames. User space reads aggregates and resolves code objects to names.

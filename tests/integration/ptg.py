@@ -23,7 +23,7 @@ WORKLOADS = os.path.join(SRC, "tests", "workloads")
 def root_alone(path):
     """Whether only root can have written path: it and every directory above
     it owned by root and writable by neither group nor others (the rule
-    ptrace-gpu applies to a library it makes a process load, user/trusted.c)."""
+    ptrace-gpu applies to a library it makes a process load, user/base/trusted.c)."""
     p = os.path.realpath(path)
     while True:
         st = os.stat(p)

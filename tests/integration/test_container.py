@@ -61,7 +61,7 @@ def chroot_python():
 
 
 def fnv1a(data):
-    """user/u64map.c's u64map_hash from its seed: what names ptrace-gpu's copies."""
+    """user/base/u64map.c's u64map_hash from its seed: what names ptrace-gpu's copies."""
     h = 14695981039346656037
     for b in data:
         h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF

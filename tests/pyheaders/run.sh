@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Compiles test_pyversions.c against one interpreter's own headers and runs
-# it: every field of that version's row in user/pyversions.c against
+# it: every field of that version's row in user/pyinterp/pyversions.c against
 # offsetof() on the real structs. Exit 77 (skipped) when the headers are not
 # on this machine.
 #   tests/pyheaders/run.sh NAME    (debian-3.11, pyenv-3.12, trixie-3.13, sid-3.15, ...)
@@ -32,5 +32,5 @@ flags=(-std=gnu11 -w -I"$src/include" -I"$src/user" -I"$inc" -I"$inc/internal")
 # Debian's pyconfig.h includes <x86_64-linux-gnu/python3.X/pyconfig.h>: the
 # chroot's include dir, searched after the host's own system headers
 [ -n "$multi" ] && [ -d "$multi" ] && flags+=(-idirafter "$root/usr/include")
-cc "${flags[@]}" "$here/test_pyversions.c" "$src/user/pyversions.c" -o "$tmp/t"
+cc "${flags[@]}" "$here/test_pyversions.c" "$src/user/pyinterp/pyversions.c" -o "$tmp/t"
 "$tmp/t"

@@ -18,7 +18,7 @@
 #include <stddef.h>
 
 #include "../unit/test.h"
-#include "pyinterp.h"
+#include "pyinterp/pyinterp.h"
 
 #define CHECK(field, expr) ASSERT_EQ((long)vi->field, (long)(expr), #field)
 

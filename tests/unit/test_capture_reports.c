@@ -3,18 +3,18 @@
  * The report's off-CPU and CUDA-call sections, from a trace written here:
  * exact text for known records, nothing for a trace without them, and the
  * class of each CUDA API name. Both sections read the trace reader alone
- * (user/offcpu_report.c, cudacalls_report.c): no probe is loaded here.
+ * (user/analysis/offcpu_report.c, cudacalls_report.c): no probe is loaded here.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "cuda_api_class.h"
-#include "cudacalls_report.h"
-#include "offcpu_report.h"
+#include "trace/cuda_api_class.h"
+#include "analysis/cudacalls_report.h"
+#include "analysis/offcpu_report.h"
 #include "test.h"
-#include "trace.h"
+#include "trace/trace.h"
 
 static void tmp_path(char *buf, size_t len, const char *name)
 {

@@ -12,10 +12,10 @@
 
 #include <json-c/json.h>
 
-#include "chrome.h"
-#include "kineto.h"
+#include "output/chrome.h"
+#include "import/kineto.h"
 #include "test.h"
-#include "trace.h"
+#include "trace/trace.h"
 
 #define PID	    100
 #define CORR	    77

@@ -4,7 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cudajoin.h"
+#include "model/cudajoin.h"
 #include "test.h"
 
 #define TOL CUDA_JOIN_TOLERANCE_NS

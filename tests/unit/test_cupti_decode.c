@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "cupti.h"
+#include "probes/cupti.h"
 #include "test.h"
-#include "trace.h"
-#include "trace_format.h"
+#include "trace/trace.h"
+#include "trace/trace_format.h"
 
 static void test_clock_map(void)
 {

@@ -15,8 +15,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "elf_file.h"
-#include "sample_syms.h"
+#include "proc/elf_file.h"
+#include "sample/sample_syms.h"
 #include "test.h"
 
 #define NAME_LEN (64 << 10)

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "flamegraph.h"
+#include "analysis/flamegraph.h"
 #include "test.h"
-#include "trace.h"
+#include "trace/trace.h"
 
 static char path[256];
 static uint32_t s_main, s_f, s_g, s_w, s_mm, s_gemm, s_relu, s_orphan;

@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "idle.h"
+#include "analysis/idle.h"
 #include "test.h"
-#include "trace.h"
+#include "trace/trace.h"
 
 #define US(x) ((uint64_t)(x)*1000)
 

@@ -4,11 +4,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "chrome.h"
-#include "kineto.h"
-#include "model.h"
+#include "output/chrome.h"
+#include "import/kineto.h"
+#include "model/model.h"
 #include "test.h"
-#include "trace.h"
+#include "trace/trace.h"
 
 static const char trace_json[] =
     "{\"schemaVersion\": 1, \"distributedInfo\": {\"rank\": 0, \"path\": \"a/b\"},\n"

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ldcache.h"
+#include "proc/ldcache.h"
 #include "test.h"
 
 #define X86_64_LIBC6 0x0303

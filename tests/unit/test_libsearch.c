@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "libsearch.h"
+#include "proc/libsearch.h"
 #include "test.h"
 
 #define LIB "libptg-search-test.so"

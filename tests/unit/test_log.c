@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
+#include "base/log.h"
 #include "test.h"
 
 static char *buf;

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "test.h"
-#include "trace.h"
+#include "trace/trace.h"
 
 static void test_names(void)
 {

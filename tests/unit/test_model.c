@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "model.h"
+#include "model/model.h"
 #include "test.h"
-#include "trace.h"
+#include "trace/trace.h"
 
 #define MAX_SEEN 64
 

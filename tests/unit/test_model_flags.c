@@ -11,9 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model.h"
+#include "model/model.h"
 #include "test.h"
-#include "trace.h"
+#include "trace/trace.h"
 
 #define MAX_SEEN 16
 

@@ -10,7 +10,7 @@
 
 #include <linux/types.h>
 #include "ptrace_gpu/events.h"
-#include "opscan.h"
+#include "probes/opscan.h"
 #include "test.h"
 
 #define LIBTORCH "/usr/lib/python3/dist-packages/torch/lib/libtorch_cpu.so"

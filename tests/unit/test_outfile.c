@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "outfile.h"
+#include "base/outfile.h"
 #include "test.h"
 
 static char dir[] = "/tmp/ptg-outfile-XXXXXX";

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "pprof.h"
+#include "output/pprof.h"
 #include "test.h"
 
 static int bytes_eq(const struct pb_buf *b, const uint8_t *want, size_t n, const char *name)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* Moving a handler's probe onto its first kernel-emulated instruction, or not. */
-#include "probesite.h"
+#include "proc/probesite.h"
 #include "test.h"
 
 /*

@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "commands.h"
-#include "profile.h"
-#include "pstats.h"
+#include "cli/commands.h"
+#include "model/profile.h"
+#include "output/pstats.h"
 #include "test.h"
-#include "trace.h"
+#include "trace/trace.h"
 
 #define MS 1000000ULL
 

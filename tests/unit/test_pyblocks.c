@@ -8,7 +8,7 @@
  */
 #include <errno.h>
 
-#include "pyinterp.h"
+#include "pyinterp/pyinterp.h"
 #include "test.h"
 
 static void check_field(const char *ver, const char *what, uint32_t start, uint32_t size,

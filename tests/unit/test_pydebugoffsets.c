@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "elf_file.h"
-#include "pydebugoffsets.h"
+#include "proc/elf_file.h"
+#include "pyinterp/pydebugoffsets.h"
 #include "test.h"
 
 static int read_runtime(const char *path, uint8_t *raw, size_t len, uint32_t *hex)

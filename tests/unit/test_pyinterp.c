@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "elf_file.h"
-#include "pydebugoffsets.h"
-#include "pyinterp.h"
+#include "proc/elf_file.h"
+#include "pyinterp/pydebugoffsets.h"
+#include "pyinterp/pyinterp.h"
 #include "test.h"
 
 #define LIB313 "/root/.pyenv/versions/3.13.0/lib/libpython3.13.so.1.0"

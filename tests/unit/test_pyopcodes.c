@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pyopcodes.h"
+#include "pyinterp/pyopcodes.h"
 #include "test.h"
 
 #define MAX_VIEW 1024

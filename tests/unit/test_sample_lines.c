@@ -2,7 +2,7 @@
 /* CPython 3.11 location tables -> lines, on a table built by hand from Objects/locations.md. */
 #include <stdint.h>
 
-#include "sample.h"
+#include "sample/sample.h"
 #include "test.h"
 
 /*

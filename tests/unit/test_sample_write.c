@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "sample_write.h"
+#include "sample/sample_write.h"
 #include "test.h"
 
 static const struct sample_func funcs[] = {

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "stacks.h"
+#include "model/stacks.h"
 #include "test.h"
 
 struct lines {

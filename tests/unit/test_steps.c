@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "profile.h"
-#include "slice.h"
-#include "steps.h"
+#include "model/profile.h"
+#include "trace/slice.h"
+#include "record/steps.h"
 #include "test.h"
-#include "trace.h"
+#include "trace/trace.h"
 
 static char in_path[256], out_path[256];
 

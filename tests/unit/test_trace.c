@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "test.h"
-#include "trace.h"
+#include "trace/trace.h"
 
 #define NR_RANDOM 400000 /* several RECORDS chunks */
 /* a new symbol every LATE_EVERY records, from record LATE_EVERY on */

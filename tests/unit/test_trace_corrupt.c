@@ -12,9 +12,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "model.h"
+#include "model/model.h"
 #include "test.h"
-#include "trace.h"
+#include "trace/trace.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 

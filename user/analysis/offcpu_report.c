@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Off-CPU time by thread: the report of the PTG_REC_SCHED records that
+ * user/probes/sched.c writes (docs/cuda-sched.md), read back through the trace
+ * reader only, so that the report needs nothing of the capture side.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/offcpu_report.h"
+#include "base/u64map.h"
+
+struct thread_off {
+	uint32_t pid;
+	uint32_t tid;
+	uint32_t name;
+	uint32_t ns_tid; /* in its container (THREAD aux[3]), 0 when none */
+	uint64_t intervals;
+	uint64_t ns[3]; /* by reason: [0] unknown, PTG_SCHED_PREEMPTED, PTG_SCHED_BLOCKED */
+	uint64_t runq_ns;
+};
+
+struct off_totals {
+	struct u64map index; /* pid << 32 | tid, with bit 63 set -> index + 1 in threads */
+	struct thread_off *threads;
+	size_t n;
+};
+
+static struct thread_off *thread_get(struct off_totals *o, uint32_t pid, uint32_t tid)
+{
+	uint64_t key = (uint64_t)pid << 32 | tid | 1ull << 63, *idx = u64map__get(&o->index, key);
+	struct thread_off *n;
+
+	if (idx)
+		return &o->threads[*idx - 1];
+	n = realloc(o->threads, (o->n + 1) * sizeof(*n));
+	if (!n)
+		return NULL;
+	o->threads = n;
+	memset(&n[o->n], 0, sizeof(*n));
+	n[o->n].pid = pid;
+	n[o->n].tid = tid;
+	if (u64map__put(&o->index, key, ++o->n))
+		return NULL;
+	return &n[o->n - 1];
+}
+
+static int totals_add(struct off_totals *o, const struct ptg_record *rec)
+{
+	struct thread_off *t;
+	int64_t reason;
+
+	if (rec->kind != PTG_REC_SCHED && rec->kind != PTG_REC_THREAD)
+		return 0;
+	t = thread_get(o, rec->pid, rec->tid);
+	if (!t)
+		return -ENOMEM;
+	if (rec->kind == PTG_REC_THREAD) {
+		t->name = rec->sym;
+		t->ns_tid = (uint32_t)rec->aux[3];
+		return 0;
+	}
+	reason = rec->aux[0];
+	t->intervals++;
+	t->ns[reason == PTG_SCHED_PREEMPTED || reason == PTG_SCHED_BLOCKED ? reason : 0] +=
+	    rec->dur;
+	t->runq_ns += (uint64_t)rec->aux[1];
+	return 0;
+}
+
+static void totals_print(FILE *out, const struct off_totals *o, const struct trace_reader *r)
+{
+	fprintf(out, "off-CPU time by thread:\n");
+	for (size_t i = 0; i < o->n; i++) {
+		const struct thread_off *t = &o->threads[i];
+		const struct ptg_sym *name = trace_reader__sym(r, t->name);
+
+		if (!t->intervals)
+			continue;
+		fprintf(out, "  tid %u", t->tid);
+		if (t->ns_tid)
+			fprintf(out, " (container tid %u)", t->ns_tid);
+		if (name)
+			fprintf(out, " \"%s\"", name->name);
+		fprintf(out,
+			": %.3f s off-CPU in %" PRIu64 " intervals (blocked %.3f s, preempted "
+			"%.3f s; run-queue wait %.3f s)\n",
+			(t->ns[0] + t->ns[1] + t->ns[2]) / 1e9, t->intervals,
+			t->ns[PTG_SCHED_BLOCKED] / 1e9, t->ns[PTG_SCHED_PREEMPTED] / 1e9,
+			t->runq_ns / 1e9);
+	}
+	fprintf(out, "\n");
+}
+
+int offcpu_report(FILE *out, struct trace_reader *r)
+{
+	struct off_totals o = {};
+	struct ptg_record rec;
+	uint64_t intervals = 0;
+	int err;
+
+	err = trace_reader__rewind(r);
+	while (!err && (err = trace_reader__next(r, &rec)) > 0) {
+		intervals += rec.kind == PTG_REC_SCHED;
+		err = totals_add(&o, &rec);
+	}
+	if (!err && intervals)
+		totals_print(out, &o, r);
+	free(o.threads);
+	u64map__free(&o.index);
+	return err;
+}

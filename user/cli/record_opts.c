@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: MIT
+/* record's command line: --help, and the options into a struct record_opts. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "base/numarg.h"
+#include "proc/procfs.h"
+#include "record/steps.h"
+#include "pyinterp/pyinterp.h"
+#include "record/record.h"
+
+static void usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "usage: ptrace-gpu record [-p PID[,PID...] | --uid USER | --cgroup DIR | -- CMD ...]\n"
+	    "                         [--children] [--per-process] [-o FILE] [-d SECONDS]\n\n"
+	    "Records every Python call of a running CPython process, with no restart\n"
+	    "and no change in it, or of a command started under the tracer; and, when the\n"
+	    "process has them, PyTorch dispatcher ops, CUDA driver/runtime calls, GPU\n"
+	    "activity (CUPTI agent) and off-CPU intervals of its threads. CUDA and\n"
+	    "PyTorch libraries it loads later are probed before they are mapped, where\n"
+	    "its loader will find them (docs/late-libs.md).\n"
+	    "Any process can be recorded: one with no Python (a C/C++ program, a shell)\n"
+	    "gets its CUDA calls, GPU activity and off-CPU intervals; when it execs a\n"
+	    "Python interpreter or loads libpython, its Python calls are recorded from\n"
+	    "then on (from the first one for an exec under -- CMD).\n\n"
+	    "  -p, --pid PID[,PID..] attach to the running process PID; with several,\n"
+	    "                        one trace of all of them (each record has its pid;\n"
+	    "                        Python calls and off-CPU intervals only)\n"
+	    "      --children        also the processes they started, and every one\n"
+	    "                        they start (fork, exec) from its first call, as\n"
+	    "                        perf record --inherit and strace -f do (alias\n"
+	    "                        --inherit); until all ended;\n"
+	    "                        -- CMD may then be a script that starts Python\n"
+	    "                        (meanwhile its interpreter's probes trap in every\n"
+	    "                        process that runs that interpreter file: about\n"
+	    "                        1 us per Python call of the others; docs/design.md)\n"
+	    "      --uid USER        every Python process of USER (a name or a uid):\n"
+	    "                        those running, those that start (exec) while\n"
+	    "                        recording, and what they fork; until -d or Ctrl-C\n"
+	    "      --cgroup DIR      the same for a cgroup v2 directory (and those below\n"
+	    "                        it), e.g. /sys/fs/cgroup/system.slice/train.service\n"
+	    "      --per-process     one trace per process that ran Python instead:\n"
+	    "                        FILE.rankR.ptg where RANK (or LOCAL_RANK) is in its\n"
+	    "                        environment, with the rank in its metadata for\n"
+	    "                        export; else FILE.pidP.ptg\n"
+	    "  -o, --output FILE     trace file (default: ptrace-gpu.ptg): a new file, mode\n"
+	    "                        0600, that replaces FILE once complete\n"
+	    "  -d, --duration SECS   stop after SECS seconds (default: until Ctrl-C,\n"
+	    "                        SIGTERM, or the target exits)\n"
+	    "      --ringbuf-mb N    size of the BPF ring buffer in MiB, a power of two\n"
+	    "                        (default 8: lost nothing at 1.1 M events/s; it is\n"
+	    "                        mapped twice, so it adds 2 N MiB to the memory)\n"
+	    "      --no-cuda         no probes on the CUDA driver and runtime libraries\n"
+	    "      --no-cupti        no GPU activity: do not load the CUPTI agent into\n"
+	    "                        the target (docs/gpu.md)\n"
+	    "      --no-sched        no off-CPU intervals from the kernel scheduler\n"
+	    "      --no-ops          no probes on PyTorch's dispatcher ops\n"
+	    "      --steps N         stop after N training steps (each return of an\n"
+	    "                        optimizer's step(); needs Python in the target;\n"
+	    "                        ProfilerStep#0.. spans)\n"
+	    "      --schedule wait=W,warmup=U,active=A[,repeat=R][,skip_first=S]\n"
+	    "                        torch.profiler.schedule(): keep the active steps,\n"
+	    "                        one trace per active cycle, FILE.cycleC.ptg\n"
+	    "      --step-function MODULE:QUALNAME\n"
+	    "                        the function whose return ends a step (default:\n"
+	    "                        *.step of torch/optim/); MODULE __main__: any file\n"
+	    "  -q, --quiet           no live status line and no summary (the status line\n"
+	    "                        is drawn only on a terminal the target does not\n"
+	    "                        write to: never with -- CMD, whose output it is)\n"
+	    "  -h, --help            this help\n\n"
+	    "Exit status: 1 when recording failed; with -- CMD, else the command's own\n"
+	    "status (128+N when signal N killed it); else 0.\n"
+	    "Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE). Supported Python: %s.\n",
+	    py_supported_versions());
+}
+
+#define WHO "ptrace-gpu: record"
+
+bool record_is_tree(const struct record_opts *o)
+{
+	return o->npids > 1 || o->children || o->per_process || o->by_uid || o->cgroup;
+}
+
+int record_parse_opts(int argc, char **argv, struct record_opts *o)
+{
+	static const struct option longopts[] = {
+	    {"pid", required_argument, NULL, 'p'},
+	    {"children", no_argument, NULL, 'I'},
+	    {"inherit", no_argument, NULL, 'I'},
+	    {"per-process", no_argument, NULL, 'E'},
+	    {"uid", required_argument, NULL, 'U'},
+	    {"cgroup", required_argument, NULL, 'g'},
+	    {"output", required_argument, NULL, 'o'},
+	    {"duration", required_argument, NULL, 'd'},
+	    {"ringbuf-mb", required_argument, NULL, 'R'},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"no-cuda", no_argument, NULL, 'C'},
+	    {"no-cupti", no_argument, NULL, 'G'},
+	    {"no-sched", no_argument, NULL, 'S'},
+	    {"no-ops", no_argument, NULL, 'O'},
+	    {"steps", required_argument, NULL, 'N'},
+	    {"schedule", required_argument, NULL, 'K'},
+	    {"step-function", required_argument, NULL, 'F'},
+	    {"help", no_argument, NULL, 'h'},
+	    {},
+	};
+	uint64_t v;
+	int c, ret;
+
+	/*
+	 * 8 MiB: bench/loader.py, one recorder at 1.0-1.1 M events/s on a loaded
+	 * 2-core VM, lost 2,000-3,500 events in two runs of three with 4 MiB
+	 * and none with 8 MiB. The data pages are mapped twice: 8 MiB peaks at
+	 * 26 MiB of RSS, 64 MiB peaked at 148 MiB.
+	 */
+	*o = (struct record_opts){.output = "ptrace-gpu.ptg", .ringbuf_mb = 8};
+	while ((c = cli_getopt(argc, argv, "record", "+p:o:d:qh", longopts)) != -1) {
+		switch (c) {
+		case 'p':
+			/* -p A,B,C, or -p A -p B */
+			ret = parse_pid_list(optarg, o->pids, RECORD_MAX_PIDS, &o->npids);
+			if (ret == -E2BIG)
+				fprintf(stderr, WHO ": more than %d PIDs\n", RECORD_MAX_PIDS);
+			else if (ret)
+				fprintf(stderr, WHO ": bad PID '%s'\n", optarg);
+			if (ret)
+				return -EINVAL;
+			o->pid = o->pids[0];
+			break;
+		case 'I':
+			o->children = true;
+			break;
+		case 'E':
+			o->per_process = true;
+			break;
+		case 'U':
+			if (parse_user(optarg, &o->uid)) {
+				fprintf(stderr, WHO ": bad --uid '%s': no such user\n", optarg);
+				return -EINVAL;
+			}
+			o->by_uid = true;
+			break;
+		case 'g':
+			o->cgroup = optarg;
+			break;
+		case 'o':
+			o->output = optarg;
+			break;
+		case 'd':
+			if (parse_double_flag(WHO, "--duration", "seconds", optarg, ARG_SECONDS_MIN,
+					      ARG_SECONDS_MAX, &o->duration))
+				return -EINVAL;
+			break;
+		case 'R':
+			if (parse_u64(optarg, 1, 1024, &v) || (v & (v - 1))) {
+				fprintf(stderr,
+					WHO ": bad --ringbuf-mb '%s': want a power of two from 1 "
+					    "to 1024\n",
+					optarg);
+				return -EINVAL;
+			}
+			o->ringbuf_mb = (unsigned int)v;
+			break;
+		case 'q':
+			o->quiet = true;
+			break;
+		case 'C':
+			o->no_cuda = true;
+			break;
+		case 'G':
+			o->no_cupti = true;
+			break;
+		case 'S':
+			o->no_sched = true;
+			break;
+		case 'O':
+			o->no_ops = true;
+			break;
+		case 'N':
+			if (parse_u64_flag(WHO, "--steps", optarg, 1, UINT32_MAX, &v))
+				return -EINVAL;
+			o->steps.max_steps = (uint32_t)v;
+			break;
+		case 'K':
+			if (steps_parse_schedule(optarg, &o->steps)) {
+				fprintf(stderr,
+					"ptrace-gpu: record: bad --schedule '%s' (want "
+					"wait=W,warmup=U,active=A with A > 0, and optionally "
+					"repeat=R,skip_first=S)\n",
+					optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'F':
+			if (steps_check_function(optarg)) {
+				fprintf(stderr,
+					"ptrace-gpu: record: bad --step-function '%s' (want "
+					"MODULE:QUALNAME)\n",
+					optarg);
+				return -EINVAL;
+			}
+			o->steps.function = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			return -EINVAL;
+		}
+	}
+	if (optind < argc)
+		o->cmd = &argv[optind];
+	if ((o->pid != 0) + (o->cmd != NULL) + o->by_uid + (o->cgroup != NULL) != 1) {
+		fprintf(stderr, "ptrace-gpu: record: give one of -p PID, --uid USER, --cgroup DIR "
+				"or -- CMD\n");
+		return -EINVAL;
+	}
+	if (record_is_tree(o) && (o->steps.max_steps || o->steps.schedule)) {
+		fprintf(stderr, "ptrace-gpu: record: --steps and --schedule take one process, "
+				"not several, --children or --per-process\n");
+		return -EINVAL;
+	}
+	return 0;
+}

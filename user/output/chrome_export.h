@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Chrome exporter's state, shared by its files: chrome.c turns records
+ * into events and writes them sorted, chrome_tracks.c writes the metadata
+ * that names processes and tracks and the trace's top-level keys. Not for
+ * use outside the exporter (chrome.h is its interface).
+ */
+#ifndef PTG_CHROME_EXPORT_H
+#define PTG_CHROME_EXPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <zlib.h>
+
+#include "output/chrome_json.h"
+#include "model/cudajoin.h"
+#include "trace/trace.h"
+#include "base/u64map.h"
+
+/*
+ * Tracks of their own for what would cut across a thread's nested Python
+ * frames and ops: ProfilerStep#N spans of a recorded trace (a step ends where
+ * optimizer.step() returns, deep inside the loop's frames) and off-CPU
+ * intervals. Their tids are the thread's with a high bit set (Linux tids stay
+ * below 2^22), named by thread_name metadata and sorted next to the thread.
+ */
+#define STEPS_TRACK  0x40000000u
+#define OFFCPU_TRACK 0x20000000u
+/* the key of a process's own process_name in tracks: no thread has this tid */
+#define PROCESS_TRACK 0xffffffffu
+/* a thread's name (at most 15 bytes from the kernel, more from a trace) and its container tid */
+#define PTG_NAME_IN_NS_MAX 320
+
+/* One event in c->b: it runs from off to the next one's off. */
+struct cevent {
+	size_t off, end;
+	uint64_t ts, dur;
+	size_t seq;
+	bool meta; /* "M": ahead of every other event */
+};
+
+struct chrome {
+	struct trace_reader *r;
+	gzFile gz;
+	const char *path;
+	struct jbuf b; /* every event, in the order they were made */
+	struct cevent *evs;
+	size_t nevs, evs_cap;
+	struct u64map tracks;	 /* pid << 32 | track tid of the tracks named so far */
+	bool kineto;		 /* META source=kineto: pid/tid and flows are stored as they were */
+	struct cuda_links links; /* a recorded trace's joins, cbids, External ids */
+	const char *args;	 /* args blob of the record being written, or NULL */
+	unsigned int nkeys;	 /* top-level keys written so far */
+};
+
+const char *chrome_sym_name(const struct chrome *c, uint32_t id);
+
+/* Indexes the event that starts at the end of c->b; meta: an "M" event. */
+void chrome_ev_new(struct chrome *c, bool meta);
+/* pid, tid and ts of the event being written. */
+void chrome_ev_where(struct chrome *c, uint32_t pid, uint32_t tid, uint64_t ts);
+/* Closes args and the event, with the members of an imported args blob (or NULL). */
+void chrome_ev_end(struct chrome *c, struct jargs *a, const char *blob);
+
+/* thread_name and thread_sort_index of a track of thread tid, once per track. */
+void chrome_name_track(struct chrome *c, uint32_t pid, uint32_t tid, uint32_t track,
+		       const char *what, uint64_t ts);
+/* A THREAD record: process/thread names, labels and sort indexes. */
+void chrome_write_thread(struct chrome *c, const struct ptg_record *rec);
+
+/* The top-level keys before traceEvents and its opening, and what follows it. */
+void chrome_write_header(struct chrome *c);
+void chrome_write_footer(struct chrome *c);
+
+#endif /* PTG_CHROME_EXPORT_H */

@@ -1,0 +1,591 @@
+// SPDX-License-Identifier: MIT
+/* CUDA API probes: find the entry points, attach, pair calls, write records. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "cuda.skel.h"
+#include "trace/cuda_match.h"
+#include "probes/cuda.h"
+#include "proc/elf_file.h"
+#include "ptrace_gpu/events.h"
+#include "base/u64map.h"
+#include "probes/uprobe_multi.h"
+
+#define NONE   PTG_CUDA_SLOT_NONE
+#define DIRECT PTG_CUDA_DIRECT
+
+/*
+ * Where an entry point's stream and byte count are (argument slots, see
+ * PTG_CUDA_COOKIE). bytes_shift turns a memset's element count into bytes.
+ */
+struct cuda_api {
+	const char *name;
+	uint8_t stream_slot;
+	uint8_t stream_off;
+	uint8_t bytes_slot;
+	uint8_t bytes_shift;
+	bool runtime;
+};
+
+/* clang-format off */
+#define API(n, ss, so, bs, sh, rt) { n, ss, so, bs, sh, rt }
+/* driver API; _PT: also its per-thread-default-stream twin (_ptsz for async, _ptds for sync) */
+#define DRV(n, ss, bs, sh) API(n, ss, DIRECT, bs, sh, false)
+#define DRV_PT(n, ss, bs, sh) DRV(n, ss, bs, sh), DRV(n "_ptsz", ss, bs, sh)
+#define DRV_PTDS(n, bs) DRV(n, NONE, bs, 0), DRV(n "_ptds", NONE, bs, 0)
+#define RT(n, ss, bs, sh) API(n, ss, DIRECT, bs, sh, true)
+#define RT_PT(n, ss, bs, sh) RT(n, ss, bs, sh), RT(n "_ptsz", ss, bs, sh)
+#define RT_PTDS(n, bs) RT(n, NONE, bs, 0), RT(n "_ptds", NONE, bs, 0)
+
+/*
+ * Signatures from cuda.h and cuda_runtime_api.h (CUDA 12/13). Canonical
+ * names first: where a library exports two names at one address, the first
+ * one is probed and named.
+ */
+static const struct cuda_api apis[] = {
+	/* cuLaunchKernel(f, gridX, gridY, gridZ, blockX, blockY, blockZ, shmem, stream, ...) */
+	DRV_PT("cuLaunchKernel", 8, NONE, 0),
+	/* cuLaunchKernelEx(const CUlaunchConfig *config, ...): hStream at offset 32 */
+	API("cuLaunchKernelEx", 0, 32, NONE, 0, false),
+	API("cuLaunchKernelEx_ptsz", 0, 32, NONE, 0, false),
+	DRV_PT("cuLaunchCooperativeKernel", 8, NONE, 0),
+	DRV_PT("cuLaunchHostFunc", 0, NONE, 0),
+	DRV_PT("cuGraphLaunch", 1, NONE, 0),
+	DRV_PT("cuMemcpyAsync", 3, 2, 0),
+	DRV_PT("cuMemcpyHtoDAsync_v2", 3, 2, 0),
+	DRV_PT("cuMemcpyDtoHAsync_v2", 3, 2, 0),
+	DRV_PT("cuMemcpyDtoDAsync_v2", 3, 2, 0),
+	DRV_PT("cuMemcpyHtoAAsync_v2", 4, 3, 0),
+	DRV_PT("cuMemcpyAtoHAsync_v2", 4, 3, 0),
+	DRV_PT("cuMemcpyPeerAsync", 5, 4, 0),
+	DRV_PT("cuMemcpy2DAsync_v2", 1, NONE, 0),
+	DRV_PT("cuMemcpy3DAsync_v2", 1, NONE, 0),
+	DRV_PT("cuMemcpy3DPeerAsync", 1, NONE, 0),
+	DRV_PT("cuMemsetD8Async", 3, 2, 0),
+	DRV_PT("cuMemsetD16Async", 3, 2, 1),
+	DRV_PT("cuMemsetD32Async", 3, 2, 2),
+	DRV_PT("cuMemsetD2D8Async", 5, NONE, 0),
+	DRV_PT("cuMemsetD2D16Async", 5, NONE, 0),
+	DRV_PT("cuMemsetD2D32Async", 5, NONE, 0),
+	DRV_PT("cuStreamSynchronize", 0, NONE, 0),
+	DRV_PT("cuStreamWaitEvent", 0, NONE, 0),
+	DRV_PT("cuEventRecord", 1, NONE, 0),
+	DRV_PT("cuEventRecordWithFlags", 1, NONE, 0),
+	DRV("cuCtxSynchronize", NONE, NONE, 0),
+	DRV("cuCtxSynchronize_v2", NONE, NONE, 0),
+	DRV("cuEventSynchronize", NONE, NONE, 0),
+	/* synchronous copies wait for the GPU as well */
+	DRV_PTDS("cuMemcpy", 2),
+	DRV_PTDS("cuMemcpyHtoD_v2", 2),
+	DRV_PTDS("cuMemcpyDtoH_v2", 2),
+	DRV_PTDS("cuMemcpyDtoD_v2", 2),
+
+	/* cudaLaunchKernel(func, dim3 grid, dim3 block, args, shmem, stream): dim3 takes 2 slots */
+	RT_PT("cudaLaunchKernel", 7, NONE, 0),
+	/* cudaLaunchKernelExC(const cudaLaunchConfig_t *config, ...): stream at offset 32 */
+	API("cudaLaunchKernelExC", 0, 32, NONE, 0, true),
+	API("cudaLaunchKernelExC_ptsz", 0, 32, NONE, 0, true),
+	RT_PT("cudaLaunchCooperativeKernel", 7, NONE, 0),
+	RT_PT("cudaLaunchHostFunc", 0, NONE, 0),
+	RT_PT("cudaGraphLaunch", 1, NONE, 0),
+	RT_PT("cudaMemcpyAsync", 4, 2, 0),
+	RT_PT("cudaMemcpy2DAsync", 7, NONE, 0),
+	RT_PT("cudaMemcpyPeerAsync", 5, 4, 0),
+	RT_PT("cudaMemcpyToSymbolAsync", 5, 2, 0),
+	RT_PT("cudaMemcpyFromSymbolAsync", 5, 2, 0),
+	RT_PT("cudaMemsetAsync", 3, 2, 0),
+	RT_PT("cudaMemset2DAsync", 5, NONE, 0),
+	RT_PT("cudaStreamSynchronize", 0, NONE, 0),
+	RT_PT("cudaStreamWaitEvent", 0, NONE, 0),
+	RT_PT("cudaEventRecord", 1, NONE, 0),
+	RT_PT("cudaEventRecordWithFlags", 1, NONE, 0),
+	RT("cudaDeviceSynchronize", NONE, NONE, 0),
+	RT("cudaEventSynchronize", NONE, NONE, 0),
+	RT_PTDS("cudaMemcpy", 2),
+	RT_PTDS("cudaMemset", 2),
+};
+/* clang-format on */
+
+#define NR_APIS (sizeof(apis) / sizeof(apis[0]))
+_Static_assert(NR_APIS <= 0xff, "the api id is 8 bits of an event's aux");
+
+/*
+ * Calls open on one thread, mirroring the BPF side's stack; and its last
+ * returned calls, for CUPTI's records to find (cudaprobe__join): the last
+ * CUDA_JOIN_HISTORY to 2 x CUDA_JOIN_HISTORY of them, in return order,
+ * allocated at the thread's first call.
+ */
+struct cuda_thread {
+	uint32_t depth;
+	struct {
+		uint64_t id;
+		uint8_t api;
+	} calls[PTG_CUDA_MAX_NEST];
+	struct cuda_host_call *hist;
+	size_t nhist;
+};
+
+struct cudaprobe {
+	struct cuda_bpf *skel;
+	struct tracer *t;
+	pid_t pid;
+	bool quiet;
+	bool multi; /* uprobe_multi links: link_fds, else links */
+	int *link_fds;
+	size_t nlink_fds;
+	struct bpf_link **links;
+	size_t nlinks;
+	uint32_t syms[NR_APIS]; /* symbol id of each API once written, 0 before */
+	struct u64map tids;	/* pid << 32 | tid -> index + 1 in threads */
+	struct cuda_thread *threads;
+	size_t nthreads;
+	char *libs;	      /* paths probed, ", "-separated, for the trace's metadata */
+	struct u64map probed; /* inode -> 1: probed ahead or when mapped, once */
+	struct cudaprobe_stats st;
+};
+
+static uint32_t api_sym(struct cudaprobe *cp, uint32_t api)
+{
+	if (!cp->syms[api])
+		cp->syms[api] = trace_writer__sym(tracer__writer(cp->t), PTG_SYM_CUDA_API,
+						  apis[api].name, "", 0);
+	return cp->syms[api];
+}
+
+static struct cuda_thread *thread_of(struct cudaprobe *cp, uint32_t pid, uint32_t tid, bool add)
+{
+	uint64_t key = (uint64_t)pid << 32 | tid, *idx = u64map__get(&cp->tids, key);
+	struct cuda_thread *n;
+
+	if (idx)
+		return &cp->threads[*idx - 1];
+	if (!add)
+		return NULL;
+	n = realloc(cp->threads, (cp->nthreads + 1) * sizeof(*n));
+	if (!n)
+		return NULL;
+	cp->threads = n;
+	memset(&n[cp->nthreads], 0, sizeof(*n));
+	if (u64map__put(&cp->tids, key, ++cp->nthreads))
+		return NULL;
+	return &n[cp->nthreads - 1];
+}
+
+/* The external id of the innermost op open on the thread: CUDA calls belong to it. */
+static uint64_t op_ext(const struct tracer_thread *th)
+{
+	for (uint32_t i = th->depth; i > 0; i--) {
+		if (th->stack[i - 1].kind == PTG_REC_OP_ENTER)
+			return th->stack[i - 1].ext;
+	}
+	return 0;
+}
+
+/* Appends in return order; the older half goes once the array is full. */
+static int history_add(struct cuda_thread *ct, const struct ptg_record *r, uint32_t api)
+{
+	const size_t cap = 2 * CUDA_JOIN_HISTORY;
+
+	if (!ct->hist) {
+		ct->hist = malloc(cap * sizeof(*ct->hist));
+		if (!ct->hist)
+			return -ENOMEM;
+	}
+	if (ct->nhist == cap) {
+		memmove(ct->hist, ct->hist + cap - CUDA_JOIN_HISTORY,
+			CUDA_JOIN_HISTORY * sizeof(*ct->hist));
+		ct->nhist = CUDA_JOIN_HISTORY;
+	}
+	ct->hist[ct->nhist++] = (struct cuda_host_call){
+	    .start = r->ts,
+	    .end = r->ts + r->dur,
+	    .id = (uint64_t)r->aux[3],
+	    .name = apis[api].name,
+	    .driver = !apis[api].runtime,
+	};
+	return 0;
+}
+
+int cudaprobe__join(void *ctx, uint32_t pid, uint32_t tid, const char *name, bool driver,
+		    uint64_t start, uint64_t end, uint64_t *call_id, uint64_t *call_ts)
+{
+	struct cudaprobe *cp = ctx;
+	struct cuda_thread *ct = thread_of(cp, pid, tid, false);
+	struct cuda_cupti_call c = {.name = name, .driver = driver, .start = start, .end = end};
+	long i;
+
+	if (!ct || !ct->nhist)
+		return 0;
+	i = cuda_join_find(ct->hist, ct->nhist, &c);
+	if (i < 0)
+		return 0;
+	ct->hist[i].joined = true;
+	*call_id = ct->hist[i].id;
+	*call_ts = ct->hist[i].start;
+	return 1;
+}
+
+/* The BPF side says how deep each call is: anything above it was lost. */
+static int call_enter(struct cudaprobe *cp, const struct ptg_event *e, uint32_t api, uint32_t depth)
+{
+	struct cuda_thread *ct = thread_of(cp, e->pid, e->tid, true);
+
+	if (!ct)
+		return -ENOMEM;
+	if (depth >= PTG_CUDA_MAX_NEST)
+		return 0;
+	ct->calls[depth].id = e->a;
+	ct->calls[depth].api = (uint8_t)api;
+	ct->depth = depth + 1;
+	return 0;
+}
+
+static int call_exit(struct cudaprobe *cp, const struct ptg_event *e, uint32_t api, uint32_t depth)
+{
+	struct cuda_thread *ct = thread_of(cp, e->pid, e->tid, false);
+	struct tracer_thread *th;
+	struct ptg_record r = {
+	    .kind = PTG_REC_CUDA_CALL,
+	    .flags = (uint16_t)(e->aux >> 16),
+	    .pid = e->pid,
+	    .tid = e->tid,
+	    .sym = api_sym(cp, api),
+	    .ts = e->d,
+	    .dur = e->ts > e->d ? e->ts - e->d : 0,
+	    .stream = e->b,
+	    /* kineto's cuda_driver marker; the call id never equals a CUPTI correlation id */
+	    .aux = {0, !apis[api].runtime, (int64_t)e->c, (int64_t)e->a},
+	};
+
+	if (ct && ct->depth > depth)
+		ct->depth = depth;
+	th = tracer__thread(cp->t, e->pid, e->tid, e->ts);
+	if (!th || !r.sym)
+		return -ENOMEM;
+	r.ext = op_ext(th);
+	cp->st.calls++;
+	if (ct && history_add(ct, &r, api))
+		return -ENOMEM;
+	return tracer__record(cp->t, &r);
+}
+
+static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
+{
+	struct cudaprobe *cp = ctx;
+	uint32_t api = e->aux & 0xff, depth = (e->aux >> 8) & 0xff;
+
+	if (api >= NR_APIS)
+		return 0;
+	if (e->kind == PTG_EV_CUDA_ENTER)
+		return call_enter(cp, e, api, depth);
+	if (e->kind == PTG_EV_CUDA_EXIT)
+		return call_exit(cp, e, api, depth);
+	return 0;
+}
+
+void cudaprobe__current(struct cudaprobe *cp, uint32_t pid, uint32_t tid, uint32_t *sym,
+			uint64_t *call_id)
+{
+	struct cuda_thread *ct = cp ? thread_of(cp, pid, tid, false) : NULL;
+
+	*sym = 0;
+	*call_id = 0;
+	if (!ct || !ct->depth)
+		return;
+	*sym = api_sym(cp, ct->calls[ct->depth - 1].api);
+	*call_id = ct->calls[ct->depth - 1].id;
+}
+
+static int write_losses(struct tracer *t, void *ctx)
+{
+	struct cudaprobe *cp = ctx;
+	const struct cuda_bpf__bss *bss = cp->skel->bss;
+	struct trace_writer *w = tracer__writer(t);
+	int err = 0;
+
+	if (bss->lost_events)
+		err = trace_writer__loss(w, "cuda_event", UINT32_MAX, bss->lost_events);
+	if (!err && bss->lost_nest)
+		err = trace_writer__loss(w, "cuda_nesting", UINT32_MAX, bss->lost_nest);
+	if (!err && bss->lost_state)
+		err = trace_writer__loss(w, "cuda_thread_state", UINT32_MAX, bss->lost_state);
+	if (!err && cp->st.attach_failed)
+		err = trace_writer__loss(w, "cuda_probe_attach", UINT32_MAX, cp->st.attach_failed);
+	if (!err && cp->libs)
+		err = trace_writer__meta(w, "cuda.libraries", cp->libs);
+	return err;
+}
+
+static int add_fd(struct cudaprobe *cp, int fd)
+{
+	int *n = realloc(cp->link_fds, (cp->nlink_fds + 1) * sizeof(*n));
+
+	if (!n) {
+		close(fd);
+		return -ENOMEM;
+	}
+	cp->link_fds = n;
+	cp->link_fds[cp->nlink_fds++] = fd;
+	return 0;
+}
+
+static int add_link(struct cudaprobe *cp, struct bpf_link *link)
+{
+	struct bpf_link **n = realloc(cp->links, (cp->nlinks + 1) * sizeof(*n));
+
+	if (!n) {
+		bpf_link__destroy(link);
+		return -ENOMEM;
+	}
+	cp->links = n;
+	cp->links[cp->nlinks++] = link;
+	return 0;
+}
+
+/* The probes found in one library: file offsets and cookies. */
+struct probe_set {
+	uint64_t offs[NR_APIS];
+	uint64_t cookies[NR_APIS];
+	uint32_t n;
+};
+
+/*
+ * Return probes go in first: a call that starts between the two attaches
+ * then has neither, rather than an entry whose return is never seen.
+ */
+static int attach_multi(struct cudaprobe *cp, const char *path, const struct probe_set *ps)
+{
+	struct bpf_program *progs[2] = {cp->skel->progs.cuda_exit, cp->skel->progs.cuda_enter};
+	int err = 0;
+
+	for (int i = 0; i < 2 && !err; i++) {
+		int fd = uprobe_multi_attach(bpf_program__fd(progs[i]), path, ps->offs, ps->cookies,
+					     ps->n, i == 0, cp->pid);
+
+		err = fd < 0 ? fd : add_fd(cp, fd);
+	}
+	return err;
+}
+
+static int attach_one(struct cudaprobe *cp, const char *path, uint64_t off, uint64_t cookie)
+{
+	struct bpf_program *progs[2] = {cp->skel->progs.cuda_exit, cp->skel->progs.cuda_enter};
+	int err = 0;
+
+	for (int i = 0; i < 2 && !err; i++) {
+		LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = i == 0, .bpf_cookie = cookie);
+		struct bpf_link *link;
+
+		link = bpf_program__attach_uprobe_opts(progs[i], cp->pid, path, off, &opts);
+		err = link ? add_link(cp, link) : -errno;
+	}
+	return err;
+}
+
+static int attach_set(struct cudaprobe *cp, const char *path, const char *attach_path,
+		      const struct probe_set *ps)
+{
+	int err = 0, failed = 0;
+
+	if (cp->multi && ps->n) {
+		err = attach_multi(cp, attach_path, ps);
+		failed = err ? (int)ps->n : 0;
+	}
+	for (uint32_t i = 0; !cp->multi && i < ps->n && err != -ENOMEM; i++) {
+		int e = attach_one(cp, attach_path, ps->offs[i], ps->cookies[i]);
+
+		failed += !!e;
+		err = err ?: e;
+	}
+	if (err == -ENOMEM)
+		return err;
+	if (err)
+		fprintf(stderr, "cuda: cannot probe %d entry points of %s: %s\n", failed, path,
+			strerror(-err));
+	cp->st.attach_failed += failed;
+	cp->st.entry_points += ps->n - failed;
+	return 0;
+}
+
+static bool seen_offset(const struct probe_set *ps, uint64_t off)
+{
+	for (uint32_t i = 0; i < ps->n; i++) {
+		if (ps->offs[i] == off)
+			return true;
+	}
+	return false;
+}
+
+static void find_probes(struct elf_file *ef, bool runtime, struct probe_set *ps)
+{
+	ps->n = 0;
+	for (uint32_t api = 0; api < NR_APIS; api++) {
+		const struct cuda_api *a = &apis[api];
+		struct elf_sym_info si;
+		uint64_t off;
+
+		if (a->runtime != runtime || elf_file__find_sym(ef, a->name, false, &si) ||
+		    elf_file__vaddr_to_offset(ef, si.addr, &off) || seen_offset(ps, off))
+			continue;
+		ps->offs[ps->n] = off;
+		ps->cookies[ps->n++] = PTG_CUDA_COOKIE(api, a->stream_slot, a->stream_off,
+						       a->bytes_slot, a->bytes_shift);
+	}
+}
+
+static int probe_library(struct cudaprobe *cp, struct elf_file *ef, const char *path,
+			 const char *attach_path, bool runtime)
+{
+	struct probe_set ps;
+	uint32_t before = cp->st.entry_points;
+	int err;
+
+	find_probes(ef, runtime, &ps);
+	err = attach_set(cp, path, attach_path, &ps);
+	if (err)
+		return err;
+	cp->st.libraries++;
+	if (!cp->quiet)
+		fprintf(stderr, "ptrace-gpu: cuda: probing %u entry points of %s\n",
+			cp->st.entry_points - before, path);
+	return 0;
+}
+
+static int note_library(struct cudaprobe *cp, const char *path)
+{
+	size_t len = cp->libs ? strlen(cp->libs) : 0;
+	char *n = realloc(cp->libs, len + strlen(path) + 3);
+
+	if (!n)
+		return -ENOMEM;
+	sprintf(n + len, "%s%s", len ? ", " : "", path);
+	cp->libs = n;
+	return 0;
+}
+
+/* libcuda.so.1 (driver); libcudart.so.12 or a wheel's bundled libcudart-HASH.so.12 (runtime). */
+static int lib_kind(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	if (!strncmp(base, "libcuda.so", 10))
+		return 0;
+	if (!strncmp(base, "libcudart", 9) && (base[9] == '.' || base[9] == '-'))
+		return 1;
+	return -1;
+}
+
+static int on_library(void *ctx, const struct proc_map *m, const char *attach_path, uint64_t bias)
+{
+	struct cudaprobe *cp = ctx;
+	int kind = lib_kind(m->path), err;
+	struct elf_file *ef;
+
+	if (kind < 0 || u64map__get(&cp->probed, m->inode))
+		return 0;
+	if (u64map__put(&cp->probed, m->inode, 1))
+		return -ENOMEM;
+	err = elf_file__open(attach_path, &ef);
+	if (err) {
+		fprintf(stderr, "cuda: cannot read %s: %s\n", m->path, strerror(-err));
+		cp->st.attach_failed++;
+		return 0;
+	}
+	err = probe_library(cp, ef, m->path, attach_path, kind == 1);
+	elf_file__close(ef);
+	return err ?: note_library(cp, m->path);
+}
+
+int cudaprobe__open(struct tracer *t, struct libwatch *lw, pid_t pid, bool quiet,
+		    struct cudaprobe **out)
+{
+	struct cudaprobe *cp;
+	int err;
+
+	cp = calloc(1, sizeof(*cp));
+	if (!cp)
+		return -ENOMEM;
+	cp->t = t;
+	cp->pid = pid;
+	cp->quiet = quiet;
+	cp->skel = cuda_bpf__open();
+	if (!cp->skel) {
+		err = -errno;
+		goto cleanup;
+	}
+	cp->multi = uprobe_multi_supported();
+	if (cp->multi) {
+		bpf_program__set_expected_attach_type(cp->skel->progs.cuda_enter,
+						      PTG_BPF_TRACE_UPROBE_MULTI);
+		bpf_program__set_expected_attach_type(cp->skel->progs.cuda_exit,
+						      PTG_BPF_TRACE_UPROBE_MULTI);
+	}
+	err = bpf_map__reuse_fd(cp->skel->maps.events, tracer__ringbuf_fd(t));
+	err = err ?: cuda_bpf__load(cp->skel);
+	if (err)
+		goto cleanup;
+	err = tracer__on(t, PTG_EV_CUDA_ENTER, PTG_EV_CUDA_EXIT, handle_event, write_losses, cp);
+	err = err ?: libwatch__subscribe(lw, on_library, cp);
+	if (err)
+		goto cleanup;
+	*out = cp;
+	return 0;
+cleanup:
+	fprintf(stderr, "cuda: cannot load the CUDA API probes: %s\n", strerror(-err));
+	cudaprobe__destroy(cp);
+	return err;
+}
+
+void cudaprobe__detach(struct cudaprobe *cp)
+{
+	if (!cp)
+		return;
+	for (size_t i = 0; i < cp->nlink_fds; i++)
+		close(cp->link_fds[i]);
+	cp->nlink_fds = 0;
+	for (size_t i = 0; i < cp->nlinks; i++)
+		bpf_link__destroy(cp->links[i]);
+	cp->nlinks = 0;
+}
+
+void cudaprobe__stats(const struct cudaprobe *cp, struct cudaprobe_stats *st)
+{
+	*st = cp->st;
+}
+
+void cudaprobe__summary(const struct cudaprobe *cp)
+{
+	if (!cp)
+		return;
+	if (!cp->st.libraries) {
+		fprintf(stderr, "ptrace-gpu: no CUDA library was mapped: no CUDA calls\n");
+		return;
+	}
+	fprintf(stderr, "ptrace-gpu: %llu CUDA calls (%u entry points probed in %u libraries)\n",
+		(unsigned long long)cp->st.calls, cp->st.entry_points, cp->st.libraries);
+}
+
+void cudaprobe__destroy(struct cudaprobe *cp)
+{
+	if (!cp)
+		return;
+	cudaprobe__detach(cp);
+	cuda_bpf__destroy(cp->skel);
+	free(cp->link_fds);
+	free(cp->links);
+	for (size_t i = 0; i < cp->nthreads; i++)
+		free(cp->threads[i].hist);
+	free(cp->threads);
+	u64map__free(&cp->tids);
+	u64map__free(&cp->probed);
+	free(cp->libs);
+	free(cp);
+}

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The user-space side of bpf/cuda.bpf.c: probes the CUDA driver (libcuda)
+ * and runtime (libcudart) entry points that launch work, copy, set memory or
+ * wait, in every copy of those libraries the target maps, now or later; and
+ * writes one PTG_REC_CUDA_CALL per call, nested in the thread's Python
+ * frames and ops. docs/cuda-sched.md describes the records.
+ */
+#ifndef PTG_CUDAPROBE_H
+#define PTG_CUDAPROBE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "probes/libwatch.h"
+#include "trace/trace.h"
+#include "probes/tracer.h"
+
+struct cudaprobe;
+
+struct cudaprobe_stats {
+	uint64_t calls;		/* CUDA_CALL records written */
+	uint32_t libraries;	/* libraries probed */
+	uint32_t entry_points;	/* entry points probed in them */
+	uint32_t attach_failed; /* entry points that could not be probed */
+};
+
+/*
+ * Loads the probes into the tracer's ring buffer and subscribes to lw, so
+ * that each CUDA library the target maps is probed when it appears. quiet:
+ * no line on stderr per library probed.
+ */
+int cudaprobe__open(struct tracer *t, struct libwatch *lw, pid_t pid, bool quiet,
+		    struct cudaprobe **out);
+/* Removes the probes; calls still open are not written. */
+void cudaprobe__detach(struct cudaprobe *cp);
+void cudaprobe__stats(const struct cudaprobe *cp, struct cudaprobe_stats *st);
+/* record's closing line about CUDA calls; nothing for NULL. */
+void cudaprobe__summary(const struct cudaprobe *cp);
+/*
+ * The innermost CUDA call that thread (pid, tid) is in, as its API symbol
+ * and call id (aux[3] of its record); 0 and 0 when none.
+ */
+void cudaprobe__current(struct cudaprobe *cp, uint32_t pid, uint32_t tid, uint32_t *sym,
+			uint64_t *call_id);
+/*
+ * A cupti_join_fn (cupti.h), ctx a struct cudaprobe: the host call of thread
+ * (pid, tid) that CUPTI's record of API name, [start, end] (CLOCK_MONOTONIC)
+ * describes, among the thread's last CUDA_JOIN_HISTORY or more (cudajoin.h).
+ * Returns 1 and its id and start, or 0 when none matches.
+ */
+int cudaprobe__join(void *ctx, uint32_t pid, uint32_t tid, const char *name, bool driver,
+		    uint64_t start, uint64_t end, uint64_t *call_id, uint64_t *call_ts);
+void cudaprobe__destroy(struct cudaprobe *cp);
+
+#endif /* PTG_CUDAPROBE_H */

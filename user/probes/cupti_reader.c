@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The socket that the CUPTI agents of one recording connect to, and the
+ * reader thread behind it: it only moves bytes from the sockets into a
+ * bounded queue (so an agent never waits for record's poll loop) and keeps
+ * out peers that are not the target; record's thread decodes (cupti.c).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "probes/cupti_int.h"
+
+#ifdef PTG_HAVE_CUPTI
+
+static void push_chunk(struct cupti *c, struct chunk *ch)
+{
+	mtx_lock(&c->lock);
+	if (c->tail)
+		c->tail->next = ch;
+	else
+		c->head = ch;
+	c->tail = ch;
+	c->queued += ch->len;
+	mtx_unlock(&c->lock);
+}
+
+static int push_event(struct cupti *c, int conn, int kind)
+{
+	struct chunk *ch = calloc(1, sizeof(*ch));
+
+	if (!ch)
+		return -ENOMEM;
+	ch->conn = conn;
+	ch->kind = kind;
+	push_chunk(c, ch);
+	return 0;
+}
+
+/*
+ * Once the target is known, a peer that is not it gets no slot, so that
+ * others cannot use the slots up: closed here, told to record's thread.
+ */
+static bool foreign_peer(struct cupti *c, const struct ucred *cred)
+{
+	struct peer_rule r;
+	struct chunk *ch;
+
+	mtx_lock(&c->lock);
+	r = c->rule;
+	mtx_unlock(&c->lock);
+	if (!r.set || cupti_peer_ok(&r, cred->pid, cred->uid))
+		return false;
+	ch = calloc(1, sizeof(*ch) + sizeof(*cred));
+	if (ch) {
+		*ch = (struct chunk){.conn = -1, .kind = CH_FOREIGN, .len = sizeof(*cred)};
+		memcpy(ch->data, cred, sizeof(*cred));
+		push_chunk(c, ch);
+	}
+	return true;
+}
+
+static void accept_conn(struct cupti *c, bool hangup)
+{
+	struct ucred cred = {};
+	socklen_t len = sizeof(cred);
+	int fd;
+
+	fd = accept4(c->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (fd < 0)
+		return;
+	/* pid 0 (unknown) is nobody's: rejected */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len))
+		cred.pid = 0;
+	if (foreign_peer(c, &cred) || c->nconns == MAX_CONNS) {
+		close(fd);
+		return;
+	}
+	/* an agent that connects after stop: let it flush and end at once */
+	if (hangup)
+		shutdown(fd, SHUT_WR);
+	c->conns[c->nconns].peer = cred.pid;
+	c->conns[c->nconns].uid = cred.uid;
+	c->conns[c->nconns].fd = fd;
+	if (push_event(c, c->nconns, CH_OPEN)) {
+		close(fd);
+		return;
+	}
+	mtx_lock(&c->lock);
+	c->nconns++;
+	mtx_unlock(&c->lock);
+}
+
+static void read_conn(struct cupti *c, int i)
+{
+	struct conn *k = &c->conns[i];
+	struct chunk *ch = malloc(sizeof(*ch) + CHUNK_SIZE);
+	ssize_t n;
+
+	if (!ch)
+		return;
+	n = recv(k->fd, ch->data, CHUNK_SIZE, 0);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+		free(ch);
+		return;
+	}
+	*ch = (struct chunk){.conn = i, .kind = n > 0 ? CH_DATA : CH_EOF, .len = n > 0 ? n : 0};
+	push_chunk(c, ch);
+	if (n <= 0) {
+		close(k->fd);
+		k->fd = -1;
+	}
+}
+
+/* Hangs up on every agent: each flushes, sends END and closes. */
+static void hangup_all(struct cupti *c)
+{
+	for (int i = 0; i < c->nconns; i++) {
+		if (c->conns[i].fd >= 0)
+			shutdown(c->conns[i].fd, SHUT_WR);
+	}
+}
+
+static void reader_flags(struct cupti *c, bool *quit, bool *hangup, bool *full, bool *open)
+{
+	mtx_lock(&c->lock);
+	for (int i = 0; i < c->nconns; i++) {
+		if (c->conns[i].drop && c->conns[i].fd >= 0) {
+			close(c->conns[i].fd);
+			c->conns[i].fd = -1;
+		}
+	}
+	*quit = c->quit;
+	*hangup = c->hangup;
+	*full = c->queued >= MAX_QUEUED;
+	*open = c->rule.set;
+	mtx_unlock(&c->lock);
+}
+
+int cupti_reader_main(void *arg)
+{
+	struct pollfd p[MAX_CONNS + 2];
+	int idx[MAX_CONNS + 2], n;
+	bool quit, hangup, full, open, hung = false;
+	struct cupti *c = arg;
+	uint64_t v;
+
+	for (;;) {
+		reader_flags(c, &quit, &hangup, &full, &open);
+		if (quit)
+			return 0;
+		if (hangup && !hung)
+			hangup_all(c);
+		hung = hangup;
+		n = 0;
+		p[n++] = (struct pollfd){.fd = c->wake, .events = POLLIN};
+		/*
+		 * until the target is known no peer can be checked: they wait in
+		 * the backlog (no agent connects before that), not in our slots
+		 */
+		p[n++] = (struct pollfd){.fd = open ? c->lfd : -1, .events = POLLIN};
+		for (int i = 0; i < c->nconns && !full; i++) {
+			if (c->conns[i].fd < 0)
+				continue;
+			idx[n] = i;
+			p[n++] = (struct pollfd){.fd = c->conns[i].fd, .events = POLLIN};
+		}
+		/* with the queue full, agents wait in their own thread; look again soon */
+		if (poll(p, (nfds_t)n, full ? 10 : -1) <= 0)
+			continue;
+		if ((p[0].revents & POLLIN) && read(c->wake, &v, sizeof(v)) < 0) {
+			/* EAGAIN: nothing to clear */
+		}
+		if (p[1].revents & POLLIN)
+			accept_conn(c, hangup);
+		for (int j = 2; j < n; j++) {
+			if (p[j].revents)
+				read_conn(c, idx[j]);
+		}
+	}
+}
+
+void cupti_wake_reader(struct cupti *c)
+{
+	uint64_t one = 1;
+
+	if (write(c->wake, &one, sizeof(one)) < 0) {
+		/* the counter is non-zero already: the reader wakes anyway */
+	}
+}
+
+/* An abstract socket: no file for anyone to replace. */
+int cupti_listen_socket(struct cupti *c)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	uint32_t rnd = 0;
+	size_t n;
+
+	/* unguessable, so that no other local process takes the name first */
+	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
+		rnd = (uint32_t)now_ms(CLOCK_MONOTONIC) ^ (uint32_t)getpid() << 16;
+	snprintf(c->name, sizeof(c->name), "ptrace-gpu-cupti-%d-%08x", getpid(), rnd);
+	n = strlen(c->name);
+	memcpy(a.sun_path + 1, c->name, n);
+	c->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (c->lfd < 0)
+		return -errno;
+	if (bind(c->lfd, (struct sockaddr *)&a,
+		 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) ||
+	    listen(c->lfd, 64))
+		return -errno;
+	return 0;
+}
+
+/*
+ * For -p, the target; for -- CMD, the command or any process it started;
+ * with the target's uid either way. The socket's name is in
+ * /proc/net/unix for anyone to see.
+ */
+bool cupti_peer_ok(const struct peer_rule *r, pid_t peer, uid_t uid)
+{
+	char path[64], buf[512], *p;
+	int hops = 0;
+	FILE *f;
+
+	if (uid != r->uid)
+		return false;
+	while (peer > 1 && hops++ < 64) {
+		if (peer == r->pid)
+			return true;
+		if (!r->launched)
+			return false;
+		snprintf(path, sizeof(path), "/proc/%d/stat", peer);
+		f = fopen(path, "re");
+		if (!f)
+			return false;
+		p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+		fclose(f);
+		if (!p || sscanf(p + 2, "%*c %d", &peer) != 1)
+			return false;
+	}
+	return false;
+}
+
+#endif /* PTG_HAVE_CUPTI */

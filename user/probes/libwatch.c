@@ -1,0 +1,365 @@
+// SPDX-License-Identifier: MIT
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "proc/elf_file.h"
+#include "base/clock.h"
+#include "proc/libsearch.h"
+#include "probes/libwatch.h"
+#include "libwatch.skel.h"
+#include "base/log.h"
+#include "base/u64map.h"
+
+#define MAX_SUBSCRIBERS 8
+
+/* offered ahead, before it was mapped (and offered again once mapped) */
+#define SEEN_AHEAD  1
+#define SEEN_MAPPED 2
+
+struct subscriber {
+	libwatch_fn fn;
+	void *ctx;
+};
+
+struct libwatch {
+	struct tracer *t;
+	pid_t pid;
+	struct libwatch_bpf *skel;
+	struct bpf_link *link;
+	uint64_t ld_inode; /* of the loader link is on */
+	struct subscriber subs[MAX_SUBSCRIBERS];
+	int nsubs;
+	struct u64map seen; /* inode -> SEEN_* */
+	struct libsearch *search;
+	unsigned search_gen; /* of the search path last looked ahead in */
+	bool attached;	     /* the first scan is done: what appears now was loaded late */
+	uint64_t notice_ts;  /* the loader's first notice since the last scan */
+	uint64_t late;	     /* late libraries mapped before they could be probed */
+};
+
+struct find_ld {
+	char path[PATH_MAX];
+	uint64_t inode;
+};
+
+static int find_ld(const struct proc_map *m, void *arg)
+{
+	struct find_ld *f = arg;
+	const char *base = strrchr(m->path, '/');
+
+	if (!base || strncmp(base + 1, "ld-linux", 8))
+		return 0;
+	snprintf(f->path, sizeof(f->path), "%s", m->path);
+	f->inode = m->inode;
+	return 1;
+}
+
+/*
+ * Libraries a target maps late (PyTorch maps libcuda at its first CUDA call)
+ * whose first calls matter: probed by path before they are mapped, since a
+ * uprobe lives on the file and goes live as the file is mapped, while one
+ * attached after the loader's notification misses the calls made meanwhile.
+ * libcudart-HASH is the copy older PyTorch wheels bundle.
+ */
+static const char *const late_libs[] = {"libcuda.so.1", "libcudart.so.1[1-3]*",
+					"libcudart-*.so.1[1-3]*", "libtorch_cpu.so*"};
+
+/*
+ * Any copy of those, under whatever name a full-path dlopen gives it (the
+ * toolkit's stubs/libcuda.so): loaded late without having been found
+ * ahead, its first calls may be missing.
+ */
+static const char *const watched_libs[] = {"libcuda.so*", "libcudart.so*", "libcudart-*.so*",
+					   "libtorch_cpu.so*"};
+
+static bool is_watched_lib(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	for (size_t i = 0; i < sizeof(watched_libs) / sizeof(watched_libs[0]); i++) {
+		if (!fnmatch(watched_libs[i], base ? base + 1 : path, 0))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Offers subscribers the file dir/name of the target's root, when it was
+ * not offered yet; its RPATH/RUNPATH joins the search path (a PyTorch
+ * wheel's libtorch points at the nvidia/<name>/lib folders of other wheels).
+ */
+static int offer_ahead(void *ctx, const char *dir, const char *name)
+{
+	struct libwatch *lw = ctx;
+	struct proc_map m = {.perms = "r-xp"};
+	char path[PATH_MAX + 32];
+	struct stat st;
+	int err = 0;
+
+	snprintf(m.path, sizeof(m.path), "%s/%s", strcmp(dir, "/") ? dir : "", name);
+	snprintf(path, sizeof(path), "/proc/%d/root%s", lw->pid, m.path);
+	if (stat(path, &st) || !S_ISREG(st.st_mode))
+		return 0;
+	m.inode = st.st_ino;
+	clean_path(m.path); /* named as maps will name it; opened as the loader will open it */
+	if (u64map__get(&lw->seen, m.inode))
+		return 0;
+	if (u64map__put(&lw->seen, m.inode, SEEN_AHEAD))
+		return -ENOMEM;
+	err = libsearch__add_object(lw->search, m.path, path);
+	for (int j = 0; !err && j < lw->nsubs; j++)
+		err = lw->subs[j].fn(lw->subs[j].ctx, &m, path, 0);
+	return err;
+}
+
+/*
+ * Offers subscribers the late libraries the target would load, before it
+ * maps them: every copy on its search path, since which one the loader
+ * takes depends on who calls dlopen; bias 0 since nothing is mapped yet
+ * (subscribers that attach by file offset need none). Each is offered
+ * again once mapped, for those that need it mapped (CUPTI): the others
+ * remember what they probed. Again whenever the search path grew.
+ */
+static int probe_ahead(struct libwatch *lw)
+{
+	int err = 0;
+
+	while (!err && lw->search_gen != libsearch__generation(lw->search)) {
+		lw->search_gen = libsearch__generation(lw->search);
+		for (size_t i = 0; !err && i < sizeof(late_libs) / sizeof(late_libs[0]); i++)
+			err = libsearch__find(lw->search, late_libs[i], offer_ahead, lw);
+	}
+	return err;
+}
+
+/*
+ * A late library mapped without having been found ahead (dlopen of a full
+ * path off the search path): its probes went in only after the loader's
+ * notice reached us, so the calls made meanwhile are missing. The window is
+ * said and counted, never left silent.
+ */
+static void note_unprobed(struct libwatch *lw, const char *path)
+{
+	uint64_t now = now_ns(CLOCK_MONOTONIC);
+
+	lw->late++;
+	pr_warn("libwatch: %s was loaded from outside the target's search path "
+		"and probed %.1f ms after the loader's notice: its calls meanwhile are not "
+		"in the trace",
+		path, lw->notice_ts && now > lw->notice_ts ? (now - lw->notice_ts) / 1e6 : 0.0);
+}
+
+static int on_map(const struct proc_map *m, void *arg)
+{
+	struct libwatch *lw = arg;
+	char path[PATH_MAX + 32];
+	uint64_t bias, *seen;
+	bool unprobed;
+	int err = 0;
+
+	if (m->perms[2] != 'x' || m->path[0] != '/' || !m->inode)
+		return 0;
+	seen = u64map__get(&lw->seen, m->inode);
+	if (seen && *seen == SEEN_MAPPED)
+		return 0;
+	unprobed = lw->attached && !seen && is_watched_lib(m->path);
+	if (u64map__put(&lw->seen, m->inode, SEEN_MAPPED))
+		return -ENOMEM;
+	proc_target_path(lw->pid, m->path, m->inode, path, sizeof(path));
+	if (elf_load_bias(path, m->start, m->offset, &bias))
+		return 0; /* not an ELF object we can read: nothing to probe there */
+	/* what it loads next is looked up along its own RPATH/RUNPATH */
+	err = libsearch__add_object(lw->search, m->path, path);
+	for (int i = 0; !err && i < lw->nsubs; i++)
+		err = lw->subs[i].fn(lw->subs[i].ctx, m, path, bias);
+	if (!err && unprobed)
+		note_unprobed(lw, m->path);
+	return err;
+}
+
+static int scan(struct libwatch *lw)
+{
+	int err = proc_maps__for_each(lw->pid, on_map, lw);
+
+	lw->notice_ts = 0;
+	/* the process may be gone by the time its last loader event is read */
+	if (err == -ENOENT || err == -ESRCH)
+		return 0;
+	/* a newly mapped object's RUNPATH may show where the next dlopen looks */
+	return err ?: probe_ahead(lw);
+}
+
+static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
+{
+	struct libwatch *lw = ctx;
+
+	if (e->aux == PTG_LIB_EXEC)
+		return libwatch__exec(lw);
+	if (!lw->notice_ts)
+		lw->notice_ts = e->ts;
+	return scan(lw);
+}
+
+static int write_losses(struct tracer *t, void *ctx)
+{
+	struct libwatch *lw = ctx;
+	int err = 0;
+
+	if (lw->skel->bss->lost)
+		err = trace_writer__loss(tracer__writer(t), "lib_event", UINT32_MAX,
+					 lw->skel->bss->lost);
+	if (!err && lw->late)
+		err = trace_writer__loss(tracer__writer(t), "lib_unprobed_window", UINT32_MAX,
+					 lw->late);
+	return err;
+}
+
+int libwatch__open(struct tracer *t, pid_t pid, struct libwatch **out)
+{
+	struct libwatch *lw;
+	int err;
+
+	lw = calloc(1, sizeof(*lw));
+	if (!lw)
+		return -ENOMEM;
+	lw->t = t;
+	lw->pid = pid;
+	lw->search_gen = UINT_MAX; /* look ahead at least once */
+	err = libsearch__open(pid, &lw->search);
+	if (err) {
+		pr_err("libwatch: cannot read the target's library search path: %s",
+		       strerror(-err));
+		free(lw);
+		return err;
+	}
+	lw->skel = libwatch_bpf__open();
+	if (!lw->skel) {
+		err = -errno;
+		goto cleanup;
+	}
+	err = bpf_map__reuse_fd(lw->skel->maps.events, tracer__ringbuf_fd(t));
+	err = err ?: libwatch_bpf__load(lw->skel);
+	if (!err) {
+		__u32 tgid = (__u32)pid;
+		__u8 one = 1;
+
+		if (bpf_map_update_elem(bpf_map__fd(lw->skel->maps.tgids), &tgid, &one, BPF_ANY))
+			err = -errno;
+	}
+	err = err
+		  ?: tracer__on(t, PTG_EV_LIB_CHANGE, PTG_EV_LIB_CHANGE, handle_event, write_losses,
+				lw);
+	if (err)
+		goto cleanup;
+	*out = lw;
+	return 0;
+cleanup:
+	log_libbpf_flush();
+	pr_err("libwatch: cannot load the loader probe: %s", strerror(-err));
+	libwatch__destroy(lw);
+	return err;
+}
+
+int libwatch__subscribe(struct libwatch *lw, libwatch_fn fn, void *ctx)
+{
+	if (lw->nsubs == MAX_SUBSCRIBERS)
+		return -E2BIG;
+	lw->subs[lw->nsubs++] = (struct subscriber){.fn = fn, .ctx = ctx};
+	return 0;
+}
+
+/* The probe on the target's dynamic loader, unless it is on that file already. */
+static int attach_ld(struct libwatch *lw)
+{
+	struct find_ld ld = {};
+	char path[PATH_MAX + 32];
+	int err;
+
+	/* a static executable has no dynamic loader, and then maps nothing later */
+	if (proc_maps__for_each(lw->pid, find_ld, &ld) != 1 ||
+	    (lw->link && ld.inode == lw->ld_inode))
+		return 0;
+	bpf_link__destroy(lw->link);
+	proc_target_path(lw->pid, ld.path, ld.inode, path, sizeof(path));
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "_dl_debug_state");
+	lw->link = bpf_program__attach_uprobe_opts(lw->skel->progs.dl_debug_state, lw->pid, path, 0,
+						   &opts);
+	if (!lw->link) {
+		err = -errno;
+		log_libbpf_flush();
+		pr_err("libwatch: cannot attach to %s: %s", ld.path, strerror(-err));
+		return err;
+	}
+	lw->ld_inode = ld.inode;
+	return 0;
+}
+
+int libwatch__attach(struct libwatch *lw)
+{
+	int err;
+
+	lw->skel->links.lib_exec = bpf_program__attach(lw->skel->progs.lib_exec);
+	if (!lw->skel->links.lib_exec) {
+		err = -errno;
+		log_libbpf_flush();
+		pr_err("libwatch: cannot attach to sched_process_exec: %s", strerror(-err));
+		return err;
+	}
+	err = attach_ld(lw);
+	/* the mapped objects' RUNPATHs first, then ahead along the whole search path */
+	err = err ?: scan(lw);
+	lw->attached = true;
+	return err;
+}
+
+int libwatch__exec(struct libwatch *lw)
+{
+	struct libsearch *search;
+	int err;
+
+	/* a new image: its own environment, executable and RUNPATHs to search along */
+	err = libsearch__open(lw->pid, &search);
+	if (!err) {
+		libsearch__free(lw->search);
+		lw->search = search;
+		lw->search_gen = UINT_MAX;
+	}
+	/* what the new image's loader mapped before its first instruction was not loaded late */
+	lw->attached = false;
+	err = err ?: attach_ld(lw);
+	err = err ?: scan(lw);
+	lw->attached = true;
+	/* gone already: exited right after its exec */
+	return err == -ENOENT || err == -ESRCH ? 0 : err;
+}
+
+void libwatch__detach(struct libwatch *lw)
+{
+	bpf_link__destroy(lw->link);
+	lw->link = NULL;
+	bpf_link__destroy(lw->skel->links.lib_exec);
+	lw->skel->links.lib_exec = NULL;
+}
+
+void libwatch__destroy(struct libwatch *lw)
+{
+	if (!lw)
+		return;
+	libwatch__detach(lw);
+	libwatch_bpf__destroy(lw->skel);
+	u64map__free(&lw->seen);
+	libsearch__free(lw->search);
+	free(lw);
+}

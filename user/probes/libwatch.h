@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Which objects a target has mapped, now and later: subscribers hear of each
+ * executable object once, when recording starts or when the dynamic loader
+ * maps it (a uprobe on ld.so's _dl_debug_state wakes the scan), or when it
+ * execs a new image (sched_process_exec).
+ */
+#ifndef PTG_LIBWATCH_H
+#define PTG_LIBWATCH_H
+
+#include <sys/types.h>
+
+#include "proc/procfs.h"
+#include "probes/tracer.h"
+
+struct libwatch;
+
+/*
+ * A newly seen executable mapping of the file at m->path; attach_path opens
+ * the same file from here; bias = runtime address - link-time address.
+ * A library the target would load late (libcuda, libcudart, libtorch_cpu)
+ * is offered ahead, before it is mapped, each copy found along its loader's
+ * search order (libsearch.h): then m->start and m->end are 0 and bias is 0;
+ * it is offered again when mapped. One mapped after attach that was not
+ * found ahead is said on stderr and counted (loss lib_unprobed_window).
+ * Returns 0, or -errno to stop recording.
+ */
+typedef int (*libwatch_fn)(void *ctx, const struct proc_map *m, const char *attach_path,
+			   uint64_t bias);
+
+int libwatch__open(struct tracer *t, pid_t pid, struct libwatch **out);
+int libwatch__subscribe(struct libwatch *lw, libwatch_fn fn, void *ctx);
+/* Offers the late libraries ahead, attaches to ld.so and reports what is mapped already. */
+int libwatch__attach(struct libwatch *lw);
+/*
+ * After the target exec'd: probes its new loader, offers the late libraries
+ * of its new root and reports what the new image has mapped. Called on the
+ * exec event the BPF side sends, and by whoever holds the target at its exec.
+ */
+int libwatch__exec(struct libwatch *lw);
+void libwatch__detach(struct libwatch *lw);
+void libwatch__destroy(struct libwatch *lw);
+
+#endif /* PTG_LIBWATCH_H */

@@ -1,0 +1,541 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A set of recorded processes that follows forks and execs through BPF and
+ * routes Python events by pid; user/probes/proctree_roots.c finds the processes it
+ * starts with.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "base/clock.h"
+#include "pyinterp/launch.h"
+#include "proc/procfs.h"
+#include "probes/proctree.h"
+#include "proctree.skel.h"
+#include "probes/proctree_int.h"
+#include "base/u64map.h"
+
+/* Every Python event looks its process up: by a hash, not a walk of all forks so far. */
+struct tree_proc *tree_find_proc(struct proctree *pt, pid_t pid)
+{
+	uint64_t *i;
+
+	if (pt->last && pt->procs[pt->last - 1].pid == pid)
+		return &pt->procs[pt->last - 1];
+	i = u64map__get(&pt->by_pid, (uint64_t)pid);
+	if (!i)
+		return NULL;
+	pt->last = *i;
+	return &pt->procs[*i - 1];
+}
+
+/*
+ * What names the process's own trace: its command line and its rank
+ * (torchrun and torch.distributed's env:// give RANK and WORLD_SIZE; a
+ * LOCAL_RANK alone names the file). Kept if the process is gone already.
+ */
+void tree_read_identity(struct tree_proc *p)
+{
+	char buf[4096];
+
+	if (proc_cmdline(p->pid, buf, sizeof(buf)))
+		return;
+	free(p->cmdline);
+	p->cmdline = strdup(buf);
+	proc_environ_number(p->pid, "RANK", p->dist_rank, sizeof(p->dist_rank));
+	memcpy(p->rank, p->dist_rank, sizeof(p->rank));
+	if (!p->rank[0])
+		proc_environ_number(p->pid, "LOCAL_RANK", p->rank, sizeof(p->rank));
+	proc_environ_number(p->pid, "WORLD_SIZE", p->world, sizeof(p->world));
+}
+
+struct tree_proc *tree_new_proc(struct proctree *pt, pid_t pid, int pidfd)
+{
+	struct tree_proc *n;
+
+	n = realloc(pt->procs, (pt->nprocs + 1) * sizeof(*n));
+	if (!n)
+		return NULL;
+	pt->procs = n;
+	/* a pid given back and taken again names the newest entry */
+	if (u64map__put(&pt->by_pid, (uint64_t)pid, pt->nprocs + 1))
+		return NULL;
+	n = &pt->procs[pt->nprocs++];
+	*n = (struct tree_proc){.pid = pid, .pidfd = pidfd};
+	return n;
+}
+
+/*
+ * The probes for process pid: on the file, for every process, when forks
+ * are followed (a child runs before it could be named); else on pid alone,
+ * so that the other processes of that interpreter pay nothing.
+ */
+static int attach_for(struct proctree *pt, struct pyframe *pf, pid_t pid)
+{
+	return pyframe__attach_pid(pf, pt->children ? -1 : pid);
+}
+
+/* The pyframe of py's interpreter file: one per file, made at its first process. */
+static int interp_for(struct proctree *pt, const struct py_interp *py, uint32_t *idx)
+{
+	struct tree_interp *n;
+	struct stat st;
+	int err;
+
+	if (stat(py->attach_path, &st))
+		return -errno;
+	for (size_t i = 0; i < pt->ninterps; i++) {
+		if (pt->interps[i].dev == st.st_dev && pt->interps[i].ino == st.st_ino) {
+			*idx = (uint32_t)i + 1;
+			return pt->attached ? attach_for(pt, pt->interps[i].pf, py->pid) : 0;
+		}
+	}
+	n = realloc(pt->interps, (pt->ninterps + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	pt->interps = n;
+	n = &pt->interps[pt->ninterps];
+	*n = (struct tree_interp){.dev = st.st_dev, .ino = st.st_ino};
+	err = pyframe__open_shared(py, pt->t, pt->set_fd, &n->pf);
+	if (!err && pt->attached)
+		err = attach_for(pt, n->pf, py->pid);
+	if (err) {
+		pyframe__destroy(n->pf);
+		return err;
+	}
+	pt->ninterps++;
+	*idx = (uint32_t)pt->ninterps;
+	return 0;
+}
+
+static void found(struct proctree *pt, struct tree_proc *p, const struct py_interp *py)
+{
+	p->exec_ts = 0;
+	p->ran_python = true;
+	tree_read_identity(p);
+	if (!pt->quiet)
+		fprintf(stderr, "ptrace-gpu: recording pid %d too (Python %s, %s)\n", p->pid,
+			py->version, py->path);
+	if (!pt->quiet && py->warning[0])
+		fprintf(stderr, "ptrace-gpu: warning: pid %d: %s\n", p->pid, py->warning);
+}
+
+/*
+ * A process of the set exec()'d: stopped under ptrace (user/pyinterp/launch.c) while
+ * its new interpreter is found and probed, so that an interpreter file not
+ * probed yet misses none of its calls either. Else it is looked for at its
+ * first event or in proctree__poll().
+ */
+static void catch_exec(struct proctree *pt, struct tree_proc *p)
+{
+	struct py_interp py;
+	char err[512];
+	int ret;
+
+	ret = launch__catch(p->pid, &py, err, sizeof(err));
+	if (ret == -ENOEXEC) {
+		__u32 pid = (__u32)p->pid;
+
+		p->not_python = true;
+		p->exec_ts = 0;
+		/* --uid, --cgroup: its next exec puts it back; room is kept for the Pythons */
+		if (pt->uid >= 0 || pt->cg_fd >= 0)
+			bpf_map_delete_elem(pt->set_fd, &pid);
+		return;
+	}
+	if (ret)
+		return;
+	/* interp_for() makes pyframes, never processes: p stays where it is */
+	ret = interp_for(pt, &py, &p->interp);
+	launch__release(p->pid);
+	if (!ret)
+		found(pt, p, &py);
+}
+
+/* Looks for the interpreter of a process met while recording (a fork, an exec). */
+static void resolve(struct proctree *pt, struct tree_proc *p, uint64_t now)
+{
+	struct py_interp py;
+	char err[512];
+	int ret;
+
+	ret = py_interp__find(p->pid, &py, err, sizeof(err));
+	if (!ret)
+		ret = interp_for(pt, &py, &p->interp);
+	if (!ret) {
+		found(pt, p, &py);
+		return;
+	}
+	if (ret == -ESRCH) {
+		p->exited = true;
+	} else if (!p->exec_ts || now - p->exec_ts > EXEC_WAIT_NS) {
+		p->not_python = true;
+		p->exec_ts = 0;
+	}
+}
+
+static int route_py(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
+{
+	struct proctree *pt = ctx;
+	struct tree_proc *p = tree_find_proc(pt, (pid_t)e->pid);
+
+	(void)t;
+	/* a member whose fork event was lost (ring buffer full): learnt now */
+	if (!p && !(p = tree_new_proc(pt, (pid_t)e->pid, -1)))
+		return -ENOMEM;
+	if (!p->interp && !p->not_python && !p->exited)
+		resolve(pt, p, e->ts);
+	if (!p->interp) {
+		pt->unrouted++;
+		return 0;
+	}
+	return pyframe__handle(pt->interps[p->interp - 1].pf, e, size);
+}
+
+/* What ran in the process until now is over: its open frames end, its names go. */
+static int end_program(struct proctree *pt, struct tree_proc *p, uint64_t ts)
+{
+	int err = tracer__end_process(pt->t, (uint32_t)p->pid, ts, PTG_F_EXIT_STOP);
+
+	if (p->interp)
+		pyframe__forget(pt->interps[p->interp - 1].pf, p->pid);
+	p->interp = 0;
+	return err;
+}
+
+static int on_proc(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
+{
+	struct proctree *pt = ctx;
+	struct tree_proc *p, *parent;
+	uint32_t interp;
+	int err;
+
+	(void)size;
+	switch (e->kind) {
+	case PTG_EV_PROC_FORK:
+		parent = tree_find_proc(pt, (pid_t)e->a);
+		interp = parent && !parent->exited ? parent->interp : 0;
+		/* a forked child maps what its parent did: the same interpreter */
+		p = tree_new_proc(pt, (pid_t)e->pid, -1);
+		if (!p)
+			return -ENOMEM;
+		p->interp = interp;
+		p->ran_python = interp != 0;
+		/* the parent's, unless the child is gone already */
+		parent = tree_find_proc(pt, (pid_t)e->a);
+		if (parent) {
+			p->cmdline = parent->cmdline ? strdup(parent->cmdline) : NULL;
+			memcpy(p->rank, parent->rank, sizeof(p->rank));
+			memcpy(p->dist_rank, parent->dist_rank, sizeof(p->dist_rank));
+			memcpy(p->world, parent->world, sizeof(p->world));
+		}
+		tree_read_identity(p);
+		return tracer__set_proc_born(t, e->pid, e->ts);
+	case PTG_EV_PROC_EXEC:
+		p = tree_find_proc(pt, (pid_t)e->pid) ?: tree_new_proc(pt, (pid_t)e->pid, -1);
+		if (!p)
+			return -ENOMEM;
+		p->not_python = false;
+		p->exec_ts = e->ts;
+		err = end_program(pt, p, e->ts);
+		if (!err)
+			catch_exec(pt, p);
+		return err;
+	case PTG_EV_PROC_EXIT:
+		p = tree_find_proc(pt, (pid_t)e->pid);
+		if (!p)
+			return 0;
+		p->exited = true;
+		p->exec_ts = 0;
+		return end_program(pt, p, e->ts);
+	}
+	return 0;
+}
+
+static int write_losses(struct tracer *t, void *ctx)
+{
+	struct proctree *pt = ctx;
+	struct trace_writer *w = tracer__writer(t);
+	const struct proctree_bpf__bss *bss = pt->skel->bss;
+	int err = 0;
+
+	for (size_t i = 0; !err && i < pt->ninterps; i++)
+		err = pyframe__write_losses(pt->interps[i].pf);
+	if (!err && bss->lost_events)
+		err = trace_writer__loss(w, "proc_events", UINT32_MAX, bss->lost_events);
+	if (!err && bss->lost_full)
+		err = trace_writer__loss(w, "proc_set_full", UINT32_MAX, bss->lost_full);
+	if (!err && pt->unrouted)
+		err = trace_writer__loss(w, "py_unrouted", UINT32_MAX, pt->unrouted);
+	return err;
+}
+
+int proctree__new(bool children, bool quiet, struct proctree **out)
+{
+	struct proctree *pt = calloc(1, sizeof(*pt));
+
+	if (!pt)
+		return -ENOMEM;
+	pt->set_fd = -1;
+	pt->uid = -1;
+	pt->cg_fd = -1;
+	pt->children = children;
+	pt->quiet = quiet;
+	*out = pt;
+	return 0;
+}
+
+int proctree__load(struct proctree *pt, struct tracer *t)
+{
+	int err;
+
+	pt->t = t;
+	pt->set_fd = bpf_map_create(BPF_MAP_TYPE_HASH, "ptg_procs", sizeof(__u32), sizeof(__u8),
+				    PROCTREE_MAX, NULL);
+	if (pt->set_fd < 0) {
+		err = -errno;
+		goto fail;
+	}
+	pt->skel = proctree_bpf__open();
+	if (!pt->skel) {
+		err = -errno;
+		goto fail;
+	}
+	if (pt->uid >= 0)
+		pt->skel->rodata->watch_uid = (__u32)pt->uid;
+	pt->skel->rodata->watch_cgroup = pt->cg_fd >= 0;
+	err = bpf_map__reuse_fd(pt->skel->maps.events, tracer__ringbuf_fd(t));
+	err = err ?: bpf_map__reuse_fd(pt->skel->maps.traced, pt->set_fd);
+	err = err ?: proctree_bpf__load(pt->skel);
+	if (!err && pt->cg_fd >= 0) {
+		__u32 zero = 0;
+
+		if (bpf_map_update_elem(bpf_map__fd(pt->skel->maps.cgroups), &zero, &pt->cg_fd,
+					BPF_ANY))
+			err = -errno;
+	}
+	err = err ?: tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, route_py, write_losses, pt);
+	err = err ?: tracer__on(t, PTG_EV_PROC_FORK, PTG_EV_PROC_EXIT, on_proc, NULL, pt);
+	if (err)
+		goto fail;
+	/* one pyframe per interpreter file, whichever process it was found in */
+	for (size_t i = 0; !err && i < pt->nprocs; i++) {
+		if (!pt->procs[i].ran_python)
+			continue;
+		err = interp_for(pt, &pt->roots_py[i], &pt->procs[i].interp);
+		if (err)
+			fprintf(stderr, "ptrace-gpu: cannot probe %s: %s\n", pt->roots_py[i].path,
+				strerror(-err));
+	}
+	free(pt->roots_py);
+	pt->roots_py = NULL;
+	return err;
+fail:
+	fprintf(stderr, "proctree: cannot load the process-set programs: %s\n", strerror(-err));
+	return err;
+}
+
+int proctree__set_fd(const struct proctree *pt)
+{
+	return pt->set_fd;
+}
+
+pid_t proctree__first(const struct proctree *pt, const struct py_interp **py)
+{
+	*py = &pt->first_py;
+	return pt->nprocs ? pt->procs[0].pid : 0;
+}
+
+int proctree__write_meta(const struct proctree *pt, struct trace_writer *w)
+{
+	char buf[4096];
+	size_t len = 0;
+	int err;
+
+	/* the processes the recording began with: the others are known by their records */
+	for (size_t i = 0; i < pt->nprocs && len < sizeof(buf); i++)
+		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%d", i ? "," : "",
+					pt->procs[i].pid);
+	buf[len < sizeof(buf) ? len : 0] = '\0';
+	err = trace_writer__meta(w, "pids", buf);
+	snprintf(buf, sizeof(buf), "%lld", (long long)pt->uid);
+	err = err ?: trace_writer__meta(w, "uid", pt->uid >= 0 ? buf : "");
+	err = err ?: trace_writer__meta(w, "cgroup", pt->cg_path);
+	return err ?: trace_writer__meta(w, "children", pt->children ? "1" : "0");
+}
+
+static int attach_prog(struct bpf_program *prog, struct bpf_link **link)
+{
+	*link = bpf_program__attach(prog);
+	return *link ? 0 : -errno;
+}
+
+int proctree__attach(struct proctree *pt)
+{
+	struct proctree_bpf *s = pt->skel;
+	__u8 one = 1;
+	int err;
+
+	/* the set follows forks before it has members: none is missed in between */
+	err = attach_prog(s->progs.tree_exit, &s->links.tree_exit);
+	err = err ?: attach_prog(s->progs.tree_exec, &s->links.tree_exec);
+	if (!err && pt->children)
+		err = attach_prog(s->progs.tree_fork, &s->links.tree_fork);
+	for (size_t i = 0; !err && i < pt->nprocs; i++) {
+		__u32 pid = (__u32)pt->procs[i].pid;
+
+		if (bpf_map_update_elem(pt->set_fd, &pid, &one, BPF_ANY))
+			err = -errno;
+	}
+	if (err)
+		fprintf(stderr, "proctree: cannot attach: %s\n", strerror(-err));
+	for (size_t i = 0; !err && i < pt->nprocs; i++) {
+		if (pt->procs[i].interp)
+			err = attach_for(pt, pt->interps[pt->procs[i].interp - 1].pf,
+					 pt->procs[i].pid);
+	}
+	if (err)
+		return err;
+	pt->attached = true;
+	for (size_t i = 0; !pt->quiet && i < pt->nprocs; i++) {
+		const struct tree_proc *p = &pt->procs[i];
+		const struct py_interp *py =
+		    p->interp ? pyframe__interp(pt->interps[p->interp - 1].pf) : NULL;
+
+		fprintf(stderr, "ptrace-gpu: recording pid %d (%s%s%s%s)%s\n", p->pid,
+			py ? "Python " : "no Python yet", py ? py->version : "", py ? ", " : "",
+			py ? py->path : "", pt->children ? " and the processes it starts" : "");
+	}
+	return 0;
+}
+
+int proctree__poll(struct proctree *pt)
+{
+	uint64_t now = now_ns(CLOCK_MONOTONIC);
+
+	for (size_t i = 0; i < pt->nprocs; i++) {
+		struct tree_proc *p = &pt->procs[i];
+		struct pollfd pfd = {.fd = p->pidfd, .events = POLLIN};
+
+		if (p->pidfd >= 0 && !p->exited && poll(&pfd, 1, 0) == 1)
+			p->exited = true;
+		if (p->exec_ts && !p->interp && !p->exited && !p->not_python)
+			resolve(pt, p, now);
+	}
+	return 0;
+}
+
+size_t proctree__nprocs(const struct proctree *pt)
+{
+	return pt->nprocs;
+}
+
+void proctree__proc(const struct proctree *pt, size_t i, struct proctree_proc *out)
+{
+	const struct tree_proc *p = &pt->procs[i];
+	/* the last interpreter it ran; after an exec into no Python, that of its first */
+	uint32_t interp = p->interp ?: (p->ran_python && pt->ninterps ? 1 : 0);
+	const struct py_interp *py = interp ? pyframe__interp(pt->interps[interp - 1].pf) : NULL;
+
+	*out = (struct proctree_proc){
+	    .pid = p->pid,
+	    .ran_python = p->ran_python,
+	    .cmdline = p->cmdline ?: "",
+	    .rank = p->rank,
+	    .dist_rank = p->dist_rank,
+	    .world_size = p->world,
+	    .py_version = py ? py->version : "",
+	    .py_path = py ? py->path : "",
+	};
+}
+
+uint32_t proctree__live(const struct proctree *pt)
+{
+	uint32_t n = 0;
+
+	for (size_t i = 0; i < pt->nprocs; i++)
+		n += !pt->procs[i].exited;
+	return n;
+}
+
+void proctree__detach(struct proctree *pt)
+{
+	if (!pt)
+		return;
+	for (size_t i = 0; i < pt->ninterps; i++)
+		pyframe__detach(pt->interps[i].pf);
+	if (pt->skel)
+		proctree_bpf__detach(pt->skel);
+}
+
+void proctree__stats(const struct proctree *pt, struct proctree_stats *st)
+{
+	const struct proctree_bpf__bss *bss = pt->skel->bss;
+	struct pyframe_stats ps;
+
+	memset(st, 0, sizeof(*st));
+	for (size_t i = 0; i < pt->ninterps; i++) {
+		pyframe__stats(pt->interps[i].pf, &ps);
+		st->dropped += ps.dropped;
+	}
+	st->processes = (uint32_t)pt->nprocs;
+	st->interpreters = (uint32_t)pt->ninterps;
+	for (size_t i = 0; i < pt->nprocs; i++)
+		st->not_python += pt->procs[i].not_python;
+	st->unrouted = pt->unrouted;
+	st->lost_procs = bss->lost_events + bss->lost_full;
+}
+
+void proctree__summary(const struct proctree *pt, const char *reason, double secs, uint64_t calls,
+		       uint64_t events, const char *out)
+{
+	struct proctree_stats st;
+
+	proctree__stats(pt, &st);
+	fprintf(stderr,
+		"ptrace-gpu: %s after %.2f s: %llu Python calls from %u processes (%u "
+		"interpreters; %llu events), %llu events lost%s%s\n",
+		reason, secs, (unsigned long long)calls, st.processes, st.interpreters,
+		(unsigned long long)events, (unsigned long long)st.dropped, out ? "; wrote " : "",
+		out ? out : "");
+	if (st.not_python)
+		fprintf(stderr, "ptrace-gpu: %u of them ran no supported Python\n", st.not_python);
+	if (st.lost_procs || st.unrouted)
+		fprintf(stderr,
+			"ptrace-gpu: warning: %llu process events lost, %llu Python events of "
+			"processes whose interpreter was not found\n",
+			(unsigned long long)st.lost_procs, (unsigned long long)st.unrouted);
+}
+
+void proctree__destroy(struct proctree *pt)
+{
+	if (!pt)
+		return;
+	proctree__detach(pt);
+	for (size_t i = 0; i < pt->ninterps; i++)
+		pyframe__destroy(pt->interps[i].pf);
+	free(pt->interps);
+	for (size_t i = 0; i < pt->nprocs; i++) {
+		if (pt->procs[i].pidfd >= 0)
+			close(pt->procs[i].pidfd);
+		free(pt->procs[i].cmdline);
+	}
+	free(pt->procs);
+	u64map__free(&pt->by_pid);
+	if (pt->cg_fd >= 0)
+		close(pt->cg_fd);
+	free(pt->roots_py);
+	proctree_bpf__destroy(pt->skel);
+	if (pt->set_fd >= 0)
+		close(pt->set_fd);
+	free(pt);
+}

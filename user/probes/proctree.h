@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Recording several processes at once: record -p A,B,C and --children. The
+ * set of recorded processes is a BPF hash of tgids that the kernel itself
+ * grows at each fork of a member (bpf/proctree.bpf.c), so a child is in it
+ * before it first runs. The frame probes go on each interpreter file, once
+ * for every process that runs it (pyframe__open_shared), and pass only the
+ * members' events; those are routed here, by pid, to the pyframe of the
+ * interpreter the process runs. One pyframe per distinct interpreter file.
+ */
+#ifndef PTG_PROCTREE_H
+#define PTG_PROCTREE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "probes/pyframe.h"
+#include "pyinterp/pyinterp.h"
+#include "trace/trace.h"
+#include "probes/tracer.h"
+
+struct proctree;
+
+struct proctree_stats {
+	uint64_t dropped;      /* Python events lost (pyframe_stats.dropped, all interpreters) */
+	uint32_t processes;    /* processes recorded, roots and children */
+	uint32_t interpreters; /* distinct interpreter files probed */
+	uint32_t not_python;   /* processes that ran no supported Python (shells, other programs) */
+	uint64_t unrouted;     /* Python events of a process whose interpreter was not found */
+	uint64_t lost_procs;   /* forks, execs, exits the BPF side could not send */
+};
+
+/* children: follow forks (--children); else only the processes added. */
+int proctree__new(bool children, bool quiet, struct proctree **out);
+/* After the processes are added: loads the BPF side and a pyframe per interpreter. */
+int proctree__load(struct proctree *pt, struct tracer *t);
+/* fd of the BPF hash of recorded tgids, for other probe objects to filter by (after load). */
+int proctree__set_fd(const struct proctree *pt);
+/*
+ * Adds running process pid: checks it as record -p does (exists, a
+ * supported Python, the same process throughout: pidfd and start time).
+ * Returns 0 or -errno with a one-line reason in err.
+ */
+int proctree__add_pid(struct proctree *pt, pid_t pid, char *err, size_t errlen);
+/*
+ * --uid: adds every running Python process of uid (real uid) and, from
+ * proctree__attach() on, every process of it that execs; follows forks.
+ */
+int proctree__add_uid(struct proctree *pt, uid_t uid, bool quiet);
+/* --children -p: the running descendants of the processes added that run Python too. */
+int proctree__add_descendants(struct proctree *pt, bool quiet);
+/* --cgroup: the same for the processes of a cgroup v2 directory and those below it. */
+int proctree__add_cgroup(struct proctree *pt, const char *path, bool quiet, char *err,
+			 size_t errlen);
+/*
+ * Adds a process whose interpreter is known already (record -- CMD, stopped
+ * by launch); py NULL for a program that runs no Python itself.
+ */
+int proctree__add(struct proctree *pt, pid_t pid, const struct py_interp *py);
+/* The first process added and its interpreter, for the trace's metadata. */
+pid_t proctree__first(const struct proctree *pt, const struct py_interp **py);
+/* Metadata "pids" (the processes added, A,B,C) and "children" (1 or 0). */
+int proctree__write_meta(const struct proctree *pt, struct trace_writer *w);
+/* Attaches the fork/exec/exit programs, then the frame probes of each interpreter. */
+int proctree__attach(struct proctree *pt);
+/* Work between ring-buffer reads: interpreters of processes that exec()'d. */
+int proctree__poll(struct proctree *pt);
+/* One process recorded, as --per-process names and describes its trace. */
+struct proctree_proc {
+	pid_t pid;
+	bool ran_python;
+	const char *cmdline;
+	const char *rank;	/* RANK, else LOCAL_RANK, of its environment; "" if none */
+	const char *dist_rank;	/* RANK alone (LOCAL_RANK is no rank of the job); "" if none */
+	const char *world_size; /* WORLD_SIZE; "" if none */
+	const char *py_version;
+	const char *py_path;
+};
+
+size_t proctree__nprocs(const struct proctree *pt);
+void proctree__proc(const struct proctree *pt, size_t i, struct proctree_proc *out);
+/*
+ * --per-process: one trace per process of the recording at in that ran
+ * Python, OUT.rankR.ptg (OUT.rankR.pidP.ptg when R is not unique),
+ * else OUT.pidP.ptg (OUT less a .ptg suffix). In user/record/proctree_split.c.
+ */
+int proctree__split(const struct proctree *pt, const char *in, const char *out, bool quiet);
+/* Recorded processes still running. */
+uint32_t proctree__live(const struct proctree *pt);
+void proctree__detach(struct proctree *pt);
+void proctree__stats(const struct proctree *pt, struct proctree_stats *st);
+/* The end of recording's summary on stderr; out NULL when --per-process said what it wrote. */
+void proctree__summary(const struct proctree *pt, const char *reason, double secs, uint64_t calls,
+		       uint64_t events, const char *out);
+void proctree__destroy(struct proctree *pt);
+
+#endif /* PTG_PROCTREE_H */

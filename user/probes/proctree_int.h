@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The state of a process set, shared by user/probes/proctree.c (following forks
+ * and execs through BPF, routing events) and user/probes/proctree_roots.c (the
+ * processes it starts with).
+ */
+#ifndef PTG_PROCTREE_INT_H
+#define PTG_PROCTREE_INT_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "probes/proctree.h"
+#include "pyinterp/pyinterp.h"
+#include "base/u64map.h"
+
+/* The most processes recorded at once: a fork past it is counted, not recorded. */
+#define PROCTREE_MAX 4096
+/*
+ * How long after an exec the new program may take to map a supported
+ * interpreter (ld.so maps a shared libpython within milliseconds) before it
+ * is taken for another program: a shell, a launcher. It stays in the set,
+ * so that the processes it starts are recorded.
+ */
+#define EXEC_WAIT_NS 2000000000ull
+
+struct tree_interp {
+	struct pyframe *pf;
+	dev_t dev;
+	ino_t ino;
+};
+
+struct tree_proc {
+	pid_t pid;
+	int pidfd;	  /* processes given with -p: says when it ends; -1 for the others */
+	uint32_t interp;  /* index + 1 in interps; 0: not known (yet) */
+	uint64_t exec_ts; /* it exec()'d then, and its new interpreter is looked for; 0: not */
+	bool exited;
+	bool not_python;
+	bool ran_python; /* had a supported interpreter at some point: gets a --per-process trace */
+	/* read while it runs, for its own trace (--per-process) */
+	char *cmdline;
+	char rank[24];	    /* RANK, else LOCAL_RANK: names its file */
+	char dist_rank[24]; /* RANK alone: the job's rank, for export */
+	char world[24];
+};
+
+struct proctree {
+	struct tracer *t;
+	struct proctree_bpf *skel;
+	int set_fd;
+	bool children;
+	bool quiet;
+	bool attached;
+	struct tree_interp *interps;
+	size_t ninterps;
+	int64_t uid; /* --uid: every exec of this user joins the set; -1: none */
+	int cg_fd;   /* --cgroup: its directory, or -1 */
+	char cg_path[PATH_MAX];
+	struct tree_proc *procs;
+	size_t nprocs;
+	struct u64map by_pid;	    /* pid -> index + 1 in procs */
+	size_t last;		    /* index + 1 of the previous event's process */
+	struct py_interp *roots_py; /* interpreters of the processes added before loading */
+	struct py_interp first_py;
+	uint64_t unrouted;
+};
+
+/* Every Python event looks its process up: by a hash, not a walk of all forks so far. */
+struct tree_proc *tree_find_proc(struct proctree *pt, pid_t pid);
+/* A new entry for pid, the newest for it; NULL when out of memory. */
+struct tree_proc *tree_new_proc(struct proctree *pt, pid_t pid, int pidfd);
+/* Its command line and rank, read while it runs, for its own trace (--per-process). */
+void tree_read_identity(struct tree_proc *p);
+
+#endif /* PTG_PROCTREE_INT_H */

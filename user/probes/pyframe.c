@@ -1,0 +1,401 @@
+// SPDX-License-Identifier: MIT
+/* Python frame probes: attach, detach, feed their events to the stack engine (pystack.c). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "ptrace_gpu/events.h"
+#include "proc/elf_file.h"
+#include "proc/procfs.h"
+#include "pyinterp/pycode.h"
+#include "probes/pyframe.h"
+#include "pyframe.skel.h"
+#include "probes/pystack.h"
+#include "probes/uprobe_multi.h"
+
+#define MAX_SITES 16
+
+/* The probes of one process, or of the file in every process (pid -1). */
+struct pyframe_att {
+	pid_t pid;
+	int fds[2];			       /* multi links: probe sites, eval loop return */
+	struct bpf_link *links[MAX_SITES + 1]; /* one per site otherwise */
+	int nlinks;
+};
+
+struct pyframe {
+	struct pyframe_bpf *skel;
+	bool multi;		  /* the kernel has multi-uprobe links */
+	struct pyframe_att *atts; /* one per process probed, or one for the file (pid -1) */
+	size_t natts;
+	struct py_interp py;
+	struct tracer *t;
+	bool shared;	    /* for the processes of a traced set (pyframe__open_shared) */
+	struct pystack *ps; /* the replay of the events into stacks */
+};
+
+/* The BPF side's per-CPU loss counters (events.h) as the trace names them. */
+static const enum ptg_lost bpf_losses[PTG_LOSS_NR_KINDS] = {
+    [PTG_LOSS_PY_EVENT] = PTG_LOST_PY_EVENT,	 [PTG_LOSS_PY_STACK] = PTG_LOST_PY_STACK,
+    [PTG_LOSS_PY_READ] = PTG_LOST_PY_FRAME_READ, [PTG_LOSS_PY_DEPTH] = PTG_LOST_PY_STACK_DEPTH,
+    [PTG_LOSS_PY_CODE] = PTG_LOST_PY_CODE_NAMES,
+};
+/* The resolver of the stack engine: code objects read from /proc/PID/mem. */
+static int open_mem(void *ctx, uint32_t pid)
+{
+	char path[64];
+	int fd;
+
+	(void)ctx;
+	snprintf(path, sizeof(path), "/proc/%u/mem", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+static void close_mem(void *ctx, int fd)
+{
+	(void)ctx;
+	close(fd);
+}
+
+static int read_code(void *ctx, int fd, uint64_t code, struct py_code_info *out)
+{
+	const struct pyframe *pf = ctx;
+
+	return py_read_code(fd, pf->py.info, code, out);
+}
+
+void pyframe__forget(struct pyframe *pf, pid_t pid)
+{
+	if (pf)
+		pystack__forget(pf->ps, (uint32_t)pid);
+}
+
+int pyframe__handle(struct pyframe *pf, const struct ptg_event *e, size_t size)
+{
+	return pystack__handle(pf->ps, e, size);
+}
+
+static int handle_event(struct tracer *tr, void *ctx, const struct ptg_event *e, size_t size)
+{
+	(void)tr;
+	return pyframe__handle(ctx, e, size);
+}
+
+int pyframe__write_losses(struct pyframe *pf)
+{
+	const struct pyframe_bpf__bss *bss = pf->skel->bss;
+	struct trace_writer *w = tracer__writer(pf->t);
+	int err = 0;
+
+	for (int cpu = 0; !err && cpu < PTG_MAX_CPUS; cpu++) {
+		for (int k = 0; !err && k < PTG_LOSS_NR_KINDS; k++) {
+			uint64_t n = bss->losses[cpu][k];
+
+			if (n && bpf_losses[k])
+				err = trace_writer__lost(w, bpf_losses[k], cpu, n);
+		}
+	}
+	return err ?: pystack__write_losses(pf->ps, w);
+}
+
+static int write_losses(struct tracer *t, void *ctx)
+{
+	(void)t;
+	return pyframe__write_losses(ctx);
+}
+
+static int open_common(const struct py_interp *py, struct tracer *t, int traced_fd,
+		       struct pyframe **out)
+{
+	struct pystack_resolver res;
+	struct pyframe *pf;
+	int err;
+
+	pf = calloc(1, sizeof(*pf));
+	if (!pf)
+		return -ENOMEM;
+	res = (struct pystack_resolver){
+	    .ctx = pf, .open_proc = open_mem, .close_proc = close_mem, .read_code = read_code};
+	pf->py = *py;
+	pf->t = t;
+	pf->shared = traced_fd >= 0;
+	err = pystack__new(t, &res, &pf->ps);
+	if (err)
+		goto cleanup;
+	if (!pf->shared && (err = pystack__add_proc(pf->ps, (uint32_t)py->pid))) {
+		fprintf(stderr, "pyframe: cannot open /proc/%d/mem: %s\n", py->pid, strerror(-err));
+		goto cleanup;
+	}
+	pf->skel = pyframe_bpf__open();
+	if (!pf->skel) {
+		err = -errno;
+		fprintf(stderr, "pyframe: cannot open BPF object: %s\n", strerror(errno));
+		goto cleanup;
+	}
+	pf->skel->rodata->off = py->info->off;
+	err = py_offsets_blocks(&pf->skel->rodata->off, py->info->code_adaptive);
+	if (err) {
+		fprintf(stderr, "pyframe: Python %s's structs do not fit the BPF read buffers\n",
+			py->info->name);
+		goto cleanup;
+	}
+	pf->skel->rodata->runtime_addr = py->runtime_addr;
+	memcpy((void *)pf->skel->rodata->resume_ops, py->ops.resume, sizeof(py->ops.resume));
+	pf->skel->rodata->resume_where_mask = py->info->resume_where_mask;
+	pf->skel->rodata->resume_not_a_call = py->info->resume_not_a_call;
+	pf->multi = uprobe_multi_supported();
+	if (pf->multi) {
+		bpf_program__set_expected_attach_type(pf->skel->progs.py_probe,
+						      PTG_BPF_TRACE_UPROBE_MULTI);
+		bpf_program__set_expected_attach_type(pf->skel->progs.py_eval_ret,
+						      PTG_BPF_TRACE_UPROBE_MULTI);
+	}
+	pf->skel->rodata->filter_tgids = pf->shared;
+	err = bpf_map__reuse_fd(pf->skel->maps.events, tracer__ringbuf_fd(t));
+	if (!err && pf->shared)
+		err = bpf_map__reuse_fd(pf->skel->maps.traced, traced_fd);
+	if (!err)
+		err = pyframe_bpf__load(pf->skel);
+	if (err) {
+		fprintf(stderr, "pyframe: cannot load BPF programs: %s\n", strerror(-err));
+		goto cleanup;
+	}
+	*out = pf;
+	return 0;
+cleanup:
+	pyframe__destroy(pf);
+	return err;
+}
+
+int pyframe__open(const struct py_interp *py, struct tracer *t, struct pyframe **out)
+{
+	int err = open_common(py, t, -1, out);
+
+	if (err)
+		return err;
+	err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, handle_event, write_losses, *out);
+	if (err) {
+		pyframe__destroy(*out);
+		*out = NULL;
+	}
+	return err;
+}
+
+int pyframe__open_shared(const struct py_interp *py, struct tracer *t, int traced_fd,
+			 struct pyframe **out)
+{
+	return open_common(py, t, traced_fd, out);
+}
+
+const struct py_interp *pyframe__interp(const struct pyframe *pf)
+{
+	return &pf->py;
+}
+
+/*
+ * With probes on the file (shared), each cookie also says where _PyRuntime
+ * is from the site (PTG_PY_COOKIE): link-time addresses, so the same for
+ * every process that maps the file.
+ */
+static int add_deltas(const struct py_interp *py, const uint64_t *offs, uint64_t *cookies, int n)
+{
+	uint64_t runtime = py->runtime_addr - py->bias, vmo;
+	struct elf_file *ef;
+	int err;
+
+	err = elf_file__open(py->attach_path, &ef);
+	if (err)
+		return err;
+	for (int i = 0; !err && i < n; i++) {
+		err = elf_file__segment_bias(ef, offs[i], &vmo);
+		cookies[i] = PTG_PY_COOKIE(cookies[i], (int64_t)(runtime - (offs[i] + vmo)));
+	}
+	elf_file__close(ef);
+	return err;
+}
+
+/* The probe sites of the interpreter and what each does (its BPF cookie). */
+static int probe_sites(const struct py_interp *py, uint64_t *offs, uint64_t *cookies)
+{
+	int n = 0;
+
+	for (int i = 0; i < py->nresume; i++, n++) {
+		offs[n] = py->resume_offs[i];
+		cookies[n] = PTG_PY_PROBE_RESUME;
+	}
+	for (int i = 0; i < py->nreturn; i++, n++) {
+		offs[n] = py->return_offs[i];
+		cookies[n] = PTG_PY_PROBE_RETURN;
+	}
+	for (int i = 0; i < py->nyield; i++, n++) {
+		offs[n] = py->yield_offs[i];
+		cookies[n] = PTG_PY_PROBE_YIELD;
+	}
+	offs[n] = py->traceback_off;
+	cookies[n++] = PTG_PY_PROBE_TRACEBACK;
+	return n;
+}
+
+static int attach_one(struct pyframe_att *a, const char *path, struct bpf_program *prog, bool ret,
+		      uint64_t off, uint64_t cookie)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = ret, .bpf_cookie = cookie);
+	struct bpf_link *link;
+
+	if (a->nlinks == MAX_SITES + 1)
+		return -E2BIG;
+	link = bpf_program__attach_uprobe_opts(prog, a->pid, path, off, &opts);
+	if (!link)
+		return -errno;
+	a->links[a->nlinks++] = link;
+	return 0;
+}
+
+static int attach_multi(struct pyframe *pf, struct pyframe_att *a, const uint64_t *offs,
+			const uint64_t *cookies, int n, uint64_t eval_cookie)
+{
+	struct pyframe_bpf *s = pf->skel;
+	const char *path = pf->py.attach_path;
+	pid_t pid = a->pid < 0 ? 0 : a->pid; /* uprobe_multi: 0 is every process */
+	int fd;
+
+	fd = uprobe_multi_attach(bpf_program__fd(s->progs.py_probe), path, offs, cookies,
+				 (uint32_t)n, false, pid);
+	if (fd < 0)
+		return fd;
+	a->fds[0] = fd;
+	fd = uprobe_multi_attach(bpf_program__fd(s->progs.py_eval_ret), path, &pf->py.eval_off,
+				 &eval_cookie, 1, true, pid);
+	if (fd < 0)
+		return fd;
+	a->fds[1] = fd;
+	return 0;
+}
+
+static int attach_probes(struct pyframe *pf, struct pyframe_att *a)
+{
+	uint64_t offs[MAX_SITES + 1], cookies[MAX_SITES + 1];
+	int n = probe_sites(&pf->py, offs, cookies), err = 0;
+
+	/* the eval loop's return probe last, with a cookie of its own */
+	offs[n] = pf->py.eval_off;
+	cookies[n] = 0;
+	if (pf->shared)
+		err = add_deltas(&pf->py, offs, cookies, n + 1);
+	if (err)
+		return err; /* cannot be: the interpreter's finder read the sites from this file */
+	if (pf->multi)
+		return attach_multi(pf, a, offs, cookies, n, cookies[n]);
+	for (int i = 0; !err && i < n; i++)
+		err = attach_one(a, pf->py.attach_path, pf->skel->progs.py_probe, false, offs[i],
+				 cookies[i]);
+	/* C code calls the eval loop, no C++ exception unwinds through it: a uretprobe is safe */
+	return err
+		   ?: attach_one(a, pf->py.attach_path, pf->skel->progs.py_eval_ret, true, offs[n],
+				 cookies[n]);
+}
+
+static int attach_tracepoints(struct pyframe *pf)
+{
+	struct pyframe_bpf *s = pf->skel;
+
+	if (!s->links.py_thread_exit &&
+	    !(s->links.py_thread_exit = bpf_program__attach(s->progs.py_thread_exit)))
+		return -errno;
+	if (!s->links.py_exec && !(s->links.py_exec = bpf_program__attach(s->progs.py_exec)))
+		return -errno;
+	return 0;
+}
+
+int pyframe__attach_pid(struct pyframe *pf, pid_t pid)
+{
+	struct pyframe_att *n;
+	int err;
+
+	for (size_t i = 0; i < pf->natts; i++) {
+		if (pf->atts[i].pid == pid || pf->atts[i].pid < 0)
+			return 0;
+	}
+	n = realloc(pf->atts, (pf->natts + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	pf->atts = n;
+	n = &pf->atts[pf->natts++];
+	*n = (struct pyframe_att){.pid = pid, .fds = {-1, -1}};
+	err = attach_probes(pf, n) ?: attach_tracepoints(pf);
+	if (err)
+		fprintf(stderr, "pyframe: cannot attach probes to %s: %s\n", pf->py.path,
+			strerror(-err));
+	return err;
+}
+
+void pyframe__set_start_ts(struct pyframe *pf, uint64_t ts)
+{
+	pystack__set_start_ts(pf->ps, ts);
+}
+
+int pyframe__attach(struct pyframe *pf)
+{
+	return pyframe__attach_pid(pf, pf->py.pid);
+}
+
+void pyframe__detach(struct pyframe *pf)
+{
+	if (!pf)
+		return;
+	for (size_t i = 0; i < pf->natts; i++) {
+		struct pyframe_att *a = &pf->atts[i];
+
+		for (int j = 0; j < 2; j++) {
+			if (a->fds[j] >= 0)
+				close(a->fds[j]);
+		}
+		for (int j = 0; j < a->nlinks; j++)
+			bpf_link__destroy(a->links[j]);
+	}
+	free(pf->atts);
+	pf->atts = NULL;
+	pf->natts = 0;
+	if (!pf->skel)
+		return;
+	bpf_link__destroy(pf->skel->links.py_thread_exit);
+	pf->skel->links.py_thread_exit = NULL;
+	bpf_link__destroy(pf->skel->links.py_exec);
+	pf->skel->links.py_exec = NULL;
+}
+
+void pyframe__stats(const struct pyframe *pf, struct pyframe_stats *st)
+{
+	const struct pyframe_bpf__bss *bss;
+	struct pystack_stats ps;
+
+	*st = (struct pyframe_stats){};
+	if (!pf)
+		return; /* no Python in the target */
+	bss = pf->skel->bss;
+	pystack__stats(pf->ps, &ps);
+	st->unresolved = ps.unresolved;
+	st->unmatched = ps.unmatched;
+	st->redispatched = ps.redispatched;
+	st->hidden = ps.hidden;
+	for (int cpu = 0; cpu < PTG_MAX_CPUS; cpu++)
+		st->dropped +=
+		    bss->losses[cpu][PTG_LOSS_PY_EVENT] + bss->losses[cpu][PTG_LOSS_PY_STACK];
+}
+
+void pyframe__destroy(struct pyframe *pf)
+{
+	if (!pf)
+		return;
+	pyframe__detach(pf);
+	pyframe_bpf__destroy(pf->skel);
+	pystack__free(pf->ps);
+	free(pf);
+}

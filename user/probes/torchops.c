@@ -1,0 +1,412 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Dispatcher op probes: attach per library, then pair entries and exits by
+ * stack pointer on each thread's stack.
+ *
+ * An op's entry and each of its exits see the same stack pointer (it points
+ * at the return address). The machine stack grows down, so on one thread an
+ * op still running has an entry stack pointer above that of any later event
+ * of the thread; an open op whose entry stack pointer is at or below a new
+ * op's (or below an exit's) has been left without passing a probed exit: a
+ * C++ exception unwound it. Python frames that catch such an exception close
+ * it too (pyframe pops everything above the frame).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "base/clock.h"
+#include "probes/opscan.h"
+#include "probes/torchops.h"
+#include "torchops.skel.h"
+#include "base/u64map.h"
+#include "probes/uprobe_multi.h"
+
+struct op_lib {
+	struct opscan *scan;
+	uint32_t base;		 /* global index of its first op */
+	int link_fd;		 /* uprobe_multi link, -1 if none */
+	struct bpf_link **links; /* per-site fallback */
+	size_t nlinks;
+};
+
+struct torchops {
+	struct tracer *t;
+	struct modpath *mp;
+	pid_t pid;
+	bool quiet;
+	bool multi_loaded; /* op_multi is loaded: the kernel has uprobe_multi */
+	struct torchops_bpf *skel;
+	struct op_lib *libs;
+	size_t nlibs;
+	const char **names; /* global op index -> name */
+	uint32_t *syms;	    /* global op index -> symbol, 0 until first call */
+	size_t nops;
+	uint64_t seq;	      /* ext of the last op: links it to the CUDA calls it makes */
+	struct u64map probed; /* inode -> 1: probed ahead or when mapped, once */
+	struct torchops_stats st;
+};
+
+static uint32_t op_sym(struct torchops *ops, uint64_t op)
+{
+	if (!ops->syms[op])
+		ops->syms[op] =
+		    trace_writer__sym(tracer__writer(ops->t), PTG_SYM_OP, ops->names[op], "", 0);
+	return ops->syms[op];
+}
+
+/*
+ * Closes the open ops of th that a stack pointer of sp proves finished:
+ * those entered at or below it (below only, for an exit at sp). Ops above
+ * the innermost live op are all that can be stale.
+ */
+static int close_stale(struct torchops *ops, struct tracer_thread *th, uint64_t sp, bool at,
+		       uint64_t ts)
+{
+	uint32_t cut = 0;
+
+	for (uint32_t i = th->depth; i-- > 0;) {
+		const struct tracer_slot *s = &th->stack[i];
+
+		if (s->kind != PTG_REC_OP_ENTER)
+			continue;
+		if (s->key > sp || (!at && s->key == sp))
+			break;
+		cut = i + 1;
+	}
+	if (!cut)
+		return 0;
+	for (uint32_t i = cut - 1; i < th->depth; i++)
+		ops->st.unwound += th->stack[i].kind == PTG_REC_OP_ENTER;
+	return tracer__pop_to(ops->t, th, cut - 1, ts, PTG_F_EXIT_UNWIND);
+}
+
+static int op_enter(struct torchops *ops, struct tracer_thread *th, const struct ptg_event *e)
+{
+	struct tracer_slot slot = {
+	    .key = e->b,
+	    .code = e->a,
+	    .kind = PTG_REC_OP_ENTER,
+	};
+	int err = close_stale(ops, th, e->b, true, e->ts);
+
+	if (err)
+		return err;
+	slot.ext = ++ops->seq;
+	slot.aux0 = ops->mp ? modpath__current(ops->mp, th) : 0;
+	ops->st.calls++;
+	return tracer__push(ops->t, th, &slot, op_sym(ops, e->a), PTG_F_ENTER_CALL, e->ts);
+}
+
+static int op_exit(struct torchops *ops, struct tracer_thread *th, const struct ptg_event *e)
+{
+	uint32_t at = 0;
+	int err;
+
+	for (uint32_t i = th->depth; i-- > 0;) {
+		const struct tracer_slot *s = &th->stack[i];
+
+		if (s->kind != PTG_REC_OP_ENTER)
+			continue;
+		if (s->key > e->b)
+			break;
+		if (s->key == e->b && s->code == e->a) {
+			at = i + 1;
+			break;
+		}
+	}
+	if (!at) {
+		ops->st.unmatched++;
+		return close_stale(ops, th, e->b, false, e->ts);
+	}
+	/* what is still open above it has been left without an event: stale ops, lost frames */
+	err = tracer__pop_to(ops->t, th, at, e->ts, PTG_F_EXIT_UNWIND);
+	return err ?: tracer__pop_to(ops->t, th, at - 1, e->ts, PTG_F_EXIT_RETURN);
+}
+
+static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
+{
+	struct torchops *ops = ctx;
+	struct tracer_thread *th;
+
+	if (e->a >= ops->nops)
+		return 0;
+	th = tracer__thread(t, e->pid, e->tid, e->ts);
+	if (!th)
+		return -ENOMEM;
+	return e->kind == PTG_EV_OP_ENTER ? op_enter(ops, th, e) : op_exit(ops, th, e);
+}
+
+static int write_losses(struct tracer *t, void *ctx)
+{
+	struct torchops *ops = ctx;
+	int err = 0;
+
+	for (int cpu = 0; !err && cpu < PTG_MAX_CPUS; cpu++) {
+		if (ops->skel->bss->lost[cpu])
+			err = trace_writer__loss(tracer__writer(t), "op_event", cpu,
+						 ops->skel->bss->lost[cpu]);
+	}
+	return err;
+}
+
+static int load(struct torchops *ops, bool multi)
+{
+	int err;
+
+	ops->skel = torchops_bpf__open();
+	if (!ops->skel)
+		return -errno;
+	if (multi)
+		err = bpf_program__set_expected_attach_type(ops->skel->progs.op_multi,
+							    PTG_BPF_TRACE_UPROBE_MULTI);
+	else
+		err = bpf_program__set_autoload(ops->skel->progs.op_multi, false);
+	err = err ?: bpf_map__reuse_fd(ops->skel->maps.events, tracer__ringbuf_fd(ops->t));
+	err = err ?: torchops_bpf__load(ops->skel);
+	if (err) {
+		torchops_bpf__destroy(ops->skel);
+		ops->skel = NULL;
+	}
+	ops->multi_loaded = multi && !err;
+	return err;
+}
+
+int torchops__open(struct tracer *t, pid_t pid, struct modpath *mp, bool quiet,
+		   struct torchops **out)
+{
+	struct torchops *ops;
+	int err;
+
+	ops = calloc(1, sizeof(*ops));
+	if (!ops)
+		return -ENOMEM;
+	ops->t = t;
+	ops->pid = pid;
+	ops->mp = mp;
+	ops->quiet = quiet;
+	/* a kernel before 6.6 has no uprobe_multi: the per-site program then */
+	err = load(ops, uprobe_multi_supported());
+	if (err) {
+		fprintf(stderr, "torchops: cannot load BPF programs: %s\n", strerror(-err));
+		goto cleanup;
+	}
+	err = tracer__on(t, PTG_EV_OP_ENTER, PTG_EV_OP_EXIT, handle_event, write_losses, ops);
+	if (err)
+		goto cleanup;
+	*out = ops;
+	return 0;
+cleanup:
+	torchops__destroy(ops);
+	return err;
+}
+
+void torchops__set_modpath(struct torchops *ops, struct modpath *mp)
+{
+	if (ops)
+		ops->mp = mp;
+}
+
+static uint64_t site_cookie(const struct op_lib *lib, const struct opscan_site *site)
+{
+	return PTG_OP_COOKIE(lib->base + site->op, site->site, site->fp, site->delta);
+}
+
+static int attach_multi(struct torchops *ops, struct op_lib *lib, const char *path)
+{
+	const struct opscan *s = lib->scan;
+	uint64_t *offsets, *cookies;
+	int fd, err = 0;
+
+	offsets = calloc(s->nsites, sizeof(*offsets));
+	cookies = calloc(s->nsites, sizeof(*cookies));
+	if (!offsets || !cookies) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	for (size_t i = 0; i < s->nsites; i++) {
+		offsets[i] = s->sites[i].offset;
+		cookies[i] = site_cookie(lib, &s->sites[i]);
+	}
+	/* the pid filter covers all its threads: autograd's, the data loader's */
+	fd = uprobe_multi_attach(bpf_program__fd(ops->skel->progs.op_multi), path, offsets, cookies,
+				 (uint32_t)s->nsites, false, ops->pid);
+	if (fd < 0)
+		err = fd;
+	else
+		lib->link_fd = fd;
+cleanup:
+	free(offsets);
+	free(cookies);
+	return err;
+}
+
+static int attach_each(struct torchops *ops, struct op_lib *lib, const char *path)
+{
+	const struct opscan *s = lib->scan;
+
+	lib->links = calloc(s->nsites, sizeof(*lib->links));
+	if (!lib->links)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->nsites; i++) {
+		LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = site_cookie(lib, &s->sites[i]));
+		struct bpf_link *l = bpf_program__attach_uprobe_opts(
+		    ops->skel->progs.op_single, ops->pid, path, s->sites[i].offset, &opts);
+
+		if (!l)
+			return -errno;
+		lib->links[lib->nlinks++] = l;
+	}
+	return 0;
+}
+
+static int attach_lib(struct torchops *ops, struct op_lib *lib, const char *path)
+{
+	int err = -EOPNOTSUPP;
+
+	if (ops->multi_loaded) {
+		err = attach_multi(ops, lib, path);
+		if (!err) {
+			ops->st.multi = true;
+			return 0;
+		}
+	}
+	fprintf(stderr,
+		"torchops: warning: no uprobe_multi link (%s): attaching %zu uprobes one by one, "
+		"which takes a while\n",
+		strerror(-err), lib->scan->nsites);
+	return attach_each(ops, lib, path);
+}
+
+/* Adds the scanned library's ops to the global tables. */
+static int add_lib(struct torchops *ops, struct opscan *scan, struct op_lib **out)
+{
+	size_t n = ops->nops + scan->nops;
+	const char **names = realloc(ops->names, n * sizeof(*names));
+	uint32_t *syms;
+	struct op_lib *libs;
+
+	if (!names)
+		return -ENOMEM;
+	ops->names = names;
+	syms = realloc(ops->syms, n * sizeof(*syms));
+	if (!syms)
+		return -ENOMEM;
+	ops->syms = syms;
+	libs = realloc(ops->libs, (ops->nlibs + 1) * sizeof(*libs));
+	if (!libs)
+		return -ENOMEM;
+	ops->libs = libs;
+	for (size_t i = 0; i < scan->nops; i++) {
+		names[ops->nops + i] = scan->ops[i].name;
+		syms[ops->nops + i] = 0;
+	}
+	*out = &libs[ops->nlibs++];
+	**out = (struct op_lib){.scan = scan, .base = (uint32_t)ops->nops, .link_fd = -1};
+	return 0;
+}
+
+static bool is_torch_lib(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	return base && !strncmp(base + 1, "libtorch", 8);
+}
+
+int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_path, uint64_t bias)
+{
+	struct torchops *ops = ctx;
+	struct opscan *scan = NULL;
+	struct op_lib *lib;
+	uint64_t t0;
+	int err;
+
+	if (!is_torch_lib(m->path))
+		return 0;
+	/* libtorch_cpu found on the search path is probed ahead: m->end is 0 then */
+	ops->st.mapped += !!m->end;
+	if (u64map__get(&ops->probed, m->inode))
+		return 0;
+	if (u64map__put(&ops->probed, m->inode, 1))
+		return -ENOMEM;
+	err = opscan__run(attach_path, &scan);
+	if (err || !scan->nops) {
+		/* a library we cannot read is not worth ending the recording */
+		opscan__free(scan);
+		return 0;
+	}
+	err = add_lib(ops, scan, &lib);
+	if (err) {
+		opscan__free(scan);
+		return err;
+	}
+	t0 = now_ns(CLOCK_MONOTONIC);
+	err = attach_lib(ops, lib, attach_path);
+	if (err) {
+		fprintf(stderr, "torchops: cannot attach to the ops of %s: %s\n", m->path,
+			strerror(-err));
+		return err;
+	}
+	/* only now may events name these ops */
+	ops->nops += scan->nops;
+	ops->st.libs++;
+	ops->st.ops += scan->st.ops;
+	ops->st.sites += (uint32_t)scan->nsites;
+	ops->st.scan_ns += scan->st.elapsed_ns;
+	ops->st.attach_ns += now_ns(CLOCK_MONOTONIC) - t0;
+	if (!ops->quiet)
+		fprintf(stderr,
+			"ptrace-gpu: %u PyTorch ops of %s probed (%zu sites; scan %.2f s, attach "
+			"%.3f s%s)\n",
+			scan->st.ops, m->path, scan->nsites, scan->st.elapsed_ns / 1e9,
+			(now_ns(CLOCK_MONOTONIC) - t0) / 1e9,
+			lib->link_fd >= 0 ? ", uprobe_multi" : "");
+	return 0;
+}
+
+void torchops__detach(struct torchops *ops)
+{
+	if (!ops)
+		return;
+	for (size_t i = 0; i < ops->nlibs; i++) {
+		struct op_lib *lib = &ops->libs[i];
+
+		if (lib->link_fd >= 0)
+			close(lib->link_fd);
+		lib->link_fd = -1;
+		for (size_t j = 0; j < lib->nlinks; j++)
+			bpf_link__destroy(lib->links[j]);
+		free(lib->links);
+		lib->links = NULL;
+		lib->nlinks = 0;
+	}
+}
+
+void torchops__stats(const struct torchops *ops, struct torchops_stats *st)
+{
+	*st = ops->st;
+	st->dropped = 0;
+	for (int cpu = 0; ops->skel && cpu < PTG_MAX_CPUS; cpu++)
+		st->dropped += ops->skel->bss->lost[cpu];
+}
+
+void torchops__destroy(struct torchops *ops)
+{
+	if (!ops)
+		return;
+	torchops__detach(ops);
+	for (size_t i = 0; i < ops->nlibs; i++)
+		opscan__free(ops->libs[i].scan);
+	free(ops->libs);
+	free(ops->names);
+	free(ops->syms);
+	u64map__free(&ops->probed);
+	torchops_bpf__destroy(ops->skel);
+	free(ops);
+}

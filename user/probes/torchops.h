@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The user-space side of bpf/torchops.bpf.c: when the target maps a PyTorch
+ * library (at start or later, through libwatch), finds its op entry points
+ * (opscan), attaches one uprobe_multi link to all their sites, and turns the
+ * events into OP_ENTER / OP_EXIT records nested in the threads' stacks of
+ * Python frames and ops, each ENTER carrying its nn.Module path (modpath).
+ */
+#ifndef PTG_TORCHOPS_H
+#define PTG_TORCHOPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "probes/libwatch.h"
+#include "probes/modpath.h"
+#include "probes/tracer.h"
+
+struct torchops;
+
+struct torchops_stats {
+	uint64_t calls;	    /* OP_ENTER records written */
+	uint64_t dropped;   /* events the ring buffer had no room for */
+	uint64_t unmatched; /* exits of ops entered before recording (or lost) */
+	uint64_t unwound;   /* ops closed by the stack rules: left by an exception */
+	uint32_t libs;	    /* libraries probed */
+	uint32_t mapped;    /* PyTorch libraries the target mapped, probed or not */
+	uint32_t ops;	    /* op entry points probed */
+	uint32_t sites;	    /* uprobe sites (entries, rets, tail jumps) */
+	uint64_t scan_ns;   /* disassembly of the libraries */
+	uint64_t attach_ns; /* attaching their probes */
+	bool multi;	    /* attached through uprobe_multi links */
+};
+
+/* mp may be NULL (no module paths). quiet: no line per library on stderr. */
+int torchops__open(struct tracer *t, pid_t pid, struct modpath *mp, bool quiet,
+		   struct torchops **out);
+/* The libwatch subscriber: probes every PyTorch library the target maps. */
+int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_path, uint64_t bias);
+/* Module paths from mp from now on: a Python interpreter found after the start. */
+void torchops__set_modpath(struct torchops *ops, struct modpath *mp);
+void torchops__detach(struct torchops *ops);
+void torchops__stats(const struct torchops *ops, struct torchops_stats *st);
+void torchops__destroy(struct torchops *ops);
+
+#endif /* PTG_TORCHOPS_H */

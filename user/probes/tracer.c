@@ -1,0 +1,356 @@
+// SPDX-License-Identifier: MIT
+/* One shared ring buffer, per-thread stacks, dispatch to probe modules. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "proc/procfs.h"
+#include "probes/tracer.h"
+#include "base/u64map.h"
+
+#define MAX_HANDLERS 8
+
+struct handler {
+	uint16_t lo, hi;
+	tracer_handler_fn fn;
+	tracer_finish_fn finish;
+	void *ctx;
+};
+
+struct tracer {
+	struct trace_writer *w;
+	int rb_fd;
+	struct ring_buffer *rb;
+	struct handler handlers[MAX_HANDLERS];
+	int nhandlers;
+	int err; /* first error of a handler: the ring buffer callback cannot return it */
+	uint64_t start_ts;
+	uint64_t last_ts;
+	uint64_t events;
+	uint64_t calls;
+	struct u64map tids; /* pid << 32 | tid -> index + 1 in threads */
+	struct tracer_thread *threads;
+	size_t nthreads;
+	size_t last;	    /* index + 1 of the previous event's thread */
+	struct u64map born; /* pid -> when it was forked, for processes forked while recording */
+};
+
+static int handle_event(void *ctx, void *data, size_t size)
+{
+	const struct ptg_event *e = data;
+	struct tracer *t = ctx;
+
+	if (size < sizeof(*e) || t->err)
+		return 0;
+	t->events++;
+	if (e->ts > t->last_ts)
+		t->last_ts = e->ts;
+	/* every module whose range holds the kind, in the order they registered */
+	for (int i = 0; i < t->nhandlers && !t->err; i++) {
+		const struct handler *h = &t->handlers[i];
+
+		if (e->kind >= h->lo && e->kind <= h->hi)
+			t->err = h->fn(t, h->ctx, e, size);
+	}
+	return 0;
+}
+
+int tracer__new(struct trace_writer *w, unsigned int ringbuf_mb, uint64_t start_ts,
+		struct tracer **out)
+{
+	struct tracer *t;
+	int err;
+
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->w = w;
+	t->start_ts = start_ts;
+	t->rb_fd = -1;
+	if (!ringbuf_mb) {
+		*out = t; /* events come from the caller (a replay), not from BPF */
+		return 0;
+	}
+	t->rb_fd = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "ptg_events", 0, 0, ringbuf_mb << 20, NULL);
+	if (t->rb_fd < 0) {
+		err = -errno;
+		fprintf(stderr, "tracer: cannot create a %u MiB BPF ring buffer: %s\n", ringbuf_mb,
+			strerror(errno));
+		goto cleanup;
+	}
+	*out = t;
+	return 0;
+cleanup:
+	tracer__free(t);
+	return err;
+}
+
+int tracer__ringbuf_fd(const struct tracer *t)
+{
+	return t->rb_fd;
+}
+
+int tracer__on(struct tracer *t, uint16_t lo, uint16_t hi, tracer_handler_fn fn,
+	       tracer_finish_fn finish, void *ctx)
+{
+	if (t->nhandlers == MAX_HANDLERS)
+		return -E2BIG;
+	t->handlers[t->nhandlers++] =
+	    (struct handler){.lo = lo, .hi = hi, .fn = fn, .finish = finish, .ctx = ctx};
+	return 0;
+}
+
+struct trace_writer *tracer__writer(struct tracer *t)
+{
+	return t->w;
+}
+
+uint64_t tracer__start_ts(const struct tracer *t)
+{
+	return t->start_ts;
+}
+
+void tracer__set_start_ts(struct tracer *t, uint64_t ts)
+{
+	t->start_ts = ts;
+}
+
+static int write_rec(struct tracer *t, const struct tracer_thread *th, uint16_t kind,
+		     uint16_t flags, uint32_t sym, uint64_t ts, uint64_t ext, int64_t aux0)
+{
+	struct ptg_record r = {
+	    .kind = kind,
+	    .flags = flags,
+	    .pid = th->pid,
+	    .tid = th->tid,
+	    .sym = sym,
+	    .ts = ts,
+	    .ext = ext,
+	    .aux = {aux0},
+	};
+
+	return trace_writer__record(t->w, &r);
+}
+
+/*
+ * The thread's name, and for a thread in a container (a pid namespace below
+ * ours) its pid and tid as the container sees them, what its own ps and logs
+ * show: aux[2] and aux[3] (aux[0] and aux[1] are the Kineto metadata kind
+ * and sort index of an imported one, 0 = thread_name here).
+ */
+static int write_thread(struct tracer *t, const struct tracer_thread *th, const char *comm,
+			uint64_t ts)
+{
+	struct ptg_record r = {.kind = PTG_REC_THREAD,
+			       .pid = th->pid,
+			       .tid = th->tid,
+			       .ts = ts,
+			       .sym = trace_writer__sym(t->w, PTG_SYM_STRING, comm, "", 0)};
+	struct proc_ns_ids ids;
+
+	if (!proc_ns_ids((pid_t)th->pid, (pid_t)th->tid, &ids) && ids.levels > 1) {
+		r.aux[2] = ids.pid[ids.levels - 1];
+		r.aux[3] = ids.tid[ids.levels - 1];
+	}
+	return trace_writer__record(t->w, &r);
+}
+
+static struct tracer_thread *new_thread(struct tracer *t, uint32_t pid, uint32_t tid, uint64_t ts)
+{
+	struct tracer_thread *n, *th;
+	char comm[64];
+
+	n = realloc(t->threads, (t->nthreads + 1) * sizeof(*n));
+	if (!n)
+		return NULL;
+	t->threads = n;
+	th = &t->threads[t->nthreads++];
+	memset(th, 0, sizeof(*th));
+	th->pid = pid;
+	th->tid = tid;
+	if (u64map__put(&t->tids, (uint64_t)pid << 32 | tid, t->nthreads))
+		return NULL;
+	if (proc_comm(pid, tid, comm, sizeof(comm)) == 0 && write_thread(t, th, comm, ts))
+		return NULL;
+	return th;
+}
+
+struct tracer_thread *tracer__thread(struct tracer *t, uint32_t pid, uint32_t tid, uint64_t ts)
+{
+	uint64_t *idx;
+
+	if (t->last && t->threads[t->last - 1].tid == tid && t->threads[t->last - 1].pid == pid)
+		return &t->threads[t->last - 1];
+	idx = u64map__get(&t->tids, (uint64_t)pid << 32 | tid);
+	if (idx) {
+		t->last = *idx;
+		return &t->threads[*idx - 1];
+	}
+	if (!new_thread(t, pid, tid, ts))
+		return NULL;
+	t->last = t->nthreads;
+	return &t->threads[t->nthreads - 1];
+}
+
+int tracer__push(struct tracer *t, struct tracer_thread *th, const struct tracer_slot *slot,
+		 uint32_t sym, uint16_t flags, uint64_t ts)
+{
+	if (th->depth == th->cap) {
+		uint32_t cap = th->cap ? th->cap * 2 : 64;
+		struct tracer_slot *n = realloc(th->stack, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		th->stack = n;
+		th->cap = cap;
+	}
+	th->stack[th->depth++] = *slot;
+	if (slot->kind == TRACER_SLOT_HIDDEN)
+		return 0;
+	if (slot->kind == PTG_REC_PY_ENTER && !(flags & PTG_F_ENTER_RESUME))
+		t->calls++;
+	return write_rec(t, th, slot->kind, flags, sym, ts, slot->ext, slot->aux0);
+}
+
+int tracer__pop_to(struct tracer *t, struct tracer_thread *th, uint32_t depth, uint64_t ts,
+		   uint16_t flags)
+{
+	int err = 0;
+
+	while (!err && th->depth > depth) {
+		const struct tracer_slot *s = &th->stack[--th->depth];
+		uint16_t kind = s->kind == PTG_REC_OP_ENTER ? PTG_REC_OP_EXIT : PTG_REC_PY_EXIT;
+
+		if (s->kind != TRACER_SLOT_HIDDEN)
+			err = write_rec(t, th, kind, flags, 0, ts, 0, 0);
+	}
+	return err;
+}
+
+uint32_t tracer__find(const struct tracer_thread *th, uint16_t kind, uint64_t key)
+{
+	for (uint32_t i = th->depth; i > 0; i--) {
+		if (th->stack[i - 1].key == key && th->stack[i - 1].kind == kind)
+			return i;
+	}
+	return 0;
+}
+
+int tracer__record(struct tracer *t, const struct ptg_record *rec)
+{
+	return trace_writer__record(t->w, rec);
+}
+
+int tracer__set_proc_born(struct tracer *t, uint32_t pid, uint64_t ts)
+{
+	return u64map__put(&t->born, pid, ts);
+}
+
+uint64_t tracer__proc_born(const struct tracer *t, uint32_t pid)
+{
+	const uint64_t *ts = u64map__get(&t->born, pid);
+
+	return ts ? *ts : 0;
+}
+
+int tracer__end_process(struct tracer *t, uint32_t pid, uint64_t ts, uint16_t flags)
+{
+	int err = 0;
+
+	for (size_t i = 0; !err && i < t->nthreads; i++) {
+		if (t->threads[i].pid == pid)
+			err = tracer__pop_to(t, &t->threads[i], 0, ts, flags);
+	}
+	return err;
+}
+
+/*
+ * The kernel maps all of a ring buffer's pages at mmap time, twice, so the
+ * mapping costs 2x its size in RSS at once. Mapped at the first read, after
+ * the probe objects are loaded: each load parses the kernel's BTF (~11 MiB
+ * for a moment), and the two together made the recorder's peak.
+ */
+static int map_ring(struct tracer *t)
+{
+	if (t->rb || t->rb_fd < 0)
+		return 0;
+	t->rb = ring_buffer__new(t->rb_fd, handle_event, t, NULL);
+	if (!t->rb) {
+		int err = -errno;
+
+		fprintf(stderr, "tracer: cannot map the ring buffer: %s\n", strerror(errno));
+		return err;
+	}
+	return 0;
+}
+
+int tracer__poll(struct tracer *t, int timeout_ms)
+{
+	int n = map_ring(t);
+
+	if (n)
+		return n;
+	if (!t->rb)
+		return -EINVAL; /* no ring buffer (tracer__new with ringbuf_mb 0) */
+	n = ring_buffer__poll(t->rb, timeout_ms);
+
+	/*
+	 * Probes that fire often skip the wakeup (an interrupt per event) until
+	 * the buffer fills up: a poll that timed out still reads what is there.
+	 */
+	if (n == 0 || n == -EINTR)
+		n = ring_buffer__consume(t->rb);
+	return t->err ?: n;
+}
+
+int tracer__finish(struct tracer *t, uint64_t stop_ts)
+{
+	int err = map_ring(t) ?: (t->rb ? ring_buffer__consume(t->rb) : 0);
+
+	if (err < 0)
+		return err;
+	if (t->err)
+		return t->err;
+	if (stop_ts < t->last_ts)
+		stop_ts = t->last_ts;
+	for (size_t i = 0; i < t->nthreads; i++) {
+		err = tracer__pop_to(t, &t->threads[i], 0, stop_ts, PTG_F_EXIT_STOP);
+		if (err)
+			return err;
+	}
+	for (int i = 0; i < t->nhandlers; i++) {
+		if (t->handlers[i].finish && (err = t->handlers[i].finish(t, t->handlers[i].ctx)))
+			return err;
+	}
+	return 0;
+}
+
+uint64_t tracer__events(const struct tracer *t)
+{
+	return t->events;
+}
+
+uint64_t tracer__calls(const struct tracer *t)
+{
+	return t->calls;
+}
+
+void tracer__free(struct tracer *t)
+{
+	if (!t)
+		return;
+	ring_buffer__free(t->rb);
+	if (t->rb_fd >= 0)
+		close(t->rb_fd);
+	for (size_t i = 0; i < t->nthreads; i++)
+		free(t->threads[i].stack);
+	free(t->threads);
+	u64map__free(&t->tids);
+	u64map__free(&t->born);
+	free(t);
+}

@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: MIT
+/* ELF symbols, segments and relocations through libelf. */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/array.h"
+#include "proc/elf_file.h"
+
+#define PTR_TABLE_LEN 256
+
+struct elf_file {
+	int fd;
+	uint64_t size; /* of the file: no header may make us read more */
+	Elf *elf;
+	GElf_Ehdr ehdr;
+	size_t nphdrs;
+	GElf_Phdr *phdrs;
+};
+
+int elf_file__open(const char *path, struct elf_file **out)
+{
+	struct elf_file *ef;
+	struct stat st;
+	int err = -ENOEXEC;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -EINVAL;
+	ef = calloc(1, sizeof(*ef));
+	if (!ef)
+		return -ENOMEM;
+	ef->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (ef->fd < 0 || fstat(ef->fd, &st)) {
+		err = -errno;
+		goto cleanup;
+	}
+	ef->size = (uint64_t)st.st_size;
+	ef->elf = elf_begin(ef->fd, ELF_C_READ_MMAP, NULL);
+	if (!ef->elf || elf_kind(ef->elf) != ELF_K_ELF || !gelf_getehdr(ef->elf, &ef->ehdr))
+		goto cleanup;
+	if (elf_getphdrnum(ef->elf, &ef->nphdrs))
+		goto cleanup;
+	ef->phdrs = calloc(ef->nphdrs ? ef->nphdrs : 1, sizeof(*ef->phdrs));
+	if (!ef->phdrs) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	for (size_t i = 0; i < ef->nphdrs; i++) {
+		if (!gelf_getphdr(ef->elf, i, &ef->phdrs[i]))
+			goto cleanup;
+	}
+	*out = ef;
+	return 0;
+cleanup:
+	elf_file__close(ef);
+	return err;
+}
+
+void elf_file__close(struct elf_file *ef)
+{
+	if (!ef)
+		return;
+	if (ef->elf)
+		elf_end(ef->elf);
+	if (ef->fd >= 0)
+		close(ef->fd);
+	free(ef->phdrs);
+	free(ef);
+}
+
+bool elf_file__is_dyn(const struct elf_file *ef)
+{
+	return ef->ehdr.e_type == ET_DYN;
+}
+
+static Elf_Scn *find_section(const struct elf_file *ef, Elf64_Word type, GElf_Shdr *shdr)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(ef->elf, scn))) {
+		if (gelf_getshdr(scn, shdr) && shdr->sh_type == type)
+			return scn;
+	}
+	return NULL;
+}
+
+static int find_sym_in(const struct elf_file *ef, Elf64_Word type, const char *name, bool prefix,
+		       struct elf_sym_info *out)
+{
+	size_t len = strlen(name);
+	Elf_Data *data;
+	GElf_Shdr shdr;
+	Elf_Scn *scn;
+
+	scn = find_section(ef, type, &shdr);
+	if (!scn || !shdr.sh_entsize)
+		return -ENOENT;
+	data = elf_getdata(scn, NULL);
+	if (!data)
+		return -ENOENT;
+	for (size_t i = 0; i < shdr.sh_size / shdr.sh_entsize; i++) {
+		const char *sname;
+		GElf_Sym sym;
+
+		if (!gelf_getsym(data, i, &sym) || sym.st_shndx == SHN_UNDEF || !sym.st_value)
+			continue;
+		sname = elf_strptr(ef->elf, shdr.sh_link, sym.st_name);
+		if (!sname)
+			continue;
+		if (prefix ? strncmp(sname, name, len) : strcmp(sname, name))
+			continue;
+		out->addr = sym.st_value;
+		out->size = sym.st_size;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+int elf_file__find_sym(const struct elf_file *ef, const char *name, bool prefix,
+		       struct elf_sym_info *out)
+{
+	if (!find_sym_in(ef, SHT_DYNSYM, name, prefix, out))
+		return 0;
+	return find_sym_in(ef, SHT_SYMTAB, name, prefix, out);
+}
+
+static const GElf_Phdr *load_segment_of(const struct elf_file *ef, uint64_t vaddr, size_t len)
+{
+	for (size_t i = 0; i < ef->nphdrs; i++) {
+		const GElf_Phdr *ph = &ef->phdrs[i];
+
+		if (ph->p_type == PT_LOAD && vaddr >= ph->p_vaddr &&
+		    vaddr + len <= ph->p_vaddr + ph->p_filesz)
+			return ph;
+	}
+	return NULL;
+}
+
+int elf_file__vaddr_to_offset(const struct elf_file *ef, uint64_t vaddr, uint64_t *off)
+{
+	const GElf_Phdr *ph = load_segment_of(ef, vaddr, 1);
+
+	if (!ph)
+		return -ENOENT;
+	*off = vaddr - ph->p_vaddr + ph->p_offset;
+	return 0;
+}
+
+int elf_file__read(const struct elf_file *ef, uint64_t vaddr, void *buf, size_t len)
+{
+	const GElf_Phdr *ph = load_segment_of(ef, vaddr, len);
+	ssize_t n;
+
+	if (!ph)
+		return -ENOENT;
+	n = pread(ef->fd, buf, len, vaddr - ph->p_vaddr + ph->p_offset);
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EIO;
+}
+
+/*
+ * The strings of the dynamic section's entries with tag, in order, to fn
+ * until it returns non-zero (that value). -ENOENT with no dynamic section.
+ */
+static int for_each_dyn_string(const struct elf_file *ef, int64_t tag,
+			       int (*fn)(const char *s, void *ctx), void *ctx)
+{
+	Elf_Data *data;
+	GElf_Shdr shdr;
+	Elf_Scn *scn;
+	int ret;
+
+	scn = find_section(ef, SHT_DYNAMIC, &shdr);
+	if (!scn || !shdr.sh_entsize || !(data = elf_getdata(scn, NULL)))
+		return -ENOENT;
+	for (size_t i = 0; i < shdr.sh_size / shdr.sh_entsize; i++) {
+		GElf_Dyn dyn;
+
+		if (!gelf_getdyn(data, i, &dyn) || dyn.d_tag != tag)
+			continue;
+		ret = fn(elf_strptr(ef->elf, shdr.sh_link, dyn.d_un.d_val), ctx);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+struct dyn_match {
+	const char *prefix; /* NULL: the first string */
+	char *buf;
+	size_t len;
+};
+
+/* 1 when s is the one wanted (copied), -EINVAL for a string the file lacks. */
+static int dyn_match(const char *s, void *ctx)
+{
+	struct dyn_match *m = ctx;
+
+	if (!s)
+		return m->prefix ? 0 : -EINVAL;
+	if (m->prefix && strncmp(s, m->prefix, strlen(m->prefix)))
+		return 0;
+	return snprintf(m->buf, m->len, "%s", s) < (int)m->len ? 1 : -ENAMETOOLONG;
+}
+
+int elf_file__needed(const struct elf_file *ef, const char *prefix, char *buf, size_t len)
+{
+	struct dyn_match m = {.prefix = prefix, .buf = buf, .len = len};
+	int ret = for_each_dyn_string(ef, DT_NEEDED, dyn_match, &m);
+
+	return ret == 1 ? 0 : ret ?: -ENOENT;
+}
+
+int elf_file__dyn_string(const struct elf_file *ef, int64_t tag, char *buf, size_t len)
+{
+	struct dyn_match m = {.buf = buf, .len = len};
+	int ret = for_each_dyn_string(ef, tag, dyn_match, &m);
+
+	return ret == 1 ? 0 : ret ?: -ENOENT;
+}
+
+int elf_file__segment_bias(const struct elf_file *ef, uint64_t offset, uint64_t *vaddr_minus_off)
+{
+	for (size_t i = 0; i < ef->nphdrs; i++) {
+		const GElf_Phdr *ph = &ef->phdrs[i];
+		uint64_t align = ph->p_align > 1 ? ph->p_align : 1;
+		uint64_t start = ph->p_offset & ~(align - 1);
+
+		if (ph->p_type != PT_LOAD)
+			continue;
+		if (offset >= start && offset < ph->p_offset + ph->p_filesz) {
+			*vaddr_minus_off = ph->p_vaddr - ph->p_offset;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+int elf_load_bias(const char *path, uint64_t start, uint64_t offset, uint64_t *bias)
+{
+	struct elf_file *ef;
+	uint64_t seg;
+	int err;
+
+	err = elf_file__open(path, &ef);
+	if (err)
+		return err;
+	err = elf_file__segment_bias(ef, offset, &seg);
+	if (!err)
+		*bias = elf_file__is_dyn(ef) ? start - offset - seg : 0;
+	elf_file__close(ef);
+	return err;
+}
+
+static bool is_code(const struct elf_file *ef, uint64_t addr)
+{
+	for (size_t i = 0; i < ef->nphdrs; i++) {
+		const GElf_Phdr *ph = &ef->phdrs[i];
+
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && addr >= ph->p_vaddr &&
+		    addr < ph->p_vaddr + ph->p_memsz)
+			return true;
+	}
+	return false;
+}
+
+/* Raw pointers, as a non-PIE link leaves them in initialized data. */
+static int scan_raw_tables(const struct elf_file *ef, elf_ptr_table_fn accept, void *ctx,
+			   uint64_t table[PTR_TABLE_LEN])
+{
+	int best = 0;
+
+	for (size_t i = 0; i < ef->nphdrs; i++) {
+		const GElf_Phdr *ph = &ef->phdrs[i];
+		uint64_t *words, run = 0;
+		size_t n;
+
+		if (ph->p_type != PT_LOAD || (ph->p_flags & PF_X) || ph->p_filesz < 8)
+			continue;
+		/* a segment past the end of the file is damage, not a reason to allocate it */
+		if (ph->p_offset > ef->size || ph->p_filesz > ef->size - ph->p_offset)
+			continue;
+		n = ph->p_filesz / 8;
+		words = malloc(n * 8);
+		if (!words)
+			return -ENOMEM;
+		if (pread(ef->fd, words, n * 8, ph->p_offset) != (ssize_t)(n * 8)) {
+			free(words);
+			continue;
+		}
+		/* p_offset and p_vaddr agree modulo the page size, so 8-byte slots line up */
+		for (size_t j = 0; j < n; j++) {
+			int score;
+
+			run = is_code(ef, words[j]) ? run + 1 : 0;
+			if (run < PTR_TABLE_LEN)
+				continue;
+			score = accept(&words[j + 1 - PTR_TABLE_LEN],
+				       ph->p_vaddr + (j + 1 - PTR_TABLE_LEN) * 8, ctx);
+			if (score > best) {
+				best = score;
+				memcpy(table, &words[j + 1 - PTR_TABLE_LEN], PTR_TABLE_LEN * 8);
+			}
+		}
+		free(words);
+	}
+	return best ? 0 : -ENOENT;
+}
+
+struct rel_slot {
+	uint64_t offset;
+	uint64_t addend;
+};
+
+static int cmp_slot(const void *a, const void *b)
+{
+	const struct rel_slot *x = a, *y = b;
+
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Relocated pointers of a PIE object: R_X86_64_RELATIVE addends into [lo, hi). */
+static int scan_rela_tables(const struct elf_file *ef, elf_ptr_table_fn accept, void *ctx,
+			    uint64_t table[PTR_TABLE_LEN])
+{
+	struct rel_slot *slots = NULL;
+	size_t nslots = 0, cap = 0;
+	Elf_Scn *scn = NULL;
+	int err = -ENOENT;
+	GElf_Shdr shdr;
+	uint64_t cand[PTR_TABLE_LEN];
+	int best = 0;
+
+	while ((scn = elf_nextscn(ef->elf, scn))) {
+		Elf_Data *data;
+
+		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_RELA || !shdr.sh_entsize)
+			continue;
+		if (!(data = elf_getdata(scn, NULL)))
+			continue;
+		for (size_t i = 0; i < shdr.sh_size / shdr.sh_entsize; i++) {
+			GElf_Rela rela;
+
+			if (!gelf_getrela(data, i, &rela) ||
+			    GELF_R_TYPE(rela.r_info) != R_X86_64_RELATIVE ||
+			    !is_code(ef, rela.r_addend))
+				continue;
+			if (nslots == cap) {
+				struct rel_slot *n;
+
+				cap = cap ? cap * 2 : 1024;
+				n = realloc(slots, cap * sizeof(*slots));
+				if (!n) {
+					err = -ENOMEM;
+					goto cleanup;
+				}
+				slots = n;
+			}
+			slots[nslots].offset = rela.r_offset;
+			slots[nslots++].addend = rela.r_addend;
+		}
+	}
+	array_sort(slots, nslots, sizeof(*slots), cmp_slot);
+	for (size_t i = 0, run = 0; i < nslots; i++) {
+		run = i && slots[i].offset == slots[i - 1].offset + 8 ? run + 1 : 1;
+		if (run < PTR_TABLE_LEN)
+			continue;
+		int score;
+
+		for (size_t k = 0; k < PTR_TABLE_LEN; k++)
+			cand[k] = slots[i + 1 - PTR_TABLE_LEN + k].addend;
+		score = accept(cand, slots[i + 1 - PTR_TABLE_LEN].offset, ctx);
+		if (score > best) {
+			best = score;
+			memcpy(table, cand, sizeof(cand));
+			err = 0;
+		}
+	}
+cleanup:
+	free(slots);
+	return err;
+}
+
+int elf_file__find_ptr_table(const struct elf_file *ef, elf_ptr_table_fn accept, void *ctx,
+			     uint64_t table[256])
+{
+	int err;
+
+	if (elf_file__is_dyn(ef)) {
+		err = scan_rela_tables(ef, accept, ctx, table);
+		if (err != -ENOENT)
+			return err;
+	}
+	return scan_raw_tables(ef, accept, ctx, table);
+}

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What user/proc/inject.c (the borrowed thread) and user/proc/inject_memfd.c (the
+ * library handed over in a memfd of the target's own) share. Not an API.
+ */
+#ifndef PTG_INJECT_INT_H
+#define PTG_INJECT_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+
+#include "proc/inject.h"
+
+struct region {
+	uint64_t lo, hi;
+};
+
+/* The library to load: a path the target opens, or bytes it gets in a memfd. */
+struct inject_src {
+	const char *path;     /* as the target sees it; NULL: the memfd route */
+	int fd;		      /* the library here, or -1 (then path through /proc/PID/root) */
+	const uint8_t *bytes; /* the memfd route: fd's content */
+	size_t len;
+	char memfd_name[96];  /* the memfd route: "ptg-<content hash>.<name>" */
+	uint64_t loaded_bias; /* the memfd route: that memfd is mapped already, at this bias */
+	bool fallback;	      /* the memfd route failed before loading anything: a copy may do */
+};
+
+struct target {
+	pid_t pid, tid;
+	int memfd;
+	int tfd;			/* the target's fd of our memfd, -1 when none */
+	uint64_t start_time;		/* of pid: another process with its pid is not it */
+	uint64_t dlopen_fn, dlerror_fn; /* dlerror_fn = 0 with __libc_dlopen_mode */
+	uint64_t restorer;		/* libc's __restore_rt */
+	struct region libc_text, ldso_text;
+	bool seized, saved, parked;
+	bool running;		      /* resumed, not seen stopped since */
+	struct user_regs_struct regs; /* as they were when we stopped the thread */
+	uint64_t sigmask;
+	struct iovec xstate;
+	uint64_t uc;	       /* our frame's ucontext: rsp while parked */
+	uint64_t stub;	       /* our page in the target, 0 when none */
+	uint64_t str_a, str_b; /* the strings written with the frame */
+	uint64_t scratch;      /* lowest byte we wrote on the stack */
+	uint8_t *old_mem;      /* the bytes it had */
+	size_t old_len;
+	unsigned int timeout_ms;
+	char *err;
+	size_t errlen;
+};
+
+enum stop_wanted {
+	PARKED,	      /* the next entry of our rt_sigreturn */
+	SYSCALL_EXIT, /* the end of the system call the thread is in */
+};
+
+/* The first reason given sticks: later failures are its consequences. */
+int inject_fail(struct target *t, int ret, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int inject_mem_write(struct target *t, uint64_t addr, const void *buf, size_t len);
+int inject_run_to(struct target *t, enum stop_wanted want, struct user_regs_struct *r);
+/* Parked: system call nr(a0..a2) in the thread, then parked again; its result in *ret. */
+int inject_syscall(struct target *t, long nr, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t *ret);
+int inject_run(pid_t pid, struct inject_src *src, const struct inject_opts *opts,
+	       struct inject_result *res, char *err, size_t errlen);
+
+/* inject_syms.c: dlopen, dlerror and the signal trampoline in the target's libc. */
+int inject_find_functions(struct target *t);
+
+/* inject_memfd.c: parked, with src->memfd_name at t->str_a. */
+int memfd_place(struct target *t, struct inject_src *src);
+/* After dlopen of what memfd_place() gave: the mapping at the handle's bias is that memfd. */
+int memfd_check_loaded(struct target *t, const struct inject_src *src, uint64_t bias);
+
+#endif /* PTG_INJECT_INT_H */

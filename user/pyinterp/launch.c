@@ -1,0 +1,392 @@
+// SPDX-License-Identifier: MIT
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "proc/elf_file.h"
+#include "pyinterp/launch.h"
+#include "proc/procfs.h"
+
+#define EXEC_EVENT    (SIGTRAP | (PTRACE_EVENT_EXEC << 8))
+#define SYSCALL_STOP  (SIGTRAP | 0x80) /* with PTRACE_O_TRACESYSGOOD */
+#define SC_INFO_ENTRY 1		       /* <linux/ptrace.h>, which clashes with <sys/ptrace.h> */
+
+static int read_auxv_entry(pid_t pid, uint64_t type, uint64_t *val)
+{
+	uint64_t pair[2];
+	char path[64];
+	int fd, err = -ENOENT;
+
+	snprintf(path, sizeof(path), "/proc/%d/auxv", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	while (read(fd, pair, sizeof(pair)) == sizeof(pair) && pair[0] != AT_NULL) {
+		if (pair[0] == type) {
+			*val = pair[1];
+			err = 0;
+			break;
+		}
+	}
+	close(fd);
+	return err;
+}
+
+/* Waits for the next stop of pid. */
+static int wait_stop(pid_t pid, int *status)
+{
+	for (;;) {
+		/* EINTR: the SIGCHLD handler of a held child (target.c) ran */
+		if (waitpid(pid, status, __WALL) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (WIFEXITED(*status) || WIFSIGNALED(*status))
+			return -ECHILD;
+		if (WIFSTOPPED(*status))
+			return 0;
+	}
+}
+
+/* The signal a stop holds for the child: none for events and system-call stops. */
+static int stop_signal(int status)
+{
+	return (status >> 16) || WSTOPSIG(status) == SYSCALL_STOP ? 0 : WSTOPSIG(status);
+}
+
+static int cont(pid_t pid, int request, int sig)
+{
+	return ptrace(request, pid, 0, (void *)(long)sig) ? -errno : 0;
+}
+
+struct ldso_text {
+	uint64_t base; /* AT_BASE: where ld.so is mapped */
+	char path[PATH_MAX];
+	uint64_t lo, hi;
+};
+
+static int find_ldso_path(const struct proc_map *m, void *ctx)
+{
+	struct ldso_text *l = ctx;
+
+	if (m->start == l->base)
+		snprintf(l->path, sizeof(l->path), "%s", m->path);
+	return 0;
+}
+
+static int find_ldso_text(const struct proc_map *m, void *ctx)
+{
+	struct ldso_text *l = ctx;
+
+	if (m->perms[2] == 'x' && !strcmp(m->path, l->path)) {
+		l->lo = m->start;
+		l->hi = m->end;
+	}
+	return 0;
+}
+
+static bool syscall_entry(pid_t pid)
+{
+	uint8_t info[128];
+
+	return ptrace(PTRACE_GET_SYSCALL_INFO, pid, (void *)sizeof(info), info) > 0 &&
+	       info[0] == SC_INFO_ENTRY;
+}
+
+/*
+ * An executable that links libpython: ld.so maps it before the program's
+ * first system call, which comes from outside ld.so's text once ld.so has
+ * mapped and relocated everything. Stepping from one system call to the
+ * next patches nothing: were ptrace-gpu killed, the kernel lets the child
+ * go on from any of these stops (TRACESYSGOOD: no stray SIGTRAP either).
+ */
+static int run_past_ldso(pid_t pid)
+{
+	struct ldso_text l = {};
+	struct user_regs_struct regs;
+	int status, sig = 0, err;
+
+	if (read_auxv_entry(pid, AT_BASE, &l.base) || !l.base)
+		return 0; /* no interpreter: a static program is all mapped already */
+	err = proc_maps__for_each(pid, find_ldso_path, &l);
+	if (!err && l.path[0])
+		err = proc_maps__for_each(pid, find_ldso_text, &l);
+	if (err || !l.hi)
+		return err ?: -ENOENT;
+	for (;;) {
+		err = cont(pid, PTRACE_SYSCALL, sig);
+		if (!err)
+			err = wait_stop(pid, &status);
+		if (err)
+			return err;
+		sig = stop_signal(status);
+		if (WSTOPSIG(status) != SYSCALL_STOP || (status >> 16) || !syscall_entry(pid))
+			continue;
+		if (ptrace(PTRACE_GETREGS, pid, 0, &regs))
+			return -errno;
+		if (regs.rip < l.lo || regs.rip >= l.hi)
+			return 0;
+	}
+}
+
+static bool links_libpython(pid_t pid)
+{
+	struct elf_file *ef;
+	char exe[64], name[256];
+	bool ret;
+
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
+	if (elf_file__open(exe, &ef))
+		return false;
+	ret = elf_file__needed(ef, "libpython", name, sizeof(name)) == 0;
+	elf_file__close(ef);
+	return ret;
+}
+
+/* At an exec stop: is this image a Python we support? 1 yes, 0 not Python, < 0 error. */
+static int check_image(pid_t pid, struct py_interp *py, char *err, size_t errlen)
+{
+	bool linked = links_libpython(pid);
+	int ret = 0;
+
+	if (linked)
+		ret = run_past_ldso(pid);
+	if (!ret) {
+		ret = py_interp__find(pid, py, err, errlen);
+		/*
+		 * No Python: the libraries it links (libcuda) mapped before
+		 * it runs, so that their probes see its first calls too
+		 */
+		if (ret == -ENOEXEC && !linked) {
+			err[0] = '\0';
+			ret = run_past_ldso(pid) ?: -ENOEXEC;
+		}
+		if (ret == -ENOEXEC)
+			return 0;
+		return ret ? ret : 1;
+	}
+	snprintf(err, errlen, "cannot run the command past its dynamic loader: %s", strerror(-ret));
+	return ret;
+}
+
+/* Execs once the parent has seized it (or died: then it runs untraced). */
+static void child_exec(char **argv, int sync)
+{
+	/* the recorder ignores it (cmd_record.c); an ignored signal stays so across exec */
+	signal(SIGXFSZ, SIG_DFL);
+	char c;
+
+	while (read(sync, &c, 1) < 0 && errno == EINTR) {
+	}
+	close(sync);
+	execvp(argv[0], argv);
+	_exit(127);
+}
+
+/* What execvp() would run, so that a missing program is reported before forking. */
+static int find_program(const char *name, char *buf, size_t len)
+{
+	const char *path = getenv("PATH");
+	const char *p, *end;
+
+	if (strchr(name, '/'))
+		return access(name, X_OK) ? -errno : 0;
+	for (p = path ? path : "/usr/local/bin:/usr/bin:/bin"; *p; p = *end ? end + 1 : end) {
+		end = strchrnul(p, ':');
+		snprintf(buf, len, "%.*s/%s", (int)(end - p), p, name);
+		if (!access(buf, X_OK))
+			return 0;
+	}
+	return -ENOENT;
+}
+
+int launch__start(char **argv, pid_t *pidp, struct py_interp *py, char *err, size_t errlen)
+{
+	char exe[PATH_MAX];
+	int status, ret, sync[2];
+	pid_t pid;
+
+	err[0] = '\0';
+	ret = find_program(argv[0], exe, sizeof(exe));
+	if (ret) {
+		snprintf(err, errlen, "cannot run %s: %s", argv[0], strerror(-ret));
+		return ret;
+	}
+	if (pipe2(sync, O_CLOEXEC))
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		ret = -errno;
+		close(sync[0]);
+		close(sync[1]);
+		return ret;
+	}
+	if (pid == 0) {
+		close(sync[1]);
+		child_exec(argv, sync[0]);
+	}
+	close(sync[0]);
+	/*
+	 * Seized, not PTRACE_TRACEME + raise(SIGSTOP): a SIGSTOP pending when
+	 * ptrace-gpu dies would leave the child stopped. No PTRACE_O_EXITKILL:
+	 * the child runs on if ptrace-gpu dies.
+	 */
+	ret = ptrace(PTRACE_SEIZE, pid, 0, (void *)(PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD))
+		  ? -errno
+		  : 0;
+	if (write(sync[1], "", 1) != 1 && !ret)
+		ret = -errno;
+	close(sync[1]);
+	while (!ret) {
+		ret = wait_stop(pid, &status);
+		if (ret)
+			break;
+		if ((status >> 8) != EXEC_EVENT) {
+			ret = cont(pid, PTRACE_CONT, stop_signal(status));
+			continue;
+		}
+		/*
+		 * The command's own image, Python or not: a program with no
+		 * interpreter (a shell, a C program) is recorded as it is, held
+		 * so that a later exec into Python is seen (launch__poll).
+		 */
+		ret = check_image(pid, py, err, errlen);
+		if (ret >= 0) {
+			if (ret == 0)
+				memset(py, 0, sizeof(*py));
+			*pidp = pid;
+			return 0;
+		}
+	}
+	if (ret == -ECHILD)
+		snprintf(err, errlen, "%s exited before it could be recorded", argv[0]);
+	else if (!err[0])
+		snprintf(err, errlen, "cannot start %s: %s", argv[0], strerror(-ret));
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	return ret;
+}
+
+int launch__release(pid_t pid)
+{
+	return ptrace(PTRACE_DETACH, pid, 0, 0) ? -errno : 0;
+}
+
+int launch__resume(pid_t pid)
+{
+	return cont(pid, PTRACE_CONT, 0);
+}
+
+static bool is_stop_signal(int sig)
+{
+	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+
+/*
+ * One stop of a held child that is no exec: a signal goes on to it at once
+ * (held, it waits for us to pass it); a group stop stays a stop, as it would
+ * untraced (PTRACE_LISTEN: SIGCONT still ends it).
+ */
+static int pass_stop(pid_t pid, int status)
+{
+	if ((status >> 16) == PTRACE_EVENT_STOP)
+		return is_stop_signal(WSTOPSIG(status)) ? cont(pid, PTRACE_LISTEN, 0)
+							: cont(pid, PTRACE_CONT, 0);
+	return cont(pid, PTRACE_CONT, stop_signal(status));
+}
+
+int launch__poll(pid_t pid, struct py_interp *py, int *wstatus, char *err, size_t errlen)
+{
+	int status, ret;
+	pid_t got;
+
+	err[0] = '\0';
+	for (;;) {
+		got = waitpid(pid, &status, WNOHANG | __WALL);
+		if (got < 0)
+			return -errno;
+		if (got == 0)
+			return LAUNCH_NOTHING;
+		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+			*wstatus = status;
+			return -ECHILD;
+		}
+		if (!WIFSTOPPED(status))
+			continue;
+		if ((status >> 8) != EXEC_EVENT) {
+			ret = pass_stop(pid, status);
+			/* ESRCH: killed meanwhile; its exit is the next status */
+			if (ret && ret != -ESRCH)
+				return ret;
+			continue;
+		}
+		ret = check_image(pid, py, err, errlen);
+		if (ret == 0)
+			memset(py, 0, sizeof(*py));
+		if (ret < 0)
+			return ret;
+		return ret ? LAUNCH_EXEC_PYTHON : LAUNCH_EXEC_OTHER;
+	}
+}
+
+int launch__let_go(pid_t pid, int *wstatus)
+{
+	int status, sig = 0;
+
+	/* a running tracee cannot be detached: stop it first, and pass on what stopped it */
+	if (ptrace(PTRACE_INTERRUPT, pid, 0, 0))
+		return errno == ESRCH ? 0 : -errno;
+	for (;;) {
+		if (waitpid(pid, &status, __WALL) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+			*wstatus = status;
+			return -ECHILD;
+		}
+		if (WIFSTOPPED(status))
+			break;
+	}
+	if (!(status >> 16))
+		sig = stop_signal(status);
+	return ptrace(PTRACE_DETACH, pid, 0, (void *)(long)sig) ? -errno : 0;
+}
+
+int launch__start_any(char **argv, pid_t *pidp, struct py_interp *py, char *err, size_t errlen)
+{
+	int ret = launch__start(argv, pidp, py, err, errlen);
+
+	return !ret && !py->info ? -ENOEXEC : ret;
+}
+
+int launch__catch(pid_t pid, struct py_interp *py, char *err, size_t errlen)
+{
+	int status, ret;
+
+	err[0] = '\0';
+	/* as launch__start(): no PTRACE_O_EXITKILL, no SIGSTOP, so a killed recorder lets it go */
+	if (ptrace(PTRACE_SEIZE, pid, 0, (void *)PTRACE_O_TRACESYSGOOD))
+		return -errno;
+	ret = ptrace(PTRACE_INTERRUPT, pid, 0, 0) ? -errno : 0;
+	/* a signal that stops it first is its own: passed on, then wait for our stop */
+	while (!ret && !(ret = wait_stop(pid, &status)) && (status >> 16) != PTRACE_EVENT_STOP)
+		ret = cont(pid, PTRACE_CONT, stop_signal(status));
+	if (!ret)
+		ret = check_image(pid, py, err, errlen);
+	if (ret == 1)
+		return 0;
+	ptrace(PTRACE_DETACH, pid, 0, 0);
+	return ret ?: -ENOEXEC;
+}

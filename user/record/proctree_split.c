@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: MIT
+/* record --per-process: one trace per process, named by its rank or pid. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "probes/proctree.h"
+#include "trace/slice.h"
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+
+	return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* Whether another process of the recording that ran Python has the same rank. */
+static bool rank_shared(const struct proctree *pt, size_t i, const char *rank)
+{
+	struct proctree_proc q;
+
+	for (size_t j = 0; j < proctree__nprocs(pt); j++) {
+		proctree__proc(pt, j, &q);
+		if (j != i && q.ran_python && !strcmp(q.rank, rank))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * OUT.rank0.ptg as HTA and torch.profiler's tensorboard handler expect one
+ * file per rank; DataLoader workers forked by a rank share its RANK, so
+ * those that share one get their pid too.
+ */
+static void proc_path(const struct proctree *pt, size_t i, const struct proctree_proc *p,
+		      const char *out, char *buf, size_t len)
+{
+	size_t n = strlen(out);
+	char name[64];
+
+	if (!p->rank[0])
+		snprintf(name, sizeof(name), "pid%d", p->pid);
+	else if (rank_shared(pt, i, p->rank))
+		snprintf(name, sizeof(name), "rank%s.pid%d", p->rank, p->pid);
+	else
+		snprintf(name, sizeof(name), "rank%s", p->rank);
+	if (ends_with(out, ".ptg"))
+		snprintf(buf, len, "%.*s.%s.ptg", (int)(n - 4), out, name);
+	else
+		snprintf(buf, len, "%s.%s", out, name);
+}
+
+static int write_one(const struct proctree_proc *p, const char *in, const char *path)
+{
+	char pid[16];
+	struct slice_meta meta[] = {
+	    {"pid", pid},
+	    {"pids", pid},
+	    {"cmdline", p->cmdline},
+	    {"python.version", p->py_version},
+	    {"python.path", p->py_path},
+	    /* Kineto's distributedInfo (export --chrome) when the process has both */
+	    {"dist.rank", p->dist_rank},
+	    {"dist.world_size", p->world_size},
+	};
+	size_t n = p->dist_rank[0] && p->world_size[0] ? 7 : 5;
+
+	snprintf(pid, sizeof(pid), "%d", p->pid);
+	return trace_slice_pid(in, path, (uint32_t)p->pid, meta, n);
+}
+
+int proctree__split(const struct proctree *pt, const char *in, const char *out, bool quiet)
+{
+	char path[PATH_MAX + 64];
+	struct proctree_proc p;
+	int err, files = 0;
+
+	for (size_t i = 0; i < proctree__nprocs(pt); i++) {
+		proctree__proc(pt, i, &p);
+		if (!p.ran_python)
+			continue;
+		proc_path(pt, i, &p, out, path, sizeof(path));
+		err = write_one(&p, in, path);
+		if (err)
+			return err;
+		if (!quiet)
+			fprintf(stderr, "ptrace-gpu: wrote %s (pid %d)\n", path, p.pid);
+		files++;
+	}
+	return files;
+}

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The state of one `record` run, shared by user/cli/cmd_record.c (one
+ * process, the loop, the end), user/cli/record_opts.c (the options) and
+ * user/record/record_tree.c (several processes).
+ */
+#ifndef PTG_RECORD_H
+#define PTG_RECORD_H
+
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "pyinterp/pyinterp.h"
+#include "record/steps.h"
+
+struct cudaprobe;
+struct cupti;
+struct libwatch;
+struct target;
+struct modpath;
+struct proctree;
+struct pyframe;
+struct sched;
+struct torchops;
+struct trace_writer;
+struct tracer;
+
+#define RECORD_MAX_PIDS 64
+
+struct record_opts {
+	pid_t pid;
+	pid_t pids[RECORD_MAX_PIDS]; /* -p A,B,C: pids[0] is pid */
+	int npids;
+	bool children;	  /* --children: the processes they start too */
+	bool per_process; /* --per-process: a trace of each, not one of all */
+	bool by_uid;	  /* --uid: every Python process of a user */
+	uid_t uid;
+	const char *cgroup; /* --cgroup: every Python process of a cgroup */
+	double duration;
+	const char *output;
+	unsigned int ringbuf_mb;
+	bool quiet;
+	bool no_cuda;
+	bool no_cupti;
+	bool no_sched;
+	bool no_ops;
+	struct steps_opts steps;
+	char **cmd;
+};
+
+struct recording {
+	struct record_opts *o;
+	pid_t pid;
+	bool child; /* started by us: -- CMD */
+	bool child_reaped;
+	int child_status;
+	int pidfd;
+	uint64_t start_time; /* of pid: another process that gets its pid is not the target */
+	struct py_interp py;
+	struct trace_writer *w;
+	struct tracer *tracer;
+	struct pyframe *pf;
+	struct libwatch *libs;
+	struct cudaprobe *cuda;
+	struct cupti *cupti; /* GPU activity from the CUPTI agent in the target */
+	struct sched *sched;
+	struct proctree *tree; /* several processes (-p A,B, --children): user/probes/proctree.c */
+	struct modpath *mp;
+	struct torchops *ops;
+	struct steps *steps; /* --steps, --schedule: the trace is cut from a recording at tmp */
+	struct target *tg;   /* a Python that comes later; the -- CMD child held until then */
+	char tmp[PATH_MAX];
+	uint64_t start_ts;    /* probes start to attach */
+	uint64_t attached_ts; /* all probes are in place: -d counts from here */
+	const char *stop_reason;
+	bool status_shown; /* the live status line is on the terminal, unfinished */
+};
+
+/* record's options (record_opts.c); 0, -EINVAL after a message, or exits for --help. */
+int record_parse_opts(int argc, char **argv, struct record_opts *o);
+/* Several processes, or the ones they start: recorded through user/probes/proctree.c. */
+bool record_is_tree(const struct record_opts *o);
+/* Trace metadata of the recording (cmd_record.c). */
+int write_meta(struct recording *rc);
+/* Says where a killed recorder's trace to out is, if any (cmd_record.c). */
+void note_leftover(const char *out);
+/* A user by name or number (--uid). */
+int parse_user(const char *s, uid_t *uid);
+/* pyframe, then what reads the stacks it keeps: module paths and steps (record_python.c). */
+int record_open_python(struct recording *rc);
+/* What follows a process with no Python at start: an exec or a libpython later. */
+int record_open_target(struct recording *rc);
+/* -p A,B, --children, --per-process, --uid, --cgroup: user/probes/proctree.c records them. */
+int start_tree(struct recording *rc);
+
+#endif /* PTG_RECORD_H */

@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: MIT
+/* record of several processes: -p A,B, --children, --per-process, --uid, --cgroup. */
+#include <errno.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "pyinterp/launch.h"
+#include "base/numarg.h"
+#include "probes/proctree.h"
+#include "record/record.h"
+#include "probes/sched.h"
+#include "proc/syscheck.h"
+#include "trace/trace.h"
+#include "probes/tracer.h"
+
+/* A user by name or number (--uid). */
+int parse_user(const char *s, uid_t *uid)
+{
+	struct passwd *pw;
+	uint64_t v;
+
+	if (!parse_u64(s, 0, UINT32_MAX - 1, &v)) {
+		*uid = (uid_t)v;
+		return 0;
+	}
+	pw = getpwnam(s);
+	if (!pw)
+		return -ENOENT;
+	*uid = pw->pw_uid;
+	return 0;
+}
+
+/* The processes, all checked before a file is made; -- CMD is started, stopped. */
+static int tree_targets(struct recording *rc)
+{
+	struct record_opts *o = rc->o;
+	const struct py_interp *py;
+	char err[512] = "";
+	int ret;
+
+	ret = syscheck_tracing(err, sizeof(err));
+	ret = ret ?: proctree__new(o->children, o->quiet, &rc->tree);
+	/* --children -- ./train.sh: a command that is no Python is followed all the same */
+	if (!ret && o->cmd) {
+		ret = launch__start_any(o->cmd, &rc->pid, &rc->py, err, sizeof(err));
+		rc->child = !ret || ret == -ENOEXEC;
+		if (ret == -ENOEXEC)
+			err[0] = '\0';
+		/* without --children, the process the trace is cut from must be Python itself */
+		if (ret == -ENOEXEC && !o->children) {
+			snprintf(err, sizeof(err),
+				 "%s is no Python interpreter: --children follows the Python it "
+				 "starts",
+				 o->cmd[0]);
+			launch__release(rc->pid);
+			rc->child = false;
+			ret = -EINVAL;
+		}
+		ret = ret == -ENOEXEC ? proctree__add(rc->tree, rc->pid, NULL)
+				      : ret ?: proctree__add(rc->tree, rc->pid, &rc->py);
+	}
+	for (int i = 0; !ret && !o->cmd && i < o->npids; i++)
+		ret = proctree__add_pid(rc->tree, o->pids[i], err, sizeof(err));
+	/* DataLoader workers already running are part of the job as much as later ones */
+	if (!ret && o->npids && o->children)
+		ret = proctree__add_descendants(rc->tree, o->quiet);
+	if (!ret && o->by_uid)
+		ret = proctree__add_uid(rc->tree, o->uid, o->quiet);
+	if (!ret && o->cgroup)
+		ret = proctree__add_cgroup(rc->tree, o->cgroup, o->quiet, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "ptrace-gpu: %s\n", err[0] ? err : strerror(-ret));
+		return ret;
+	}
+	rc->pid = proctree__first(rc->tree, &py);
+	rc->py = *py;
+	return 0;
+}
+
+/*
+ * Several processes (-p A,B, --children). Probes on a process's dispatcher
+ * ops, CUDA calls and GPU activity are made for one process each: here the
+ * recording holds Python calls and off-CPU intervals.
+ */
+int start_tree(struct recording *rc)
+{
+	struct record_opts *o = rc->o;
+	int ret;
+
+	ret = tree_targets(rc);
+	/* said once the processes are known good: a bad one is one line */
+	if (!ret && !o->quiet && !(o->no_ops && o->no_cuda && o->no_cupti))
+		fprintf(stderr, "ptrace-gpu: note: of several processes, record takes Python calls "
+				"and off-CPU time only, not yet ops, CUDA calls or GPU activity\n");
+	o->no_ops = o->no_cuda = o->no_cupti = true;
+	/* --per-process: the traces are cut from this once every process is known */
+	snprintf(rc->tmp, sizeof(rc->tmp), "%s.recording", o->output);
+	if (!ret)
+		note_leftover(o->per_process ? rc->tmp : o->output);
+	ret = ret ?: trace_writer__open(o->per_process ? rc->tmp : o->output, &rc->w);
+	if (!ret)
+		trace_writer__keep_partial(rc->w);
+	ret = ret ?: tracer__new(rc->w, o->ringbuf_mb, 0, &rc->tracer);
+	ret = ret ?: proctree__load(rc->tree, rc->tracer);
+	if (!ret && !o->no_sched)
+		ret = sched__open_set(rc->tracer, proctree__set_fd(rc->tree), NULL, &rc->sched);
+	if (!ret) {
+		rc->start_ts = now_ns(CLOCK_MONOTONIC);
+		tracer__set_start_ts(rc->tracer, rc->start_ts);
+		ret = write_meta(rc);
+	}
+	ret = ret ?: proctree__write_meta(rc->tree, rc->w);
+	ret = ret ?: proctree__attach(rc->tree);
+	if (!ret && rc->sched)
+		ret = sched__attach(rc->sched);
+	rc->attached_ts = now_ns(CLOCK_MONOTONIC);
+	/* whatever failed: the command runs on, as it would have without us */
+	if (rc->child)
+		launch__release(rc->pid);
+	return ret;
+}

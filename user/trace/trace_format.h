@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to trace_writer.c and trace_reader.c: the constants of the .ptg
+ * layout (docs/trace-format.md) and the little-endian / varint helpers both
+ * sides share, so that the encoder and decoder cannot drift apart.
+ */
+#ifndef PTG_TRACE_FORMAT_H
+#define PTG_TRACE_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "trace/trace.h"
+
+#define PTG_FILE_MAGIC	   "PTGTRACE"
+#define PTG_FILE_MAGIC_LEN 8
+#define PTG_FILE_HDR_LEN   16
+/* Header flag bits a reader must understand; none are defined in version 1. */
+#define PTG_FILE_FLAGS_KNOWN 0u
+
+/* "PTGC" in file byte order, read as a little-endian u32. */
+#define PTG_CHUNK_MAGIC	  0x43475450u
+#define PTG_CHUNK_HDR_LEN 24
+
+enum ptg_chunk_type {
+	PTG_CHUNK_META = 1,
+	PTG_CHUNK_SYMS = 2,
+	PTG_CHUNK_RECORDS = 3,
+	PTG_CHUNK_LOSS = 4,
+	PTG_CHUNK_END = 5,
+};
+
+/* Writer's target size of a RECORDS chunk's raw payload. */
+#define PTG_CHUNK_RAW_TARGET (128u * 1024)
+/* Writer splits SYMS/META chunks at about this many raw bytes. */
+#define PTG_CHUNK_AUX_TARGET (1u * 1024 * 1024)
+/* Hard limit on both lengths of any chunk: readers reject larger ones. */
+#define PTG_CHUNK_MAX_LEN (256u * 1024 * 1024)
+/* A symbol's name or file longer than this is refused by the writer. */
+#define PTG_SYM_STR_MAX (1u * 1024 * 1024)
+/*
+ * zlib cannot expand data by more than about 1032:1, so a raw_len above this
+ * multiple of comp_len is corrupt; checked before allocating raw_len bytes.
+ */
+#define PTG_ZLIB_MAX_RATIO 1100u
+
+/* Bits of a record's field mask: which fields follow the ts delta. */
+enum ptg_field_bit {
+	PTG_FB_FLAGS = 1u << 0,
+	PTG_FB_PID = 1u << 1,
+	PTG_FB_TID = 1u << 2,
+	PTG_FB_SYM = 1u << 3,
+	PTG_FB_DUR = 1u << 4,
+	PTG_FB_STREAM = 1u << 5,
+	PTG_FB_CORR = 1u << 6,
+	PTG_FB_EXT = 1u << 7,
+	PTG_FB_DEVICE = 1u << 8,
+	PTG_FB_AUX0 = 1u << 9, /* aux[i] is bit 9 + i */
+	/*
+	 * Version 2: an args blob follows the fields (varint length, bytes). Unlike
+	 * the other bits it is never inherited from the previous record.
+	 */
+	PTG_FB_ARGS = 1u << 13,
+	PTG_FB_ALL_V1 = (1u << 13) - 1,
+	PTG_FB_ALL = (1u << 14) - 1,
+};
+
+/*
+ * Longest encoding of one record without its args bytes: kind, mask, ts, 13
+ * fields and the args length, each of <= 10 bytes.
+ */
+#define PTG_REC_MAX_BYTES (1 + 2 + 10 * 15)
+#define PTG_VARINT_MAX	  10
+
+static inline void put_le32(uint8_t *p, uint32_t v)
+{
+	p[0] = v;
+	p[1] = v >> 8;
+	p[2] = v >> 16;
+	p[3] = v >> 24;
+}
+
+static inline uint32_t get_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t zigzag_enc(int64_t v)
+{
+	return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+static inline int64_t zigzag_dec(uint64_t v)
+{
+	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+/* LEB128; p must have PTG_VARINT_MAX bytes of room. Returns the new end. */
+static inline uint8_t *varint_put(uint8_t *p, uint64_t v)
+{
+	while (v >= 0x80) {
+		*p++ = (uint8_t)v | 0x80;
+		v >>= 7;
+	}
+	*p++ = (uint8_t)v;
+	return p;
+}
+
+/*
+ * Decodes one varint from [*pp, end). Returns 0, or -1 when it runs past end
+ * or does not fit in 64 bits (corrupt input, never a crash).
+ */
+static inline int varint_get(const uint8_t **pp, const uint8_t *end, uint64_t *out)
+{
+	const uint8_t *p = *pp;
+	uint64_t v = 0;
+	unsigned int shift;
+
+	for (shift = 0; shift < 64 && p < end; shift += 7) {
+		uint8_t b = *p++;
+
+		/* the 10th byte may only carry the top bit of a u64 */
+		if (shift == 63 && b > 1)
+			return -1;
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*pp = p;
+			*out = v;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+#endif /* PTG_TRACE_FORMAT_H */
