@@ -17,7 +17,7 @@
 
 #include "output/chrome.h"
 #include "analysis/cudacalls_report.h"
-#include "analysis/flamegraph.h"
+#include "output/flamegraph_write.h"
 #include "fuzz_util.h"
 #include "analysis/idle.h"
 #include "model/model.h"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "analysis/flamegraph.h"
+#include "output/flamegraph_write.h"
 #include "test.h"
 #include "trace/trace.h"
 

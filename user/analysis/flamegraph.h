@@ -74,11 +74,4 @@ int flamegraph__foreach_stack(const struct flamegraph *fg,
 			      int (*fn)(void *ctx, const uint32_t *frames, unsigned int depth,
 					uint64_t weight),
 			      void *ctx);
-/* The writers (flamegraph_write.c): */
-/* One "frame;frame;frame N" line per distinct stack with weight, sorted. */
-int flamegraph__write_folded(struct flamegraph *fg, const struct trace_reader *r, FILE *out);
-/* The interactive SVG; title heads the image. */
-int flamegraph__write_svg(struct flamegraph *fg, const struct trace_reader *r, FILE *out,
-			  const char *title);
-
 #endif /* PTG_FLAMEGRAPH_H */

@@ -10,7 +10,7 @@
 
 #include "cli/cli.h"
 #include "cli/commands.h"
-#include "analysis/flamegraph.h"
+#include "output/flamegraph_write.h"
 #include "base/outfile.h"
 #include "base/numarg.h"
 #include "trace/trace.h"

@@ -18,10 +18,10 @@
 #include "base/clock.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
-#include "analysis/flamegraph.h"
 #include "base/numarg.h"
 #include "pyinterp/pyinterp.h"
 #include "proc/procfs.h"
+#include "model/stacks.h"
 #include "sample/sample.h"
 #include "sample/sample_write.h"
 
@@ -179,7 +179,7 @@ static int parse_opt(struct sample_cmd *c, int opt, char *arg)
 		c->wo.threads = true;
 		return 0;
 	case OPT_MAX_STACK:
-		return parse_uint_flag("--max-stack", arg, 1, FLAMEGRAPH_MAX_STACK_MAX,
+		return parse_uint_flag("--max-stack", arg, 1, STACKS_MAX_STACK_MAX,
 				       &c->wo.max_stack);
 	case OPT_NATIVE:
 		c->so.native = true;

@@ -3,7 +3,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "analysis/flamegraph.h"
+#include "output/flamegraph_write.h"
 #include "output/stacks_svg.h"
 
 static int folded_line(void *ctx, const char *folded, uint64_t weight)
