@@ -201,8 +201,8 @@ static void print_losses(FILE *out, const struct trace_reader *r)
 	for (size_t i = 0; i < n; i++) {
 		if (!l[i].count)
 			continue;
-		fprintf(out, "%s%.*s %" PRIu64, shown++ ? ", " : "", (int)sizeof(l[i].what),
-			l[i].what, l[i].count);
+		fprintf(out, "%s%s %" PRIu64, shown++ ? ", " : "", ptg_loss_name(&l[i]),
+			l[i].count);
 		if (l[i].cpu != UINT32_MAX)
 			fprintf(out, " on cpu %u", l[i].cpu);
 	}

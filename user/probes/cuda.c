@@ -311,13 +311,15 @@ static int write_losses(struct tracer *t, void *ctx)
 	int err = 0;
 
 	if (bss->lost_events)
-		err = trace_writer__loss(w, "cuda_event", UINT32_MAX, bss->lost_events);
+		err = trace_writer__lost(w, PTG_LOST_CUDA_EVENT, UINT32_MAX, bss->lost_events);
 	if (!err && bss->lost_nest)
-		err = trace_writer__loss(w, "cuda_nesting", UINT32_MAX, bss->lost_nest);
+		err = trace_writer__lost(w, PTG_LOST_CUDA_NESTING, UINT32_MAX, bss->lost_nest);
 	if (!err && bss->lost_state)
-		err = trace_writer__loss(w, "cuda_thread_state", UINT32_MAX, bss->lost_state);
+		err =
+		    trace_writer__lost(w, PTG_LOST_CUDA_THREAD_STATE, UINT32_MAX, bss->lost_state);
 	if (!err && cp->st.attach_failed)
-		err = trace_writer__loss(w, "cuda_probe_attach", UINT32_MAX, cp->st.attach_failed);
+		err = trace_writer__lost(w, PTG_LOST_CUDA_PROBE_ATTACH, UINT32_MAX,
+					 cp->st.attach_failed);
 	if (!err && cp->libs)
 		err = trace_writer__meta(w, "cuda.libraries", cp->libs);
 	return err;

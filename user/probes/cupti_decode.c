@@ -574,19 +574,19 @@ int cupti_decoder__stream(struct cupti_decoder *d, const void *buf, size_t len, 
 int cupti_decoder__losses(struct cupti_decoder *d)
 {
 	const struct {
-		const char *what;
+		enum ptg_lost kind;
 		uint64_t n;
 	} l[] = {
-	    {"cupti_dropped", d->st.cupti_dropped},
-	    {"cupti_unknown", d->st.agent_unknown},
-	    {"cupti_incomplete", d->st.incomplete},
-	    {"cupti_undecoded_bytes", d->st.undecoded},
+	    {PTG_LOST_CUPTI_DROPPED, d->st.cupti_dropped},
+	    {PTG_LOST_CUPTI_UNKNOWN, d->st.agent_unknown},
+	    {PTG_LOST_CUPTI_INCOMPLETE, d->st.incomplete},
+	    {PTG_LOST_CUPTI_UNDECODED_BYTES, d->st.undecoded},
 	};
 	int err = 0;
 
 	for (size_t i = 0; i < sizeof(l) / sizeof(l[0]) && !err; i++) {
 		if (l[i].n)
-			err = trace_writer__loss(d->w, l[i].what, UINT32_MAX, l[i].n);
+			err = trace_writer__lost(d->w, l[i].kind, UINT32_MAX, l[i].n);
 	}
 	return err;
 }

@@ -218,11 +218,11 @@ static int write_losses(struct tracer *t, void *ctx)
 	int err = 0;
 
 	if (lw->skel->bss->lost)
-		err = trace_writer__loss(tracer__writer(t), "lib_event", UINT32_MAX,
+		err = trace_writer__lost(tracer__writer(t), PTG_LOST_LIB_EVENT, UINT32_MAX,
 					 lw->skel->bss->lost);
 	if (!err && lw->late)
-		err = trace_writer__loss(tracer__writer(t), "lib_unprobed_window", UINT32_MAX,
-					 lw->late);
+		err = trace_writer__lost(tracer__writer(t), PTG_LOST_LIB_UNPROBED_WINDOW,
+					 UINT32_MAX, lw->late);
 	return err;
 }
 

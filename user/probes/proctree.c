@@ -271,11 +271,11 @@ static int write_losses(struct tracer *t, void *ctx)
 	for (size_t i = 0; !err && i < pt->ninterps; i++)
 		err = pyframe__write_losses(pt->interps[i].pf);
 	if (!err && bss->lost_events)
-		err = trace_writer__loss(w, "proc_events", UINT32_MAX, bss->lost_events);
+		err = trace_writer__lost(w, PTG_LOST_PROC_EVENTS, UINT32_MAX, bss->lost_events);
 	if (!err && bss->lost_full)
-		err = trace_writer__loss(w, "proc_set_full", UINT32_MAX, bss->lost_full);
+		err = trace_writer__lost(w, PTG_LOST_PROC_SET_FULL, UINT32_MAX, bss->lost_full);
 	if (!err && pt->unrouted)
-		err = trace_writer__loss(w, "py_unrouted", UINT32_MAX, pt->unrouted);
+		err = trace_writer__lost(w, PTG_LOST_PY_UNROUTED, UINT32_MAX, pt->unrouted);
 	return err;
 }
 

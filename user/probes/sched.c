@@ -67,11 +67,13 @@ static int write_losses(struct tracer *t, void *ctx)
 	int err = 0;
 
 	if (bss->lost_events)
-		err = trace_writer__loss(w, "sched_event", UINT32_MAX, bss->lost_events);
+		err = trace_writer__lost(w, PTG_LOST_SCHED_EVENT, UINT32_MAX, bss->lost_events);
 	if (!err && bss->lost_state)
-		err = trace_writer__loss(w, "sched_thread_state", UINT32_MAX, bss->lost_state);
+		err =
+		    trace_writer__lost(w, PTG_LOST_SCHED_THREAD_STATE, UINT32_MAX, bss->lost_state);
 	if (!err && bss->lost_unseen)
-		err = trace_writer__loss(w, "sched_switch_unseen", UINT32_MAX, bss->lost_unseen);
+		err = trace_writer__lost(w, PTG_LOST_SCHED_SWITCH_UNSEEN, UINT32_MAX,
+					 bss->lost_unseen);
 	return err;
 }
 

@@ -150,7 +150,7 @@ static int write_losses(struct tracer *t, void *ctx)
 
 	for (int cpu = 0; !err && cpu < PTG_MAX_CPUS; cpu++) {
 		if (ops->skel->bss->lost[cpu])
-			err = trace_writer__loss(tracer__writer(t), "op_event", cpu,
+			err = trace_writer__lost(tracer__writer(t), PTG_LOST_OP_EVENT, cpu,
 						 ops->skel->bss->lost[cpu]);
 	}
 	return err;
