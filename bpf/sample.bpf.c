@@ -16,6 +16,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "ptrace_gpu/fingerprint.h"
 #include "ptrace_gpu/sample.h"
 #include "pystate.bpf.h"
 
@@ -141,7 +142,7 @@ static __always_inline __u8 win_u8(const __u8 *win, __u64 base, __u32 off)
 	return v;
 }
 
-/* Must match ptg_code_fingerprint() in user/pyinterp/pycode.c. */
+/* The fingerprint of the code fields in the window read from code + code_window. */
 static __always_inline __u32 code_fingerprint(const struct ptg_sample_proc *p, __u64 code,
 					      const __u8 *win)
 {
@@ -150,7 +151,7 @@ static __always_inline __u32 code_fingerprint(const struct ptg_sample_proc *p, _
 	__u64 file = win_u64(win, base, p->off.code_filename - p->code_window);
 	__u32 line = (__u32)win_u64(win, base, p->off.code_firstlineno - p->code_window);
 
-	return (__u32)((name * 0x9e3779b97f4a7c15ull ^ file * 0xc2b2ae3d27d4eb4full ^ line) >> 16);
+	return ptg_code_fingerprint(name, file, line);
 }
 
 static void notify(__u32 kind, __u32 tgid, __u32 tid, __u64 hash)
