@@ -25,8 +25,11 @@
 
 /*
  * Two odd 64-bit multipliers (the golden ratio's and murmur3's) mix the two
- * pointers; bits 16-47 of the result are the fingerprint. No loop, no
- * branch: the verifier takes it anywhere, and user space gets the same bits.
+ * pointers; bits 16-47 of the result are the fingerprint. The line is xored
+ * in unmixed, so only a first line of 65536 or more changes it: the name
+ * pointers are what tell code objects apart (the values are kept as they
+ * were, tests/unit/test_fingerprint.c). No loop, no branch: the verifier
+ * takes it anywhere, and user space gets the same bits.
  */
 static __always_inline __u32 ptg_code_fingerprint(__u64 qualname, __u64 filename, __u32 firstlineno)
 {
