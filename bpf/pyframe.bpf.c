@@ -24,6 +24,7 @@
 /* libbpf 1.1 has no BPF_UPROBE(): BPF_KPROBE() reads the same pt_regs. */
 
 #include "ptrace_gpu/events.h"
+#include "ptrace_gpu/fingerprint.h"
 #include "ptrace_gpu/pyoffsets.h"
 #include "pystate.bpf.h"
 #include "ringbuf.bpf.h"
@@ -404,8 +405,7 @@ struct code_id {
  * with units the first instructions too: a call's RESUME is among them. A
  * code object with fewer instructions may end before the block does: if
  * that makes the read fail, the fields are read alone. A failed read leaves
- * them 0, as each read of its own did. Returns the bytes read. The
- * fingerprint must match ptg_code_fingerprint() in user/pyinterp/pycode.c.
+ * them 0, as each read of its own did. Returns the bytes read.
  */
 static __always_inline __u32 read_code_id(__u64 code, struct code_id *id, __u64 *blk, bool units)
 {
@@ -427,9 +427,7 @@ static __always_inline __u32 read_code_id(__u64 code, struct code_id *id, __u64 
 		id->file = blk_u64(blk, PTG_PY_CODE_BLOCK_MAX, off.code_filename - start);
 		id->line = blk_u32(blk, PTG_PY_CODE_BLOCK_MAX, off.code_firstlineno - start);
 	}
-	id->fingerprint = (__u32)((id->name * 0x9e3779b97f4a7c15ull ^
-				   id->file * 0xc2b2ae3d27d4eb4full ^ id->line) >>
-				  16);
+	id->fingerprint = ptg_code_fingerprint(id->name, id->file, id->line);
 	return n;
 }
 

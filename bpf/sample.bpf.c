@@ -16,6 +16,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "ptrace_gpu/fingerprint.h"
 #include "ptrace_gpu/sample.h"
 #include "pystate.bpf.h"
 
@@ -141,16 +142,17 @@ static __always_inline __u8 win_u8(const __u8 *win, __u64 base, __u32 off)
 	return v;
 }
 
-/* Must match ptg_code_fingerprint() in user/pyinterp/pycode.c. */
+/* The fingerprint of the code fields in the window read from code + off.code_block. */
 static __always_inline __u32 code_fingerprint(const struct ptg_sample_proc *p, __u64 code,
 					      const __u8 *win)
 {
-	__u64 base = code + p->code_window;
-	__u64 name = win_u64(win, base, p->off.code_qualname - p->code_window);
-	__u64 file = win_u64(win, base, p->off.code_filename - p->code_window);
-	__u32 line = (__u32)win_u64(win, base, p->off.code_firstlineno - p->code_window);
+	__u32 start = p->off.code_block;
+	__u64 base = code + start;
+	__u64 name = win_u64(win, base, p->off.code_qualname - start);
+	__u64 file = win_u64(win, base, p->off.code_filename - start);
+	__u32 line = (__u32)win_u64(win, base, p->off.code_firstlineno - start);
 
-	return (__u32)((name * 0x9e3779b97f4a7c15ull ^ file * 0xc2b2ae3d27d4eb4full ^ line) >> 16);
+	return ptg_code_fingerprint(name, file, line);
 }
 
 static void notify(__u32 kind, __u32 tgid, __u32 tid, __u64 hash)
@@ -274,7 +276,7 @@ static long frame_step(__u32 i, void *arg)
 	instr = win_u64(fw, frame, p->off.frame_prev_instr);
 	if (p->off.frame_is_entry != PTG_OFF_NONE)
 		entry = win_u8(fw, frame, p->off.frame_is_entry);
-	bpf_probe_read_user(cw, PTG_SAMPLE_WINDOW, (const void *)(code + p->code_window));
+	bpf_probe_read_user(cw, PTG_SAMPLE_WINDOW, (const void *)(code + p->off.code_block));
 	f = &w->s->frames[w->s->depth & (PTG_SAMPLE_MAX_DEPTH - 1)];
 	f->code = code;
 	f->fingerprint = code_fingerprint(p, code, cw);

@@ -24,14 +24,15 @@
 /* Value of the procs map (key: tgid): where a process keeps its interpreter state. */
 struct ptg_sample_proc {
 	__u64 runtime_addr; /* runtime address of _PyRuntime */
+	/* the version's row with its blocks (py_offsets_blocks()), as record has it */
 	struct ptg_py_offsets off;
-	__u32 code_window; /* lowest of the code fields the fingerprint reads */
 };
 
 /*
  * The frame fields (from the frame's start) and the code fields (from
- * code_window) are read as one block of this many bytes each: two reads per
- * frame instead of seven. A field outside its block is read on its own.
+ * off.code_block, where record's code block starts) are read as one block of
+ * this many bytes each: two reads per frame instead of seven. A field
+ * outside its block is read on its own.
  */
 #define PTG_SAMPLE_WINDOW 80
 

@@ -98,14 +98,6 @@ void py_decode_chars(const uint8_t *raw, unsigned int width, size_t nchars, char
 	buf[o] = '\0';
 }
 
-uint32_t ptg_code_fingerprint(uint64_t qualname, uint64_t filename, uint32_t line)
-{
-	/* the same mix as code_fingerprint() in bpf/pyframe.bpf.c */
-	return (uint32_t)((qualname * 0x9e3779b97f4a7c15ull ^ filename * 0xc2b2ae3d27d4eb4full ^
-			   line) >>
-			  16);
-}
-
 int py_read_code(int memfd, const struct py_version_info *vi, uint64_t code,
 		 struct py_code_info *out)
 {

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ptrace_gpu/fingerprint.h"
 #include "pyinterp/pyinterp.h"
 
 struct ptg_code_event;
@@ -16,9 +17,6 @@ struct py_code_info {
 	uint32_t firstlineno;
 	uint32_t fingerprint; /* of the object as read, see ptg_code_fingerprint() */
 };
-
-/* Tells code objects at a reused address apart; BPF computes the same. */
-uint32_t ptg_code_fingerprint(uint64_t qualname, uint64_t filename, uint32_t line);
 
 /* Decodes a str object at addr into UTF-8. Returns 0 or a negative errno. */
 int py_read_str(int memfd, const struct py_version_info *vi, uint64_t addr, char *buf, size_t len);

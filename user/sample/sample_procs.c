@@ -64,11 +64,11 @@ static void proc_bpf_value(const struct sproc *sp, struct ptg_sample_proc *v)
 	memset(v, 0, sizeof(*v));
 	v->runtime_addr = sp->py.runtime_addr;
 	v->off = vi->off;
-	v->code_window = vi->off.code_qualname;
-	if (vi->off.code_filename < v->code_window)
-		v->code_window = vi->off.code_filename;
-	if (vi->off.code_firstlineno < v->code_window)
-		v->code_window = vi->off.code_firstlineno;
+	/*
+	 * The code block's start is where the fingerprint fields begin. -E2BIG
+	 * is about record's buffers: the sampler reads its own windows.
+	 */
+	(void)py_offsets_blocks(&v->off, vi->code_adaptive);
 }
 
 static int proc_register(struct sampler *s, struct sproc *sp)
