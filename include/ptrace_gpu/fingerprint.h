@@ -24,17 +24,17 @@
 #endif
 
 /*
- * Two odd 64-bit multipliers (the golden ratio's and murmur3's) mix the two
- * pointers; bits 16-47 of the result are the fingerprint. The line is xored
- * in unmixed, so only a first line of 65536 or more changes it: the name
- * pointers are what tell code objects apart (the values are kept as they
- * were, tests/unit/test_fingerprint.c). No loop, no branch: the verifier
- * takes it anywhere, and user space gets the same bits.
+ * Three odd 64-bit multipliers (the golden ratio's, murmur3's and xxhash's)
+ * mix the two pointers and the line; bits 16-47 of the result are the
+ * fingerprint, so every bit of each input can change it (before this rule
+ * was one function the line went in unmixed below bit 16, where it was cut
+ * off). No loop, no branch: the verifier takes it anywhere, and user space
+ * gets the same bits (tests/unit/test_fingerprint.c).
  */
 static __always_inline __u32 ptg_code_fingerprint(__u64 qualname, __u64 filename, __u32 firstlineno)
 {
 	return (__u32)((qualname * 0x9e3779b97f4a7c15ull ^ filename * 0xc2b2ae3d27d4eb4full ^
-			firstlineno) >>
+			(__u64)firstlineno * 0x165667b19e3779f9ull) >>
 		       16);
 }
 
