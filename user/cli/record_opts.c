@@ -2,11 +2,13 @@
 /* record's command line: --help, and the options into a struct record_opts. */
 #include <errno.h>
 #include <getopt.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/record_opts.h"
 #include "base/numarg.h"
 #include "proc/procfs.h"
 #include "record/steps.h"
@@ -82,9 +84,21 @@ static void usage(FILE *f)
 
 #define WHO "ptrace-gpu: record"
 
-bool record_is_tree(const struct record_opts *o)
+/* A user by name or number (--uid). */
+static int parse_user(const char *s, uid_t *uid)
 {
-	return o->npids > 1 || o->children || o->per_process || o->by_uid || o->cgroup;
+	struct passwd *pw;
+	uint64_t v;
+
+	if (!parse_u64(s, 0, UINT32_MAX - 1, &v)) {
+		*uid = (uid_t)v;
+		return 0;
+	}
+	pw = getpwnam(s);
+	if (!pw)
+		return -ENOENT;
+	*uid = pw->pw_uid;
+	return 0;
 }
 
 int record_parse_opts(int argc, char **argv, struct record_opts *o)

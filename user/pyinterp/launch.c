@@ -182,7 +182,7 @@ static int check_image(pid_t pid, struct py_interp *py, char *err, size_t errlen
 /* Execs once the parent has seized it (or died: then it runs untraced). */
 static void child_exec(char **argv, int sync)
 {
-	/* the recorder ignores it (cmd_record.c); an ignored signal stays so across exec */
+	/* the recorder ignores it (record/session.c); an ignored signal stays so across exec */
 	signal(SIGXFSZ, SIG_DFL);
 	char c;
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The state of one `record` run, shared by user/cli/cmd_record.c (one
- * process, the loop, the end), user/cli/record_opts.c (the options) and
- * user/record/record_tree.c (several processes).
+ * The state of one `record` run, shared by user/record/session.c (one
+ * process, the loop, the end), record_tree.c (several processes),
+ * record_python.c (its Python) and meta.c (the trace's metadata); its options
+ * are read by user/cli/record_opts.c.
  */
 #ifndef PTG_RECORD_H
 #define PTG_RECORD_H
@@ -79,16 +80,18 @@ struct recording {
 	bool status_shown; /* the live status line is on the terminal, unfinished */
 };
 
-/* record's options (record_opts.c); 0, -EINVAL after a message, or exits for --help. */
-int record_parse_opts(int argc, char **argv, struct record_opts *o);
+/*
+ * Records what o says until the target ends, -d, the steps, or a signal, and
+ * prints the summary; *cmd_status is then -- CMD's exit status (128 + N when
+ * signal N killed it), else 0. Returns 0, or -errno after a message.
+ */
+int record_run(const struct record_opts *o, int *cmd_status);
 /* Several processes, or the ones they start: recorded through user/probes/proctree.c. */
 bool record_is_tree(const struct record_opts *o);
-/* Trace metadata of the recording (cmd_record.c). */
+/* Trace metadata of the recording (meta.c). */
 int write_meta(struct recording *rc);
-/* Says where a killed recorder's trace to out is, if any (cmd_record.c). */
+/* Says where a killed recorder's trace to out is, if any (session.c). */
 void note_leftover(const char *out);
-/* A user by name or number (--uid). */
-int parse_user(const char *s, uid_t *uid);
 /* pyframe, then what reads the stacks it keeps: module paths and steps (record_python.c). */
 int record_open_python(struct recording *rc);
 /* What follows a process with no Python at start: an exec or a libpython later. */

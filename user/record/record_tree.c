@@ -1,13 +1,11 @@
 // SPDX-License-Identifier: MIT
 /* record of several processes: -p A,B, --children, --per-process, --uid, --cgroup. */
 #include <errno.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/clock.h"
 #include "pyinterp/launch.h"
-#include "base/numarg.h"
 #include "probes/proctree.h"
 #include "record/record.h"
 #include "probes/sched.h"
@@ -15,21 +13,9 @@
 #include "trace/trace.h"
 #include "probes/tracer.h"
 
-/* A user by name or number (--uid). */
-int parse_user(const char *s, uid_t *uid)
+bool record_is_tree(const struct record_opts *o)
 {
-	struct passwd *pw;
-	uint64_t v;
-
-	if (!parse_u64(s, 0, UINT32_MAX - 1, &v)) {
-		*uid = (uid_t)v;
-		return 0;
-	}
-	pw = getpwnam(s);
-	if (!pw)
-		return -ENOENT;
-	*uid = pw->pw_uid;
-	return 0;
+	return o->npids > 1 || o->children || o->per_process || o->by_uid || o->cgroup;
 }
 
 /* The processes, all checked before a file is made; -- CMD is started, stopped. */

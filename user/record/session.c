@@ -1,0 +1,538 @@
+// SPDX-License-Identifier: MIT
+/*
+ * One recording: the target found or started, the probes and the CUPTI
+ * agent put in, the poll loop until it ends, the trace closed, the summary.
+ * Several processes are set up by record_tree.c, then run the same loop.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "probes/cuda.h"
+#include "probes/cupti.h"
+#include "pyinterp/launch.h"
+#include "probes/libwatch.h"
+#include "probes/modpath.h"
+#include "base/outfile.h"
+#include "proc/procfs.h"
+#include "probes/proctree.h"
+#include "record/record.h"
+#include "probes/pyframe.h"
+#include "pyinterp/pyinterp.h"
+#include "probes/sched.h"
+#include "record/steps.h"
+#include "proc/syscheck.h"
+#include "record/target.h"
+#include "probes/torchops.h"
+#include "trace/trace.h"
+#include "probes/tracer.h"
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static bool wants_steps(const struct record_opts *o)
+{
+	return o->steps.max_steps || o->steps.schedule;
+}
+
+static int setup_target(struct recording *rc, char *err, size_t errlen)
+{
+	uint64_t st = 0;
+	int ret;
+
+	if (rc->o->cmd) {
+		ret = launch__start(rc->o->cmd, &rc->pid, &rc->py, err, errlen);
+		rc->child = !ret;
+		if (!ret)
+			proc_start_time(rc->pid, &rc->start_time);
+		return ret;
+	}
+	rc->pid = rc->o->pid;
+	/*
+	 * The pidfd first: it is this process for as long as we record, and
+	 * says when it exits even if its pid is taken by another one then.
+	 */
+	rc->pidfd = (int)syscall(SYS_pidfd_open, rc->pid, 0);
+	proc_start_time(rc->pid, &rc->start_time);
+	ret = py_interp__find(rc->pid, &rc->py, err, errlen);
+	/* no Python (yet): its CUDA calls, GPU activity and off-CPU time are recorded */
+	if (ret == -ENOEXEC) {
+		memset(&rc->py, 0, sizeof(rc->py));
+		err[0] = '\0';
+		ret = 0;
+	}
+	/* and what was looked at is that process, not a successor with its pid */
+	if (!ret && (proc_start_time(rc->pid, &st) || st != rc->start_time)) {
+		snprintf(err, errlen, "pid %d exited", rc->pid);
+		ret = -ESRCH;
+	}
+	return ret;
+}
+
+/*
+ * A recorder killed before its rename leaves its trace in a hidden temporary
+ * file, which reads up to its last complete chunk: say where it is. Never
+ * removed: a recorder still writing it would look the same.
+ */
+void note_leftover(const char *out)
+{
+	char left[PATH_MAX];
+
+	if (outfile_leftover(out, left, sizeof(left)))
+		fprintf(stderr,
+			"ptrace-gpu: note: %s is the trace of a recording killed before its "
+			"end, or of one still under way; report reads it; remove it when done\n",
+			left);
+}
+
+static int start(struct recording *rc)
+{
+	char err[512] = "";
+	int ret;
+
+	ret = syscheck_tracing(err, sizeof(err));
+	/*
+	 * -- CMD: the child inherits the agent's path and socket; no GPU
+	 * activity is no error, but refusing the agent the user named is
+	 */
+	if (!ret && !rc->o->no_cupti) {
+		ret = cupti__open(rc->o->quiet, &rc->cupti);
+		if (ret == -EPERM)
+			return ret;
+		ret = rc->o->cmd ? cupti__launch_env(rc->cupti) : 0;
+	}
+	if (!ret)
+		ret = setup_target(rc, err, sizeof(err));
+	if (!ret)
+		cupti__set_target(rc->cupti, rc->pid, rc->child);
+	if (ret) {
+		fprintf(stderr, "ptrace-gpu: %s\n", err[0] ? err : strerror(-ret));
+		return ret;
+	}
+	if (rc->py.warning[0])
+		fprintf(stderr, "ptrace-gpu: warning: %s\n", rc->py.warning);
+	/* -- CMD may exec Python later (sh -c, a chroot): -p with none has no steps */
+	if (!rc->py.info && !rc->child && wants_steps(rc->o)) {
+		fprintf(
+		    stderr,
+		    "ptrace-gpu: record: --steps and --schedule need Python; pid %d runs none\n",
+		    rc->pid);
+		return -ENOEXEC;
+	}
+	if (rc->pidfd < 0)
+		rc->pidfd = (int)syscall(SYS_pidfd_open, rc->pid, 0);
+	/* with --steps / --schedule the output is cut from this once the steps are known */
+	snprintf(rc->tmp, sizeof(rc->tmp), "%s.recording", rc->o->output);
+	note_leftover(wants_steps(rc->o) ? rc->tmp : rc->o->output);
+	ret = trace_writer__open(wants_steps(rc->o) ? rc->tmp : rc->o->output, &rc->w);
+	if (ret)
+		return ret;
+	/* a full disk keeps what was written; cut into steps, a partial recording is no use */
+	if (!wants_steps(rc->o))
+		trace_writer__keep_partial(rc->w);
+	ret = tracer__new(rc->w, rc->o->ringbuf_mb, 0, &rc->tracer);
+	if (!ret && rc->py.info)
+		ret = record_open_python(rc);
+	if (!ret)
+		ret = libwatch__open(rc->tracer, rc->pid, &rc->libs);
+	if (!ret)
+		ret = record_open_target(rc);
+	if (!ret && !rc->o->no_ops)
+		ret = torchops__open(rc->tracer, rc->pid, rc->mp, rc->o->quiet, &rc->ops);
+	if (!ret && rc->ops)
+		ret = libwatch__subscribe(rc->libs, torchops__on_lib, rc->ops);
+	/* probe modules subscribe to rc->libs here, before it reports what is mapped */
+	if (!ret && !rc->o->no_cuda)
+		ret = cudaprobe__open(rc->tracer, rc->libs, rc->pid, rc->o->quiet, &rc->cuda);
+	if (!ret && !rc->o->no_sched)
+		ret = sched__open(rc->tracer, rc->pid, rc->cuda, &rc->sched);
+	/* -p: the agent is injected once the target has the CUDA driver mapped */
+	if (!ret && rc->cupti && !rc->child)
+		ret = libwatch__subscribe(rc->libs, cupti__on_lib, rc->cupti);
+	/* CUPTI's API records of probed calls become links to the probes' records */
+	if (!ret && rc->cuda)
+		cupti__set_join(rc->cupti, cudaprobe__join, rc->cuda);
+	if (!ret)
+		ret = cupti__start(rc->cupti, rc->w, rc->pid, rc->start_time, rc->child);
+	if (!ret) {
+		/* loading (BPF verification) is done: time starts when probes go in */
+		rc->start_ts = now_ns(CLOCK_MONOTONIC);
+		tracer__set_start_ts(rc->tracer, rc->start_ts);
+		ret = write_meta(rc);
+	}
+	if (!ret && rc->pf)
+		ret = pyframe__attach(rc->pf);
+	if (!ret && rc->sched)
+		ret = sched__attach(rc->sched);
+	if (!ret)
+		ret = libwatch__attach(rc->libs);
+	rc->attached_ts = now_ns(CLOCK_MONOTONIC);
+	if (rc->child && (ret || !target__held(rc->tg)))
+		launch__release(rc->pid);
+	else if (rc->child)
+		ret = target__run(rc->tg);
+	if (!ret && !rc->o->quiet && rc->py.info) {
+		struct proc_ns_ids ids;
+		char ns[40] = "";
+
+		if (!proc_ns_ids(rc->pid, rc->pid, &ids) && ids.levels > 1)
+			snprintf(ns, sizeof(ns), "container pid %u, ", ids.pid[ids.levels - 1]);
+		fprintf(stderr, "ptrace-gpu: recording pid %d (%sPython %s, %s)\n", rc->pid, ns,
+			rc->py.version, rc->py.path);
+	} else if (!ret && !rc->o->quiet && rc->child) {
+		/* "recording pid" is said once Python runs, if ever: a launcher execs it next */
+		fprintf(stderr,
+			"ptrace-gpu: started pid %d (%s), no Python yet: recording its CUDA calls, "
+			"GPU activity and off-CPU time, and following its exec into Python\n",
+			rc->pid, rc->o->cmd[0]);
+	} else if (!ret && !rc->o->quiet) {
+		fprintf(stderr,
+			"ptrace-gpu: recording pid %d (no Python: CUDA calls, GPU activity and "
+			"off-CPU time; an exec of Python or a load of libpython is followed)\n",
+			rc->pid);
+	}
+	return ret;
+}
+
+static bool target_exited(struct recording *rc)
+{
+	struct pollfd p = {.fd = rc->pidfd, .events = POLLIN};
+
+	if (rc->child && !rc->child_reaped) {
+		/* held until it runs Python: its stops (and end) come through ptrace */
+		if (target__held(rc->tg))
+			rc->child_reaped = target__poll(rc->tg, &rc->child_status) == 1;
+		else if (waitpid(rc->pid, &rc->child_status, WNOHANG) == rc->pid)
+			rc->child_reaped = true;
+	}
+	/* several processes: until the last ends (-- CMD's status is still the exit status) */
+	if (rc->tree)
+		return !rc->o->by_uid && !rc->o->cgroup && !proctree__live(rc->tree);
+	if (rc->child)
+		return rc->child_reaped;
+	if (rc->pidfd >= 0)
+		return poll(&p, 1, 0) == 1;
+	return !proc_exists(rc->pid);
+}
+
+/*
+ * Whether the target writes to the terminal our stderr is: its stdout or
+ * stderr is the same character device. -- CMD inherits ours, so it always
+ * does; -p PID does when it runs in the same terminal.
+ */
+static bool target_on_our_tty(pid_t pid)
+{
+	struct stat ours, theirs;
+	char path[64];
+
+	if (fstat(STDERR_FILENO, &ours) || !S_ISCHR(ours.st_mode))
+		return false;
+	for (int fd = 1; fd <= 2; fd++) {
+		snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+		if (!stat(path, &theirs) && S_ISCHR(theirs.st_mode) &&
+		    theirs.st_rdev == ours.st_rdev)
+			return true;
+	}
+	return false;
+}
+
+/* Python events the BPF side could not send, of one process or of several. */
+static uint64_t py_dropped(const struct recording *rc)
+{
+	struct proctree_stats ts;
+	struct pyframe_stats st;
+
+	if (rc->tree) {
+		proctree__stats(rc->tree, &ts);
+		return ts.dropped;
+	}
+	pyframe__stats(rc->pf, &st);
+	return st.dropped;
+}
+
+/* Ends an unfinished status line, so that what comes next starts a line of its own. */
+static void end_status(struct recording *rc)
+{
+	if (rc->status_shown)
+		fputc('\n', stderr);
+	rc->status_shown = false;
+}
+
+/*
+ * The line is redrawn in place with '\r', which would land inside the
+ * target's own lines if it wrote to the same terminal: it is shown only when
+ * stderr is a terminal the target does not write to (checked at each
+ * redraw, since a target can redirect).
+ */
+static void live_status(struct recording *rc, uint64_t now, uint64_t *last_ts, uint64_t *last_ev)
+{
+	if (rc->o->quiet || !isatty(STDERR_FILENO) || now - *last_ts < 500000000ull)
+		return;
+	if (target_on_our_tty(rc->pid)) {
+		end_status(rc);
+		return;
+	}
+	fprintf(stderr, "\rrecording pid %d%s: %.1f s, %llu events (%.0f/s), %llu dropped\033[K",
+		rc->pid, rc->tree ? " and others" : "", (now - rc->start_ts) / 1e9,
+		(unsigned long long)tracer__events(rc->tracer),
+		(tracer__events(rc->tracer) - *last_ev) * 1e9 / (double)(now - *last_ts),
+		(unsigned long long)py_dropped(rc));
+	rc->status_shown = true;
+	*last_ts = now;
+	*last_ev = tracer__events(rc->tracer);
+}
+
+static int run_loop(struct recording *rc)
+{
+	uint64_t limit = rc->o->duration > 0 ? (uint64_t)(rc->o->duration * 1e9) : 0;
+	uint64_t last_ts = rc->start_ts, last_ev = 0, now;
+	int ret;
+
+	for (;;) {
+		/*
+		 * Probes wake us only when the ring buffer fills: read at least
+		 * every 10 ms anyway, so that what is read from the target's
+		 * memory (module names) is read while the target still runs.
+		 */
+		ret = tracer__poll(rc->tracer, 10);
+		if (ret < 0)
+			return ret;
+		ret = cupti__poll(rc->cupti);
+		if (ret < 0)
+			return ret;
+		ret = rc->tree ? proctree__poll(rc->tree) : 0;
+		if (ret < 0)
+			return ret;
+		now = now_ns(CLOCK_MONOTONIC);
+		if (stop_signal) {
+			rc->stop_reason = stop_signal == SIGINT ? "interrupted" : "terminated";
+			return 0;
+		}
+		if (limit && now - rc->attached_ts >= limit) {
+			rc->stop_reason = "duration elapsed";
+			return 0;
+		}
+		if (target_exited(rc)) {
+			rc->stop_reason = "target exited";
+			return 0;
+		}
+		if (wants_steps(rc->o) && rc->steps && steps__done(rc->steps)) {
+			rc->stop_reason = "steps done";
+			return 0;
+		}
+		live_status(rc, now, &last_ts, &last_ev);
+	}
+}
+
+static void print_ops_summary(struct recording *rc)
+{
+	struct torchops_stats ops;
+
+	if (rc->steps && steps__count(rc->steps))
+		fprintf(stderr, "ptrace-gpu: %u training steps ended\n", steps__count(rc->steps));
+	if (!rc->ops)
+		return;
+	torchops__stats(rc->ops, &ops);
+	if (!ops.libs) {
+		fprintf(stderr, "ptrace-gpu: no PyTorch library was mapped: no op probes\n");
+		return;
+	}
+	if (!ops.mapped) {
+		fprintf(stderr,
+			"ptrace-gpu: no PyTorch library was mapped (%u ops probed ahead, unused)\n",
+			ops.ops);
+		return;
+	}
+	fprintf(stderr, "ptrace-gpu: %llu PyTorch op calls (%u ops probed, %llu events lost)\n",
+		(unsigned long long)ops.calls, ops.ops, (unsigned long long)ops.dropped);
+	if (rc->mp) {
+		struct modpath_stats mst;
+
+		modpath__stats(rc->mp, &mst);
+		if (mst.unreadable)
+			fprintf(stderr,
+				"ptrace-gpu: note: %llu nn.Module names could not be read from "
+				"the target (it exited first?): shown as '?'\n",
+				(unsigned long long)mst.unreadable);
+	}
+}
+
+/* A process that ran neither Python nor CUDA: say once what its trace holds. */
+static void note_no_python(const struct recording *rc)
+{
+	struct cudaprobe_stats cs = {};
+
+	if (rc->pf)
+		return;
+	if (rc->cuda)
+		cudaprobe__stats(rc->cuda, &cs);
+	if (!rc->cuda)
+		fprintf(stderr,
+			"ptrace-gpu: note: pid %d ran no Python (CUDA probes off: "
+			"--no-cuda)\n",
+			rc->pid);
+	else if (cs.calls)
+		fprintf(stderr,
+			"ptrace-gpu: note: pid %d ran no Python: the trace holds its CUDA "
+			"calls, GPU activity and off-CPU intervals\n",
+			rc->pid);
+	else
+		fprintf(stderr,
+			"ptrace-gpu: note: pid %d ran neither Python nor CUDA: the trace "
+			"holds its off-CPU intervals only\n",
+			rc->pid);
+}
+
+static int finish(struct recording *rc)
+{
+	uint64_t stop_ts = now_ns(CLOCK_MONOTONIC);
+	uint64_t dropped;
+	char buf[64];
+	int ret;
+
+	/* a child still held (it never ran Python) runs on untraced */
+	if (target__let_go(rc->tg, &rc->child_status))
+		rc->child_reaped = true;
+	pyframe__detach(rc->pf);
+	proctree__detach(rc->tree);
+	if (rc->libs)
+		libwatch__detach(rc->libs);
+	cudaprobe__detach(rc->cuda);
+	sched__detach(rc->sched);
+	torchops__detach(rc->ops);
+	/*
+	 * The probes' last calls go into their histories before the agents'
+	 * last flush is decoded, so that CUPTI's records of them find them.
+	 */
+	ret = tracer__poll(rc->tracer, 0);
+	/* the agents flush what CUPTI still holds, then hang up */
+	ret = cupti__stop(rc->cupti, 5000) ?: (ret < 0 ? ret : 0);
+	ret = tracer__finish(rc->tracer, stop_ts) ?: ret;
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)stop_ts);
+	ret = ret ?: trace_writer__meta(rc->w, "stop.monotonic_ns", buf);
+	ret = ret ?: trace_writer__meta(rc->w, "stop.reason", rc->stop_reason);
+	if (ret)
+		return ret;
+	ret = trace_writer__close(rc->w);
+	rc->w = NULL;
+	if (!ret && wants_steps(rc->o) && !rc->steps) {
+		fprintf(stderr,
+			"ptrace-gpu: record: --steps and --schedule need Python; pid %d "
+			"ran none\n",
+			rc->pid);
+		unlink(rc->tmp);
+		return -ENOEXEC;
+	}
+	if (!ret && rc->o->per_process) {
+		ret = proctree__split(rc->tree, rc->tmp, rc->o->output, rc->o->quiet);
+		unlink(rc->tmp);
+		ret = ret < 0 ? ret : 0;
+	}
+	if (!ret && wants_steps(rc->o)) {
+		ret = steps__write(rc->steps, rc->tmp, rc->o->output, stop_ts, rc->o->quiet);
+		unlink(rc->tmp);
+		ret = ret < 0 ? ret : 0;
+	}
+	if (ret || rc->o->quiet)
+		return ret;
+	dropped = py_dropped(rc);
+	if (rc->tree)
+		proctree__summary(rc->tree, rc->stop_reason, (stop_ts - rc->start_ts) / 1e9,
+				  tracer__calls(rc->tracer), tracer__events(rc->tracer),
+				  rc->o->per_process ? NULL : rc->o->output);
+	else
+		fprintf(stderr,
+			"ptrace-gpu: %s after %.2f s: %llu Python calls from pid %d (%llu events), "
+			"%llu events lost; wrote %s\n",
+			rc->stop_reason, (stop_ts - rc->start_ts) / 1e9,
+			(unsigned long long)tracer__calls(rc->tracer), rc->pid,
+			(unsigned long long)tracer__events(rc->tracer), (unsigned long long)dropped,
+			rc->o->output);
+	print_ops_summary(rc);
+	note_no_python(rc);
+	cudaprobe__summary(rc->cuda);
+	sched__summary(rc->sched);
+	cupti__summary(rc->cupti);
+	if (dropped)
+		fprintf(stderr,
+			"ptrace-gpu: warning: %llu events were dropped (ring buffer full); "
+			"try a larger --ringbuf-mb\n",
+			(unsigned long long)dropped);
+	return 0;
+}
+
+/*
+ * record -- CMD exits as its command did, like time(1) and perf record: the
+ * command's status, or 128 + N when signal N killed it; 0 otherwise.
+ */
+static int command_status(const struct recording *rc)
+{
+	if (!rc->child || !rc->child_reaped)
+		return 0;
+	if (WIFEXITED(rc->child_status))
+		return WEXITSTATUS(rc->child_status);
+	if (WIFSIGNALED(rc->child_status))
+		return 128 + WTERMSIG(rc->child_status);
+	return 0;
+}
+
+static void install_signals(void)
+{
+	struct sigaction sa = {.sa_handler = on_signal};
+
+	/* no SA_RESTART: a signal must wake the ring buffer poll */
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	/* past a file size limit a write then fails (EFBIG): the trace so far is kept */
+	signal(SIGXFSZ, SIG_IGN);
+}
+
+int record_run(const struct record_opts *opts, int *cmd_status)
+{
+	/* a copy: start_tree() turns off the probes that take one process only */
+	struct record_opts o = *opts;
+	struct recording rc = {.o = &o, .pidfd = -1};
+	int ret;
+
+	install_signals();
+	ret = record_is_tree(&o) ? start_tree(&rc) : start(&rc);
+	if (!ret)
+		ret = run_loop(&rc);
+	end_status(&rc);
+	if (!ret)
+		ret = finish(&rc);
+	else if (rc.tracer)
+		fprintf(stderr, "ptrace-gpu: record failed: %s\n", strerror(-ret));
+	/* failed while the child was held: it runs on untraced */
+	if (target__let_go(rc.tg, &rc.child_status))
+		rc.child_reaped = true;
+	pyframe__destroy(rc.pf);
+	proctree__destroy(rc.tree);
+	cudaprobe__destroy(rc.cuda);
+	cupti__free(rc.cupti);
+	sched__destroy(rc.sched);
+	torchops__destroy(rc.ops);
+	modpath__destroy(rc.mp);
+	steps__destroy(rc.steps);
+	libwatch__destroy(rc.libs);
+	tracer__free(rc.tracer);
+	target__free(rc.tg);
+	trace_writer__abort(rc.w);
+	if (rc.pidfd >= 0)
+		close(rc.pidfd);
+	*cmd_status = command_status(&rc);
+	return ret;
+}
