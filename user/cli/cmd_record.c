@@ -162,10 +162,11 @@ void note_leftover(const char *out)
 {
 	char left[PATH_MAX];
 
+	/* said even with -q, as before: a hidden trace on disk is not a status line */
 	if (outfile_leftover(out, left, sizeof(left)))
-		pr_info("note: %s is the trace of a recording killed before its "
-			"end, or of one still under way; report reads it; remove it when done",
-			left);
+		pr_err("note: %s is the trace of a recording killed before its "
+		       "end, or of one still under way; report reads it; remove it when done",
+		       left);
 }
 
 static int start(struct recording *rc)
