@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/array.h"
+#include "base/log.h"
 #include "model/cudajoin.h"
 #include "analysis/flamegraph.h"
 #include "model/model.h"
@@ -442,7 +443,7 @@ int flamegraph__collect(struct trace_reader *r, const struct flamegraph_opts *o,
 
 	err = flamegraph__new(o->weight, &c.fg);
 	if (err) {
-		fprintf(stderr, "ptrace-gpu: flamegraph: out of memory\n");
+		pr_err("flamegraph: out of memory");
 		return err;
 	}
 	if (o->max_stack)
@@ -456,7 +457,7 @@ int flamegraph__collect(struct trace_reader *r, const struct flamegraph_opts *o,
 	if (!err)
 		err = fg_kernels_orphaned(&c);
 	if (err == -ENOMEM)
-		fprintf(stderr, "ptrace-gpu: flamegraph: out of memory\n");
+		pr_err("flamegraph: out of memory");
 	fg_collect_free(&c);
 	if (err) {
 		flamegraph__free(c.fg);

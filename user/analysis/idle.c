@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/array.h"
+#include "base/log.h"
 #include "model/cudajoin.h"
 #include "analysis/idle.h"
 #include "analysis/idle_ctx.h"
@@ -122,7 +123,7 @@ static int pass1(struct idle_ctx *c)
 			return err;
 	}
 	if (err < 0)
-		fprintf(stderr, "ptrace-gpu: idle: %s\n", trace_reader__error(c->r));
+		pr_err("idle: %s", trace_reader__error(c->r));
 	return err;
 }
 
@@ -582,7 +583,7 @@ int idle_analyze(struct trace_reader *r, const struct idle_opts *o, struct idle_
 	c.rep = NULL;
 cleanup:
 	if (err == -ENOMEM)
-		fprintf(stderr, "ptrace-gpu: idle: out of memory\n");
+		pr_err("idle: out of memory");
 	idle_report__free(c.rep);
 	ctx_free(&c);
 	return err;

@@ -14,6 +14,7 @@
 #include "base/array.h"
 #include "analysis/idle.h"
 #include "analysis/idle_ctx.h"
+#include "base/log.h"
 #include "model/model.h"
 
 static size_t acc_hash(uint32_t pid, uint32_t tid, uint32_t level)
@@ -194,7 +195,7 @@ int idle_pass2(struct idle_ctx *c)
 	if (err) {
 		/* out of memory is reported once, by the caller */
 		if (err != -ENOMEM)
-			fprintf(stderr, "ptrace-gpu: idle: %s\n", trace_reader__error(c->r));
+			pr_err("idle: %s", trace_reader__error(c->r));
 		return err;
 	}
 	c->rep->first_ts = st.first_ts == UINT64_MAX ? 0 : st.first_ts;

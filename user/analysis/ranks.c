@@ -16,6 +16,7 @@
 #include <json-c/json.h>
 
 #include "base/array.h"
+#include "base/log.h"
 #include "model/cudajoin.h"
 #include "trace/trace_kineto.h"
 #include "analysis/ranks.h"
@@ -455,7 +456,7 @@ static int read_rank(const char *who, const char *path, const struct idle_opts *
 		idle_row(t, rep);
 		err = trace_reader__rewind(r) ?: scan_trace(r, t);
 		if (err == -EIO)
-			fprintf(stderr, "%s: %s: %s\n", who, path, trace_reader__error(r));
+			pr_err("%s: %s: %s", log_context(who), path, trace_reader__error(r));
 	}
 	idle_report__free(rep);
 	trace_reader__close(r);
@@ -525,7 +526,7 @@ static int assign_ranks(const char *who, struct ranks_report *rep)
 		rep->ranks[i].rank =
 		    rep->file_order ? (uint32_t)i : (uint32_t)rep->ranks[i].meta_rank;
 	if (rep->file_order)
-		fprintf(stderr, "%s: warning: %s: ranks are the file order\n", who, why);
+		pr_warn("%s: %s: ranks are the file order", log_context(who), why);
 	else
 		array_sort(rep->ranks, rep->nranks, sizeof(*rep->ranks), cmp_rank);
 	return 0;
@@ -646,7 +647,7 @@ int ranks_analyze(const char *who, char *const *paths, size_t n, const struct id
 		row_slowest(rep, &rep->rows[i]);
 	if (err) {
 		if (err == -ENOMEM)
-			fprintf(stderr, "%s: %s\n", who, strerror(ENOMEM));
+			pr_err("%s: %s", log_context(who), strerror(ENOMEM));
 		ranks_report__free(rep);
 		return err;
 	}

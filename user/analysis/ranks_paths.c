@@ -9,6 +9,7 @@
 
 #include "base/array.h"
 #include "analysis/ranks.h"
+#include "base/log.h"
 
 static bool has_suffix(const char *s, const char *suffix)
 {
@@ -67,7 +68,7 @@ static int add_dir(const char *who, const char *dir, char ***paths, size_t *n, s
 	d = opendir(dir);
 	if (!d) {
 		err = -errno;
-		fprintf(stderr, "%s: %s: %s\n", who, dir, strerror(-err));
+		pr_err("%s: %s: %s", log_context(who), dir, strerror(-err));
 		return err;
 	}
 	while (!err && (de = readdir(d))) {
@@ -80,10 +81,10 @@ static int add_dir(const char *who, const char *dir, char ***paths, size_t *n, s
 	if (!err && *n == first)
 		err = -ENOENT;
 	if (err)
-		fprintf(stderr, "%s: %s: %s\n", who, dir,
-			err == -ENOENT	? "no .ptg traces in this directory"
-			: err == -E2BIG ? "more traces than ranks can be shown"
-					: strerror(-err));
+		pr_err("%s: %s: %s", log_context(who), dir,
+		       err == -ENOENT  ? "no .ptg traces in this directory"
+		       : err == -E2BIG ? "more traces than ranks can be shown"
+				       : strerror(-err));
 	else
 		array_sort(*paths + first, *n - first, sizeof(**paths), cmp_str);
 	return err;
@@ -99,9 +100,9 @@ int ranks_paths(const char *who, char *const *args, size_t nargs, char ***out, s
 		if (is_dir(args[i]))
 			err = add_dir(who, args[i], &paths, &n, &cap);
 		else if ((err = add_path(&paths, &n, &cap, NULL, args[i])))
-			fprintf(stderr, "%s: %s\n", who,
-				err == -E2BIG ? "more traces than ranks can be shown"
-					      : strerror(-err));
+			pr_err("%s: %s", log_context(who),
+			       err == -E2BIG ? "more traces than ranks can be shown"
+					     : strerror(-err));
 	}
 	if (err) {
 		ranks_paths_free(paths, n);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "cli/commands.h"
 #include "trace/trace.h"
 #include "trace/trace_open.h"
@@ -107,8 +108,7 @@ int cmd_dump(int argc, char **argv)
 		return 0;
 	}
 	if (argc != 2 || (argv[1][0] == '-' && argv[1][1])) {
-		fprintf(stderr,
-			"ptrace-gpu dump: expected one trace FILE (see ptrace-gpu dump --help)\n");
+		pr_usage("dump", "expected one trace FILE");
 		return 2;
 	}
 	if (trace_open("ptrace-gpu", argv[1], &r))
@@ -117,7 +117,7 @@ int cmd_dump(int argc, char **argv)
 	while ((ret = trace_reader__next(r, &rec)) == 1)
 		print_record(r, &rec);
 	if (ret < 0)
-		fprintf(stderr, "ptrace-gpu: %s: %s\n", argv[1], trace_reader__error(r));
+		pr_err("%s: %s", argv[1], trace_reader__error(r));
 	trace_reader__close(r);
 	return ret < 0 ? 1 : 0;
 }

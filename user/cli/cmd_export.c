@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "output/chrome.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
@@ -63,14 +64,12 @@ static int export_check_outputs(const struct export_opts *o)
 
 	for (size_t i = 0; i < n; i++) {
 		if (outs[i] && outfile_is_input(outs[i], o->path)) {
-			fprintf(stderr, "ptrace-gpu export: output %s is the trace %s itself\n",
-				outs[i], o->path);
+			pr_err("export: output %s is the trace %s itself", outs[i], o->path);
 			return -EINVAL;
 		}
 		for (size_t k = 0; k < i; k++) {
 			if (outs[i] && outs[k] && !strcmp(outs[i], outs[k])) {
-				fprintf(stderr, "ptrace-gpu export: two outputs write %s\n",
-					outs[i]);
+				pr_err("export: two outputs write %s", outs[i]);
 				return -EINVAL;
 			}
 		}
@@ -105,10 +104,9 @@ static int export_parse(int argc, char **argv, struct export_opts *o)
 			break;
 		case 'w':
 			if (flamegraph_weight_parse(optarg, &o->fg.weight)) {
-				fprintf(stderr,
-					"ptrace-gpu export: bad --weight '%s' (wall, cpu, "
-					"gpu or offcpu)\n",
-					optarg);
+				pr_err("export: bad --weight '%s' (wall, cpu, "
+				       "gpu or offcpu)",
+				       optarg);
 				return -EINVAL;
 			}
 			break;
@@ -129,9 +127,8 @@ static int export_parse(int argc, char **argv, struct export_opts *o)
 		}
 	}
 	if (optind != argc - 1 || (!o->pstats_out && !o->chrome_out && !o->pprof_out)) {
-		fprintf(stderr,
-			"ptrace-gpu export: expected an output (--pstats, --chrome, --pprof OUT) "
-			"and one trace FILE (see ptrace-gpu export --help)\n");
+		pr_usage("export", "expected an output (--pstats, --chrome, --pprof OUT) and one "
+				   "trace FILE");
 		return -EINVAL;
 	}
 	o->path = argv[optind];
@@ -146,7 +143,7 @@ static int export_collect(const struct export_opts *o, const struct profile_opts
 	if (!err)
 		err = profile_run__collect(r, po, run);
 	if (err && err != -ENOMEM)
-		fprintf(stderr, "ptrace-gpu export: %s: %s\n", o->path, trace_reader__error(r));
+		pr_err("export: %s: %s", o->path, trace_reader__error(r));
 	return err;
 }
 
@@ -179,16 +176,14 @@ static int export_pstats(const struct export_opts *o, struct trace_reader *r)
 			return err;
 		profile__funcs(run->all, &n);
 		if (n)
-			fprintf(stderr,
-				"ptrace-gpu export: %s has no Python frames: pstats has its "
-				"ops, CUDA calls and annotations\n",
-				o->path);
+			pr_err("export: %s has no Python frames: pstats has its "
+			       "ops, CUDA calls and annotations",
+			       o->path);
 	}
 	if (!n) {
-		fprintf(stderr,
-			"ptrace-gpu export: %s: nothing to write to pstats: no Python functions, "
-			"ops, CUDA calls or annotations%s\n",
-			o->path, o->prof.by_tid ? " on that --tid" : "");
+		pr_err("export: %s: nothing to write to pstats: no Python functions, "
+		       "ops, CUDA calls or annotations%s",
+		       o->path, o->prof.by_tid ? " on that --tid" : "");
 		err = -ENODATA;
 	} else {
 		err = pstats__write(run->all, r, o->pstats_out);
@@ -204,11 +199,10 @@ static int export_pprof(const struct export_opts *o, struct trace_reader *r)
 	if (!err)
 		err = trace_pprof__write(r, &o->fg, o->pprof_out);
 	if (err == -ENODATA)
-		fprintf(stderr, "ptrace-gpu export: %s: nothing to write to pprof: no %s in it%s\n",
-			o->path, flamegraph_weight_name(o->fg.weight),
-			o->fg.by_tid ? " on that --tid" : "");
+		pr_err("export: %s: nothing to write to pprof: no %s in it%s", o->path,
+		       flamegraph_weight_name(o->fg.weight), o->fg.by_tid ? " on that --tid" : "");
 	else if (err && err != -ENOMEM && err != -EIO && trace_reader__error(r)[0])
-		fprintf(stderr, "ptrace-gpu export: %s: %s\n", o->path, trace_reader__error(r));
+		pr_err("export: %s: %s", o->path, trace_reader__error(r));
 	return err;
 }
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "output/flamegraph_write.h"
@@ -66,8 +67,7 @@ static int flamegraph_parse(int argc, char **argv, struct fg_cmd_opts *o)
 			break;
 		case 'w':
 			if (flamegraph_weight_parse(optarg, &o->fg.weight)) {
-				fprintf(stderr, "ptrace-gpu flamegraph: bad --weight '%s'\n",
-					optarg);
+				pr_err("flamegraph: bad --weight '%s'", optarg);
 				return -EINVAL;
 			}
 			break;
@@ -92,14 +92,12 @@ static int flamegraph_parse(int argc, char **argv, struct fg_cmd_opts *o)
 		}
 	}
 	if (optind != argc - 1) {
-		fprintf(stderr, "ptrace-gpu flamegraph: expected one trace FILE (see ptrace-gpu "
-				"flamegraph --help)\n");
+		pr_usage("flamegraph", "expected one trace FILE");
 		return -EINVAL;
 	}
 	o->path = argv[optind];
 	if (o->out && outfile_is_input(o->out, o->path)) {
-		fprintf(stderr, "ptrace-gpu flamegraph: output %s is the trace %s itself\n", o->out,
-			o->path);
+		pr_err("flamegraph: output %s is the trace %s itself", o->out, o->path);
 		return -EINVAL;
 	}
 	return 0;
@@ -125,8 +123,7 @@ static int flamegraph_write(const struct fg_cmd_opts *o, struct flamegraph *fg,
 	}
 	if (!out) {
 		err = err ?: -ENOMEM;
-		fprintf(stderr, "ptrace-gpu flamegraph: cannot create %s: %s\n", o->out,
-			strerror(-err));
+		pr_err("flamegraph: cannot create %s: %s", o->out, strerror(-err));
 		outfile__abort(of);
 		return err;
 	}
@@ -141,8 +138,7 @@ static int flamegraph_write(const struct fg_cmd_opts *o, struct flamegraph *fg,
 		err = errno ? -errno : -EIO;
 	}
 	if (err && err != -ENOMEM)
-		fprintf(stderr, "ptrace-gpu flamegraph: writing %s: %s\n",
-			o->out ? o->out : "output", strerror(-err));
+		pr_err("flamegraph: writing %s: %s", o->out ? o->out : "output", strerror(-err));
 	outfile__abort(of);
 	return err;
 }
@@ -163,7 +159,7 @@ int cmd_flamegraph(int argc, char **argv)
 	if (err == -ENOMEM)
 		goto cleanup;
 	if (err) {
-		fprintf(stderr, "ptrace-gpu flamegraph: %s: %s\n", o.path, trace_reader__error(r));
+		pr_err("flamegraph: %s: %s", o.path, trace_reader__error(r));
 		goto cleanup;
 	}
 	err = flamegraph_write(&o, fg, r);

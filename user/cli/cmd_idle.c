@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "analysis/idle.h"
@@ -80,8 +81,7 @@ static int parse_args(int argc, char **argv, struct idle_opts *o, bool *json)
 		}
 	}
 	if (optind >= argc) {
-		fprintf(stderr, "ptrace-gpu idle: expected a trace FILE, several, or a directory "
-				"(see ptrace-gpu idle --help)\n");
+		pr_usage("idle", "expected a trace FILE, several, or a directory");
 		return -EINVAL;
 	}
 	return 0;
@@ -101,7 +101,7 @@ static int idle_ranks(char *const *args, size_t nargs, const struct idle_opts *o
 	else if (!err)
 		ranks_print_text(stdout, rep, o);
 	if (err == -ENOMEM && rep)
-		fprintf(stderr, "%s: %s\n", WHO, strerror(ENOMEM));
+		pr_err("%s: %s", log_context(WHO), strerror(ENOMEM));
 	ranks_report__free(rep);
 	ranks_paths_free(paths, n);
 	return err;
@@ -142,7 +142,7 @@ int cmd_idle(int argc, char **argv)
 flush:
 	if (fflush(stdout) && !err) {
 		err = -errno;
-		fprintf(stderr, "ptrace-gpu: idle: writing output: %s\n", strerror(-err));
+		pr_err("idle: writing output: %s", strerror(-err));
 	}
 cleanup:
 	idle_report__free(rep);

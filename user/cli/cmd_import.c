@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "import/kineto.h"
@@ -73,20 +74,18 @@ int cmd_import(int argc, char **argv)
 		}
 	}
 	if (optind != argc - 1) {
-		fprintf(stderr, "ptrace-gpu import: expected one TRACE.json[.gz] (see ptrace-gpu "
-				"import --help)\n");
+		pr_usage("import", "expected one TRACE.json[.gz]");
 		free(out);
 		return 2;
 	}
 	if (!out)
 		out = default_out(argv[optind]);
 	if (!out) {
-		fprintf(stderr, "ptrace-gpu: import: out of memory\n");
+		pr_err("import: out of memory");
 		return 1;
 	}
 	if (outfile_is_input(out, argv[optind])) {
-		fprintf(stderr, "ptrace-gpu: import: output %s is the input %s itself\n", out,
-			argv[optind]);
+		pr_err("import: output %s is the input %s itself", out, argv[optind]);
 		free(out);
 		return 2;
 	}

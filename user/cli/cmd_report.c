@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "analysis/cudacalls_report.h"
@@ -154,8 +155,7 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 		}
 	}
 	if (optind >= argc) {
-		fprintf(stderr, "ptrace-gpu report: expected a trace FILE, several, or a directory "
-				"(see ptrace-gpu report --help)\n");
+		pr_usage("report", "expected a trace FILE, several, or a directory");
 		return -EINVAL;
 	}
 	o->path = argv[optind];
@@ -168,11 +168,11 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 	o->prof.host_calls = o->prof.kind == PTG_REC_OP_ENTER;
 	return 0;
 bad_value:
-	fprintf(stderr, "ptrace-gpu report: bad value '%s' for --%s\n", optarg,
-		c == 's'   ? "sort"
-		: c == 'l' ? "limit"
-		: c == 'G' ? "group-by-stack (1 to 64)"
-			   : "tid");
+	pr_err("report: bad value '%s' for --%s", optarg,
+	       c == 's'	  ? "sort"
+	       : c == 'l' ? "limit"
+	       : c == 'G' ? "group-by-stack (1 to 64)"
+			  : "tid");
 	return -EINVAL;
 }
 
@@ -471,7 +471,7 @@ static int print_ops(FILE *out, const struct profile *p, const struct trace_read
 	funcs = profile__funcs(p, &n);
 	rows = calloc(n ? n : 1, sizeof(*rows));
 	if (!rows) {
-		fprintf(stderr, "ptrace-gpu report: out of memory\n");
+		pr_err("report: out of memory");
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -554,8 +554,7 @@ static int report_run(const struct report_opts *o, struct trace_reader *r)
 	err = profile_run__collect(r, &o->prof, &run);
 	if (err) {
 		if (err != -ENOMEM)
-			fprintf(stderr, "ptrace-gpu report: %s: %s\n", o->path,
-				trace_reader__error(r));
+			pr_err("report: %s: %s", o->path, trace_reader__error(r));
 		return err;
 	}
 	print_header(stdout, o, r, run);
@@ -563,8 +562,8 @@ static int report_run(const struct report_opts *o, struct trace_reader *r)
 	err = offcpu_report(stdout, r) ?: cudacalls_report(stdout, r);
 	profile__funcs(run->all, &nfuncs);
 	if (err)
-		fprintf(stderr, "ptrace-gpu report: %s: %s\n", o->path,
-			err == -ENOMEM ? strerror(ENOMEM) : trace_reader__error(r));
+		pr_err("report: %s: %s", o->path,
+		       err == -ENOMEM ? strerror(ENOMEM) : trace_reader__error(r));
 	else if (!nfuncs && o->prof.kind == PTG_REC_OP_ENTER)
 		printf("no PyTorch dispatcher ops in this trace (the process had no libtorch "
 		       "mapped)\n");
@@ -631,7 +630,7 @@ int cmd_report(int argc, char **argv)
 		err = report_run(&o, r);
 	trace_reader__close(r);
 	if (fflush(stdout) && !err) {
-		fprintf(stderr, "ptrace-gpu report: writing output: %s\n", strerror(errno));
+		pr_err("report: writing output: %s", strerror(errno));
 		err = -EIO;
 	}
 	return err ? 1 : 0;

@@ -16,6 +16,7 @@
 
 #include "base/array.h"
 #include "base/clock.h"
+#include "base/log.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "base/numarg.h"
@@ -78,8 +79,9 @@ static void usage(FILE *f)
 	    "      --every SECS      continuous: write one profile per SECS into --dir\n"
 	    "      --dir DIR         where continuous profiles go (sample-<UTC time>.<ext>)\n"
 	    "      --keep N          keep the newest N profiles in DIR (default 60)\n"
-	    "  -v, --verbose         say when a process is found and when it ends\n"
-	    "  -q, --quiet           no summary\n"
+	    "  -v, --verbose         say when a process is found and when it ends (and debug\n"
+	    "                        messages: the same as ptrace-gpu -v sample)\n"
+	    "  -q, --quiet           no summary (the same as ptrace-gpu -q sample)\n"
 	    "  -h, --help            this help\n\n"
 	    "Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE). Supported Python: %s.\n",
 	    py_supported_versions());
@@ -101,14 +103,14 @@ static int parse_pids(struct sample_cmd *c, char *arg)
 	char *save = NULL;
 
 	if (!*arg) {
-		fprintf(stderr, "ptrace-gpu: sample: bad PID ''\n");
+		pr_err("sample: bad PID ''");
 		return -EINVAL;
 	}
 	for (char *tok = strtok_r(arg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		pid_t pid;
 
 		if (parse_pid(tok, &pid) || c->so.npids >= MAX_PIDS) {
-			fprintf(stderr, "ptrace-gpu: sample: bad PID '%s'\n", tok);
+			pr_err("sample: bad PID '%s'", tok);
 			return -EINVAL;
 		}
 		c->pids[c->so.npids++] = pid;
@@ -127,7 +129,7 @@ static int parse_format(struct sample_cmd *c, const char *s)
 			return 0;
 		}
 	}
-	fprintf(stderr, "ptrace-gpu: sample: --format is pprof, folded or svg\n");
+	pr_err("sample: --format is pprof, folded or svg");
 	return -EINVAL;
 }
 
@@ -161,13 +163,15 @@ static int parse_opt(struct sample_cmd *c, int opt, char *arg)
 			c->outputs[c->noutputs++] = arg;
 			return 0;
 		}
-		fprintf(stderr, "ptrace-gpu: sample: at most %d -o\n", MAX_OUTPUTS);
+		pr_err("sample: at most %d -o", MAX_OUTPUTS);
 		return -EINVAL;
 	case 'v':
 		c->so.verbose = true;
+		log_set_verbosity(PTG_VERBOSE);
 		return 0;
 	case 'q':
 		c->quiet = true;
+		log_set_verbosity(PTG_QUIET);
 		return 0;
 	case OPT_FOLDED:
 		c->wo.format = SAMPLE_FMT_FOLDED;
@@ -206,16 +210,19 @@ static enum sample_format output_format(const struct sample_cmd *c, const char *
 
 static int check_opts(struct sample_cmd *c)
 {
+	/* ptrace-gpu -q/-v sample is sample -q/-v */
+	c->quiet = c->quiet || log_verbosity() == PTG_QUIET;
+	c->so.verbose = c->so.verbose || log_verbosity() == PTG_VERBOSE;
 	if (!c->so.all == !c->so.npids) {
-		fprintf(stderr, "ptrace-gpu: sample: give either -a or -p PID[,PID...]\n");
+		pr_err("sample: give either -a or -p PID[,PID...]");
 		return -EINVAL;
 	}
 	if (!c->every != !c->dir) {
-		fprintf(stderr, "ptrace-gpu: sample: --every and --dir go together\n");
+		pr_err("sample: --every and --dir go together");
 		return -EINVAL;
 	}
 	if (c->every && c->noutputs) {
-		fprintf(stderr, "ptrace-gpu: sample: -o and --dir exclude each other\n");
+		pr_err("sample: -o and --dir exclude each other");
 		return -EINVAL;
 	}
 	if (!c->noutputs && !c->every)
@@ -224,7 +231,7 @@ static int check_opts(struct sample_cmd *c)
 	for (size_t i = 0; i < c->noutputs; i++) {
 		if (!strcmp(c->outputs[i], "-") &&
 		    output_format(c, c->outputs[i]) == SAMPLE_FMT_PPROF) {
-			fprintf(stderr, "ptrace-gpu: sample: pprof goes to a file, not stdout\n");
+			pr_err("sample: pprof goes to a file, not stdout");
 			return -EINVAL;
 		}
 	}
@@ -267,7 +274,7 @@ static int parse_opts(int argc, char **argv, struct sample_cmd *c)
 			return err;
 	}
 	if (optind < argc) {
-		fprintf(stderr, "ptrace-gpu: sample: unexpected argument '%s'\n", argv[optind]);
+		pr_err("sample: unexpected argument '%s'", argv[optind]);
 		return -EINVAL;
 	}
 	return check_opts(c);
@@ -356,10 +363,10 @@ static int write_set(struct sample_cmd *c, const struct sample_set *set, const c
 	err = sample_write(set, &wo, path);
 
 	if (err)
-		fprintf(stderr, "ptrace-gpu: sample: cannot write %s: %s\n", path, strerror(-err));
+		pr_err("sample: cannot write %s: %s", path, strerror(-err));
 	else if (!c->quiet && strcmp(path, "-"))
-		fprintf(stderr, "ptrace-gpu: sample: wrote %s (%llu samples of %zu processes)\n",
-			path, (unsigned long long)set_samples(set), set->nprocs);
+		pr_info("sample: wrote %s (%llu samples of %zu processes)", path,
+			(unsigned long long)set_samples(set), set->nprocs);
 	return err;
 }
 
@@ -384,7 +391,7 @@ static int write_interval(struct sample_cmd *c, struct sampler *s)
 	if (!err)
 		err = prune_dir(c->dir, c->keep);
 	if (err == -ENOMEM)
-		fprintf(stderr, "ptrace-gpu: sample: out of memory\n");
+		pr_err("sample: out of memory");
 	return err;
 }
 
@@ -425,8 +432,7 @@ static int check_outputs(struct sample_cmd *c)
 		if (!err && access(c->dir, W_OK))
 			err = -errno;
 		if (err)
-			fprintf(stderr, "ptrace-gpu: sample: --dir %s: %s\n", c->dir,
-				strerror(-err));
+			pr_err("sample: --dir %s: %s", c->dir, strerror(-err));
 		return err;
 	}
 	for (size_t i = 0; i < c->noutputs; i++) {
@@ -438,8 +444,7 @@ static int check_outputs(struct sample_cmd *c)
 			*(slash == dir ? slash + 1 : slash) = '\0';
 		if (access(slash ? dir : ".", W_OK)) {
 			err = -errno;
-			fprintf(stderr, "ptrace-gpu: sample: cannot write %s: %s\n", c->outputs[i],
-				strerror(errno));
+			pr_err("sample: cannot write %s: %s", c->outputs[i], strerror(errno));
 			return err;
 		}
 	}
@@ -464,13 +469,12 @@ static int sample_run(struct sample_cmd *c)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	if (!c->quiet && c->so.offcpu)
-		fprintf(stderr, "ptrace-gpu: sampling %zu Python process%s%s (off-CPU time)\n",
-			sampler__live(s), sampler__live(s) == 1 ? "" : "es",
-			c->so.all ? " and any that start" : "");
+		pr_info("sampling %zu Python process%s%s (off-CPU time)", sampler__live(s),
+			sampler__live(s) == 1 ? "" : "es", c->so.all ? " and any that start" : "");
 	else if (!c->quiet)
-		fprintf(stderr, "ptrace-gpu: sampling %zu Python process%s%s at %u Hz (CPU time)\n",
-			sampler__live(s), sampler__live(s) == 1 ? "" : "es",
-			c->so.all ? " and any that start" : "", c->so.freq);
+		pr_info("sampling %zu Python process%s%s at %u Hz (CPU time)", sampler__live(s),
+			sampler__live(s) == 1 ? "" : "es", c->so.all ? " and any that start" : "",
+			c->so.freq);
 	why = run_loop(c, s, &err);
 	if (!err && c->every)
 		err = write_interval(c, s);
@@ -478,8 +482,8 @@ static int sample_run(struct sample_cmd *c)
 		for (size_t i = 0; i < c->noutputs && !err; i++)
 			err = write_set(c, set, c->outputs[i]);
 	if (!c->quiet) {
-		fprintf(stderr, "ptrace-gpu: sample: stopped: %s\n", why);
-		sampler__print_stats(s, stderr);
+		pr_info("sample: stopped: %s", why);
+		sampler__print_stats(s);
 	}
 	sampler__free(s);
 	return err;

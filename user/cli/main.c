@@ -30,10 +30,11 @@ static void usage(FILE *f)
 		   "Exact tracing of Python and PyTorch GPU workloads with eBPF.\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].summary);
-	fprintf(f, "\n'ptrace-gpu COMMAND --help' describes each command.\n"
-		   "\noptions (before COMMAND):\n"
-		   "  -v, --verbose  debug messages too, and libbpf's own messages as they come\n"
-		   "  -q, --quiet    no informational log lines (see also record -q, sample -q)\n");
+	fprintf(f,
+		"\n'ptrace-gpu COMMAND --help' describes each command.\n"
+		"\noptions (before COMMAND):\n"
+		"  -v, --verbose  debug messages too, and libbpf's own messages as they come\n"
+		"  -q, --quiet    no informational log lines (the same as record -q, sample -q)\n");
 }
 
 /* The global options before COMMAND: how much goes to stderr (log.h). */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "cli/cli.h"
 #include "cli/record_opts.h"
 #include "base/numarg.h"
@@ -140,9 +141,9 @@ int record_parse_opts(int argc, char **argv, struct record_opts *o)
 			/* -p A,B,C, or -p A -p B */
 			ret = parse_pid_list(optarg, o->pids, RECORD_MAX_PIDS, &o->npids);
 			if (ret == -E2BIG)
-				fprintf(stderr, WHO ": more than %d PIDs\n", RECORD_MAX_PIDS);
+				pr_err("record: more than %d PIDs", RECORD_MAX_PIDS);
 			else if (ret)
-				fprintf(stderr, WHO ": bad PID '%s'\n", optarg);
+				pr_err("record: bad PID '%s'", optarg);
 			if (ret)
 				return -EINVAL;
 			o->pid = o->pids[0];
@@ -155,7 +156,7 @@ int record_parse_opts(int argc, char **argv, struct record_opts *o)
 			break;
 		case 'U':
 			if (parse_user(optarg, &o->uid)) {
-				fprintf(stderr, WHO ": bad --uid '%s': no such user\n", optarg);
+				pr_err("record: bad --uid '%s': no such user", optarg);
 				return -EINVAL;
 			}
 			o->by_uid = true;
@@ -173,16 +174,16 @@ int record_parse_opts(int argc, char **argv, struct record_opts *o)
 			break;
 		case 'R':
 			if (parse_u64(optarg, 1, 1024, &v) || (v & (v - 1))) {
-				fprintf(stderr,
-					WHO ": bad --ringbuf-mb '%s': want a power of two from 1 "
-					    "to 1024\n",
-					optarg);
+				pr_err("record: bad --ringbuf-mb '%s': want a power of two from 1 "
+				       "to 1024",
+				       optarg);
 				return -EINVAL;
 			}
 			o->ringbuf_mb = (unsigned int)v;
 			break;
 		case 'q':
 			o->quiet = true;
+			log_set_verbosity(PTG_QUIET);
 			break;
 		case 'C':
 			o->no_cuda = true;
@@ -203,20 +204,18 @@ int record_parse_opts(int argc, char **argv, struct record_opts *o)
 			break;
 		case 'K':
 			if (steps_parse_schedule(optarg, &o->steps)) {
-				fprintf(stderr,
-					"ptrace-gpu: record: bad --schedule '%s' (want "
-					"wait=W,warmup=U,active=A with A > 0, and optionally "
-					"repeat=R,skip_first=S)\n",
-					optarg);
+				pr_err("record: bad --schedule '%s' (want "
+				       "wait=W,warmup=U,active=A with A > 0, and optionally "
+				       "repeat=R,skip_first=S)",
+				       optarg);
 				return -EINVAL;
 			}
 			break;
 		case 'F':
 			if (steps_check_function(optarg)) {
-				fprintf(stderr,
-					"ptrace-gpu: record: bad --step-function '%s' (want "
-					"MODULE:QUALNAME)\n",
-					optarg);
+				pr_err("record: bad --step-function '%s' (want "
+				       "MODULE:QUALNAME)",
+				       optarg);
 				return -EINVAL;
 			}
 			o->steps.function = optarg;
@@ -230,14 +229,16 @@ int record_parse_opts(int argc, char **argv, struct record_opts *o)
 	}
 	if (optind < argc)
 		o->cmd = &argv[optind];
+	/* ptrace-gpu -q record is record -q: no status line either */
+	o->quiet = o->quiet || log_verbosity() == PTG_QUIET;
 	if ((o->pid != 0) + (o->cmd != NULL) + o->by_uid + (o->cgroup != NULL) != 1) {
-		fprintf(stderr, "ptrace-gpu: record: give one of -p PID, --uid USER, --cgroup DIR "
-				"or -- CMD\n");
+		pr_err("record: give one of -p PID, --uid USER, --cgroup DIR "
+		       "or -- CMD");
 		return -EINVAL;
 	}
 	if (record_is_tree(o) && (o->steps.max_steps || o->steps.schedule)) {
-		fprintf(stderr, "ptrace-gpu: record: --steps and --schedule take one process, "
-				"not several, --children or --per-process\n");
+		pr_err("record: --steps and --schedule take one process, "
+		       "not several, --children or --per-process");
 		return -EINVAL;
 	}
 	return 0;

@@ -16,6 +16,7 @@
 #include <json-c/json.h>
 
 #include "base/array.h"
+#include "base/log.h"
 #include "import/kineto_import.h"
 #include "import/kineto_json.h"
 
@@ -648,9 +649,7 @@ static int import_root(struct importer *im, json_object *root, const char *out_p
 	if (!json_object_is_type(root, json_type_object) ||
 	    !json_object_object_get_ex(root, "traceEvents", &events) ||
 	    !json_object_is_type(events, json_type_array)) {
-		fprintf(stderr,
-			"ptrace-gpu: import: %s: no traceEvents array: not a Chrome trace\n",
-			im->path);
+		pr_err("import: %s: no traceEvents array: not a Chrome trace", im->path);
 		return -EINVAL;
 	}
 	err = trace_writer__open(out_path, &im->w);
@@ -658,7 +657,7 @@ static int import_root(struct importer *im, json_object *root, const char *out_p
 		return err;
 	err = convert(im, events);
 	if (err == -ENOMEM)
-		fprintf(stderr, "ptrace-gpu: import: %s: out of memory\n", im->path);
+		pr_err("import: %s: out of memory", im->path);
 	if (!err)
 		err = write_meta(im, root);
 	if (!err)

@@ -16,6 +16,7 @@
 
 #include <zlib.h>
 
+#include "base/log.h"
 #include "import/kineto_json.h"
 
 /*
@@ -73,24 +74,21 @@ static int json_feed__add(struct json_feed *f, const char *p, size_t n)
 	enum json_tokener_error jerr;
 
 	if (f->off + n > f->limit && f->limit == IMPORT_TEXT_MAX) {
-		fprintf(stderr,
-			"ptrace-gpu: import: %s: more than %llu MiB of JSON: too large to import "
-			"whole\n",
-			f->name, IMPORT_TEXT_MAX >> 20);
+		pr_err("import: %s: more than %llu MiB of JSON: too large to import "
+		       "whole",
+		       f->name, IMPORT_TEXT_MAX >> 20);
 		return -EFBIG;
 	}
 	if (f->off + n > f->limit) {
-		fprintf(stderr,
-			"ptrace-gpu: import: %s: inflates to over %" PRIu64 " MiB, %d times its "
-			"size: a gzip bomb, not a trace\n",
-			f->name, f->limit >> 20, IMPORT_INFLATE_RATIO);
+		pr_err("import: %s: inflates to over %" PRIu64 " MiB, %d times its "
+		       "size: a gzip bomb, not a trace",
+		       f->name, f->limit >> 20, IMPORT_INFLATE_RATIO);
 		return -EINVAL;
 	}
 	if (!feed_scan(f, p, n)) {
-		fprintf(stderr,
-			"ptrace-gpu: import: %s: a JSON value longer than %u MiB near byte %" PRIu64
-			": not a trace\n",
-			f->name, IMPORT_VALUE_MAX >> 20, f->off);
+		pr_err("import: %s: a JSON value longer than %u MiB near byte %" PRIu64
+		       ": not a trace",
+		       f->name, IMPORT_VALUE_MAX >> 20, f->off);
 		return -EINVAL;
 	}
 	f->root = json_tokener_parse_ex(f->tok, p, (int)n);
@@ -100,9 +98,8 @@ static int json_feed__add(struct json_feed *f, const char *p, size_t n)
 		return 0;
 	if (jerr == json_tokener_success && f->root)
 		return 1;
-	fprintf(stderr, "ptrace-gpu: import: %s: malformed JSON near byte %" PRIu64 ": %s\n",
-		f->name, f->off - n + json_tokener_get_parse_end(f->tok),
-		json_tokener_error_desc(jerr));
+	pr_err("import: %s: malformed JSON near byte %" PRIu64 ": %s", f->name,
+	       f->off - n + json_tokener_get_parse_end(f->tok), json_tokener_error_desc(jerr));
 	return -EINVAL;
 }
 
@@ -115,8 +112,7 @@ static json_object *json_feed__end(struct json_feed *f, int ret)
 		root = f->root;
 		f->root = NULL;
 	} else if (ret == 0) {
-		fprintf(stderr, "ptrace-gpu: import: %s: malformed JSON: unexpected end of file\n",
-			f->name);
+		pr_err("import: %s: malformed JSON: unexpected end of file", f->name);
 	}
 	json_object_put(f->root);
 	json_tokener_free(f->tok);
@@ -128,7 +124,7 @@ static int json_feed__init(struct json_feed *f, const char *name, uint64_t limit
 	*f = (struct json_feed){.name = name, .limit = limit};
 	f->tok = json_tokener_new_ex(128);
 	if (!f->tok) {
-		fprintf(stderr, "ptrace-gpu: import: %s: out of memory\n", name);
+		pr_err("import: %s: out of memory", name);
 		return -ENOMEM;
 	}
 	return 0;
@@ -185,14 +181,14 @@ int kineto_json_parse_file(const char *path, json_object **root)
 	while (ret == 0 && (got = gzread(gz, buf, IMPORT_CHUNK)) > 0)
 		ret = json_feed__add(&f, buf, (size_t)got);
 	if (got < 0) {
-		fprintf(stderr, "ptrace-gpu: import: %s: %s\n", path, gzerror(gz, &errnum));
+		pr_err("import: %s: %s", path, gzerror(gz, &errnum));
 		ret = -EIO;
 	}
 	*root = json_feed__end(&f, ret);
 	err = *root ? 0 : ret < 0 ? ret : -EINVAL;
 	goto cleanup;
 fail:
-	fprintf(stderr, "ptrace-gpu: import: %s: %s\n", path, strerror(-err));
+	pr_err("import: %s: %s", path, strerror(-err));
 cleanup:
 	if (gz)
 		gzclose(gz);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "model/cudajoin.h"
 
 #define JOIN_META "cupti.api_joined"
@@ -28,7 +29,7 @@ int cuda_join_load(struct trace_reader *r, struct u64map *m)
 	while (!err && (err = trace_reader__next(r, &rec)) > 0)
 		err = cuda_join_is_flow(&rec) ? u64map__put(m, (uint64_t)rec.aux[3], rec.corr) : 0;
 	if (err < 0 && err != -ENOMEM)
-		fprintf(stderr, "ptrace-gpu: %s\n", trace_reader__error(r));
+		pr_err("%s", trace_reader__error(r));
 	return err ?: trace_reader__rewind(r);
 }
 
@@ -77,7 +78,7 @@ int cuda_links_load(struct trace_reader *r, struct cuda_links *l)
 		err = link_record(l, &host_ext, &rec);
 	u64map__free(&host_ext);
 	if (err < 0 && err != -ENOMEM)
-		fprintf(stderr, "ptrace-gpu: %s\n", trace_reader__error(r));
+		pr_err("%s", trace_reader__error(r));
 	return err ?: trace_reader__rewind(r);
 }
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/array.h"
+#include "base/log.h"
 #include "model/profile.h"
 #include "base/u64map.h"
 
@@ -581,7 +582,7 @@ int profile_run__collect(struct trace_reader *r, const struct profile_opts *o,
 
 	c.run = calloc(1, sizeof(*c.run));
 	if (!c.run) {
-		fprintf(stderr, "ptrace-gpu: out of memory\n");
+		pr_err("out of memory");
 		return -ENOMEM;
 	}
 	err = profile__new(o->kind, &c.run->all);
@@ -598,7 +599,7 @@ int profile_run__collect(struct trace_reader *r, const struct profile_opts *o,
 		err = host_replay(&c);
 cleanup:
 	if (err == -ENOMEM)
-		fprintf(stderr, "ptrace-gpu: out of memory\n");
+		pr_err("out of memory");
 	for (size_t i = 0; c.folds && i < c.run->nthreads; i++)
 		free(c.folds[i].pending);
 	free(c.folds);

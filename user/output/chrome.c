@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include "base/array.h"
+#include "base/log.h"
 #include "output/chrome.h"
 #include "output/chrome_export.h"
 #include "model/model.h"
@@ -31,7 +32,7 @@ static int out_flush(struct chrome *c)
 	if (c->b.len && gzwrite(c->gz, c->b.p, c->b.len) != (int)c->b.len) {
 		int errnum;
 
-		fprintf(stderr, "chrome: %s: %s\n", c->path, gzerror(c->gz, &errnum));
+		pr_err("chrome: %s: %s", c->path, gzerror(c->gz, &errnum));
 		return -EIO;
 	}
 	c->b.len = 0;
@@ -435,7 +436,7 @@ static int write_all(struct chrome *c)
 	err = out_flush(c);
 	/* an error of the event buffer stops nothing in the walk: it is checked after it */
 	if (!err && (err = model__walk(c->r, &chrome_visitor, c, NULL)) < 0 && err != -ENOMEM) {
-		fprintf(stderr, "chrome: %s\n", trace_reader__error(c->r));
+		pr_err("chrome: %s", trace_reader__error(c->r));
 		return err;
 	}
 	if (err || (err = c->b.err) || (err = write_sorted(c)))
@@ -487,7 +488,7 @@ int chrome_export(struct trace_reader *r, const char *out_path)
 	err = outfile__open(out_path, &of);
 	err = err ?: open_gz(&c, outfile__fd(of));
 	if (err) {
-		fprintf(stderr, "chrome: cannot create %s: %s\n", out_path, strerror(-err));
+		pr_err("chrome: cannot create %s: %s", out_path, strerror(-err));
 		outfile__abort(of);
 		return err;
 	}
@@ -495,16 +496,16 @@ int chrome_export(struct trace_reader *r, const char *out_path)
 	if (!err)
 		err = write_all(&c);
 	if (err == -ENOMEM)
-		fprintf(stderr, "chrome: out of memory\n");
+		pr_err("chrome: out of memory");
 	zerr = gzclose(c.gz);
 	if (!err && zerr != Z_OK) {
-		fprintf(stderr, "chrome: %s: write failed\n", out_path);
+		pr_err("chrome: %s: write failed", out_path);
 		err = -EIO;
 	}
 	if (!err) {
 		err = outfile__commit(of);
 		if (err)
-			fprintf(stderr, "chrome: cannot write %s: %s\n", out_path, strerror(-err));
+			pr_err("chrome: cannot write %s: %s", out_path, strerror(-err));
 	} else {
 		outfile__abort(of);
 	}

@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "base/log.h"
 #include "output/flamegraph_write.h"
 #include "output/stacks_svg.h"
 
@@ -17,7 +18,7 @@ int flamegraph__write_folded(struct flamegraph *fg, const struct trace_reader *r
 	int err = stacks__foreach_folded(flamegraph__stacks(fg, r), folded_line, out);
 
 	if (err)
-		fprintf(stderr, "flamegraph: out of memory\n");
+		pr_err("flamegraph: out of memory");
 	return err;
 }
 
@@ -28,6 +29,6 @@ int flamegraph__write_svg(struct flamegraph *fg, const struct trace_reader *r, F
 				    flamegraph_weight_name(flamegraph__weight(fg)), title);
 
 	if (err)
-		fprintf(stderr, "flamegraph: out of memory\n");
+		pr_err("flamegraph: out of memory");
 	return err;
 }

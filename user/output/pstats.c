@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "base/outfile.h"
 #include "output/pstats.h"
 #include "base/utf8.h"
@@ -289,25 +290,25 @@ int pstats__write(const struct profile *p, const struct trace_reader *r, const c
 
 	err = view_init(&v, p, r);
 	if (err) {
-		fprintf(stderr, "pstats: out of memory\n");
+		pr_err("pstats: out of memory");
 		goto cleanup;
 	}
 	err = outfile__open(path, &of);
 	f = err ? NULL : outfile__stream(of);
 	if (!f) {
 		err = err ?: -ENOMEM;
-		fprintf(stderr, "pstats: cannot create %s: %s\n", path, strerror(-err));
+		pr_err("pstats: cannot create %s: %s", path, strerror(-err));
 		goto cleanup;
 	}
 	err = write_stats(f, &v, p);
 	if (err) {
-		fprintf(stderr, "pstats: out of memory\n");
+		pr_err("pstats: out of memory");
 		goto cleanup;
 	}
 	err = outfile__commit(of);
 	of = NULL;
 	if (err)
-		fprintf(stderr, "pstats: writing %s: %s\n", path, strerror(-err));
+		pr_err("pstats: writing %s: %s", path, strerror(-err));
 cleanup:
 	outfile__abort(of);
 	view_free(&v);
@@ -424,7 +425,7 @@ static int listing_begin(struct view *v, const struct profile *p, const struct t
 	int err = view_init(v, p, r);
 
 	if (err) {
-		fprintf(stderr, "pstats: out of memory\n");
+		pr_err("pstats: out of memory");
 		return err;
 	}
 	view_select(v, o);
@@ -524,7 +525,7 @@ static int print_calls(FILE *out, const struct profile *p, const struct trace_re
 	items = calloc(v.nedges ? v.nedges : 1, sizeof(*items));
 	if (!items) {
 		err = -ENOMEM;
-		fprintf(stderr, "pstats: out of memory\n");
+		pr_err("pstats: out of memory");
 		goto cleanup;
 	}
 	if (!v.n)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "output/pprof.h"
 #include "output/trace_pprof.h"
 
@@ -105,12 +106,12 @@ int trace_pprof__write(struct trace_reader *r, const struct flamegraph_opts *o, 
 	/* the trie itself: frame ids are the trace's symbol ids, named by tp_stack */
 	err = err ?: stacks__foreach_stack(flamegraph__stacks(fg, r), tp_stack, &c);
 	if (err == -ENOMEM)
-		fprintf(stderr, "pprof: out of memory\n");
+		pr_err("pprof: out of memory");
 	if (!err) {
 		pprof__set_period(c.p, tp_type(o->weight), "nanoseconds", 0);
 		err = pprof__write(c.p, path);
 		if (err)
-			fprintf(stderr, "pprof: cannot write %s: %s\n", path, strerror(-err));
+			pr_err("pprof: cannot write %s: %s", path, strerror(-err));
 	}
 	pprof__free(c.p);
 	free(c.locs);

@@ -10,6 +10,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "base/log.h"
 #include "cuda.skel.h"
 #include "trace/cuda_match.h"
 #include "probes/cuda.h"
@@ -408,9 +409,11 @@ static int attach_set(struct cudaprobe *cp, const char *path, const char *attach
 	}
 	if (err == -ENOMEM)
 		return err;
-	if (err)
-		fprintf(stderr, "cuda: cannot probe %d entry points of %s: %s\n", failed, path,
-			strerror(-err));
+	if (err) {
+		log_libbpf_flush();
+		pr_err("cuda: cannot probe %d entry points of %s: %s", failed, path,
+		       strerror(-err));
+	}
 	cp->st.attach_failed += failed;
 	cp->st.entry_points += ps->n - failed;
 	return 0;
@@ -455,8 +458,7 @@ static int probe_library(struct cudaprobe *cp, struct elf_file *ef, const char *
 		return err;
 	cp->st.libraries++;
 	if (!cp->quiet)
-		fprintf(stderr, "ptrace-gpu: cuda: probing %u entry points of %s\n",
-			cp->st.entry_points - before, path);
+		pr_info("cuda: probing %u entry points of %s", cp->st.entry_points - before, path);
 	return 0;
 }
 
@@ -497,7 +499,7 @@ static int on_library(void *ctx, const struct proc_map *m, const char *attach_pa
 		return -ENOMEM;
 	err = elf_file__open(attach_path, &ef);
 	if (err) {
-		fprintf(stderr, "cuda: cannot read %s: %s\n", m->path, strerror(-err));
+		pr_err("cuda: cannot read %s: %s", m->path, strerror(-err));
 		cp->st.attach_failed++;
 		return 0;
 	}
@@ -541,7 +543,8 @@ int cudaprobe__open(struct tracer *t, struct libwatch *lw, pid_t pid, bool quiet
 	*out = cp;
 	return 0;
 cleanup:
-	fprintf(stderr, "cuda: cannot load the CUDA API probes: %s\n", strerror(-err));
+	log_libbpf_flush();
+	pr_err("cuda: cannot load the CUDA API probes: %s", strerror(-err));
 	cudaprobe__destroy(cp);
 	return err;
 }
@@ -568,10 +571,10 @@ void cudaprobe__summary(const struct cudaprobe *cp)
 	if (!cp)
 		return;
 	if (!cp->st.libraries) {
-		fprintf(stderr, "ptrace-gpu: no CUDA library was mapped: no CUDA calls\n");
+		pr_info("no CUDA library was mapped: no CUDA calls");
 		return;
 	}
-	fprintf(stderr, "ptrace-gpu: %llu CUDA calls (%u entry points probed in %u libraries)\n",
+	pr_info("%llu CUDA calls (%u entry points probed in %u libraries)",
 		(unsigned long long)cp->st.calls, cp->st.entry_points, cp->st.libraries);
 }
 

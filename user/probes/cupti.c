@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/log.h"
 #include "probes/cupti.h"
 #include "probes/cupti_int.h"
 #include "proc/elf_file.h"
@@ -46,13 +47,15 @@ static void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static void warn(const char *fmt, ...)
 {
+	char *msg = NULL;
 	va_list ap;
 
-	fprintf(stderr, "ptrace-gpu: warning: ");
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
 	va_end(ap);
-	fputc('\n', stderr);
+	pr_warn("%s", msg ? msg : fmt);
+	free(msg);
 }
 
 /*
@@ -103,8 +106,7 @@ int cupti__open(bool quiet, struct cupti **out)
 	mtx_init(&c->lock, mtx_plain);
 	c->agent_fd = find_agent(c->agent, sizeof(c->agent), &named, why, sizeof(why));
 	if (c->agent_fd < 0 && named) {
-		fprintf(stderr, "ptrace-gpu: refusing the CUPTI agent %s ($PTG_CUPTI_AGENT): %s\n",
-			c->agent, why);
+		pr_err("refusing the CUPTI agent %s ($PTG_CUPTI_AGENT): %s", c->agent, why);
 		err = -EPERM;
 		goto cleanup;
 	}
@@ -234,8 +236,7 @@ int cupti__on_lib(void *ctx, const struct proc_map *m, const char *attach_path, 
 	if (!nvidia_driver(attach_path)) {
 		c->inject_tried = true;
 		if (!c->quiet)
-			fprintf(stderr, "ptrace-gpu: %s is not NVIDIA's driver: no CUPTI agent\n",
-				m->path);
+			pr_info("%s is not NVIDIA's driver: no CUPTI agent", m->path);
 	}
 	return 0;
 }
@@ -294,8 +295,7 @@ static void on_status(struct cupti *c, struct conn *k, const uint8_t *data, size
 	k->active = st.state == PTG_CUPTI_ACTIVE;
 	if (k->active) {
 		if (!c->quiet)
-			fprintf(stderr, "ptrace-gpu: recording GPU activity of pid %d (CUPTI)\n",
-				k->peer);
+			pr_info("recording GPU activity of pid %d (CUPTI)", k->peer);
 	} else if (st.state == PTG_CUPTI_BUSY) {
 		warn("pid %d: %s: another CUPTI client (torch.profiler/Kineto, Nsight) holds "
 		     "CUPTI; recording host-side data only",
@@ -603,10 +603,9 @@ void cupti__summary(const struct cupti *c)
 	}
 	if (!procs || c->quiet)
 		return;
-	fprintf(stderr,
-		"ptrace-gpu: GPU: %llu kernels, %llu copies, %llu memsets, %llu syncs, %llu CUDA "
+	pr_info("GPU: %llu kernels, %llu copies, %llu memsets, %llu syncs, %llu CUDA "
 		"calls (%llu joined to probed calls) from %d process%s; %llu records dropped by "
-		"CUPTI\n",
+		"CUPTI",
 		(unsigned long long)t.kernels, (unsigned long long)t.memcpys,
 		(unsigned long long)t.memsets, (unsigned long long)t.syncs,
 		(unsigned long long)t.api_calls, (unsigned long long)t.api_joined, procs,

@@ -27,6 +27,7 @@
 
 #include <linux/types.h>
 #include "base/clock.h"
+#include "base/log.h"
 #include "ptrace_gpu/events.h"
 #include "probes/opscan.h"
 #include "probes/opscan_int.h"
@@ -265,7 +266,7 @@ static int scan_ops(struct scan *s, Elf_Data *d, const GElf_Shdr *sh)
 		err = scan_add_op(s, name, &es);
 		if (err == -EILSEQ || err == -EIO) {
 			/* no probe on an op whose code cannot be decoded whole */
-			fprintf(stderr, "opscan: skipping %s: cannot decode it\n", name);
+			pr_err("opscan: skipping %s: cannot decode it", name);
 			s->out->nsites = mark;
 			continue;
 		}
@@ -367,7 +368,7 @@ int opscan__run(const char *path, struct opscan **out)
 		return -ENOMEM;
 	err = scan_file(&s, path);
 	if (err) {
-		fprintf(stderr, "opscan: cannot read the ops of %s: %s\n", path, strerror(-err));
+		pr_err("opscan: cannot read the ops of %s: %s", path, strerror(-err));
 		scan_close(&s);
 		opscan__free(s.out);
 		return err;

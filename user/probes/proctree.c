@@ -17,6 +17,7 @@
 #include <bpf/libbpf.h>
 
 #include "base/clock.h"
+#include "base/log.h"
 #include "pyinterp/launch.h"
 #include "proc/procfs.h"
 #include "probes/proctree.h"
@@ -123,10 +124,9 @@ static void found(struct proctree *pt, struct tree_proc *p, const struct py_inte
 	p->ran_python = true;
 	tree_read_identity(p);
 	if (!pt->quiet)
-		fprintf(stderr, "ptrace-gpu: recording pid %d too (Python %s, %s)\n", p->pid,
-			py->version, py->path);
+		pr_info("recording pid %d too (Python %s, %s)", p->pid, py->version, py->path);
 	if (!pt->quiet && py->warning[0])
-		fprintf(stderr, "ptrace-gpu: warning: pid %d: %s\n", p->pid, py->warning);
+		pr_warn("pid %d: %s", p->pid, py->warning);
 }
 
 /*
@@ -333,14 +333,14 @@ int proctree__load(struct proctree *pt, struct tracer *t)
 			continue;
 		err = interp_for(pt, &pt->roots_py[i], &pt->procs[i].interp);
 		if (err)
-			fprintf(stderr, "ptrace-gpu: cannot probe %s: %s\n", pt->roots_py[i].path,
-				strerror(-err));
+			pr_err("cannot probe %s: %s", pt->roots_py[i].path, strerror(-err));
 	}
 	free(pt->roots_py);
 	pt->roots_py = NULL;
 	return err;
 fail:
-	fprintf(stderr, "proctree: cannot load the process-set programs: %s\n", strerror(-err));
+	log_libbpf_flush();
+	pr_err("proctree: cannot load the process-set programs: %s", strerror(-err));
 	return err;
 }
 
@@ -396,8 +396,10 @@ int proctree__attach(struct proctree *pt)
 		if (bpf_map_update_elem(pt->set_fd, &pid, &one, BPF_ANY))
 			err = -errno;
 	}
-	if (err)
-		fprintf(stderr, "proctree: cannot attach: %s\n", strerror(-err));
+	if (err) {
+		log_libbpf_flush();
+		pr_err("proctree: cannot attach: %s", strerror(-err));
+	}
 	for (size_t i = 0; !err && i < pt->nprocs; i++) {
 		if (pt->procs[i].interp)
 			err = attach_for(pt, pt->interps[pt->procs[i].interp - 1].pf,
@@ -411,9 +413,9 @@ int proctree__attach(struct proctree *pt)
 		const struct py_interp *py =
 		    p->interp ? pyframe__interp(pt->interps[p->interp - 1].pf) : NULL;
 
-		fprintf(stderr, "ptrace-gpu: recording pid %d (%s%s%s%s)%s\n", p->pid,
-			py ? "Python " : "no Python yet", py ? py->version : "", py ? ", " : "",
-			py ? py->path : "", pt->children ? " and the processes it starts" : "");
+		pr_info("recording pid %d (%s%s%s%s)%s", p->pid, py ? "Python " : "no Python yet",
+			py ? py->version : "", py ? ", " : "", py ? py->path : "",
+			pt->children ? " and the processes it starts" : "");
 	}
 	return 0;
 }
@@ -501,18 +503,16 @@ void proctree__summary(const struct proctree *pt, const char *reason, double sec
 	struct proctree_stats st;
 
 	proctree__stats(pt, &st);
-	fprintf(stderr,
-		"ptrace-gpu: %s after %.2f s: %llu Python calls from %u processes (%u "
-		"interpreters; %llu events), %llu events lost%s%s\n",
+	pr_info("%s after %.2f s: %llu Python calls from %u processes (%u "
+		"interpreters; %llu events), %llu events lost%s%s",
 		reason, secs, (unsigned long long)calls, st.processes, st.interpreters,
 		(unsigned long long)events, (unsigned long long)st.dropped, out ? "; wrote " : "",
 		out ? out : "");
 	if (st.not_python)
-		fprintf(stderr, "ptrace-gpu: %u of them ran no supported Python\n", st.not_python);
+		pr_info("%u of them ran no supported Python", st.not_python);
 	if (st.lost_procs || st.unrouted)
-		fprintf(stderr,
-			"ptrace-gpu: warning: %llu process events lost, %llu Python events of "
-			"processes whose interpreter was not found\n",
+		pr_warn("%llu process events lost, %llu Python events of "
+			"processes whose interpreter was not found",
 			(unsigned long long)st.lost_procs, (unsigned long long)st.unrouted);
 }
 

@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "proc/procfs.h"
 #include "probes/proctree.h"
 #include "probes/proctree_int.h"
@@ -74,7 +75,7 @@ int proctree__add_pid(struct proctree *pt, pid_t pid, char *err, size_t errlen)
 		ret = -ESRCH;
 	}
 	if (!ret && py.warning[0])
-		fprintf(stderr, "ptrace-gpu: warning: pid %d: %s\n", pid, py.warning);
+		pr_warn("pid %d: %s", pid, py.warning);
 	if (!ret)
 		ret = add_root(pt, pid, pidfd, &py);
 	if (ret && pidfd >= 0)
@@ -104,9 +105,8 @@ static int add_found(struct proctree *pt, pid_t pid, uint32_t *skipped)
 static void note_skipped(uint32_t skipped, const char *whose)
 {
 	if (skipped)
-		fprintf(stderr,
-			"ptrace-gpu: note: %u Python processes of %s cannot be recorded "
-			"(unsupported version?)\n",
+		pr_info("note: %u Python processes of %s cannot be recorded "
+			"(unsupported version?)",
 			skipped, whose);
 }
 

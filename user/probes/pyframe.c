@@ -10,6 +10,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "base/log.h"
 #include "ptrace_gpu/events.h"
 #include "proc/elf_file.h"
 #include "proc/procfs.h"
@@ -130,20 +131,21 @@ static int open_common(const struct py_interp *py, struct tracer *t, int traced_
 	if (err)
 		goto cleanup;
 	if (!pf->shared && (err = pystack__add_proc(pf->ps, (uint32_t)py->pid))) {
-		fprintf(stderr, "pyframe: cannot open /proc/%d/mem: %s\n", py->pid, strerror(-err));
+		pr_err("pyframe: cannot open /proc/%d/mem: %s", py->pid, strerror(-err));
 		goto cleanup;
 	}
 	pf->skel = pyframe_bpf__open();
 	if (!pf->skel) {
 		err = -errno;
-		fprintf(stderr, "pyframe: cannot open BPF object: %s\n", strerror(errno));
+		log_libbpf_flush();
+		pr_err("pyframe: cannot open BPF object: %s", strerror(-err));
 		goto cleanup;
 	}
 	pf->skel->rodata->off = py->info->off;
 	err = py_offsets_blocks(&pf->skel->rodata->off, py->info->code_adaptive);
 	if (err) {
-		fprintf(stderr, "pyframe: Python %s's structs do not fit the BPF read buffers\n",
-			py->info->name);
+		pr_err("pyframe: Python %s's structs do not fit the BPF read buffers",
+		       py->info->name);
 		goto cleanup;
 	}
 	pf->skel->rodata->runtime_addr = py->runtime_addr;
@@ -164,7 +166,8 @@ static int open_common(const struct py_interp *py, struct tracer *t, int traced_
 	if (!err)
 		err = pyframe_bpf__load(pf->skel);
 	if (err) {
-		fprintf(stderr, "pyframe: cannot load BPF programs: %s\n", strerror(-err));
+		log_libbpf_flush();
+		pr_err("pyframe: cannot load BPF programs: %s", strerror(-err));
 		goto cleanup;
 	}
 	*out = pf;
@@ -330,9 +333,10 @@ int pyframe__attach_pid(struct pyframe *pf, pid_t pid)
 	n = &pf->atts[pf->natts++];
 	*n = (struct pyframe_att){.pid = pid, .fds = {-1, -1}};
 	err = attach_probes(pf, n) ?: attach_tracepoints(pf);
-	if (err)
-		fprintf(stderr, "pyframe: cannot attach probes to %s: %s\n", pf->py.path,
-			strerror(-err));
+	if (err) {
+		log_libbpf_flush();
+		pr_err("pyframe: cannot attach probes to %s: %s", pf->py.path, strerror(-err));
+	}
 	return err;
 }
 

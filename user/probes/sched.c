@@ -8,6 +8,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "base/log.h"
 #include "ptrace_gpu/events.h"
 #include "probes/sched.h"
 #include "sched.skel.h"
@@ -111,7 +112,8 @@ static int open_common(struct tracer *t, pid_t pid, int tgids_fd, struct cudapro
 	*out = s;
 	return 0;
 cleanup:
-	fprintf(stderr, "sched: cannot load the scheduler probes: %s\n", strerror(-err));
+	log_libbpf_flush();
+	pr_err("sched: cannot load the scheduler probes: %s", strerror(-err));
 	sched__destroy(s);
 	return err;
 }
@@ -130,9 +132,10 @@ int sched__attach(struct sched *s)
 {
 	int err = sched_bpf__attach(s->skel);
 
-	if (err)
-		fprintf(stderr, "sched: cannot attach to the scheduler tracepoints: %s\n",
-			strerror(-err));
+	if (err) {
+		log_libbpf_flush();
+		pr_err("sched: cannot attach to the scheduler tracepoints: %s", strerror(-err));
+	}
 	return err;
 }
 
@@ -145,7 +148,7 @@ void sched__detach(struct sched *s)
 void sched__summary(const struct sched *s)
 {
 	if (s)
-		fprintf(stderr, "ptrace-gpu: %llu off-CPU intervals of the target's threads\n",
+		pr_info("%llu off-CPU intervals of the target's threads",
 			(unsigned long long)s->intervals);
 }
 

@@ -22,6 +22,7 @@
 #include <bpf/libbpf.h>
 
 #include "base/clock.h"
+#include "base/log.h"
 #include "probes/opscan.h"
 #include "probes/torchops.h"
 #include "torchops.skel.h"
@@ -194,7 +195,8 @@ int torchops__open(struct tracer *t, pid_t pid, struct modpath *mp, bool quiet,
 	/* a kernel before 6.6 has no uprobe_multi: the per-site program then */
 	err = load(ops, uprobe_multi_supported());
 	if (err) {
-		fprintf(stderr, "torchops: cannot load BPF programs: %s\n", strerror(-err));
+		log_libbpf_flush();
+		pr_err("torchops: cannot load BPF programs: %s", strerror(-err));
 		goto cleanup;
 	}
 	err = tracer__on(t, PTG_EV_OP_ENTER, PTG_EV_OP_EXIT, handle_event, write_losses, ops);
@@ -277,9 +279,9 @@ static int attach_lib(struct torchops *ops, struct op_lib *lib, const char *path
 			return 0;
 		}
 	}
-	fprintf(stderr,
-		"torchops: warning: no uprobe_multi link (%s): attaching %zu uprobes one by one, "
-		"which takes a while\n",
+	log_libbpf_discard();
+	pr_warn("torchops: no uprobe_multi link (%s): attaching %zu uprobes one by one, "
+		"which takes a while",
 		strerror(-err), lib->scan->nsites);
 	return attach_each(ops, lib, path);
 }
@@ -349,8 +351,8 @@ int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_pat
 	t0 = now_ns(CLOCK_MONOTONIC);
 	err = attach_lib(ops, lib, attach_path);
 	if (err) {
-		fprintf(stderr, "torchops: cannot attach to the ops of %s: %s\n", m->path,
-			strerror(-err));
+		log_libbpf_flush();
+		pr_err("torchops: cannot attach to the ops of %s: %s", m->path, strerror(-err));
 		return err;
 	}
 	/* only now may events name these ops */
@@ -361,9 +363,8 @@ int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_pat
 	ops->st.scan_ns += scan->st.elapsed_ns;
 	ops->st.attach_ns += now_ns(CLOCK_MONOTONIC) - t0;
 	if (!ops->quiet)
-		fprintf(stderr,
-			"ptrace-gpu: %u PyTorch ops of %s probed (%zu sites; scan %.2f s, attach "
-			"%.3f s%s)\n",
+		pr_info("%u PyTorch ops of %s probed (%zu sites; scan %.2f s, attach "
+			"%.3f s%s)",
 			scan->st.ops, m->path, scan->nsites, scan->st.elapsed_ns / 1e9,
 			(now_ns(CLOCK_MONOTONIC) - t0) / 1e9,
 			lib->link_fd >= 0 ? ", uprobe_multi" : "");

@@ -9,6 +9,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "base/log.h"
 #include "proc/procfs.h"
 #include "probes/tracer.h"
 #include "base/u64map.h"
@@ -79,8 +80,9 @@ int tracer__new(struct trace_writer *w, unsigned int ringbuf_mb, uint64_t start_
 	t->rb_fd = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "ptg_events", 0, 0, ringbuf_mb << 20, NULL);
 	if (t->rb_fd < 0) {
 		err = -errno;
-		fprintf(stderr, "tracer: cannot create a %u MiB BPF ring buffer: %s\n", ringbuf_mb,
-			strerror(errno));
+		log_libbpf_flush();
+		pr_err("tracer: cannot create a %u MiB BPF ring buffer: %s", ringbuf_mb,
+		       strerror(-err));
 		goto cleanup;
 	}
 	*out = t;
@@ -283,7 +285,8 @@ static int map_ring(struct tracer *t)
 	if (!t->rb) {
 		int err = -errno;
 
-		fprintf(stderr, "tracer: cannot map the ring buffer: %s\n", strerror(errno));
+		log_libbpf_flush();
+		pr_err("tracer: cannot map the ring buffer: %s", strerror(-err));
 		return err;
 	}
 	return 0;

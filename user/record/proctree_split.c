@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "probes/proctree.h"
 #include "trace/slice.h"
 
@@ -85,7 +86,7 @@ int proctree__split(const struct proctree *pt, const char *in, const char *out, 
 		if (err)
 			return err;
 		if (!quiet)
-			fprintf(stderr, "ptrace-gpu: wrote %s (pid %d)\n", path, p.pid);
+			pr_info("wrote %s (pid %d)", path, p.pid);
 		files++;
 	}
 	return files;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/log.h"
 #include "probes/libwatch.h"
 #include "probes/modpath.h"
 #include "proc/procfs.h"
@@ -61,15 +62,13 @@ static int late_python(void *ctx, const struct py_interp *py, const char *how)
 	if (!ret && !proc_cmdline(rc->pid, buf, sizeof(buf)))
 		ret = trace_writer__meta(rc->w, "cmdline", buf);
 	if (rc->py.warning[0])
-		fprintf(stderr, "ptrace-gpu: warning: %s\n", rc->py.warning);
+		pr_warn("%s", rc->py.warning);
 	/* -- CMD that exec'd Python: said as for a Python command, all in place before it runs */
 	if (!rc->o->quiet && rc->child && !strcmp(how, "exec"))
-		fprintf(stderr, "ptrace-gpu: recording pid %d (Python %s, %s)\n", rc->pid,
-			rc->py.version, rc->py.path);
+		pr_info("recording pid %d (Python %s, %s)", rc->pid, rc->py.version, rc->py.path);
 	else if (!rc->o->quiet)
-		fprintf(stderr,
-			"ptrace-gpu: pid %d runs Python %s (%s) since %s: recording its calls\n",
-			rc->pid, rc->py.version, rc->py.path,
+		pr_info("pid %d runs Python %s (%s) since %s: recording its calls", rc->pid,
+			rc->py.version, rc->py.path,
 			strcmp(how, "exec") ? "it mapped it" : "its exec");
 	return ret;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/log.h"
 #include "pyinterp/launch.h"
 #include "probes/proctree.h"
 #include "record/record.h"
@@ -57,7 +58,7 @@ static int tree_targets(struct recording *rc)
 	if (!ret && o->cgroup)
 		ret = proctree__add_cgroup(rc->tree, o->cgroup, o->quiet, err, sizeof(err));
 	if (ret) {
-		fprintf(stderr, "ptrace-gpu: %s\n", err[0] ? err : strerror(-ret));
+		pr_err("%s", err[0] ? err : strerror(-ret));
 		return ret;
 	}
 	rc->pid = proctree__first(rc->tree, &py);
@@ -78,8 +79,8 @@ int start_tree(struct recording *rc)
 	ret = tree_targets(rc);
 	/* said once the processes are known good: a bad one is one line */
 	if (!ret && !o->quiet && !(o->no_ops && o->no_cuda && o->no_cupti))
-		fprintf(stderr, "ptrace-gpu: note: of several processes, record takes Python calls "
-				"and off-CPU time only, not yet ops, CUDA calls or GPU activity\n");
+		pr_info("note: of several processes, record takes Python calls "
+			"and off-CPU time only, not yet ops, CUDA calls or GPU activity");
 	o->no_ops = o->no_cuda = o->no_cupti = true;
 	/* --per-process: the traces are cut from this once every process is known */
 	snprintf(rc->tmp, sizeof(rc->tmp), "%s.recording", o->output);

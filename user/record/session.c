@@ -17,6 +17,7 @@
 
 #include "base/clock.h"
 #include "probes/cuda.h"
+#include "base/log.h"
 #include "probes/cupti.h"
 #include "pyinterp/launch.h"
 #include "probes/libwatch.h"
@@ -90,11 +91,11 @@ void note_leftover(const char *out)
 {
 	char left[PATH_MAX];
 
+	/* said even with -q, as before: a hidden trace on disk is not a status line */
 	if (outfile_leftover(out, left, sizeof(left)))
-		fprintf(stderr,
-			"ptrace-gpu: note: %s is the trace of a recording killed before its "
-			"end, or of one still under way; report reads it; remove it when done\n",
-			left);
+		pr_err("note: %s is the trace of a recording killed before its "
+		       "end, or of one still under way; report reads it; remove it when done",
+		       left);
 }
 
 static int start(struct recording *rc)
@@ -118,17 +119,14 @@ static int start(struct recording *rc)
 	if (!ret)
 		cupti__set_target(rc->cupti, rc->pid, rc->child);
 	if (ret) {
-		fprintf(stderr, "ptrace-gpu: %s\n", err[0] ? err : strerror(-ret));
+		pr_err("%s", err[0] ? err : strerror(-ret));
 		return ret;
 	}
 	if (rc->py.warning[0])
-		fprintf(stderr, "ptrace-gpu: warning: %s\n", rc->py.warning);
+		pr_warn("%s", rc->py.warning);
 	/* -- CMD may exec Python later (sh -c, a chroot): -p with none has no steps */
 	if (!rc->py.info && !rc->child && wants_steps(rc->o)) {
-		fprintf(
-		    stderr,
-		    "ptrace-gpu: record: --steps and --schedule need Python; pid %d runs none\n",
-		    rc->pid);
+		pr_err("record: --steps and --schedule need Python; pid %d runs none", rc->pid);
 		return -ENOEXEC;
 	}
 	if (rc->pidfd < 0)
@@ -189,18 +187,16 @@ static int start(struct recording *rc)
 
 		if (!proc_ns_ids(rc->pid, rc->pid, &ids) && ids.levels > 1)
 			snprintf(ns, sizeof(ns), "container pid %u, ", ids.pid[ids.levels - 1]);
-		fprintf(stderr, "ptrace-gpu: recording pid %d (%sPython %s, %s)\n", rc->pid, ns,
-			rc->py.version, rc->py.path);
+		pr_info("recording pid %d (%sPython %s, %s)", rc->pid, ns, rc->py.version,
+			rc->py.path);
 	} else if (!ret && !rc->o->quiet && rc->child) {
 		/* "recording pid" is said once Python runs, if ever: a launcher execs it next */
-		fprintf(stderr,
-			"ptrace-gpu: started pid %d (%s), no Python yet: recording its CUDA calls, "
-			"GPU activity and off-CPU time, and following its exec into Python\n",
+		pr_info("started pid %d (%s), no Python yet: recording its CUDA calls, "
+			"GPU activity and off-CPU time, and following its exec into Python",
 			rc->pid, rc->o->cmd[0]);
 	} else if (!ret && !rc->o->quiet) {
-		fprintf(stderr,
-			"ptrace-gpu: recording pid %d (no Python: CUDA calls, GPU activity and "
-			"off-CPU time; an exec of Python or a load of libpython is followed)\n",
+		pr_info("recording pid %d (no Python: CUDA calls, GPU activity and "
+			"off-CPU time; an exec of Python or a load of libpython is followed)",
 			rc->pid);
 	}
 	return ret;
@@ -341,30 +337,27 @@ static void print_ops_summary(struct recording *rc)
 	struct torchops_stats ops;
 
 	if (rc->steps && steps__count(rc->steps))
-		fprintf(stderr, "ptrace-gpu: %u training steps ended\n", steps__count(rc->steps));
+		pr_info("%u training steps ended", steps__count(rc->steps));
 	if (!rc->ops)
 		return;
 	torchops__stats(rc->ops, &ops);
 	if (!ops.libs) {
-		fprintf(stderr, "ptrace-gpu: no PyTorch library was mapped: no op probes\n");
+		pr_info("no PyTorch library was mapped: no op probes");
 		return;
 	}
 	if (!ops.mapped) {
-		fprintf(stderr,
-			"ptrace-gpu: no PyTorch library was mapped (%u ops probed ahead, unused)\n",
-			ops.ops);
+		pr_info("no PyTorch library was mapped (%u ops probed ahead, unused)", ops.ops);
 		return;
 	}
-	fprintf(stderr, "ptrace-gpu: %llu PyTorch op calls (%u ops probed, %llu events lost)\n",
+	pr_info("%llu PyTorch op calls (%u ops probed, %llu events lost)",
 		(unsigned long long)ops.calls, ops.ops, (unsigned long long)ops.dropped);
 	if (rc->mp) {
 		struct modpath_stats mst;
 
 		modpath__stats(rc->mp, &mst);
 		if (mst.unreadable)
-			fprintf(stderr,
-				"ptrace-gpu: note: %llu nn.Module names could not be read from "
-				"the target (it exited first?): shown as '?'\n",
+			pr_info("note: %llu nn.Module names could not be read from "
+				"the target (it exited first?): shown as '?'",
 				(unsigned long long)mst.unreadable);
 	}
 }
@@ -379,19 +372,16 @@ static void note_no_python(const struct recording *rc)
 	if (rc->cuda)
 		cudaprobe__stats(rc->cuda, &cs);
 	if (!rc->cuda)
-		fprintf(stderr,
-			"ptrace-gpu: note: pid %d ran no Python (CUDA probes off: "
-			"--no-cuda)\n",
+		pr_info("note: pid %d ran no Python (CUDA probes off: "
+			"--no-cuda)",
 			rc->pid);
 	else if (cs.calls)
-		fprintf(stderr,
-			"ptrace-gpu: note: pid %d ran no Python: the trace holds its CUDA "
-			"calls, GPU activity and off-CPU intervals\n",
+		pr_info("note: pid %d ran no Python: the trace holds its CUDA "
+			"calls, GPU activity and off-CPU intervals",
 			rc->pid);
 	else
-		fprintf(stderr,
-			"ptrace-gpu: note: pid %d ran neither Python nor CUDA: the trace "
-			"holds its off-CPU intervals only\n",
+		pr_info("note: pid %d ran neither Python nor CUDA: the trace "
+			"holds its off-CPU intervals only",
 			rc->pid);
 }
 
@@ -428,10 +418,9 @@ static int finish(struct recording *rc)
 	ret = trace_writer__close(rc->w);
 	rc->w = NULL;
 	if (!ret && wants_steps(rc->o) && !rc->steps) {
-		fprintf(stderr,
-			"ptrace-gpu: record: --steps and --schedule need Python; pid %d "
-			"ran none\n",
-			rc->pid);
+		pr_err("record: --steps and --schedule need Python; pid %d "
+		       "ran none",
+		       rc->pid);
 		unlink(rc->tmp);
 		return -ENOEXEC;
 	}
@@ -453,9 +442,8 @@ static int finish(struct recording *rc)
 				  tracer__calls(rc->tracer), tracer__events(rc->tracer),
 				  rc->o->per_process ? NULL : rc->o->output);
 	else
-		fprintf(stderr,
-			"ptrace-gpu: %s after %.2f s: %llu Python calls from pid %d (%llu events), "
-			"%llu events lost; wrote %s\n",
+		pr_info("%s after %.2f s: %llu Python calls from pid %d (%llu events), "
+			"%llu events lost; wrote %s",
 			rc->stop_reason, (stop_ts - rc->start_ts) / 1e9,
 			(unsigned long long)tracer__calls(rc->tracer), rc->pid,
 			(unsigned long long)tracer__events(rc->tracer), (unsigned long long)dropped,
@@ -466,9 +454,8 @@ static int finish(struct recording *rc)
 	sched__summary(rc->sched);
 	cupti__summary(rc->cupti);
 	if (dropped)
-		fprintf(stderr,
-			"ptrace-gpu: warning: %llu events were dropped (ring buffer full); "
-			"try a larger --ringbuf-mb\n",
+		pr_warn("%llu events were dropped (ring buffer full); "
+			"try a larger --ringbuf-mb",
 			(unsigned long long)dropped);
 	return 0;
 }
@@ -515,7 +502,7 @@ int record_run(const struct record_opts *opts, int *cmd_status)
 	if (!ret)
 		ret = finish(&rc);
 	else if (rc.tracer)
-		fprintf(stderr, "ptrace-gpu: record failed: %s\n", strerror(-ret));
+		pr_err("record failed: %s", strerror(-ret));
 	/* failed while the child was held: it runs on untraced */
 	if (target__let_go(rc.tg, &rc.child_status))
 		rc.child_reaped = true;

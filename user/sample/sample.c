@@ -26,6 +26,7 @@
 
 #include "base/clock.h"
 #include "base/array.h"
+#include "base/log.h"
 #include "proc/procfs.h"
 #include "sample.skel.h"
 #include "sample/sample_int.h"
@@ -77,17 +78,20 @@ static int open_perf_events(struct sampler *s)
 
 		s->pfds[cpu] = fd;
 		if (fd < 0) {
-			if (errno == ENODEV)
+			int err = errno;
+
+			if (err == ENODEV)
 				continue; /* offline CPU */
-			fprintf(stderr, "ptrace-gpu: sample: perf_event_open on CPU %d: %s\n", cpu,
-				strerror(errno));
-			return -errno;
+			pr_err("sample: perf_event_open on CPU %d: %s", cpu, strerror(err));
+			return -err;
 		}
 		s->links[cpu] = bpf_program__attach_perf_event(s->skel->progs.sample_cpu, fd);
 		if (!s->links[cpu]) {
-			fprintf(stderr, "ptrace-gpu: sample: cannot attach to CPU %d: %s\n", cpu,
-				strerror(errno));
-			return -errno;
+			int err = errno;
+
+			log_libbpf_flush();
+			pr_err("sample: cannot attach to CPU %d: %s", cpu, strerror(err));
+			return -err;
 		}
 		attached++;
 	}
@@ -100,9 +104,10 @@ static int load_bpf(struct sampler *s)
 	int err;
 
 	if (!skel) {
-		fprintf(stderr, "ptrace-gpu: sample: cannot open BPF object: %s\n",
-			strerror(errno));
-		return -errno;
+		err = errno;
+		log_libbpf_flush();
+		pr_err("sample: cannot open BPF object: %s", strerror(err));
+		return -err;
 	}
 	s->skel = skel;
 	skel->rodata->period_ns = s->o.offcpu ? 0 : s->period_ns;
@@ -114,8 +119,8 @@ static int load_bpf(struct sampler *s)
 	bpf_program__set_autoload(skel->progs.sample_switch, s->o.offcpu);
 	err = sample_bpf__load(skel);
 	if (err) {
-		fprintf(stderr, "ptrace-gpu: sample: cannot load BPF programs: %s\n",
-			strerror(-err));
+		log_libbpf_flush();
+		pr_err("sample: cannot load BPF programs: %s", strerror(-err));
 		return err;
 	}
 	s->counts_fd = bpf_map__fd(skel->maps.counts);
@@ -123,9 +128,10 @@ static int load_bpf(struct sampler *s)
 	s->native_fd = bpf_map__fd(skel->maps.native_stacks);
 	s->rb = ring_buffer__new(bpf_map__fd(skel->maps.notices), on_notice, s, NULL);
 	if (!s->rb) {
-		fprintf(stderr, "ptrace-gpu: sample: cannot open the ring buffer: %s\n",
-			strerror(errno));
-		return -errno;
+		err = errno;
+		log_libbpf_flush();
+		pr_err("sample: cannot open the ring buffer: %s", strerror(err));
+		return -err;
 	}
 	return 0;
 }
@@ -136,17 +142,18 @@ static int attach(struct sampler *s)
 
 	if (s->o.offcpu) {
 		err = sample_bpf__attach(s->skel);
-		if (err)
-			fprintf(stderr, "ptrace-gpu: sample: cannot attach to sched_switch: %s\n",
-				strerror(-err));
+		if (err) {
+			log_libbpf_flush();
+			pr_err("sample: cannot attach to sched_switch: %s", strerror(-err));
+		}
 		return err;
 	}
 	/* with --off-cpu sample_bpf__attach() above attached it with the rest */
 	s->skel->links.sample_thread_exit = bpf_program__attach(s->skel->progs.sample_thread_exit);
 	if (!s->skel->links.sample_thread_exit) {
 		err = -errno;
-		fprintf(stderr, "ptrace-gpu: sample: cannot attach to sched_process_exit: %s\n",
-			strerror(-err));
+		log_libbpf_flush();
+		pr_err("sample: cannot attach to sched_process_exit: %s", strerror(-err));
 		return err;
 	}
 	s->ncpus = libbpf_num_possible_cpus();
@@ -169,7 +176,7 @@ static int add_targets(struct sampler *s)
 	for (size_t i = 0; i < s->o.npids; i++) {
 		ret = sampler_add_pid(s, s->o.pids[i], err, sizeof(err));
 		if (ret) {
-			fprintf(stderr, "ptrace-gpu: %s\n", err[0] ? err : strerror(-ret));
+			pr_err("%s", err[0] ? err : strerror(-ret));
 			return ret;
 		}
 	}
@@ -186,7 +193,7 @@ int sampler__open(const struct sample_opts *o, struct sampler **out)
 
 	ret = syscheck_tracing(err, sizeof(err));
 	if (ret) {
-		fprintf(stderr, "ptrace-gpu: %s\n", err);
+		pr_err("%s", err);
 		return ret;
 	}
 	s = calloc(1, sizeof(*s));
@@ -529,7 +536,7 @@ int sampler__take(struct sampler *s, const struct sample_set **out)
 	return err;
 }
 
-void sampler__print_stats(const struct sampler *s, FILE *f)
+void sampler__print_stats(const struct sampler *s)
 {
 	static const char *const names[] = {
 	    [PTG_SAMPLE_STAT_NO_TSTATE] = "had no Python thread state",
@@ -543,20 +550,18 @@ void sampler__print_stats(const struct sampler *s, FILE *f)
 
 	for (int k = 0; k < PTG_SAMPLE_STAT_NR; k++)
 		tot[k] = stat_total(s, k);
-	fprintf(f, "ptrace-gpu: sample: %llu samples of %zu processes\n",
+	pr_info("sample: %llu samples of %zu processes",
 		(unsigned long long)tot[PTG_SAMPLE_STAT_TICKS], s->nprocs);
 	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
 		if (names[k] && tot[k])
-			fprintf(f, "ptrace-gpu: sample: %llu samples %s\n",
-				(unsigned long long)tot[k], names[k]);
+			pr_warn("sample: %llu samples %s", (unsigned long long)tot[k], names[k]);
 	}
 	if (s->lost_py_stacks || s->lost_native_stacks)
-		fprintf(f,
-			"ptrace-gpu: sample: %llu samples lost their Python stack, %llu their "
-			"native stack (evicted before they were read)\n",
+		pr_warn("sample: %llu samples lost their Python stack, %llu their "
+			"native stack (evicted before they were read)",
 			(unsigned long long)s->lost_py_stacks,
 			(unsigned long long)s->lost_native_stacks);
 	if (s->unresolved_code)
-		fprintf(f, "ptrace-gpu: sample: %llu frames name code that was gone when read\n",
+		pr_warn("sample: %llu frames name code that was gone when read",
 			(unsigned long long)s->unresolved_code);
 }

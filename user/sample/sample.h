@@ -101,8 +101,8 @@ size_t sampler__live(const struct sampler *s);
  * set stays valid until the next call to sampler__take() or sampler__free().
  */
 int sampler__take(struct sampler *s, const struct sample_set **out);
-/* Samples taken, stacks lost and why, per-kind: the summary line(s). */
-void sampler__print_stats(const struct sampler *s, FILE *f);
+/* Samples taken (pr_info), stacks lost and why, per kind (pr_warn): the summary. */
+void sampler__print_stats(const struct sampler *s);
 
 /* Maps a 3.11 instruction's byte offset to its line through co_linetable; -1 if none. */
 int py_linetable_line(const uint8_t *table, size_t len, int firstlineno, int addr);

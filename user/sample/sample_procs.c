@@ -18,6 +18,7 @@
 #include <bpf/libbpf.h>
 
 #include "base/array.h"
+#include "base/log.h"
 #include "proc/procfs.h"
 #include "sample.skel.h"
 #include "sample/sample_int.h"
@@ -85,8 +86,7 @@ static int proc_register(struct sampler *s, struct sproc *sp)
 	err = bpf_map_update_elem(bpf_map__fd(s->skel->maps.procs), &key, &v, BPF_ANY);
 	if (err) {
 		err = -errno;
-		fprintf(stderr, "ptrace-gpu: sample: cannot add pid %d to the BPF map: %s\n",
-			sp->pid, strerror(errno));
+		pr_err("sample: cannot add pid %d to the BPF map: %s", sp->pid, strerror(-err));
 	}
 	return err;
 }
@@ -201,8 +201,7 @@ int sampler_add_pid(struct sampler *s, pid_t pid, char *err, size_t errlen)
 	if (ret)
 		return ret; /* registered: freed with the sampler */
 	if (s->o.verbose)
-		fprintf(stderr, "ptrace-gpu: sample: pid %d (%s, Python %s)\n", pid, comm,
-			sp->py.version);
+		pr_debug("sample: pid %d (%s, Python %s)", pid, comm, sp->py.version);
 	return 0;
 cleanup:
 	sproc_free(sp);
@@ -245,8 +244,7 @@ static void scan_pid(struct sampler *s, pid_t pid)
 	/* -ESRCH, -ENOENT: it ended while being looked at */
 	if (ret == -EPROTONOSUPPORT ||
 	    (s->o.verbose && ret != -ENOEXEC && ret != -ESRCH && ret != -ENOENT))
-		fprintf(stderr, "ptrace-gpu: sample: skipping pid %d: %s\n", pid,
-			err[0] ? err : strerror(-ret));
+		pr_warn("sample: skipping pid %d: %s", pid, err[0] ? err : strerror(-ret));
 }
 
 void sampler_scan_all(struct sampler *s)
@@ -279,8 +277,7 @@ void sampler_check_exits(struct sampler *s)
 			close(sp->memfd);
 		sp->memfd = -1;
 		if (s->o.verbose)
-			fprintf(stderr, "ptrace-gpu: sample: pid %d (%s) ended\n", sp->pid,
-				sp->comm);
+			pr_debug("sample: pid %d (%s) ended", sp->pid, sp->comm);
 	}
 }
 

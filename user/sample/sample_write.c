@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "base/outfile.h"
 #include "output/pprof.h"
 #include "sample/sample_write.h"
@@ -205,7 +206,7 @@ int sample_write_folded(const struct sample_set *set, const struct sample_write_
 	if (!err) {
 		err = stacks__foreach_folded(&st, folded_line, f);
 		if (err)
-			fprintf(stderr, "flamegraph: out of memory\n");
+			pr_err("flamegraph: out of memory");
 	}
 	stacks__fini(&st);
 	return err;
@@ -225,7 +226,7 @@ static int write_svg(const struct sample_set *set, const struct sample_write_opt
 		err = stacks__write_svg(
 		    &st, f, set->kind == PTG_SAMPLE_CPU ? "on-CPU time" : "off-CPU time", title);
 		if (err)
-			fprintf(stderr, "flamegraph: out of memory\n");
+			pr_err("flamegraph: out of memory");
 	}
 	stacks__fini(&st);
 	return err;

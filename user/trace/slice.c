@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "trace/slice.h"
 #include "trace/trace.h"
 #include "trace/trace_open.h"
@@ -236,8 +237,8 @@ int trace_slice(const char *in, const char *out, uint64_t t0, uint64_t t1,
 		err = trace_writer__close(s.w);
 		s.w = NULL;
 	} else if (err != -ENOMEM) {
-		fprintf(stderr, "slice: %s -> %s: %s\n", in, out,
-			err == -EPROTO ? "symbol table out of order" : strerror(-err));
+		pr_err("slice: %s -> %s: %s", in, out,
+		       err == -EPROTO ? "symbol table out of order" : strerror(-err));
 	}
 	trace_writer__abort(s.w);
 	trace_reader__close(r);
@@ -286,8 +287,8 @@ int trace_slice_pid(const char *in, const char *out, uint32_t pid, const struct 
 		err = trace_writer__close(w);
 		w = NULL;
 	} else if (err != -ENOMEM) {
-		fprintf(stderr, "slice: %s -> %s: %s\n", in, out,
-			err == -EPROTO ? "symbol table out of order" : strerror(-err));
+		pr_err("slice: %s -> %s: %s", in, out,
+		       err == -EPROTO ? "symbol table out of order" : strerror(-err));
 	}
 	trace_writer__abort(w);
 	trace_reader__close(r);

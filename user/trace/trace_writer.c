@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "base/log.h"
 #include "base/outfile.h"
 #include "trace/losses.h"
 #include "trace/trace.h"
@@ -87,7 +88,7 @@ struct trace_writer {
 static int writer_fail(struct trace_writer *w, int err, const char *what)
 {
 	if (!w->err) {
-		fprintf(stderr, "trace: %s %s: %s\n", what, w->path, strerror(-err));
+		pr_err("trace: %s %s: %s", what, w->path, strerror(-err));
 		w->err = err;
 	}
 	return w->err;
@@ -243,12 +244,12 @@ int trace_writer__open(const char *path, struct trace_writer **out)
 	w->raw = malloc(w->raw_cap);
 	if (!w->path || !w->raw) {
 		err = -ENOMEM;
-		fprintf(stderr, "trace: open %s: %s\n", path, strerror(-err));
+		pr_err("trace: open %s: %s", path, strerror(-err));
 		goto cleanup;
 	}
 	err = outfile__open(path, &w->of);
 	if (err) {
-		fprintf(stderr, "trace: cannot create %s: %s\n", path, strerror(-err));
+		pr_err("trace: cannot create %s: %s", path, strerror(-err));
 		goto cleanup;
 	}
 	w->fd = outfile__fd(w->of);
@@ -257,7 +258,7 @@ int trace_writer__open(const char *path, struct trace_writer **out)
 	put_le32(hdr + 12, 0);
 	err = outfile__write(w->of, hdr, sizeof(hdr));
 	if (err) {
-		fprintf(stderr, "trace: write %s: %s\n", path, strerror(-err));
+		pr_err("trace: write %s: %s", path, strerror(-err));
 		goto cleanup;
 	}
 	w->good_len = sizeof(hdr);
@@ -281,7 +282,7 @@ int trace_writer__meta(struct trace_writer *w, const char *key, const char *valu
 	if (w->err)
 		return w->err;
 	if (klen > PTG_SYM_STR_MAX || vlen > PTG_SYM_STR_MAX) {
-		fprintf(stderr, "trace: metadata %s longer than %u bytes\n", key, PTG_SYM_STR_MAX);
+		pr_err("trace: metadata %s longer than %u bytes", key, PTG_SYM_STR_MAX);
 		return -EINVAL;
 	}
 	if (wbuf_reserve(&w->meta, klen + vlen + 2 * PTG_VARINT_MAX))
@@ -374,8 +375,7 @@ uint32_t trace_writer__sym(struct trace_writer *w, uint32_t kind, const char *na
 	if (w->err || !name)
 		return 0;
 	if (strlen(name) > PTG_SYM_STR_MAX || strlen(file) > PTG_SYM_STR_MAX) {
-		fprintf(stderr, "trace: symbol name or file longer than %u bytes\n",
-			PTG_SYM_STR_MAX);
+		pr_err("trace: symbol name or file longer than %u bytes", PTG_SYM_STR_MAX);
 		return 0;
 	}
 	/* keep the load under 1/2 so probes stay short */
@@ -478,12 +478,12 @@ int trace_writer__record_args(struct trace_writer *w, const struct ptg_record *r
 	if (w->err)
 		return w->err;
 	if (rec->kind == 0 || rec->kind >= PTG_REC_NR_KINDS || rec->sym > w->nsyms) {
-		fprintf(stderr, "trace: bad record (kind %u, symbol %u of %u)\n", rec->kind,
-			rec->sym, w->nsyms);
+		pr_err("trace: bad record (kind %u, symbol %u of %u)", rec->kind, rec->sym,
+		       w->nsyms);
 		return -EINVAL;
 	}
 	if (len > PTG_ARGS_MAX) {
-		fprintf(stderr, "trace: args of a record longer than %u bytes\n", PTG_ARGS_MAX);
+		pr_err("trace: args of a record longer than %u bytes", PTG_ARGS_MAX);
 		return -EINVAL;
 	}
 	if (args && (err = raw_reserve(w, len)))
@@ -516,7 +516,7 @@ int trace_writer__loss(struct trace_writer *w, const char *what, uint32_t cpu, u
 	if (w->err)
 		return w->err;
 	if (strlen(what) >= sizeof(w->losses.v->what)) {
-		fprintf(stderr, "trace: loss counter name '%s' too long\n", what);
+		pr_err("trace: loss counter name '%s' too long", what);
 		return -EINVAL;
 	}
 	if (loss_table__add(&w->losses, what, cpu, count))
@@ -529,7 +529,7 @@ int trace_writer__lost(struct trace_writer *w, enum ptg_lost kind, uint32_t cpu,
 	const char *name = ptg_lost_name(kind);
 
 	if (!name) {
-		fprintf(stderr, "trace: loss kind %d has no name\n", (int)kind);
+		pr_err("trace: loss kind %d has no name", (int)kind);
 		return -EINVAL;
 	}
 	return trace_writer__loss(w, name, cpu, count);
@@ -587,7 +587,7 @@ static int commit(struct trace_writer *w)
 	err = err ?: outfile__commit(w->of);
 	w->of = NULL;
 	if (err)
-		fprintf(stderr, "trace: cannot write %s: %s\n", w->path, strerror(-err));
+		pr_err("trace: cannot write %s: %s", w->path, strerror(-err));
 	return err;
 }
 
