@@ -88,7 +88,7 @@ int kineto_us_to_ns(const char *s, uint64_t *ns)
 				return -EINVAL;
 			digits[nd++] = *s;
 		} else if (*s == '.' && point < 0) {
-			point = nd;
+			point = (int)nd; /* nd < sizeof(digits) */
 		} else {
 			break;
 		}
@@ -98,7 +98,7 @@ int kineto_us_to_ns(const char *s, uint64_t *ns)
 
 		if (end == s + 1 || *end || e < -40 || e > 40)
 			return -EINVAL;
-		exp = e;
+		exp = (int)e;
 	} else if (*s) {
 		return -EINVAL;
 	}
@@ -144,7 +144,7 @@ bool kineto_parse_pyname(const char *name, char *file, size_t file_len, uint32_t
 		return false;
 	memcpy(file, name, open - 1 - name);
 	file[open - 1 - name] = '\0';
-	*line = ln;
+	*line = (uint32_t)ln; /* at most 9 digits */
 	*func = sep + 3;
 	return true;
 }
@@ -196,21 +196,30 @@ static bool get_time(json_object *o, const char *key, uint64_t *ns)
 }
 
 /*
- * pid and tid are ints in Kineto's CPU and GPU rows; strings mark its own
- * spans. Negative ones are the int32 view of 32 bits that Chrome tools (and
- * our export) write; one that does not fit 32 bits is not ours to cut
- * down: 4294967297 would become pid 1, another row's.
+ * A 32-bit id: pid and tid are ints in Kineto's CPU and GPU rows (strings
+ * mark its own spans), device an int of a GPU row's args. Negative ones are
+ * the int32 view of 32 bits that Chrome tools (and our export) write; one
+ * that does not fit 32 bits is not ours to cut down: 4294967297 would become
+ * pid 1, another row's.
  */
+static bool get_id32(json_object *o, const char *key, uint32_t *out)
+{
+	int64_t v;
+
+	if (!get_int(o, key, &v) || v < INT32_MIN || v > UINT32_MAX)
+		return false;
+	*out = (uint32_t)v;
+	return true;
+}
+
 static bool get_pid_tid(json_object *ev, uint32_t *pid, uint32_t *tid)
 {
-	int64_t p, t;
+	uint32_t p, t;
 
-	if (!get_int(ev, "pid", &p) || !get_int(ev, "tid", &t))
+	if (!get_id32(ev, "pid", &p) || !get_id32(ev, "tid", &t))
 		return false;
-	if (p < INT32_MIN || p > UINT32_MAX || t < INT32_MIN || t > UINT32_MAX)
-		return false;
-	*pid = (uint32_t)p;
-	*tid = (uint32_t)t;
+	*pid = p;
+	*tid = t;
 	return true;
 }
 
@@ -228,7 +237,6 @@ static int keep_event(struct importer *im, json_object *ev, const char *what)
 {
 	const char *name = get_str(ev, "name");
 	struct kev *e;
-	int64_t v;
 	int err;
 
 	if ((err = count_unknown(im, what)) || !(e = kineto_kev_new(im)))
@@ -236,10 +244,9 @@ static int keep_event(struct importer *im, json_object *ev, const char *what)
 	e->rec.kind = PTG_REC_EVENT;
 	get_time(ev, "ts", &e->rec.ts);
 	get_time(ev, "dur", &e->rec.dur);
-	if (get_int(ev, "pid", &v))
-		e->rec.pid = v;
-	if (get_int(ev, "tid", &v))
-		e->rec.tid = v;
+	/* one past 32 bits stays 0, as a string does: its JSON in args keeps it whole */
+	get_id32(ev, "pid", &e->rec.pid);
+	get_id32(ev, "tid", &e->rec.tid);
 	if (name) {
 		e->name = name;
 		if (!(e->rec.sym = trace_writer__sym(im->w, PTG_SYM_STRING, name, "", 0)))
@@ -325,8 +332,8 @@ static void fill_gpu(struct kev *e, json_object *args, const char *cat)
 	r->stream = r->tid;
 	if (!args)
 		return;
-	if (get_int(args, "device", &v))
-		r->device = v;
+	/* one past 32 bits leaves the row's pid, Kineto's device number of GPU rows */
+	get_id32(args, "device", &r->device);
 	if (get_int(args, "stream", &v))
 		r->stream = v;
 	r->corr = get_u64(args, "correlation");

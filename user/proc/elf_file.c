@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,8 @@ int elf_file__open(const char *path, struct elf_file **out)
 	ef->elf = elf_begin(ef->fd, ELF_C_READ_MMAP, NULL);
 	if (!ef->elf || elf_kind(ef->elf) != ELF_K_ELF || !gelf_getehdr(ef->elf, &ef->ehdr))
 		goto cleanup;
-	if (elf_getphdrnum(ef->elf, &ef->nphdrs))
+	/* libelf clamps the count to what the file holds, and indexes it with an int */
+	if (elf_getphdrnum(ef->elf, &ef->nphdrs) || ef->nphdrs > INT_MAX)
 		goto cleanup;
 	ef->phdrs = calloc(ef->nphdrs ? ef->nphdrs : 1, sizeof(*ef->phdrs));
 	if (!ef->phdrs) {
@@ -52,7 +54,7 @@ int elf_file__open(const char *path, struct elf_file **out)
 		goto cleanup;
 	}
 	for (size_t i = 0; i < ef->nphdrs; i++) {
-		if (!gelf_getphdr(ef->elf, i, &ef->phdrs[i]))
+		if (!gelf_getphdr(ef->elf, (int)i, &ef->phdrs[i]))
 			goto cleanup;
 	}
 	*out = ef;
@@ -90,6 +92,26 @@ static Elf_Scn *find_section(const struct elf_file *ef, Elf64_Word type, GElf_Sh
 	return NULL;
 }
 
+/*
+ * Entries of a section's data that libelf hands out: gelf_get*() take an int
+ * index and step by the type's own size, whatever sh_entsize says. Counting
+ * sh_size / sh_entsize instead let a hostile header (entsize 1) run the loop
+ * once per byte, far past the table, and past 2^32 wrap the index back onto
+ * entries already seen. A table of more than INT_MAX entries (tens of GiB)
+ * cannot be read through libelf at all: -EFBIG.
+ */
+static int table_len(const struct elf_file *ef, const Elf_Data *data, Elf_Type type, int *n)
+{
+	size_t esize = gelf_fsize(ef->elf, type, 1, EV_CURRENT);
+
+	if (!esize)
+		return -ENOEXEC;
+	if (data->d_size / esize > INT_MAX)
+		return -EFBIG;
+	*n = (int)(data->d_size / esize);
+	return 0;
+}
+
 static int find_sym_in(const struct elf_file *ef, Elf64_Word type, const char *name, bool prefix,
 		       struct elf_sym_info *out)
 {
@@ -97,6 +119,7 @@ static int find_sym_in(const struct elf_file *ef, Elf64_Word type, const char *n
 	Elf_Data *data;
 	GElf_Shdr shdr;
 	Elf_Scn *scn;
+	int n, err;
 
 	scn = find_section(ef, type, &shdr);
 	if (!scn || !shdr.sh_entsize)
@@ -104,7 +127,9 @@ static int find_sym_in(const struct elf_file *ef, Elf64_Word type, const char *n
 	data = elf_getdata(scn, NULL);
 	if (!data)
 		return -ENOENT;
-	for (size_t i = 0; i < shdr.sh_size / shdr.sh_entsize; i++) {
+	if ((err = table_len(ef, data, ELF_T_SYM, &n)))
+		return err;
+	for (int i = 0; i < n; i++) {
 		const char *sname;
 		GElf_Sym sym;
 
@@ -175,12 +200,14 @@ static int for_each_dyn_string(const struct elf_file *ef, int64_t tag,
 	Elf_Data *data;
 	GElf_Shdr shdr;
 	Elf_Scn *scn;
-	int ret;
+	int n, ret;
 
 	scn = find_section(ef, SHT_DYNAMIC, &shdr);
 	if (!scn || !shdr.sh_entsize || !(data = elf_getdata(scn, NULL)))
 		return -ENOENT;
-	for (size_t i = 0; i < shdr.sh_size / shdr.sh_entsize; i++) {
+	if ((ret = table_len(ef, data, ELF_T_DYN, &n)))
+		return ret;
+	for (int i = 0; i < n; i++) {
 		GElf_Dyn dyn;
 
 		if (!gelf_getdyn(data, i, &dyn) || dyn.d_tag != tag)
@@ -340,12 +367,16 @@ static int scan_rela_tables(const struct elf_file *ef, elf_ptr_table_fn accept, 
 
 	while ((scn = elf_nextscn(ef->elf, scn))) {
 		Elf_Data *data;
+		int n;
 
 		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_RELA || !shdr.sh_entsize)
 			continue;
 		if (!(data = elf_getdata(scn, NULL)))
 			continue;
-		for (size_t i = 0; i < shdr.sh_size / shdr.sh_entsize; i++) {
+		/* like a section with no data: one libelf cannot index holds no table for us */
+		if (table_len(ef, data, ELF_T_RELA, &n))
+			continue;
+		for (int i = 0; i < n; i++) {
 			GElf_Rela rela;
 
 			if (!gelf_getrela(data, i, &rela) ||

@@ -57,8 +57,8 @@ enum ptg_rec_kind {
 	/*
 	 * An event of an imported trace that no other kind models (a Kineto "i" instant, an X
 	 * event of an unknown category or with a string pid): sym = its name (STRING), ts, dur,
-	 * pid and tid when they are numbers; its args blob is the whole event's JSON object,
-	 * which export writes back as it was. Analyses ignore it. Version 2 and later.
+	 * pid and tid when they are numbers of 32 bits; its args blob is the whole event's JSON
+	 * object, which export writes back as it was. Analyses ignore it. Version 2 and later.
 	 */
 	PTG_REC_EVENT = 15,
 	PTG_REC_NR_KINDS

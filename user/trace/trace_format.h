@@ -75,10 +75,10 @@ enum ptg_field_bit {
 
 static inline void put_le32(uint8_t *p, uint32_t v)
 {
-	p[0] = v;
-	p[1] = v >> 8;
-	p[2] = v >> 16;
-	p[3] = v >> 24;
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
 }
 
 static inline uint32_t get_le32(const uint8_t *p)

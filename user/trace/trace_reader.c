@@ -58,7 +58,7 @@ struct trace_reader {
 
 	struct ptg_sym *syms; /* syms[id - 1]; name and file share one allocation */
 	uint32_t nsyms;
-	uint32_t syms_cap;
+	size_t syms_cap;
 
 	struct loss_table losses;
 
@@ -168,7 +168,7 @@ static int cur_u32(struct cursor *c, uint32_t *v)
 
 	if (varint_get(&c->p, c->end, &x) || x > UINT32_MAX)
 		return -1;
-	*v = x;
+	*v = (uint32_t)x;
 	return 0;
 }
 
@@ -237,13 +237,14 @@ static int parse_sym(struct trace_reader *r, struct cursor *c)
 
 static int parse_syms(struct trace_reader *r, struct cursor *c, uint32_t count)
 {
-	size_t cap = r->syms_cap;
 	int err;
 
 	while (count--) {
-		if (array_grow((void **)&r->syms, &cap, r->nsyms + 1, sizeof(*r->syms)))
+		/* ids are u32 from 1: one more would wrap nsyms + 1 to 0, and syms[] with it */
+		if (r->nsyms == UINT32_MAX)
+			return -EBADMSG;
+		if (array_grow((void **)&r->syms, &r->syms_cap, r->nsyms + 1, sizeof(*r->syms)))
 			return -ENOMEM;
-		r->syms_cap = cap;
 		err = parse_sym(r, c);
 		if (err)
 			return err;
@@ -386,7 +387,7 @@ static int payload_is_cut(struct trace_reader *r, const struct rchunk *c)
 		err = read_full(r->fd, r->comp, n, off);
 		off += n;
 		zs.next_in = r->comp;
-		zs.avail_in = n;
+		zs.avail_in = (uInt)n; /* <= CUT_BUF_LEN */
 		/* the output is only counted: each round overwrites the last */
 		while (zret == Z_OK && zs.avail_in && zs.total_out <= c->raw_len) {
 			zs.next_out = r->raw;
@@ -566,7 +567,7 @@ static int decode_fields(struct cursor *in, uint32_t m, struct ptg_record *rec)
 	if ((m & PTG_FB_FLAGS) && (cur_u64(in, &v) || v > UINT16_MAX))
 		return -1;
 	if (m & PTG_FB_FLAGS)
-		rec->flags = v;
+		rec->flags = (uint16_t)v;
 	if ((m & PTG_FB_PID) && cur_u32(in, &rec->pid))
 		return -1;
 	if ((m & PTG_FB_TID) && cur_u32(in, &rec->tid))
@@ -636,7 +637,7 @@ static int decode_record(struct trace_reader *r, struct ptg_record *rec)
 		goto corrupt;
 	prev->kind = kind;
 	prev->ts = r->prev_ts + (uint64_t)zigzag_dec(dts);
-	if ((m & PTG_FB_ALL_V1) && decode_fields(&r->in, m, prev))
+	if ((m & PTG_FB_ALL_V1) && decode_fields(&r->in, (uint32_t)m, prev))
 		goto corrupt;
 	if ((m & PTG_FB_ARGS) && (err = decode_args(r)))
 		return err == -ENOMEM

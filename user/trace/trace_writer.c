@@ -150,11 +150,18 @@ static int write_chunk(struct trace_writer *w, uint32_t type, const uint8_t *raw
 	}
 	if (compress2(w->comp + PTG_CHUNK_HDR_LEN, &comp_len, raw, raw_len, level) != Z_OK)
 		return writer_fail(w, -EIO, "compress chunk of");
+	/*
+	 * The header has 32 bits for each length and readers refuse more than
+	 * PTG_CHUNK_MAX_LEN: every caller stays far below (a target plus one entry
+	 * of at most PTG_ARGS_MAX or 2 * PTG_SYM_STR_MAX), checked all the same.
+	 */
+	if (raw_len > PTG_CHUNK_MAX_LEN || comp_len > PTG_CHUNK_MAX_LEN)
+		return writer_fail(w, -EFBIG, "chunk too large in");
 	put_le32(w->comp, PTG_CHUNK_MAGIC);
 	put_le32(w->comp + 4, type);
-	put_le32(w->comp + 8, raw_len);
-	put_le32(w->comp + 12, comp_len);
-	put_le32(w->comp + 16, crc32(0, w->comp + PTG_CHUNK_HDR_LEN, comp_len));
+	put_le32(w->comp + 8, (uint32_t)raw_len);
+	put_le32(w->comp + 12, (uint32_t)comp_len);
+	put_le32(w->comp + 16, (uint32_t)crc32(0, w->comp + PTG_CHUNK_HDR_LEN, (uInt)comp_len));
 	put_le32(w->comp + 20, count);
 	err = outfile__write(w->of, w->comp, PTG_CHUNK_HDR_LEN + comp_len);
 	if (err) {
@@ -324,7 +331,8 @@ static int htab_grow(struct trace_writer *w)
 	if (!tab)
 		return -ENOMEM;
 	for (id = 1; id <= w->nsyms; id++) {
-		for (i = w->syms[id - 1].hash & (cap - 1); tab[i]; i = (i + 1) & (cap - 1))
+		for (i = (uint32_t)w->syms[id - 1].hash & (cap - 1); tab[i];
+		     i = (i + 1) & (cap - 1))
 			;
 		tab[i] = id;
 	}
@@ -384,7 +392,7 @@ uint32_t trace_writer__sym(struct trace_writer *w, uint32_t kind, const char *na
 		return 0;
 	}
 	hash = sym_hash(kind, name, file, line);
-	for (i = hash & w->hmask; w->htab[i]; i = (i + 1) & w->hmask) {
+	for (i = (uint32_t)hash & w->hmask; w->htab[i]; i = (i + 1) & w->hmask) {
 		if (sym_equal(&w->syms[w->htab[i] - 1], hash, kind, name, file, line))
 			return w->htab[i];
 	}
