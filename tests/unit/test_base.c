@@ -85,18 +85,18 @@ static void test_buf(void)
 	ASSERT_EQ(buf__puts(&b, "ab"), 0, "puts");
 	ASSERT_EQ(buf__put(&b, "\0c", 2), 0, "put with a NUL");
 	ASSERT_EQ(b.len, 4, "len");
-	ASSERT_TRUE(memcmp(b.data, "ab\0c", 5) == 0, "bytes and the NUL after them");
+	ASSERT_TRUE(memcmp(b.text, "ab\0c", 5) == 0, "bytes and the NUL after them");
 	ASSERT_EQ(buf__put(&b, NULL, 0), 0, "put of nothing");
 	buf__reset(&b);
 	ASSERT_EQ(b.len, 0, "reset empties");
 	ASSERT_EQ(buf__printf(&b, "%d-%s", 42, "x"), 0, "printf");
-	ASSERT_STREQ(b.data, "42-x", "printf text");
+	ASSERT_STREQ(b.text, "42-x", "printf text");
 	/* longer than the first capacity: formatted again after growing */
 	memset(big, 'y', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
 	ASSERT_EQ(buf__printf(&b, "[%s]", big), 0, "long printf");
 	ASSERT_EQ(b.len, 4 + 2 + sizeof(big) - 1, "long printf len");
-	ASSERT_TRUE(b.data[4] == '[' && b.data[b.len - 1] == ']' && !b.data[b.len],
+	ASSERT_TRUE(b.text[4] == '[' && b.text[b.len - 1] == ']' && !b.data[b.len],
 		    "long printf bytes");
 	for (i = 0; i < 100000; i++)
 		buf__put(&b, "z", 1);
@@ -105,7 +105,7 @@ static void test_buf(void)
 	buf__reset(&b);
 	ASSERT_EQ(buf__put_varint(&b, 300), 0, "put_varint");
 	ASSERT_EQ(b.len, 2, "varint 300 is two bytes");
-	ASSERT_TRUE((uint8_t)b.data[0] == 0xac && b.data[1] == 0x02, "varint 300 bytes");
+	ASSERT_TRUE(b.data[0] == 0xac && b.data[1] == 0x02, "varint 300 bytes");
 	/* a request no memory holds: the error sticks until reset */
 	ASSERT_EQ(buf__reserve(&b, SIZE_MAX - 8), -ENOMEM, "impossible reserve");
 	ASSERT_EQ(buf__puts(&b, "q"), -ENOMEM, "sticky error");
@@ -113,7 +113,7 @@ static void test_buf(void)
 	ASSERT_EQ(b.len, 2, "nothing appended after the error");
 	buf__reset(&b);
 	ASSERT_EQ(buf__puts(&b, "ok"), 0, "reset clears the error");
-	ASSERT_STREQ(b.data, "ok", "usable after reset");
+	ASSERT_STREQ(b.text, "ok", "usable after reset");
 	buf__free(&b);
 	ASSERT_TRUE(!b.data && !b.len && !b.cap, "free empties");
 	buf__free(&b);

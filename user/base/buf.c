@@ -11,7 +11,7 @@
 int buf__reserve(struct buf *b, size_t more)
 {
 	size_t cap = b->cap ? b->cap : 256;
-	char *n;
+	uint8_t *n;
 
 	if (b->err)
 		return b->err;
@@ -54,7 +54,7 @@ int buf__printf(struct buf *b, const char *fmt, ...)
 	if (buf__reserve(b, 0))
 		return b->err;
 	va_start(ap, fmt);
-	n = vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
+	n = vsnprintf(b->text + b->len, b->cap - b->len, fmt, ap);
 	va_end(ap);
 	if (n < 0)
 		return b->err = -EINVAL;
@@ -63,7 +63,7 @@ int buf__printf(struct buf *b, const char *fmt, ...)
 		if (buf__reserve(b, (size_t)n))
 			return b->err;
 		va_start(ap, fmt);
-		vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
+		vsnprintf(b->text + b->len, b->cap - b->len, fmt, ap);
 		va_end(ap);
 	}
 	b->len += (size_t)n;
@@ -74,7 +74,7 @@ int buf__put_varint(struct buf *b, uint64_t v)
 {
 	if (buf__reserve(b, PTG_VARINT_MAX))
 		return b->err;
-	b->len = (size_t)((char *)varint_put((uint8_t *)b->data + b->len, v) - b->data);
+	b->len = (size_t)(varint_put(b->data + b->len, v) - b->data);
 	b->data[b->len] = '\0';
 	return 0;
 }

@@ -3,7 +3,7 @@
  * A growable byte buffer for text and binary output. The first failed
  * allocation sticks in err and later appends do nothing, so a writer can
  * append a whole document and check once at the end. data is always followed
- * by a NUL (once anything was appended), so text can be used as a string.
+ * by a NUL (once anything was appended), so text is a C string.
  */
 #ifndef PTG_BUF_H
 #define PTG_BUF_H
@@ -12,7 +12,10 @@
 #include <stdint.h>
 
 struct buf {
-	char *data;
+	union { /* one memory, seen as bytes or as text */
+		uint8_t *data;
+		char *text;
+	};
 	size_t len, cap;
 	int err; /* 0 or the first -errno */
 };
