@@ -46,6 +46,9 @@ static int threads_grow(struct threads *t)
 
 	if (t->len < t->cap)
 		return 0;
+	/* a table not made by THREADS_INIT would hand out one address for all */
+	if (!t->elem)
+		return -EINVAL;
 	block = calloc(THREADS_BLOCK, t->elem);
 	blocks = block ? realloc(t->blocks, (nblocks + 1) * sizeof(*blocks)) : NULL;
 	if (blocks)
