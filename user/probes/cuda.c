@@ -15,6 +15,7 @@
 #include "probes/cuda.h"
 #include "proc/elf_file.h"
 #include "ptrace_gpu/events.h"
+#include "base/buf.h"
 #include "base/threads.h"
 #include "base/u64map.h"
 #include "probes/uprobe_multi.h"
@@ -145,7 +146,7 @@ struct cudaprobe {
 	size_t nlinks;
 	uint32_t syms[NR_APIS]; /* symbol id of each API once written, 0 before */
 	struct threads threads; /* of struct cuda_thread */
-	char *libs;		/* paths probed, ", "-separated, for the trace's metadata */
+	struct buf libs;	/* paths probed, ", "-separated, for the trace's metadata */
 	struct u64map probed;	/* inode -> 1: probed ahead or when mapped, once */
 	struct cudaprobe_stats st;
 };
@@ -310,8 +311,8 @@ static int write_losses(struct tracer *t, void *ctx)
 		err = trace_writer__loss(w, "cuda_thread_state", UINT32_MAX, bss->lost_state);
 	if (!err && cp->st.attach_failed)
 		err = trace_writer__loss(w, "cuda_probe_attach", UINT32_MAX, cp->st.attach_failed);
-	if (!err && cp->libs)
-		err = trace_writer__meta(w, "cuda.libraries", cp->libs);
+	if (!err && cp->libs.len)
+		err = trace_writer__meta(w, "cuda.libraries", cp->libs.text);
 	return err;
 }
 
@@ -452,14 +453,7 @@ static int probe_library(struct cudaprobe *cp, struct elf_file *ef, const char *
 
 static int note_library(struct cudaprobe *cp, const char *path)
 {
-	size_t len = cp->libs ? strlen(cp->libs) : 0;
-	char *n = realloc(cp->libs, len + strlen(path) + 3);
-
-	if (!n)
-		return -ENOMEM;
-	sprintf(n + len, "%s%s", len ? ", " : "", path);
-	cp->libs = n;
-	return 0;
+	return buf__printf(&cp->libs, "%s%s", cp->libs.len ? ", " : "", path);
 }
 
 /* libcuda.so.1 (driver); libcudart.so.12 or a wheel's bundled libcudart-HASH.so.12 (runtime). */
@@ -576,6 +570,6 @@ void cudaprobe__destroy(struct cudaprobe *cp)
 	free(cp->links);
 	threads__free(&cp->threads, cuda_thread_fini);
 	u64map__free(&cp->probed);
-	free(cp->libs);
+	buf__free(&cp->libs);
 	free(cp);
 }
