@@ -9,7 +9,7 @@
 #include "output/pprof.h"
 #include "test.h"
 
-static int bytes_eq(const struct pb_buf *b, const uint8_t *want, size_t n, const char *name)
+static int bytes_eq(const struct buf *b, const uint8_t *want, size_t n, const char *name)
 {
 	bool same = !b->err && b->len == n && !memcmp(b->data, want, n);
 
@@ -48,7 +48,7 @@ static void test_varints(void)
 	    {16384, {0x80, 0x80, 0x01}, 3},
 	    {UINT64_MAX, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, 10},
 	};
-	struct pb_buf b = {};
+	struct buf b = {};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		b.len = 0;
@@ -72,12 +72,12 @@ static void test_varints(void)
 	b.len = 0;
 	pb_packed_uint(&b, 1, (const uint64_t[]){1, 300, 2}, 3);
 	EXPECT_BYTES(&b, "packed", 0x0a, 0x04, 0x01, 0xac, 0x02, 0x02);
-	pb_buf__free(&b);
+	buf__free(&b);
 }
 
 static void test_nested(void)
 {
-	struct pb_buf b = {};
+	struct buf b = {};
 	char big[200];
 	size_t outer, inner;
 
@@ -92,7 +92,7 @@ static void test_nested(void)
 		     0x01);
 
 	/* a body of 203 bytes: its length takes two bytes, the body moves up by two */
-	pb_buf__free(&b);
+	buf__free(&b);
 	memset(big, 'a', sizeof(big));
 	outer = pb_begin(&b, 6);
 	pb_bytes(&b, 1, big, sizeof(big));
@@ -105,7 +105,7 @@ static void test_nested(void)
 	ASSERT_EQ(b.data[4], 0xc8, "inner len lo");
 	ASSERT_EQ(b.data[5], 0x01, "inner len hi");
 	ASSERT_TRUE(b.data[6] == 'a' && b.data[205] == 'a', "body moved intact");
-	pb_buf__free(&b);
+	buf__free(&b);
 }
 
 static void test_strings(void)
@@ -135,7 +135,7 @@ static void test_strings(void)
 static void test_profile(void)
 {
 	struct pprof_label label = {.key = "pid", .num = 42};
-	struct pb_buf b = {};
+	struct buf b = {};
 	struct pprof *p = NULL;
 	uint64_t fn, loc;
 
@@ -164,7 +164,7 @@ static void test_profile(void)
 	    /* string_table: "" samples count f x.py pid */
 	    0x32, 0x00, 0x32, 0x07, 's', 'a', 'm', 'p', 'l', 'e', 's', 0x32, 0x05, 'c', 'o', 'u',
 	    'n', 't', 0x32, 0x01, 'f', 0x32, 0x04, 'x', '.', 'p', 'y', 0x32, 0x03, 'p', 'i', 'd');
-	pb_buf__free(&b);
+	buf__free(&b);
 	pprof__free(p);
 }
 
@@ -172,7 +172,7 @@ static void test_profile(void)
 static void test_merge_and_names(void)
 {
 	struct pprof_label l1 = {.key = "tid", .num = 1}, l2 = {.key = "tid", .num = 2};
-	struct pb_buf b = {};
+	struct buf b = {};
 	struct pprof *p = NULL;
 	uint64_t loc;
 
@@ -200,14 +200,14 @@ static void test_merge_and_names(void)
 	    0x32, 0x00, 0x32, 0x07, 's', 'a', 'm', 'p', 'l', 'e', 's', 0x32, 0x05, 'c', 'o', 'u',
 	    'n', 't', 0x32, 0x0b, '_', 'Z', 'N', '2', 'a', 't', '2', 'm', 'm', 'E', 'v', 0x32, 0x03,
 	    't', 'i', 'd');
-	pb_buf__free(&b);
+	buf__free(&b);
 	pprof__free(p);
 }
 
 static void test_gzip(void)
 {
 	static const char text[] = "a profile, a profile, a profile";
-	struct pb_buf gz = {};
+	struct buf gz = {};
 	char out[64] = "";
 	z_stream z = {};
 
@@ -221,7 +221,7 @@ static void test_gzip(void)
 	ASSERT_EQ(inflate(&z, Z_FINISH), Z_STREAM_END, "inflate");
 	inflateEnd(&z);
 	ASSERT_STREQ(out, text, "round trip");
-	pb_buf__free(&gz);
+	buf__free(&gz);
 }
 
 int main(void)

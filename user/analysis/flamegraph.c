@@ -16,6 +16,7 @@
 #include "model/cudajoin.h"
 #include "analysis/flamegraph.h"
 #include "model/model.h"
+#include "base/threads.h"
 #include "base/u64map.h"
 
 /* launches: a CUDA call of a thread that --tid leaves out */
@@ -86,9 +87,7 @@ struct fg_kernel {
 struct fg_collect {
 	const struct flamegraph_opts *o;
 	struct flamegraph *fg;
-	struct fg_thread *threads;
-	size_t nthreads, threads_cap;
-	struct u64map thread_idx;
+	struct threads threads; /* of struct fg_thread */
 	struct u64map launches; /* corr -> node of the launching stack, or FG_DROPPED */
 	struct u64map pending;	/* corr -> first waiting kernel, or STACKS_NONE */
 	struct u64map joins;	/* host call id -> corr (cudajoin.h) */
@@ -100,17 +99,16 @@ struct fg_collect {
 
 static struct fg_thread *fg_thread_get(struct fg_collect *c, uint32_t pid, uint32_t tid)
 {
-	uint64_t key = u64map_key((uint64_t)pid << 32 | tid);
-	uint64_t *idx = u64map__get(&c->thread_idx, key);
+	return threads__get(&c->threads, pid, tid, NULL);
+}
 
-	if (idx)
-		return &c->threads[*idx];
-	if (array_grow((void **)&c->threads, &c->threads_cap, c->nthreads + 1,
-		       sizeof(*c->threads)) ||
-	    u64map__put(&c->thread_idx, key, c->nthreads))
-		return NULL;
-	memset(&c->threads[c->nthreads], 0, sizeof(*c->threads));
-	return &c->threads[c->nthreads++];
+static void fg_thread_fini(void *p)
+{
+	struct fg_thread *t = p;
+
+	free(t->ids);
+	free(t->nodes);
+	free(t->off);
 }
 
 static int fg_thread_reserve(struct fg_thread *t, unsigned int depth)
@@ -421,14 +419,8 @@ static int fg_kernels_orphaned(struct fg_collect *c)
 
 static void fg_collect_free(struct fg_collect *c)
 {
-	for (size_t i = 0; i < c->nthreads; i++) {
-		free(c->threads[i].ids);
-		free(c->threads[i].nodes);
-		free(c->threads[i].off);
-	}
-	free(c->threads);
+	threads__free(&c->threads, fg_thread_fini);
 	free(c->kernels);
-	u64map__free(&c->thread_idx);
 	u64map__free(&c->launches);
 	u64map__free(&c->joins);
 	u64map__free(&c->pending);
@@ -438,7 +430,8 @@ int flamegraph__collect(struct trace_reader *r, const struct flamegraph_opts *o,
 			struct flamegraph **out)
 {
 	struct model_visitor v = {.span = fg_visit_span, .record = fg_visit_record};
-	struct fg_collect c = {.o = o, .free_kernel = STACKS_NONE};
+	struct fg_collect c = {
+	    .o = o, .free_kernel = STACKS_NONE, .threads = THREADS_INIT(struct fg_thread)};
 	int err;
 
 	err = flamegraph__new(o->weight, &c.fg);

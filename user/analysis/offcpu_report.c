@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "analysis/offcpu_report.h"
-#include "base/u64map.h"
+#include "base/threads.h"
 
 struct thread_off {
 	uint32_t pid;
@@ -23,28 +23,19 @@ struct thread_off {
 };
 
 struct off_totals {
-	struct u64map index; /* pid << 32 | tid, with bit 63 set -> index + 1 in threads */
-	struct thread_off *threads;
-	size_t n;
+	struct threads threads; /* of struct thread_off, printed in order of first record */
 };
 
 static struct thread_off *thread_get(struct off_totals *o, uint32_t pid, uint32_t tid)
 {
-	uint64_t key = (uint64_t)pid << 32 | tid | 1ull << 63, *idx = u64map__get(&o->index, key);
-	struct thread_off *n;
+	bool added;
+	struct thread_off *t = threads__get(&o->threads, pid, tid, &added);
 
-	if (idx)
-		return &o->threads[*idx - 1];
-	n = realloc(o->threads, (o->n + 1) * sizeof(*n));
-	if (!n)
-		return NULL;
-	o->threads = n;
-	memset(&n[o->n], 0, sizeof(*n));
-	n[o->n].pid = pid;
-	n[o->n].tid = tid;
-	if (u64map__put(&o->index, key, ++o->n))
-		return NULL;
-	return &n[o->n - 1];
+	if (t && added) {
+		t->pid = pid;
+		t->tid = tid;
+	}
+	return t;
 }
 
 static int totals_add(struct off_totals *o, const struct ptg_record *rec)
@@ -73,8 +64,8 @@ static int totals_add(struct off_totals *o, const struct ptg_record *rec)
 static void totals_print(FILE *out, const struct off_totals *o, const struct trace_reader *r)
 {
 	fprintf(out, "off-CPU time by thread:\n");
-	for (size_t i = 0; i < o->n; i++) {
-		const struct thread_off *t = &o->threads[i];
+	for (size_t i = 0; i < o->threads.len; i++) {
+		const struct thread_off *t = threads__at(&o->threads, i);
 		const struct ptg_sym *name = trace_reader__sym(r, t->name);
 
 		if (!t->intervals)
@@ -96,7 +87,7 @@ static void totals_print(FILE *out, const struct off_totals *o, const struct tra
 
 int offcpu_report(FILE *out, struct trace_reader *r)
 {
-	struct off_totals o = {};
+	struct off_totals o = {.threads = THREADS_INIT(struct thread_off)};
 	struct ptg_record rec;
 	uint64_t intervals = 0;
 	int err;
@@ -108,7 +99,6 @@ int offcpu_report(FILE *out, struct trace_reader *r)
 	}
 	if (!err && intervals)
 		totals_print(out, &o, r);
-	free(o.threads);
-	u64map__free(&o.index);
+	threads__free(&o.threads, NULL);
 	return err;
 }

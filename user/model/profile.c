@@ -14,6 +14,7 @@
 #include "base/array.h"
 #include "base/log.h"
 #include "model/profile.h"
+#include "base/threads.h"
 #include "base/u64map.h"
 
 struct profile {
@@ -186,44 +187,40 @@ struct host_ivals {
 	size_t n, cap;
 };
 
+/* What the collector keeps of a thread besides its profile_thread. */
+struct coll_thread {
+	size_t idx; /* in run->threads */
+	struct fold_stack fold;
+	struct host_ivals host; /* with o->host_calls */
+};
+
 struct collector {
 	const struct profile_opts *o;
 	const struct trace_reader *r;
 	struct profile_run *run;
-	struct host_ivals *hosts; /* parallel to run->threads, with o->host_calls */
-	size_t hosts_cap;
-	struct fold_stack *folds; /* parallel to run->threads */
-	size_t threads_cap, folds_cap;
-	struct u64map thread_idx; /* thread_key() -> index */
-	struct u64map stack_idx;  /* hash of a group's frames -> group id */
+	struct threads threads; /* of struct coll_thread, entry i for run->threads[i] */
+	size_t threads_cap;
+	struct u64map stack_idx; /* hash of a group's frames -> group id */
 	size_t stacks_cap;
 	int err;
 };
-
-static uint64_t thread_key(uint32_t pid, uint32_t tid)
-{
-	return u64map_key((uint64_t)pid << 32 | tid);
-}
 
 static struct profile_thread *collector_thread(struct collector *c, uint32_t pid, uint32_t tid,
 					       struct fold_stack **fold)
 {
 	struct profile_run *run = c->run;
-	uint64_t key = thread_key(pid, tid);
-	uint64_t *idx = u64map__get(&c->thread_idx, key);
+	struct coll_thread *ct = threads__find(&c->threads, pid, tid);
 	struct profile_thread *t;
 
-	if (idx) {
-		*fold = &c->folds[*idx];
-		return &run->threads[*idx];
+	if (ct) {
+		*fold = &ct->fold;
+		return &run->threads[ct->idx];
 	}
 	if (array_grow((void **)&run->threads, &c->threads_cap, run->nthreads + 1,
 		       sizeof(*run->threads)) ||
-	    array_grow((void **)&c->folds, &c->folds_cap, run->nthreads + 1, sizeof(*c->folds)) ||
-	    (c->o->host_calls &&
-	     array_grow((void **)&c->hosts, &c->hosts_cap, run->nthreads + 1, sizeof(*c->hosts))) ||
-	    u64map__put(&c->thread_idx, key, run->nthreads))
+	    !(ct = threads__get(&c->threads, pid, tid, NULL)))
 		return NULL;
+	ct->idx = run->nthreads;
 	t = &run->threads[run->nthreads];
 	t->pid = pid;
 	t->tid = tid;
@@ -231,8 +228,17 @@ static struct profile_thread *collector_thread(struct collector *c, uint32_t pid
 		return NULL;
 	if (t->prof && c->o->group)
 		profile__set_grouped(t->prof);
-	*fold = &c->folds[run->nthreads++];
+	*fold = &ct->fold;
+	run->nthreads++;
 	return t;
+}
+
+static void coll_thread_fini(void *p)
+{
+	struct coll_thread *ct = p;
+
+	free(ct->fold.pending);
+	free(ct->host.v);
 }
 
 static int fold_stack_reserve(struct fold_stack *f, unsigned int depth)
@@ -294,7 +300,7 @@ static uint32_t collector_group(struct collector *c, int64_t aux0, const struct 
 
 static int host_add(struct collector *c, size_t thread, const struct host_ival *in)
 {
-	struct host_ivals *h = &c->hosts[thread];
+	struct host_ivals *h = &((struct coll_thread *)threads__at(&c->threads, thread))->host;
 	struct host_ival *iv;
 
 	if (array_grow((void **)&h->v, &h->cap, h->n + 1, sizeof(*h->v)))
@@ -436,8 +442,11 @@ static int host_replay(struct collector *c)
 {
 	int err = 0;
 
-	for (size_t i = 0; !err && i < c->run->nthreads; i++)
-		err = host_replay_thread(c, &c->run->threads[i], &c->hosts[i]);
+	for (size_t i = 0; !err && i < c->run->nthreads; i++) {
+		struct coll_thread *ct = threads__at(&c->threads, i);
+
+		err = host_replay_thread(c, &c->run->threads[i], &ct->host);
+	}
 	return err;
 }
 
@@ -577,7 +586,7 @@ int profile_run__collect(struct trace_reader *r, const struct profile_opts *o,
 			 struct profile_run **out)
 {
 	struct model_visitor v = {.span = collector_on_span, .record = collector_on_record};
-	struct collector c = {.o = o, .r = r};
+	struct collector c = {.o = o, .r = r, .threads = THREADS_INIT(struct coll_thread)};
 	int err;
 
 	c.run = calloc(1, sizeof(*c.run));
@@ -600,13 +609,7 @@ int profile_run__collect(struct trace_reader *r, const struct profile_opts *o,
 cleanup:
 	if (err == -ENOMEM)
 		pr_err("out of memory");
-	for (size_t i = 0; c.folds && i < c.run->nthreads; i++)
-		free(c.folds[i].pending);
-	free(c.folds);
-	for (size_t i = 0; c.hosts && i < c.run->nthreads; i++)
-		free(c.hosts[i].v);
-	free(c.hosts);
-	u64map__free(&c.thread_idx);
+	threads__free(&c.threads, coll_thread_fini);
 	u64map__free(&c.stack_idx);
 	if (err) {
 		profile_run__free(c.run);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/array.h"
+#include "base/buf.h"
 #include "model/stacks.h"
 
 static const char *stacks_name(struct stacks *st, uint32_t frame);
@@ -339,29 +340,12 @@ void stacks__totals(struct stacks *st)
 		st->nodes[st->nodes[i].parent].total += st->nodes[i].total;
 }
 
-struct strbuf {
-	char *s;
-	size_t len, cap;
-};
-
-static int strbuf_add(struct strbuf *b, const char *sep, const char *s)
-{
-	size_t ls = strlen(sep), l = strlen(s);
-
-	if (array_grow((void **)&b->s, &b->cap, b->len + ls + l + 1, 1))
-		return -ENOMEM;
-	memcpy(b->s + b->len, sep, ls);
-	memcpy(b->s + b->len + ls, s, l + 1);
-	b->len += ls + l;
-	return 0;
-}
-
 /* Depth-first from the root, in a loop: a trie as deep as the input must not be C recursion. */
 int stacks__foreach_folded(struct stacks *st,
 			   int (*fn)(void *ctx, const char *folded, uint64_t weight), void *ctx)
 {
 	char cut[STACKS_CUT_NAME_LEN];
-	struct strbuf path = {};
+	struct buf path = {};
 	size_t *lens = NULL, lens_cap = 0; /* path length before each level */
 	const struct stacks_node *n;
 	uint32_t node;
@@ -378,10 +362,12 @@ int stacks__foreach_folded(struct stacks *st,
 		if (err)
 			break;
 		lens[d] = path.len;
-		err = name ? strbuf_add(&path, d ? ";" : "", name) : -ENOMEM;
+		if (d)
+			buf__puts(&path, ";");
+		err = name ? buf__puts(&path, name) : -ENOMEM;
 		if (err)
 			break;
-		if (n->self && (err = fn(ctx, path.s, n->self)))
+		if (n->self && (err = fn(ctx, path.text, n->self)))
 			break;
 		if (n->child != STACKS_NONE) {
 			node = n->child;
@@ -391,7 +377,7 @@ int stacks__foreach_folded(struct stacks *st,
 		/* up to the nearest level with a next sibling */
 		for (;;) {
 			path.len = lens[d];
-			path.s[path.len] = '\0';
+			path.text[path.len] = '\0';
 			if (st->nodes[node].sibling != STACKS_NONE) {
 				node = st->nodes[node].sibling;
 				break;
@@ -405,6 +391,6 @@ int stacks__foreach_folded(struct stacks *st,
 		}
 	}
 	free(lens);
-	free(path.s);
+	buf__free(&path);
 	return err;
 }

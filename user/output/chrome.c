@@ -29,13 +29,13 @@ static int out_flush(struct chrome *c)
 {
 	if (c->b.err)
 		return c->b.err;
-	if (c->b.len && gzwrite(c->gz, c->b.p, c->b.len) != (int)c->b.len) {
+	if (c->b.len && gzwrite(c->gz, c->b.data, c->b.len) != (int)c->b.len) {
 		int errnum;
 
 		pr_err("chrome: %s: %s", c->path, gzerror(c->gz, &errnum));
 		return -EIO;
 	}
-	c->b.len = 0;
+	buf__reset(&c->b);
 	return 0;
 }
 
@@ -66,15 +66,15 @@ void chrome_ev_new(struct chrome *c, bool meta)
 static void ev_begin(struct chrome *c, const char *ph, const char *cat)
 {
 	chrome_ev_new(c, false);
-	jb_str(&c->b, "{\"ph\": \"");
-	jb_str(&c->b, ph);
-	jb_str(&c->b, "\", \"cat\": ");
+	buf__puts(&c->b, "{\"ph\": \"");
+	buf__puts(&c->b, ph);
+	buf__puts(&c->b, "\", \"cat\": ");
 	jb_json(&c->b, cat);
 }
 
 void chrome_ev_where(struct chrome *c, uint32_t pid, uint32_t tid, uint64_t ts)
 {
-	jb_printf(&c->b, ", \"pid\": %d, \"tid\": %d, \"ts\": ", (int32_t)pid, (int32_t)tid);
+	buf__printf(&c->b, ", \"pid\": %d, \"tid\": %d, \"ts\": ", (int32_t)pid, (int32_t)tid);
 	jb_us(&c->b, ts);
 	if (c->nevs)
 		c->evs[c->nevs - 1].ts = ts;
@@ -90,27 +90,27 @@ static void ev_extra(struct chrome *c, const char *blob)
 
 	/* "{}" has none; the blob is an object, so its members lie between the braces */
 	if (n > 2 && blob[0] == '{' && blob[n - 1] == '}') {
-		jb_str(&c->b, ", ");
-		jb_put(&c->b, blob + 1, n - 2);
+		buf__puts(&c->b, ", ");
+		buf__put(&c->b, blob + 1, n - 2);
 	}
 }
 
 void chrome_ev_end(struct chrome *c, struct jargs *a, const char *blob)
 {
 	if (a->open)
-		jb_str(&c->b, "}");
+		buf__puts(&c->b, "}");
 	ev_extra(c, blob);
-	jb_str(&c->b, "}");
+	buf__puts(&c->b, "}");
 }
 
 static void ev_x(struct chrome *c, const char *cat, const char *name, uint32_t pid, uint32_t tid,
 		 uint64_t ts, uint64_t dur)
 {
 	ev_begin(c, "X", cat);
-	jb_str(&c->b, ", \"name\": ");
+	buf__puts(&c->b, ", \"name\": ");
 	jb_json(&c->b, name);
 	chrome_ev_where(c, pid, tid, ts);
-	jb_str(&c->b, ", \"dur\": ");
+	buf__puts(&c->b, ", \"dur\": ");
 	jb_us(&c->b, dur);
 	if (c->nevs)
 		c->evs[c->nevs - 1].dur = dur;
@@ -280,14 +280,14 @@ static void write_flow(struct chrome *c, char ph, const char *cat, const char *n
 	char phs[2] = {ph, '\0'};
 
 	ev_begin(c, phs, cat);
-	jb_str(&c->b, ", \"name\": ");
+	buf__puts(&c->b, ", \"name\": ");
 	jb_json(&c->b, name);
-	jb_printf(&c->b, ", \"id\": %" PRIu64, id);
+	buf__printf(&c->b, ", \"id\": %" PRIu64, id);
 	chrome_ev_where(c, pid, tid, ts);
 	if (bp_enclosing)
-		jb_str(&c->b, ", \"bp\": \"e\"");
+		buf__puts(&c->b, ", \"bp\": \"e\"");
 	ev_extra(c, blob);
-	jb_str(&c->b, "}");
+	buf__puts(&c->b, "}");
 }
 
 static void write_flow_rec(struct chrome *c, const struct ptg_record *rec)
@@ -348,7 +348,7 @@ static int write_record(struct chrome *c, const struct ptg_record *rec)
 			chrome_ev_new(c, false);
 			if (c->nevs)
 				c->evs[c->nevs - 1].ts = rec->ts;
-			jb_str(&c->b, c->args);
+			buf__puts(&c->b, c->args);
 		}
 		break;
 	case PTG_REC_SCHED:
@@ -378,7 +378,7 @@ static int cmp_cevent(const void *pa, const void *pb)
 /* Writes the events of c->b in order, through out, flushed as it fills. */
 static int write_sorted(struct chrome *c)
 {
-	struct jbuf events = c->b;
+	struct buf events = c->b;
 	size_t i;
 	int err = 0;
 
@@ -386,14 +386,14 @@ static int write_sorted(struct chrome *c)
 	for (i = 0; i < c->nevs; i++)
 		c->evs[i].end = i + 1 < c->nevs ? c->evs[i + 1].off : events.len;
 	array_sort(c->evs, c->nevs, sizeof(*c->evs), cmp_cevent);
-	c->b = (struct jbuf){};
+	c->b = (struct buf){};
 	for (i = 0; i < c->nevs && !err; i++) {
-		jb_str(&c->b, i ? ",\n  " : "\n  ");
-		jb_put(&c->b, events.p + c->evs[i].off, c->evs[i].end - c->evs[i].off);
+		buf__puts(&c->b, i ? ",\n  " : "\n  ");
+		buf__put(&c->b, events.data + c->evs[i].off, c->evs[i].end - c->evs[i].off);
 		if (c->b.len >= FLUSH_AT)
 			err = out_flush(c);
 	}
-	free(events.p);
+	buf__free(&events);
 	return err ?: c->b.err;
 }
 
@@ -454,7 +454,7 @@ static bool ends_with(const char *s, const char *suffix)
 
 static void chrome_free(struct chrome *c)
 {
-	free(c->b.p);
+	buf__free(&c->b);
 	cuda_links_free(&c->links);
 	free(c->evs);
 	u64map__free(&c->tracks);

@@ -44,7 +44,7 @@ struct chrome {
 	struct trace_reader *r;
 	gzFile gz;
 	const char *path;
-	struct jbuf b; /* every event, in the order they were made */
+	struct buf b; /* every event, in the order they were made */
 	struct cevent *evs;
 	size_t nevs, evs_cap;
 	struct u64map tracks;	 /* pid << 32 | track tid of the tracks named so far */

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * JSON text as the Chrome exporter writes it (Kineto's spacing): a growable
- * buffer that keeps its first error instead of failing each call, string
- * literals made valid UTF-8, times in µs that read back to the same ns, and
- * an event's "args" object written member by member.
+ * JSON text as the Chrome exporter writes it (Kineto's spacing), appended to
+ * a base/buf.h buffer (which keeps its first error instead of failing each
+ * call): string literals made valid UTF-8, times in µs that read back to the
+ * same ns, and an event's "args" object written member by member.
  */
 #ifndef PTG_CHROME_JSON_H
 #define PTG_CHROME_JSON_H
@@ -12,32 +12,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct jbuf {
-	char *p;
-	size_t len, cap;
-	int err;
-};
-
-/* Appends n bytes; on no memory b->err is set and later calls do nothing. */
-void jb_put(struct jbuf *b, const char *s, size_t n);
-void jb_str(struct jbuf *b, const char *s);
-void __attribute__((format(printf, 2, 3))) jb_printf(struct jbuf *b, const char *fmt, ...);
+#include "base/buf.h"
 
 /* A JSON string literal; a byte that starts no valid UTF-8 sequence becomes U+FFFD. */
-void jb_json(struct jbuf *b, const char *s);
+void jb_json(struct buf *b, const char *s);
 
 /* ns -> µs with exactly 3 decimals: the importer reads it back to the same ns */
-void jb_us(struct jbuf *b, uint64_t ns);
+void jb_us(struct buf *b, uint64_t ns);
 
 /*
  * A top-level value kept as JSON text in a trace's metadata, parsed and
  * written again (as valid UTF-8), or written as a string when it is no JSON.
  */
-void jb_json_value(struct jbuf *b, const char *text);
+void jb_json_value(struct buf *b, const char *text);
 
 /* Args are written as they come; the first one opens the object. */
 struct jargs {
-	struct jbuf *b;
+	struct buf *b;
 	bool open;
 };
 

@@ -41,13 +41,13 @@ void chrome_name_track(struct chrome *c, uint32_t pid, uint32_t tid, uint32_t tr
 		return;
 	snprintf(name, sizeof(name), "thread %u %s", tid, what);
 	chrome_ev_new(c, true);
-	jb_str(&c->b, "{\"ph\": \"M\", \"name\": \"thread_name\"");
+	buf__puts(&c->b, "{\"ph\": \"M\", \"name\": \"thread_name\"");
 	chrome_ev_where(c, pid, track, ts);
 	jarg_str(&a, "name", name);
 	chrome_ev_end(c, &a, NULL);
 	a.open = false;
 	chrome_ev_new(c, true);
-	jb_str(&c->b, "{\"ph\": \"M\", \"name\": \"thread_sort_index\"");
+	buf__puts(&c->b, "{\"ph\": \"M\", \"name\": \"thread_sort_index\"");
 	chrome_ev_where(c, pid, track, ts);
 	jarg_int(&a, "sort_index", tid);
 	chrome_ev_end(c, &a, NULL);
@@ -68,7 +68,7 @@ static void name_ns_process(struct chrome *c, const struct ptg_record *rec)
 		return;
 	snprintf(name, sizeof(name), "pid %u (container pid %u)", rec->pid, (uint32_t)rec->aux[2]);
 	chrome_ev_new(c, true);
-	jb_str(&c->b, "{\"ph\": \"M\", \"name\": \"process_name\"");
+	buf__puts(&c->b, "{\"ph\": \"M\", \"name\": \"process_name\"");
 	chrome_ev_where(c, rec->pid, 0, rec->ts);
 	jarg_str(&a, "name", name);
 	chrome_ev_end(c, &a, NULL);
@@ -87,7 +87,7 @@ void chrome_write_thread(struct chrome *c, const struct ptg_record *rec)
 			 (uint32_t)rec->aux[3]);
 	}
 	chrome_ev_new(c, true);
-	jb_str(&c->b, "{\"ph\": \"M\", \"name\": ");
+	buf__puts(&c->b, "{\"ph\": \"M\", \"name\": ");
 	jb_json(&c->b, kineto_meta_names[m]);
 	chrome_ev_where(c, rec->pid, rec->tid, rec->ts);
 	if (m == KINETO_M_PROCESS_SORT_INDEX || m == KINETO_M_THREAD_SORT_INDEX)
@@ -109,12 +109,12 @@ static void top_key(struct chrome *c, const char *key, const char *val)
 	char *spaced = kineto_json_respace(val);
 	char *valid = spaced ? utf8_valid_dup(spaced) : NULL;
 
-	jb_str(&c->b, c->nkeys++ ? ",\n  " : "\n  ");
+	buf__puts(&c->b, c->nkeys++ ? ",\n  " : "\n  ");
 	jb_json(&c->b, key);
-	jb_str(&c->b, ": ");
+	buf__puts(&c->b, ": ");
 	/* any .ptg can hold any text there: what is no JSON is written as a string */
 	if (valid)
-		jb_str(&c->b, valid);
+		buf__puts(&c->b, valid);
 	else
 		jb_json_value(&c->b, val);
 	free(spaced);
@@ -185,23 +185,23 @@ static void recorded_keys(struct chrome *c)
 
 void chrome_write_header(struct chrome *c)
 {
-	jb_str(&c->b, "{");
+	buf__puts(&c->b, "{");
 	if (c->kineto)
 		kineto_keys(c, false);
 	else
 		recorded_keys(c);
-	jb_str(&c->b, c->nkeys ? ",\n  \"traceEvents\": [" : "\n  \"traceEvents\": [");
+	buf__puts(&c->b, c->nkeys ? ",\n  \"traceEvents\": [" : "\n  \"traceEvents\": [");
 }
 
 void chrome_write_footer(struct chrome *c)
 {
-	jb_str(&c->b, "\n  ]");
+	buf__puts(&c->b, "\n  ]");
 	c->nkeys = 1; /* the events' array came first */
 	if (c->kineto) {
 		kineto_keys(c, true);
 	} else {
-		jb_str(&c->b, ",\n  \"traceName\": ");
+		buf__puts(&c->b, ",\n  \"traceName\": ");
 		jb_json(&c->b, c->path);
 	}
-	jb_str(&c->b, "\n}\n");
+	buf__puts(&c->b, "\n}\n");
 }

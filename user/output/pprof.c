@@ -11,9 +11,11 @@
 #include <zlib.h>
 
 #include "base/array.h"
+#include "base/buf.h"
 #include "base/outfile.h"
 #include "output/pprof.h"
 #include "base/u64map.h"
+#include "base/varint.h"
 
 #define WIRE_VARINT 0
 #define WIRE_LEN    2
@@ -32,67 +34,17 @@ enum {
 	PROFILE_PERIOD = 12,
 };
 
-static int pb_reserve(struct pb_buf *b, size_t more)
+void pb_varint(struct buf *b, uint64_t v)
 {
-	size_t cap = b->cap ? b->cap : 256;
-	uint8_t *n;
-
-	if (b->err)
-		return b->err;
-	if (b->len + more <= b->cap)
-		return 0;
-	while (cap < b->len + more)
-		cap *= 2;
-	n = realloc(b->data, cap);
-	if (!n)
-		return b->err = -ENOMEM;
-	b->data = n;
-	b->cap = cap;
-	return 0;
+	buf__put_varint(b, v);
 }
 
-void pb_buf__free(struct pb_buf *b)
-{
-	free(b->data);
-	*b = (struct pb_buf){};
-}
-
-static size_t varint_len(uint64_t v)
-{
-	size_t n = 1;
-
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
-}
-
-static void varint_put(uint8_t *p, uint64_t v)
-{
-	while (v >= 0x80) {
-		*p++ = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	*p = (uint8_t)v;
-}
-
-void pb_varint(struct pb_buf *b, uint64_t v)
-{
-	size_t n = varint_len(v);
-
-	if (pb_reserve(b, n))
-		return;
-	varint_put(b->data + b->len, v);
-	b->len += n;
-}
-
-static void pb_key(struct pb_buf *b, uint32_t field, uint32_t wire)
+static void pb_key(struct buf *b, uint32_t field, uint32_t wire)
 {
 	pb_varint(b, (uint64_t)field << 3 | wire);
 }
 
-void pb_uint(struct pb_buf *b, uint32_t field, uint64_t v)
+void pb_uint(struct buf *b, uint32_t field, uint64_t v)
 {
 	if (!v)
 		return;
@@ -101,27 +53,24 @@ void pb_uint(struct pb_buf *b, uint32_t field, uint64_t v)
 }
 
 /* int64 (not sint64): a negative value is its two's complement, ten bytes */
-void pb_int(struct pb_buf *b, uint32_t field, int64_t v)
+void pb_int(struct buf *b, uint32_t field, int64_t v)
 {
 	pb_uint(b, field, (uint64_t)v);
 }
 
-void pb_bool(struct pb_buf *b, uint32_t field, bool v)
+void pb_bool(struct buf *b, uint32_t field, bool v)
 {
 	pb_uint(b, field, v);
 }
 
-void pb_bytes(struct pb_buf *b, uint32_t field, const void *data, size_t len)
+void pb_bytes(struct buf *b, uint32_t field, const void *data, size_t len)
 {
 	pb_key(b, field, WIRE_LEN);
 	pb_varint(b, len);
-	if (!len || pb_reserve(b, len))
-		return;
-	memcpy(b->data + b->len, data, len);
-	b->len += len;
+	buf__put(b, data, len);
 }
 
-void pb_packed_uint(struct pb_buf *b, uint32_t field, const uint64_t *v, size_t n)
+void pb_packed_uint(struct buf *b, uint32_t field, const uint64_t *v, size_t n)
 {
 	size_t len = 0;
 
@@ -135,23 +84,23 @@ void pb_packed_uint(struct pb_buf *b, uint32_t field, const uint64_t *v, size_t 
 		pb_varint(b, v[i]);
 }
 
-void pb_packed_int(struct pb_buf *b, uint32_t field, const int64_t *v, size_t n)
+void pb_packed_int(struct buf *b, uint32_t field, const int64_t *v, size_t n)
 {
 	pb_packed_uint(b, field, (const uint64_t *)v, n);
 }
 
 /* The body is written first; end() moves it up to make room for its length. */
-size_t pb_begin(struct pb_buf *b, uint32_t field)
+size_t pb_begin(struct buf *b, uint32_t field)
 {
 	pb_key(b, field, WIRE_LEN);
 	return b->len;
 }
 
-void pb_end(struct pb_buf *b, size_t mark)
+void pb_end(struct buf *b, size_t mark)
 {
 	size_t body = b->len - mark, n = varint_len(body);
 
-	if (b->err || pb_reserve(b, n))
+	if (b->err || buf__reserve(b, n))
 		return;
 	memmove(b->data + mark + n, b->data + mark, body);
 	varint_put(b->data + mark, body);
@@ -441,7 +390,7 @@ cleanup:
 	return err;
 }
 
-static void encode_samples(const struct pprof *p, struct pb_buf *b)
+static void encode_samples(const struct pprof *p, struct buf *b)
 {
 	for (size_t i = 0; i < p->nsamples; i++) {
 		const struct pprof_sample *s = &p->samples[i];
@@ -463,7 +412,7 @@ static void encode_samples(const struct pprof *p, struct pb_buf *b)
 	}
 }
 
-static void encode_value_type(struct pb_buf *b, uint32_t field, const struct pprof_value_type *t)
+static void encode_value_type(struct buf *b, uint32_t field, const struct pprof_value_type *t)
 {
 	size_t m = pb_begin(b, field);
 
@@ -472,7 +421,7 @@ static void encode_value_type(struct pb_buf *b, uint32_t field, const struct ppr
 	pb_end(b, m);
 }
 
-static void encode_tables(const struct pprof *p, struct pb_buf *b)
+static void encode_tables(const struct pprof *p, struct buf *b)
 {
 	size_t m, l;
 
@@ -519,7 +468,7 @@ static void encode_tables(const struct pprof *p, struct pb_buf *b)
 	}
 }
 
-int pprof__encode(struct pprof *p, struct pb_buf *b)
+int pprof__encode(struct pprof *p, struct buf *b)
 {
 	for (size_t i = 0; i < p->ntypes; i++)
 		encode_value_type(b, PROFILE_SAMPLE_TYPE, &p->types[i]);
@@ -536,7 +485,7 @@ int pprof__encode(struct pprof *p, struct pb_buf *b)
 	return b->err;
 }
 
-int pprof_gzip(const void *data, size_t len, struct pb_buf *out)
+int pprof_gzip(const void *data, size_t len, struct buf *out)
 {
 	z_stream z = {};
 	int ret;
@@ -545,7 +494,7 @@ int pprof_gzip(const void *data, size_t len, struct pb_buf *out)
 	if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
 	    Z_OK)
 		return -ENOMEM;
-	if (pb_reserve(out, deflateBound(&z, len))) {
+	if (buf__reserve(out, deflateBound(&z, len))) {
 		deflateEnd(&z);
 		return -ENOMEM;
 	}
@@ -560,7 +509,7 @@ int pprof_gzip(const void *data, size_t len, struct pb_buf *out)
 }
 
 /* Readers of a continuous profile directory never see half a file: outfile renames it in. */
-static int write_file(const char *path, const struct pb_buf *b)
+static int write_file(const char *path, const struct buf *b)
 {
 	struct outfile *of;
 	int err;
@@ -578,7 +527,7 @@ static int write_file(const char *path, const struct pb_buf *b)
 
 int pprof__write(struct pprof *p, const char *path)
 {
-	struct pb_buf raw = {}, gz = {};
+	struct buf raw = {}, gz = {};
 	int err;
 
 	err = pprof__encode(p, &raw);
@@ -586,7 +535,7 @@ int pprof__write(struct pprof *p, const char *path)
 		err = pprof_gzip(raw.data, raw.len, &gz);
 	if (!err)
 		err = write_file(path, &gz);
-	pb_buf__free(&raw);
-	pb_buf__free(&gz);
+	buf__free(&raw);
+	buf__free(&gz);
 	return err;
 }

@@ -12,26 +12,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A growing output buffer; a failed allocation sticks in err. */
-struct pb_buf {
-	uint8_t *data;
-	size_t len, cap;
-	int err;
-};
+#include "base/buf.h"
 
-void pb_buf__free(struct pb_buf *b);
-void pb_varint(struct pb_buf *b, uint64_t v);
+/* The writer appends to a base/buf.h buffer; a failed allocation sticks in its err. */
+void pb_varint(struct buf *b, uint64_t v);
 /* Fields; proto3 leaves out zero scalars and these do too. */
-void pb_uint(struct pb_buf *b, uint32_t field, uint64_t v);
-void pb_int(struct pb_buf *b, uint32_t field, int64_t v);
-void pb_bool(struct pb_buf *b, uint32_t field, bool v);
-void pb_bytes(struct pb_buf *b, uint32_t field, const void *data, size_t len);
+void pb_uint(struct buf *b, uint32_t field, uint64_t v);
+void pb_int(struct buf *b, uint32_t field, int64_t v);
+void pb_bool(struct buf *b, uint32_t field, bool v);
+void pb_bytes(struct buf *b, uint32_t field, const void *data, size_t len);
 /* A repeated scalar field, packed (one length-delimited run of varints). */
-void pb_packed_uint(struct pb_buf *b, uint32_t field, const uint64_t *v, size_t n);
-void pb_packed_int(struct pb_buf *b, uint32_t field, const int64_t *v, size_t n);
+void pb_packed_uint(struct buf *b, uint32_t field, const uint64_t *v, size_t n);
+void pb_packed_int(struct buf *b, uint32_t field, const int64_t *v, size_t n);
 /* A nested message: what is written between begin and end becomes its body. */
-size_t pb_begin(struct pb_buf *b, uint32_t field);
-void pb_end(struct pb_buf *b, size_t mark);
+size_t pb_begin(struct buf *b, uint32_t field);
+void pb_end(struct buf *b, size_t mark);
 
 #define PPROF_MAX_VALUES 4
 
@@ -74,11 +69,11 @@ uint64_t pprof__location(struct pprof *p, uint64_t mapping, uint64_t address, ui
 int pprof__add_sample(struct pprof *p, const uint64_t *locs, size_t nlocs, const int64_t *values,
 		      size_t nvalues, const struct pprof_label *labels, size_t nlabels);
 /* The encoded Profile message. */
-int pprof__encode(struct pprof *p, struct pb_buf *out);
+int pprof__encode(struct pprof *p, struct buf *out);
 /* Encodes, gzips and writes to path (a new 0600 file renamed into place: outfile.h). */
 int pprof__write(struct pprof *p, const char *path);
 
 /* gzip (RFC 1952) of data, as pprof files are stored. */
-int pprof_gzip(const void *data, size_t len, struct pb_buf *out);
+int pprof_gzip(const void *data, size_t len, struct buf *out);
 
 #endif /* PTG_PPROF_H */

@@ -16,6 +16,8 @@
 #include "probes/cuda.h"
 #include "proc/elf_file.h"
 #include "ptrace_gpu/events.h"
+#include "base/buf.h"
+#include "base/threads.h"
 #include "base/u64map.h"
 #include "probes/uprobe_multi.h"
 
@@ -144,11 +146,9 @@ struct cudaprobe {
 	struct bpf_link **links;
 	size_t nlinks;
 	uint32_t syms[NR_APIS]; /* symbol id of each API once written, 0 before */
-	struct u64map tids;	/* pid << 32 | tid -> index + 1 in threads */
-	struct cuda_thread *threads;
-	size_t nthreads;
-	char *libs;	      /* paths probed, ", "-separated, for the trace's metadata */
-	struct u64map probed; /* inode -> 1: probed ahead or when mapped, once */
+	struct threads threads; /* of struct cuda_thread */
+	struct buf libs;	/* paths probed, ", "-separated, for the trace's metadata */
+	struct u64map probed;	/* inode -> 1: probed ahead or when mapped, once */
 	struct cudaprobe_stats st;
 };
 
@@ -162,21 +162,14 @@ static uint32_t api_sym(struct cudaprobe *cp, uint32_t api)
 
 static struct cuda_thread *thread_of(struct cudaprobe *cp, uint32_t pid, uint32_t tid, bool add)
 {
-	uint64_t key = (uint64_t)pid << 32 | tid, *idx = u64map__get(&cp->tids, key);
-	struct cuda_thread *n;
-
-	if (idx)
-		return &cp->threads[*idx - 1];
 	if (!add)
-		return NULL;
-	n = realloc(cp->threads, (cp->nthreads + 1) * sizeof(*n));
-	if (!n)
-		return NULL;
-	cp->threads = n;
-	memset(&n[cp->nthreads], 0, sizeof(*n));
-	if (u64map__put(&cp->tids, key, ++cp->nthreads))
-		return NULL;
-	return &n[cp->nthreads - 1];
+		return threads__find(&cp->threads, pid, tid);
+	return threads__get(&cp->threads, pid, tid, NULL);
+}
+
+static void cuda_thread_fini(void *ct)
+{
+	free(((struct cuda_thread *)ct)->hist);
 }
 
 /* The external id of the innermost op open on the thread: CUDA calls belong to it. */
@@ -321,8 +314,8 @@ static int write_losses(struct tracer *t, void *ctx)
 	if (!err && cp->st.attach_failed)
 		err = trace_writer__lost(w, PTG_LOST_CUDA_PROBE_ATTACH, UINT32_MAX,
 					 cp->st.attach_failed);
-	if (!err && cp->libs)
-		err = trace_writer__meta(w, "cuda.libraries", cp->libs);
+	if (!err && cp->libs.len)
+		err = trace_writer__meta(w, "cuda.libraries", cp->libs.text);
 	return err;
 }
 
@@ -464,14 +457,7 @@ static int probe_library(struct cudaprobe *cp, struct elf_file *ef, const char *
 
 static int note_library(struct cudaprobe *cp, const char *path)
 {
-	size_t len = cp->libs ? strlen(cp->libs) : 0;
-	char *n = realloc(cp->libs, len + strlen(path) + 3);
-
-	if (!n)
-		return -ENOMEM;
-	sprintf(n + len, "%s%s", len ? ", " : "", path);
-	cp->libs = n;
-	return 0;
+	return buf__printf(&cp->libs, "%s%s", cp->libs.len ? ", " : "", path);
 }
 
 /* libcuda.so.1 (driver); libcudart.so.12 or a wheel's bundled libcudart-HASH.so.12 (runtime). */
@@ -517,6 +503,7 @@ int cudaprobe__open(struct tracer *t, struct libwatch *lw, pid_t pid, bool quiet
 	cp = calloc(1, sizeof(*cp));
 	if (!cp)
 		return -ENOMEM;
+	cp->threads = THREADS_INIT(struct cuda_thread);
 	cp->t = t;
 	cp->pid = pid;
 	cp->quiet = quiet;
@@ -586,11 +573,8 @@ void cudaprobe__destroy(struct cudaprobe *cp)
 	cuda_bpf__destroy(cp->skel);
 	free(cp->link_fds);
 	free(cp->links);
-	for (size_t i = 0; i < cp->nthreads; i++)
-		free(cp->threads[i].hist);
-	free(cp->threads);
-	u64map__free(&cp->tids);
+	threads__free(&cp->threads, cuda_thread_fini);
 	u64map__free(&cp->probed);
-	free(cp->libs);
+	buf__free(&cp->libs);
 	free(cp);
 }

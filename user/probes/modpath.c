@@ -21,6 +21,7 @@
 #include "probes/modpath.h"
 #include "proc/procfs.h"
 #include "pyinterp/pycode.h"
+#include "base/threads.h"
 #include "base/u64map.h"
 
 #define CALL_FILE	 "/torch/nn/modules/module.py"
@@ -79,9 +80,7 @@ struct modpath {
 	struct tracer *t;
 	const struct py_version_info *vi;
 	int memfd;
-	struct u64map thread_idx; /* pid << 32 | tid -> index + 1 */
-	struct mod_thread *threads;
-	size_t nthreads;
+	struct threads threads; /* of struct mod_thread */
 	struct u64map code_idx; /* code -> index + 1 in kinds */
 	struct code_kind *kinds;
 	size_t nkinds, kinds_cap;
@@ -179,22 +178,14 @@ static int learn_code(struct modpath *mp, const struct ptg_code_event *c)
 
 static struct mod_thread *mod_thread(struct modpath *mp, uint32_t pid, uint32_t tid, bool create)
 {
-	uint64_t key = (uint64_t)pid << 32 | tid | 1ull << 63;
-	uint64_t *idx = u64map__get(&mp->thread_idx, key);
-	struct mod_thread *n;
-
-	if (idx)
-		return &mp->threads[*idx - 1];
 	if (!create)
-		return NULL;
-	n = realloc(mp->threads, (mp->nthreads + 1) * sizeof(*n));
-	if (!n)
-		return NULL;
-	mp->threads = n;
-	memset(&n[mp->nthreads], 0, sizeof(*n));
-	if (u64map__put(&mp->thread_idx, key, mp->nthreads + 1))
-		return NULL;
-	return &mp->threads[mp->nthreads++];
+		return threads__find(&mp->threads, pid, tid);
+	return threads__get(&mp->threads, pid, tid, NULL);
+}
+
+static void mod_thread_fini(void *mt)
+{
+	free(((struct mod_thread *)mt)->calls);
 }
 
 static bool call_open(const struct mod_call *c, const struct tracer_thread *th)
@@ -714,6 +705,7 @@ int modpath__open(struct tracer *t, const struct py_interp *py, struct modpath *
 	if (!mp)
 		return -ENOMEM;
 	mp->t = t;
+	mp->threads = THREADS_INIT(struct mod_thread);
 	mp->memfd = -1;
 	mp->vi = py->info;
 	snprintf(path, sizeof(path), "/proc/%d/mem", py->pid);
@@ -744,14 +736,11 @@ void modpath__destroy(struct modpath *mp)
 		return;
 	if (mp->memfd >= 0)
 		close(mp->memfd);
-	for (size_t i = 0; i < mp->nthreads; i++)
-		free(mp->threads[i].calls);
+	threads__free(&mp->threads, mod_thread_fini);
 	for (size_t i = 0; i < mp->npaths; i++)
 		free(mp->paths[i].str);
-	free(mp->threads);
 	free(mp->kinds);
 	free(mp->paths);
-	u64map__free(&mp->thread_idx);
 	u64map__free(&mp->code_idx);
 	u64map__free(&mp->path_idx);
 	u64map__free(&mp->instance);

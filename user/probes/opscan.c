@@ -155,21 +155,9 @@ size_t scan_pool_add_str(struct scan *s, uint64_t vaddr)
 	/* an op's schema name: "aten::addmm", "quantized::linear", "_caffe2::..." */
 	if (len == (size_t)n || !len || !memmem(str, len, "::", 2))
 		return 0;
-	if (o->pool_len + len + 1 > o->pool_cap) {
-		size_t cap = o->pool_cap ? o->pool_cap * 2 : 64 * 1024;
-		char *p;
-
-		while (cap < o->pool_len + len + 1)
-			cap *= 2;
-		p = realloc(o->pool, cap);
-		if (!p)
-			return 0;
-		o->pool = p;
-		o->pool_cap = cap;
-	}
-	memcpy(o->pool + o->pool_len, str, len + 1);
-	o->pool_len += len + 1;
-	return o->pool_len - len - 1 + 1;
+	if (buf__put(&o->pool, str, len + 1))
+		return 0;
+	return o->pool.len - len; /* offset + 1 of the len + 1 bytes just added */
 }
 
 static bool is_op_call(const char *name)
@@ -374,7 +362,7 @@ int opscan__run(const char *path, struct opscan **out)
 		return err;
 	}
 	for (size_t i = 0; i < s.out->nops; i++)
-		s.out->ops[i].name = s.out->pool + s.name_off[i];
+		s.out->ops[i].name = s.out->pool.text + s.name_off[i];
 	s.out->st.elapsed_ns = now_ns(CLOCK_MONOTONIC) - t0;
 	scan_close(&s);
 	*out = s.out;
@@ -387,6 +375,6 @@ void opscan__free(struct opscan *s)
 		return;
 	free(s->ops);
 	free(s->sites);
-	free(s->pool);
+	buf__free(&s->pool);
 	free(s);
 }

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
+
 struct opscan_op {
 	const char *name; /* "aten::addmm"; points into the scan's string pool */
 	uint64_t addr;	  /* link-time address of the function */
@@ -50,8 +52,7 @@ struct opscan {
 	struct opscan_site *sites;
 	size_t nsites;
 	struct opscan_stats st;
-	char *pool; /* op names, NUL-separated */
-	size_t pool_len, pool_cap;
+	struct buf pool; /* op names, NUL-separated */
 };
 
 /*

@@ -328,18 +328,9 @@ static int name_fallback(struct scan *s, const char *sym, size_t *name)
 	if (opscan_name_from_symbol(sym, buf, sizeof(buf)))
 		return -EINVAL;
 	len = strlen(buf);
-	if (o->pool_len + len + 1 > o->pool_cap) {
-		size_t cap = o->pool_cap ? o->pool_cap * 2 : 64 * 1024;
-		char *p = realloc(o->pool, cap);
-
-		if (!p)
-			return -ENOMEM;
-		o->pool = p;
-		o->pool_cap = cap;
-	}
-	memcpy(o->pool + o->pool_len, buf, len + 1);
-	*name = o->pool_len + 1;
-	o->pool_len += len + 1;
+	if (buf__put(&o->pool, buf, len + 1))
+		return -ENOMEM;
+	*name = o->pool.len - len; /* offset + 1 of the len + 1 bytes just added */
 	o->st.unnamed++;
 	return 0;
 }

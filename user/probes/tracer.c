@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "proc/procfs.h"
 #include "probes/tracer.h"
+#include "base/threads.h"
 #include "base/u64map.h"
 
 #define MAX_HANDLERS 8
@@ -34,10 +35,8 @@ struct tracer {
 	uint64_t last_ts;
 	uint64_t events;
 	uint64_t calls;
-	struct u64map tids; /* pid << 32 | tid -> index + 1 in threads */
-	struct tracer_thread *threads;
-	size_t nthreads;
-	size_t last;	    /* index + 1 of the previous event's thread */
+	struct threads threads;	    /* of struct tracer_thread, at stable addresses */
+	struct tracer_thread *last; /* the previous event's thread, or NULL */
 	struct u64map born; /* pid -> when it was forked, for processes forked while recording */
 };
 
@@ -71,6 +70,7 @@ int tracer__new(struct trace_writer *w, unsigned int ringbuf_mb, uint64_t start_
 	if (!t)
 		return -ENOMEM;
 	t->w = w;
+	t->threads = THREADS_INIT(struct tracer_thread);
 	t->start_ts = start_ts;
 	t->rb_fd = -1;
 	if (!ringbuf_mb) {
@@ -162,41 +162,32 @@ static int write_thread(struct tracer *t, const struct tracer_thread *th, const 
 	return trace_writer__record(t->w, &r);
 }
 
-static struct tracer_thread *new_thread(struct tracer *t, uint32_t pid, uint32_t tid, uint64_t ts)
+/* A thread seen for the first time: its name goes into the trace. */
+static int new_thread(struct tracer *t, struct tracer_thread *th, uint32_t pid, uint32_t tid,
+		      uint64_t ts)
 {
-	struct tracer_thread *n, *th;
 	char comm[64];
 
-	n = realloc(t->threads, (t->nthreads + 1) * sizeof(*n));
-	if (!n)
-		return NULL;
-	t->threads = n;
-	th = &t->threads[t->nthreads++];
-	memset(th, 0, sizeof(*th));
 	th->pid = pid;
 	th->tid = tid;
-	if (u64map__put(&t->tids, (uint64_t)pid << 32 | tid, t->nthreads))
-		return NULL;
-	if (proc_comm(pid, tid, comm, sizeof(comm)) == 0 && write_thread(t, th, comm, ts))
-		return NULL;
-	return th;
+	if (proc_comm(pid, tid, comm, sizeof(comm)))
+		return 0;
+	return write_thread(t, th, comm, ts);
 }
 
 struct tracer_thread *tracer__thread(struct tracer *t, uint32_t pid, uint32_t tid, uint64_t ts)
 {
-	uint64_t *idx;
+	struct tracer_thread *th;
+	bool added;
 
-	if (t->last && t->threads[t->last - 1].tid == tid && t->threads[t->last - 1].pid == pid)
-		return &t->threads[t->last - 1];
-	idx = u64map__get(&t->tids, (uint64_t)pid << 32 | tid);
-	if (idx) {
-		t->last = *idx;
-		return &t->threads[*idx - 1];
-	}
-	if (!new_thread(t, pid, tid, ts))
+	/* most events follow one of the same thread: skip the hash lookup */
+	if (t->last && t->last->tid == tid && t->last->pid == pid)
+		return t->last;
+	th = threads__get(&t->threads, pid, tid, &added);
+	if (!th || (added && new_thread(t, th, pid, tid, ts)))
 		return NULL;
-	t->last = t->nthreads;
-	return &t->threads[t->nthreads - 1];
+	t->last = th;
+	return th;
 }
 
 int tracer__push(struct tracer *t, struct tracer_thread *th, const struct tracer_slot *slot,
@@ -264,9 +255,11 @@ int tracer__end_process(struct tracer *t, uint32_t pid, uint64_t ts, uint16_t fl
 {
 	int err = 0;
 
-	for (size_t i = 0; !err && i < t->nthreads; i++) {
-		if (t->threads[i].pid == pid)
-			err = tracer__pop_to(t, &t->threads[i], 0, ts, flags);
+	for (size_t i = 0; !err && i < t->threads.len; i++) {
+		struct tracer_thread *th = threads__at(&t->threads, i);
+
+		if (th->pid == pid)
+			err = tracer__pop_to(t, th, 0, ts, flags);
 	}
 	return err;
 }
@@ -321,8 +314,8 @@ int tracer__finish(struct tracer *t, uint64_t stop_ts)
 		return t->err;
 	if (stop_ts < t->last_ts)
 		stop_ts = t->last_ts;
-	for (size_t i = 0; i < t->nthreads; i++) {
-		err = tracer__pop_to(t, &t->threads[i], 0, stop_ts, PTG_F_EXIT_STOP);
+	for (size_t i = 0; i < t->threads.len; i++) {
+		err = tracer__pop_to(t, threads__at(&t->threads, i), 0, stop_ts, PTG_F_EXIT_STOP);
 		if (err)
 			return err;
 	}
@@ -343,6 +336,11 @@ uint64_t tracer__calls(const struct tracer *t)
 	return t->calls;
 }
 
+static void tracer_thread_fini(void *th)
+{
+	free(((struct tracer_thread *)th)->stack);
+}
+
 void tracer__free(struct tracer *t)
 {
 	if (!t)
@@ -350,10 +348,7 @@ void tracer__free(struct tracer *t)
 	ring_buffer__free(t->rb);
 	if (t->rb_fd >= 0)
 		close(t->rb_fd);
-	for (size_t i = 0; i < t->nthreads; i++)
-		free(t->threads[i].stack);
-	free(t->threads);
-	u64map__free(&t->tids);
+	threads__free(&t->threads, tracer_thread_fini);
 	u64map__free(&t->born);
 	free(t);
 }

@@ -18,6 +18,7 @@
 #include "pyinterp/pycode.h"
 #include "trace/slice.h"
 #include "record/steps.h"
+#include "base/threads.h"
 #include "base/u64map.h"
 
 #define STEP_SUFFIX    ".step"
@@ -40,11 +41,9 @@ struct steps {
 	struct steps_opts o;
 	char fn_file[PATH_MAX]; /* --step-function: file suffix ("pkg/mod.py"), "" for any */
 	char fn_qualname[256];
-	struct u64map codes;	  /* code -> fingerprint << 32 | 1 + is_step */
-	struct u64map thread_idx; /* pid << 32 | tid -> index + 1 */
-	struct step_thread *threads;
-	size_t nthreads;
-	uint64_t *bounds; /* bounds[k]: start of step k; bounds[count]: end of the last */
+	struct u64map codes;	/* code -> fingerprint << 32 | 1 + is_step */
+	struct threads threads; /* of struct step_thread */
+	uint64_t *bounds;	/* bounds[k]: start of step k; bounds[count]: end of the last */
 	size_t nbounds, bounds_cap;
 	uint32_t count;
 	bool done;
@@ -153,20 +152,7 @@ static bool is_step(struct steps *s, uint64_t code, uint32_t fingerprint)
 
 static struct step_thread *step_thread(struct steps *s, uint32_t pid, uint32_t tid)
 {
-	uint64_t key = (uint64_t)pid << 32 | tid | 1ull << 63;
-	uint64_t *idx = u64map__get(&s->thread_idx, key);
-	struct step_thread *n;
-
-	if (idx)
-		return &s->threads[*idx - 1];
-	n = realloc(s->threads, (s->nthreads + 1) * sizeof(*n));
-	if (!n)
-		return NULL;
-	s->threads = n;
-	memset(&n[s->nthreads], 0, sizeof(*n));
-	if (u64map__put(&s->thread_idx, key, s->nthreads + 1))
-		return NULL;
-	return &s->threads[s->nthreads++];
+	return threads__get(&s->threads, pid, tid, NULL);
 }
 
 static int add_bound(struct steps *s, uint64_t ts)
@@ -291,6 +277,7 @@ int steps__open(struct tracer *t, const struct py_interp *py, const struct steps
 	if (!s)
 		return -ENOMEM;
 	s->t = t;
+	s->threads = THREADS_INIT(struct step_thread);
 	s->memfd = -1;
 	s->vi = py->info;
 	s->o = *o;
@@ -420,8 +407,7 @@ void steps__destroy(struct steps *s)
 	if (s->memfd >= 0)
 		close(s->memfd);
 	u64map__free(&s->codes);
-	u64map__free(&s->thread_idx);
-	free(s->threads);
+	threads__free(&s->threads, NULL);
 	free(s->bounds);
 	free(s);
 }

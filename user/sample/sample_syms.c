@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/array.h"
+#include "base/buf.h"
 #include "base/clock.h"
 #include "proc/procfs.h"
 #include "sample/sample_syms.h"
@@ -33,8 +34,7 @@ struct obj_file {
 	int loaded; /* 0 not yet, 1 read, < 0 unreadable */
 	struct obj_sym *syms;
 	size_t nsyms;
-	char *names;
-	size_t names_len, names_cap;
+	struct buf names; /* NUL-terminated, at obj_sym.name */
 	struct obj_seg *segs;
 	size_t nsegs;
 	uint64_t start, limit, start_offset;
@@ -72,7 +72,7 @@ static void obj_free(struct obj_file *o)
 		return;
 	free(o->path);
 	free(o->syms);
-	free(o->names);
+	buf__free(&o->names);
 	free(o->segs);
 	free(o);
 }
@@ -148,24 +148,10 @@ static int add_name(struct obj_file *o, const char *name, uint64_t max, uint32_t
 {
 	size_t len = strlen(name) + 1;
 
-	if (o->names_len + len > max || o->names_len + len > UINT32_MAX)
+	if (o->names.len + len > max || o->names.len + len > UINT32_MAX)
 		return -EFBIG;
-	if (o->names_len + len > o->names_cap) {
-		size_t ncap = o->names_cap ? o->names_cap * 2 : 4096;
-		char *n;
-
-		while (ncap < o->names_len + len)
-			ncap *= 2;
-		n = realloc(o->names, ncap);
-		if (!n)
-			return -ENOMEM;
-		o->names = n;
-		o->names_cap = ncap;
-	}
-	memcpy(o->names + o->names_len, name, len);
-	*off = (uint32_t)o->names_len;
-	o->names_len += len;
-	return 0;
+	*off = (uint32_t)o->names.len;
+	return buf__put(&o->names, name, len);
 }
 
 static int read_symtab(struct obj_file *o, Elf *elf, Elf64_Word type, uint64_t file_size)
@@ -431,6 +417,6 @@ int proc_syms__resolve(struct proc_syms *ps, uint64_t addr, struct sym_result *o
 	out->obj_limit = o->limit;
 	out->obj_offset = o->start_offset;
 	sym = obj_lookup(o, out->vaddr);
-	out->name = sym ? o->names + sym->name : NULL;
+	out->name = sym ? o->names.text + sym->name : NULL;
 	return 0;
 }

@@ -19,7 +19,7 @@
 #include "trace/slice.h"
 #include "trace/trace.h"
 #include "trace/trace_open.h"
-#include "base/u64map.h"
+#include "base/threads.h"
 
 struct slice_thread {
 	struct ptg_record *open; /* ENTER records, outermost first */
@@ -31,9 +31,7 @@ struct slicer {
 	struct trace_reader *r;
 	struct trace_writer *w;
 	uint64_t t0, t1;
-	struct u64map idx; /* pid << 32 | tid -> index + 1 */
-	struct slice_thread *threads;
-	size_t nthreads;
+	struct threads threads; /* of struct slice_thread, walked in order of first record */
 };
 
 static bool is_enter(uint16_t kind)
@@ -48,20 +46,12 @@ static bool is_exit(uint16_t kind)
 
 static struct slice_thread *thread_of(struct slicer *s, uint32_t pid, uint32_t tid)
 {
-	uint64_t key = (uint64_t)pid << 32 | tid | 1ull << 63;
-	uint64_t *i = u64map__get(&s->idx, key);
-	struct slice_thread *n;
+	return threads__get(&s->threads, pid, tid, NULL);
+}
 
-	if (i)
-		return &s->threads[*i - 1];
-	n = realloc(s->threads, (s->nthreads + 1) * sizeof(*n));
-	if (!n)
-		return NULL;
-	s->threads = n;
-	memset(&n[s->nthreads], 0, sizeof(*n));
-	if (u64map__put(&s->idx, key, s->nthreads + 1))
-		return NULL;
-	return &s->threads[s->nthreads++];
+static void slice_thread_fini(void *th)
+{
+	free(((struct slice_thread *)th)->open);
 }
 
 static int replay(struct slice_thread *th, const struct ptg_record *rec)
@@ -151,8 +141,8 @@ static int close_window(struct slicer *s)
 {
 	int err = 0;
 
-	for (size_t i = 0; !err && i < s->nthreads; i++) {
-		struct slice_thread *th = &s->threads[i];
+	for (size_t i = 0; !err && i < s->threads.len; i++) {
+		struct slice_thread *th = threads__at(&s->threads, i);
 
 		if (th->n && !th->in_window)
 			err = enter_window(s, th);
@@ -221,7 +211,7 @@ static int copy_records(struct slicer *s, struct trace_reader *r)
 int trace_slice(const char *in, const char *out, uint64_t t0, uint64_t t1,
 		const struct slice_meta *extra, size_t nextra)
 {
-	struct slicer s = {.t0 = t0, .t1 = t1};
+	struct slicer s = {.t0 = t0, .t1 = t1, .threads = THREADS_INIT(struct slice_thread)};
 	struct trace_reader *r = NULL;
 	int err;
 
@@ -242,10 +232,7 @@ int trace_slice(const char *in, const char *out, uint64_t t0, uint64_t t1,
 	}
 	trace_writer__abort(s.w);
 	trace_reader__close(r);
-	for (size_t i = 0; i < s.nthreads; i++)
-		free(s.threads[i].open);
-	free(s.threads);
-	u64map__free(&s.idx);
+	threads__free(&s.threads, slice_thread_fini);
 	return err;
 }
 

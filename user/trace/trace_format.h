@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Private to trace_writer.c and trace_reader.c: the constants of the .ptg
- * layout (docs/trace-format.md) and the little-endian / varint helpers both
- * sides share, so that the encoder and decoder cannot drift apart.
+ * layout (docs/trace-format.md) and the little-endian helpers both sides
+ * share (varints: base/varint.h), so that the encoder and decoder cannot drift apart.
  */
 #ifndef PTG_TRACE_FORMAT_H
 #define PTG_TRACE_FORMAT_H
@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/varint.h"
 #include "trace/trace.h"
 
 #define PTG_FILE_MAGIC	   "PTGTRACE"
@@ -71,7 +72,6 @@ enum ptg_field_bit {
  * fields and the args length, each of <= 10 bytes.
  */
 #define PTG_REC_MAX_BYTES (1 + 2 + 10 * 15)
-#define PTG_VARINT_MAX	  10
 
 static inline void put_le32(uint8_t *p, uint32_t v)
 {
@@ -94,43 +94,6 @@ static inline uint64_t zigzag_enc(int64_t v)
 static inline int64_t zigzag_dec(uint64_t v)
 {
 	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-}
-
-/* LEB128; p must have PTG_VARINT_MAX bytes of room. Returns the new end. */
-static inline uint8_t *varint_put(uint8_t *p, uint64_t v)
-{
-	while (v >= 0x80) {
-		*p++ = (uint8_t)v | 0x80;
-		v >>= 7;
-	}
-	*p++ = (uint8_t)v;
-	return p;
-}
-
-/*
- * Decodes one varint from [*pp, end). Returns 0, or -1 when it runs past end
- * or does not fit in 64 bits (corrupt input, never a crash).
- */
-static inline int varint_get(const uint8_t **pp, const uint8_t *end, uint64_t *out)
-{
-	const uint8_t *p = *pp;
-	uint64_t v = 0;
-	unsigned int shift;
-
-	for (shift = 0; shift < 64 && p < end; shift += 7) {
-		uint8_t b = *p++;
-
-		/* the 10th byte may only carry the top bit of a u64 */
-		if (shift == 63 && b > 1)
-			return -1;
-		v |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80)) {
-			*pp = p;
-			*out = v;
-			return 0;
-		}
-	}
-	return -1;
 }
 
 #endif /* PTG_TRACE_FORMAT_H */

@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "base/buf.h"
 #include "base/log.h"
 #include "base/outfile.h"
 #include "trace/losses.h"
@@ -26,10 +27,8 @@
 #include "trace/trace_format.h"
 
 struct wbuf {
-	uint8_t *data;
-	size_t len;
-	size_t cap;
-	uint32_t count; /* entries in data, for the chunk header */
+	struct buf b;
+	uint32_t count; /* entries in b, for the chunk header */
 };
 
 struct wsym {
@@ -101,34 +100,11 @@ static void reserve_tail(struct trace_writer *w)
 		fallocate(w->fd, FALLOC_FL_KEEP_SIZE, (off_t)w->good_len, PTG_TAIL_RESERVE);
 }
 
-static int wbuf_reserve(struct wbuf *b, size_t more)
-{
-	size_t cap = b->cap ? b->cap : 4096;
-	uint8_t *p;
-
-	if (b->len + more <= b->cap)
-		return 0;
-	while (cap < b->len + more)
-		cap *= 2;
-	p = realloc(b->data, cap);
-	if (!p)
-		return -ENOMEM;
-	b->data = p;
-	b->cap = cap;
-	return 0;
-}
-
-static void wbuf_put_varint(struct wbuf *b, uint64_t v)
-{
-	b->len = varint_put(b->data + b->len, v) - b->data;
-}
-
 /* Appends a length-prefixed string; the caller reserved strlen + PTG_VARINT_MAX. */
 static void wbuf_put_str(struct wbuf *b, const char *s, size_t len)
 {
-	wbuf_put_varint(b, len);
-	memcpy(b->data + b->len, s, len);
-	b->len += len;
+	buf__put_varint(&b->b, len);
+	buf__put(&b->b, s, len);
 }
 
 static int write_chunk(struct trace_writer *w, uint32_t type, const uint8_t *raw, size_t raw_len,
@@ -184,8 +160,9 @@ static int wbuf_flush(struct trace_writer *w, struct wbuf *b, uint32_t type)
 
 	if (!b->count)
 		return w->err;
-	err = write_chunk(w, type, b->data, b->len, b->count, Z_DEFAULT_COMPRESSION);
-	b->len = 0;
+	err = write_chunk(w, type, (const uint8_t *)b->b.data, b->b.len, b->count,
+			  Z_DEFAULT_COMPRESSION);
+	buf__reset(&b->b);
 	b->count = 0;
 	return err;
 }
@@ -200,22 +177,22 @@ static int flush_syms(struct trace_writer *w)
 		const struct wsym *s = &w->syms[w->syms_flushed];
 		size_t nlen = strlen(s->name), flen = strlen(s->file);
 
-		if (wbuf_reserve(&b, nlen + flen + 5 * PTG_VARINT_MAX)) {
+		if (buf__reserve(&b.b, nlen + flen + 5 * PTG_VARINT_MAX)) {
 			err = writer_fail(w, -ENOMEM, "symbols of");
 			break;
 		}
-		wbuf_put_varint(&b, ++w->syms_flushed);
-		wbuf_put_varint(&b, s->kind);
-		wbuf_put_varint(&b, s->line);
+		buf__put_varint(&b.b, ++w->syms_flushed);
+		buf__put_varint(&b.b, s->kind);
+		buf__put_varint(&b.b, s->line);
 		wbuf_put_str(&b, s->name, nlen);
 		wbuf_put_str(&b, s->file, flen);
 		b.count++;
-		if (b.len >= PTG_CHUNK_AUX_TARGET)
+		if (b.b.len >= PTG_CHUNK_AUX_TARGET)
 			err = wbuf_flush(w, &b, PTG_CHUNK_SYMS);
 	}
 	if (!err)
 		err = wbuf_flush(w, &b, PTG_CHUNK_SYMS);
-	free(b.data);
+	buf__free(&b.b);
 	return err;
 }
 
@@ -292,12 +269,12 @@ int trace_writer__meta(struct trace_writer *w, const char *key, const char *valu
 		pr_err("trace: metadata %s longer than %u bytes", key, PTG_SYM_STR_MAX);
 		return -EINVAL;
 	}
-	if (wbuf_reserve(&w->meta, klen + vlen + 2 * PTG_VARINT_MAX))
+	if (buf__reserve(&w->meta.b, klen + vlen + 2 * PTG_VARINT_MAX))
 		return writer_fail(w, -ENOMEM, "metadata of");
 	wbuf_put_str(&w->meta, key, klen);
 	wbuf_put_str(&w->meta, value, vlen);
 	w->meta.count++;
-	if (w->meta.len >= PTG_CHUNK_AUX_TARGET)
+	if (w->meta.b.len >= PTG_CHUNK_AUX_TARGET)
 		return wbuf_flush(w, &w->meta, PTG_CHUNK_META);
 	return 0;
 }
@@ -555,12 +532,12 @@ static int write_losses(struct trace_writer *w)
 	size_t i;
 	int err;
 
-	if (wbuf_reserve(&b, w->losses.n * (sizeof(w->losses.v->what) + 3 * PTG_VARINT_MAX) + 1))
+	if (buf__reserve(&b.b, w->losses.n * (sizeof(w->losses.v->what) + 3 * PTG_VARINT_MAX) + 1))
 		return writer_fail(w, -ENOMEM, "loss counters of");
 	for (i = 0; i < w->losses.n; i++) {
 		wbuf_put_str(&b, w->losses.v[i].what, strlen(w->losses.v[i].what));
-		wbuf_put_varint(&b, w->losses.v[i].cpu);
-		wbuf_put_varint(&b, w->losses.v[i].count);
+		buf__put_varint(&b.b, w->losses.v[i].cpu);
+		buf__put_varint(&b.b, w->losses.v[i].count);
 		b.count++;
 	}
 	err = wbuf_flush(w, &b, PTG_CHUNK_LOSS);
@@ -569,7 +546,7 @@ static int write_losses(struct trace_writer *w)
 		loss_table__free(&w->losses);
 		w->losses = (struct loss_table){};
 	}
-	free(b.data);
+	buf__free(&b.b);
 	return err;
 }
 
@@ -658,7 +635,7 @@ void trace_writer__abort(struct trace_writer *w)
 	}
 	free(w->syms);
 	free(w->htab);
-	free(w->meta.data);
+	buf__free(&w->meta.b);
 	loss_table__free(&w->losses);
 	free(w->comp);
 	free(w->raw);
