@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#include "proc/elf_file.h"
 #include "fuzz_util.h"
 #include "probes/opscan.h"
+#include "proc/elf_file.h"
 #include "pyinterp/pyinterp.h"
 #include "sample/sample_syms.h"
 

@@ -15,15 +15,15 @@
 #include <stdlib.h>
 #include <zlib.h>
 
-#include "output/chrome.h"
 #include "analysis/cudacalls_report.h"
-#include "output/flamegraph_write.h"
-#include "fuzz_util.h"
 #include "analysis/idle.h"
+#include "analysis/offcpu_report.h"
+#include "fuzz_util.h"
 #include "model/model.h"
 #include "model/profile.h"
+#include "output/chrome.h"
+#include "output/flamegraph_write.h"
 #include "output/pstats.h"
-#include "analysis/offcpu_report.h"
 #include "trace/trace.h"
 #include "trace/trace_format.h"
 

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "trace/cuda_api_class.h"
 #include "analysis/cudacalls_report.h"
 #include "analysis/offcpu_report.h"
 #include "test.h"
+#include "trace/cuda_api_class.h"
 #include "trace/trace.h"
 
 static void tmp_path(char *buf, size_t len, const char *name)

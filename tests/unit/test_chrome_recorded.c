@@ -12,8 +12,8 @@
 
 #include <json-c/json.h>
 
-#include "output/chrome.h"
 #include "import/kineto.h"
+#include "output/chrome.h"
 #include "test.h"
 #include "trace/trace.h"
 

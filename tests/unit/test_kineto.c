@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "output/chrome.h"
 #include "import/kineto.h"
 #include "model/model.h"
+#include "output/chrome.h"
 #include "test.h"
 #include "trace/trace.h"
 

@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include <linux/types.h>
-#include "ptrace_gpu/events.h"
 #include "probes/opscan.h"
+#include "ptrace_gpu/events.h"
 #include "test.h"
 
 #define LIBTORCH "/usr/lib/python3/dist-packages/torch/lib/libtorch_cpu.so"

@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include "probes/pystack.h"
+#include "probes/tracer.h"
 #include "test.h"
 #include "trace/trace.h"
-#include "probes/tracer.h"
 
 /* Above the kernel's PID_MAX_LIMIT: no /proc entry, so no THREAD records. */
 #define PID 4999999u

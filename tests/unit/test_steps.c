@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "model/profile.h"
-#include "trace/slice.h"
 #include "record/steps.h"
 #include "test.h"
+#include "trace/slice.h"
 #include "trace/trace.h"
 
 static char in_path[256], out_path[256];

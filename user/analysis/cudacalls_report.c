@@ -8,9 +8,9 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
-#include "trace/cuda_api_class.h"
 #include "analysis/cudacalls_report.h"
 #include "base/u64map.h"
+#include "trace/cuda_api_class.h"
 
 static const char *const class_names[CUDA_API_NR_CLASSES] = {
     [CUDA_API_LAUNCH] = "launch", [CUDA_API_GRAPH] = "graph", [CUDA_API_MEMCPY] = "memcpy",

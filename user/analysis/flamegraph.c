@@ -11,13 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/flamegraph.h"
 #include "base/array.h"
 #include "base/log.h"
-#include "model/cudajoin.h"
-#include "analysis/flamegraph.h"
-#include "model/model.h"
 #include "base/threads.h"
 #include "base/u64map.h"
+#include "model/cudajoin.h"
+#include "model/model.h"
 
 /* launches: a CUDA call of a thread that --tid leaves out */
 #define FG_DROPPED UINT64_MAX

@@ -14,11 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/idle.h"
+#include "analysis/idle_ctx.h"
 #include "base/array.h"
 #include "base/log.h"
 #include "model/cudajoin.h"
-#include "analysis/idle.h"
-#include "analysis/idle_ctx.h"
 #include "model/model.h"
 
 void idle_opts__defaults(struct idle_opts *o)

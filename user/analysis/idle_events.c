@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/array.h"
 #include "analysis/idle.h"
 #include "analysis/idle_ctx.h"
+#include "base/array.h"
 #include "base/log.h"
 #include "model/model.h"
 

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/array.h"
 #include "analysis/idle.h"
 #include "analysis/idle_ctx.h"
+#include "base/array.h"
 
 /* Kernels counted in the launch queue: launched by a launch call we saw. */
 static bool in_queue(const struct gop *g)

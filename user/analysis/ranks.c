@@ -15,11 +15,11 @@
 
 #include <json-c/json.h>
 
+#include "analysis/ranks.h"
 #include "base/array.h"
 #include "base/log.h"
 #include "model/cudajoin.h"
 #include "trace/trace_kineto.h"
-#include "analysis/ranks.h"
 #include "trace/trace_open.h"
 
 #define NONE UINT64_MAX

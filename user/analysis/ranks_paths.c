@@ -7,8 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "base/array.h"
 #include "analysis/ranks.h"
+#include "base/array.h"
 #include "base/log.h"
 
 static bool has_suffix(const char *s, const char *suffix)

@@ -2,8 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/cli.h"
 #include "base/log.h"
+#include "cli/cli.h"
 
 int cli_getopt(int argc, char **argv, const char *cmd, const char *shortopts,
 	       const struct option *longopts)

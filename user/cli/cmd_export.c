@@ -11,15 +11,15 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "output/chrome.h"
+#include "base/numarg.h"
+#include "base/outfile.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
-#include "base/outfile.h"
-#include "base/numarg.h"
 #include "model/profile.h"
+#include "output/chrome.h"
 #include "output/pstats.h"
-#include "trace/trace.h"
 #include "output/trace_pprof.h"
+#include "trace/trace.h"
 #include "trace/trace_open.h"
 
 struct export_opts {

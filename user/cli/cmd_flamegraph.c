@@ -9,11 +9,11 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/numarg.h"
+#include "base/outfile.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "output/flamegraph_write.h"
-#include "base/outfile.h"
-#include "base/numarg.h"
 #include "trace/trace.h"
 #include "trace/trace_open.h"
 

@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/idle.h"
 #include "base/log.h"
+#include "base/numarg.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
-#include "analysis/idle.h"
 #include "output/idle_out.h"
-#include "base/numarg.h"
 #include "output/ranks_out.h"
 #include "trace/trace_open.h"
 

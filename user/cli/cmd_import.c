@@ -7,10 +7,10 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/outfile.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "import/kineto.h"
-#include "base/outfile.h"
 
 static void import_usage(FILE *f)
 {

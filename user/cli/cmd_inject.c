@@ -9,13 +9,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/log.h"
+#include "base/numarg.h"
+#include "base/trusted.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "proc/inject.h"
-#include "base/log.h"
 #include "proc/procfs.h"
-#include "base/numarg.h"
-#include "base/trusted.h"
 
 static void usage(FILE *f)
 {

@@ -10,16 +10,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/cudacalls_report.h"
+#include "analysis/offcpu_report.h"
 #include "base/log.h"
+#include "base/numarg.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
-#include "analysis/cudacalls_report.h"
-#include "base/numarg.h"
-#include "analysis/offcpu_report.h"
 #include "model/profile.h"
 #include "output/pstats.h"
-#include "trace/trace.h"
 #include "output/ranks_out.h"
+#include "trace/trace.h"
 #include "trace/trace_open.h"
 
 #define WHO "ptrace-gpu report"

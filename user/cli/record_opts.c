@@ -8,13 +8,13 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/numarg.h"
 #include "cli/cli.h"
 #include "cli/record_opts.h"
-#include "base/numarg.h"
 #include "proc/procfs.h"
-#include "record/steps.h"
 #include "pyinterp/pyinterp.h"
 #include "record/record.h"
+#include "record/steps.h"
 
 static void usage(FILE *f)
 {

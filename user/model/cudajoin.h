@@ -17,9 +17,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/u64map.h"
 #include "trace/cuda_match.h"
 #include "trace/trace.h"
-#include "base/u64map.h"
 
 /* A PTG_REC_FLOW that links a host call (aux[3]) to a CUPTI correlation id. */
 static inline bool cuda_join_is_flow(const struct ptg_record *rec)

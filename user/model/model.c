@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/model.h"
 #include "base/u64map.h"
+#include "model/model.h"
 
 struct thread_stack {
 	uint32_t pid;

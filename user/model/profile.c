@@ -13,9 +13,9 @@
 
 #include "base/array.h"
 #include "base/log.h"
-#include "model/profile.h"
 #include "base/threads.h"
 #include "base/u64map.h"
+#include "model/profile.h"
 
 struct profile {
 	uint16_t kind;

@@ -17,11 +17,11 @@
 
 #include "base/array.h"
 #include "base/log.h"
+#include "base/outfile.h"
+#include "model/model.h"
 #include "output/chrome.h"
 #include "output/chrome_export.h"
-#include "model/model.h"
 #include "trace/trace_kineto.h"
-#include "base/outfile.h"
 
 #define FLUSH_AT (64 * 1024)
 

@@ -13,10 +13,10 @@
 
 #include <zlib.h>
 
-#include "output/chrome_json.h"
-#include "model/cudajoin.h"
-#include "trace/trace.h"
 #include "base/u64map.h"
+#include "model/cudajoin.h"
+#include "output/chrome_json.h"
+#include "trace/trace.h"
 
 /*
  * Tracks of their own for what would cut across a thread's nested Python

@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
 #include "output/chrome_export.h"
 #include "trace/kineto_args.h"
 #include "trace/trace_kineto.h"
-#include "base/utf8.h"
 
 /* Whether key (a track) is seen here for the first time; on no memory, the error is kept. */
 static bool first_sight(struct chrome *c, uint64_t key)

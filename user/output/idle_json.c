@@ -6,9 +6,9 @@
 
 #include <json-c/json.h>
 
+#include "base/utf8.h"
 #include "output/idle_out.h"
 #include "output/report_fmt.h"
-#include "base/utf8.h"
 
 static json_object *json_devices(const struct idle_report *rep)
 {

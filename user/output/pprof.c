@@ -13,9 +13,9 @@
 #include "base/array.h"
 #include "base/buf.h"
 #include "base/outfile.h"
-#include "output/pprof.h"
 #include "base/u64map.h"
 #include "base/varint.h"
+#include "output/pprof.h"
 
 #define WIRE_VARINT 0
 #define WIRE_LEN    2

@@ -13,8 +13,8 @@
 
 #include "base/log.h"
 #include "base/outfile.h"
-#include "output/pstats.h"
 #include "base/utf8.h"
+#include "output/pstats.h"
 
 /* Type codes of CPython's Python/marshal.c (format version 4, no refs). */
 #define M_NULL	       '0'

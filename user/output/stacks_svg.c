@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "base/array.h"
-#include "output/stacks_svg.h"
 #include "base/utf8.h"
+#include "output/stacks_svg.h"
 
 #define SVG_W	    1200
 #define SVG_XPAD    10

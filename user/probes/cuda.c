@@ -10,16 +10,16 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "base/log.h"
-#include "cuda.skel.h"
-#include "trace/cuda_match.h"
-#include "probes/cuda.h"
-#include "proc/elf_file.h"
-#include "ptrace_gpu/events.h"
 #include "base/buf.h"
+#include "base/log.h"
 #include "base/threads.h"
 #include "base/u64map.h"
+#include "cuda.skel.h"
+#include "probes/cuda.h"
 #include "probes/uprobe_multi.h"
+#include "proc/elf_file.h"
+#include "ptrace_gpu/events.h"
+#include "trace/cuda_match.h"
 
 #define NONE   PTG_CUDA_SLOT_NONE
 #define DIRECT PTG_CUDA_DIRECT

@@ -14,8 +14,8 @@
 #include <sys/types.h>
 
 #include "probes/libwatch.h"
-#include "trace/trace.h"
 #include "probes/tracer.h"
+#include "trace/trace.h"
 
 struct cudaprobe;
 

@@ -21,6 +21,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/trusted.h"
 #include "probes/cupti.h"
 #include "probes/cupti_int.h"
 #include "proc/elf_file.h"
@@ -28,7 +29,6 @@
 #include "proc/procfs.h"
 #include "ptg_cupti_proto.h"
 #include "trace/trace_format.h"
-#include "base/trusted.h"
 
 bool cupti_available(void)
 {

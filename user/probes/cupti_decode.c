@@ -14,12 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/u64map.h"
 #include "probes/cupti.h"
 #include "probes/cupti_clock.h"
 #include "ptg_cupti_proto.h"
 #include "trace/trace_format.h"
 #include "trace/trace_kineto.h"
-#include "base/u64map.h"
 
 #ifdef PTG_HAVE_CUPTI
 

@@ -14,13 +14,13 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "proc/elf_file.h"
 #include "base/clock.h"
-#include "proc/libsearch.h"
-#include "probes/libwatch.h"
-#include "libwatch.skel.h"
 #include "base/log.h"
 #include "base/u64map.h"
+#include "libwatch.skel.h"
+#include "probes/libwatch.h"
+#include "proc/elf_file.h"
+#include "proc/libsearch.h"
 
 #define MAX_SUBSCRIBERS 8
 

@@ -10,8 +10,8 @@
 
 #include <sys/types.h>
 
-#include "proc/procfs.h"
 #include "probes/tracer.h"
+#include "proc/procfs.h"
 
 struct libwatch;
 

@@ -18,11 +18,11 @@
 
 #include "base/array.h"
 #include "base/log.h"
+#include "base/threads.h"
+#include "base/u64map.h"
 #include "probes/modpath.h"
 #include "proc/procfs.h"
 #include "pyinterp/pycode.h"
-#include "base/threads.h"
-#include "base/u64map.h"
 
 #define CALL_FILE	 "/torch/nn/modules/module.py"
 #define MAX_DICT_ENTRIES 4096

@@ -16,8 +16,8 @@
 
 #include <stdint.h>
 
-#include "pyinterp/pyinterp.h"
 #include "probes/tracer.h"
+#include "pyinterp/pyinterp.h"
 
 struct modpath;
 

@@ -28,10 +28,10 @@
 #include <linux/types.h>
 #include "base/clock.h"
 #include "base/log.h"
-#include "ptrace_gpu/events.h"
+#include "base/u64map.h"
 #include "probes/opscan.h"
 #include "probes/opscan_int.h"
-#include "base/u64map.h"
+#include "ptrace_gpu/events.h"
 
 int opscan_name_from_symbol(const char *sym, char *buf, size_t len)
 {

@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include <linux/types.h>
-#include "ptrace_gpu/events.h"
 #include "probes/opscan_int.h"
+#include "ptrace_gpu/events.h"
 
 static uint64_t rip_target(const cs_insn *in, const cs_x86_op *op)
 {

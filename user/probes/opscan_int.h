@@ -13,8 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "probes/opscan.h"
 #include "base/u64map.h"
+#include "probes/opscan.h"
 
 #define OPS_PREFIX	"_ZN2at4_ops"
 #define FSOT_SYM	"_ZN3c1010Dispatcher17findSchemaOrThrowEPKcS2_"

@@ -18,12 +18,12 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "pyinterp/launch.h"
-#include "proc/procfs.h"
-#include "probes/proctree.h"
-#include "proctree.skel.h"
-#include "probes/proctree_int.h"
 #include "base/u64map.h"
+#include "probes/proctree.h"
+#include "probes/proctree_int.h"
+#include "proc/procfs.h"
+#include "proctree.skel.h"
+#include "pyinterp/launch.h"
 
 /* Every Python event looks its process up: by a hash, not a walk of all forks so far. */
 struct tree_proc *tree_find_proc(struct proctree *pt, pid_t pid)

@@ -17,9 +17,9 @@
 #include <sys/types.h>
 
 #include "probes/pyframe.h"
+#include "probes/tracer.h"
 #include "pyinterp/pyinterp.h"
 #include "trace/trace.h"
-#include "probes/tracer.h"
 
 struct proctree;
 

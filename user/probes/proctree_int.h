@@ -12,9 +12,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "base/u64map.h"
 #include "probes/proctree.h"
 #include "pyinterp/pyinterp.h"
-#include "base/u64map.h"
 
 /* The most processes recorded at once: a fork past it is counted, not recorded. */
 #define PROCTREE_MAX 4096

@@ -16,9 +16,9 @@
 #include <unistd.h>
 
 #include "base/log.h"
-#include "proc/procfs.h"
 #include "probes/proctree.h"
 #include "probes/proctree_int.h"
+#include "proc/procfs.h"
 
 /*
  * Kept until proctree__load(): the processes are all checked before anything

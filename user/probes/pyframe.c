@@ -11,14 +11,14 @@
 #include <bpf/libbpf.h>
 
 #include "base/log.h"
-#include "ptrace_gpu/events.h"
-#include "proc/elf_file.h"
-#include "proc/procfs.h"
-#include "pyinterp/pycode.h"
 #include "probes/pyframe.h"
-#include "pyframe.skel.h"
 #include "probes/pystack.h"
 #include "probes/uprobe_multi.h"
+#include "proc/elf_file.h"
+#include "proc/procfs.h"
+#include "ptrace_gpu/events.h"
+#include "pyframe.skel.h"
+#include "pyinterp/pycode.h"
 
 #define MAX_SITES 16
 

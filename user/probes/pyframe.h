@@ -11,8 +11,8 @@
 
 #include <stdint.h>
 
-#include "pyinterp/pyinterp.h"
 #include "probes/tracer.h"
+#include "pyinterp/pyinterp.h"
 
 struct pyframe;
 

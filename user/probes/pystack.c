@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "probes/pystack.h"
 #include "base/u64map.h"
+#include "probes/pystack.h"
 
 /* What is known of one process: how to read it, and the names of its code objects. */
 struct pystack_proc {

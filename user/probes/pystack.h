@@ -15,9 +15,9 @@
 #include <stdint.h>
 
 #include <linux/types.h>
+#include "probes/tracer.h"
 #include "ptrace_gpu/events.h"
 #include "pyinterp/pycode.h"
-#include "probes/tracer.h"
 
 struct pystack;
 

@@ -9,8 +9,8 @@
 #include <bpf/libbpf.h>
 
 #include "base/log.h"
-#include "ptrace_gpu/events.h"
 #include "probes/sched.h"
+#include "ptrace_gpu/events.h"
 #include "sched.skel.h"
 
 struct sched {

@@ -12,8 +12,8 @@
 #include <sys/types.h>
 
 #include "probes/cuda.h"
-#include "trace/trace.h"
 #include "probes/tracer.h"
+#include "trace/trace.h"
 
 struct sched;
 

@@ -23,11 +23,11 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/u64map.h"
 #include "probes/opscan.h"
 #include "probes/torchops.h"
-#include "torchops.skel.h"
-#include "base/u64map.h"
 #include "probes/uprobe_multi.h"
+#include "torchops.skel.h"
 
 struct op_lib {
 	struct opscan *scan;

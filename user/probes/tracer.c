@@ -10,10 +10,10 @@
 #include <bpf/libbpf.h>
 
 #include "base/log.h"
-#include "proc/procfs.h"
-#include "probes/tracer.h"
 #include "base/threads.h"
 #include "base/u64map.h"
+#include "probes/tracer.h"
+#include "proc/procfs.h"
 
 #define MAX_HANDLERS 8
 

@@ -23,10 +23,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "proc/inject_int.h"
-#include "proc/procfs.h"
 #include "base/trusted.h"
 #include "base/u64map.h"
+#include "proc/inject_int.h"
+#include "proc/procfs.h"
 
 #define MFD_CLOEXEC_	   0x1u
 #define MFD_ALLOW_SEALING_ 0x2u

@@ -12,10 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "proc/elf_file.h"
 #include "proc/ldcache.h"
 #include "proc/libsearch.h"
-#include "base/log.h"
 #include "proc/procfs.h"
 
 /* Far more than real programs have; a hostile one cannot make us grow past it. */

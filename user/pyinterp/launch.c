@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "proc/elf_file.h"
-#include "pyinterp/launch.h"
 #include "proc/procfs.h"
+#include "pyinterp/launch.h"
 
 #define EXEC_EVENT    (SIGTRAP | (PTRACE_EVENT_EXEC << 8))
 #define SYSCALL_STOP  (SIGTRAP | 0x80) /* with PTRACE_O_TRACESYSGOOD */

@@ -5,8 +5,8 @@
 
 #include <linux/types.h>
 
-#include "ptrace_gpu/events.h"
 #include "proc/procfs.h"
+#include "ptrace_gpu/events.h"
 #include "pyinterp/pycode.h"
 
 #define MAX_STR_CHARS 1024

@@ -11,12 +11,12 @@
 #include "base/log.h"
 #include "probes/libwatch.h"
 #include "probes/modpath.h"
-#include "proc/procfs.h"
 #include "probes/pyframe.h"
+#include "probes/torchops.h"
+#include "proc/procfs.h"
 #include "record/record.h"
 #include "record/steps.h"
 #include "record/target.h"
-#include "probes/torchops.h"
 #include "trace/trace.h"
 
 /* pyframe, then what reads the stacks it keeps: module paths and steps. */

@@ -6,13 +6,13 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "pyinterp/launch.h"
 #include "probes/proctree.h"
-#include "record/record.h"
 #include "probes/sched.h"
-#include "proc/syscheck.h"
-#include "trace/trace.h"
 #include "probes/tracer.h"
+#include "proc/syscheck.h"
+#include "pyinterp/launch.h"
+#include "record/record.h"
+#include "trace/trace.h"
 
 bool record_is_tree(const struct record_opts *o)
 {

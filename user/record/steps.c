@@ -13,13 +13,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/numarg.h"
 #include "base/log.h"
-#include "pyinterp/pycode.h"
-#include "trace/slice.h"
-#include "record/steps.h"
+#include "base/numarg.h"
 #include "base/threads.h"
 #include "base/u64map.h"
+#include "pyinterp/pycode.h"
+#include "record/steps.h"
+#include "trace/slice.h"
 
 #define STEP_SUFFIX    ".step"
 #define OPTIM_DIR      "/torch/optim/"

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pyinterp/launch.h"
 #include "base/log.h"
+#include "pyinterp/launch.h"
 #include "record/target.h"
 
 struct target {

@@ -24,13 +24,13 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "base/clock.h"
 #include "base/array.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "proc/procfs.h"
+#include "proc/syscheck.h"
 #include "sample.skel.h"
 #include "sample/sample_int.h"
-#include "proc/syscheck.h"
 
 #define NSEC_PER_SEC	  1000000000ull
 #define TICK_NS		  NSEC_PER_SEC

@@ -8,10 +8,10 @@
 
 #include <stdint.h>
 
+#include "base/u64map.h"
 #include "pyinterp/pyinterp.h"
 #include "sample/sample.h"
 #include "sample/sample_syms.h"
-#include "base/u64map.h"
 
 /* In cached frame lists: Python, the frame was entered from C; native, it is the eval loop. */
 #define FRAME_FLAG (1u << 31)

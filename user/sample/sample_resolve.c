@@ -13,9 +13,9 @@
 
 #include <bpf/bpf.h>
 
+#include "base/array.h"
 #include "proc/procfs.h"
 #include "pyinterp/pycode.h"
-#include "base/array.h"
 #include "sample/sample_int.h"
 
 #define MAX_LINETABLE (1 << 20)

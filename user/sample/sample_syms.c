@@ -14,9 +14,9 @@
 #include "base/array.h"
 #include "base/buf.h"
 #include "base/clock.h"
+#include "base/u64map.h"
 #include "proc/procfs.h"
 #include "sample/sample_syms.h"
-#include "base/u64map.h"
 
 struct obj_sym {
 	uint64_t addr, size;

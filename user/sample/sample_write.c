@@ -12,10 +12,10 @@
 
 #include "base/log.h"
 #include "base/outfile.h"
-#include "output/pprof.h"
-#include "sample/sample_write.h"
 #include "model/stacks.h"
+#include "output/pprof.h"
 #include "output/stacks_svg.h"
+#include "sample/sample_write.h"
 
 static bool ends_with(const char *s, const char *suffix)
 {

@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trace/trace.h"
 #include "base/u64map.h"
+#include "trace/trace.h"
 
 struct loss_table {
 	struct ptg_loss *v; /* in order of first appearance */

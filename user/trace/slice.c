@@ -16,10 +16,10 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/threads.h"
 #include "trace/slice.h"
 #include "trace/trace.h"
 #include "trace/trace_open.h"
-#include "base/threads.h"
 
 struct slice_thread {
 	struct ptg_record *open; /* ENTER records, outermost first */
