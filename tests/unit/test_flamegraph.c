@@ -270,57 +270,6 @@ static void test_svg(void)
 }
 
 /* Frames of a line of folded text ("a;b;c 12" has 3). */
-static int line_frames(const char *line, const char *end)
-{
-	int n = 1;
-
-	for (const char *p = line; p < end; p++)
-		n += *p == ';';
-	return n;
-}
-
-/*
- * Stacks deeper than max_stack keep their outermost frames and fold the rest
- * into one frame that counts them, however deep: a line never holds more
- * than max_stack + 1 frames, and stacks of several depths share the frame.
- */
-static void test_max_stack(void)
-{
-	static const char *frames[5000];
-	struct flamegraph *fg = NULL;
-	char *buf = NULL;
-	size_t len = 0;
-	int lines = 0, widest = 0;
-	FILE *f;
-
-	for (int i = 0; i < 5000; i++)
-		frames[i] = i ? "rec" : "main";
-	if (!ASSERT_EQ(flamegraph__new(FG_WEIGHT_CPU, &fg), 0, "new"))
-		return;
-	flamegraph__set_max_stack(fg, 10);
-	/* every depth from 1 to 5000, as a recursion that unwinds */
-	for (unsigned int d = 1; d <= 5000; d++)
-		ASSERT_EQ(flamegraph__add_named(fg, frames, d, 1), 0, "add");
-	f = open_memstream(&buf, &len);
-	if (ASSERT_TRUE(f != NULL, "memstream")) {
-		ASSERT_EQ(flamegraph__write_folded(fg, NULL, f), 0, "write folded");
-		fclose(f);
-	}
-	for (const char *s = buf, *nl; s && (nl = strchr(s, '\n')); s = nl + 1) {
-		int n = line_frames(s, nl);
-
-		lines++;
-		widest = n > widest ? n : widest;
-	}
-	/* depths 1 to 10 as they are, 11 to 5000 in one line */
-	ASSERT_EQ(lines, 11, "lines");
-	ASSERT_EQ(widest, 11, "frames in the widest line");
-	ASSERT_TRUE(buf && strstr(buf, ";rec;[... 1 to 4990 frames cut] 4990\n") != NULL,
-		    "one frame for what is cut, with how many and the weight of all");
-	free(buf);
-	flamegraph__free(fg);
-}
-
 int main(void)
 {
 	const char *dir = getenv("TMPDIR");
@@ -331,7 +280,6 @@ int main(void)
 		test_tid();
 		test_svg();
 	}
-	test_max_stack();
 	unlink(path);
 	return TEST_DONE();
 }

@@ -142,10 +142,68 @@ static void test_cut(void)
 	stacks__fini(&st);
 }
 
+static int print_line(void *ctx, const char *folded, uint64_t weight)
+{
+	fprintf(ctx, "%s %llu\n", folded, (unsigned long long)weight);
+	return 0;
+}
+
+static int line_frames(const char *line, const char *end)
+{
+	int n = 1;
+
+	for (const char *p = line; p < end; p++)
+		n += *p == ';';
+	return n;
+}
+
+/*
+ * Stacks deeper than max_stack keep their outermost frames and fold the rest
+ * into one frame that counts them, however deep: a line never holds more
+ * than max_stack + 1 frames, and stacks of several depths share the frame.
+ */
+static void test_max_stack(void)
+{
+	static const char *frames[5000];
+	struct stacks st;
+	char *buf = NULL;
+	size_t len = 0;
+	int lines = 0, widest = 0;
+	FILE *f;
+
+	for (int i = 0; i < 5000; i++)
+		frames[i] = i ? "rec" : "main";
+	if (!ASSERT_EQ(stacks__init(&st), 0, "init"))
+		return;
+	stacks__set_max_stack(&st, 10);
+	/* every depth from 1 to 5000, as a recursion that unwinds */
+	for (unsigned int d = 1; d <= 5000; d++)
+		ASSERT_EQ(stacks__add_named(&st, frames, d, 1), 0, "add");
+	f = open_memstream(&buf, &len);
+	if (ASSERT_TRUE(f != NULL, "memstream")) {
+		ASSERT_EQ(stacks__foreach_folded(&st, print_line, f), 0, "write folded");
+		fclose(f);
+	}
+	for (const char *s = buf, *nl; s && (nl = strchr(s, '\n')); s = nl + 1) {
+		int n = line_frames(s, nl);
+
+		lines++;
+		widest = n > widest ? n : widest;
+	}
+	/* depths 1 to 10 as they are, 11 to 5000 in one line */
+	ASSERT_EQ(lines, 11, "lines");
+	ASSERT_EQ(widest, 11, "frames in the widest line");
+	ASSERT_TRUE(buf && strstr(buf, ";rec;[... 1 to 4990 frames cut] 4990\n") != NULL,
+		    "one frame for what is cut, with how many and the weight of all");
+	free(buf);
+	stacks__fini(&st);
+}
+
 int main(void)
 {
 	test_named();
 	test_namer();
 	test_cut();
+	test_max_stack();
 	return TEST_DONE();
 }

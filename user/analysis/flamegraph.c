@@ -432,15 +432,17 @@ int flamegraph__collect(struct trace_reader *r, const struct flamegraph_opts *o,
 	struct model_visitor v = {.span = fg_visit_span, .record = fg_visit_record};
 	struct fg_collect c = {
 	    .o = o, .free_kernel = STACKS_NONE, .threads = THREADS_INIT(struct fg_thread)};
-	int err;
+	int err = 0;
 
-	err = flamegraph__new(o->weight, &c.fg);
-	if (err) {
+	c.fg = calloc(1, sizeof(*c.fg));
+	if (!c.fg || stacks__init(&c.fg->st)) {
+		flamegraph__free(c.fg);
 		pr_err("flamegraph: out of memory");
-		return err;
+		return -ENOMEM;
 	}
+	c.fg->weight = o->weight;
 	if (o->max_stack)
-		flamegraph__set_max_stack(c.fg, o->max_stack);
+		stacks__set_max_stack(&c.fg->st, o->max_stack);
 	if (o->weight == FG_WEIGHT_GPU)
 		err = cuda_join_load(r, &c.joins);
 	if (!err)
@@ -460,30 +462,12 @@ int flamegraph__collect(struct trace_reader *r, const struct flamegraph_opts *o,
 	return 0;
 }
 
-int flamegraph__new(enum flamegraph_weight weight, struct flamegraph **out)
-{
-	struct flamegraph *fg = calloc(1, sizeof(*fg));
-
-	if (!fg || stacks__init(&fg->st)) {
-		flamegraph__free(fg);
-		return -ENOMEM;
-	}
-	fg->weight = weight;
-	*out = fg;
-	return 0;
-}
-
 void flamegraph__free(struct flamegraph *fg)
 {
 	if (!fg)
 		return;
 	stacks__fini(&fg->st);
 	free(fg);
-}
-
-void flamegraph__set_max_stack(struct flamegraph *fg, unsigned int max_stack)
-{
-	stacks__set_max_stack(&fg->st, max_stack);
 }
 
 uint64_t flamegraph__total(const struct flamegraph *fg)
@@ -494,20 +478,6 @@ uint64_t flamegraph__total(const struct flamegraph *fg)
 enum flamegraph_weight flamegraph__weight(const struct flamegraph *fg)
 {
 	return fg->weight;
-}
-
-int flamegraph__add_named(struct flamegraph *fg, const char *const *frames, unsigned int depth,
-			  uint64_t weight)
-{
-	return stacks__add_named(&fg->st, frames, depth, weight);
-}
-
-int flamegraph__foreach_stack(const struct flamegraph *fg,
-			      int (*fn)(void *ctx, const uint32_t *frames, unsigned int depth,
-					uint64_t weight),
-			      void *ctx)
-{
-	return stacks__foreach_stack(&fg->st, fn, ctx);
 }
 
 /* A frame's name: Python functions as "func (file:line)", kernels as "[gpu] name". */
@@ -550,6 +520,6 @@ static enum stacks_kind sym_kind(const void *ctx, uint32_t frame)
 struct stacks *flamegraph__stacks(struct flamegraph *fg, const struct trace_reader *r)
 {
 	fg->namer = (struct stacks_namer){.format = sym_format, .kind = sym_kind, .ctx = r};
-	stacks__set_namer(&fg->st, r ? &fg->namer : NULL);
+	stacks__set_namer(&fg->st, &fg->namer);
 	return &fg->st;
 }

@@ -51,27 +51,7 @@ void flamegraph__free(struct flamegraph *fg);
 /* Sum of all weights, in ns. */
 uint64_t flamegraph__total(const struct flamegraph *fg);
 enum flamegraph_weight flamegraph__weight(const struct flamegraph *fg);
-/*
- * The trie of fg, its frames named by r's symbols (r = NULL: a graph of
- * flamegraph__add_named() stacks), for the writers.
- */
+/* The trie of fg, its frames named by r's symbols, for the writers. */
 struct stacks *flamegraph__stacks(struct flamegraph *fg, const struct trace_reader *r);
-/*
- * Stacks from outside a trace (the sampler): an empty graph, then stacks of
- * frame names, outermost first. Such a graph is written with r = NULL.
- */
-int flamegraph__new(enum flamegraph_weight weight, struct flamegraph **out);
-/* Frames kept per stack from now on (1 to FLAMEGRAPH_MAX_STACK_MAX). */
-void flamegraph__set_max_stack(struct flamegraph *fg, unsigned int max_stack);
-int flamegraph__add_named(struct flamegraph *fg, const char *const *frames, unsigned int depth,
-			  uint64_t weight);
-/*
- * Calls fn once per distinct stack with weight: frames are the symbol ids
- * of the stack (0: unknown), outermost first. Stops at, and returns, the
- * first non-zero return of fn; -ENOMEM when out of memory.
- */
-int flamegraph__foreach_stack(const struct flamegraph *fg,
-			      int (*fn)(void *ctx, const uint32_t *frames, unsigned int depth,
-					uint64_t weight),
-			      void *ctx);
+
 #endif /* PTG_FLAMEGRAPH_H */

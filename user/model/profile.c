@@ -55,11 +55,6 @@ void profile__set_grouped(struct profile *p)
 	p->grouped = true;
 }
 
-uint16_t profile__kind(const struct profile *p)
-{
-	return p->kind;
-}
-
 static struct profile_func *profile_func_get(struct profile *p, uint32_t sym, uint32_t group)
 {
 	uint64_t *idx = u64map__get(&p->func_idx, (uint64_t)group << 32 | sym);
@@ -94,11 +89,6 @@ static struct profile_edge *profile_edge_get(struct profile *p, uint32_t caller,
 	e->caller = caller;
 	e->callee = callee;
 	return e;
-}
-
-int profile__add(struct profile *p, const struct model_span *s, uint64_t self_ns)
-{
-	return profile__add_group(p, s, 0, self_ns);
 }
 
 int profile__add_group(struct profile *p, const struct model_span *s, uint32_t group,

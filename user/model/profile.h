@@ -45,14 +45,12 @@ void profile__free(struct profile *p);
  * name and stack; caller -> callee edges are not kept.
  */
 void profile__set_grouped(struct profile *p);
-uint16_t profile__kind(const struct profile *p);
 /*
  * Adds one closed segment of the profiled kind, with its caller and
- * recursion as the model found them. self_ns is its self time with the self
+ * recursion as the model found them, into the row (s->sym, group); group is
+ * 0 unless the profile is grouped. self_ns is its self time with the self
  * time of nested spans of other kinds folded in. Returns 0 or -ENOMEM.
  */
-int profile__add(struct profile *p, const struct model_span *s, uint64_t self_ns);
-/* The same, into the row (s->sym, group) of a grouped profile. */
 int profile__add_group(struct profile *p, const struct model_span *s, uint32_t group,
 		       uint64_t self_ns);
 /*

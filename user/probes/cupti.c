@@ -30,15 +30,6 @@
 #include "ptg_cupti_proto.h"
 #include "trace/trace_format.h"
 
-bool cupti_available(void)
-{
-#ifdef PTG_HAVE_CUPTI
-	return true;
-#else
-	return false;
-#endif
-}
-
 #ifdef PTG_HAVE_CUPTI
 
 #include <cupti_version.h> /* the CUPTI this build has: an agent must have the same */

@@ -23,9 +23,6 @@
 #include "proc/procfs.h"
 #include "trace/trace.h"
 
-/* Whether this build has the agent and the decoder (CUPTI was found at build time). */
-bool cupti_available(void);
-
 struct cupti_decode_stats {
 	uint64_t kernels, memcpys, memsets, syncs, api_calls;
 	uint64_t incomplete; /* records without a valid start and end: not written */

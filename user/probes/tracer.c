@@ -225,15 +225,6 @@ int tracer__pop_to(struct tracer *t, struct tracer_thread *th, uint32_t depth, u
 	return err;
 }
 
-uint32_t tracer__find(const struct tracer_thread *th, uint16_t kind, uint64_t key)
-{
-	for (uint32_t i = th->depth; i > 0; i--) {
-		if (th->stack[i - 1].key == key && th->stack[i - 1].kind == kind)
-			return i;
-	}
-	return 0;
-}
-
 int tracer__record(struct tracer *t, const struct ptg_record *rec)
 {
 	return trace_writer__record(t->w, rec);

@@ -82,8 +82,6 @@ int tracer__push(struct tracer *t, struct tracer_thread *th, const struct tracer
 /* Closes slots, innermost first, until depth remain; each EXIT carries flags. */
 int tracer__pop_to(struct tracer *t, struct tracer_thread *th, uint32_t depth, uint64_t ts,
 		   uint16_t flags);
-/* Depth (index + 1) of the innermost slot of kind with key, 0 if none. */
-uint32_t tracer__find(const struct tracer_thread *th, uint16_t kind, uint64_t key);
 int tracer__record(struct tracer *t, const struct ptg_record *rec);
 /*
  * Process pid began at ts, while recording (a fork): a thread's frames open

@@ -340,7 +340,7 @@ static void install_prefix(const char *path, char *prefix, size_t len)
  * same file as the target sees it, inner resolved inside root (for reading
  * its standard library the way the target would).
  */
-static int inspect_object(const char *path, const char *root, const char *inner, bool layout_only,
+static int inspect_object(const char *path, const char *root, const char *inner,
 			  struct py_interp *py, char *err, size_t errlen)
 {
 	struct elf_sym_info runtime, ver;
@@ -372,8 +372,6 @@ static int inspect_object(const char *path, const char *root, const char *inner,
 	if (ret)
 		goto cleanup;
 	py->runtime_addr = runtime.addr;
-	if (layout_only)
-		goto cleanup;
 	install_prefix(inner, prefix, sizeof(prefix));
 	ret = py_opcodes__read(root, prefix, py->version_hex, &py->ops, py->stdlib,
 			       sizeof(py->stdlib), why, sizeof(why));
@@ -392,12 +390,11 @@ int py_interp__from_file(const char *path, struct py_interp *py, char *err, size
 	memset(py, 0, sizeof(*py));
 	snprintf(py->path, sizeof(py->path), "%s", path);
 	snprintf(py->attach_path, sizeof(py->attach_path), "%s", path);
-	return inspect_object(path, "/", path, false, py, err, errlen);
+	return inspect_object(path, "/", path, py, err, errlen);
 }
 
 struct find_ctx {
 	struct py_interp *py;
-	bool layout_only;
 	char exe[PATH_MAX];
 	char *err;
 	size_t errlen;
@@ -465,7 +462,7 @@ static int find_in_map(const struct proc_map *m, void *arg)
 	snprintf(py->path, sizeof(py->path), "%s", m->path);
 	proc_target_path(py->pid, m->path, m->inode, py->attach_path, sizeof(py->attach_path));
 	inner = target_view(py->pid, m->path, root, sizeof(root));
-	ret = inspect_object(m->path, root, inner, ctx->layout_only, py, ctx->err, ctx->errlen);
+	ret = inspect_object(m->path, root, inner, py, ctx->err, ctx->errlen);
 	if (ret == -ENOEXEC)
 		return 0; /* a python-named object without the interpreter: keep looking */
 	if (ret) {
@@ -512,9 +509,9 @@ static void check_jit(struct py_interp *py)
 	free(env);
 }
 
-static int find(pid_t pid, bool layout_only, struct py_interp *py, char *err, size_t errlen)
+int py_interp__find(pid_t pid, struct py_interp *py, char *err, size_t errlen)
 {
-	struct find_ctx ctx = {.py = py, .layout_only = layout_only, .err = err, .errlen = errlen};
+	struct find_ctx ctx = {.py = py, .err = err, .errlen = errlen};
 	char link[64];
 	ssize_t n;
 	int ret;
@@ -539,14 +536,4 @@ static int find(pid_t pid, bool layout_only, struct py_interp *py, char *err, si
 	if (ret < 0)
 		return fail(err, errlen, ret, "cannot read /proc/%d/maps: %s", pid, strerror(-ret));
 	return fail(err, errlen, -ENOEXEC, "process %d (%s) is not a Python process", pid, ctx.exe);
-}
-
-int py_interp__find(pid_t pid, struct py_interp *py, char *err, size_t errlen)
-{
-	return find(pid, false, py, err, errlen);
-}
-
-int py_interp__find_layout(pid_t pid, struct py_interp *py, char *err, size_t errlen)
-{
-	return find(pid, true, py, err, errlen);
 }

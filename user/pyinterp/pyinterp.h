@@ -137,11 +137,6 @@ struct py_interp {
  * -EPROTONOSUPPORT unsupported version, other errors reading its files.
  */
 int py_interp__find(pid_t pid, struct py_interp *py, char *err, size_t errlen);
-/*
- * The same without the opcode handlers (no standard library needed): what
- * sampling takes, the version, layouts and _PyRuntime.
- */
-int py_interp__find_layout(pid_t pid, struct py_interp *py, char *err, size_t errlen);
 /* Same as py_interp__find, for the interpreter object at path (no process: bias 0). */
 int py_interp__from_file(const char *path, struct py_interp *py, char *err, size_t errlen);
 /* "3.11" */

@@ -38,11 +38,6 @@ bool target__held(const struct target *tg)
 	return tg && tg->held;
 }
 
-bool target__has_python(const struct target *tg)
-{
-	return tg && tg->has_python;
-}
-
 /* An interpreter found, and one we cannot record said once: the rest of its run is not Python's. */
 static int found(struct target *tg, int ret, const struct py_interp *py, const char *how,
 		 const char *err)

@@ -39,7 +39,6 @@ int target__on_lib(void *ctx, const struct proc_map *m, const char *attach_path,
 /* Lets a held child run on; it stays under ptrace until it runs Python (target__poll). */
 int target__run(struct target *tg);
 bool target__held(const struct target *tg);
-bool target__has_python(const struct target *tg);
 /*
  * Without blocking, handles what the held child did: signals passed on,
  * an exec into Python (the callback, then the child is let go), another
