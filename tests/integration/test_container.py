@@ -68,8 +68,9 @@ def fnv1a(data):
     return h
 
 
-class Container:
-    """A workload of tests/workloads run as pid 1 of a container; pid is its host pid."""
+class Container(ptg.Workload):
+    """A workload of tests/workloads run as pid 1 of a container; pid is its host pid.
+    go() and finish() are the Workload's; it starts and ends its own way."""
 
     def __init__(self, python, script, *args, procfs=True, plant=None, env=None):
         env = dict(os.environ, **(env or {}))
@@ -91,15 +92,6 @@ class Container:
         self.ns_pid = int(line.split()[1]) if len(line.split()) > 1 else None
         with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
             self.pid = int(f.read().split()[0])
-
-    def go(self):
-        self.proc.stdin.write("go\n")
-        self.proc.stdin.flush()
-
-    def finish(self, timeout=300):
-        out = self.proc.stdout.read()
-        self.proc.wait(timeout=timeout)
-        return out
 
     def kill(self):
         # pid 1 of the namespace: its end ends every process in it
