@@ -120,7 +120,7 @@ static int bench_read(const char *path, size_t nrec)
 	t0 = now();
 	ret = trace_reader__open(path, &r, err, sizeof(err));
 	if (ret) {
-		fprintf(stderr, "%s\n", err);
+		fprintf(stderr, "%s: %s\n", path, err);
 		return ret;
 	}
 	while ((ret = trace_reader__next(r, &rec)) > 0)
