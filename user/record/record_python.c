@@ -147,10 +147,11 @@ static int late_python(void *ctx, const struct py_interp *py, const char *how)
 		pyframe__detach(rc->pf);
 		return ret;
 	}
-	/* loaded from outside the search path: the calls before our probes are missing */
+	/* not found ahead (a full path off the search path): the calls before our probes are
+	 * missing */
 	if (!f && rc->ahead && strcmp(how, "exec")) {
 		rc->ahead->unprobed++;
-		pr_warn("%s was loaded from outside the target's search path and probed only "
+		pr_warn("%s was not found ahead on the target's search path and was probed only "
 			"once mapped: its first Python calls may not be in the trace",
 			py->path);
 	}
@@ -246,8 +247,6 @@ static int python_ahead(void *ctx, const struct py_interp *py)
 
 	if (stat(py->attach_path, &st))
 		return -errno;
-	if (!rc->ahead && (ret = ahead_open(rc)))
-		return ret;
 	n = realloc(rc->ahead->files, (rc->ahead->nfiles + 1) * sizeof(*n));
 	if (!n)
 		return -ENOMEM;
@@ -298,6 +297,7 @@ int record_open_target(struct recording *rc)
 	if (ret || rc->py.info)
 		return ret;
 	ret = libwatch__subscribe(rc->libs, target__on_lib, rc->tg);
-	/* an embedding program's libpython, probed before it is mapped */
+	/* an embedding program's libpython, probed before it is mapped (or said when not) */
+	ret = ret ?: ahead_open(rc);
 	return ret ?: target__probe_ahead(rc->tg);
 }
