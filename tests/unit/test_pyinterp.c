@@ -40,6 +40,36 @@ static void check_found(const char *path, const char *version)
 	       py.nresume, py.nreturn, py.nyield, py.handlers_hi ? ", handlers in .cold" : "");
 }
 
+/*
+ * Debian's multiarch libpython (<prefix>/lib/x86_64-linux-gnu/): analyzed from
+ * the file alone, as for a probe ahead, its standard library is
+ * <prefix>/lib/python3.X, one level above its own folder's parent.
+ */
+static void check_multiarch(const char *root, const char *version)
+{
+	char path[512], want[512], err[512] = "";
+	struct py_interp py;
+	int ret;
+
+	snprintf(path, sizeof(path), "%s/usr/lib/x86_64-linux-gnu/libpython%s.so.1.0", root,
+		 version);
+	if (access(path, R_OK)) {
+		printf("skip %s: not on this machine\n", path);
+		return;
+	}
+	ret = py_interp__from_target_file(getpid(), path, path, &py, err, sizeof(err));
+	if (!ASSERT_EQ(ret, 0, path)) {
+		fprintf(stderr, "  %s\n", err);
+		return;
+	}
+	snprintf(want, sizeof(want), "%s/usr/lib/python%s/", root, version);
+	ASSERT_TRUE(!strncmp(py.version, version, strlen(version)), "its version");
+	ASSERT_TRUE(!strncmp(py.stdlib, want, strlen(want)), "its standard library");
+	ASSERT_TRUE(!py.bias && py.runtime_addr, "no load address: _PyRuntime at link time");
+	ASSERT_TRUE(py.nresume >= 1 && py.nreturn >= 1 && py.eval_off, "handlers found");
+	printf("%s: Python %s from the file, opcodes of %s\n", path, py.version, py.stdlib);
+}
+
 /* A copy of src in dir with 8 bytes at symbol sym (+ at) replaced by v. */
 static int patched_copy(const char *dir, const char *sym, uint64_t at, uint64_t v, char *out,
 			size_t len)
@@ -100,6 +130,11 @@ int main(void)
 	check_found(path, "3.14");
 	snprintf(path, sizeof(path), "%s/sid/usr/bin/python3.15", chroots);
 	check_found(path, "3.15");
+	check_multiarch("", "3.11");
+	snprintf(path, sizeof(path), "%s/trixie", chroots);
+	check_multiarch(path, "3.13");
+	snprintf(path, sizeof(path), "%s/sid", chroots);
+	check_multiarch(path, "3.15");
 
 	if (access(LIB313, R_OK) || !mkdtemp(dir)) {
 		printf("skip the refusals: no %s\n", LIB313);

@@ -320,7 +320,10 @@ static int check_debug_offsets(const struct elf_file *ef, struct py_interp *py, 
 	return 0;
 }
 
-/* The install prefix of the interpreter at path: <prefix>/bin/python3.X, <prefix>/lib/libpython. */
+/*
+ * The install prefix of the interpreter at path: <prefix>/bin/python3.X,
+ * <prefix>/lib/libpython, or Debian's multiarch <prefix>/lib/<triplet>/libpython.
+ */
 static void install_prefix(const char *path, char *prefix, size_t len)
 {
 	char *slash;
@@ -329,6 +332,10 @@ static void install_prefix(const char *path, char *prefix, size_t len)
 	for (int i = 0; i < 2; i++) {
 		slash = strrchr(prefix, '/');
 		if (slash)
+			*slash = '\0';
+		/* lib/x86_64-linux-gnu: the triplet's folder is one level more */
+		slash = i ? NULL : strrchr(prefix, '/');
+		if (slash && strstr(slash, "-linux-gnu"))
 			*slash = '\0';
 	}
 	if (!prefix[0])
@@ -536,4 +543,23 @@ int py_interp__find(pid_t pid, struct py_interp *py, char *err, size_t errlen)
 	if (ret < 0)
 		return fail(err, errlen, ret, "cannot read /proc/%d/maps: %s", pid, strerror(-ret));
 	return fail(err, errlen, -ENOEXEC, "process %d (%s) is not a Python process", pid, ctx.exe);
+}
+
+int py_interp__from_target_file(pid_t pid, const char *path, const char *open_path,
+				struct py_interp *py, char *err, size_t errlen)
+{
+	char link[64], target[PATH_MAX], root[64];
+	ssize_t n;
+
+	memset(py, 0, sizeof(*py));
+	py->pid = pid;
+	snprintf(py->path, sizeof(py->path), "%s", path);
+	snprintf(py->attach_path, sizeof(py->attach_path), "%s", open_path);
+	/* its standard library is read the way the target would read it, in its root */
+	snprintf(link, sizeof(link), "/proc/%d/root", pid);
+	n = readlink(link, target, sizeof(target) - 1);
+	if (n > 0)
+		target[n] = '\0';
+	snprintf(root, sizeof(root), "%s", n == 1 && target[0] == '/' ? "/" : link);
+	return inspect_object(path, root, path, py, err, errlen);
 }

@@ -139,8 +139,18 @@ struct py_interp {
 int py_interp__find(pid_t pid, struct py_interp *py, char *err, size_t errlen);
 /* Same as py_interp__find, for the interpreter object at path (no process: bias 0). */
 int py_interp__from_file(const char *path, struct py_interp *py, char *err, size_t errlen);
+/*
+ * The same for a file the process pid has not mapped (yet): path as the
+ * target names it, open_path where it is read from here. No load address
+ * (bias 0, runtime_addr link-time); the standard library is read in the
+ * target's root. For probes put on the file before the loader maps it.
+ */
+int py_interp__from_target_file(pid_t pid, const char *path, const char *open_path,
+				struct py_interp *py, char *err, size_t errlen);
 /* "3.11" */
 const char *py_supported_versions(void);
+/* The name ("3.11") of the i-th version known, oldest first; NULL past the last. */
+const char *py_version_name(size_t i);
 const struct py_version_info *py_version_lookup(uint32_t version_hex);
 /* The row of the newest version known. */
 const struct py_version_info *py_version_newest(void);

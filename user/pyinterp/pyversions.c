@@ -394,6 +394,11 @@ const struct py_version_info *py_version_newest(void)
 	return &versions[sizeof(versions) / sizeof(versions[0]) - 1];
 }
 
+const char *py_version_name(size_t i)
+{
+	return i < sizeof(versions) / sizeof(versions[0]) ? versions[i].name : NULL;
+}
+
 const char *py_supported_versions(void)
 {
 	static char buf[64];

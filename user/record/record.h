@@ -73,6 +73,8 @@ struct recording {
 	struct torchops *ops;
 	struct steps *steps; /* --steps, --schedule: the trace is cut from a recording at tmp */
 	struct target *tg;   /* a Python that comes later; the -- CMD child held until then */
+	struct py_ahead
+	    *ahead; /* libpython files probed before they are mapped (record_python.c) */
 	char tmp[PATH_MAX];
 	uint64_t start_ts;    /* probes start to attach */
 	uint64_t attached_ts; /* all probes are in place: -d counts from here */
@@ -96,6 +98,8 @@ void note_leftover(const char *out);
 int record_open_python(struct recording *rc);
 /* What follows a process with no Python at start: an exec or a libpython later. */
 int record_open_target(struct recording *rc);
+/* What record_open_target probed ahead; rc->pf is not among it. */
+void record_python_free(struct recording *rc);
 /* -p A,B, --children, --per-process, --uid, --cgroup: user/probes/proctree.c records them. */
 int start_tree(struct recording *rc);
 

@@ -4,8 +4,15 @@
  * from the start, and those of an interpreter that comes later (an exec, a
  * libpython it maps), found through user/record/target.c.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -19,6 +26,26 @@
 #include "record/target.h"
 #include "trace/trace.h"
 
+/*
+ * The libpython files probed ahead (target.h): each has its probes on the
+ * file, for this process only (the traced map), with _PyRuntime found from
+ * each probe's address (pyframe__open_shared), so no load address is needed.
+ * The one the loader maps becomes rc->pf; its events come through route().
+ */
+struct py_ahead_file {
+	dev_t dev;
+	ino_t ino;
+	struct pyframe *pf;
+};
+
+struct py_ahead {
+	int traced_fd; /* tgid -> 1: the target alone */
+	struct py_ahead_file *files;
+	size_t nfiles;
+	struct pyframe *active; /* the one mapped, or NULL */
+	uint64_t unprobed;	/* a libpython mapped that was not found ahead */
+};
+
 /* pyframe, then what reads the stacks it keeps: module paths and steps. */
 int record_open_python(struct recording *rc)
 {
@@ -31,17 +58,84 @@ int record_open_python(struct recording *rc)
 	return ret;
 }
 
+/* The probed-ahead file py's object is, or NULL. */
+static struct py_ahead_file *ahead_of(struct py_ahead *pa, const struct py_interp *py)
+{
+	struct stat st;
+
+	if (!pa || stat(py->attach_path, &st))
+		return NULL;
+	for (size_t i = 0; i < pa->nfiles; i++) {
+		if (pa->files[i].pf && pa->files[i].dev == st.st_dev &&
+		    pa->files[i].ino == st.st_ino)
+			return &pa->files[i];
+	}
+	return NULL;
+}
+
+/* Whether pid's memory can still be read: not once it exited, even unreaped. */
+static bool mem_readable(pid_t pid)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		close(fd);
+	return fd >= 0;
+}
+
+/*
+ * The libpython the loader mapped was probed ahead: its probes have been
+ * live since the mapping, so only the readers of its stacks are added.
+ */
+static int use_ahead(struct recording *rc, struct py_ahead_file *f)
+{
+	int ret = 0;
+
+	rc->pf = f->pf;
+	f->pf = NULL;
+	rc->ahead->active = rc->pf;
+	/*
+	 * A short program may have ended by the time its loader's notice is
+	 * read: its calls are still in the ring buffer, only its memory (module
+	 * names, step markers) is gone.
+	 */
+	if (!mem_readable(rc->pid)) {
+		pr_warn("pid %d ended before its Python's memory could be read: its calls are "
+			"recorded, names of nn.Modules and steps are not",
+			rc->pid);
+		return 0;
+	}
+	if (!rc->o->no_ops)
+		ret = modpath__open(rc->tracer, &rc->py, &rc->mp);
+	if (!ret)
+		ret = steps__open(rc->tracer, &rc->py, &rc->o->steps, &rc->steps);
+	/* it ended just now: as above */
+	if ((ret == -ENOENT || ret == -ESRCH) && !mem_readable(rc->pid))
+		ret = 0;
+	return ret;
+}
+
 /* target.h: the target runs Python from now on (an exec, a libpython it mapped). */
 static int late_python(void *ctx, const struct py_interp *py, const char *how)
 {
 	struct recording *rc = ctx;
+	struct py_ahead_file *f = strcmp(how, "exec") ? ahead_of(rc->ahead, py) : NULL;
 	char buf[4096];
 	uint64_t ts;
 	int ret;
 
 	rc->py = *py;
-	ret = record_open_python(rc);
-	if (!ret) {
+	if (f) {
+		/* probed since the recording began: nothing of it is missing */
+		ret = use_ahead(rc, f);
+		ts = rc->start_ts;
+	} else {
+		ret = record_open_python(rc);
+	}
+	if (!ret && !f) {
 		ts = now_ns(CLOCK_MONOTONIC);
 		pyframe__set_start_ts(rc->pf, ts);
 		ret = pyframe__attach(rc->pf);
@@ -53,8 +147,19 @@ static int late_python(void *ctx, const struct py_interp *py, const char *how)
 		pyframe__detach(rc->pf);
 		return ret;
 	}
+	/* not found ahead (a full path off the search path): the calls before our probes are
+	 * missing */
+	if (!f && rc->ahead && strcmp(how, "exec")) {
+		rc->ahead->unprobed++;
+		pr_warn("%s was not found ahead on the target's search path and was probed only "
+			"once mapped: its first Python calls may not be in the trace",
+			py->path);
+	}
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)ts);
-	ret = trace_writer__meta(rc->w, "python", strcmp(how, "exec") ? "mapped" : "exec");
+	ret = trace_writer__meta(rc->w, "python",
+				 f		       ? "mapped, probed ahead"
+				 : strcmp(how, "exec") ? "mapped"
+						       : "exec");
 	ret = ret ?: trace_writer__meta(rc->w, "python.version", rc->py.version);
 	ret = ret ?: trace_writer__meta(rc->w, "python.path", rc->py.path);
 	ret = ret ?: trace_writer__meta(rc->w, "python.since_monotonic_ns", buf);
@@ -67,10 +172,112 @@ static int late_python(void *ctx, const struct py_interp *py, const char *how)
 	if (!rc->o->quiet && rc->child && !strcmp(how, "exec"))
 		pr_info("recording pid %d (Python %s, %s)", rc->pid, rc->py.version, rc->py.path);
 	else if (!rc->o->quiet)
-		pr_info("pid %d runs Python %s (%s) since %s: recording its calls", rc->pid,
+		pr_info("pid %d runs Python %s (%s) since %s: recording its calls%s", rc->pid,
 			rc->py.version, rc->py.path,
-			strcmp(how, "exec") ? "it mapped it" : "its exec");
+			strcmp(how, "exec") ? "it mapped it" : "its exec",
+			f ? " from the first (probed ahead)" : "");
 	return ret;
+}
+
+/*
+ * Python events of the files probed ahead, to the one mapped. Its loader's
+ * notice comes first in the ring buffer and picks it (late_python); an event
+ * ahead of that (a notice lost) looks at the process first.
+ */
+static int route(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
+{
+	struct recording *rc = ctx;
+	struct py_ahead *pa = rc->ahead;
+	const struct py_interp *first = NULL;
+	int ret;
+
+	(void)t;
+	/* ended before it could be looked at: the first file probed ahead, said if not the only */
+	for (size_t i = 0; !pa->active && !first && i < pa->nfiles; i++)
+		first = pa->files[i].pf ? pyframe__interp(pa->files[i].pf) : NULL;
+	if (!pa->active && first && pa->nfiles > 1 && !mem_readable(rc->pid))
+		pr_warn("pid %d ended before the libpython it mapped could be told among the %zu "
+			"probed ahead: its calls are read as those of %s",
+			rc->pid, pa->nfiles, first->path);
+	if (!pa->active && (ret = target__look(rc->tg, first)))
+		return ret;
+	return rc->ahead->active ? pyframe__handle(rc->ahead->active, e, size) : 0;
+}
+
+static int route_losses(struct tracer *t, void *ctx)
+{
+	struct recording *rc = ctx;
+	int ret = rc->ahead->active ? pyframe__write_losses(rc->ahead->active) : 0;
+
+	if (!ret && rc->ahead->unprobed)
+		ret = trace_writer__lost(tracer__writer(t), PTG_LOST_LIB_UNPROBED_WINDOW,
+					 UINT32_MAX, rc->ahead->unprobed);
+	return ret;
+}
+
+/* The tables every file probed ahead shares: the traced set (this process) and the route. */
+static int ahead_open(struct recording *rc)
+{
+	struct py_ahead *pa = calloc(1, sizeof(*pa));
+	__u32 tgid = (__u32)rc->pid;
+	__u8 one = 1;
+	int ret;
+
+	if (!pa)
+		return -ENOMEM;
+	rc->ahead = pa;
+	pa->traced_fd =
+	    bpf_map_create(BPF_MAP_TYPE_HASH, "ptg_embed", sizeof(__u32), sizeof(__u8), 1, NULL);
+	if (pa->traced_fd < 0)
+		return -errno;
+	if (bpf_map_update_elem(pa->traced_fd, &tgid, &one, BPF_ANY))
+		return -errno;
+	ret = tracer__on(rc->tracer, PTG_EV_PY_START, PTG_EV_PY_CODE, route, route_losses, rc);
+	return ret;
+}
+
+/* target.h: a libpython the target may load, probed on its file before it is mapped. */
+static int python_ahead(void *ctx, const struct py_interp *py)
+{
+	struct recording *rc = ctx;
+	struct py_ahead_file *n;
+	struct pyframe *pf = NULL;
+	struct stat st;
+	int ret;
+
+	if (stat(py->attach_path, &st))
+		return -errno;
+	n = realloc(rc->ahead->files, (rc->ahead->nfiles + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	rc->ahead->files = n;
+	ret = pyframe__open_shared(py, rc->tracer, rc->ahead->traced_fd, &pf);
+	/* this process only: no breakpoint goes into any other that maps the file */
+	ret = ret ?: pyframe__attach_pid(pf, rc->pid);
+	if (ret) {
+		pyframe__destroy(pf);
+		return ret;
+	}
+	rc->ahead->files[rc->ahead->nfiles++] =
+	    (struct py_ahead_file){.dev = st.st_dev, .ino = st.st_ino, .pf = pf};
+	if (!rc->o->quiet)
+		pr_info("python: probing %s ahead (Python %s)", py->path, py->version);
+	return 0;
+}
+
+void record_python_free(struct recording *rc)
+{
+	struct py_ahead *pa = rc->ahead;
+
+	if (!pa)
+		return;
+	for (size_t i = 0; i < pa->nfiles; i++)
+		pyframe__destroy(pa->files[i].pf);
+	if (pa->traced_fd >= 0)
+		close(pa->traced_fd);
+	free(pa->files);
+	free(pa);
+	rc->ahead = NULL;
 }
 
 /* What follows a process with no Python at start: an exec or a libpython later. */
@@ -82,9 +289,15 @@ int record_open_target(struct recording *rc)
 	    .has_python = rc->py.info,
 	    .libs = rc->libs,
 	    .fn = late_python,
+	    .ahead = python_ahead,
 	    .ctx = rc,
 	};
 	int ret = target__new(&to, &rc->tg);
 
-	return ret ?: rc->py.info ? 0 : libwatch__subscribe(rc->libs, target__on_lib, rc->tg);
+	if (ret || rc->py.info)
+		return ret;
+	ret = libwatch__subscribe(rc->libs, target__on_lib, rc->tg);
+	/* an embedding program's libpython, probed before it is mapped (or said when not) */
+	ret = ret ?: ahead_open(rc);
+	return ret ?: target__probe_ahead(rc->tg);
 }

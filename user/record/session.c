@@ -507,6 +507,7 @@ int record_run(const struct record_opts *opts, int *cmd_status)
 	if (target__let_go(rc.tg, &rc.child_status))
 		rc.child_reaped = true;
 	pyframe__destroy(rc.pf);
+	record_python_free(&rc);
 	proctree__destroy(rc.tree);
 	cudaprobe__destroy(rc.cuda);
 	cupti__free(rc.cupti);

@@ -6,11 +6,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/log.h"
+#include "proc/libsearch.h"
+#include "proc/procfs.h"
 #include "pyinterp/launch.h"
 #include "record/target.h"
+
+/* A file offered ahead: the same file under another name (a symbolic link) is not offered again. */
+struct ahead_file {
+	dev_t dev;
+	ino_t ino;
+};
 
 struct target {
 	struct target_opts o;
@@ -18,6 +27,9 @@ struct target {
 	bool has_python;
 	bool gave_up; /* an interpreter we cannot record: said once, not looked for again */
 	bool at_exec; /* the held child's exec stop is being handled: it says what is Python */
+	struct ahead_file *ahead; /* libpython files offered ahead */
+	size_t nahead;
+	struct libsearch *search; /* while target__probe_ahead runs */
 };
 
 int target__new(const struct target_opts *o, struct target **out)
@@ -50,6 +62,7 @@ static int found(struct target *tg, int ret, const struct py_interp *py, const c
 			tg->has_python = true;
 			return 0;
 		}
+		err = ""; /* what the finder tried on the way is not why recording failed */
 	}
 	tg->gave_up = true;
 	pr_warn("pid %d runs Python now, not recorded: %s", tg->o.pid,
@@ -109,6 +122,104 @@ int target__on_lib(void *ctx, const struct proc_map *m, const char *attach_path,
 	return found(tg, ret, &py, exe ? "exec" : m->path, err);
 }
 
+/* What each mapped object's RPATH/RUNPATH adds to the search path. */
+static int add_mapped(const struct proc_map *m, void *arg)
+{
+	struct target *tg = arg;
+	char path[PATH_MAX + 32];
+
+	if (m->perms[2] != 'x' || m->path[0] != '/' || !m->inode)
+		return 0;
+	proc_target_path(tg->o.pid, m->path, m->inode, path, sizeof(path));
+	return libsearch__add_object(tg->search, m->path, path);
+}
+
+/* One libpython file of the search path: analyzed from the file, then probed through o.ahead. */
+static int offer_ahead(void *ctx, const char *dir, const char *name)
+{
+	struct target *tg = ctx;
+	char path[PATH_MAX], open_path[PATH_MAX + 32], err[512] = "";
+	struct ahead_file *n;
+	struct py_interp py;
+	struct stat st;
+	int ret;
+
+	snprintf(path, sizeof(path), "%s/%s", strcmp(dir, "/") ? dir : "", name);
+	snprintf(open_path, sizeof(open_path), "/proc/%d/root%s", tg->o.pid, path);
+	if (stat(open_path, &st) || !S_ISREG(st.st_mode))
+		return 0;
+	for (size_t i = 0; i < tg->nahead; i++) {
+		if (tg->ahead[i].dev == st.st_dev && tg->ahead[i].ino == st.st_ino)
+			return 0;
+	}
+	n = realloc(tg->ahead, (tg->nahead + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	tg->ahead = n;
+	tg->ahead[tg->nahead++] = (struct ahead_file){.dev = st.st_dev, .ino = st.st_ino};
+	clean_path(path); /* named as maps will name it; opened as the loader will open it */
+	ret = py_interp__from_target_file(tg->o.pid, path, open_path, &py, err, sizeof(err));
+	/*
+	 * One we cannot record (a build without symbols, a version not
+	 * known) is not probed: if it is ever mapped, the detection there
+	 * says why it is not recorded.
+	 */
+	if (ret) {
+		pr_debug("not probing %s ahead: %s", path, err[0] ? err : strerror(-ret));
+		return ret == -ENOMEM ? ret : 0;
+	}
+	ret = tg->o.ahead(tg->o.ctx, &py);
+	/* a file that cannot be probed now is left to the detection when it is mapped */
+	if (ret == -ENOMEM)
+		return ret;
+	if (ret)
+		pr_warn("cannot probe %s ahead: %s; if loaded, its first calls may be missing",
+			path, strerror(-ret));
+	return 0;
+}
+
+int target__probe_ahead(struct target *tg)
+{
+	char name[64];
+	const char *v;
+	int ret;
+
+	if (!tg->o.ahead || tg->has_python || tg->gave_up)
+		return 0;
+	ret = libsearch__open(tg->o.pid, &tg->search);
+	if (ret)
+		return ret == -ENOENT || ret == -ESRCH ? 0 : ret;
+	ret = proc_maps__for_each(tg->o.pid, add_mapped, tg);
+	if (ret == -ENOENT || ret == -ESRCH)
+		ret = 0; /* gone: its exit ends the recording */
+	/* the names an embedding program dlopen()s, or links: the soname and the linker's name */
+	for (size_t i = 0; !ret && (v = py_version_name(i)); i++) {
+		snprintf(name, sizeof(name), "libpython%s.so.1.0", v);
+		ret = libsearch__find(tg->search, name, offer_ahead, tg);
+		snprintf(name, sizeof(name), "libpython%s.so", v);
+		ret = ret ?: libsearch__find(tg->search, name, offer_ahead, tg);
+	}
+	libsearch__free(tg->search);
+	tg->search = NULL;
+	return ret;
+}
+
+int target__look(struct target *tg, const struct py_interp *gone)
+{
+	struct py_interp py;
+	char err[512] = "";
+	int ret;
+
+	if (!tg || tg->has_python || tg->gave_up || tg->at_exec)
+		return 0;
+	ret = py_interp__find(tg->o.pid, &py, err, sizeof(err));
+	if ((ret == -ESRCH || ret == -ENOENT) && gone)
+		return found(tg, 0, gone, gone->path, "");
+	if (ret == -ESRCH || ret == -ENOENT)
+		return 0;
+	return found(tg, ret, &py, py.path, err);
+}
+
 static void on_sigchld(int sig)
 {
 	(void)sig;
@@ -143,6 +254,10 @@ static void on_exec(struct target *tg, int ret, const struct py_interp *py, cons
 	tg->at_exec = false;
 	if (rc)
 		pr_warn("pid %d exec'd: its new libraries are not watched: %s", tg->o.pid,
+			strerror(-rc));
+	/* a program that is not Python may load libpython: its new search path, ahead */
+	if (ret == LAUNCH_EXEC_OTHER && (rc = target__probe_ahead(tg)))
+		pr_warn("pid %d exec'd: libpython is not looked for ahead: %s", tg->o.pid,
 			strerror(-rc));
 	if (ret == LAUNCH_EXEC_PYTHON && !tg->has_python)
 		found(tg, 0, py, "exec", err);
@@ -195,5 +310,7 @@ int target__let_go(struct target *tg, int *wstatus)
 
 void target__free(struct target *tg)
 {
+	if (tg)
+		free(tg->ahead);
 	free(tg);
 }

@@ -23,6 +23,13 @@ struct target;
  * Python probes for py. how: "exec", or the object that was mapped.
  */
 typedef int (*target_python_fn)(void *ctx, const struct py_interp *py, const char *how);
+/*
+ * A libpython the target may load later, found ahead on its loader's search
+ * path and analyzed from the file alone (py_interp__from_target_file: no
+ * load address): put the Python probes on the file now, so that they go
+ * live as the loader maps it. Once per file (inode).
+ */
+typedef int (*target_ahead_fn)(void *ctx, const struct py_interp *py);
 
 struct target_opts {
 	pid_t pid;
@@ -30,10 +37,26 @@ struct target_opts {
 	bool has_python;       /* Python found at start: nothing left to look for */
 	struct libwatch *libs; /* re-armed at each exec of a held child */
 	target_python_fn fn;
+	target_ahead_fn ahead; /* NULL: nothing is probed ahead */
 	void *ctx;
 };
 
 int target__new(const struct target_opts *o, struct target **out);
+/*
+ * Offers o.ahead every libpython3.X.so.1.0 and libpython3.X.so (X each
+ * version known) along the target's search path (user/proc/libsearch.h):
+ * the executable's and every mapped object's RPATH/RUNPATH, LD_LIBRARY_PATH,
+ * ld.so.cache, the loader's own folders. Called at attach, and by
+ * target__poll at each exec of a held child (its new image). 0 or -errno.
+ */
+int target__probe_ahead(struct target *tg);
+/*
+ * Looks for Python in the process now, as when the loader maps it; for a
+ * Python event that arrives before the loader's notice was handled. When
+ * the process has ended meanwhile (its maps are gone, its events are still
+ * to be read), gone (if not NULL) is taken as what it ran.
+ */
+int target__look(struct target *tg, const struct py_interp *gone);
 /* A libwatch subscriber: a mapped object that may be Python (an exec'd interpreter, libpython). */
 int target__on_lib(void *ctx, const struct proc_map *m, const char *attach_path, uint64_t bias);
 /* Lets a held child run on; it stays under ptrace until it runs Python (target__poll). */
