@@ -286,6 +286,7 @@ int record_open_target(struct recording *rc)
 	struct target_opts to = {
 	    .pid = rc->pid,
 	    .held = rc->child && !rc->py.info,
+	    .seize = !rc->child && !rc->py.info,
 	    .has_python = rc->py.info,
 	    .libs = rc->libs,
 	    .fn = late_python,

@@ -27,10 +27,31 @@ struct target {
 	bool has_python;
 	bool gave_up; /* an interpreter we cannot record: said once, not looked for again */
 	bool at_exec; /* the held child's exec stop is being handled: it says what is Python */
+	bool seized;  /* a -p target taken under ptrace while it runs (launch__seize) */
 	struct ahead_file *ahead; /* libpython files offered ahead */
 	size_t nahead;
 	struct libsearch *search; /* while target__probe_ahead runs */
 };
+
+/*
+ * -p with no Python yet: under ptrace from now on, so that an exec of an
+ * interpreter stops it before its first instruction while the probes go
+ * in, as the -- CMD child. Seizing stops nothing; where it cannot be done
+ * the exec is found through libwatch, once the interpreter runs.
+ */
+static void hold(struct target *tg)
+{
+	int ret = launch__seize(tg->o.pid);
+
+	if (!ret) {
+		tg->held = tg->seized = true;
+		return;
+	}
+	if (ret != -ESRCH)
+		pr_warn("pid %d cannot be held at its exec (%s): a Python it execs is recorded "
+			"from when it is found, its first calls missed",
+			tg->o.pid, ret == -EPERM ? "another tracer holds it" : strerror(-ret));
+}
 
 int target__new(const struct target_opts *o, struct target **out)
 {
@@ -42,6 +63,8 @@ int target__new(const struct target_opts *o, struct target **out)
 	tg->held = o->held;
 	tg->has_python = o->has_python;
 	*out = tg;
+	if (o->seize && !o->has_python)
+		hold(tg);
 	return 0;
 }
 
@@ -93,6 +116,31 @@ static bool is_exe(pid_t pid, const char *path)
 }
 
 /*
+ * Whether pid is still under our ptrace: an exec by another thread than the
+ * one seized (-p) makes that thread the process's, untraced.
+ */
+static bool traced_by_us(pid_t pid)
+{
+	char path[64], line[128];
+	bool ret = false;
+	FILE *f;
+	int tp;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "TracerPid: %d", &tp) == 1) {
+			ret = tp == getpid();
+			break;
+		}
+	}
+	fclose(f);
+	return ret;
+}
+
+/*
  * The loader mapped libpython (dlopen), or the process exec'd an
  * interpreter: look at the whole process, as at start. Not for objects
  * offered ahead (not mapped yet: start 0).
@@ -113,7 +161,7 @@ int target__on_lib(void *ctx, const struct proc_map *m, const char *attach_path,
 	 * for there, after its new libraries (a scan read late sees the new
 	 * image first). A libpython it loads (dlopen) is looked for here.
 	 */
-	if ((tg->held && exe) || tg->at_exec)
+	if ((tg->held && exe && (!tg->seized || traced_by_us(tg->o.pid))) || tg->at_exec)
 		return 0;
 	ret = py_interp__find(tg->o.pid, &py, err, sizeof(err));
 	/* gone meanwhile: its exit ends the recording */
@@ -237,7 +285,7 @@ int target__run(struct target *tg)
 	 * recorder's poll at once instead of at its next timeout.
 	 */
 	sigaction(SIGCHLD, &sa, NULL);
-	return launch__resume(tg->o.pid);
+	return tg->seized ? 0 : launch__resume(tg->o.pid);
 }
 
 /* The held child stopped at an exec: into Python (ret 1) or not. */
