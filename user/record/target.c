@@ -115,6 +115,28 @@ static bool is_exe(pid_t pid, const char *path)
 	return !strcmp(exe, path);
 }
 
+static bool is_libcuda(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	return !strncmp(base ? base + 1 : path, "libcuda.so", 10);
+}
+
+/*
+ * A -p target that maps the CUDA driver gets the CUPTI agent, which borrows
+ * its main thread under ptrace (user/proc/inject.c): a thread has one
+ * tracer, so the hold ends here, and an exec after it is found as when
+ * another tracer holds it. The driver mapped ahead of the exec is no Python.
+ */
+static void let_go_for_cuda(struct target *tg)
+{
+	int status;
+
+	target__let_go(tg, &status);
+	tg->seized = false;
+	pr_debug("pid %d maps the CUDA driver: its exec is no longer held", tg->o.pid);
+}
+
 /*
  * Whether pid is still under our ptrace: an exec by another thread than the
  * one seized (-p) makes that thread the process's, untraced.
@@ -153,6 +175,8 @@ int target__on_lib(void *ctx, const struct proc_map *m, const char *attach_path,
 	bool exe;
 	int ret;
 
+	if (tg->seized && tg->held && m->end && is_libcuda(m->path))
+		let_go_for_cuda(tg);
 	if (tg->has_python || tg->gave_up || !m->start || !may_be_python(m->path))
 		return 0;
 	exe = is_exe(tg->o.pid, m->path);
