@@ -13,6 +13,9 @@ does, so the exec'd Python is recorded from its very first call:
 - record is killed with SIGKILL at random instants after the exec was let
   go (while the exec is held, probed, or the interpreter runs): the
   target is left untraced, never stopped, exits 0 with its output unchanged.
+- tests/helpers/exec_gate.c, a C launcher, gets SIGUSR1 20 times while held:
+  it answers each one; SIGSTOP stops it, SIGCONT resumes it; its exec is
+  then recorded from the first call.
 - under strace (another tracer holds it) record says in one line that the
   exec cannot be held, and records on (the interpreter from when it is
   found: how much of fib that is depends on timing, so it is not counted).
@@ -29,7 +32,9 @@ import unittest
 import ptg
 
 FIB = os.path.join(ptg.WORKLOADS, "fib.py")
+GATE = os.path.join(ptg.BUILD, "tests", "exec_gate")
 KILLS = 10
+SIGNALS = 20
 
 
 def status_field(pid, name):
@@ -42,6 +47,20 @@ def status_field(pid, name):
     except FileNotFoundError:
         pass
     return None
+
+
+def wait_held(pid, timeout=10.0):
+    """Whether pid was seen in a tracing stop (its exec held) before it ended.
+    Polled often: the hold lasts as long as the probes take to load."""
+    end = time.time() + timeout
+    while time.time() < end:
+        state = status_field(pid, "State")
+        if state is None or state[0] == "Z":
+            return False
+        if state[0] == "t":
+            return True
+        time.sleep(0.001)
+    return False
 
 
 def start_shell(python):
@@ -104,6 +123,7 @@ class KillWhileHeld(unittest.TestCase):
         if python.missing:
             self.skipTest(python.missing)
         rng = random.Random(15)
+        held = 0
         with tempfile.TemporaryDirectory() as tmp:
             for i in range(KILLS):
                 proc, pid = start_shell(python)
@@ -111,8 +131,11 @@ class KillWhileHeld(unittest.TestCase):
                 try:
                     rec = ptg.Recorder(["-p", str(pid)], os.path.join(tmp, f"k{i}.ptg"))
                     go(proc)
-                    # from the exec stop (at once) through the probes' loading (~0.2-0.4 s)
-                    time.sleep(rng.uniform(0, 0.6))
+                    # the exec stop shows as a tracing stop while the probes load (~0.2-0.4 s);
+                    # the kill lands somewhere in it or after, while Python runs
+                    if wait_held(pid):
+                        held += 1
+                    time.sleep(rng.uniform(0, 0.4))
                     rec.proc.send_signal(signal.SIGKILL)
                     rec.proc.wait()
                     self.assertTrue(ptg.wait_until(
@@ -128,6 +151,44 @@ class KillWhileHeld(unittest.TestCase):
                     proc.stdout.close()
                     if rec:
                         rec.proc.stderr.close()
+        print(f"\n{KILLS} kills of record, {held} of them seen to start while the exec was held")
+
+    def test_signals_while_held(self):
+        """Signals sent to a held launcher reach it, each one (exec_gate answers
+        each SIGUSR1); a SIGSTOP stops it as it would untraced, SIGCONT goes on;
+        then its exec into Python is recorded from its first call."""
+        python = ptg.Python(ptg.ONCE)
+        if python.missing:
+            self.skipTest(python.missing)
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "sig.ptg")
+            proc = subprocess.Popen([GATE, *python.argv(FIB)], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, text=True)
+            try:
+                pid = int(proc.stdout.readline().split()[1])
+                rec = ptg.Recorder(["-p", str(pid)], out)
+                self.assertIn("held at the exec until probed", rec.stderr)
+                for i in range(1, SIGNALS + 1):
+                    os.kill(pid, signal.SIGUSR1)
+                    self.assertEqual(proc.stdout.readline(), f"usr1 {i}\n")
+                os.kill(pid, signal.SIGSTOP)
+                self.assertTrue(ptg.wait_until(lambda: status_field(pid, "State")[0] in "tT"))
+                os.kill(pid, signal.SIGCONT)
+                os.kill(pid, signal.SIGUSR1)
+                self.assertEqual(proc.stdout.readline(), f"usr1 {SIGNALS + 1}\n")
+                self.assertEqual(status_field(pid, "TracerPid"), str(rec.proc.pid))
+                go(proc)
+                self.assertEqual(proc.stdout.read(), "done\n")
+                self.assertEqual(proc.wait(timeout=300), 0)
+                self.assertEqual(rec.wait(), 0, rec.stderr)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                proc.stdout.close()
+            counts = ptg.Trace(out).count("fib.py")
+            self.assertEqual(counts["f:7"], 5919)
+            self.assertEqual(counts["<module>:1"], 1)
 
     def test_other_tracer(self):
         python = ptg.Python(ptg.ONCE)
