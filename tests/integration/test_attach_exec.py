@@ -190,6 +190,32 @@ class KillWhileHeld(unittest.TestCase):
             self.assertEqual(counts["f:7"], 5919)
             self.assertEqual(counts["<module>:1"], 1)
 
+    def test_interrupted_while_held(self):
+        """record stopped (SIGINT) before the launcher execs: let go, untraced,
+        its signals still its own, and it goes on to run Python untouched."""
+        python = ptg.Python(ptg.ONCE)
+        if python.missing:
+            self.skipTest(python.missing)
+        with tempfile.TemporaryDirectory() as tmp:
+            proc = subprocess.Popen([GATE, *python.argv(FIB)], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, text=True)
+            try:
+                pid = int(proc.stdout.readline().split()[1])
+                rec = ptg.Recorder(["-p", str(pid)], os.path.join(tmp, "int.ptg"))
+                rec.proc.send_signal(signal.SIGINT)
+                self.assertEqual(rec.wait(), 0, rec.stderr)
+                self.assertEqual(status_field(pid, "TracerPid"), "0")
+                os.kill(pid, signal.SIGUSR1)
+                self.assertEqual(proc.stdout.readline(), "usr1 1\n")
+                go(proc)
+                self.assertEqual(proc.stdout.read(), "done\n")
+                self.assertEqual(proc.wait(timeout=300), 0)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                proc.stdout.close()
+
     def test_other_tracer(self):
         python = ptg.Python(ptg.ONCE)
         if python.missing:

@@ -122,19 +122,37 @@ static bool is_libcuda(const char *path)
 	return !strncmp(base ? base + 1 : path, "libcuda.so", 10);
 }
 
+/* A -p target seized and running is let go: it runs untraced from now on. */
+static void end_hold(struct target *tg)
+{
+	int status;
+
+	if (!tg->seized || !tg->held)
+		return;
+	target__let_go(tg, &status);
+	tg->seized = false;
+}
+
 /*
  * A -p target that maps the CUDA driver gets the CUPTI agent, which borrows
  * its main thread under ptrace (user/proc/inject.c): a thread has one
  * tracer, so the hold ends here, and an exec after it is found as when
- * another tracer holds it. The driver mapped ahead of the exec is no Python.
+ * another tracer holds it.
  */
 static void let_go_for_cuda(struct target *tg)
 {
-	int status;
-
-	target__let_go(tg, &status);
-	tg->seized = false;
+	end_hold(tg);
 	pr_debug("pid %d maps the CUDA driver: its exec is no longer held", tg->o.pid);
+}
+
+/* Found while it runs (a libpython it loaded, a hold lost): nothing left to hold it for. */
+static int found_running(struct target *tg, int ret, const struct py_interp *py, const char *how,
+			 const char *err)
+{
+	ret = found(tg, ret, py, how, err);
+	if (tg->has_python || tg->gave_up)
+		end_hold(tg);
+	return ret;
 }
 
 /*
@@ -191,7 +209,7 @@ int target__on_lib(void *ctx, const struct proc_map *m, const char *attach_path,
 	/* gone meanwhile: its exit ends the recording */
 	if (ret == -ESRCH || ret == -ENOENT)
 		return 0;
-	return found(tg, ret, &py, exe ? "exec" : m->path, err);
+	return found_running(tg, ret, &py, exe ? "exec" : m->path, err);
 }
 
 /* What each mapped object's RPATH/RUNPATH adds to the search path. */
@@ -286,10 +304,10 @@ int target__look(struct target *tg, const struct py_interp *gone)
 		return 0;
 	ret = py_interp__find(tg->o.pid, &py, err, sizeof(err));
 	if ((ret == -ESRCH || ret == -ENOENT) && gone)
-		return found(tg, 0, gone, gone->path, "");
+		return found_running(tg, 0, gone, gone->path, "");
 	if (ret == -ESRCH || ret == -ENOENT)
 		return 0;
-	return found(tg, ret, &py, py.path, err);
+	return found_running(tg, ret, &py, py.path, err);
 }
 
 static void on_sigchld(int sig)
