@@ -102,6 +102,8 @@ class AttachExec(unittest.TestCase):
                     proc.wait()
                 proc.stdout.close()
             self.assertIn(f"pid {pid} runs Python", rec.stderr)
+            self.assertIn("since its exec: recording its calls from the first (held at its exec)",
+                          rec.stderr)
             trace = ptg.Trace(out)
             self.assertEqual(trace.meta["python"], "exec")
             self.assertEqual(trace.losses, [], "events were lost")
@@ -243,6 +245,7 @@ class KillWhileHeld(unittest.TestCase):
                 strace.wait(timeout=60)
             self.assertIn(f"pid {pid} cannot be held at its exec (another tracer holds it)",
                           rec.stderr)
+            self.assertNotIn("held at its exec)", rec.stderr)
 
 
 if __name__ == "__main__":

@@ -175,7 +175,9 @@ static int late_python(void *ctx, const struct py_interp *py, const char *how)
 		pr_info("pid %d runs Python %s (%s) since %s: recording its calls%s", rc->pid,
 			rc->py.version, rc->py.path,
 			strcmp(how, "exec") ? "it mapped it" : "its exec",
-			f ? " from the first (probed ahead)" : "");
+			f			       ? " from the first (probed ahead)"
+			: target__at_exec_stop(rc->tg) ? " from the first (held at its exec)"
+						       : "");
 	return ret;
 }
 

@@ -25,9 +25,10 @@ struct target {
 	struct target_opts o;
 	bool held;
 	bool has_python;
-	bool gave_up; /* an interpreter we cannot record: said once, not looked for again */
-	bool at_exec; /* the held child's exec stop is being handled: it says what is Python */
-	bool seized;  /* a -p target taken under ptrace while it runs (launch__seize) */
+	bool gave_up;	/* an interpreter we cannot record: said once, not looked for again */
+	bool at_exec;	/* the held child's exec stop is being handled: it says what is Python */
+	bool seized;	/* a -p target taken under ptrace while it runs (launch__seize) */
+	bool exec_stop; /* o.fn is called at the exec stop: nothing of the new program ran */
 	struct ahead_file *ahead; /* libpython files offered ahead */
 	size_t nahead;
 	struct libsearch *search; /* while target__probe_ahead runs */
@@ -71,6 +72,11 @@ int target__new(const struct target_opts *o, struct target **out)
 bool target__held(const struct target *tg)
 {
 	return tg && tg->held;
+}
+
+bool target__at_exec_stop(const struct target *tg)
+{
+	return tg && tg->exec_stop;
 }
 
 /* An interpreter found, and one we cannot record said once: the rest of its run is not Python's. */
@@ -349,10 +355,12 @@ static void on_exec(struct target *tg, int ret, const struct py_interp *py, cons
 	if (ret == LAUNCH_EXEC_OTHER && (rc = target__probe_ahead(tg)))
 		pr_warn("pid %d exec'd: libpython is not looked for ahead: %s", tg->o.pid,
 			strerror(-rc));
+	tg->exec_stop = true;
 	if (ret == LAUNCH_EXEC_PYTHON && !tg->has_python)
 		found(tg, 0, py, "exec", err);
 	else if (ret < 0 && !tg->has_python)
 		found(tg, ret, py, "exec", err);
+	tg->exec_stop = false;
 	/* once Python runs, it runs untouched as with a Python command (launch.h) */
 	if (tg->has_python || tg->gave_up) {
 		launch__release(tg->o.pid);

@@ -66,6 +66,8 @@ int target__on_lib(void *ctx, const struct proc_map *m, const char *attach_path,
  */
 int target__run(struct target *tg);
 bool target__held(const struct target *tg);
+/* In target_python_fn: the process is stopped at its exec, none of the new program ran yet. */
+bool target__at_exec_stop(const struct target *tg);
 /*
  * Without blocking, handles what the held child did: signals passed on,
  * an exec into Python (the callback, then the child is let go), another
