@@ -10,8 +10,8 @@ does, so the exec'd Python is recorded from its very first call:
   calls of f), its <module> started and no frame PREEXISTING, nothing lost.
   A chroot's interpreter is exec'd through unshare and chroot: two execs
   that are no Python before the one that is.
-- record is killed with SIGKILL at random instants after the exec was let
-  go (while the exec is held, probed, or the interpreter runs): the
+- record is killed with SIGKILL at random instants from the held exec on
+  (while it is held, run past ld.so, probed, or the interpreter runs): the
   target is left untraced, never stopped, exits 0 with its output unchanged.
 - tests/helpers/exec_gate.c, a C launcher, gets SIGUSR1 20 times while held:
   it answers each one; SIGSTOP stops it, SIGCONT resumes it; its exec is
@@ -114,16 +114,7 @@ class AttachExec(unittest.TestCase):
             # held from its exec: no frame was running before the probes went in
             self.assertFalse([c for c in trace.calls() if c[6] & ptg.ENTER_PREEXISTING])
 
-
-ptg.per_interpreter(AttachExec)
-
-
-@ptg.once
-class KillWhileHeld(unittest.TestCase):
-    def test_kill_at_random_instants(self):
-        python = ptg.Python(ptg.ONCE)
-        if python.missing:
-            self.skipTest(python.missing)
+    def check_kill_at_random_instants(self, python):
         rng = random.Random(15)
         held = 0
         with tempfile.TemporaryDirectory() as tmp:
@@ -155,6 +146,12 @@ class KillWhileHeld(unittest.TestCase):
                         rec.proc.stderr.close()
         print(f"\n{KILLS} kills of record, {held} of them seen to start while the exec was held")
 
+
+ptg.per_interpreter(AttachExec)
+
+
+@ptg.once
+class KillWhileHeld(unittest.TestCase):
     def test_signals_while_held(self):
         """Signals sent to a held launcher reach it, each one (exec_gate answers
         each SIGUSR1); a SIGSTOP stops it as it would untraced, SIGCONT goes on;
