@@ -376,8 +376,17 @@ int launch__let_go(pid_t pid, int *wstatus)
 	int status, sig = 0;
 
 	/* a running tracee cannot be detached: stop it first, and pass on what stopped it */
-	if (ptrace(PTRACE_INTERRUPT, pid, 0, 0))
-		return errno == ESRCH ? 0 : -errno;
+	if (ptrace(PTRACE_INTERRUPT, pid, 0, 0)) {
+		if (errno != ESRCH)
+			return -errno;
+		/* it ended: its exit is ours to collect first (a -p target's parent waits on us) */
+		if (waitpid(pid, &status, WNOHANG | __WALL) == pid &&
+		    (WIFEXITED(status) || WIFSIGNALED(status))) {
+			*wstatus = status;
+			return -ECHILD;
+		}
+		return 0;
+	}
 	for (;;) {
 		if (waitpid(pid, &status, __WALL) < 0) {
 			if (errno == EINTR)
