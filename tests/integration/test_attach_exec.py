@@ -16,6 +16,8 @@ does, so the exec'd Python is recorded from its very first call:
 - tests/helpers/exec_gate.c, a C launcher, gets SIGUSR1 20 times while held:
   it answers each one; SIGSTOP stops it, SIGCONT resumes it; its exec is
   then recorded from the first call.
+- a pyenv shim exec'd by exec_gate (bash, pyenv, then Python 3.12): the
+  same exact counts.
 - under strace (another tracer holds it) record says in one line that the
   exec cannot be held, and records on (the interpreter from when it is
   found: how much of fib that is depends on timing, so it is not counted).
@@ -188,6 +190,39 @@ class KillWhileHeld(unittest.TestCase):
             counts = ptg.Trace(out).count("fib.py")
             self.assertEqual(counts["f:7"], 5919)
             self.assertEqual(counts["<module>:1"], 1)
+
+    def test_pyenv_shim(self):
+        """A pyenv shim (bash, then `pyenv exec`, then the interpreter: three
+        execs): held at each, Python recorded from its first call."""
+        exe = ptg.pyenv_exe("3.12")
+        shim = os.path.join(ptg.PYENV, "shims", "python3.12")
+        if not exe or not os.access(shim, os.X_OK):
+            self.skipTest(f"no pyenv 3.12 or no {shim}")
+        version = os.path.basename(os.path.dirname(os.path.dirname(exe)))
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "shim.ptg")
+            proc = subprocess.Popen([GATE, shim, FIB], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, text=True,
+                                    env=dict(os.environ, PYENV_VERSION=version))
+            try:
+                pid = int(proc.stdout.readline().split()[1])
+                rec = ptg.Recorder(["-p", str(pid)], out)
+                go(proc)
+                self.assertEqual(proc.stdout.read(), "done\n")
+                self.assertEqual(proc.wait(timeout=300), 0)
+                self.assertEqual(rec.wait(), 0, rec.stderr)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                proc.stdout.close()
+            self.assertIn("from the first (held at its exec)", rec.stderr)
+            trace = ptg.Trace(out)
+            self.assertEqual(trace.losses, [], "events were lost")
+            counts = trace.count("fib.py")
+            self.assertEqual(counts["f:7"], 5919)
+            self.assertEqual(counts["<module>:1"], 1)
+            self.assertFalse([c for c in trace.calls() if c[6] & ptg.ENTER_PREEXISTING])
 
     def test_interrupted_while_held(self):
         """record stopped (SIGINT) before the launcher execs: let go, untraced,
