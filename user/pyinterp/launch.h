@@ -33,6 +33,14 @@ int launch__catch(pid_t pid, struct py_interp *py, char *err, size_t errlen);
  * (record --children -- ./train.sh).
  */
 int launch__start_any(char **argv, pid_t *pid, struct py_interp *py, char *err, size_t errlen);
+/*
+ * record -p: takes a running process under ptrace without stopping it
+ * (PTRACE_SEIZE: no SIGSTOP, no PTRACE_O_EXITKILL), so that its next exec
+ * stops it before its first instruction (launch__poll). Only the thread
+ * pid: an exec by another thread of a process that has several is not held.
+ * -EPERM when another tracer (strace, gdb) holds it.
+ */
+int launch__seize(pid_t pid);
 /* Lets the stopped child run on, detached from ptrace. */
 int launch__release(pid_t pid);
 /* Lets the stopped child run on, still under ptrace: its next exec stops it. */

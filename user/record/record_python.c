@@ -175,7 +175,9 @@ static int late_python(void *ctx, const struct py_interp *py, const char *how)
 		pr_info("pid %d runs Python %s (%s) since %s: recording its calls%s", rc->pid,
 			rc->py.version, rc->py.path,
 			strcmp(how, "exec") ? "it mapped it" : "its exec",
-			f ? " from the first (probed ahead)" : "");
+			f			       ? " from the first (probed ahead)"
+			: target__at_exec_stop(rc->tg) ? " from the first (held at its exec)"
+						       : "");
 	return ret;
 }
 
@@ -286,6 +288,7 @@ int record_open_target(struct recording *rc)
 	struct target_opts to = {
 	    .pid = rc->pid,
 	    .held = rc->child && !rc->py.info,
+	    .seize = !rc->child && !rc->py.info,
 	    .has_python = rc->py.info,
 	    .libs = rc->libs,
 	    .fn = late_python,

@@ -179,7 +179,7 @@ static int start(struct recording *rc)
 	rc->attached_ts = now_ns(CLOCK_MONOTONIC);
 	if (rc->child && (ret || !target__held(rc->tg)))
 		launch__release(rc->pid);
-	else if (rc->child)
+	else if (!ret && target__held(rc->tg))
 		ret = target__run(rc->tg);
 	if (!ret && !rc->o->quiet && rc->py.info) {
 		struct proc_ns_ids ids;
@@ -196,8 +196,8 @@ static int start(struct recording *rc)
 			rc->pid, rc->o->cmd[0]);
 	} else if (!ret && !rc->o->quiet) {
 		pr_info("recording pid %d (no Python: CUDA calls, GPU activity and "
-			"off-CPU time; an exec of Python or a load of libpython is followed)",
-			rc->pid);
+			"off-CPU time; an exec of Python%s or a load of libpython is followed)",
+			rc->pid, target__held(rc->tg) ? " (held at the exec until probed)" : "");
 	}
 	return ret;
 }
@@ -205,6 +205,7 @@ static int start(struct recording *rc)
 static bool target_exited(struct recording *rc)
 {
 	struct pollfd p = {.fd = rc->pidfd, .events = POLLIN};
+	int status;
 
 	if (rc->child && !rc->child_reaped) {
 		/* held until it runs Python: its stops (and end) come through ptrace */
@@ -213,6 +214,9 @@ static bool target_exited(struct recording *rc)
 		else if (waitpid(rc->pid, &rc->child_status, WNOHANG) == rc->pid)
 			rc->child_reaped = true;
 	}
+	/* -p held at its exec: its stops are handled here, its end is the pidfd's */
+	if (!rc->child && target__held(rc->tg))
+		target__poll(rc->tg, &status);
 	/* several processes: until the last ends (-- CMD's status is still the exit status) */
 	if (rc->tree)
 		return !rc->o->by_uid && !rc->o->cgroup && !proctree__live(rc->tree);

@@ -25,12 +25,34 @@ struct target {
 	struct target_opts o;
 	bool held;
 	bool has_python;
-	bool gave_up; /* an interpreter we cannot record: said once, not looked for again */
-	bool at_exec; /* the held child's exec stop is being handled: it says what is Python */
+	bool gave_up;	/* an interpreter we cannot record: said once, not looked for again */
+	bool at_exec;	/* the held child's exec stop is being handled: it says what is Python */
+	bool seized;	/* a -p target taken under ptrace while it runs (launch__seize) */
+	bool exec_stop; /* o.fn is called at the exec stop: nothing of the new program ran */
 	struct ahead_file *ahead; /* libpython files offered ahead */
 	size_t nahead;
 	struct libsearch *search; /* while target__probe_ahead runs */
 };
+
+/*
+ * -p with no Python yet: under ptrace from now on, so that an exec of an
+ * interpreter stops it before its first instruction while the probes go
+ * in, as the -- CMD child. Seizing stops nothing; where it cannot be done
+ * the exec is found through libwatch, once the interpreter runs.
+ */
+static void hold(struct target *tg)
+{
+	int ret = launch__seize(tg->o.pid);
+
+	if (!ret) {
+		tg->held = tg->seized = true;
+		return;
+	}
+	if (ret != -ESRCH)
+		pr_warn("pid %d cannot be held at its exec (%s): a Python it execs is recorded "
+			"from when it is found, its first calls missed",
+			tg->o.pid, ret == -EPERM ? "another tracer holds it" : strerror(-ret));
+}
 
 int target__new(const struct target_opts *o, struct target **out)
 {
@@ -42,12 +64,19 @@ int target__new(const struct target_opts *o, struct target **out)
 	tg->held = o->held;
 	tg->has_python = o->has_python;
 	*out = tg;
+	if (o->seize && !o->has_python)
+		hold(tg);
 	return 0;
 }
 
 bool target__held(const struct target *tg)
 {
 	return tg && tg->held;
+}
+
+bool target__at_exec_stop(const struct target *tg)
+{
+	return tg && tg->exec_stop;
 }
 
 /* An interpreter found, and one we cannot record said once: the rest of its run is not Python's. */
@@ -92,6 +121,71 @@ static bool is_exe(pid_t pid, const char *path)
 	return !strcmp(exe, path);
 }
 
+static bool is_libcuda(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	return !strncmp(base ? base + 1 : path, "libcuda.so", 10);
+}
+
+/* A -p target seized and running is let go: it runs untraced from now on. */
+static void end_hold(struct target *tg)
+{
+	int status;
+
+	if (!tg->seized || !tg->held)
+		return;
+	target__let_go(tg, &status);
+	tg->seized = false;
+}
+
+/*
+ * A -p target that maps the CUDA driver gets the CUPTI agent, which borrows
+ * its main thread under ptrace (user/proc/inject.c): a thread has one
+ * tracer, so the hold ends here, and an exec after it is found as when
+ * another tracer holds it.
+ */
+static void let_go_for_cuda(struct target *tg)
+{
+	end_hold(tg);
+	pr_debug("pid %d maps the CUDA driver: its exec is no longer held", tg->o.pid);
+}
+
+/* Found while it runs (a libpython it loaded, a hold lost): nothing left to hold it for. */
+static int found_running(struct target *tg, int ret, const struct py_interp *py, const char *how,
+			 const char *err)
+{
+	ret = found(tg, ret, py, how, err);
+	if (tg->has_python || tg->gave_up)
+		end_hold(tg);
+	return ret;
+}
+
+/*
+ * Whether pid is still under our ptrace: an exec by another thread than the
+ * one seized (-p) makes that thread the process's, untraced.
+ */
+static bool traced_by_us(pid_t pid)
+{
+	char path[64], line[128];
+	bool ret = false;
+	FILE *f;
+	int tp;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "TracerPid: %d", &tp) == 1) {
+			ret = tp == getpid();
+			break;
+		}
+	}
+	fclose(f);
+	return ret;
+}
+
 /*
  * The loader mapped libpython (dlopen), or the process exec'd an
  * interpreter: look at the whole process, as at start. Not for objects
@@ -105,6 +199,8 @@ int target__on_lib(void *ctx, const struct proc_map *m, const char *attach_path,
 	bool exe;
 	int ret;
 
+	if (tg->seized && tg->held && m->end && is_libcuda(m->path))
+		let_go_for_cuda(tg);
 	if (tg->has_python || tg->gave_up || !m->start || !may_be_python(m->path))
 		return 0;
 	exe = is_exe(tg->o.pid, m->path);
@@ -113,13 +209,13 @@ int target__on_lib(void *ctx, const struct proc_map *m, const char *attach_path,
 	 * for there, after its new libraries (a scan read late sees the new
 	 * image first). A libpython it loads (dlopen) is looked for here.
 	 */
-	if ((tg->held && exe) || tg->at_exec)
+	if ((tg->held && exe && (!tg->seized || traced_by_us(tg->o.pid))) || tg->at_exec)
 		return 0;
 	ret = py_interp__find(tg->o.pid, &py, err, sizeof(err));
 	/* gone meanwhile: its exit ends the recording */
 	if (ret == -ESRCH || ret == -ENOENT)
 		return 0;
-	return found(tg, ret, &py, exe ? "exec" : m->path, err);
+	return found_running(tg, ret, &py, exe ? "exec" : m->path, err);
 }
 
 /* What each mapped object's RPATH/RUNPATH adds to the search path. */
@@ -214,10 +310,10 @@ int target__look(struct target *tg, const struct py_interp *gone)
 		return 0;
 	ret = py_interp__find(tg->o.pid, &py, err, sizeof(err));
 	if ((ret == -ESRCH || ret == -ENOENT) && gone)
-		return found(tg, 0, gone, gone->path, "");
+		return found_running(tg, 0, gone, gone->path, "");
 	if (ret == -ESRCH || ret == -ENOENT)
 		return 0;
-	return found(tg, ret, &py, py.path, err);
+	return found_running(tg, ret, &py, py.path, err);
 }
 
 static void on_sigchld(int sig)
@@ -237,7 +333,7 @@ int target__run(struct target *tg)
 	 * recorder's poll at once instead of at its next timeout.
 	 */
 	sigaction(SIGCHLD, &sa, NULL);
-	return launch__resume(tg->o.pid);
+	return tg->seized ? 0 : launch__resume(tg->o.pid);
 }
 
 /* The held child stopped at an exec: into Python (ret 1) or not. */
@@ -259,10 +355,12 @@ static void on_exec(struct target *tg, int ret, const struct py_interp *py, cons
 	if (ret == LAUNCH_EXEC_OTHER && (rc = target__probe_ahead(tg)))
 		pr_warn("pid %d exec'd: libpython is not looked for ahead: %s", tg->o.pid,
 			strerror(-rc));
+	tg->exec_stop = true;
 	if (ret == LAUNCH_EXEC_PYTHON && !tg->has_python)
 		found(tg, 0, py, "exec", err);
 	else if (ret < 0 && !tg->has_python)
 		found(tg, ret, py, "exec", err);
+	tg->exec_stop = false;
 	/* once Python runs, it runs untouched as with a Python command (launch.h) */
 	if (tg->has_python || tg->gave_up) {
 		launch__release(tg->o.pid);

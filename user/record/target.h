@@ -34,6 +34,7 @@ typedef int (*target_ahead_fn)(void *ctx, const struct py_interp *py);
 struct target_opts {
 	pid_t pid;
 	bool held;	       /* a -- CMD child stopped at its exec, still under ptrace */
+	bool seize;	       /* -p: hold its next exec too (launch__seize), where it can be */
 	bool has_python;       /* Python found at start: nothing left to look for */
 	struct libwatch *libs; /* re-armed at each exec of a held child */
 	target_python_fn fn;
@@ -59,9 +60,14 @@ int target__probe_ahead(struct target *tg);
 int target__look(struct target *tg, const struct py_interp *gone);
 /* A libwatch subscriber: a mapped object that may be Python (an exec'd interpreter, libpython). */
 int target__on_lib(void *ctx, const struct proc_map *m, const char *attach_path, uint64_t bias);
-/* Lets a held child run on; it stays under ptrace until it runs Python (target__poll). */
+/*
+ * Lets a held child run on; it stays under ptrace until it runs Python
+ * (target__poll). A -p target seized is running already: only the wake-up.
+ */
 int target__run(struct target *tg);
 bool target__held(const struct target *tg);
+/* In target_python_fn: the process is stopped at its exec, none of the new program ran yet. */
+bool target__at_exec_stop(const struct target *tg);
 /*
  * Without blocking, handles what the held child did: signals passed on,
  * an exec into Python (the callback, then the child is let go), another

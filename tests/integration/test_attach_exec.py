@@ -1,0 +1,284 @@
+"""`record -p` of a process with no Python that then execs an interpreter.
+
+The target (a shell) is taken under ptrace when record attaches, without
+being stopped (PTRACE_SEIZE); its exec stops it before its first
+instruction while the interpreter is found and probed, as `record -- CMD`
+does, so the exec'd Python is recorded from its very first call:
+
+- a shell says `ready PID`, waits for a line, then execs the interpreter on
+  fib.py with no gate (its first call at once): fib's exact counts (5919
+  calls of f), its <module> started and no frame PREEXISTING, nothing lost.
+  A chroot's interpreter is exec'd through unshare and chroot: two execs
+  that are no Python before the one that is.
+- record is killed with SIGKILL at random instants from the held exec on
+  (while it is held, run past ld.so, probed, or the interpreter runs): the
+  target is left untraced, never stopped, exits 0 with its output unchanged.
+- tests/helpers/exec_gate.c, a C launcher, gets SIGUSR1 20 times while held:
+  it answers each one; SIGSTOP stops it, SIGCONT resumes it; its exec is
+  then recorded from the first call.
+- a pyenv shim exec'd by exec_gate (bash, pyenv, then Python 3.12): the
+  same exact counts.
+- under strace (another tracer holds it) record says in one line that the
+  exec cannot be held, and records on (the interpreter from when it is
+  found: how much of fib that is depends on timing, so it is not counted).
+"""
+import os
+import random
+import shlex
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+import ptg
+
+FIB = os.path.join(ptg.WORKLOADS, "fib.py")
+GATE = os.path.join(ptg.BUILD, "tests", "exec_gate")
+KILLS = 10
+SIGNALS = 20
+
+
+def status_field(pid, name):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key == name:
+                    return value.strip()
+    except FileNotFoundError:
+        pass
+    return None
+
+
+def wait_held(pid, timeout=10.0):
+    """Whether pid was seen in a tracing stop (its exec held) before it ended.
+    Polled often: the hold lasts as long as the probes take to load."""
+    end = time.time() + timeout
+    while time.time() < end:
+        state = status_field(pid, "State")
+        if state is None or state[0] == "Z":
+            return False
+        if state[0] == "t":
+            return True
+        time.sleep(0.001)
+    return False
+
+
+def start_shell(python):
+    """sh that says 'ready PID', reads a line, then execs python on fib.py."""
+    script = "echo ready $$; read x; exec " + shlex.join(python.argv(python.path(FIB)))
+    proc = subprocess.Popen(["sh", "-c", script], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if not line.startswith("ready"):
+        proc.kill()
+        raise AssertionError(f"the shell did not start: {line!r}")
+    return proc, int(line.split()[1])
+
+
+def go(proc):
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    proc.stdin.close()
+
+
+class AttachExec(unittest.TestCase):
+    def check_exec(self, python):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "exec.ptg")
+            proc, pid = start_shell(python)
+            try:
+                rec = ptg.Recorder(["-p", str(pid)], out)
+                self.assertIn("held at the exec until probed", rec.stderr)
+                # under ptrace while it runs, not stopped
+                self.assertEqual(status_field(pid, "TracerPid"), str(rec.proc.pid))
+                self.assertNotIn(status_field(pid, "State")[0], "tT")
+                go(proc)
+                self.assertEqual(proc.stdout.read(), "done\n")
+                self.assertEqual(proc.wait(timeout=300), 0)
+                self.assertEqual(rec.wait(), 0, rec.stderr)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                proc.stdout.close()
+            self.assertIn(f"pid {pid} runs Python", rec.stderr)
+            self.assertIn("since its exec: recording its calls from the first (held at its exec)",
+                          rec.stderr)
+            trace = ptg.Trace(out)
+            self.assertEqual(trace.meta["python"], "exec")
+            self.assertEqual(trace.losses, [], "events were lost")
+            counts = trace.count("fib.py")
+            self.assertEqual(counts["f:7"], 5919)
+            self.assertEqual(counts["main:11"], 1)
+            self.assertEqual(counts["<module>:1"], 1)
+            # held from its exec: no frame was running before the probes went in
+            self.assertFalse([c for c in trace.calls() if c[6] & ptg.ENTER_PREEXISTING])
+
+    def check_kill_at_random_instants(self, python):
+        rng = random.Random(15)
+        held = 0
+        with tempfile.TemporaryDirectory() as tmp:
+            for i in range(KILLS):
+                proc, pid = start_shell(python)
+                rec = None
+                try:
+                    rec = ptg.Recorder(["-p", str(pid)], os.path.join(tmp, f"k{i}.ptg"))
+                    go(proc)
+                    # the exec stop shows as a tracing stop while the probes load (~0.2-0.4 s);
+                    # the kill lands somewhere in it or after, while Python runs
+                    if wait_held(pid):
+                        held += 1
+                    time.sleep(rng.uniform(0, 0.4))
+                    rec.proc.send_signal(signal.SIGKILL)
+                    rec.proc.wait()
+                    self.assertTrue(ptg.wait_until(
+                        lambda: status_field(pid, "TracerPid") in ("0", None)))
+                    state = status_field(pid, "State")
+                    self.assertFalse(state and state[0] in "tT", f"left stopped: {state}")
+                    self.assertEqual(proc.stdout.read(), "done\n")
+                    self.assertEqual(proc.wait(timeout=60), 0)
+                finally:
+                    if proc.poll() is None:
+                        proc.kill()
+                        proc.wait()
+                    proc.stdout.close()
+                    if rec:
+                        rec.proc.stderr.close()
+        print(f"\n{KILLS} kills of record, {held} of them seen to start while the exec was held")
+
+
+ptg.per_interpreter(AttachExec)
+
+
+@ptg.once
+class KillWhileHeld(unittest.TestCase):
+    def test_signals_while_held(self):
+        """Signals sent to a held launcher reach it, each one (exec_gate answers
+        each SIGUSR1); a SIGSTOP stops it as it would untraced, SIGCONT goes on;
+        then its exec into Python is recorded from its first call."""
+        python = ptg.Python(ptg.ONCE)
+        if python.missing:
+            self.skipTest(python.missing)
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "sig.ptg")
+            proc = subprocess.Popen([GATE, *python.argv(FIB)], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, text=True)
+            try:
+                pid = int(proc.stdout.readline().split()[1])
+                rec = ptg.Recorder(["-p", str(pid)], out)
+                self.assertIn("held at the exec until probed", rec.stderr)
+                for i in range(1, SIGNALS + 1):
+                    os.kill(pid, signal.SIGUSR1)
+                    self.assertEqual(proc.stdout.readline(), f"usr1 {i}\n")
+                os.kill(pid, signal.SIGSTOP)
+                self.assertTrue(ptg.wait_until(lambda: status_field(pid, "State")[0] in "tT"))
+                os.kill(pid, signal.SIGCONT)
+                os.kill(pid, signal.SIGUSR1)
+                self.assertEqual(proc.stdout.readline(), f"usr1 {SIGNALS + 1}\n")
+                self.assertEqual(status_field(pid, "TracerPid"), str(rec.proc.pid))
+                go(proc)
+                self.assertEqual(proc.stdout.read(), "done\n")
+                self.assertEqual(proc.wait(timeout=300), 0)
+                self.assertEqual(rec.wait(), 0, rec.stderr)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                proc.stdout.close()
+            counts = ptg.Trace(out).count("fib.py")
+            self.assertEqual(counts["f:7"], 5919)
+            self.assertEqual(counts["<module>:1"], 1)
+
+    def test_pyenv_shim(self):
+        """A pyenv shim (bash, then `pyenv exec`, then the interpreter: three
+        execs): held at each, Python recorded from its first call."""
+        exe = ptg.pyenv_exe("3.12")
+        shim = os.path.join(ptg.PYENV, "shims", "python3.12")
+        if not exe or not os.access(shim, os.X_OK):
+            self.skipTest(f"no pyenv 3.12 or no {shim}")
+        version = os.path.basename(os.path.dirname(os.path.dirname(exe)))
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "shim.ptg")
+            proc = subprocess.Popen([GATE, shim, FIB], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, text=True,
+                                    env=dict(os.environ, PYENV_VERSION=version))
+            try:
+                pid = int(proc.stdout.readline().split()[1])
+                rec = ptg.Recorder(["-p", str(pid)], out)
+                go(proc)
+                self.assertEqual(proc.stdout.read(), "done\n")
+                self.assertEqual(proc.wait(timeout=300), 0)
+                self.assertEqual(rec.wait(), 0, rec.stderr)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                proc.stdout.close()
+            self.assertIn("from the first (held at its exec)", rec.stderr)
+            trace = ptg.Trace(out)
+            self.assertEqual(trace.losses, [], "events were lost")
+            counts = trace.count("fib.py")
+            self.assertEqual(counts["f:7"], 5919)
+            self.assertEqual(counts["<module>:1"], 1)
+            self.assertFalse([c for c in trace.calls() if c[6] & ptg.ENTER_PREEXISTING])
+
+    def test_interrupted_while_held(self):
+        """record stopped (SIGINT) before the launcher execs: let go, untraced,
+        its signals still its own, and it goes on to run Python untouched."""
+        python = ptg.Python(ptg.ONCE)
+        if python.missing:
+            self.skipTest(python.missing)
+        with tempfile.TemporaryDirectory() as tmp:
+            proc = subprocess.Popen([GATE, *python.argv(FIB)], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, text=True)
+            try:
+                pid = int(proc.stdout.readline().split()[1])
+                rec = ptg.Recorder(["-p", str(pid)], os.path.join(tmp, "int.ptg"))
+                rec.proc.send_signal(signal.SIGINT)
+                self.assertEqual(rec.wait(), 0, rec.stderr)
+                self.assertEqual(status_field(pid, "TracerPid"), "0")
+                os.kill(pid, signal.SIGUSR1)
+                self.assertEqual(proc.stdout.readline(), "usr1 1\n")
+                go(proc)
+                self.assertEqual(proc.stdout.read(), "done\n")
+                self.assertEqual(proc.wait(timeout=300), 0)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                proc.stdout.close()
+
+    def test_other_tracer(self):
+        python = ptg.Python(ptg.ONCE)
+        if python.missing:
+            self.skipTest(python.missing)
+        if not os.access("/usr/bin/strace", os.X_OK):
+            self.skipTest("no /usr/bin/strace")
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "strace.ptg")
+            proc, pid = start_shell(python)
+            strace = subprocess.Popen(["strace", "-qq", "-e", "trace=none", "-p", str(pid)],
+                                      stderr=subprocess.DEVNULL)
+            try:
+                self.assertTrue(ptg.wait_until(
+                    lambda: status_field(pid, "TracerPid") == str(strace.pid)))
+                rec = ptg.Recorder(["-p", str(pid)], out)
+                go(proc)
+                self.assertEqual(proc.stdout.read(), "done\n")
+                self.assertEqual(proc.wait(timeout=300), 0)
+                self.assertEqual(rec.wait(), 0, rec.stderr)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                proc.stdout.close()
+                strace.wait(timeout=60)
+            self.assertIn(f"pid {pid} cannot be held at its exec (another tracer holds it)",
+                          rec.stderr)
+            self.assertNotIn("held at its exec)", rec.stderr)
+
+
+if __name__ == "__main__":
+    ptg.main()
