@@ -138,7 +138,7 @@ struct cuda_thread {
 struct cudaprobe {
 	struct cuda_bpf *skel;
 	struct tracer *t;
-	pid_t pid;
+	pid_t pid; /* -1: every process of the traced set (cudaprobe__open_shared) */
 	bool quiet;
 	bool multi; /* uprobe_multi links: link_fds, else links */
 	int *link_fds;
@@ -362,8 +362,9 @@ static int attach_multi(struct cudaprobe *cp, const char *path, const struct pro
 	int err = 0;
 
 	for (int i = 0; i < 2 && !err; i++) {
+		/* uprobe_multi: pid 0 is every process (a set, filtered in BPF) */
 		int fd = uprobe_multi_attach(bpf_program__fd(progs[i]), path, ps->offs, ps->cookies,
-					     ps->n, i == 0, cp->pid);
+					     ps->n, i == 0, cp->pid < 0 ? 0 : cp->pid);
 
 		err = fd < 0 ? fd : add_fd(cp, fd);
 	}
@@ -494,8 +495,9 @@ static int on_library(void *ctx, const struct proc_map *m, const char *attach_pa
 	return err ?: note_library(cp, m->path);
 }
 
-int cudaprobe__open(struct tracer *t, struct libwatch *lw, pid_t pid, bool quiet,
-		    struct cudaprobe **out)
+/* pid -1 with traced_fd: the processes of that set, probed on the files they map */
+static int open_common(struct tracer *t, struct libwatch *lw, pid_t pid, int traced_fd, bool quiet,
+		       struct cudaprobe **out)
 {
 	struct cudaprobe *cp;
 	int err;
@@ -519,7 +521,10 @@ int cudaprobe__open(struct tracer *t, struct libwatch *lw, pid_t pid, bool quiet
 		bpf_program__set_expected_attach_type(cp->skel->progs.cuda_exit,
 						      PTG_BPF_TRACE_UPROBE_MULTI);
 	}
+	cp->skel->rodata->filter_tgids = traced_fd >= 0;
 	err = bpf_map__reuse_fd(cp->skel->maps.events, tracer__ringbuf_fd(t));
+	if (!err && traced_fd >= 0)
+		err = bpf_map__reuse_fd(cp->skel->maps.traced, traced_fd);
 	err = err ?: cuda_bpf__load(cp->skel);
 	if (err)
 		goto cleanup;
@@ -534,6 +539,18 @@ cleanup:
 	pr_err("cuda: cannot load the CUDA API probes: %s", strerror(-err));
 	cudaprobe__destroy(cp);
 	return err;
+}
+
+int cudaprobe__open(struct tracer *t, struct libwatch *lw, pid_t pid, bool quiet,
+		    struct cudaprobe **out)
+{
+	return open_common(t, lw, pid, -1, quiet, out);
+}
+
+int cudaprobe__open_shared(struct tracer *t, struct libwatch *lw, int traced_fd, bool quiet,
+			   struct cudaprobe **out)
+{
+	return open_common(t, lw, -1, traced_fd, quiet, out);
 }
 
 void cudaprobe__detach(struct cudaprobe *cp)

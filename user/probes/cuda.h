@@ -33,6 +33,14 @@ struct cudaprobe_stats {
  */
 int cudaprobe__open(struct tracer *t, struct libwatch *lw, pid_t pid, bool quiet,
 		    struct cudaprobe **out);
+/*
+ * The same for several processes (record -p A,B, --children): each CUDA
+ * library file that lw reports for any of them is probed once, for every
+ * process, and only the calls of the processes in the BPF hash of tgids
+ * traced_fd (user/probes/proctree.c) are recorded.
+ */
+int cudaprobe__open_shared(struct tracer *t, struct libwatch *lw, int traced_fd, bool quiet,
+			   struct cudaprobe **out);
 /* Removes the probes; calls still open are not written. */
 void cudaprobe__detach(struct cudaprobe *cp);
 void cudaprobe__stats(const struct cudaprobe *cp, struct cudaprobe_stats *st);

@@ -40,7 +40,7 @@ struct op_lib {
 struct torchops {
 	struct tracer *t;
 	struct modpath *mp;
-	pid_t pid;
+	pid_t pid; /* -1: every process of the traced set (torchops__open_shared) */
 	bool quiet;
 	bool multi_loaded; /* op_multi is loaded: the kernel has uprobe_multi */
 	struct torchops_bpf *skel;
@@ -157,7 +157,7 @@ static int write_losses(struct tracer *t, void *ctx)
 	return err;
 }
 
-static int load(struct torchops *ops, bool multi)
+static int load(struct torchops *ops, bool multi, int traced_fd)
 {
 	int err;
 
@@ -169,7 +169,10 @@ static int load(struct torchops *ops, bool multi)
 							    PTG_BPF_TRACE_UPROBE_MULTI);
 	else
 		err = bpf_program__set_autoload(ops->skel->progs.op_multi, false);
+	ops->skel->rodata->filter_tgids = traced_fd >= 0;
 	err = err ?: bpf_map__reuse_fd(ops->skel->maps.events, tracer__ringbuf_fd(ops->t));
+	if (!err && traced_fd >= 0)
+		err = bpf_map__reuse_fd(ops->skel->maps.traced, traced_fd);
 	err = err ?: torchops_bpf__load(ops->skel);
 	if (err) {
 		torchops_bpf__destroy(ops->skel);
@@ -179,8 +182,9 @@ static int load(struct torchops *ops, bool multi)
 	return err;
 }
 
-int torchops__open(struct tracer *t, pid_t pid, struct modpath *mp, bool quiet,
-		   struct torchops **out)
+/* pid -1 with traced_fd: the processes of that set, probed on the files they map */
+static int open_common(struct tracer *t, pid_t pid, int traced_fd, struct modpath *mp, bool quiet,
+		       struct torchops **out)
 {
 	struct torchops *ops;
 	int err;
@@ -193,7 +197,7 @@ int torchops__open(struct tracer *t, pid_t pid, struct modpath *mp, bool quiet,
 	ops->mp = mp;
 	ops->quiet = quiet;
 	/* a kernel before 6.6 has no uprobe_multi: the per-site program then */
-	err = load(ops, uprobe_multi_supported());
+	err = load(ops, uprobe_multi_supported(), traced_fd);
 	if (err) {
 		log_libbpf_flush();
 		pr_err("torchops: cannot load BPF programs: %s", strerror(-err));
@@ -207,6 +211,17 @@ int torchops__open(struct tracer *t, pid_t pid, struct modpath *mp, bool quiet,
 cleanup:
 	torchops__destroy(ops);
 	return err;
+}
+
+int torchops__open(struct tracer *t, pid_t pid, struct modpath *mp, bool quiet,
+		   struct torchops **out)
+{
+	return open_common(t, pid, -1, mp, quiet, out);
+}
+
+int torchops__open_shared(struct tracer *t, int traced_fd, bool quiet, struct torchops **out)
+{
+	return open_common(t, -1, traced_fd, NULL, quiet, out);
 }
 
 void torchops__set_modpath(struct torchops *ops, struct modpath *mp)
@@ -236,9 +251,9 @@ static int attach_multi(struct torchops *ops, struct op_lib *lib, const char *pa
 		offsets[i] = s->sites[i].offset;
 		cookies[i] = site_cookie(lib, &s->sites[i]);
 	}
-	/* the pid filter covers all its threads: autograd's, the data loader's */
+	/* the pid filter covers all its threads: autograd's, the data loader's; 0: every process */
 	fd = uprobe_multi_attach(bpf_program__fd(ops->skel->progs.op_multi), path, offsets, cookies,
-				 (uint32_t)s->nsites, false, ops->pid);
+				 (uint32_t)s->nsites, false, ops->pid < 0 ? 0 : ops->pid);
 	if (fd < 0)
 		err = fd;
 	else

@@ -367,7 +367,8 @@ static void note_no_python(const struct recording *rc)
 {
 	struct cudaprobe_stats cs = {};
 
-	if (rc->pf)
+	/* several processes: proctree__summary() says which ran Python */
+	if (rc->pf || rc->tree)
 		return;
 	if (rc->cuda)
 		cudaprobe__stats(rc->cuda, &cs);
