@@ -478,6 +478,16 @@ int libwatch__exec(struct libwatch *lw)
 	return exec_proc(lw, &lw->procs[0]);
 }
 
+int libwatch__exec_pid(void *ctx, pid_t pid)
+{
+	struct libwatch *lw = ctx;
+	struct lw_proc *p;
+	int err = proc_of(lw, pid, &p);
+
+	err = err ?: exec_proc(lw, p);
+	return err == -ENOENT || err == -ESRCH ? 0 : err;
+}
+
 void libwatch__detach(struct libwatch *lw)
 {
 	for (size_t i = 0; i < lw->nlds; i++)

@@ -52,6 +52,11 @@ int libwatch__attach(struct libwatch *lw);
  * exec event the BPF side sends, and by whoever holds the target at its exec.
  */
 int libwatch__exec(struct libwatch *lw);
+/*
+ * A set's process pid exec()'d (a proctree_exec_fn, while proctree holds
+ * it): the same for it as libwatch__exec() for one process.
+ */
+int libwatch__exec_pid(void *lw, pid_t pid);
 void libwatch__detach(struct libwatch *lw);
 void libwatch__destroy(struct libwatch *lw);
 

@@ -141,10 +141,14 @@ static void catch_exec(struct proctree *pt, struct tree_proc *p)
 	char err[512];
 	int ret;
 
-	ret = launch__catch(p->pid, &py, err, sizeof(err));
+	ret = launch__catch_any(p->pid, &py, err, sizeof(err));
+	/* held: what its new image maps is probed before it runs on */
+	if ((!ret || ret == -ENOEXEC) && pt->exec_fn)
+		pt->exec_fn(pt->exec_ctx, p->pid);
 	if (ret == -ENOEXEC) {
 		__u32 pid = (__u32)p->pid;
 
+		launch__release(p->pid);
 		p->not_python = true;
 		p->exec_ts = 0;
 		/* --uid, --cgroup: its next exec puts it back; room is kept for the Pythons */
@@ -342,6 +346,12 @@ fail:
 	log_libbpf_flush();
 	pr_err("proctree: cannot load the process-set programs: %s", strerror(-err));
 	return err;
+}
+
+void proctree__on_exec(struct proctree *pt, proctree_exec_fn fn, void *ctx)
+{
+	pt->exec_fn = fn;
+	pt->exec_ctx = ctx;
 }
 
 int proctree__set_fd(const struct proctree *pt)

@@ -63,6 +63,14 @@ int proctree__add(struct proctree *pt, pid_t pid, const struct py_interp *py);
 pid_t proctree__first(const struct proctree *pt, const struct py_interp **py);
 /* Metadata "pids" (the processes added, A,B,C) and "children" (1 or 0). */
 int proctree__write_meta(const struct proctree *pt, struct trace_writer *w);
+/*
+ * fn(ctx, pid) runs for each process of the set that exec()'d, while it is
+ * held past its new loader (its linked libraries mapped, before its first
+ * instruction): probes on what it maps (libcuda) then see its first calls.
+ * Its return value is not an error of the recording.
+ */
+typedef int (*proctree_exec_fn)(void *ctx, pid_t pid);
+void proctree__on_exec(struct proctree *pt, proctree_exec_fn fn, void *ctx);
 /* Attaches the fork/exec/exit programs, then the frame probes of each interpreter. */
 int proctree__attach(struct proctree *pt);
 /* Work between ring-buffer reads: interpreters of processes that exec()'d. */

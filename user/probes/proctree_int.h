@@ -66,6 +66,8 @@ struct proctree {
 	struct py_interp *roots_py; /* interpreters of the processes added before loading */
 	struct py_interp first_py;
 	uint64_t unrouted;
+	proctree_exec_fn exec_fn; /* proctree__on_exec() */
+	void *exec_ctx;
 };
 
 /* Every Python event looks its process up: by a hash, not a walk of all forks so far. */

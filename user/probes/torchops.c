@@ -329,6 +329,19 @@ static int add_lib(struct torchops *ops, struct opscan *scan, struct op_lib **ou
 	return 0;
 }
 
+/* Undoes add_lib() for a library whose probes could not go in. */
+static void drop_last_lib(struct torchops *ops)
+{
+	struct op_lib *lib = &ops->libs[--ops->nlibs];
+
+	for (size_t j = 0; j < lib->nlinks; j++)
+		bpf_link__destroy(lib->links[j]);
+	free(lib->links);
+	if (lib->link_fd >= 0)
+		close(lib->link_fd);
+	opscan__free(lib->scan);
+}
+
 static bool is_torch_lib(const char *path)
 {
 	const char *base = strrchr(path, '/');
@@ -341,14 +354,15 @@ int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_pat
 	struct torchops *ops = ctx;
 	struct opscan *scan = NULL;
 	struct op_lib *lib;
-	uint64_t t0;
+	uint64_t t0, *probed;
 	int err;
 
 	if (!is_torch_lib(m->path))
 		return 0;
 	/* libtorch_cpu found on the search path is probed ahead: m->end is 0 then */
 	ops->st.mapped += !!m->end;
-	if (u64map__get(&ops->probed, m->inode))
+	probed = u64map__get(&ops->probed, m->inode);
+	if (probed && *probed)
 		return 0;
 	if (u64map__put(&ops->probed, m->inode, 1))
 		return -ENOMEM;
@@ -365,6 +379,11 @@ int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_pat
 	}
 	t0 = now_ns(CLOCK_MONOTONIC);
 	err = attach_lib(ops, lib, attach_path);
+	/* of a set: the process it was found in is gone, another one may offer it again */
+	if (ops->pid < 0 && (err == -ENOENT || err == -ESRCH)) {
+		drop_last_lib(ops);
+		return u64map__put(&ops->probed, m->inode, 0);
+	}
 	if (err) {
 		log_libbpf_flush();
 		pr_err("torchops: cannot attach to the ops of %s: %s", m->path, strerror(-err));

@@ -91,6 +91,9 @@ static int open_lib_probes(struct recording *rc)
 		ret = libwatch__subscribe(rc->libs, torchops__on_lib, rc->ops);
 	if (!ret && !o->no_cuda)
 		ret = cudaprobe__open_shared(rc->tracer, rc->libs, fd, o->quiet, &rc->cuda);
+	/* a process that execs is held while proctree looks at it: its libraries are probed then */
+	if (!ret)
+		proctree__on_exec(rc->tree, libwatch__exec_pid, rc->libs);
 	return ret;
 }
 
