@@ -18,6 +18,7 @@ sys.path.insert(0, ptg.WORKLOADS)
 import cuda_multi as plan  # noqa: E402
 
 SCRIPT = os.path.join(ptg.WORKLOADS, "cuda_multi.py")
+NOPY_CUDA = os.path.join(ptg.BUILD, "tests", "nopy_cuda")
 
 
 def counts(trace):
@@ -162,6 +163,28 @@ class TreeCuda(unittest.TestCase):
         pids = roles(stdout)
         want = {"main": expect(250, 5), "child": expect(*plan.CHILD)}
         self.assertEqual(counts(Trace(out)), {pid: want[role] for pid, role in pids.items()})
+
+    def check_per_process_not_python(self, python):
+        """--children --per-process -- sh -c: a C program with no Python that
+        calls the driver gets its own file, as the Python process does; the
+        shell, with neither, none."""
+        out = os.path.join(self.tmp.name, "job.ptg")
+        script = f"{python.shell()} {python.path(SCRIPT)} 100 2 &\n{NOPY_CUDA} 40 15 0 0\nwait\n"
+        res = ptg.run(["record", "--children", "--per-process", "-o", out, "--", "sh", "-c",
+                       script], env=dict(os.environ, LD_LIBRARY_PATH=LIBDIR))
+        self.assertEqual(res.returncode, 0, res.stderr)
+        py = [p for p, r in roles(res.stdout).items() if r == "main"]
+        files = sorted(os.listdir(self.tmp.name))
+        self.assertEqual(len(files), 2, (files, res.stderr))
+        self.assertIn(f"job.pid{py[0]}.ptg", files)
+        got = {}
+        for f in files:
+            c = counts(Trace(os.path.join(self.tmp.name, f)))
+            self.assertEqual(len(c), 1, f)
+            (pid, calls), = c.items()
+            self.assertEqual(f, f"job.pid{pid}.ptg")
+            got["python" if pid == py[0] else "c"] = calls
+        self.assertEqual(got, {"python": expect(100, 2), "c": expect(40, 15)})
 
 
 if __name__ == "__main__":

@@ -570,6 +570,18 @@ void cudaprobe__stats(const struct cudaprobe *cp, struct cudaprobe_stats *st)
 	*st = cp->st;
 }
 
+bool cudaprobe__has_pid(void *ctx, pid_t pid)
+{
+	struct cudaprobe *cp = ctx;
+
+	/* a thread's entry is made at its first call */
+	for (size_t i = 0; cp && i < cp->threads.len; i++) {
+		if (threads__pid(&cp->threads, i) == (uint32_t)pid)
+			return true;
+	}
+	return false;
+}
+
 void cudaprobe__summary(const struct cudaprobe *cp)
 {
 	if (!cp)

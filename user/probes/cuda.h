@@ -44,6 +44,8 @@ int cudaprobe__open_shared(struct tracer *t, struct libwatch *lw, int traced_fd,
 /* Removes the probes; calls still open are not written. */
 void cudaprobe__detach(struct cudaprobe *cp);
 void cudaprobe__stats(const struct cudaprobe *cp, struct cudaprobe_stats *st);
+/* Whether process pid made CUDA calls (ctx a struct cudaprobe, or NULL: none). */
+bool cudaprobe__has_pid(void *ctx, pid_t pid);
 /* record's closing line about CUDA calls; nothing for NULL. */
 void cudaprobe__summary(const struct cudaprobe *cp);
 /*

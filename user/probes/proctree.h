@@ -91,10 +91,14 @@ size_t proctree__nprocs(const struct proctree *pt);
 void proctree__proc(const struct proctree *pt, size_t i, struct proctree_proc *out);
 /*
  * --per-process: one trace per process of the recording at in that ran
- * Python, OUT.rankR.ptg (OUT.rankR.pidP.ptg when R is not unique),
- * else OUT.pidP.ptg (OUT less a .ptg suffix). In user/record/proctree_split.c.
+ * Python, or for which keep(ctx, pid) is true (keep may be NULL),
+ * OUT.rankR.ptg (OUT.rankR.pidP.ptg when R is not unique, or the process
+ * ran no Python), else OUT.pidP.ptg (OUT less a .ptg suffix). In
+ * user/record/proctree_split.c.
  */
-int proctree__split(const struct proctree *pt, const char *in, const char *out, bool quiet);
+typedef bool (*proctree_keep_fn)(void *ctx, pid_t pid);
+int proctree__split(const struct proctree *pt, const char *in, const char *out, bool quiet,
+		    proctree_keep_fn keep, void *ctx);
 /* Recorded processes still running. */
 uint32_t proctree__live(const struct proctree *pt);
 void proctree__detach(struct proctree *pt);

@@ -426,7 +426,8 @@ static int finish(struct recording *rc)
 		return -ENOEXEC;
 	}
 	if (!ret && rc->o->per_process) {
-		ret = proctree__split(rc->tree, rc->tmp, rc->o->output, rc->o->quiet);
+		ret = proctree__split(rc->tree, rc->tmp, rc->o->output, rc->o->quiet,
+				      cudaprobe__has_pid, rc->cuda);
 		unlink(rc->tmp);
 		ret = ret < 0 ? ret : 0;
 	}
