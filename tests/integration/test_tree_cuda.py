@@ -114,6 +114,12 @@ class TreeCuda(unittest.TestCase):
         self.assertIn(plan.LIB, trace.meta["cuda.libraries"])
         self.assertEqual(counts(trace), {a.pid: expect(300, 3), b.pid: expect(500, 5)})
         self.assertIn("CUDA calls", rec.stderr)
+        # off-CPU time inside each synchronization names that process's own call
+        syncs = {(r.pid, r.fields["aux3"]) for r in trace.records
+                 if r.kind == "cuda_call" and r.name == "cuStreamSynchronize"}
+        off = [r for r in trace.records if r.kind == "sched" and r.name == "cuStreamSynchronize"]
+        self.assertEqual({r.pid for r in off}, {a.pid, b.pid})
+        self.assertTrue(all((r.pid, r.fields["aux3"]) in syncs for r in off))
 
     def check_per_process(self, python):
         """--per-process: each file holds its own process's calls and no other's."""
