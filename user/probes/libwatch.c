@@ -262,6 +262,8 @@ static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, 
 	struct lw_proc *p = &lw->procs[0];
 	int err;
 
+	if (e->aux != PTG_LIB_EXEC && !lw->notice_ts)
+		lw->notice_ts = e->ts;
 	if (lw->pid < 0) {
 		err = proc_of(lw, (pid_t)e->pid, &p);
 		/* a member gone before it was met: nothing of it to probe */
@@ -269,14 +271,18 @@ static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, 
 			return 0;
 		if (err)
 			return err;
-		/* a member met first here (a fork that loads a library): its mappings first */
-		if (!p->attached && e->aux != PTG_LIB_EXEC)
+		/*
+		 * A member met first here: a fork that loads a library (an exec
+		 * is met at its exec). What it maps that was not seen, in it or
+		 * its parent, it loaded late.
+		 */
+		if (!p->attached && e->aux != PTG_LIB_EXEC) {
+			p->attached = true;
 			return attach_proc(lw, p);
+		}
 	}
 	if (e->aux == PTG_LIB_EXEC)
 		return exec_proc(lw, p);
-	if (!lw->notice_ts)
-		lw->notice_ts = e->ts;
 	return scan(lw, p);
 }
 
