@@ -31,8 +31,9 @@
 
 struct op_lib {
 	struct opscan *scan;
-	uint32_t base;		 /* global index of its first op */
-	int link_fd;		 /* uprobe_multi link, -1 if none */
+	uint32_t base; /* global index of its first op */
+	int *link_fds; /* uprobe_multi links, one per process attached to */
+	size_t nlink_fds;
 	struct bpf_link **links; /* per-site fallback */
 	size_t nlinks;
 };
@@ -40,7 +41,10 @@ struct op_lib {
 struct torchops {
 	struct tracer *t;
 	struct modpath *mp;
-	pid_t pid; /* -1: every process of the traced set (torchops__open_shared) */
+	pid_t pid; /* -1: the processes of the traced set (torchops__open_shared) */
+	/* the processes the probes are attached to; -1 alone: every process */
+	pid_t *pids;
+	size_t npids;
 	bool quiet;
 	bool multi_loaded; /* op_multi is loaded: the kernel has uprobe_multi */
 	struct torchops_bpf *skel;
@@ -182,9 +186,12 @@ static int load(struct torchops *ops, bool multi, int traced_fd)
 	return err;
 }
 
-/* pid -1 with traced_fd: the processes of that set, probed on the files they map */
-static int open_common(struct tracer *t, pid_t pid, int traced_fd, struct modpath *mp, bool quiet,
-		       struct torchops **out)
+/*
+ * pid -1 with traced_fd: the processes of that set, probed on the files
+ * they map, for pids (npids 0: every process)
+ */
+static int open_common(struct tracer *t, pid_t pid, int traced_fd, const pid_t *pids, size_t npids,
+		       struct modpath *mp, bool quiet, struct torchops **out)
 {
 	struct torchops *ops;
 	int err;
@@ -194,6 +201,15 @@ static int open_common(struct tracer *t, pid_t pid, int traced_fd, struct modpat
 		return -ENOMEM;
 	ops->t = t;
 	ops->pid = pid;
+	ops->npids = pid >= 0 ? 1 : npids ? npids : 1;
+	ops->pids = calloc(ops->npids, sizeof(*ops->pids));
+	if (!ops->pids) {
+		free(ops);
+		return -ENOMEM;
+	}
+	ops->pids[0] = pid;
+	for (size_t i = 0; pid < 0 && i < npids; i++)
+		ops->pids[i] = pids[i];
 	ops->mp = mp;
 	ops->quiet = quiet;
 	/* a kernel before 6.6 has no uprobe_multi: the per-site program then */
@@ -216,12 +232,13 @@ cleanup:
 int torchops__open(struct tracer *t, pid_t pid, struct modpath *mp, bool quiet,
 		   struct torchops **out)
 {
-	return open_common(t, pid, -1, mp, quiet, out);
+	return open_common(t, pid, -1, NULL, 0, mp, quiet, out);
 }
 
-int torchops__open_shared(struct tracer *t, int traced_fd, bool quiet, struct torchops **out)
+int torchops__open_shared(struct tracer *t, int traced_fd, const pid_t *pids, size_t npids,
+			  bool quiet, struct torchops **out)
 {
-	return open_common(t, -1, traced_fd, NULL, quiet, out);
+	return open_common(t, -1, traced_fd, pids, npids, NULL, quiet, out);
 }
 
 void torchops__set_modpath(struct torchops *ops, struct modpath *mp)
@@ -239,7 +256,7 @@ static int attach_multi(struct torchops *ops, struct op_lib *lib, const char *pa
 {
 	const struct opscan *s = lib->scan;
 	uint64_t *offsets, *cookies;
-	int fd, err = 0;
+	int fd, *fds, err = 0;
 
 	offsets = calloc(s->nsites, sizeof(*offsets));
 	cookies = calloc(s->nsites, sizeof(*cookies));
@@ -251,13 +268,34 @@ static int attach_multi(struct torchops *ops, struct op_lib *lib, const char *pa
 		offsets[i] = s->sites[i].offset;
 		cookies[i] = site_cookie(lib, &s->sites[i]);
 	}
-	/* the pid filter covers all its threads: autograd's, the data loader's; 0: every process */
-	fd = uprobe_multi_attach(bpf_program__fd(ops->skel->progs.op_multi), path, offsets, cookies,
-				 (uint32_t)s->nsites, false, ops->pid < 0 ? 0 : ops->pid);
-	if (fd < 0)
-		err = fd;
-	else
-		lib->link_fd = fd;
+	fds = calloc(ops->npids, sizeof(*fds));
+	if (!fds) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	lib->link_fds = fds;
+	for (size_t i = 0; !err && i < ops->npids; i++) {
+		pid_t pid = ops->pids[i];
+
+		/* the pid filter covers all its threads: autograd's, the data loader's; 0: all */
+		fd = uprobe_multi_attach(bpf_program__fd(ops->skel->progs.op_multi), path, offsets,
+					 cookies, (uint32_t)s->nsites, false, pid < 0 ? 0 : pid);
+		/* a process of a set that is gone: nothing of it to probe */
+		if (fd == -ESRCH && ops->pid < 0)
+			continue;
+		if (fd < 0)
+			err = fd;
+		else
+			fds[lib->nlink_fds++] = fd;
+	}
+	/* all or none: the fallback attaches one by one for every process */
+	for (size_t i = 0; err && i < lib->nlink_fds; i++)
+		close(lib->link_fds[i]);
+	if (err) {
+		free(lib->link_fds);
+		lib->link_fds = NULL;
+		lib->nlink_fds = 0;
+	}
 cleanup:
 	free(offsets);
 	free(cookies);
@@ -268,17 +306,24 @@ static int attach_each(struct torchops *ops, struct op_lib *lib, const char *pat
 {
 	const struct opscan *s = lib->scan;
 
-	lib->links = calloc(s->nsites, sizeof(*lib->links));
+	lib->links = calloc(s->nsites * ops->npids, sizeof(*lib->links));
 	if (!lib->links)
 		return -ENOMEM;
-	for (size_t i = 0; i < s->nsites; i++) {
-		LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = site_cookie(lib, &s->sites[i]));
-		struct bpf_link *l = bpf_program__attach_uprobe_opts(
-		    ops->skel->progs.op_single, ops->pid, path, s->sites[i].offset, &opts);
+	for (size_t p = 0; p < ops->npids; p++) {
+		for (size_t i = 0; i < s->nsites; i++) {
+			LIBBPF_OPTS(bpf_uprobe_opts, opts,
+				    .bpf_cookie = site_cookie(lib, &s->sites[i]));
+			struct bpf_link *l = bpf_program__attach_uprobe_opts(
+			    ops->skel->progs.op_single, ops->pids[p], path, s->sites[i].offset,
+			    &opts);
 
-		if (!l)
-			return -errno;
-		lib->links[lib->nlinks++] = l;
+			/* a process of a set that is gone: nothing of it to probe */
+			if (!l && errno == ESRCH && ops->pid < 0)
+				break;
+			if (!l)
+				return -errno;
+			lib->links[lib->nlinks++] = l;
+		}
 	}
 	return 0;
 }
@@ -325,7 +370,7 @@ static int add_lib(struct torchops *ops, struct opscan *scan, struct op_lib **ou
 		syms[ops->nops + i] = 0;
 	}
 	*out = &libs[ops->nlibs++];
-	**out = (struct op_lib){.scan = scan, .base = (uint32_t)ops->nops, .link_fd = -1};
+	**out = (struct op_lib){.scan = scan, .base = (uint32_t)ops->nops};
 	return 0;
 }
 
@@ -337,8 +382,9 @@ static void drop_last_lib(struct torchops *ops)
 	for (size_t j = 0; j < lib->nlinks; j++)
 		bpf_link__destroy(lib->links[j]);
 	free(lib->links);
-	if (lib->link_fd >= 0)
-		close(lib->link_fd);
+	for (size_t j = 0; j < lib->nlink_fds; j++)
+		close(lib->link_fds[j]);
+	free(lib->link_fds);
 	opscan__free(lib->scan);
 }
 
@@ -401,7 +447,7 @@ int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_pat
 			"%.3f s%s)",
 			scan->st.ops, m->path, scan->nsites, scan->st.elapsed_ns / 1e9,
 			(now_ns(CLOCK_MONOTONIC) - t0) / 1e9,
-			lib->link_fd >= 0 ? ", uprobe_multi" : "");
+			lib->link_fds ? ", uprobe_multi" : "");
 	return 0;
 }
 
@@ -412,9 +458,11 @@ void torchops__detach(struct torchops *ops)
 	for (size_t i = 0; i < ops->nlibs; i++) {
 		struct op_lib *lib = &ops->libs[i];
 
-		if (lib->link_fd >= 0)
-			close(lib->link_fd);
-		lib->link_fd = -1;
+		for (size_t j = 0; j < lib->nlink_fds; j++)
+			close(lib->link_fds[j]);
+		free(lib->link_fds);
+		lib->link_fds = NULL;
+		lib->nlink_fds = 0;
 		for (size_t j = 0; j < lib->nlinks; j++)
 			bpf_link__destroy(lib->links[j]);
 		free(lib->links);
@@ -443,5 +491,6 @@ void torchops__destroy(struct torchops *ops)
 	free(ops->syms);
 	u64map__free(&ops->probed);
 	torchops_bpf__destroy(ops->skel);
+	free(ops->pids);
 	free(ops);
 }

@@ -2,6 +2,7 @@
 /* record of several processes: -p A,B, --children, --per-process, --uid, --cgroup. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
@@ -80,20 +81,39 @@ static int open_lib_probes(struct recording *rc)
 {
 	struct record_opts *o = rc->o;
 	int fd = proctree__set_fd(rc->tree);
+	size_t n = proctree__nprocs(rc->tree);
+	struct proctree_proc p;
+	pid_t *pids;
 	int ret = 0;
 
 	if (o->no_ops && o->no_cuda)
 		return 0;
+	pids = calloc(n ?: 1, sizeof(*pids));
+	if (!pids)
+		return -ENOMEM;
+	/*
+	 * A set that only shrinks (-p A,B) is probed in its processes alone, so
+	 * that others that map the same libtorch or libcuda pay nothing; one
+	 * that grows (--children, --uid, --cgroup) in every process, filtered.
+	 */
+	for (size_t i = 0; i < n; i++) {
+		proctree__proc(rc->tree, i, &p);
+		pids[i] = p.pid;
+	}
+	if (o->children || o->by_uid || o->cgroup)
+		n = 0;
 	ret = libwatch__open_set(rc->tracer, fd, &rc->libs);
 	if (!ret && !o->no_ops)
-		ret = torchops__open_shared(rc->tracer, fd, o->quiet, &rc->ops);
+		ret = torchops__open_shared(rc->tracer, fd, pids, n, o->quiet, &rc->ops);
 	if (!ret && rc->ops)
 		ret = libwatch__subscribe(rc->libs, torchops__on_lib, rc->ops);
 	if (!ret && !o->no_cuda)
-		ret = cudaprobe__open_shared(rc->tracer, rc->libs, fd, o->quiet, &rc->cuda);
+		ret =
+		    cudaprobe__open_shared(rc->tracer, rc->libs, fd, pids, n, o->quiet, &rc->cuda);
 	/* a process that execs is held while proctree looks at it: its libraries are probed then */
 	if (!ret)
 		proctree__on_exec(rc->tree, libwatch__exec_pid, rc->libs);
+	free(pids);
 	return ret;
 }
 
