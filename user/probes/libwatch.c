@@ -153,9 +153,8 @@ static int offer_ahead(void *ctx, const char *dir, const char *name)
  */
 static int probe_ahead(struct libwatch *lw)
 {
-	int err = 0;
-
 	struct lw_proc *p = lw->cur;
+	int err = 0;
 
 	while (!err && p->search_gen != libsearch__generation(p->search)) {
 		p->search_gen = libsearch__generation(p->search);
