@@ -202,6 +202,7 @@ static int route_py(struct tracer *t, void *ctx, const struct ptg_event *e, size
 		pt->unrouted++;
 		return 0;
 	}
+	p->py_events = true;
 	return pyframe__handle(pt->interps[p->interp - 1].pf, e, size);
 }
 
@@ -234,6 +235,7 @@ static int on_proc(struct tracer *t, void *ctx, const struct ptg_event *e, size_
 			return -ENOMEM;
 		p->interp = interp;
 		p->ran_python = interp != 0;
+		p->forked = true;
 		/* the parent's, unless the child is gone already */
 		parent = tree_find_proc(pt, (pid_t)e->a);
 		if (parent) {
@@ -250,6 +252,14 @@ static int on_proc(struct tracer *t, void *ctx, const struct ptg_event *e, size_
 			return -ENOMEM;
 		p->not_python = false;
 		p->exec_ts = e->ts;
+		/*
+		 * A fork that execs before a Python event of its own (a subprocess,
+		 * a wrapper's mount) ran no Python: the interpreter it was given at
+		 * the fork may even be one its parent exec'd after forking it, when
+		 * that exec was read late. Its new image says anew.
+		 */
+		if (p->forked && !p->py_events)
+			p->ran_python = false;
 		err = end_program(pt, p, e->ts);
 		if (!err)
 			catch_exec(pt, p);

@@ -40,6 +40,8 @@ struct tree_proc {
 	bool exited;
 	bool not_python;
 	bool ran_python; /* had a supported interpreter at some point: gets a --per-process trace */
+	bool py_events;	 /* a Python event of its own was routed */
+	bool forked;	 /* met at its fork: its interpreter was its parent's */
 	/* read while it runs, for its own trace (--per-process) */
 	char *cmdline;
 	char rank[24];	    /* RANK, else LOCAL_RANK: names its file */
