@@ -449,8 +449,7 @@ int libwatch__add_pid(struct libwatch *lw, pid_t pid)
 	struct lw_proc *p;
 	int err;
 
-	err = attach_exec(lw);
-	err = err ?: proc_of(lw, pid, &p);
+	err = proc_of(lw, pid, &p);
 	if (!err && !p->attached)
 		err = attach_proc(lw, p);
 	/* gone already: nothing of it to probe */

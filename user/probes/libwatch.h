@@ -40,9 +40,14 @@ int libwatch__open_set(struct tracer *t, int traced_fd, struct libwatch **out);
 /*
  * A set's process to watch from now on: reports what it has mapped and
  * offers ahead what it would load late. Processes that join the set later
- * are met at their first loader event or exec.
+ * are met at their first loader event or exec (libwatch__exec_pid(): a set
+ * hears of execs from proctree, which holds the process meanwhile, not from
+ * an exec program of its own, whose event would be read once the process
+ * has run on, perhaps into a later exec, while a long scan of a new
+ * libtorch blocks the loop).
  */
 int libwatch__add_pid(struct libwatch *lw, pid_t pid);
+
 int libwatch__subscribe(struct libwatch *lw, libwatch_fn fn, void *ctx);
 /* One process: offers the late libraries ahead, attaches to ld.so, reports what is mapped. */
 int libwatch__attach(struct libwatch *lw);

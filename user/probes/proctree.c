@@ -142,8 +142,8 @@ static void catch_exec(struct proctree *pt, struct tree_proc *p)
 	int ret;
 
 	ret = launch__catch_any(p->pid, &py, err, sizeof(err));
-	/* held: what its new image maps is probed before it runs on */
-	if ((!ret || ret == -ENOEXEC) && pt->exec_fn)
+	/* held (else as soon as can be): what its new image maps is probed before it runs on */
+	if (pt->exec_fn)
 		pt->exec_fn(pt->exec_ctx, p->pid);
 	if (ret == -ENOEXEC) {
 		__u32 pid = (__u32)p->pid;

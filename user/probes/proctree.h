@@ -66,8 +66,9 @@ int proctree__write_meta(const struct proctree *pt, struct trace_writer *w);
 /*
  * fn(ctx, pid) runs for each process of the set that exec()'d, while it is
  * held past its new loader (its linked libraries mapped, before its first
- * instruction): probes on what it maps (libcuda) then see its first calls.
- * Its return value is not an error of the recording.
+ * instruction) where it could be held: probes on what it maps (libcuda)
+ * then see its first calls. Its return value is not an error of the
+ * recording.
  */
 typedef int (*proctree_exec_fn)(void *ctx, pid_t pid);
 void proctree__on_exec(struct proctree *pt, proctree_exec_fn fn, void *ctx);
