@@ -41,6 +41,22 @@ struct {
 	__uint(max_entries, 4096); /* replaced by the tracer's shared ring buffer */
 } events SEC(".maps");
 
+/*
+ * Several processes (record -p A,B, --children): the probes sit on the
+ * library file for every process that maps it, and only the calls of the
+ * traced set (bpf/proctree.bpf.c) go on. The cookie holds no address, so
+ * one attach serves every process whatever address it maps the file at.
+ */
+const volatile bool filter_tgids = false;
+
+/* tgid -> 1: the processes recorded, read with filter_tgids */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1); /* replaced by the loader's map */
+	__type(key, __u32);
+	__type(value, __u8);
+} traced SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
@@ -136,9 +152,13 @@ int cuda_enter(struct pt_regs *ctx)
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u64 id = bpf_get_current_pid_tgid();
 	struct open_calls *oc;
+	__u32 tgid = id >> 32;
 	struct call *c;
 	__u32 d;
 
+	/* the exit needs no filter: a thread not let in here has no open call */
+	if (filter_tgids && !bpf_map_lookup_elem(&traced, &tgid))
+		return 0;
 	oc = thread_calls((__u32)id);
 	if (!oc)
 		return 0;

@@ -16,7 +16,14 @@ struct {
 	__uint(max_entries, 4096); /* replaced by the tracer's shared ring buffer */
 } events SEC(".maps");
 
-/* Filled by user space with the tgids whose execs to report. */
+/*
+ * Filled by user space with the tgids whose execs to report; for a set of
+ * processes (filter_tgids), the recorded set itself (bpf/proctree.bpf.c),
+ * and then the loader probe sits on the file for every process and reports
+ * only those of the set.
+ */
+const volatile bool filter_tgids = false;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 64);
@@ -51,6 +58,10 @@ static __always_inline int notify(__u32 aux)
 SEC("uprobe")
 int dl_debug_state(void *ctx)
 {
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (filter_tgids && !bpf_map_lookup_elem(&tgids, &tgid))
+		return 0;
 	return notify(0);
 }
 

@@ -138,7 +138,10 @@ struct cuda_thread {
 struct cudaprobe {
 	struct cuda_bpf *skel;
 	struct tracer *t;
-	pid_t pid;
+	pid_t pid; /* -1: the processes of the traced set (cudaprobe__open_shared) */
+	/* the processes the probes are attached to; -1 alone: every process */
+	pid_t *pids;
+	size_t npids;
 	bool quiet;
 	bool multi; /* uprobe_multi links: link_fds, else links */
 	int *link_fds;
@@ -356,21 +359,24 @@ struct probe_set {
  * Return probes go in first: a call that starts between the two attaches
  * then has neither, rather than an entry whose return is never seen.
  */
-static int attach_multi(struct cudaprobe *cp, const char *path, const struct probe_set *ps)
+static int attach_multi(struct cudaprobe *cp, const char *path, const struct probe_set *ps,
+			pid_t pid)
 {
 	struct bpf_program *progs[2] = {cp->skel->progs.cuda_exit, cp->skel->progs.cuda_enter};
 	int err = 0;
 
 	for (int i = 0; i < 2 && !err; i++) {
+		/* uprobe_multi: pid 0 is every process (a set, filtered in BPF) */
 		int fd = uprobe_multi_attach(bpf_program__fd(progs[i]), path, ps->offs, ps->cookies,
-					     ps->n, i == 0, cp->pid);
+					     ps->n, i == 0, pid < 0 ? 0 : pid);
 
 		err = fd < 0 ? fd : add_fd(cp, fd);
 	}
 	return err;
 }
 
-static int attach_one(struct cudaprobe *cp, const char *path, uint64_t off, uint64_t cookie)
+static int attach_one(struct cudaprobe *cp, const char *path, uint64_t off, uint64_t cookie,
+		      pid_t pid)
 {
 	struct bpf_program *progs[2] = {cp->skel->progs.cuda_exit, cp->skel->progs.cuda_enter};
 	int err = 0;
@@ -379,8 +385,32 @@ static int attach_one(struct cudaprobe *cp, const char *path, uint64_t off, uint
 		LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = i == 0, .bpf_cookie = cookie);
 		struct bpf_link *link;
 
-		link = bpf_program__attach_uprobe_opts(progs[i], cp->pid, path, off, &opts);
+		link = bpf_program__attach_uprobe_opts(progs[i], pid, path, off, &opts);
 		err = link ? add_link(cp, link) : -errno;
+	}
+	return err;
+}
+
+/* The probes of one library in process pid; a process of a set that is gone has none. */
+static int attach_pid(struct cudaprobe *cp, const char *attach_path, const struct probe_set *ps,
+		      pid_t pid, int *failed)
+{
+	int err = 0;
+
+	*failed = 0;
+	if (cp->multi && ps->n) {
+		err = attach_multi(cp, attach_path, ps, pid);
+		*failed = err ? (int)ps->n : 0;
+	}
+	for (uint32_t i = 0; !cp->multi && i < ps->n && err != -ENOMEM; i++) {
+		int e = attach_one(cp, attach_path, ps->offs[i], ps->cookies[i], pid);
+
+		*failed += !!e;
+		err = err ?: e;
+	}
+	if (err == -ESRCH && cp->pid < 0) {
+		*failed = 0;
+		return 0;
 	}
 	return err;
 }
@@ -390,14 +420,10 @@ static int attach_set(struct cudaprobe *cp, const char *path, const char *attach
 {
 	int err = 0, failed = 0;
 
-	if (cp->multi && ps->n) {
-		err = attach_multi(cp, attach_path, ps);
-		failed = err ? (int)ps->n : 0;
-	}
-	for (uint32_t i = 0; !cp->multi && i < ps->n && err != -ENOMEM; i++) {
-		int e = attach_one(cp, attach_path, ps->offs[i], ps->cookies[i]);
+	for (size_t i = 0; i < cp->npids && err != -ENOMEM; i++) {
+		int f, e = attach_pid(cp, attach_path, ps, cp->pids[i], &f);
 
-		failed += !!e;
+		failed = failed > f ? failed : f;
 		err = err ?: e;
 	}
 	if (err == -ENOMEM)
@@ -494,8 +520,12 @@ static int on_library(void *ctx, const struct proc_map *m, const char *attach_pa
 	return err ?: note_library(cp, m->path);
 }
 
-int cudaprobe__open(struct tracer *t, struct libwatch *lw, pid_t pid, bool quiet,
-		    struct cudaprobe **out)
+/*
+ * pid -1 with traced_fd: the processes of that set, probed on the files
+ * they map, for pids (npids 0: every process)
+ */
+static int open_common(struct tracer *t, struct libwatch *lw, pid_t pid, int traced_fd,
+		       const pid_t *pids, size_t npids, bool quiet, struct cudaprobe **out)
 {
 	struct cudaprobe *cp;
 	int err;
@@ -506,6 +536,15 @@ int cudaprobe__open(struct tracer *t, struct libwatch *lw, pid_t pid, bool quiet
 	cp->threads = THREADS_INIT(struct cuda_thread);
 	cp->t = t;
 	cp->pid = pid;
+	cp->npids = pid >= 0 ? 1 : npids ? npids : 1;
+	cp->pids = calloc(cp->npids, sizeof(*cp->pids));
+	if (!cp->pids) {
+		free(cp);
+		return -ENOMEM;
+	}
+	cp->pids[0] = pid;
+	for (size_t i = 0; pid < 0 && i < npids; i++)
+		cp->pids[i] = pids[i];
 	cp->quiet = quiet;
 	cp->skel = cuda_bpf__open();
 	if (!cp->skel) {
@@ -519,7 +558,10 @@ int cudaprobe__open(struct tracer *t, struct libwatch *lw, pid_t pid, bool quiet
 		bpf_program__set_expected_attach_type(cp->skel->progs.cuda_exit,
 						      PTG_BPF_TRACE_UPROBE_MULTI);
 	}
+	cp->skel->rodata->filter_tgids = traced_fd >= 0;
 	err = bpf_map__reuse_fd(cp->skel->maps.events, tracer__ringbuf_fd(t));
+	if (!err && traced_fd >= 0)
+		err = bpf_map__reuse_fd(cp->skel->maps.traced, traced_fd);
 	err = err ?: cuda_bpf__load(cp->skel);
 	if (err)
 		goto cleanup;
@@ -534,6 +576,18 @@ cleanup:
 	pr_err("cuda: cannot load the CUDA API probes: %s", strerror(-err));
 	cudaprobe__destroy(cp);
 	return err;
+}
+
+int cudaprobe__open(struct tracer *t, struct libwatch *lw, pid_t pid, bool quiet,
+		    struct cudaprobe **out)
+{
+	return open_common(t, lw, pid, -1, NULL, 0, quiet, out);
+}
+
+int cudaprobe__open_shared(struct tracer *t, struct libwatch *lw, int traced_fd, const pid_t *pids,
+			   size_t npids, bool quiet, struct cudaprobe **out)
+{
+	return open_common(t, lw, -1, traced_fd, pids, npids, quiet, out);
 }
 
 void cudaprobe__detach(struct cudaprobe *cp)
@@ -551,6 +605,18 @@ void cudaprobe__detach(struct cudaprobe *cp)
 void cudaprobe__stats(const struct cudaprobe *cp, struct cudaprobe_stats *st)
 {
 	*st = cp->st;
+}
+
+bool cudaprobe__has_pid(void *ctx, pid_t pid)
+{
+	struct cudaprobe *cp = ctx;
+
+	/* a thread's entry is made at its first call */
+	for (size_t i = 0; cp && i < cp->threads.len; i++) {
+		if (threads__pid(&cp->threads, i) == (uint32_t)pid)
+			return true;
+	}
+	return false;
 }
 
 void cudaprobe__summary(const struct cudaprobe *cp)
@@ -573,6 +639,7 @@ void cudaprobe__destroy(struct cudaprobe *cp)
 	cuda_bpf__destroy(cp->skel);
 	free(cp->link_fds);
 	free(cp->links);
+	free(cp->pids);
 	threads__free(&cp->threads, cuda_thread_fini);
 	u64map__free(&cp->probed);
 	buf__free(&cp->libs);

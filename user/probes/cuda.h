@@ -33,9 +33,20 @@ struct cudaprobe_stats {
  */
 int cudaprobe__open(struct tracer *t, struct libwatch *lw, pid_t pid, bool quiet,
 		    struct cudaprobe **out);
+/*
+ * The same for several processes (record -p A,B, --children): each CUDA
+ * library file that lw reports for any of them is probed once, for
+ * processes pids (npids 0: every process that maps it), and only the calls
+ * of the processes in the BPF hash of tgids traced_fd
+ * (user/probes/proctree.c) are recorded.
+ */
+int cudaprobe__open_shared(struct tracer *t, struct libwatch *lw, int traced_fd, const pid_t *pids,
+			   size_t npids, bool quiet, struct cudaprobe **out);
 /* Removes the probes; calls still open are not written. */
 void cudaprobe__detach(struct cudaprobe *cp);
 void cudaprobe__stats(const struct cudaprobe *cp, struct cudaprobe_stats *st);
+/* Whether process pid made CUDA calls (ctx a struct cudaprobe, or NULL: none). */
+bool cudaprobe__has_pid(void *ctx, pid_t pid);
 /* record's closing line about CUDA calls; nothing for NULL. */
 void cudaprobe__summary(const struct cudaprobe *cp);
 /*

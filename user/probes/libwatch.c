@@ -33,20 +33,39 @@ struct subscriber {
 	void *ctx;
 };
 
-struct libwatch {
-	struct tracer *t;
+/* One process watched: where its loader looks, and whether it was scanned once. */
+struct lw_proc {
 	pid_t pid;
-	struct libwatch_bpf *skel;
-	struct bpf_link *link;
-	uint64_t ld_inode; /* of the loader link is on */
-	struct subscriber subs[MAX_SUBSCRIBERS];
-	int nsubs;
-	struct u64map seen; /* inode -> SEEN_* */
 	struct libsearch *search;
 	unsigned search_gen; /* of the search path last looked ahead in */
 	bool attached;	     /* the first scan is done: what appears now was loaded late */
-	uint64_t notice_ts;  /* the loader's first notice since the last scan */
-	uint64_t late;	     /* late libraries mapped before they could be probed */
+};
+
+/* A loader file probed, in a set: for every process that runs it */
+struct lw_ld {
+	uint64_t inode;
+	struct bpf_link *link;
+};
+
+struct libwatch {
+	struct tracer *t;
+	pid_t pid; /* -1: the processes of a traced set (libwatch__open_set) */
+	struct libwatch_bpf *skel;
+	struct lw_ld *lds; /* one process: the one loader it runs now; a set: every one */
+	size_t nlds;
+	struct subscriber subs[MAX_SUBSCRIBERS];
+	int nsubs;
+	/*
+	 * inode -> SEEN_*. One map for a set too: a probe sits on the file for
+	 * every process of the set, so a file probed for one is probed for all.
+	 */
+	struct u64map seen;
+	struct lw_proc *procs; /* one process: procs[0] */
+	size_t nprocs;
+	struct u64map by_pid; /* pid -> index + 1 in procs */
+	struct lw_proc *cur;  /* the process being scanned */
+	uint64_t notice_ts;   /* the loader's first notice since the last scan */
+	uint64_t late;	      /* late libraries mapped before they could be probed */
 };
 
 struct find_ld {
@@ -109,7 +128,7 @@ static int offer_ahead(void *ctx, const char *dir, const char *name)
 	int err = 0;
 
 	snprintf(m.path, sizeof(m.path), "%s/%s", strcmp(dir, "/") ? dir : "", name);
-	snprintf(path, sizeof(path), "/proc/%d/root%s", lw->pid, m.path);
+	snprintf(path, sizeof(path), "/proc/%d/root%s", lw->cur->pid, m.path);
 	if (stat(path, &st) || !S_ISREG(st.st_mode))
 		return 0;
 	m.inode = st.st_ino;
@@ -118,7 +137,7 @@ static int offer_ahead(void *ctx, const char *dir, const char *name)
 		return 0;
 	if (u64map__put(&lw->seen, m.inode, SEEN_AHEAD))
 		return -ENOMEM;
-	err = libsearch__add_object(lw->search, m.path, path);
+	err = libsearch__add_object(lw->cur->search, m.path, path);
 	for (int j = 0; !err && j < lw->nsubs; j++)
 		err = lw->subs[j].fn(lw->subs[j].ctx, &m, path, 0);
 	return err;
@@ -134,12 +153,13 @@ static int offer_ahead(void *ctx, const char *dir, const char *name)
  */
 static int probe_ahead(struct libwatch *lw)
 {
+	struct lw_proc *p = lw->cur;
 	int err = 0;
 
-	while (!err && lw->search_gen != libsearch__generation(lw->search)) {
-		lw->search_gen = libsearch__generation(lw->search);
+	while (!err && p->search_gen != libsearch__generation(p->search)) {
+		p->search_gen = libsearch__generation(p->search);
 		for (size_t i = 0; !err && i < sizeof(late_libs) / sizeof(late_libs[0]); i++)
-			err = libsearch__find(lw->search, late_libs[i], offer_ahead, lw);
+			err = libsearch__find(p->search, late_libs[i], offer_ahead, lw);
 	}
 	return err;
 }
@@ -174,14 +194,14 @@ static int on_map(const struct proc_map *m, void *arg)
 	seen = u64map__get(&lw->seen, m->inode);
 	if (seen && *seen == SEEN_MAPPED)
 		return 0;
-	unprobed = lw->attached && !seen && is_watched_lib(m->path);
+	unprobed = lw->cur->attached && !seen && is_watched_lib(m->path);
 	if (u64map__put(&lw->seen, m->inode, SEEN_MAPPED))
 		return -ENOMEM;
-	proc_target_path(lw->pid, m->path, m->inode, path, sizeof(path));
+	proc_target_path(lw->cur->pid, m->path, m->inode, path, sizeof(path));
 	if (elf_load_bias(path, m->start, m->offset, &bias))
 		return 0; /* not an ELF object we can read: nothing to probe there */
 	/* what it loads next is looked up along its own RPATH/RUNPATH */
-	err = libsearch__add_object(lw->search, m->path, path);
+	err = libsearch__add_object(lw->cur->search, m->path, path);
 	for (int i = 0; !err && i < lw->nsubs; i++)
 		err = lw->subs[i].fn(lw->subs[i].ctx, m, path, bias);
 	if (!err && unprobed)
@@ -189,10 +209,12 @@ static int on_map(const struct proc_map *m, void *arg)
 	return err;
 }
 
-static int scan(struct libwatch *lw)
+static int scan(struct libwatch *lw, struct lw_proc *p)
 {
-	int err = proc_maps__for_each(lw->pid, on_map, lw);
+	int err;
 
+	lw->cur = p;
+	err = proc_maps__for_each(p->pid, on_map, lw);
 	lw->notice_ts = 0;
 	/* the process may be gone by the time its last loader event is read */
 	if (err == -ENOENT || err == -ESRCH)
@@ -201,15 +223,66 @@ static int scan(struct libwatch *lw)
 	return err ?: probe_ahead(lw);
 }
 
+/* The process pid of a set: met at its first loader event or exec if not added. */
+static int proc_of(struct libwatch *lw, pid_t pid, struct lw_proc **out)
+{
+	uint64_t *i = u64map__get(&lw->by_pid, (uint64_t)pid);
+	struct lw_proc *n;
+	int err;
+
+	if (i) {
+		*out = &lw->procs[*i - 1];
+		return 0;
+	}
+	n = realloc(lw->procs, (lw->nprocs + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	lw->procs = n;
+	n = &lw->procs[lw->nprocs];
+	*n = (struct lw_proc){.pid = pid, .search_gen = UINT_MAX}; /* look ahead at least once */
+	err = libsearch__open(pid, &n->search);
+	if (err)
+		return err;
+	if (u64map__put(&lw->by_pid, (uint64_t)pid, lw->nprocs + 1)) {
+		libsearch__free(n->search);
+		return -ENOMEM;
+	}
+	lw->nprocs++;
+	*out = n;
+	return 0;
+}
+
+static int exec_proc(struct libwatch *lw, struct lw_proc *p);
+static int attach_proc(struct libwatch *lw, struct lw_proc *p);
+
 static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
 {
 	struct libwatch *lw = ctx;
+	struct lw_proc *p = &lw->procs[0];
+	int err;
 
-	if (e->aux == PTG_LIB_EXEC)
-		return libwatch__exec(lw);
-	if (!lw->notice_ts)
+	if (e->aux != PTG_LIB_EXEC && !lw->notice_ts)
 		lw->notice_ts = e->ts;
-	return scan(lw);
+	if (lw->pid < 0) {
+		err = proc_of(lw, (pid_t)e->pid, &p);
+		/* a member gone before it was met: nothing of it to probe */
+		if (err == -ENOENT || err == -ESRCH)
+			return 0;
+		if (err)
+			return err;
+		/*
+		 * A member met first here: a fork that loads a library (an exec
+		 * is met at its exec). What it maps that was not seen, in it or
+		 * its parent, it loaded late.
+		 */
+		if (!p->attached && e->aux != PTG_LIB_EXEC) {
+			p->attached = true;
+			return attach_proc(lw, p);
+		}
+	}
+	if (e->aux == PTG_LIB_EXEC)
+		return exec_proc(lw, p);
+	return scan(lw, p);
 }
 
 static int write_losses(struct tracer *t, void *ctx)
@@ -226,9 +299,11 @@ static int write_losses(struct tracer *t, void *ctx)
 	return err;
 }
 
-int libwatch__open(struct tracer *t, pid_t pid, struct libwatch **out)
+/* pid -1 with traced_fd: the processes of that set (libwatch__open_set) */
+static int open_common(struct tracer *t, pid_t pid, int traced_fd, struct libwatch **out)
 {
 	struct libwatch *lw;
+	struct lw_proc *p;
 	int err;
 
 	lw = calloc(1, sizeof(*lw));
@@ -236,22 +311,26 @@ int libwatch__open(struct tracer *t, pid_t pid, struct libwatch **out)
 		return -ENOMEM;
 	lw->t = t;
 	lw->pid = pid;
-	lw->search_gen = UINT_MAX; /* look ahead at least once */
-	err = libsearch__open(pid, &lw->search);
-	if (err) {
-		pr_err("libwatch: cannot read the target's library search path: %s",
-		       strerror(-err));
-		free(lw);
-		return err;
+	if (pid >= 0) {
+		err = proc_of(lw, pid, &p);
+		if (err) {
+			pr_err("libwatch: cannot read the target's library search path: %s",
+			       strerror(-err));
+			libwatch__destroy(lw);
+			return err;
+		}
 	}
 	lw->skel = libwatch_bpf__open();
 	if (!lw->skel) {
 		err = -errno;
 		goto cleanup;
 	}
+	lw->skel->rodata->filter_tgids = traced_fd >= 0;
 	err = bpf_map__reuse_fd(lw->skel->maps.events, tracer__ringbuf_fd(t));
+	if (!err && traced_fd >= 0)
+		err = bpf_map__reuse_fd(lw->skel->maps.tgids, traced_fd);
 	err = err ?: libwatch_bpf__load(lw->skel);
-	if (!err) {
+	if (!err && pid >= 0) {
 		__u32 tgid = (__u32)pid;
 		__u8 one = 1;
 
@@ -272,6 +351,16 @@ cleanup:
 	return err;
 }
 
+int libwatch__open(struct tracer *t, pid_t pid, struct libwatch **out)
+{
+	return open_common(t, pid, -1, out);
+}
+
+int libwatch__open_set(struct tracer *t, int traced_fd, struct libwatch **out)
+{
+	return open_common(t, -1, traced_fd, out);
+}
+
 int libwatch__subscribe(struct libwatch *lw, libwatch_fn fn, void *ctx)
 {
 	if (lw->nsubs == MAX_SUBSCRIBERS)
@@ -280,36 +369,56 @@ int libwatch__subscribe(struct libwatch *lw, libwatch_fn fn, void *ctx)
 	return 0;
 }
 
-/* The probe on the target's dynamic loader, unless it is on that file already. */
-static int attach_ld(struct libwatch *lw)
+/*
+ * The probe on the loader process p runs, unless that file is probed
+ * already. One process: on it alone, in place of the loader it ran before
+ * an exec. A set: on the file for every process, filtered in BPF.
+ */
+static int attach_ld(struct libwatch *lw, struct lw_proc *p)
 {
 	struct find_ld ld = {};
 	char path[PATH_MAX + 32];
+	struct bpf_link *link;
+	struct lw_ld *n;
 	int err;
 
 	/* a static executable has no dynamic loader, and then maps nothing later */
-	if (proc_maps__for_each(lw->pid, find_ld, &ld) != 1 ||
-	    (lw->link && ld.inode == lw->ld_inode))
+	if (proc_maps__for_each(p->pid, find_ld, &ld) != 1)
 		return 0;
-	bpf_link__destroy(lw->link);
-	proc_target_path(lw->pid, ld.path, ld.inode, path, sizeof(path));
+	for (size_t i = 0; i < lw->nlds; i++) {
+		if (lw->lds[i].inode == ld.inode)
+			return 0;
+	}
+	proc_target_path(p->pid, ld.path, ld.inode, path, sizeof(path));
 	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "_dl_debug_state");
-	lw->link = bpf_program__attach_uprobe_opts(lw->skel->progs.dl_debug_state, lw->pid, path, 0,
-						   &opts);
-	if (!lw->link) {
+	link = bpf_program__attach_uprobe_opts(lw->skel->progs.dl_debug_state, lw->pid, path, 0,
+					       &opts);
+	if (!link) {
 		err = -errno;
 		log_libbpf_flush();
 		pr_err("libwatch: cannot attach to %s: %s", ld.path, strerror(-err));
 		return err;
 	}
-	lw->ld_inode = ld.inode;
+	if (lw->pid >= 0 && lw->nlds) {
+		bpf_link__destroy(lw->lds[0].link);
+		lw->nlds = 0;
+	}
+	n = realloc(lw->lds, (lw->nlds + 1) * sizeof(*n));
+	if (!n) {
+		bpf_link__destroy(link);
+		return -ENOMEM;
+	}
+	lw->lds = n;
+	lw->lds[lw->nlds++] = (struct lw_ld){.inode = ld.inode, .link = link};
 	return 0;
 }
 
-int libwatch__attach(struct libwatch *lw)
+static int attach_exec(struct libwatch *lw)
 {
 	int err;
 
+	if (lw->skel->links.lib_exec)
+		return 0;
 	lw->skel->links.lib_exec = bpf_program__attach(lw->skel->progs.lib_exec);
 	if (!lw->skel->links.lib_exec) {
 		err = -errno;
@@ -317,38 +426,77 @@ int libwatch__attach(struct libwatch *lw)
 		pr_err("libwatch: cannot attach to sched_process_exec: %s", strerror(-err));
 		return err;
 	}
-	err = attach_ld(lw);
+	return 0;
+}
+
+static int attach_proc(struct libwatch *lw, struct lw_proc *p)
+{
+	int err = attach_ld(lw, p);
+
 	/* the mapped objects' RUNPATHs first, then ahead along the whole search path */
-	err = err ?: scan(lw);
-	lw->attached = true;
+	err = err ?: scan(lw, p);
+	p->attached = true;
 	return err;
 }
 
-int libwatch__exec(struct libwatch *lw)
+int libwatch__attach(struct libwatch *lw)
+{
+	return attach_exec(lw) ?: attach_proc(lw, &lw->procs[0]);
+}
+
+int libwatch__add_pid(struct libwatch *lw, pid_t pid)
+{
+	struct lw_proc *p;
+	int err;
+
+	err = proc_of(lw, pid, &p);
+	if (!err && !p->attached)
+		err = attach_proc(lw, p);
+	/* gone already: nothing of it to probe */
+	return err == -ENOENT || err == -ESRCH ? 0 : err;
+}
+
+static int exec_proc(struct libwatch *lw, struct lw_proc *p)
 {
 	struct libsearch *search;
 	int err;
 
 	/* a new image: its own environment, executable and RUNPATHs to search along */
-	err = libsearch__open(lw->pid, &search);
+	err = libsearch__open(p->pid, &search);
 	if (!err) {
-		libsearch__free(lw->search);
-		lw->search = search;
-		lw->search_gen = UINT_MAX;
+		libsearch__free(p->search);
+		p->search = search;
+		p->search_gen = UINT_MAX;
 	}
 	/* what the new image's loader mapped before its first instruction was not loaded late */
-	lw->attached = false;
-	err = err ?: attach_ld(lw);
-	err = err ?: scan(lw);
-	lw->attached = true;
+	p->attached = false;
+	err = err ?: attach_ld(lw, p);
+	err = err ?: scan(lw, p);
+	p->attached = true;
 	/* gone already: exited right after its exec */
+	return err == -ENOENT || err == -ESRCH ? 0 : err;
+}
+
+int libwatch__exec(struct libwatch *lw)
+{
+	return exec_proc(lw, &lw->procs[0]);
+}
+
+int libwatch__exec_pid(void *ctx, pid_t pid)
+{
+	struct libwatch *lw = ctx;
+	struct lw_proc *p;
+	int err = proc_of(lw, pid, &p);
+
+	err = err ?: exec_proc(lw, p);
 	return err == -ENOENT || err == -ESRCH ? 0 : err;
 }
 
 void libwatch__detach(struct libwatch *lw)
 {
-	bpf_link__destroy(lw->link);
-	lw->link = NULL;
+	for (size_t i = 0; i < lw->nlds; i++)
+		bpf_link__destroy(lw->lds[i].link);
+	lw->nlds = 0;
 	bpf_link__destroy(lw->skel->links.lib_exec);
 	lw->skel->links.lib_exec = NULL;
 }
@@ -357,9 +505,14 @@ void libwatch__destroy(struct libwatch *lw)
 {
 	if (!lw)
 		return;
-	libwatch__detach(lw);
+	if (lw->skel)
+		libwatch__detach(lw);
 	libwatch_bpf__destroy(lw->skel);
 	u64map__free(&lw->seen);
-	libsearch__free(lw->search);
+	for (size_t i = 0; i < lw->nprocs; i++)
+		libsearch__free(lw->procs[i].search);
+	free(lw->procs);
+	free(lw->lds);
+	u64map__free(&lw->by_pid);
 	free(lw);
 }

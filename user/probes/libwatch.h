@@ -29,8 +29,27 @@ typedef int (*libwatch_fn)(void *ctx, const struct proc_map *m, const char *atta
 			   uint64_t bias);
 
 int libwatch__open(struct tracer *t, pid_t pid, struct libwatch **out);
+/*
+ * The same for the processes of a set (record -p A,B, --children): those
+ * in the BPF hash of tgids traced_fd (user/probes/proctree.c). Each loader
+ * file is probed once, for every process, and each process's own search
+ * path is looked ahead along; a library file is offered once, whichever
+ * process maps it first, since probes on it are on it for all of them.
+ */
+int libwatch__open_set(struct tracer *t, int traced_fd, struct libwatch **out);
+/*
+ * A set's process to watch from now on: reports what it has mapped and
+ * offers ahead what it would load late. Processes that join the set later
+ * are met at their first loader event or exec (libwatch__exec_pid(): a set
+ * hears of execs from proctree, which holds the process meanwhile, not from
+ * an exec program of its own, whose event would be read once the process
+ * has run on, perhaps into a later exec, while a long scan of a new
+ * libtorch blocks the loop).
+ */
+int libwatch__add_pid(struct libwatch *lw, pid_t pid);
+
 int libwatch__subscribe(struct libwatch *lw, libwatch_fn fn, void *ctx);
-/* Offers the late libraries ahead, attaches to ld.so and reports what is mapped already. */
+/* One process: offers the late libraries ahead, attaches to ld.so, reports what is mapped. */
 int libwatch__attach(struct libwatch *lw);
 /*
  * After the target exec'd: probes its new loader, offers the late libraries
@@ -38,6 +57,11 @@ int libwatch__attach(struct libwatch *lw);
  * exec event the BPF side sends, and by whoever holds the target at its exec.
  */
 int libwatch__exec(struct libwatch *lw);
+/*
+ * A set's process pid exec()'d (a proctree_exec_fn, while proctree holds
+ * it): the same for it as libwatch__exec() for one process.
+ */
+int libwatch__exec_pid(void *lw, pid_t pid);
 void libwatch__detach(struct libwatch *lw);
 void libwatch__destroy(struct libwatch *lw);
 

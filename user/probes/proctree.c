@@ -141,10 +141,14 @@ static void catch_exec(struct proctree *pt, struct tree_proc *p)
 	char err[512];
 	int ret;
 
-	ret = launch__catch(p->pid, &py, err, sizeof(err));
+	ret = launch__catch_any(p->pid, &py, err, sizeof(err));
+	/* held (else as soon as can be): what its new image maps is probed before it runs on */
+	if (pt->exec_fn)
+		pt->exec_fn(pt->exec_ctx, p->pid);
 	if (ret == -ENOEXEC) {
 		__u32 pid = (__u32)p->pid;
 
+		launch__release(p->pid);
 		p->not_python = true;
 		p->exec_ts = 0;
 		/* --uid, --cgroup: its next exec puts it back; room is kept for the Pythons */
@@ -198,6 +202,7 @@ static int route_py(struct tracer *t, void *ctx, const struct ptg_event *e, size
 		pt->unrouted++;
 		return 0;
 	}
+	p->py_events = true;
 	return pyframe__handle(pt->interps[p->interp - 1].pf, e, size);
 }
 
@@ -230,6 +235,7 @@ static int on_proc(struct tracer *t, void *ctx, const struct ptg_event *e, size_
 			return -ENOMEM;
 		p->interp = interp;
 		p->ran_python = interp != 0;
+		p->forked = true;
 		/* the parent's, unless the child is gone already */
 		parent = tree_find_proc(pt, (pid_t)e->a);
 		if (parent) {
@@ -246,6 +252,14 @@ static int on_proc(struct tracer *t, void *ctx, const struct ptg_event *e, size_
 			return -ENOMEM;
 		p->not_python = false;
 		p->exec_ts = e->ts;
+		/*
+		 * A fork that execs before a Python event of its own (a subprocess,
+		 * a wrapper's mount) ran no Python: the interpreter it was given at
+		 * the fork may even be one its parent exec'd after forking it, when
+		 * that exec was read late. Its new image says anew.
+		 */
+		if (p->forked && !p->py_events)
+			p->ran_python = false;
 		err = end_program(pt, p, e->ts);
 		if (!err)
 			catch_exec(pt, p);
@@ -342,6 +356,12 @@ fail:
 	log_libbpf_flush();
 	pr_err("proctree: cannot load the process-set programs: %s", strerror(-err));
 	return err;
+}
+
+void proctree__on_exec(struct proctree *pt, proctree_exec_fn fn, void *ctx)
+{
+	pt->exec_fn = fn;
+	pt->exec_ctx = ctx;
 }
 
 int proctree__set_fd(const struct proctree *pt)

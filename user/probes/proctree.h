@@ -63,6 +63,15 @@ int proctree__add(struct proctree *pt, pid_t pid, const struct py_interp *py);
 pid_t proctree__first(const struct proctree *pt, const struct py_interp **py);
 /* Metadata "pids" (the processes added, A,B,C) and "children" (1 or 0). */
 int proctree__write_meta(const struct proctree *pt, struct trace_writer *w);
+/*
+ * fn(ctx, pid) runs for each process of the set that exec()'d, while it is
+ * held past its new loader (its linked libraries mapped, before its first
+ * instruction) where it could be held: probes on what it maps (libcuda)
+ * then see its first calls. Its return value is not an error of the
+ * recording.
+ */
+typedef int (*proctree_exec_fn)(void *ctx, pid_t pid);
+void proctree__on_exec(struct proctree *pt, proctree_exec_fn fn, void *ctx);
 /* Attaches the fork/exec/exit programs, then the frame probes of each interpreter. */
 int proctree__attach(struct proctree *pt);
 /* Work between ring-buffer reads: interpreters of processes that exec()'d. */
@@ -83,10 +92,14 @@ size_t proctree__nprocs(const struct proctree *pt);
 void proctree__proc(const struct proctree *pt, size_t i, struct proctree_proc *out);
 /*
  * --per-process: one trace per process of the recording at in that ran
- * Python, OUT.rankR.ptg (OUT.rankR.pidP.ptg when R is not unique),
- * else OUT.pidP.ptg (OUT less a .ptg suffix). In user/record/proctree_split.c.
+ * Python, or for which keep(ctx, pid) is true (keep may be NULL),
+ * OUT.rankR.ptg (OUT.rankR.pidP.ptg when R is not unique, or the process
+ * ran no Python), else OUT.pidP.ptg (OUT less a .ptg suffix). In
+ * user/record/proctree_split.c.
  */
-int proctree__split(const struct proctree *pt, const char *in, const char *out, bool quiet);
+typedef bool (*proctree_keep_fn)(void *ctx, pid_t pid);
+int proctree__split(const struct proctree *pt, const char *in, const char *out, bool quiet,
+		    proctree_keep_fn keep, void *ctx);
 /* Recorded processes still running. */
 uint32_t proctree__live(const struct proctree *pt);
 void proctree__detach(struct proctree *pt);

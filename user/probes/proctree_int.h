@@ -40,6 +40,8 @@ struct tree_proc {
 	bool exited;
 	bool not_python;
 	bool ran_python; /* had a supported interpreter at some point: gets a --per-process trace */
+	bool py_events;	 /* a Python event of its own was routed */
+	bool forked;	 /* met at its fork: its interpreter was its parent's */
 	/* read while it runs, for its own trace (--per-process) */
 	char *cmdline;
 	char rank[24];	    /* RANK, else LOCAL_RANK: names its file */
@@ -66,6 +68,8 @@ struct proctree {
 	struct py_interp *roots_py; /* interpreters of the processes added before loading */
 	struct py_interp first_py;
 	uint64_t unrouted;
+	proctree_exec_fn exec_fn; /* proctree__on_exec() */
+	void *exec_ctx;
 };
 
 /* Every Python event looks its process up: by a hash, not a walk of all forks so far. */

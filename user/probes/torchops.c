@@ -31,8 +31,9 @@
 
 struct op_lib {
 	struct opscan *scan;
-	uint32_t base;		 /* global index of its first op */
-	int link_fd;		 /* uprobe_multi link, -1 if none */
+	uint32_t base; /* global index of its first op */
+	int *link_fds; /* uprobe_multi links, one per process attached to */
+	size_t nlink_fds;
 	struct bpf_link **links; /* per-site fallback */
 	size_t nlinks;
 };
@@ -40,7 +41,10 @@ struct op_lib {
 struct torchops {
 	struct tracer *t;
 	struct modpath *mp;
-	pid_t pid;
+	pid_t pid; /* -1: the processes of the traced set (torchops__open_shared) */
+	/* the processes the probes are attached to; -1 alone: every process */
+	pid_t *pids;
+	size_t npids;
 	bool quiet;
 	bool multi_loaded; /* op_multi is loaded: the kernel has uprobe_multi */
 	struct torchops_bpf *skel;
@@ -157,7 +161,7 @@ static int write_losses(struct tracer *t, void *ctx)
 	return err;
 }
 
-static int load(struct torchops *ops, bool multi)
+static int load(struct torchops *ops, bool multi, int traced_fd)
 {
 	int err;
 
@@ -169,7 +173,10 @@ static int load(struct torchops *ops, bool multi)
 							    PTG_BPF_TRACE_UPROBE_MULTI);
 	else
 		err = bpf_program__set_autoload(ops->skel->progs.op_multi, false);
+	ops->skel->rodata->filter_tgids = traced_fd >= 0;
 	err = err ?: bpf_map__reuse_fd(ops->skel->maps.events, tracer__ringbuf_fd(ops->t));
+	if (!err && traced_fd >= 0)
+		err = bpf_map__reuse_fd(ops->skel->maps.traced, traced_fd);
 	err = err ?: torchops_bpf__load(ops->skel);
 	if (err) {
 		torchops_bpf__destroy(ops->skel);
@@ -179,8 +186,12 @@ static int load(struct torchops *ops, bool multi)
 	return err;
 }
 
-int torchops__open(struct tracer *t, pid_t pid, struct modpath *mp, bool quiet,
-		   struct torchops **out)
+/*
+ * pid -1 with traced_fd: the processes of that set, probed on the files
+ * they map, for pids (npids 0: every process)
+ */
+static int open_common(struct tracer *t, pid_t pid, int traced_fd, const pid_t *pids, size_t npids,
+		       struct modpath *mp, bool quiet, struct torchops **out)
 {
 	struct torchops *ops;
 	int err;
@@ -190,10 +201,19 @@ int torchops__open(struct tracer *t, pid_t pid, struct modpath *mp, bool quiet,
 		return -ENOMEM;
 	ops->t = t;
 	ops->pid = pid;
+	ops->npids = pid >= 0 ? 1 : npids ? npids : 1;
+	ops->pids = calloc(ops->npids, sizeof(*ops->pids));
+	if (!ops->pids) {
+		free(ops);
+		return -ENOMEM;
+	}
+	ops->pids[0] = pid;
+	for (size_t i = 0; pid < 0 && i < npids; i++)
+		ops->pids[i] = pids[i];
 	ops->mp = mp;
 	ops->quiet = quiet;
 	/* a kernel before 6.6 has no uprobe_multi: the per-site program then */
-	err = load(ops, uprobe_multi_supported());
+	err = load(ops, uprobe_multi_supported(), traced_fd);
 	if (err) {
 		log_libbpf_flush();
 		pr_err("torchops: cannot load BPF programs: %s", strerror(-err));
@@ -207,6 +227,18 @@ int torchops__open(struct tracer *t, pid_t pid, struct modpath *mp, bool quiet,
 cleanup:
 	torchops__destroy(ops);
 	return err;
+}
+
+int torchops__open(struct tracer *t, pid_t pid, struct modpath *mp, bool quiet,
+		   struct torchops **out)
+{
+	return open_common(t, pid, -1, NULL, 0, mp, quiet, out);
+}
+
+int torchops__open_shared(struct tracer *t, int traced_fd, const pid_t *pids, size_t npids,
+			  bool quiet, struct torchops **out)
+{
+	return open_common(t, -1, traced_fd, pids, npids, NULL, quiet, out);
 }
 
 void torchops__set_modpath(struct torchops *ops, struct modpath *mp)
@@ -224,7 +256,7 @@ static int attach_multi(struct torchops *ops, struct op_lib *lib, const char *pa
 {
 	const struct opscan *s = lib->scan;
 	uint64_t *offsets, *cookies;
-	int fd, err = 0;
+	int fd, *fds, err = 0;
 
 	offsets = calloc(s->nsites, sizeof(*offsets));
 	cookies = calloc(s->nsites, sizeof(*cookies));
@@ -236,13 +268,34 @@ static int attach_multi(struct torchops *ops, struct op_lib *lib, const char *pa
 		offsets[i] = s->sites[i].offset;
 		cookies[i] = site_cookie(lib, &s->sites[i]);
 	}
-	/* the pid filter covers all its threads: autograd's, the data loader's */
-	fd = uprobe_multi_attach(bpf_program__fd(ops->skel->progs.op_multi), path, offsets, cookies,
-				 (uint32_t)s->nsites, false, ops->pid);
-	if (fd < 0)
-		err = fd;
-	else
-		lib->link_fd = fd;
+	fds = calloc(ops->npids, sizeof(*fds));
+	if (!fds) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	lib->link_fds = fds;
+	for (size_t i = 0; !err && i < ops->npids; i++) {
+		pid_t pid = ops->pids[i];
+
+		/* the pid filter covers all its threads: autograd's, the data loader's; 0: all */
+		fd = uprobe_multi_attach(bpf_program__fd(ops->skel->progs.op_multi), path, offsets,
+					 cookies, (uint32_t)s->nsites, false, pid < 0 ? 0 : pid);
+		/* a process of a set that is gone: nothing of it to probe */
+		if (fd == -ESRCH && ops->pid < 0)
+			continue;
+		if (fd < 0)
+			err = fd;
+		else
+			fds[lib->nlink_fds++] = fd;
+	}
+	/* all or none: the fallback attaches one by one for every process */
+	for (size_t i = 0; err && i < lib->nlink_fds; i++)
+		close(lib->link_fds[i]);
+	if (err) {
+		free(lib->link_fds);
+		lib->link_fds = NULL;
+		lib->nlink_fds = 0;
+	}
 cleanup:
 	free(offsets);
 	free(cookies);
@@ -253,17 +306,24 @@ static int attach_each(struct torchops *ops, struct op_lib *lib, const char *pat
 {
 	const struct opscan *s = lib->scan;
 
-	lib->links = calloc(s->nsites, sizeof(*lib->links));
+	lib->links = calloc(s->nsites * ops->npids, sizeof(*lib->links));
 	if (!lib->links)
 		return -ENOMEM;
-	for (size_t i = 0; i < s->nsites; i++) {
-		LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = site_cookie(lib, &s->sites[i]));
-		struct bpf_link *l = bpf_program__attach_uprobe_opts(
-		    ops->skel->progs.op_single, ops->pid, path, s->sites[i].offset, &opts);
+	for (size_t p = 0; p < ops->npids; p++) {
+		for (size_t i = 0; i < s->nsites; i++) {
+			LIBBPF_OPTS(bpf_uprobe_opts, opts,
+				    .bpf_cookie = site_cookie(lib, &s->sites[i]));
+			struct bpf_link *l = bpf_program__attach_uprobe_opts(
+			    ops->skel->progs.op_single, ops->pids[p], path, s->sites[i].offset,
+			    &opts);
 
-		if (!l)
-			return -errno;
-		lib->links[lib->nlinks++] = l;
+			/* a process of a set that is gone: nothing of it to probe */
+			if (!l && errno == ESRCH && ops->pid < 0)
+				break;
+			if (!l)
+				return -errno;
+			lib->links[lib->nlinks++] = l;
+		}
 	}
 	return 0;
 }
@@ -310,8 +370,22 @@ static int add_lib(struct torchops *ops, struct opscan *scan, struct op_lib **ou
 		syms[ops->nops + i] = 0;
 	}
 	*out = &libs[ops->nlibs++];
-	**out = (struct op_lib){.scan = scan, .base = (uint32_t)ops->nops, .link_fd = -1};
+	**out = (struct op_lib){.scan = scan, .base = (uint32_t)ops->nops};
 	return 0;
+}
+
+/* Undoes add_lib() for a library whose probes could not go in. */
+static void drop_last_lib(struct torchops *ops)
+{
+	struct op_lib *lib = &ops->libs[--ops->nlibs];
+
+	for (size_t j = 0; j < lib->nlinks; j++)
+		bpf_link__destroy(lib->links[j]);
+	free(lib->links);
+	for (size_t j = 0; j < lib->nlink_fds; j++)
+		close(lib->link_fds[j]);
+	free(lib->link_fds);
+	opscan__free(lib->scan);
 }
 
 static bool is_torch_lib(const char *path)
@@ -326,14 +400,15 @@ int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_pat
 	struct torchops *ops = ctx;
 	struct opscan *scan = NULL;
 	struct op_lib *lib;
-	uint64_t t0;
+	uint64_t t0, *probed;
 	int err;
 
 	if (!is_torch_lib(m->path))
 		return 0;
 	/* libtorch_cpu found on the search path is probed ahead: m->end is 0 then */
 	ops->st.mapped += !!m->end;
-	if (u64map__get(&ops->probed, m->inode))
+	probed = u64map__get(&ops->probed, m->inode);
+	if (probed && *probed)
 		return 0;
 	if (u64map__put(&ops->probed, m->inode, 1))
 		return -ENOMEM;
@@ -350,6 +425,11 @@ int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_pat
 	}
 	t0 = now_ns(CLOCK_MONOTONIC);
 	err = attach_lib(ops, lib, attach_path);
+	/* of a set: the process it was found in is gone, another one may offer it again */
+	if (ops->pid < 0 && (err == -ENOENT || err == -ESRCH)) {
+		drop_last_lib(ops);
+		return u64map__put(&ops->probed, m->inode, 0);
+	}
 	if (err) {
 		log_libbpf_flush();
 		pr_err("torchops: cannot attach to the ops of %s: %s", m->path, strerror(-err));
@@ -367,7 +447,7 @@ int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_pat
 			"%.3f s%s)",
 			scan->st.ops, m->path, scan->nsites, scan->st.elapsed_ns / 1e9,
 			(now_ns(CLOCK_MONOTONIC) - t0) / 1e9,
-			lib->link_fd >= 0 ? ", uprobe_multi" : "");
+			lib->link_fds ? ", uprobe_multi" : "");
 	return 0;
 }
 
@@ -378,9 +458,11 @@ void torchops__detach(struct torchops *ops)
 	for (size_t i = 0; i < ops->nlibs; i++) {
 		struct op_lib *lib = &ops->libs[i];
 
-		if (lib->link_fd >= 0)
-			close(lib->link_fd);
-		lib->link_fd = -1;
+		for (size_t j = 0; j < lib->nlink_fds; j++)
+			close(lib->link_fds[j]);
+		free(lib->link_fds);
+		lib->link_fds = NULL;
+		lib->nlink_fds = 0;
 		for (size_t j = 0; j < lib->nlinks; j++)
 			bpf_link__destroy(lib->links[j]);
 		free(lib->links);
@@ -409,5 +491,6 @@ void torchops__destroy(struct torchops *ops)
 	free(ops->syms);
 	u64map__free(&ops->probed);
 	torchops_bpf__destroy(ops->skel);
+	free(ops->pids);
 	free(ops);
 }

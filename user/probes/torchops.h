@@ -36,6 +36,14 @@ struct torchops_stats {
 /* mp may be NULL (no module paths). quiet: no line per library on stderr. */
 int torchops__open(struct tracer *t, pid_t pid, struct modpath *mp, bool quiet,
 		   struct torchops **out);
+/*
+ * The same for several processes (record -p A,B, --children): each PyTorch
+ * library file is probed once, for processes pids (npids 0: every process
+ * that maps it), and only the ops of the processes in the BPF hash of
+ * tgids traced_fd (user/probes/proctree.c) are recorded; no module paths.
+ */
+int torchops__open_shared(struct tracer *t, int traced_fd, const pid_t *pids, size_t npids,
+			  bool quiet, struct torchops **out);
 /* The libwatch subscriber: probes every PyTorch library the target maps. */
 int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_path, uint64_t bias);
 /* Module paths from mp from now on: a Python interpreter found after the start. */

@@ -412,7 +412,8 @@ int launch__start_any(char **argv, pid_t *pidp, struct py_interp *py, char *err,
 	return !ret && !py->info ? -ENOEXEC : ret;
 }
 
-int launch__catch(pid_t pid, struct py_interp *py, char *err, size_t errlen)
+/* hold_any: one that runs no Python stays held too, past ld.so */
+static int catch_common(pid_t pid, struct py_interp *py, bool hold_any, char *err, size_t errlen)
 {
 	int status, ret;
 
@@ -428,6 +429,18 @@ int launch__catch(pid_t pid, struct py_interp *py, char *err, size_t errlen)
 		ret = check_image(pid, py, err, errlen);
 	if (ret == 1)
 		return 0;
+	if (!ret && hold_any)
+		return -ENOEXEC;
 	ptrace(PTRACE_DETACH, pid, 0, 0);
 	return ret ?: -ENOEXEC;
+}
+
+int launch__catch(pid_t pid, struct py_interp *py, char *err, size_t errlen)
+{
+	return catch_common(pid, py, false, err, errlen);
+}
+
+int launch__catch_any(pid_t pid, struct py_interp *py, char *err, size_t errlen)
+{
+	return catch_common(pid, py, true, err, errlen);
 }

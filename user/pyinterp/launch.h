@@ -28,6 +28,12 @@ int launch__start(char **argv, pid_t *pid, struct py_interp *py, char *err, size
  */
 int launch__catch(pid_t pid, struct py_interp *py, char *err, size_t errlen);
 /*
+ * The same, but one that is no supported Python stays held as well, run
+ * past ld.so (the libraries it links mapped): -ENOEXEC with it stopped,
+ * for launch__release().
+ */
+int launch__catch_any(pid_t pid, struct py_interp *py, char *err, size_t errlen);
+/*
  * launch__start(), but -ENOEXEC (with *pid set, the child stopped at its
  * exec, for the caller to release) when the command is no Python
  * (record --children -- ./train.sh).

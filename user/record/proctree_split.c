@@ -42,7 +42,7 @@ static void proc_path(const struct proctree *pt, size_t i, const struct proctree
 
 	if (!p->rank[0])
 		snprintf(name, sizeof(name), "pid%d", p->pid);
-	else if (rank_shared(pt, i, p->rank))
+	else if (!p->ran_python || rank_shared(pt, i, p->rank))
 		snprintf(name, sizeof(name), "rank%s.pid%d", p->rank, p->pid);
 	else
 		snprintf(name, sizeof(name), "rank%s", p->rank);
@@ -71,7 +71,8 @@ static int write_one(const struct proctree_proc *p, const char *in, const char *
 	return trace_slice_pid(in, path, (uint32_t)p->pid, meta, n);
 }
 
-int proctree__split(const struct proctree *pt, const char *in, const char *out, bool quiet)
+int proctree__split(const struct proctree *pt, const char *in, const char *out, bool quiet,
+		    proctree_keep_fn keep, void *ctx)
 {
 	char path[PATH_MAX + 64];
 	struct proctree_proc p;
@@ -79,7 +80,9 @@ int proctree__split(const struct proctree *pt, const char *in, const char *out, 
 
 	for (size_t i = 0; i < proctree__nprocs(pt); i++) {
 		proctree__proc(pt, i, &p);
-		if (!p.ran_python)
+		/* a C/C++ program of the job (a launcher, a CUDA tool) with CUDA calls of its own
+		 */
+		if (!p.ran_python && !(keep && keep(ctx, p.pid)))
 			continue;
 		proc_path(pt, i, &p, out, path, sizeof(path));
 		err = write_one(&p, in, path);

@@ -2,12 +2,16 @@
 /* record of several processes: -p A,B, --children, --per-process, --uid, --cgroup. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "probes/cuda.h"
+#include "probes/libwatch.h"
 #include "probes/proctree.h"
 #include "probes/sched.h"
+#include "probes/torchops.h"
 #include "probes/tracer.h"
 #include "proc/syscheck.h"
 #include "pyinterp/launch.h"
@@ -67,9 +71,69 @@ static int tree_targets(struct recording *rc)
 }
 
 /*
- * Several processes (-p A,B, --children). Probes on a process's dispatcher
- * ops, CUDA calls and GPU activity are made for one process each: here the
- * recording holds Python calls and off-CPU intervals.
+ * Dispatcher ops and CUDA calls of every process of the set: each library
+ * file is probed once, for every process that maps it, and the BPF side
+ * passes only the set's events (proctree__set_fd()). The libraries each
+ * process maps later, and those of processes that join later, come through
+ * one libwatch for the whole set.
+ */
+static int open_lib_probes(struct recording *rc)
+{
+	struct record_opts *o = rc->o;
+	int fd = proctree__set_fd(rc->tree);
+	size_t n = proctree__nprocs(rc->tree);
+	struct proctree_proc p;
+	pid_t *pids;
+	int ret = 0;
+
+	if (o->no_ops && o->no_cuda)
+		return 0;
+	pids = calloc(n ?: 1, sizeof(*pids));
+	if (!pids)
+		return -ENOMEM;
+	/*
+	 * A set that only shrinks (-p A,B) is probed in its processes alone, so
+	 * that others that map the same libtorch or libcuda pay nothing; one
+	 * that grows (--children, --uid, --cgroup) in every process, filtered.
+	 */
+	for (size_t i = 0; i < n; i++) {
+		proctree__proc(rc->tree, i, &p);
+		pids[i] = p.pid;
+	}
+	if (o->children || o->by_uid || o->cgroup)
+		n = 0;
+	ret = libwatch__open_set(rc->tracer, fd, &rc->libs);
+	if (!ret && !o->no_ops)
+		ret = torchops__open_shared(rc->tracer, fd, pids, n, o->quiet, &rc->ops);
+	if (!ret && rc->ops)
+		ret = libwatch__subscribe(rc->libs, torchops__on_lib, rc->ops);
+	if (!ret && !o->no_cuda)
+		ret =
+		    cudaprobe__open_shared(rc->tracer, rc->libs, fd, pids, n, o->quiet, &rc->cuda);
+	/* a process that execs is held while proctree looks at it: its libraries are probed then */
+	if (!ret)
+		proctree__on_exec(rc->tree, libwatch__exec_pid, rc->libs);
+	free(pids);
+	return ret;
+}
+
+/* What each process of the set has mapped, and would load, once the set is filled. */
+static int attach_lib_probes(struct recording *rc)
+{
+	struct proctree_proc p;
+	int ret = 0;
+
+	for (size_t i = 0; rc->libs && !ret && i < proctree__nprocs(rc->tree); i++) {
+		proctree__proc(rc->tree, i, &p);
+		ret = libwatch__add_pid(rc->libs, p.pid);
+	}
+	return ret;
+}
+
+/*
+ * Several processes (-p A,B, --children): Python calls, dispatcher ops, CUDA
+ * calls and off-CPU intervals of each. GPU activity comes from an agent in
+ * one process (user/probes/cupti.c): not taken here.
  */
 int start_tree(struct recording *rc)
 {
@@ -78,10 +142,10 @@ int start_tree(struct recording *rc)
 
 	ret = tree_targets(rc);
 	/* said once the processes are known good: a bad one is one line */
-	if (!ret && !o->quiet && !(o->no_ops && o->no_cuda && o->no_cupti))
-		pr_info("note: of several processes, record takes Python calls "
-			"and off-CPU time only, not yet ops, CUDA calls or GPU activity");
-	o->no_ops = o->no_cuda = o->no_cupti = true;
+	if (!ret && !o->quiet && !o->no_cupti)
+		pr_info("note: of several processes, record takes Python calls, ops, CUDA "
+			"calls and off-CPU time, not yet GPU activity (CUPTI)");
+	o->no_cupti = true;
 	/* --per-process: the traces are cut from this once every process is known */
 	snprintf(rc->tmp, sizeof(rc->tmp), "%s.recording", o->output);
 	if (!ret)
@@ -91,14 +155,21 @@ int start_tree(struct recording *rc)
 		trace_writer__keep_partial(rc->w);
 	ret = ret ?: tracer__new(rc->w, o->ringbuf_mb, 0, &rc->tracer);
 	ret = ret ?: proctree__load(rc->tree, rc->tracer);
+	ret = ret ?: open_lib_probes(rc);
 	if (!ret && !o->no_sched)
-		ret = sched__open_set(rc->tracer, proctree__set_fd(rc->tree), NULL, &rc->sched);
+		ret = sched__open_set(rc->tracer, proctree__set_fd(rc->tree), rc->cuda, &rc->sched);
 	if (!ret) {
 		rc->start_ts = now_ns(CLOCK_MONOTONIC);
 		tracer__set_start_ts(rc->tracer, rc->start_ts);
 		ret = write_meta(rc);
 	}
 	ret = ret ?: proctree__write_meta(rc->tree, rc->w);
+	/*
+	 * Before the set is filled and "recording pid" is said: the libraries
+	 * are scanned (libtorch takes seconds) while the set's events cannot
+	 * pass yet, and a command has not started.
+	 */
+	ret = ret ?: attach_lib_probes(rc);
 	ret = ret ?: proctree__attach(rc->tree);
 	if (!ret && rc->sched)
 		ret = sched__attach(rc->sched);

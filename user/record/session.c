@@ -371,7 +371,8 @@ static void note_no_python(const struct recording *rc)
 {
 	struct cudaprobe_stats cs = {};
 
-	if (rc->pf)
+	/* several processes: proctree__summary() says which ran Python */
+	if (rc->pf || rc->tree)
 		return;
 	if (rc->cuda)
 		cudaprobe__stats(rc->cuda, &cs);
@@ -429,7 +430,8 @@ static int finish(struct recording *rc)
 		return -ENOEXEC;
 	}
 	if (!ret && rc->o->per_process) {
-		ret = proctree__split(rc->tree, rc->tmp, rc->o->output, rc->o->quiet);
+		ret = proctree__split(rc->tree, rc->tmp, rc->o->output, rc->o->quiet,
+				      cudaprobe__has_pid, rc->cuda);
 		unlink(rc->tmp);
 		ret = ret < 0 ? ret : 0;
 	}
