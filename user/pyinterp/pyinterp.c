@@ -59,8 +59,8 @@ static uint64_t table_default(const uint64_t table[256])
 
 /* A handler the table sends its opcode to; optional ones may be missing from a build. */
 static int handler_offsets(const struct elf_file *ef, const uint64_t table[256],
-			   const struct probesite_code *code, const uint8_t *ops, uint64_t *offs,
-			   int *n)
+			   const struct probesite_code *code, int32_t disp, const uint8_t *ops,
+			   uint64_t *offs, int8_t *regs, int *n)
 {
 	uint64_t dflt = table_default(table);
 
@@ -77,6 +77,9 @@ static int handler_offsets(const struct elf_file *ef, const uint64_t table[256],
 		site = code ? probesite_refine(code, table[ops[i]]) : table[ops[i]];
 		if (elf_file__vaddr_to_offset(ef, site, &offs[*n]))
 			return -ENOENT;
+		/* the frame's register there: the probe reads it instead of the thread state */
+		regs[*n] =
+		    (int8_t)(code ? probesite_frame_reg(code, table[ops[i]], site, disp) : -1);
 		/* two opcodes may share one handler: one probe is enough */
 		bool dup = false;
 		for (int k = 0; k < *n; k++)
@@ -227,6 +230,7 @@ static int find_handlers(const struct elf_file *ef, struct py_interp *py, char *
 	struct table_ctx tctx = {.ef = ef};
 	uint64_t table[256];
 	uint8_t *evalbytes;
+	int32_t disp;
 	int ret;
 
 	if (elf_file__find_sym(ef, "_PyEval_EvalFrameDefault", false, &eval) || !eval.size)
@@ -265,12 +269,13 @@ static int find_handlers(const struct elf_file *ef, struct py_interp *py, char *
 		py->handlers_lo = code.addr;
 		py->handlers_hi = code.addr + code.size;
 	}
-	ret = handler_offsets(ef, table, code.bytes ? &code : NULL, py->ops.resume, py->resume_offs,
-			      &py->nresume) ||
-	      handler_offsets(ef, table, code.bytes ? &code : NULL, py->ops.ret, py->return_offs,
-			      &py->nreturn) ||
-	      handler_offsets(ef, table, code.bytes ? &code : NULL, py->ops.yield, py->yield_offs,
-			      &py->nyield);
+	disp = (int32_t)py->info->off.frame_prev_instr;
+	ret = handler_offsets(ef, table, code.bytes ? &code : NULL, disp, py->ops.resume,
+			      py->resume_offs, py->resume_regs, &py->nresume) ||
+	      handler_offsets(ef, table, code.bytes ? &code : NULL, disp, py->ops.ret,
+			      py->return_offs, py->return_regs, &py->nreturn) ||
+	      handler_offsets(ef, table, code.bytes ? &code : NULL, disp, py->ops.yield,
+			      py->yield_offs, py->yield_regs, &py->nyield);
 	free((void *)code.bytes);
 	free(evalbytes);
 	if (ret)

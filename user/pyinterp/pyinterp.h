@@ -128,6 +128,10 @@ struct py_interp {
 	uint64_t resume_offs[PY_MAX_HANDLERS];
 	uint64_t return_offs[PY_MAX_HANDLERS];
 	uint64_t yield_offs[PY_MAX_HANDLERS];
+	/* at each site, the register that holds the frame (enum probesite_reg), or -1 */
+	int8_t resume_regs[PY_MAX_HANDLERS];
+	int8_t return_regs[PY_MAX_HANDLERS];
+	int8_t yield_regs[PY_MAX_HANDLERS];
 	int nresume, nreturn, nyield;
 };
 
