@@ -44,6 +44,8 @@ const volatile __u8 resume_not_a_call = 0xff; /* 3.15: RESUME_AT_GEN_EXPR_START 
  * comes from the probe's own address and its cookie, not runtime_addr.
  */
 const volatile bool filter_tgids = false;
+/* check the frame of every register-read hit against the thread state (PTG_PYFRAME_VERIFY=1) */
+const volatile bool verify_regs = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -161,6 +163,7 @@ struct cpu_cache {
 	struct thread_entry thread;
 	struct code_entry code[CODE_SLOTS];
 	__u64 events; /* for ptg_wakeup_flags_every(); a lost count on preemption is harmless */
+	__u32 site_hits[PTG_PY_MAX_SITES]; /* register-read hits of each site: when to check */
 };
 
 struct {
@@ -351,6 +354,110 @@ static __always_inline __u64 current_frame(struct hit *h)
 	thread_changed(h);
 	tstate_frame(fresh.tstate, fresh.ns_tid, &frame);
 	return frame;
+}
+
+/*
+ * The frame register of a site (PTG_PY_COOKIE) is trusted after it matched
+ * the thread state's frame on its first hits on this CPU, and checked again
+ * every REG_CHECK_EVERY hits: one register read instead of the thread
+ * state's one or two reads. A site whose register ever disagrees goes back
+ * to the thread state for good (site_bad), counted in reg_mismatched.
+ */
+#define REG_CHECK_FIRST 16
+#define REG_CHECK_EVERY 64
+
+__u8 site_bad[PTG_PY_MAX_SITES] = {};
+__u64 reg_checked[PTG_MAX_CPUS] = {};
+__u64 reg_mismatched[PTG_MAX_CPUS] = {};
+
+/*
+ * The verifier takes ctx loads at a constant offset from ctx only, and the
+ * compiler would fold the cases below into one load from a computed
+ * address: each case is its own load instruction.
+ */
+#define ctx_reg(ctx, field)                                                                        \
+	({                                                                                         \
+		__u64 __v;                                                                         \
+		asm volatile("%0 = *(u64 *)(%1 + %2)"                                              \
+			     : "=r"(__v)                                                           \
+			     : "r"(ctx), "i"(__builtin_offsetof(struct pt_regs, field)));          \
+		__v;                                                                               \
+	})
+
+/* A general register of the target at the probe, by its pt_regs slot (user/proc/probesite.h). */
+static __always_inline __u64 reg_value(const struct pt_regs *ctx, __u32 slot)
+{
+	switch (slot) {
+	case 0:
+		return ctx_reg(ctx, r15);
+	case 1:
+		return ctx_reg(ctx, r14);
+	case 2:
+		return ctx_reg(ctx, r13);
+	case 3:
+		return ctx_reg(ctx, r12);
+	case 4:
+		return ctx_reg(ctx, bp);
+	case 5:
+		return ctx_reg(ctx, bx);
+	case 6:
+		return ctx_reg(ctx, r11);
+	case 7:
+		return ctx_reg(ctx, r10);
+	case 8:
+		return ctx_reg(ctx, r9);
+	case 9:
+		return ctx_reg(ctx, r8);
+	case 10:
+		return ctx_reg(ctx, ax);
+	case 11:
+		return ctx_reg(ctx, cx);
+	case 12:
+		return ctx_reg(ctx, dx);
+	case 13:
+		return ctx_reg(ctx, si);
+	case 14:
+		return ctx_reg(ctx, di);
+	}
+	return 0;
+}
+
+/*
+ * The frame that runs the probed handler. *from_reg says it came from the
+ * handler's own register: that frame executes the handler, so it is no shim.
+ */
+static __always_inline __u64 probe_frame(struct hit *h, const struct pt_regs *ctx, __u64 cookie,
+					 bool *from_reg)
+{
+	__u32 reg1 = PTG_PY_COOKIE_REG1(cookie), site = PTG_PY_COOKIE_SITE(cookie);
+	__u32 cpu = bpf_get_smp_processor_id() & (PTG_MAX_CPUS - 1), *hits;
+	__u64 frame, truth;
+
+	*from_reg = false;
+	if (!reg1 || reg1 > PTG_PY_NR_REGS || site_bad[site])
+		return current_frame(h);
+	frame = reg_value(ctx, reg1 - 1);
+	hits = &h->cc->site_hits[site];
+	if (!verify_regs && *hits >= REG_CHECK_FIRST && ++*hits % REG_CHECK_EVERY) {
+		*from_reg = true;
+		return frame;
+	}
+	truth = current_frame(h);
+	if (!truth) {
+		/* nothing to check against: trusted once checked, else lost as before */
+		*from_reg = *hits != 0;
+		return *hits ? frame : 0;
+	}
+	if (*hits < REG_CHECK_FIRST)
+		(*hits)++;
+	reg_checked[cpu]++;
+	if (truth == frame) {
+		*from_reg = true;
+		return frame;
+	}
+	site_bad[site] = 1;
+	__sync_fetch_and_add(&reg_mismatched[cpu], 1);
+	return truth;
 }
 
 /*
@@ -666,7 +773,7 @@ static __always_inline int resume_unit(__u64 prev_instr, __u64 code, const __u64
 	return 0;
 }
 
-static __always_inline int on_resume(struct hit *h)
+static __always_inline int on_resume(struct hit *h, const struct pt_regs *ctx, __u64 cookie)
 {
 	__u64 frame, code, prev_instr, previous, self;
 	__u64 blk[PTG_PY_FRAME_BLOCK_MAX / 8];
@@ -675,8 +782,9 @@ static __always_inline int on_resume(struct hit *h)
 	struct code_id id;
 	__u32 oparg, n;
 	__u16 unit = 0;
+	bool from_reg;
 
-	frame = current_frame(h);
+	frame = probe_frame(h, ctx, cookie, &from_reg);
 	if (!frame || read_frame(frame, blk, true)) {
 		count_loss(PTG_LOSS_PY_READ);
 		return 0;
@@ -713,15 +821,17 @@ static __always_inline int on_resume(struct hit *h)
  * probe sits after the handler made the caller current, the frame above
  * the current one (user/probes/pyframe.c tells which). A shim frame is sent as 0.
  */
-static __always_inline int on_leave(struct hit *h, __u16 kind)
+static __always_inline int on_leave(struct hit *h, __u16 kind, const struct pt_regs *ctx,
+				    __u64 cookie)
 {
-	__u64 frame = current_frame(h);
+	bool from_reg;
+	__u64 frame = probe_frame(h, ctx, cookie, &from_reg);
 
 	if (!frame) {
 		count_loss(PTG_LOSS_PY_READ);
 		return 0;
 	}
-	return emit(h, kind, 0, is_shim(frame) ? 0 : frame, 0, 0, 0, frame);
+	return emit(h, kind, 0, !from_reg && is_shim(frame) ? 0 : frame, 0, 0, 0, frame);
 }
 
 /* PyTraceBack_Here(PyFrameObject *f): the exception now is in f's frame. */
@@ -764,11 +874,11 @@ int py_probe(struct pt_regs *ctx)
 	hit_runtime(&h, ctx, cookie);
 	switch (PTG_PY_COOKIE_PROBE(cookie)) {
 	case PTG_PY_PROBE_RESUME:
-		return on_resume(&h);
+		return on_resume(&h, ctx, cookie);
 	case PTG_PY_PROBE_RETURN:
-		return on_leave(&h, PTG_EV_PY_RETURN);
+		return on_leave(&h, PTG_EV_PY_RETURN, ctx, cookie);
 	case PTG_PY_PROBE_YIELD:
-		return on_leave(&h, PTG_EV_PY_YIELD);
+		return on_leave(&h, PTG_EV_PY_YIELD, ctx, cookie);
 	case PTG_PY_PROBE_TRACEBACK:
 		return on_traceback(&h, PT_REGS_PARM1(ctx));
 	}
