@@ -180,7 +180,9 @@ struct hit {
 	struct cpu_cache *cc;
 	struct tid_info ti;
 	__u64 runtime;
+	__u64 id; /* bpf_get_current_pid_tgid() */
 	__u32 tgid;
+	__u32 cpu;
 };
 
 static __always_inline bool seq_lock(__u64 *seq, __u64 *was)
@@ -223,7 +225,9 @@ static __always_inline int hit_begin(struct hit *h)
 	__u32 tid = (__u32)id, zero = 0, *st;
 	struct py_thread *t;
 
+	h->id = id;
 	h->tgid = id >> 32;
+	h->cpu = bpf_get_smp_processor_id();
 	h->runtime = runtime_addr;
 	h->cc = bpf_map_lookup_elem(&cpu_cache, &zero);
 	if (!h->cc)
@@ -366,6 +370,7 @@ static __always_inline __u64 current_frame(struct hit *h)
 #define REG_CHECK_FIRST 16
 #define REG_CHECK_EVERY 64
 
+/* reg_mismatched also counts, in verify mode, shims the SHIM_SPAN test would have missed */
 __u8 site_bad[PTG_PY_MAX_SITES] = {};
 __u64 reg_checked[PTG_MAX_CPUS] = {};
 __u64 reg_mismatched[PTG_MAX_CPUS] = {};
@@ -430,7 +435,7 @@ static __always_inline __u64 probe_frame(struct hit *h, const struct pt_regs *ct
 					 bool *from_reg)
 {
 	__u32 reg1 = PTG_PY_COOKIE_REG1(cookie), site = PTG_PY_COOKIE_SITE(cookie);
-	__u32 cpu = bpf_get_smp_processor_id() & (PTG_MAX_CPUS - 1), *hits;
+	__u32 cpu = h->cpu & (PTG_MAX_CPUS - 1), *hits;
 	__u64 frame, truth;
 
 	*from_reg = false;
@@ -698,7 +703,7 @@ static __always_inline void set_state(struct hit *h, __u32 state)
 static __always_inline int emit(struct hit *h, __u16 kind, __u32 aux, __u64 a, __u64 b, __u64 c,
 				__u64 d, __u64 chain)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = h->id;
 	__u32 tid = (__u32)id;
 	__u64 ts = bpf_ktime_get_ns();
 	struct ptg_event *e;
@@ -718,7 +723,7 @@ static __always_inline int emit(struct hit *h, __u16 kind, __u32 aux, __u64 a, _
 	e->pid = id >> 32;
 	e->tid = tid;
 	e->kind = kind;
-	e->cpu = bpf_get_smp_processor_id();
+	e->cpu = h->cpu;
 	e->aux = aux;
 	e->a = a;
 	e->b = b;
@@ -773,6 +778,29 @@ static __always_inline int resume_unit(__u64 prev_instr, __u64 code, const __u64
 	return 0;
 }
 
+/*
+ * 3.12+: the shim frame under a frame entered from C is the eval loop's
+ * entry_frame, a local of _PyEval_EvalFrameDefault on the C stack, just
+ * above the stack pointer of the handler that runs. Frames called from
+ * Python live in the thread's data stack or in a generator, never on the C
+ * stack: only a previous frame near the stack pointer can be a shim, and
+ * only that one is read. A real frame near it costs the read, no more.
+ */
+#define SHIM_SPAN (64 << 10)
+
+static __always_inline bool near_sp(const struct pt_regs *ctx, __u64 addr)
+{
+	return addr - ctx_reg(ctx, sp) < SHIM_SPAN;
+}
+
+/* In verify mode (verify_regs) every one is read, and one far from sp counted as a mismatch. */
+static __always_inline bool maybe_shim(struct hit *h, const struct pt_regs *ctx, __u64 previous)
+{
+	if (verify_regs)
+		return true;
+	return near_sp(ctx, previous);
+}
+
 static __always_inline int on_resume(struct hit *h, const struct pt_regs *ctx, __u64 cookie)
 {
 	__u64 frame, code, prev_instr, previous, self;
@@ -794,9 +822,12 @@ static __always_inline int on_resume(struct hit *h, const struct pt_regs *ctx, _
 	previous = frame_u64(blk, off.frame_previous);
 	self = frame_u64(blk, off.frame_localsplus) & PTG_PY_REF_MASK;
 	/* 3.12+: a frame entered from C sits on a shim frame; its caller is below that */
-	if (previous && off.owner_cstack != 0xff && !read_frame(previous, blk, false) &&
-	    blk_is_shim(blk))
+	if (previous && off.owner_cstack != 0xff && maybe_shim(h, ctx, previous) &&
+	    !read_frame(previous, blk, false) && blk_is_shim(blk)) {
+		if (!near_sp(ctx, previous))
+			__sync_fetch_and_add(&reg_mismatched[h->cpu & (PTG_MAX_CPUS - 1)], 1);
 		previous = frame_u64(blk, off.frame_previous);
+	}
 	n = read_code_id(code, &id, cblk, true);
 	if (resume_unit(prev_instr, code, cblk, n, &unit)) {
 		count_loss(PTG_LOSS_PY_READ);
