@@ -439,11 +439,11 @@ static void report_regs(const struct pyframe *pf)
 
 	pyframe__stats(pf, &st);
 	if (st.reg_mismatched)
-		pr_warn("pyframe: the frame register of a probe site in %s disagreed with the "
-			"thread state %llu times in %llu checks; that site read the thread state "
+		pr_warn("pyframe: %llu of %llu checks of frames read from registers in %s "
+			"disagreed with the thread state; those probe sites read the thread state "
 			"instead",
-			pf->py.path, (unsigned long long)st.reg_mismatched,
-			(unsigned long long)st.reg_checked);
+			(unsigned long long)st.reg_mismatched, (unsigned long long)st.reg_checked,
+			pf->py.path);
 	else if (pf->skel->rodata->verify_regs)
 		pr_info("pyframe: frame registers: %llu hits checked, 0 mismatched",
 			(unsigned long long)st.reg_checked);
