@@ -376,8 +376,10 @@ __u64 reg_checked[PTG_MAX_CPUS] = {};
 __u64 reg_mismatched[PTG_MAX_CPUS] = {};
 
 /*
- * The frame that runs the probed handler. *from_reg says it came from the
- * handler's own register: that frame executes the handler, so it is no shim.
+ * The thread's current frame at the probe (what current_frame() reads). *from_reg
+ * says it came from the register that holds the handler's own frame: that
+ * frame executes the handler, so it is no shim. A PTG_PY_REG_TSTATE
+ * register holds the caller a return handler made current: maybe a shim.
  */
 static __always_inline __u64 probe_frame(struct hit *h, const struct pt_regs *ctx, __u64 cookie,
 					 bool *from_reg)
@@ -386,26 +388,28 @@ static __always_inline __u64 probe_frame(struct hit *h, const struct pt_regs *ct
 	__u32 cpu = h->cpu & (PTG_MAX_CPUS - 1), *hits;
 	__u64 frame, truth;
 
+	bool own = PTG_PY_COOKIE_OWN(cookie);
+
 	*from_reg = false;
 	if (!reg1 || reg1 > PTG_PY_NR_REGS || site_bad[site])
 		return current_frame(h);
 	frame = reg_value(ctx, reg1 - 1);
 	hits = &h->cc->site_hits[site];
 	if (!verify_regs && *hits >= REG_CHECK_FIRST && ++*hits % REG_CHECK_EVERY) {
-		*from_reg = true;
+		*from_reg = own;
 		return frame;
 	}
 	truth = current_frame(h);
 	if (!truth) {
 		/* nothing to check against: trusted once checked, else lost as before */
-		*from_reg = *hits != 0;
+		*from_reg = own && *hits != 0;
 		return *hits ? frame : 0;
 	}
 	if (*hits < REG_CHECK_FIRST)
 		(*hits)++;
 	reg_checked[cpu]++;
 	if (truth == frame) {
-		*from_reg = true;
+		*from_reg = own;
 		return frame;
 	}
 	site_bad[site] = 1;

@@ -26,13 +26,19 @@ static const char *const names[PROBESITE_NR_REGS] = {
 static void append(char *buf, size_t len, const int8_t *regs, int n)
 {
 	for (int i = 0; i < n; i++) {
-		const char *r = regs[i] >= 0 && regs[i] < PROBESITE_NR_REGS ? names[regs[i]] : "-";
+		int slot = regs[i] & ~PY_REG_TSTATE;
+		const char *r = regs[i] >= 0 && slot < PROBESITE_NR_REGS ? names[slot] : "-";
 
-		snprintf(buf + strlen(buf), len - strlen(buf), " %s", r);
+		/* "(ts)": the thread state's frame (the caller), not the handler's */
+		snprintf(buf + strlen(buf), len - strlen(buf), " %s%s", r,
+			 regs[i] >= 0 && (regs[i] & PY_REG_TSTATE) ? "(ts)" : "");
 	}
 }
 
-/* "resume rbp rbp return rbp yield rbp": the register of each site, "-" where none. */
+/*
+ * "resume rbp rbp return rbp yield rbp": the register of each site, "-"
+ * where none.
+ */
 static void check_regs(const char *path, const char *expect)
 {
 	struct py_interp py;
@@ -75,6 +81,17 @@ static const uint8_t late[] = {0x48, 0x89, 0xc3, 0x4c, 0x89, 0x7b, 0x38, 0xeb, 0
 /* a store at another offset (0x40) only: no frame found */
 static const uint8_t other[] = {0x4c, 0x89, 0x75, 0x40, 0xeb, 0xfe};
 
+/*
+ * A return handler that makes the caller current before the site:
+ * 0x1000: mov %rbp,%rsi           48 89 ee
+ * 0x1003: mov 0x8(%rbp),%r12      4c 8b 65 08
+ * 0x1007: mov %r12,%rbp           4c 89 e5     the frame's register overwritten
+ * 0x100a: mov %r12,0x48(%rax)     4c 89 60 48  tstate->current_frame = caller
+ * 0x100e: call .                  e8 00 00 00 00  the site
+ */
+static const uint8_t switched[] = {0x48, 0x89, 0xee, 0x4c, 0x8b, 0x65, 0x08, 0x4c, 0x89, 0xe5,
+				   0x4c, 0x89, 0x60, 0x48, 0xe8, 0x00, 0x00, 0x00, 0x00};
+
 static int reg_of(const uint8_t *bytes, size_t size, uint64_t site)
 {
 	struct probesite_code code = {.bytes = bytes, .addr = 0x1000, .size = size};
@@ -92,17 +109,28 @@ int main(void)
 	ASSERT_EQ(reg_of(after, sizeof(after), 0x1000), PROBESITE_RBX, "store at the site");
 	ASSERT_EQ(reg_of(late, sizeof(late), 0x1000), -1, "written between site and store");
 	ASSERT_EQ(reg_of(other, sizeof(other), 0x1000), -1, "no store at the offset");
+	{
+		struct probesite_code code = {
+		    .bytes = switched, .addr = 0x1000, .size = sizeof(switched)};
+
+		ASSERT_EQ(probesite_frame_reg(&code, 0x1000, 0x100e, 0x38), -1,
+			  "no frame store: the handler's frame is gone");
+		ASSERT_EQ(probesite_current_reg(&code, 0x1000, 0x100e, 0x48), PROBESITE_R12,
+			  "the caller made current");
+		ASSERT_EQ(probesite_current_reg(&code, 0x1000, 0x1007, 0x48), -1,
+			  "the store after the site does not count");
+	}
 
 	check_regs("/usr/bin/python3.11", "resume rbx rbx return rbx yield rbx");
 	check_regs("/root/.pyenv/versions/3.11.7/lib/libpython3.11.so.1.0",
 		   "resume rbp rbp return rbp yield rbp");
 	check_regs("/root/.pyenv/versions/3.12.1/lib/libpython3.12.so.1.0",
 		   "resume rbx rbx return rbx rbx rbx rbx yield rbx rbx");
-	/* RETURN_VALUE's site comes after the handler made the caller current */
+	/* RETURN_VALUE's site comes after the handler made the caller (r12) current */
 	check_regs("/root/.pyenv/versions/3.13.0/lib/libpython3.13.so.1.0",
-		   "resume rbp rbp rbp return - rbp rbp rbp yield rbp rbp");
+		   "resume rbp rbp rbp return r12(ts) rbp rbp rbp yield rbp rbp");
 	snprintf(path, sizeof(path), "%s/trixie/usr/bin/python3.13", chroots);
-	check_regs(path, "resume rbx rbx rbx return - rbx rbx rbx yield rbx rbx");
+	check_regs(path, "resume rbx rbx rbx return r12(ts) rbx rbx rbx yield rbx rbx");
 	snprintf(path, sizeof(path), "%s/forky/usr/bin/python3.14", chroots);
 	check_regs(path, "resume rbx rbx rbx return rbx rbx yield rbx rbx");
 	snprintf(path, sizeof(path), "%s/sid/usr/bin/python3.14", chroots);

@@ -251,7 +251,11 @@ static uint64_t site_cookie(enum ptg_py_probe probe, int site, int8_t reg)
 {
 	bool no_regs = env_is_1("PTG_PYFRAME_NO_REGS");
 
-	return PTG_PY_COOKIE(probe, site, reg >= 0 && !no_regs ? reg + 1 : 0, 0);
+	if (reg < 0 || no_regs)
+		return PTG_PY_COOKIE(probe, site, 0, 0);
+	return PTG_PY_COOKIE(
+	    probe, site,
+	    ((reg & ~PY_REG_TSTATE) + 1) | (reg & PY_REG_TSTATE ? PTG_PY_REG_TSTATE : 0), 0);
 }
 
 /* The probe sites of the interpreter and what each does (its BPF cookie). */

@@ -165,8 +165,11 @@ static uint32_t written(csh cs, const cs_insn *in)
 	return mask;
 }
 
-/* Is in `mov %reg, disp(%base)` (8 bytes) with base a general register? Its slot then. */
-static int frame_store(const cs_insn *in, int32_t disp)
+/*
+ * Is in `mov %src, disp(%base)` (8 bytes), both general registers? The slot
+ * of base (or of src) then.
+ */
+static int store_at(const cs_insn *in, int32_t disp, bool want_src)
 {
 	const cs_x86 *x = &in->detail->x86;
 	const cs_x86_op *dst = &x->operands[0], *src = &x->operands[1];
@@ -175,11 +178,19 @@ static int frame_store(const cs_insn *in, int32_t disp)
 	    dst->size != 8 || src->type != X86_OP_REG || dst->mem.index != X86_REG_INVALID ||
 	    dst->mem.segment != X86_REG_INVALID || dst->mem.disp != disp)
 		return -1;
+	if (want_src)
+		return gpr_slot(dst->mem.base) < 0 ? -1 : gpr_slot(src->reg);
 	return gpr_slot(dst->mem.base);
 }
 
-int probesite_frame_reg(const struct probesite_code *code, uint64_t start, uint64_t site,
-			int32_t disp)
+/*
+ * The register of the first such store in the handler's straight-line
+ * start, when it holds the same at the site: no write to it between the
+ * store and the site (either may come first; with before_only, the store
+ * must come first).
+ */
+static int find_store(const struct probesite_code *code, uint64_t start, uint64_t site,
+		      int32_t disp, bool want_src, bool before_only)
 {
 	uint64_t addr = start;
 	const uint8_t *p;
@@ -208,7 +219,9 @@ int probesite_frame_reg(const struct probesite_code *code, uint64_t start, uint6
 			found = reg;
 			break;
 		}
-		if (reg < 0 && (r = frame_store(in, disp)) >= 0) {
+		if (reg < 0 && (r = store_at(in, disp, want_src)) >= 0) {
+			if (passed && before_only)
+				break;
 			if (passed) {
 				/* stored after the site: kept from the site up to the store */
 				found = since_site & (1u << r) ? -1 : r;
@@ -228,4 +241,16 @@ int probesite_frame_reg(const struct probesite_code *code, uint64_t start, uint6
 	cs_free(in, 1);
 	cs_close(&cs);
 	return found;
+}
+
+int probesite_frame_reg(const struct probesite_code *code, uint64_t start, uint64_t site,
+			int32_t disp)
+{
+	return find_store(code, start, site, disp, false, false);
+}
+
+int probesite_current_reg(const struct probesite_code *code, uint64_t start, uint64_t site,
+			  int32_t disp)
+{
+	return find_store(code, start, site, disp, true, true);
 }

@@ -67,4 +67,15 @@ enum probesite_reg {
 int probesite_frame_reg(const struct probesite_code *code, uint64_t start, uint64_t site,
 			int32_t disp);
 
+/*
+ * Where a return handler's site comes after it made the caller the thread's
+ * current frame (tstate->current_frame = caller, 3.13+, at disp): the
+ * register it stored, when the store comes before the site and nothing
+ * writes the register in between. That register then holds what the thread
+ * state says (the caller, maybe a C-stack shim), not the handler's own
+ * frame. -1 when there is none.
+ */
+int probesite_current_reg(const struct probesite_code *code, uint64_t start, uint64_t site,
+			  int32_t disp);
+
 #endif /* PTG_PROBESITE_H */
