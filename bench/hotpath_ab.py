@@ -13,6 +13,10 @@ py_probe per program run, from the kernel's BPF statistics, turned on
 through a BPF_ENABLE_STATS file descriptor only while the work runs (it
 counts with the sysctl, so another user's statistics are never turned off).
 Prints the median and every round of each binary. A benchmark, not a test.
+
+A BINARY may be a script that sets the environment and execs ptrace-gpu:
+PTG_PYFRAME_NO_REGS=1 takes the frame from the thread state instead of the
+handler's register (docs/design.md), for an A/B of that alone.
 """
 import argparse
 import ctypes

@@ -44,6 +44,8 @@ const volatile __u8 resume_not_a_call = 0xff; /* 3.15: RESUME_AT_GEN_EXPR_START 
  * comes from the probe's own address and its cookie, not runtime_addr.
  */
 const volatile bool filter_tgids = false;
+/* check the frame of every register-read hit against the thread state (PTG_PYFRAME_VERIFY=1) */
+const volatile bool verify_regs = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -161,6 +163,7 @@ struct cpu_cache {
 	struct thread_entry thread;
 	struct code_entry code[CODE_SLOTS];
 	__u64 events; /* for ptg_wakeup_flags_every(); a lost count on preemption is harmless */
+	__u32 site_hits[PTG_PY_MAX_SITES]; /* register-read hits of each site: when to check */
 };
 
 struct {
@@ -177,7 +180,9 @@ struct hit {
 	struct cpu_cache *cc;
 	struct tid_info ti;
 	__u64 runtime;
+	__u64 id; /* bpf_get_current_pid_tgid() */
 	__u32 tgid;
+	__u32 cpu;
 };
 
 static __always_inline bool seq_lock(__u64 *seq, __u64 *was)
@@ -220,7 +225,9 @@ static __always_inline int hit_begin(struct hit *h)
 	__u32 tid = (__u32)id, zero = 0, *st;
 	struct py_thread *t;
 
+	h->id = id;
 	h->tgid = id >> 32;
+	h->cpu = bpf_get_smp_processor_id();
 	h->runtime = runtime_addr;
 	h->cc = bpf_map_lookup_elem(&cpu_cache, &zero);
 	if (!h->cc)
@@ -351,6 +358,63 @@ static __always_inline __u64 current_frame(struct hit *h)
 	thread_changed(h);
 	tstate_frame(fresh.tstate, fresh.ns_tid, &frame);
 	return frame;
+}
+
+/*
+ * The frame register of a site (PTG_PY_COOKIE) is trusted after it matched
+ * the thread state's frame on its first hits on this CPU, and checked again
+ * every REG_CHECK_EVERY hits: one register read instead of the thread
+ * state's one or two reads. A site whose register ever disagrees goes back
+ * to the thread state for good (site_bad), counted in reg_mismatched.
+ */
+#define REG_CHECK_FIRST 16
+#define REG_CHECK_EVERY 64
+
+/* reg_mismatched also counts, in verify mode, shims the SHIM_SPAN test would have missed */
+__u8 site_bad[PTG_PY_MAX_SITES] = {};
+__u64 reg_checked[PTG_MAX_CPUS] = {};
+__u64 reg_mismatched[PTG_MAX_CPUS] = {};
+
+/*
+ * The thread's current frame at the probe (what current_frame() reads). *from_reg
+ * says it came from the register that holds the handler's own frame: that
+ * frame executes the handler, so it is no shim. A PTG_PY_REG_TSTATE
+ * register holds the caller a return handler made current: maybe a shim.
+ */
+static __always_inline __u64 probe_frame(struct hit *h, const struct pt_regs *ctx, __u64 cookie,
+					 bool *from_reg)
+{
+	__u32 reg1 = PTG_PY_COOKIE_REG1(cookie), site = PTG_PY_COOKIE_SITE(cookie);
+	__u32 cpu = h->cpu & (PTG_MAX_CPUS - 1), *hits;
+	__u64 frame, truth;
+
+	bool own = PTG_PY_COOKIE_OWN(cookie);
+
+	*from_reg = false;
+	if (!reg1 || reg1 > PTG_PY_NR_REGS || site_bad[site])
+		return current_frame(h);
+	frame = reg_value(ctx, reg1 - 1);
+	hits = &h->cc->site_hits[site];
+	if (!verify_regs && *hits >= REG_CHECK_FIRST && ++*hits % REG_CHECK_EVERY) {
+		*from_reg = own;
+		return frame;
+	}
+	truth = current_frame(h);
+	if (!truth) {
+		/* nothing to check against: trusted once checked, else lost as before */
+		*from_reg = own && *hits != 0;
+		return *hits ? frame : 0;
+	}
+	if (*hits < REG_CHECK_FIRST)
+		(*hits)++;
+	reg_checked[cpu]++;
+	if (truth == frame) {
+		*from_reg = own;
+		return frame;
+	}
+	site_bad[site] = 1;
+	__sync_fetch_and_add(&reg_mismatched[cpu], 1);
+	return truth;
 }
 
 /*
@@ -591,7 +655,7 @@ static __always_inline void set_state(struct hit *h, __u32 state)
 static __always_inline int emit(struct hit *h, __u16 kind, __u32 aux, __u64 a, __u64 b, __u64 c,
 				__u64 d, __u64 chain)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = h->id;
 	__u32 tid = (__u32)id;
 	__u64 ts = bpf_ktime_get_ns();
 	struct ptg_event *e;
@@ -611,7 +675,7 @@ static __always_inline int emit(struct hit *h, __u16 kind, __u32 aux, __u64 a, _
 	e->pid = id >> 32;
 	e->tid = tid;
 	e->kind = kind;
-	e->cpu = bpf_get_smp_processor_id();
+	e->cpu = h->cpu;
 	e->aux = aux;
 	e->a = a;
 	e->b = b;
@@ -666,7 +730,30 @@ static __always_inline int resume_unit(__u64 prev_instr, __u64 code, const __u64
 	return 0;
 }
 
-static __always_inline int on_resume(struct hit *h)
+/*
+ * 3.12+: the shim frame under a frame entered from C is the eval loop's
+ * entry_frame, a local of _PyEval_EvalFrameDefault on the C stack, just
+ * above the stack pointer of the handler that runs. Frames called from
+ * Python live in the thread's data stack or in a generator, never on the C
+ * stack: only a previous frame near the stack pointer can be a shim, and
+ * only that one is read. A real frame near it costs the read, no more.
+ */
+#define SHIM_SPAN (64 << 10)
+
+static __always_inline bool near_sp(const struct pt_regs *ctx, __u64 addr)
+{
+	return addr - ctx_reg(ctx, sp) < SHIM_SPAN;
+}
+
+/* In verify mode (verify_regs) every one is read, and one far from sp counted as a mismatch. */
+static __always_inline bool maybe_shim(struct hit *h, const struct pt_regs *ctx, __u64 previous)
+{
+	if (verify_regs)
+		return true;
+	return near_sp(ctx, previous);
+}
+
+static __always_inline int on_resume(struct hit *h, const struct pt_regs *ctx, __u64 cookie)
 {
 	__u64 frame, code, prev_instr, previous, self;
 	__u64 blk[PTG_PY_FRAME_BLOCK_MAX / 8];
@@ -675,8 +762,9 @@ static __always_inline int on_resume(struct hit *h)
 	struct code_id id;
 	__u32 oparg, n;
 	__u16 unit = 0;
+	bool from_reg;
 
-	frame = current_frame(h);
+	frame = probe_frame(h, ctx, cookie, &from_reg);
 	if (!frame || read_frame(frame, blk, true)) {
 		count_loss(PTG_LOSS_PY_READ);
 		return 0;
@@ -686,9 +774,12 @@ static __always_inline int on_resume(struct hit *h)
 	previous = frame_u64(blk, off.frame_previous);
 	self = frame_u64(blk, off.frame_localsplus) & PTG_PY_REF_MASK;
 	/* 3.12+: a frame entered from C sits on a shim frame; its caller is below that */
-	if (previous && off.owner_cstack != 0xff && !read_frame(previous, blk, false) &&
-	    blk_is_shim(blk))
+	if (previous && off.owner_cstack != 0xff && maybe_shim(h, ctx, previous) &&
+	    !read_frame(previous, blk, false) && blk_is_shim(blk)) {
+		if (!near_sp(ctx, previous))
+			__sync_fetch_and_add(&reg_mismatched[h->cpu & (PTG_MAX_CPUS - 1)], 1);
 		previous = frame_u64(blk, off.frame_previous);
+	}
 	n = read_code_id(code, &id, cblk, true);
 	if (resume_unit(prev_instr, code, cblk, n, &unit)) {
 		count_loss(PTG_LOSS_PY_READ);
@@ -713,15 +804,17 @@ static __always_inline int on_resume(struct hit *h)
  * probe sits after the handler made the caller current, the frame above
  * the current one (user/probes/pyframe.c tells which). A shim frame is sent as 0.
  */
-static __always_inline int on_leave(struct hit *h, __u16 kind)
+static __always_inline int on_leave(struct hit *h, __u16 kind, const struct pt_regs *ctx,
+				    __u64 cookie)
 {
-	__u64 frame = current_frame(h);
+	bool from_reg;
+	__u64 frame = probe_frame(h, ctx, cookie, &from_reg);
 
 	if (!frame) {
 		count_loss(PTG_LOSS_PY_READ);
 		return 0;
 	}
-	return emit(h, kind, 0, is_shim(frame) ? 0 : frame, 0, 0, 0, frame);
+	return emit(h, kind, 0, !from_reg && is_shim(frame) ? 0 : frame, 0, 0, 0, frame);
 }
 
 /* PyTraceBack_Here(PyFrameObject *f): the exception now is in f's frame. */
@@ -764,11 +857,11 @@ int py_probe(struct pt_regs *ctx)
 	hit_runtime(&h, ctx, cookie);
 	switch (PTG_PY_COOKIE_PROBE(cookie)) {
 	case PTG_PY_PROBE_RESUME:
-		return on_resume(&h);
+		return on_resume(&h, ctx, cookie);
 	case PTG_PY_PROBE_RETURN:
-		return on_leave(&h, PTG_EV_PY_RETURN);
+		return on_leave(&h, PTG_EV_PY_RETURN, ctx, cookie);
 	case PTG_PY_PROBE_YIELD:
-		return on_leave(&h, PTG_EV_PY_YIELD);
+		return on_leave(&h, PTG_EV_PY_YIELD, ctx, cookie);
 	case PTG_PY_PROBE_TRACEBACK:
 		return on_traceback(&h, PT_REGS_PARM1(ctx));
 	}

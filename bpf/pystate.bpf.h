@@ -115,4 +115,59 @@ static __always_inline __u64 py_tstate_frame(const volatile struct ptg_py_offset
 	return py_read_ptr(holder + off->cframe_current_frame);
 }
 
+/*
+ * The verifier takes ctx loads at a constant offset from ctx only, and the
+ * compiler would fold the cases below into one load from a computed
+ * address: each case is its own load instruction.
+ */
+#define ctx_reg(ctx, field)                                                                        \
+	({                                                                                         \
+		__u64 __v;                                                                         \
+		asm volatile("%0 = *(u64 *)(%1 + %2)"                                              \
+			     : "=r"(__v)                                                           \
+			     : "r"(ctx), "i"(__builtin_offsetof(struct pt_regs, field)));          \
+		__v;                                                                               \
+	})
+
+/*
+ * A general register of the target at the probe, by its pt_regs slot
+ * (user/proc/probesite.h: the frame register of a handler's probe site).
+ */
+static __always_inline __u64 reg_value(const struct pt_regs *ctx, __u32 slot)
+{
+	switch (slot) {
+	case 0:
+		return ctx_reg(ctx, r15);
+	case 1:
+		return ctx_reg(ctx, r14);
+	case 2:
+		return ctx_reg(ctx, r13);
+	case 3:
+		return ctx_reg(ctx, r12);
+	case 4:
+		return ctx_reg(ctx, bp);
+	case 5:
+		return ctx_reg(ctx, bx);
+	case 6:
+		return ctx_reg(ctx, r11);
+	case 7:
+		return ctx_reg(ctx, r10);
+	case 8:
+		return ctx_reg(ctx, r9);
+	case 9:
+		return ctx_reg(ctx, r8);
+	case 10:
+		return ctx_reg(ctx, ax);
+	case 11:
+		return ctx_reg(ctx, cx);
+	case 12:
+		return ctx_reg(ctx, dx);
+	case 13:
+		return ctx_reg(ctx, si);
+	case 14:
+		return ctx_reg(ctx, di);
+	}
+	return 0;
+}
+
 #endif /* PTG_PYSTATE_BPF_H */

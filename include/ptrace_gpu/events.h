@@ -86,14 +86,30 @@ enum ptg_op_site {
 #define PTG_OP_COOKIE_DELTA(c) ((__s16)((c) >> 16))
 
 /*
- * BPF cookie of each Python probe site: what the handler at that address does
- * (low byte) and, for probes on a file rather than one process, _PyRuntime's
- * address less the site's (the rest, signed): the same in every process that
- * maps the file, so the probe finds _PyRuntime at any load address.
+ * BPF cookie of each Python probe site:
+ *   bits  0-7   what the handler at that address does (enum ptg_py_probe)
+ *   bits  8-12  the site's number (< PTG_PY_MAX_SITES): its state in BPF
+ *   bits 16-23  1 + the pt_regs slot of the register that holds the frame
+ *               there (user/proc/probesite.h), 0 when none does; with
+ *               PTG_PY_REG_TSTATE it is the thread state's current frame
+ *               (the caller, past a return handler's switch), not the
+ *               handler's own
+ *   bits 32-63  for probes on a file rather than one process, _PyRuntime's
+ *               address less the site's (signed): the same in every process
+ *               that maps the file, so the probe finds _PyRuntime at any load
+ *               address
  */
-#define PTG_PY_COOKIE(probe, delta) ((__u64)(probe) | (__u64)(delta) << 8)
-#define PTG_PY_COOKIE_PROBE(c)	    ((__u32)((c)&0xff))
-#define PTG_PY_COOKIE_DELTA(c)	    ((__s64)(c) >> 8)
+#define PTG_PY_MAX_SITES 32
+#define PTG_PY_NR_REGS	 15 /* general registers but rsp, in pt_regs order: r15 .. rdi */
+#define PTG_PY_COOKIE(probe, site, reg1, delta)                                                    \
+	((__u64)(probe) | (__u64)((site) & (PTG_PY_MAX_SITES - 1)) << 8 |                          \
+	 (__u64)(__u8)(reg1) << 16 | (__u64)(__u32)(delta) << 32)
+#define PTG_PY_COOKIE_PROBE(c) ((__u32)((c)&0xff))
+#define PTG_PY_COOKIE_SITE(c)  ((__u32)((c) >> 8) & (PTG_PY_MAX_SITES - 1))
+#define PTG_PY_COOKIE_REG1(c)  ((__u32)((c) >> 16) & 0x7f)
+#define PTG_PY_REG_TSTATE      0x80 /* in the register byte */
+#define PTG_PY_COOKIE_OWN(c)   (!((c) >> 16 & PTG_PY_REG_TSTATE))
+#define PTG_PY_COOKIE_DELTA(c) ((__s64)(__s32)((c) >> 32))
 enum ptg_py_probe {
 	PTG_PY_PROBE_RESUME = 1,    /* RESUME / RESUME_QUICK handler */
 	PTG_PY_PROBE_RETURN = 2,    /* RETURN_VALUE handler */

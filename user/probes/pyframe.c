@@ -15,12 +15,16 @@
 #include "probes/pystack.h"
 #include "probes/uprobe_multi.h"
 #include "proc/elf_file.h"
+#include "proc/probesite.h"
 #include "proc/procfs.h"
 #include "ptrace_gpu/events.h"
 #include "pyframe.skel.h"
 #include "pyinterp/pycode.h"
 
-#define MAX_SITES 16
+/* RESUME, return and yield handlers, and PyTraceBack_Here */
+#define MAX_SITES (3 * PY_MAX_HANDLERS + 1)
+_Static_assert(MAX_SITES <= PTG_PY_MAX_SITES, "a site's number must fit its cookie");
+_Static_assert(PROBESITE_NR_REGS == PTG_PY_NR_REGS, "one register numbering for both sides");
 
 /* The probes of one process, or of the file in every process (pid -1). */
 struct pyframe_att {
@@ -112,6 +116,13 @@ static int write_losses(struct tracer *t, void *ctx)
 	return pyframe__write_losses(ctx);
 }
 
+static bool env_is_1(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && !strcmp(v, "1");
+}
+
 static int open_common(const struct py_interp *py, struct tracer *t, int traced_fd,
 		       struct pyframe **out)
 {
@@ -160,6 +171,7 @@ static int open_common(const struct py_interp *py, struct tracer *t, int traced_
 						      PTG_BPF_TRACE_UPROBE_MULTI);
 	}
 	pf->skel->rodata->filter_tgids = pf->shared;
+	pf->skel->rodata->verify_regs = env_is_1("PTG_PYFRAME_VERIFY");
 	err = bpf_map__reuse_fd(pf->skel->maps.events, tracer__ringbuf_fd(t));
 	if (!err && pf->shared)
 		err = bpf_map__reuse_fd(pf->skel->maps.traced, traced_fd);
@@ -217,11 +229,33 @@ static int add_deltas(const struct py_interp *py, const uint64_t *offs, uint64_t
 	if (err)
 		return err;
 	for (int i = 0; !err && i < n; i++) {
+		int64_t delta;
+
 		err = elf_file__segment_bias(ef, offs[i], &vmo);
-		cookies[i] = PTG_PY_COOKIE(cookies[i], (int64_t)(runtime - (offs[i] + vmo)));
+		delta = (int64_t)(runtime - (offs[i] + vmo));
+		/* one file's text and data: never 2 GiB apart */
+		if (!err && (delta < INT32_MIN || delta > INT32_MAX))
+			err = -E2BIG;
+		cookies[i] |= PTG_PY_COOKIE(0, 0, 0, delta);
 	}
 	elf_file__close(ef);
 	return err;
+}
+
+/*
+ * The cookie of a handler's site: its number, and the register that holds
+ * the frame there unless the frame is to come from the thread state
+ * (PTG_PYFRAME_NO_REGS=1, for measuring what the registers save).
+ */
+static uint64_t site_cookie(enum ptg_py_probe probe, int site, int8_t reg)
+{
+	bool no_regs = env_is_1("PTG_PYFRAME_NO_REGS");
+
+	if (reg < 0 || no_regs)
+		return PTG_PY_COOKIE(probe, site, 0, 0);
+	return PTG_PY_COOKIE(
+	    probe, site,
+	    ((reg & ~PY_REG_TSTATE) + 1) | (reg & PY_REG_TSTATE ? PTG_PY_REG_TSTATE : 0), 0);
 }
 
 /* The probe sites of the interpreter and what each does (its BPF cookie). */
@@ -231,19 +265,19 @@ static int probe_sites(const struct py_interp *py, uint64_t *offs, uint64_t *coo
 
 	for (int i = 0; i < py->nresume; i++, n++) {
 		offs[n] = py->resume_offs[i];
-		cookies[n] = PTG_PY_PROBE_RESUME;
+		cookies[n] = site_cookie(PTG_PY_PROBE_RESUME, n, py->resume_regs[i]);
 	}
 	for (int i = 0; i < py->nreturn; i++, n++) {
 		offs[n] = py->return_offs[i];
-		cookies[n] = PTG_PY_PROBE_RETURN;
+		cookies[n] = site_cookie(PTG_PY_PROBE_RETURN, n, py->return_regs[i]);
 	}
 	for (int i = 0; i < py->nyield; i++, n++) {
 		offs[n] = py->yield_offs[i];
-		cookies[n] = PTG_PY_PROBE_YIELD;
+		cookies[n] = site_cookie(PTG_PY_PROBE_YIELD, n, py->yield_regs[i]);
 	}
 	offs[n] = py->traceback_off;
-	cookies[n++] = PTG_PY_PROBE_TRACEBACK;
-	return n;
+	cookies[n] = site_cookie(PTG_PY_PROBE_TRACEBACK, n, -1);
+	return ++n;
 }
 
 static int attach_one(struct pyframe_att *a, const char *path, struct bpf_program *prog, bool ret,
@@ -389,15 +423,42 @@ void pyframe__stats(const struct pyframe *pf, struct pyframe_stats *st)
 	st->unmatched = ps.unmatched;
 	st->redispatched = ps.redispatched;
 	st->hidden = ps.hidden;
-	for (int cpu = 0; cpu < PTG_MAX_CPUS; cpu++)
+	for (int cpu = 0; cpu < PTG_MAX_CPUS; cpu++) {
 		st->dropped +=
 		    bss->losses[cpu][PTG_LOSS_PY_EVENT] + bss->losses[cpu][PTG_LOSS_PY_STACK];
+		st->reg_checked += bss->reg_checked[cpu];
+		st->reg_mismatched += bss->reg_mismatched[cpu];
+	}
+}
+
+/*
+ * A site whose frame register disagreed with the thread state went back to
+ * the thread state, and nothing was lost: said all the same, since it means
+ * the finder (user/proc/probesite.c) misread this build. PTG_PYFRAME_VERIFY=1
+ * checks every hit and says how many were.
+ */
+static void report_regs(const struct pyframe *pf)
+{
+	struct pyframe_stats st;
+
+	pyframe__stats(pf, &st);
+	if (st.reg_mismatched)
+		pr_warn("pyframe: %llu of %llu checks of frames read from registers in %s "
+			"disagreed with the thread state; those probe sites read the thread state "
+			"instead",
+			(unsigned long long)st.reg_mismatched, (unsigned long long)st.reg_checked,
+			pf->py.path);
+	else if (pf->skel->rodata->verify_regs)
+		pr_info("pyframe: frame registers: %llu hits checked, 0 mismatched",
+			(unsigned long long)st.reg_checked);
 }
 
 void pyframe__destroy(struct pyframe *pf)
 {
 	if (!pf)
 		return;
+	if (pf->skel && pf->skel->bss)
+		report_regs(pf);
 	pyframe__detach(pf);
 	pyframe_bpf__destroy(pf->skel);
 	pystack__free(pf->ps);

@@ -58,9 +58,28 @@ static uint64_t table_default(const uint64_t table[256])
 }
 
 /* A handler the table sends its opcode to; optional ones may be missing from a build. */
+/*
+ * The register that holds the frame at a handler's site: its own frame
+ * (disp: frame->prev_instr), or, past the point where a return handler made
+ * the caller current, the thread state's frame (cur: tstate->current_frame,
+ * 3.13+; -1 before). -1 when none does.
+ */
+static int8_t site_reg(const struct probesite_code *code, uint64_t start, uint64_t site,
+		       int32_t disp, int32_t cur)
+{
+	int r;
+
+	if (!code)
+		return -1;
+	r = probesite_frame_reg(code, start, site, disp);
+	if (r < 0 && cur >= 0 && (r = probesite_current_reg(code, start, site, cur)) >= 0)
+		r |= PY_REG_TSTATE;
+	return (int8_t)r;
+}
+
 static int handler_offsets(const struct elf_file *ef, const uint64_t table[256],
-			   const struct probesite_code *code, const uint8_t *ops, uint64_t *offs,
-			   int *n)
+			   const struct probesite_code *code, const int32_t disp[2],
+			   const uint8_t *ops, uint64_t *offs, int8_t *regs, int *n)
 {
 	uint64_t dflt = table_default(table);
 
@@ -77,6 +96,8 @@ static int handler_offsets(const struct elf_file *ef, const uint64_t table[256],
 		site = code ? probesite_refine(code, table[ops[i]]) : table[ops[i]];
 		if (elf_file__vaddr_to_offset(ef, site, &offs[*n]))
 			return -ENOENT;
+		/* the frame's register there: the probe reads it instead of the thread state */
+		regs[*n] = site_reg(code, table[ops[i]], site, disp[0], disp[1]);
 		/* two opcodes may share one handler: one probe is enough */
 		bool dup = false;
 		for (int k = 0; k < *n; k++)
@@ -227,6 +248,7 @@ static int find_handlers(const struct elf_file *ef, struct py_interp *py, char *
 	struct table_ctx tctx = {.ef = ef};
 	uint64_t table[256];
 	uint8_t *evalbytes;
+	int32_t disp[2];
 	int ret;
 
 	if (elf_file__find_sym(ef, "_PyEval_EvalFrameDefault", false, &eval) || !eval.size)
@@ -265,12 +287,16 @@ static int find_handlers(const struct elf_file *ef, struct py_interp *py, char *
 		py->handlers_lo = code.addr;
 		py->handlers_hi = code.addr + code.size;
 	}
-	ret = handler_offsets(ef, table, code.bytes ? &code : NULL, py->ops.resume, py->resume_offs,
-			      &py->nresume) ||
-	      handler_offsets(ef, table, code.bytes ? &code : NULL, py->ops.ret, py->return_offs,
-			      &py->nreturn) ||
-	      handler_offsets(ef, table, code.bytes ? &code : NULL, py->ops.yield, py->yield_offs,
-			      &py->nyield);
+	disp[0] = (int32_t)py->info->off.frame_prev_instr;
+	disp[1] = py->info->off.tstate_cframe == PTG_OFF_NONE
+		      ? (int32_t)py->info->off.cframe_current_frame
+		      : -1;
+	ret = handler_offsets(ef, table, code.bytes ? &code : NULL, disp, py->ops.resume,
+			      py->resume_offs, py->resume_regs, &py->nresume) ||
+	      handler_offsets(ef, table, code.bytes ? &code : NULL, disp, py->ops.ret,
+			      py->return_offs, py->return_regs, &py->nreturn) ||
+	      handler_offsets(ef, table, code.bytes ? &code : NULL, disp, py->ops.yield,
+			      py->yield_offs, py->yield_regs, &py->nyield);
 	free((void *)code.bytes);
 	free(evalbytes);
 	if (ret)

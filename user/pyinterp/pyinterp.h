@@ -15,6 +15,7 @@
 #include "ptrace_gpu/pyoffsets.h"
 
 #define PY_MAX_HANDLERS 6
+#define PY_REG_TSTATE	0x40 /* see py_interp.resume_regs */
 
 /*
  * How an object keeps its instance dict, which changed in each version:
@@ -128,6 +129,15 @@ struct py_interp {
 	uint64_t resume_offs[PY_MAX_HANDLERS];
 	uint64_t return_offs[PY_MAX_HANDLERS];
 	uint64_t yield_offs[PY_MAX_HANDLERS];
+	/*
+	 * at each site, the register that holds the frame (enum probesite_reg),
+	 * with PY_REG_TSTATE where it is the thread state's current frame
+	 * rather than the handler's own (after a return made the caller
+	 * current); -1 when none does
+	 */
+	int8_t resume_regs[PY_MAX_HANDLERS];
+	int8_t return_regs[PY_MAX_HANDLERS];
+	int8_t yield_regs[PY_MAX_HANDLERS];
 	int nresume, nreturn, nyield;
 };
 
