@@ -39,6 +39,8 @@ struct lw_proc {
 	struct libsearch *search;
 	unsigned search_gen; /* of the search path last looked ahead in */
 	bool attached;	     /* the first scan is done: what appears now was loaded late */
+	dev_t exe_dev;	     /* the image scanned last (a set): one that differs at a */
+	ino_t exe_ino;	     /* loader event exec'd since, its exec event not read yet */
 };
 
 /* A loader file probed, in a set: for every process that runs it */
@@ -65,6 +67,8 @@ struct libwatch {
 	struct u64map by_pid; /* pid -> index + 1 in procs */
 	struct lw_proc *cur;  /* the process being scanned */
 	uint64_t notice_ts;   /* the loader's first notice since the last scan */
+	bool at_exec;	      /* a set's process scanned at its exec ... */
+	uint64_t exec_ts;     /* ... which it made then */
 	uint64_t late;	      /* late libraries mapped before they could be probed */
 };
 
@@ -175,6 +179,17 @@ static void note_unprobed(struct libwatch *lw, const char *path)
 	uint64_t now = now_ns(CLOCK_MONOTONIC);
 
 	lw->late++;
+	if (lw->at_exec) {
+		/* exec_ts 0: met at a loader event of its old image, its exec not read yet */
+		uint64_t from = lw->exec_ts ?: lw->notice_ts;
+
+		pr_warn("libwatch: pid %d exec'd a program that links %s, not probed before, and "
+			"ran %s%.1f ms from its exec until it was probed: its calls meanwhile "
+			"are not in the trace",
+			lw->cur->pid, path, lw->exec_ts ? "" : "up to ",
+			from && now > from ? (now - from) / 1e6 : 0.0);
+		return;
+	}
 	pr_warn("libwatch: %s was loaded from outside the target's search path "
 		"and probed %.1f ms after the loader's notice: its calls meanwhile are not "
 		"in the trace",
@@ -194,7 +209,13 @@ static int on_map(const struct proc_map *m, void *arg)
 	seen = u64map__get(&lw->seen, m->inode);
 	if (seen && *seen == SEEN_MAPPED)
 		return 0;
-	unprobed = lw->cur->attached && !seen && is_watched_lib(m->path);
+	/*
+	 * Late: mapped after the first scan. At a set's exec too: the process
+	 * ran from its exec until proctree read the event and held it, so a
+	 * library whose file was not probed before (for another process of the
+	 * set) may have been called meanwhile.
+	 */
+	unprobed = (lw->cur->attached || lw->at_exec) && !seen && is_watched_lib(m->path);
 	if (u64map__put(&lw->seen, m->inode, SEEN_MAPPED))
 		return -ENOMEM;
 	proc_target_path(lw->cur->pid, m->path, m->inode, path, sizeof(path));
@@ -255,6 +276,22 @@ static int proc_of(struct libwatch *lw, pid_t pid, struct lw_proc **out)
 static int exec_proc(struct libwatch *lw, struct lw_proc *p);
 static int attach_proc(struct libwatch *lw, struct lw_proc *p);
 
+/* Whether a set's process runs another image than at its last scan; remembers this one. */
+static bool exe_changed(struct lw_proc *p)
+{
+	char link[64];
+	struct stat st;
+	bool changed;
+
+	snprintf(link, sizeof(link), "/proc/%d/exe", p->pid);
+	if (stat(link, &st))
+		return false; /* gone, or a kernel thread: its scan says so */
+	changed = p->exe_ino && (st.st_dev != p->exe_dev || st.st_ino != p->exe_ino);
+	p->exe_dev = st.st_dev;
+	p->exe_ino = st.st_ino;
+	return changed;
+}
+
 static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
 {
 	struct libwatch *lw = ctx;
@@ -282,6 +319,18 @@ static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, 
 	}
 	if (e->aux == PTG_LIB_EXEC)
 		return exec_proc(lw, p);
+	/*
+	 * A loader event of a set's process read after it exec'd (the event
+	 * came before the exec; proctree's exec event is next in the ring):
+	 * its new image is met here, as at its exec, its start unknown.
+	 */
+	if (lw->pid < 0 && exe_changed(p)) {
+		lw->at_exec = true;
+		lw->exec_ts = 0;
+		err = exec_proc(lw, p);
+		lw->at_exec = false;
+		return err;
+	}
 	return scan(lw, p);
 }
 
@@ -433,6 +482,7 @@ static int attach_proc(struct libwatch *lw, struct lw_proc *p)
 {
 	int err = attach_ld(lw, p);
 
+	exe_changed(p);
 	/* the mapped objects' RUNPATHs first, then ahead along the whole search path */
 	err = err ?: scan(lw, p);
 	p->attached = true;
@@ -470,6 +520,7 @@ static int exec_proc(struct libwatch *lw, struct lw_proc *p)
 	}
 	/* what the new image's loader mapped before its first instruction was not loaded late */
 	p->attached = false;
+	exe_changed(p);
 	err = err ?: attach_ld(lw, p);
 	err = err ?: scan(lw, p);
 	p->attached = true;
@@ -482,13 +533,16 @@ int libwatch__exec(struct libwatch *lw)
 	return exec_proc(lw, &lw->procs[0]);
 }
 
-int libwatch__exec_pid(void *ctx, pid_t pid)
+int libwatch__exec_pid(void *ctx, pid_t pid, uint64_t exec_ts)
 {
 	struct libwatch *lw = ctx;
 	struct lw_proc *p;
 	int err = proc_of(lw, pid, &p);
 
+	lw->at_exec = true;
+	lw->exec_ts = exec_ts;
 	err = err ?: exec_proc(lw, p);
+	lw->at_exec = false;
 	return err == -ENOENT || err == -ESRCH ? 0 : err;
 }
 
