@@ -656,11 +656,7 @@ int libwatch__exec_pid(void *ctx, pid_t pid, uint64_t exec_ts)
 	lw->exec_ts = exec_ts;
 	err = err ?: exec_proc(lw, p);
 	lw->at_exec = false;
-	/*
-	 * Gone (or a zombie) before its exec was read: what it mapped is
-	 * unknown. A watched library whose probes went in after its exec
-	 * (for another process of the set) may be one it ran unprobed.
-	 */
+	/* no mapping read: gone, or a zombie, before its exec was read */
 	if ((!err || err == -ENOENT || err == -ESRCH) && !lw->nmapped)
 		note_gone(lw, p, pid, exec_ts);
 	return err == -ENOENT || err == -ESRCH ? 0 : err;
