@@ -19,6 +19,7 @@
 
 #include "ptrace_gpu/events.h"
 #include "ringbuf.bpf.h"
+#include "traced.bpf.h"
 
 struct call {
 	__u64 ts;
@@ -43,19 +44,10 @@ struct {
 
 /*
  * Several processes (record -p A,B, --children): the probes sit on the
- * library file for every process that maps it, and only the calls of the
- * traced set (bpf/proctree.bpf.c) go on. The cookie holds no address, so
- * one attach serves every process whatever address it maps the file at.
+ * library file for every process that maps it (traced.bpf.h). The cookie
+ * holds no address, so one attach serves every process whatever address it
+ * maps the file at.
  */
-const volatile bool filter_tgids = false;
-
-/* tgid -> 1: the processes recorded, read with filter_tgids */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1); /* replaced by the loader's map */
-	__type(key, __u32);
-	__type(value, __u8);
-} traced SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -157,7 +149,7 @@ int cuda_enter(struct pt_regs *ctx)
 	__u32 d;
 
 	/* the exit needs no filter: a thread not let in here has no open call */
-	if (filter_tgids && !bpf_map_lookup_elem(&traced, &tgid))
+	if (ptg_not_traced(tgid))
 		return 0;
 	oc = thread_calls((__u32)id);
 	if (!oc)

@@ -28,6 +28,7 @@
 #include "ptrace_gpu/pyoffsets.h"
 #include "pystate.bpf.h"
 #include "ringbuf.bpf.h"
+#include "traced.bpf.h"
 
 #define TID_SNAPSHOTTED 0x1 /* the thread's stack was sent */
 #define TID_DIRTY	0x2 /* an event of the thread was dropped since */
@@ -41,9 +42,10 @@ const volatile __u8 resume_not_a_call = 0xff; /* 3.15: RESUME_AT_GEN_EXPR_START 
  * Several processes (record -p A,B, --children): the probes sit on the
  * interpreter's file, in every process that maps it, and only those of the
  * traced set go on. Each may map the file elsewhere: _PyRuntime's address
- * comes from the probe's own address and its cookie, not runtime_addr.
+ * comes from the probe's own address and its cookie, not runtime_addr
+ * (filter_tgids and the traced set: traced.bpf.h).
  */
-const volatile bool filter_tgids = false;
+
 /* check the frame of every register-read hit against the thread state (PTG_PYFRAME_VERIFY=1) */
 const volatile bool verify_regs = false;
 
@@ -51,14 +53,6 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 16 << 20); /* resized by the loader */
 } events SEC(".maps");
-
-/* tgid -> 1: the processes recorded (bpf/proctree.bpf.c), read with filter_tgids */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1); /* replaced by the loader's map */
-	__type(key, __u32);
-	__type(value, __u8);
-} traced SEC(".maps");
 
 /* where a snapshot is assembled: too large for the BPF stack */
 struct {
@@ -834,9 +828,7 @@ static __always_inline int on_traceback(struct hit *h, __u64 frame_obj)
 /* Not a process of the traced set (probes on a file, see filter_tgids). */
 static __always_inline bool filtered_out(void)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-
-	return filter_tgids && !bpf_map_lookup_elem(&traced, &tgid);
+	return ptg_not_traced(bpf_get_current_pid_tgid() >> 32);
 }
 
 /* bpf_get_func_ip(): the probed address, for uprobes and uretprobes alike */

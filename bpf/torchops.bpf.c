@@ -23,6 +23,7 @@
 
 #include "ptrace_gpu/events.h"
 #include "ringbuf.bpf.h"
+#include "traced.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -31,19 +32,10 @@ struct {
 
 /*
  * Several processes (record -p A,B, --children): the sites sit on the
- * library file for every process that maps it, and only the events of the
- * traced set (bpf/proctree.bpf.c) go on. The cookie is relative to the
- * function, so one attach serves every process wherever it maps the file.
+ * library file for every process that maps it (traced.bpf.h). The cookie
+ * is relative to the function, so one attach serves every process wherever
+ * it maps the file.
  */
-const volatile bool filter_tgids = false;
-
-/* tgid -> 1: the processes recorded, read with filter_tgids */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1); /* replaced by the loader's map */
-	__type(key, __u32);
-	__type(value, __u8);
-} traced SEC(".maps");
 
 __u64 lost[PTG_MAX_CPUS] = {};
 
@@ -55,7 +47,7 @@ static __always_inline int emit(struct pt_regs *ctx)
 	__u32 tgid = id >> 32;
 	struct ptg_event *e;
 
-	if (filter_tgids && !bpf_map_lookup_elem(&traced, &tgid))
+	if (ptg_not_traced(tgid))
 		return 0;
 	/* two plain loads: the verifier refuses a context access at a computed offset */
 	barrier_var(sp);
