@@ -194,16 +194,20 @@ static int route(struct tracer *t, void *ctx, const struct ptg_event *e, size_t 
 	int ret;
 
 	(void)t;
+	/* the hot case: once a file is picked, or Python was found elsewhere (its own handler) */
+	if (pa->active)
+		return pyframe__handle(pa->active, e, size);
+	if (rc->pf)
+		return 0;
 	/* ended before it could be looked at: the first file probed ahead, said if not the only */
-	for (size_t i = 0; !pa->active && !first && i < pa->nfiles; i++)
+	for (size_t i = 0; !first && i < pa->nfiles; i++)
 		first = pa->files[i].pf ? pyframe__interp(pa->files[i].pf) : NULL;
-	if (!pa->active && first && pa->nfiles > 1 && !mem_readable(rc->pid))
+	if (first && pa->nfiles > 1 && !mem_readable(rc->pid))
 		pr_warn("pid %d ended before the libpython it mapped could be told among the %zu "
 			"probed ahead: its calls are read as those of %s",
 			rc->pid, pa->nfiles, first->path);
-	if (!pa->active && (ret = target__look(rc->tg, first)))
-		return ret;
-	return rc->ahead->active ? pyframe__handle(rc->ahead->active, e, size) : 0;
+	ret = target__look(rc->tg, first);
+	return ret ?: pa->active ? pyframe__handle(pa->active, e, size) : 0;
 }
 
 static int route_losses(struct tracer *t, void *ctx)
