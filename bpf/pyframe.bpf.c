@@ -26,6 +26,7 @@
 #include "ptrace_gpu/events.h"
 #include "ptrace_gpu/fingerprint.h"
 #include "ptrace_gpu/pyoffsets.h"
+#include "pycache.bpf.h"
 #include "pystate.bpf.h"
 #include "ringbuf.bpf.h"
 #include "traced.bpf.h"
@@ -96,15 +97,6 @@ static __always_inline void count_loss(int kind)
 	__sync_fetch_and_add(&losses[cpu][kind & (PTG_LOSS_NR_KINDS - 1)], 1);
 }
 
-static __always_inline __u64 read_ptr(__u64 addr)
-{
-	__u64 v = 0;
-
-	if (!addr || bpf_probe_read_user(&v, sizeof(v), (const void *)addr))
-		return 0;
-	return v;
-}
-
 /* tid -> its PyThreadState (see pystate.bpf.h) */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -112,53 +104,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct py_thread);
 } threads SEC(".maps");
-
-/*
- * Per-CPU copies of what the LRU hashes say, in front of them: a lookup
- * costs tens of ns and a call made five. The last thread seen on the CPU
- * (threads and tid_state) and the code objects last sent (seen_code).
- *
- * An entry of the thread is valid while thread_gen has not moved: every
- * change to the threads or tid_state entry of any thread, and the exit of a
- * tracked thread, moves it. A thread that ran on another CPU in between has
- * changed nothing, or moved it.
- *
- * Uprobe programs run with migration disabled but can be preempted, and
- * another thread's program on this CPU may then rewrite an entry: each
- * entry has a sequence count, odd while written (writers take it with a
- * cmpxchg and skip the write when it is taken), and a copy counts only if
- * the count was even and the same before and after it.
- */
-struct tid_info {
-	__u32 tid;
-	__u32 ns_tid;
-	__u64 gen; /* thread_gen when read from the maps */
-	__u64 tstate;
-	__u32 state; /* TID_*; 0: not in tid_state */
-	__u32 pad;
-};
-
-/* 64-bit counts: the atomics clang emits for BPF (without -mcpu=v3) are 64-bit */
-struct thread_entry {
-	__u64 seq;
-	struct tid_info ti;
-};
-
-#define CODE_SLOTS 256
-
-struct code_entry {
-	__u64 seq;
-	__u64 code;
-	__u32 fingerprint;
-	__u32 tgid;
-};
-
-struct cpu_cache {
-	struct thread_entry thread;
-	struct code_entry code[CODE_SLOTS];
-	__u64 events; /* for ptg_wakeup_flags_every(); a lost count on preemption is harmless */
-	__u32 site_hits[PTG_PY_MAX_SITES]; /* register-read hits of each site: when to check */
-};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -178,28 +123,6 @@ struct hit {
 	__u32 tgid;
 	__u32 cpu;
 };
-
-static __always_inline bool seq_lock(__u64 *seq, __u64 *was)
-{
-	*was = *(volatile __u64 *)seq;
-	return !(*was & 1) && __sync_val_compare_and_swap(seq, *was, *was + 1) == *was;
-}
-
-static __always_inline void seq_unlock(__u64 *seq, __u64 was)
-{
-	barrier();
-	*(volatile __u64 *)seq = was + 2;
-}
-
-static __always_inline void thread_put(struct cpu_cache *cc, const struct tid_info *ti)
-{
-	__u64 was;
-
-	if (!seq_lock(&cc->thread.seq, &was))
-		return;
-	cc->thread.ti = *ti;
-	seq_unlock(&cc->thread.seq, was);
-}
 
 static __always_inline bool thread_cached(struct cpu_cache *cc, __u32 tid, struct tid_info *ti)
 {
@@ -248,63 +171,6 @@ static __always_inline void thread_changed(struct hit *h)
 	thread_put(h->cc, &h->ti);
 }
 
-static __always_inline struct code_entry *code_slot(struct cpu_cache *cc, __u64 code)
-{
-	/* code objects are 16-aligned and a few hundred bytes apart */
-	return &cc->code[((code ^ code >> 12) >> 4) & (CODE_SLOTS - 1)];
-}
-
-static __always_inline bool code_cached(struct code_entry *e, __u64 code, __u32 fingerprint,
-					__u32 tgid)
-{
-	__u64 seq = *(volatile __u64 *)&e->seq;
-	bool hit;
-
-	barrier();
-	hit = e->code == code && e->fingerprint == fingerprint && e->tgid == tgid;
-	barrier();
-	return hit && !(seq & 1) && *(volatile __u64 *)&e->seq == seq;
-}
-
-static __always_inline void code_put(struct code_entry *e, __u64 code, __u32 fingerprint,
-				     __u32 tgid)
-{
-	__u64 was;
-
-	if (!seq_lock(&e->seq, &was))
-		return;
-	e->code = code;
-	e->fingerprint = fingerprint;
-	e->tgid = tgid;
-	seq_unlock(&e->seq, was);
-}
-
-/*
- * Fields of a block read at once (see PTG_PY_FRAME_BLOCK_MAX): at is the
- * field's offset less the block's start, a constant the verifier knows from
- * the read-only offsets; the bound is for it to see, user space checked it.
- */
-static __always_inline __u64 blk_u64(const __u64 *blk, __u32 max, __u32 at)
-{
-	if (at > max - 8)
-		return 0;
-	return *(const __u64 *)((const __u8 *)blk + at);
-}
-
-static __always_inline __u32 blk_u32(const __u64 *blk, __u32 max, __u32 at)
-{
-	if (at > max - 4)
-		return 0;
-	return *(const __u32 *)((const __u8 *)blk + at);
-}
-
-static __always_inline __u8 blk_u8(const __u64 *blk, __u32 max, __u32 at)
-{
-	if (at > max - 1)
-		return 0;
-	return *((const __u8 *)blk + at);
-}
-
 /*
  * The innermost frame of the thread state, if it is still the thread's
  * (native_thread_id): one read for both. -1 when it is not.
@@ -324,8 +190,8 @@ static __always_inline int tstate_frame(__u64 tstate, __u32 ns_tid, __u64 *frame
 		return 0;
 	}
 	/* 3.11, 3.12: through the _PyCFrame */
-	*frame = read_ptr(blk_u64(blk, sizeof(blk), off.tstate_cframe - start) +
-			  off.cframe_current_frame);
+	*frame = py_read_ptr(blk_u64(blk, sizeof(blk), off.tstate_cframe - start) +
+			     off.cframe_current_frame);
 	return 0;
 }
 
@@ -814,7 +680,7 @@ static __always_inline int on_leave(struct hit *h, __u16 kind, const struct pt_r
 /* PyTraceBack_Here(PyFrameObject *f): the exception now is in f's frame. */
 static __always_inline int on_traceback(struct hit *h, __u64 frame_obj)
 {
-	__u64 frame = read_ptr(frame_obj + off.frameobj_frame);
+	__u64 frame = py_read_ptr(frame_obj + off.frameobj_frame);
 
 	if (!frame)
 		return 0;

@@ -170,4 +170,30 @@ static __always_inline __u64 reg_value(const struct pt_regs *ctx, __u32 slot)
 	return 0;
 }
 
+/*
+ * Fields of a block read at once (see PTG_PY_FRAME_BLOCK_MAX): at is the
+ * field's offset less the block's start, a constant the verifier knows from
+ * the read-only offsets; the bound is for it to see, user space checked it.
+ */
+static __always_inline __u64 blk_u64(const __u64 *blk, __u32 max, __u32 at)
+{
+	if (at > max - 8)
+		return 0;
+	return *(const __u64 *)((const __u8 *)blk + at);
+}
+
+static __always_inline __u32 blk_u32(const __u64 *blk, __u32 max, __u32 at)
+{
+	if (at > max - 4)
+		return 0;
+	return *(const __u32 *)((const __u8 *)blk + at);
+}
+
+static __always_inline __u8 blk_u8(const __u64 *blk, __u32 max, __u32 at)
+{
+	if (at > max - 1)
+		return 0;
+	return *((const __u8 *)blk + at);
+}
+
 #endif /* PTG_PYSTATE_BPF_H */

@@ -536,15 +536,10 @@ static int open_common(struct tracer *t, struct libwatch *lw, pid_t pid, int tra
 	cp->threads = THREADS_INIT(struct cuda_thread);
 	cp->t = t;
 	cp->pid = pid;
-	cp->npids = pid >= 0 ? 1 : npids ? npids : 1;
-	cp->pids = calloc(cp->npids, sizeof(*cp->pids));
-	if (!cp->pids) {
+	if (uprobe_pids(pid, pids, npids, &cp->pids, &cp->npids)) {
 		free(cp);
 		return -ENOMEM;
 	}
-	cp->pids[0] = pid;
-	for (size_t i = 0; pid < 0 && i < npids; i++)
-		cp->pids[i] = pids[i];
 	cp->quiet = quiet;
 	cp->skel = cuda_bpf__open();
 	if (!cp->skel) {

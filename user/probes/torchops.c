@@ -201,15 +201,10 @@ static int open_common(struct tracer *t, pid_t pid, int traced_fd, const pid_t *
 		return -ENOMEM;
 	ops->t = t;
 	ops->pid = pid;
-	ops->npids = pid >= 0 ? 1 : npids ? npids : 1;
-	ops->pids = calloc(ops->npids, sizeof(*ops->pids));
-	if (!ops->pids) {
+	if (uprobe_pids(pid, pids, npids, &ops->pids, &ops->npids)) {
 		free(ops);
 		return -ENOMEM;
 	}
-	ops->pids[0] = pid;
-	for (size_t i = 0; pid < 0 && i < npids; i++)
-		ops->pids[i] = pids[i];
 	ops->mp = mp;
 	ops->quiet = quiet;
 	/* a kernel before 6.6 has no uprobe_multi: the per-site program then */

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -70,4 +71,19 @@ int uprobe_multi_attach(int prog_fd, const char *path, const uint64_t *offsets,
 	int fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
 
 	return fd < 0 ? -errno : fd;
+}
+
+int uprobe_pids(pid_t pid, const pid_t *pids, size_t npids, pid_t **out, size_t *n)
+{
+	size_t cnt = pid >= 0 ? 1 : npids ? npids : 1;
+	pid_t *p = calloc(cnt, sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	p[0] = pid;
+	for (size_t i = 0; pid < 0 && i < npids; i++)
+		p[i] = pids[i];
+	*out = p;
+	*n = cnt;
+	return 0;
 }

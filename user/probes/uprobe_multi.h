@@ -25,4 +25,11 @@ bool uprobe_multi_supported(void);
 int uprobe_multi_attach(int prog_fd, const char *path, const uint64_t *offsets,
 			const uint64_t *cookies, uint32_t cnt, bool retprobe, pid_t pid);
 
+/*
+ * The processes a probe family attaches in, as its open takes them: one
+ * pid, or (pid -1) the npids of a set, where npids 0 means every process
+ * (one entry, -1: a probe on the file alone). *out is the caller's to free.
+ */
+int uprobe_pids(pid_t pid, const pid_t *pids, size_t npids, pid_t **out, size_t *n);
+
 #endif /* PTG_UPROBE_MULTI_H */

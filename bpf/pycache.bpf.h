@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * The per-CPU caches of pyframe.bpf.c: the last thread seen on a CPU and
+ * the code objects last sent, each entry guarded by a sequence count.
+ */
+#ifndef PTG_PYCACHE_BPF_H
+#define PTG_PYCACHE_BPF_H
+
+#include "ptrace_gpu/pyoffsets.h"
+
+/*
+ * Per-CPU copies of what the LRU hashes say, in front of them: a lookup
+ * costs tens of ns and a call made five. The last thread seen on the CPU
+ * (threads and tid_state) and the code objects last sent (seen_code).
+ *
+ * An entry of the thread is valid while thread_gen has not moved: every
+ * change to the threads or tid_state entry of any thread, and the exit of a
+ * tracked thread, moves it. A thread that ran on another CPU in between has
+ * changed nothing, or moved it.
+ *
+ * Uprobe programs run with migration disabled but can be preempted, and
+ * another thread's program on this CPU may then rewrite an entry: each
+ * entry has a sequence count, odd while written (writers take it with a
+ * cmpxchg and skip the write when it is taken), and a copy counts only if
+ * the count was even and the same before and after it.
+ */
+struct tid_info {
+	__u32 tid;
+	__u32 ns_tid;
+	__u64 gen; /* thread_gen when read from the maps */
+	__u64 tstate;
+	__u32 state; /* TID_*; 0: not in tid_state */
+	__u32 pad;
+};
+
+/* 64-bit counts: the atomics clang emits for BPF (without -mcpu=v3) are 64-bit */
+struct thread_entry {
+	__u64 seq;
+	struct tid_info ti;
+};
+
+#define CODE_SLOTS 256
+
+struct code_entry {
+	__u64 seq;
+	__u64 code;
+	__u32 fingerprint;
+	__u32 tgid;
+};
+
+struct cpu_cache {
+	struct thread_entry thread;
+	struct code_entry code[CODE_SLOTS];
+	__u64 events; /* for ptg_wakeup_flags_every(); a lost count on preemption is harmless */
+	__u32 site_hits[PTG_PY_MAX_SITES]; /* register-read hits of each site: when to check */
+};
+
+static __always_inline bool seq_lock(__u64 *seq, __u64 *was)
+{
+	*was = *(volatile __u64 *)seq;
+	return !(*was & 1) && __sync_val_compare_and_swap(seq, *was, *was + 1) == *was;
+}
+
+static __always_inline void seq_unlock(__u64 *seq, __u64 was)
+{
+	barrier();
+	*(volatile __u64 *)seq = was + 2;
+}
+
+static __always_inline void thread_put(struct cpu_cache *cc, const struct tid_info *ti)
+{
+	__u64 was;
+
+	if (!seq_lock(&cc->thread.seq, &was))
+		return;
+	cc->thread.ti = *ti;
+	seq_unlock(&cc->thread.seq, was);
+}
+
+static __always_inline struct code_entry *code_slot(struct cpu_cache *cc, __u64 code)
+{
+	/* code objects are 16-aligned and a few hundred bytes apart */
+	return &cc->code[((code ^ code >> 12) >> 4) & (CODE_SLOTS - 1)];
+}
+
+static __always_inline bool code_cached(struct code_entry *e, __u64 code, __u32 fingerprint,
+					__u32 tgid)
+{
+	__u64 seq = *(volatile __u64 *)&e->seq;
+	bool hit;
+
+	barrier();
+	hit = e->code == code && e->fingerprint == fingerprint && e->tgid == tgid;
+	barrier();
+	return hit && !(seq & 1) && *(volatile __u64 *)&e->seq == seq;
+}
+
+static __always_inline void code_put(struct code_entry *e, __u64 code, __u32 fingerprint,
+				     __u32 tgid)
+{
+	__u64 was;
+
+	if (!seq_lock(&e->seq, &was))
+		return;
+	e->code = code;
+	e->fingerprint = fingerprint;
+	e->tgid = tgid;
+	seq_unlock(&e->seq, was);
+}
+
+#endif /* PTG_PYCACHE_BPF_H */
