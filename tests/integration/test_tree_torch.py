@@ -9,6 +9,7 @@ import collections
 import json
 import os
 import re
+import signal
 import subprocess
 import tempfile
 import unittest
@@ -88,6 +89,57 @@ class TreeTorch(unittest.TestCase):
         # from the first call after `import torch` maps libtorch
         self.assertEqual(ops_by_pid(late)[ws[1].pid]["aten::mm"], n)
         self.assertEqual(set(ops_by_pid(late)), {ws[1].pid})
+
+    def module_rows(self, path):
+        """{op: {module path: calls}} of report --group-by-module."""
+        res = ptg.run(["report", "--group-by-module", path])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        rows = collections.defaultdict(dict)
+        for line in res.stdout.splitlines():
+            m = re.match(r"\s*(aten::\S+)(?:\s+\S+){5}\s+(\d+)\s+(\S*)\s*$", line)
+            if m:
+                rows[m.group(1)][m.group(3)] = int(m.group(2))
+        return rows
+
+    def check_module_paths_two_pids(self, python):
+        """-p A,B --per-process: nn.Module paths of each process's ops, read in
+        its own memory; B's model has hooks and a module its parent does not
+        hold, so the two name the same ops apart. Each is stopped while the
+        trained workloads still live (names are read from their memory)."""
+        out = os.path.join(self.tmp.name, "mods.ptg")
+        ws, rec = [], None
+        try:
+            ws = [ptg.Workload(python, "mlp.py", "--steps", str(STEPS), "--hold"),
+                  ptg.Workload(python, "mlp.py", "--steps", str(STEPS), "--hooks", "--hold")]
+            rec = ptg.Recorder(["-p", ",".join(str(w.pid) for w in ws), "--per-process"], out)
+            for w in ws:
+                w.go()
+            for w in ws:
+                self.assertEqual(w.proc.stdout.readline().strip(), "trained")
+            rec.proc.send_signal(signal.SIGINT)
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+            for w in ws:
+                w.go()
+                self.assertIn("done", w.finish())
+        finally:
+            for w in ws:
+                w.kill()
+                for f in (w.proc.stdin, w.proc.stdout):
+                    f.close()
+            if rec:
+                rec.proc.stderr.close()
+        plain, hooked = (self.module_rows(os.path.join(self.tmp.name, f"mods.pid{w.pid}.ptg"))
+                         for w in ws)
+        fc1 = "TOP(Net)::forward.fc1(Linear)::forward"
+        fc2 = "TOP(Net)::forward.fc2(Linear)::forward"
+        self.assertEqual(plain["aten::addmm"], {fc1: STEPS, fc2: STEPS})
+        self.assertEqual(plain["aten::relu"], {"TOP(Net)::forward": STEPS})
+        self.assertEqual(plain["aten::mse_loss"], {"TOP(MSELoss)::forward": STEPS})
+        self.assertNotIn("aten::clamp", plain)
+        self.assertEqual(hooked["aten::addmm"], {
+            fc1: STEPS, fc2: STEPS, "TOP(Net)::forward.Linear#0(Linear)::forward": STEPS})
+        self.assertEqual(hooked["aten::clamp"], {"TOP(Net)::forward.fc1(Linear)::hook": STEPS})
+        self.assertEqual(hooked["aten::relu"], {"TOP(Net)::forward": STEPS})
 
     def check_children_fork(self, python):
         """--children: a child forked after the attach (a DataLoader worker) and

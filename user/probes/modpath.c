@@ -21,13 +21,13 @@
 #include "base/threads.h"
 #include "base/u64map.h"
 #include "probes/modpath.h"
+#include "probes/modpath_int.h"
 #include "proc/procfs.h"
 #include "pyinterp/pycode.h"
 
-#define CALL_FILE	 "/torch/nn/modules/module.py"
-#define MAX_DICT_ENTRIES 4096
-#define PATH_MAX_LEN	 4096
-#define LABEL_LEN	 256
+#define CALL_FILE    "/torch/nn/modules/module.py"
+#define PATH_MAX_LEN 4096
+#define LABEL_LEN    256
 
 struct mod_call {
 	uint32_t idx; /* index of the _call_impl frame on the tracer stack */
@@ -78,18 +78,14 @@ struct path {
 
 struct modpath {
 	struct tracer *t;
-	const struct py_version_info *vi;
-	int memfd;
 	struct threads threads; /* of struct mod_thread */
-	struct u64map code_idx; /* code -> index + 1 in kinds */
-	struct code_kind *kinds;
-	size_t nkinds, kinds_cap;
-	struct u64map path_idx; /* hash of (parent, self, method name) -> index + 1 */
-	struct path *paths;
-	size_t npaths, paths_cap;
-	struct u64map instance;	   /* unnamed module object -> its number + 1 in its class */
-	struct u64map class_count; /* type object -> modules of it numbered so far */
-	struct u64map modules;	   /* objects found to hold a _modules attribute -> 1 */
+	struct mod_proc *one;	/* modpath__open(): the target's */
+	/* modpath__open_set(): a mod_proc per process, made at its first event */
+	modpath_interp_fn interp_of;
+	void *interp_ctx;
+	struct u64map by_pid; /* pid -> index + 1 in procs (NULL there: it exec()'d since) */
+	struct mod_proc **procs;
+	size_t nprocs, procs_cap;
 	struct modpath_stats st;
 };
 
@@ -109,24 +105,24 @@ static enum code_role code_role(const struct py_code_info *ci)
 }
 
 /* The entry of (code, fingerprint), made anew (zeroed) if it was not that. */
-static struct code_kind *code_slot(struct modpath *mp, uint64_t code, uint32_t fingerprint,
+static struct code_kind *code_slot(struct mod_proc *pp, uint64_t code, uint32_t fingerprint,
 				   bool *found)
 {
-	uint64_t *idx = u64map__get(&mp->code_idx, code);
+	uint64_t *idx = u64map__get(&pp->code_idx, code);
 	struct code_kind *k;
 
-	*found = idx && mp->kinds[*idx - 1].fingerprint == fingerprint;
+	*found = idx && pp->kinds[*idx - 1].fingerprint == fingerprint;
 	if (*found)
-		return &mp->kinds[*idx - 1];
+		return &pp->kinds[*idx - 1];
 	if (!idx) {
-		if (array_grow((void **)&mp->kinds, &mp->kinds_cap, mp->nkinds + 1,
-			       sizeof(*mp->kinds)))
+		if (array_grow((void **)&pp->kinds, &pp->kinds_cap, pp->nkinds + 1,
+			       sizeof(*pp->kinds)))
 			return NULL;
-		if (u64map__put(&mp->code_idx, code, mp->nkinds + 1))
+		if (u64map__put(&pp->code_idx, code, pp->nkinds + 1))
 			return NULL;
-		k = &mp->kinds[mp->nkinds++];
+		k = &pp->kinds[pp->nkinds++];
 	} else {
-		k = &mp->kinds[*idx - 1];
+		k = &pp->kinds[*idx - 1];
 	}
 	memset(k, 0, sizeof(*k));
 	k->fingerprint = fingerprint;
@@ -145,23 +141,23 @@ static void set_kind(struct code_kind *k, const struct py_code_info *ci)
  * What a code object is, from the names the BPF side sent at its first
  * sight (learn_code()), else read from the target's memory now.
  */
-static const struct code_kind *code_kind(struct modpath *mp, uint64_t code, uint32_t fingerprint)
+static const struct code_kind *code_kind(struct mod_proc *pp, uint64_t code, uint32_t fingerprint)
 {
 	struct py_code_info ci;
 	struct code_kind *k;
 	bool found;
 
-	k = code_slot(mp, code, fingerprint, &found);
+	k = code_slot(pp, code, fingerprint, &found);
 	if (!k || found)
 		return k;
-	if (py_read_code(mp->memfd, mp->vi, code, &ci) || ci.fingerprint != fingerprint)
+	if (py_read_code(pp->memfd, pp->vi, code, &ci) || ci.fingerprint != fingerprint)
 		return k; /* freed before we read it: not a module call as far as we know */
 	set_kind(k, &ci);
 	return k;
 }
 
 /* Names sent with a code object's first event: good even once the process is gone. */
-static int learn_code(struct modpath *mp, const struct ptg_code_event *c)
+static int learn_code(struct mod_proc *pp, const struct ptg_code_event *c)
 {
 	struct py_code_info ci;
 	struct code_kind *k;
@@ -169,7 +165,7 @@ static int learn_code(struct modpath *mp, const struct ptg_code_event *c)
 
 	if (py_code_from_event(c, &ci))
 		return 0; /* code_kind() reads it from memory */
-	k = code_slot(mp, c->hdr.a, c->hdr.aux, &found);
+	k = code_slot(pp, c->hdr.a, c->hdr.aux, &found);
 	if (!k)
 		return -ENOMEM;
 	set_kind(k, &ci);
@@ -228,7 +224,7 @@ static int push_call(struct mod_thread *mt, uint32_t idx, uint64_t frame, uint64
  * torch 2.1+'s _call_impl calls hooks and forward from when there are hooks.
  * UINT32_MAX when none is running.
  */
-static uint32_t method_slot(struct modpath *mp, const struct tracer_thread *th, uint32_t idx)
+static uint32_t method_slot(struct mod_proc *pp, const struct tracer_thread *th, uint32_t idx)
 {
 	const struct tracer_slot *s;
 	const struct code_kind *k;
@@ -236,7 +232,7 @@ static uint32_t method_slot(struct modpath *mp, const struct tracer_thread *th, 
 	if (idx + 1 >= th->depth || th->stack[idx + 1].kind != PTG_REC_PY_ENTER)
 		return UINT32_MAX;
 	s = &th->stack[idx + 1];
-	k = code_kind(mp, s->code, s->fingerprint);
+	k = code_kind(pp, s->code, s->fingerprint);
 	if (!k || k->role != ROLE_INNER)
 		return idx + 1;
 	return idx + 2 < th->depth && s[1].kind == PTG_REC_PY_ENTER ? idx + 2 : UINT32_MAX;
@@ -268,7 +264,7 @@ static int start_call(struct mod_thread *mt, const struct tracer_thread *th, uin
  * (by the time we read it, the frame may have returned and its memory gone
  * to another call).
  */
-static int first_local(struct modpath *mp, const struct tracer_slot *s, uint64_t *out)
+static int first_local(struct mod_proc *pp, const struct tracer_slot *s, uint64_t *out)
 {
 	uint64_t code = 0, local = 0;
 	int err;
@@ -277,8 +273,8 @@ static int first_local(struct modpath *mp, const struct tracer_slot *s, uint64_t
 		*out = s->local0;
 		return 0;
 	}
-	if ((err = proc_mem_read(mp->memfd, s->key + mp->vi->off.frame_code, &code, 8)) ||
-	    (err = proc_mem_read(mp->memfd, s->key + mp->vi->off.frame_localsplus, &local, 8)))
+	if ((err = proc_mem_read(pp->memfd, s->key + pp->vi->off.frame_code, &code, 8)) ||
+	    (err = proc_mem_read(pp->memfd, s->key + pp->vi->off.frame_localsplus, &local, 8)))
 		return err;
 	if ((code & PTG_PY_REF_MASK) != s->code)
 		return -ESRCH;
@@ -290,7 +286,7 @@ static int first_local(struct modpath *mp, const struct tracer_slot *s, uint64_t
  * Frames on the stack before recording came in a snapshot, each with the
  * first local BPF read from it then (see first_local()).
  */
-static int resync(struct modpath *mp, struct mod_thread *mt, const struct tracer_thread *th)
+static int resync(struct mod_proc *pp, struct mod_thread *mt, const struct tracer_thread *th)
 {
 	uint32_t keep = 0;
 	int err = 0;
@@ -306,11 +302,11 @@ static int resync(struct modpath *mp, struct mod_thread *mt, const struct tracer
 
 		if (s->kind != PTG_REC_PY_ENTER)
 			continue;
-		k = code_kind(mp, s->code, s->fingerprint);
+		k = code_kind(pp, s->code, s->fingerprint);
 		if (!k || (k->role != ROLE_CALL_IMPL && k->role != ROLE_WRAPPED))
 			continue;
-		if (first_local(mp, s, &self)) {
-			mp->st.unreadable++;
+		if (first_local(pp, s, &self)) {
+			pp->mp->st.unreadable++;
 			continue;
 		}
 		if (k->role == ROLE_WRAPPED) {
@@ -319,11 +315,119 @@ static int resync(struct modpath *mp, struct mod_thread *mt, const struct tracer
 			continue;
 		}
 		err = start_call(mt, th, i, s->key, s->code, self);
-		m = err ? UINT32_MAX : method_slot(mp, th, i);
+		m = err ? UINT32_MAX : method_slot(pp, th, i);
 		if (m != UINT32_MAX && !mt->calls[mt->n - 1].trusted)
-			first_local(mp, &th->stack[m], &mt->calls[mt->n - 1].alt);
+			first_local(pp, &th->stack[m], &mt->calls[mt->n - 1].alt);
 	}
 	return err;
+}
+
+static void proc_free(struct mod_proc *pp)
+{
+	if (!pp)
+		return;
+	if (pp->memfd >= 0)
+		close(pp->memfd);
+	for (size_t i = 0; i < pp->npaths; i++)
+		free(pp->paths[i].str);
+	free(pp->kinds);
+	free(pp->paths);
+	u64map__free(&pp->code_idx);
+	u64map__free(&pp->path_idx);
+	u64map__free(&pp->instance);
+	u64map__free(&pp->class_count);
+	u64map__free(&pp->modules);
+	free(pp);
+}
+
+/*
+ * NULL when out of memory. A process whose memory cannot be opened (it
+ * ended) is kept all the same, with memfd -1 and the reason in *open_err:
+ * its names read as "?", and its events do not try again.
+ */
+static struct mod_proc *proc_new(struct modpath *mp, pid_t pid, const struct py_version_info *vi,
+				 int *open_err)
+{
+	struct mod_proc *pp = calloc(1, sizeof(*pp));
+	char path[64];
+
+	if (!pp)
+		return NULL;
+	pp->mp = mp;
+	pp->pid = pid;
+	pp->vi = vi;
+	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
+	pp->memfd = open(path, O_RDONLY | O_CLOEXEC);
+	*open_err = pp->memfd < 0 ? -errno : 0;
+	return pp;
+}
+
+/*
+ * The process of an event: the target's, or in a set the one of pid, made
+ * at its first event from the interpreter the set found for it. NULL with
+ * *err 0 when it runs no interpreter known (yet): its ops then have no
+ * module path, as for a process that has none.
+ */
+static struct mod_proc *proc_of(struct modpath *mp, uint32_t pid, int *err)
+{
+	const struct py_interp *py;
+	struct mod_proc *pp;
+	uint64_t *idx;
+
+	*err = 0;
+	if (mp->one)
+		return mp->one;
+	idx = u64map__get(&mp->by_pid, pid);
+	if (idx && mp->procs[*idx - 1])
+		return mp->procs[*idx - 1];
+	py = mp->interp_of(mp->interp_ctx, (pid_t)pid);
+	if (!py)
+		return NULL;
+	pp = proc_new(mp, (pid_t)pid, py->info, err);
+	if (!pp) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	*err = array_grow((void **)&mp->procs, &mp->procs_cap, mp->nprocs + 1, sizeof(*mp->procs));
+	*err = *err ?: u64map__put(&mp->by_pid, pid, mp->nprocs + 1);
+	if (*err) {
+		proc_free(pp);
+		return NULL;
+	}
+	mp->procs[mp->nprocs++] = pp;
+	return pp;
+}
+
+/*
+ * A process of the set exec()'d: its addresses mean nothing any more and
+ * its threads' open module calls are over; or it ended: its memory is gone.
+ */
+static int on_proc(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
+{
+	struct modpath *mp = ctx;
+	uint64_t *idx = u64map__get(&mp->by_pid, e->pid);
+	struct mod_proc *pp = idx ? mp->procs[*idx - 1] : NULL;
+
+	(void)t;
+	(void)size;
+	if (!pp || (e->kind != PTG_EV_PROC_EXEC && e->kind != PTG_EV_PROC_EXIT))
+		return 0;
+	if (e->kind == PTG_EV_PROC_EXIT) {
+		close(pp->memfd);
+		pp->memfd = -1;
+		return 0;
+	}
+	for (size_t i = 0; i < mp->threads.len; i++) {
+		struct mod_thread *mt = threads__at(&mp->threads, i);
+
+		if (threads__pid(&mp->threads, i) == e->pid) {
+			mt->n = 0;
+			mt->wrapped = (struct wrapped_call){0};
+		}
+	}
+	proc_free(pp);
+	mp->procs[*idx - 1] = NULL;
+	return 0;
 }
 
 static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
@@ -333,10 +437,16 @@ static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, 
 	const struct tracer_slot *top;
 	const struct code_kind *k;
 	struct mod_thread *mt;
+	struct mod_proc *pp;
+	int err;
 
+	pp = proc_of(mp, e->pid, &err);
+	/* a process of the set with no interpreter known: none of its frames is a module call */
+	if (!pp)
+		return err;
 	if (e->kind == PTG_EV_PY_CODE)
 		return size >= sizeof(struct ptg_code_event)
-			   ? learn_code(mp, (const struct ptg_code_event *)e)
+			   ? learn_code(pp, (const struct ptg_code_event *)e)
 			   : 0;
 	th = tracer__thread(t, e->pid, e->tid, e->ts);
 	mt = mod_thread(mp, e->pid, e->tid, true);
@@ -354,12 +464,12 @@ static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, 
 			mt->wrapped.frame = 0;
 		if (e->kind == PTG_EV_PY_RESUME)
 			return 0;
-		k = code_kind(mp, e->b, e->aux);
+		k = code_kind(pp, e->b, e->aux);
 		if (!k)
 			return -ENOMEM;
 		/* the method (forward, a hook) runs on the module: its first local is one */
 		if (mt->n && !mt->calls[mt->n - 1].trusted && !mt->calls[mt->n - 1].alt &&
-		    method_slot(mp, th, mt->calls[mt->n - 1].idx) == th->depth - 1)
+		    method_slot(pp, th, mt->calls[mt->n - 1].idx) == th->depth - 1)
 			mt->calls[mt->n - 1].alt = e->c;
 		if (k->role == ROLE_WRAPPED)
 			mt->wrapped = (struct wrapped_call){
@@ -368,166 +478,11 @@ static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, 
 			return 0;
 		return start_call(mt, th, th->depth - 1, e->a, e->b, e->c);
 	case PTG_EV_PY_STACK:
-		return resync(mp, mt, th);
+		return resync(pp, mt, th);
 	default:
 		truncate_at(mt, th->depth);
 		return 0;
 	}
-}
-
-/* An entry of d: key and value object addresses. */
-struct dict_entries {
-	uint64_t keys[MAX_DICT_ENTRIES];
-	uint64_t values[MAX_DICT_ENTRIES];
-	int64_t n;
-};
-
-/* Reads the entries of a dict's keys object; values from a split table when given. */
-static int read_entries(struct modpath *mp, uint64_t dk, uint64_t split, struct dict_entries *out)
-{
-	const struct py_dict_layout *d = &mp->vi->dict;
-	uint8_t log2_index_bytes = 0, kind = 0;
-	uint32_t esize, koff, voff;
-	uint8_t *raw;
-	int err;
-
-	if ((err = proc_mem_read(mp->memfd, dk + d->keys_log2_index_bytes, &log2_index_bytes, 1)) ||
-	    (err = proc_mem_read(mp->memfd, dk + d->keys_kind, &kind, 1)) ||
-	    (err = proc_mem_read(mp->memfd, dk + d->keys_nentries, &out->n, 8)))
-		return err;
-	if (out->n < 0 || out->n > MAX_DICT_ENTRIES || log2_index_bytes > 40)
-		return -EINVAL;
-	esize = kind == d->kind_general ? d->entry_size : d->uentry_size;
-	koff = kind == d->kind_general ? d->entry_key : d->uentry_key;
-	voff = kind == d->kind_general ? d->entry_value : d->uentry_value;
-	raw = malloc((size_t)out->n * esize + 1);
-	if (!raw)
-		return -ENOMEM;
-	err = proc_mem_read(mp->memfd, dk + d->keys_indices + (1ull << log2_index_bytes), raw,
-			    (size_t)out->n * esize);
-	for (int64_t i = 0; !err && i < out->n; i++) {
-		memcpy(&out->keys[i], raw + i * esize + koff, 8);
-		memcpy(&out->values[i], raw + i * esize + voff, 8);
-	}
-	free(raw);
-	if (!err && split)
-		err = proc_mem_read(mp->memfd, split, out->values, (size_t)out->n * 8);
-	return err;
-}
-
-static int dict_entries_of(struct modpath *mp, uint64_t dict, struct dict_entries *out)
-{
-	uint64_t keys = 0, values = 0;
-	int err;
-
-	if ((err = proc_mem_read(mp->memfd, dict + mp->vi->dict.dict_keys, &keys, 8)) ||
-	    (err = proc_mem_read(mp->memfd, dict + mp->vi->dict.dict_values, &values, 8)))
-		return err;
-	/* a split table keeps its values apart from the shared keys */
-	return read_entries(mp, keys, values ? values + mp->vi->dict.values_items : 0, out);
-}
-
-/*
- * An instance's managed dict, or (no dict object made yet) its values: the
- * keys are the type's shared ones then. Where each version keeps them is in
- * py_dict_layout.scheme.
- */
-static int managed_entries(struct modpath *mp, uint64_t obj, uint64_t type, uint64_t flags,
-			   struct dict_entries *out)
-{
-	const struct py_dict_layout *d = &mp->vi->dict;
-	uint64_t word = 0, values = 0, keys = 0, basicsize = 0;
-	int err;
-
-	if ((err = proc_mem_read(mp->memfd, obj + d->managed_dict, &word, 8)))
-		return err;
-	switch (d->scheme) {
-	case PY_DICT_SPLIT_311:
-		if (word)
-			return dict_entries_of(mp, word, out);
-		err = proc_mem_read(mp->memfd, obj + d->managed_values, &values, 8);
-		break;
-	case PY_DICT_TAGGED_312:
-		/* PyDictOrValues: a values pointer, plus one, or the dict */
-		if (!(word & 1))
-			return word ? dict_entries_of(mp, word, out) : -ENOENT;
-		values = word - 1;
-		break;
-	case PY_DICT_INLINE_313:
-		if (word)
-			return dict_entries_of(mp, word, out);
-		if (!(flags & d->flag_inline_values))
-			return -ENOENT;
-		err = proc_mem_read(mp->memfd, type + d->type_basicsize, &basicsize, 8);
-		values = obj + basicsize;
-		break;
-	}
-	if (!err)
-		err = proc_mem_read(mp->memfd, type + d->heaptype_cached_keys, &keys, 8);
-	if (err)
-		return err;
-	return values && keys ? read_entries(mp, keys, values + d->values_items, out) : -ENOENT;
-}
-
-/* The entries of obj's instance dict, wherever its version keeps them. */
-static int instance_entries(struct modpath *mp, uint64_t obj, struct dict_entries *out)
-{
-	const struct py_dict_layout *d = &mp->vi->dict;
-	uint64_t type = 0, flags = 0, dict = 0;
-	int64_t dictoffset = 0;
-	int err;
-
-	if ((err = proc_mem_read(mp->memfd, obj + mp->vi->object_type, &type, 8)) ||
-	    (err = proc_mem_read(mp->memfd, type + d->type_flags, &flags, 8)))
-		return err;
-	if (d->flag_managed_dict && (flags & d->flag_managed_dict)) {
-		return managed_entries(mp, obj, type, flags, out);
-	} else {
-		if ((err = proc_mem_read(mp->memfd, type + d->type_dictoffset, &dictoffset, 8)))
-			return err;
-		if (dictoffset <= 0 ||
-		    (err = proc_mem_read(mp->memfd, obj + (uint64_t)dictoffset, &dict, 8)))
-			return err ?: -ENOENT;
-	}
-	return dict ? dict_entries_of(mp, dict, out) : -ENOENT;
-}
-
-/* obj._modules, from obj's instance attributes; de is scratch space. */
-static int modules_dict(struct modpath *mp, uint64_t obj, struct dict_entries *de, uint64_t *out)
-{
-	char key[64];
-	int err;
-
-	*out = 0;
-	err = instance_entries(mp, obj, de);
-	for (int64_t i = 0; !err && i < de->n; i++) {
-		if (de->keys[i] && de->values[i] &&
-		    !py_read_str(mp->memfd, mp->vi, de->keys[i], key, sizeof(key)) &&
-		    !strcmp(key, "_modules")) {
-			*out = de->values[i];
-			return 0;
-		}
-	}
-	return err ?: -ENOENT;
-}
-
-/* obj is an nn.Module, as far as its attributes say: it has _modules. */
-static bool is_module(struct modpath *mp, uint64_t obj)
-{
-	struct dict_entries *de;
-	uint64_t modules;
-	bool yes;
-
-	if (!obj)
-		return false;
-	if (u64map__get(&mp->modules, obj))
-		return true;
-	de = malloc(sizeof(*de));
-	yes = de && !modules_dict(mp, obj, de, &modules);
-	free(de);
-	if (yes)
-		u64map__put(&mp->modules, obj, 1);
-	return yes;
 }
 
 /*
@@ -536,39 +491,17 @@ static bool is_module(struct modpath *mp, uint64_t obj)
  * above it is the module, unless that method is a hook bound to some other
  * object. Decided once the module is known.
  */
-static uint64_t module_of(struct modpath *mp, struct mod_call *c)
+static uint64_t module_of(struct mod_proc *pp, struct mod_call *c)
 {
 	if (c->trusted)
 		return c->self;
-	if (is_module(mp, c->self)) {
+	if (modpath_is_module(pp, c->self)) {
 		c->trusted = true;
-	} else if (c->alt && is_module(mp, c->alt)) {
+	} else if (c->alt && modpath_is_module(pp, c->alt)) {
 		c->self = c->alt;
 		c->trusted = true;
 	}
 	return c->self;
-}
-
-/* parent._modules: the name under which it holds child. */
-static int attr_name(struct modpath *mp, uint64_t parent, uint64_t child, char *buf, size_t len)
-{
-	struct dict_entries *de = malloc(sizeof(*de));
-	uint64_t modules = 0;
-	int err;
-
-	if (!de)
-		return -ENOMEM;
-	err = modules_dict(mp, parent, de, &modules);
-	err = err ?: dict_entries_of(mp, modules, de);
-	for (int64_t i = 0; !err && i < de->n; i++) {
-		if (de->values[i] == child && de->keys[i]) {
-			err = py_read_str(mp->memfd, mp->vi, de->keys[i], buf, len);
-			free(de);
-			return err;
-		}
-	}
-	free(de);
-	return err ?: -ENOENT;
 }
 
 /*
@@ -576,8 +509,8 @@ static int attr_name(struct modpath *mp, uint64_t parent, uint64_t child, char *
  * _modules, or "?" when the parent could not be read (the process exited
  * before we got to it).
  */
-static void label_of(struct modpath *mp, const struct path *parent, uint64_t self, const char *type,
-		     char *buf, size_t len)
+static void label_of(struct mod_proc *pp, const struct path *parent, uint64_t self,
+		     const char *type, char *buf, size_t len)
 {
 	uint64_t type_obj = 0, *no, *count;
 	int err;
@@ -590,23 +523,23 @@ static void label_of(struct modpath *mp, const struct path *parent, uint64_t sel
 		snprintf(buf, len, "SELF");
 		return;
 	}
-	err = attr_name(mp, parent->self, self, buf, len);
+	err = modpath_attr_name(pp, parent->self, self, buf, len);
 	if (!err)
 		return;
 	if (err != -ENOENT) {
 		/* the process is gone, or its dict changed under us: no guess */
-		mp->st.unreadable++;
+		pp->mp->st.unreadable++;
 		snprintf(buf, len, "?");
 		return;
 	}
-	mp->st.unnamed++;
-	no = u64map__get(&mp->instance, self);
+	pp->mp->st.unnamed++;
+	no = u64map__get(&pp->instance, self);
 	if (!no) {
-		proc_mem_read(mp->memfd, self + mp->vi->object_type, &type_obj, 8);
-		count = u64map__get(&mp->class_count, type_obj | 1);
-		u64map__put(&mp->class_count, type_obj | 1, count ? *count + 1 : 1);
-		u64map__put(&mp->instance, self, count ? *count + 1 : 1);
-		no = u64map__get(&mp->instance, self);
+		proc_mem_read(pp->memfd, self + pp->vi->object_type, &type_obj, 8);
+		count = u64map__get(&pp->class_count, type_obj | 1);
+		u64map__put(&pp->class_count, type_obj | 1, count ? *count + 1 : 1);
+		u64map__put(&pp->instance, self, count ? *count + 1 : 1);
+		no = u64map__get(&pp->instance, self);
 	}
 	snprintf(buf, len, "%.200s#%llu", type, no ? (unsigned long long)*no - 1 : 0ull);
 }
@@ -620,43 +553,43 @@ static uint64_t path_key(uint32_t parent, uint64_t self, uint64_t method)
 }
 
 /* Index + 1 of the path of a module call under parent (index + 1, or 0). */
-static uint32_t make_path(struct modpath *mp, uint32_t parent, uint64_t self, uint64_t method,
+static uint32_t make_path(struct mod_proc *pp, uint32_t parent, uint64_t self, uint64_t method,
 			  const char *method_name)
 {
-	uint64_t key = path_key(parent, self, method), *idx = u64map__get(&mp->path_idx, key);
-	const struct path *pp = parent ? &mp->paths[parent - 1] : NULL;
+	uint64_t key = path_key(parent, self, method), *idx = u64map__get(&pp->path_idx, key);
+	const struct path *up = parent ? &pp->paths[parent - 1] : NULL;
 	char label[LABEL_LEN], type[LABEL_LEN], *str;
 	struct path *p;
 
-	if (idx && mp->paths[*idx - 1].parent == parent && mp->paths[*idx - 1].self == self &&
-	    mp->paths[*idx - 1].method == method)
+	if (idx && pp->paths[*idx - 1].parent == parent && pp->paths[*idx - 1].self == self &&
+	    pp->paths[*idx - 1].method == method)
 		return (uint32_t)*idx;
-	if (py_read_type_name(mp->memfd, mp->vi, self, type, sizeof(type)))
+	if (py_read_type_name(pp->memfd, pp->vi, self, type, sizeof(type)))
 		snprintf(type, sizeof(type), "?");
-	label_of(mp, pp, self, type, label, sizeof(label));
+	label_of(pp, up, self, type, label, sizeof(label));
 	str = malloc(PATH_MAX_LEN);
 	if (!str ||
-	    array_grow((void **)&mp->paths, &mp->paths_cap, mp->npaths + 1, sizeof(*mp->paths))) {
+	    array_grow((void **)&pp->paths, &pp->paths_cap, pp->npaths + 1, sizeof(*pp->paths))) {
 		free(str);
 		return 0;
 	}
-	snprintf(str, PATH_MAX_LEN, "%s%s%s(%s)::%s", pp ? pp->str : "", pp ? "." : "", label, type,
+	snprintf(str, PATH_MAX_LEN, "%s%s%s(%s)::%s", up ? up->str : "", up ? "." : "", label, type,
 		 method_name);
-	p = &mp->paths[mp->npaths++];
+	p = &pp->paths[pp->npaths++];
 	*p = (struct path){.parent = parent, .self = self, .method = method, .str = str};
-	p->sym = trace_writer__sym(tracer__writer(mp->t), PTG_SYM_STRING, str, "", 0);
-	mp->st.paths++;
+	p->sym = trace_writer__sym(tracer__writer(pp->mp->t), PTG_SYM_STRING, str, "", 0);
+	pp->mp->st.paths++;
 	/* on a hash collision the older path stays cached and this one is made again */
 	if (!idx)
-		u64map__put(&mp->path_idx, key, mp->npaths);
-	return (uint32_t)mp->npaths;
+		u64map__put(&pp->path_idx, key, pp->npaths);
+	return (uint32_t)pp->npaths;
 }
 
 /* The method a module call runs (forward, a hook): see method_slot(). */
-static uint64_t method_of(struct modpath *mp, const struct tracer_thread *th,
+static uint64_t method_of(struct mod_proc *pp, const struct tracer_thread *th,
 			  const struct mod_call *c, const char **name)
 {
-	uint32_t m = method_slot(mp, th, c->idx);
+	uint32_t m = method_slot(pp, th, c->idx);
 	const struct tracer_slot *s;
 	const struct code_kind *k;
 
@@ -664,7 +597,7 @@ static uint64_t method_of(struct modpath *mp, const struct tracer_thread *th,
 	if (m == UINT32_MAX)
 		return 0;
 	s = &th->stack[m];
-	k = code_kind(mp, s->code, s->fingerprint);
+	k = code_kind(pp, s->code, s->fingerprint);
 	if (k && k->method[0])
 		*name = k->method;
 	return s->code;
@@ -673,56 +606,80 @@ static uint64_t method_of(struct modpath *mp, const struct tracer_thread *th,
 uint32_t modpath__current(struct modpath *mp, const struct tracer_thread *th)
 {
 	struct mod_thread *mt = mod_thread(mp, th->pid, th->tid, false);
+	struct mod_proc *pp;
 	uint32_t parent = 0;
+	int err;
 
-	if (!mt)
+	if (!mt || !(pp = proc_of(mp, th->pid, &err)))
 		return 0;
 	while (mt->n && !call_open(&mt->calls[mt->n - 1], th))
 		mt->n--;
 	for (uint32_t i = 0; i < mt->n; i++) {
 		struct mod_call *c = &mt->calls[i];
 		const char *name;
-		uint64_t method = method_of(mp, th, c, &name);
+		uint64_t method = method_of(pp, th, c, &name);
 
-		if (!c->path || c->method != method || mp->paths[c->path - 1].parent != parent) {
-			c->path = make_path(mp, parent, module_of(mp, c), method, name);
+		if (!c->path || c->method != method || pp->paths[c->path - 1].parent != parent) {
+			c->path = make_path(pp, parent, module_of(pp, c), method, name);
 			c->method = method;
 			if (!c->path)
 				return 0;
 		}
 		parent = c->path;
 	}
-	return parent ? mp->paths[parent - 1].sym : 0;
+	return parent ? pp->paths[parent - 1].sym : 0;
+}
+
+static struct modpath *modpath_new(struct tracer *t)
+{
+	struct modpath *mp = calloc(1, sizeof(*mp));
+
+	if (!mp)
+		return NULL;
+	mp->t = t;
+	mp->threads = THREADS_INIT(struct mod_thread);
+	return mp;
 }
 
 int modpath__open(struct tracer *t, const struct py_interp *py, struct modpath **out)
 {
-	struct modpath *mp;
-	char path[64];
+	struct modpath *mp = modpath_new(t);
 	int err;
 
-	mp = calloc(1, sizeof(*mp));
 	if (!mp)
 		return -ENOMEM;
-	mp->t = t;
-	mp->threads = THREADS_INIT(struct mod_thread);
-	mp->memfd = -1;
-	mp->vi = py->info;
-	snprintf(path, sizeof(path), "/proc/%d/mem", py->pid);
-	mp->memfd = open(path, O_RDONLY | O_CLOEXEC);
-	if (mp->memfd < 0) {
-		err = -errno;
-		pr_err("modpath: cannot open %s: %s", path, strerror(-err));
-		goto cleanup;
+	mp->one = proc_new(mp, py->pid, py->info, &err);
+	if (!mp->one)
+		err = -ENOMEM;
+	else if (err)
+		pr_err("modpath: cannot open /proc/%d/mem: %s", py->pid, strerror(-err));
+	err = err ?: tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, handle_event, NULL, mp);
+	if (err) {
+		modpath__destroy(mp);
+		return err;
 	}
-	err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, handle_event, NULL, mp);
-	if (err)
-		goto cleanup;
 	*out = mp;
 	return 0;
-cleanup:
-	modpath__destroy(mp);
-	return err;
+}
+
+int modpath__open_set(struct tracer *t, modpath_interp_fn interp_of, void *ctx,
+		      struct modpath **out)
+{
+	struct modpath *mp = modpath_new(t);
+	int err;
+
+	if (!mp)
+		return -ENOMEM;
+	mp->interp_of = interp_of;
+	mp->interp_ctx = ctx;
+	err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, handle_event, NULL, mp);
+	err = err ?: tracer__on(t, PTG_EV_PROC_FORK, PTG_EV_PROC_EXIT, on_proc, NULL, mp);
+	if (err) {
+		modpath__destroy(mp);
+		return err;
+	}
+	*out = mp;
+	return 0;
 }
 
 void modpath__stats(const struct modpath *mp, struct modpath_stats *st)
@@ -734,17 +691,11 @@ void modpath__destroy(struct modpath *mp)
 {
 	if (!mp)
 		return;
-	if (mp->memfd >= 0)
-		close(mp->memfd);
 	threads__free(&mp->threads, mod_thread_fini);
-	for (size_t i = 0; i < mp->npaths; i++)
-		free(mp->paths[i].str);
-	free(mp->kinds);
-	free(mp->paths);
-	u64map__free(&mp->code_idx);
-	u64map__free(&mp->path_idx);
-	u64map__free(&mp->instance);
-	u64map__free(&mp->class_count);
-	u64map__free(&mp->modules);
+	proc_free(mp->one);
+	for (size_t i = 0; i < mp->nprocs; i++)
+		proc_free(mp->procs[i]);
+	free(mp->procs);
+	u64map__free(&mp->by_pid);
 	free(mp);
 }

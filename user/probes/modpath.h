@@ -15,6 +15,7 @@
 #define PTG_MODPATH_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "probes/tracer.h"
 #include "pyinterp/pyinterp.h"
@@ -29,6 +30,16 @@ struct modpath_stats {
 
 /* Registers for Python frame events: open it after pyframe__open(). */
 int modpath__open(struct tracer *t, const struct py_interp *py, struct modpath **out);
+/*
+ * The same for the processes of a set (record -p A,B, --children): each
+ * read in its own memory, with the interpreter interp_of(ctx, pid) says it
+ * runs (NULL: none known, its ops get no path). Open it after the set's
+ * router of frame events (proctree__load()); an exec or exit of a process
+ * (PTG_EV_PROC_*) ends what was known of it.
+ */
+typedef const struct py_interp *(*modpath_interp_fn)(void *ctx, pid_t pid);
+int modpath__open_set(struct tracer *t, modpath_interp_fn interp_of, void *ctx,
+		      struct modpath **out);
 /* Symbol (PTG_SYM_STRING) of the path of th's innermost open module call, 0 if none. */
 uint32_t modpath__current(struct modpath *mp, const struct tracer_thread *th);
 void modpath__stats(const struct modpath *mp, struct modpath_stats *st);

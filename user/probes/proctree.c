@@ -358,6 +358,13 @@ fail:
 	return err;
 }
 
+const struct py_interp *proctree__interp_of(struct proctree *pt, pid_t pid)
+{
+	struct tree_proc *p = tree_find_proc(pt, pid);
+
+	return p && p->interp ? pyframe__interp(pt->interps[p->interp - 1].pf) : NULL;
+}
+
 void proctree__on_exec(struct proctree *pt, proctree_exec_fn fn, void *ctx)
 {
 	pt->exec_fn = fn;

@@ -72,6 +72,8 @@ int proctree__write_meta(const struct proctree *pt, struct trace_writer *w);
  */
 typedef int (*proctree_exec_fn)(void *ctx, pid_t pid);
 void proctree__on_exec(struct proctree *pt, proctree_exec_fn fn, void *ctx);
+/* The interpreter process pid of the set runs now, or NULL (none known, not of the set). */
+const struct py_interp *proctree__interp_of(struct proctree *pt, pid_t pid);
 /* Attaches the fork/exec/exit programs, then the frame probes of each interpreter. */
 int proctree__attach(struct proctree *pt);
 /* Work between ring-buffer reads: interpreters of processes that exec()'d. */

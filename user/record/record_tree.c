@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "probes/cuda.h"
 #include "probes/libwatch.h"
+#include "probes/modpath.h"
 #include "probes/proctree.h"
 #include "probes/sched.h"
 #include "probes/torchops.h"
@@ -70,6 +71,11 @@ static int tree_targets(struct recording *rc)
 	return 0;
 }
 
+static const struct py_interp *interp_of(void *ctx, pid_t pid)
+{
+	return proctree__interp_of(ctx, pid);
+}
+
 /*
  * Dispatcher ops and CUDA calls of every process of the set: each library
  * file is probed once, for every process that maps it, and the BPF side
@@ -103,8 +109,13 @@ static int open_lib_probes(struct recording *rc)
 	if (o->children || o->by_uid || o->cgroup)
 		n = 0;
 	ret = libwatch__open_set(rc->tracer, fd, &rc->libs);
+	/* nn.Module paths of ops, each read in its own process (after proctree routes frames) */
+	if (!ret && !o->no_ops)
+		ret = modpath__open_set(rc->tracer, interp_of, rc->tree, &rc->mp);
 	if (!ret && !o->no_ops)
 		ret = torchops__open_shared(rc->tracer, fd, pids, n, o->quiet, &rc->ops);
+	if (!ret && rc->ops)
+		torchops__set_modpath(rc->ops, rc->mp);
 	if (!ret && rc->ops)
 		ret = libwatch__subscribe(rc->libs, torchops__on_lib, rc->ops);
 	if (!ret && !o->no_cuda)
