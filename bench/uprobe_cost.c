@@ -44,10 +44,14 @@ __asm__(".text\n"
 	".size ptg_target_push, .-ptg_target_push\n"
 	".globl ptg_target_jmp\n.type ptg_target_jmp, @function\n"
 	"ptg_target_jmp:\n\tjmp 1f\n1:\tmov %rdi, %rax\n\tret\n"
-	".size ptg_target_jmp, .-ptg_target_jmp\n");
+	".size ptg_target_jmp, .-ptg_target_jmp\n"
+	".globl ptg_target_nop5\n.type ptg_target_nop5, @function\n"
+	"ptg_target_nop5:\n\t.byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n\tmov %rdi, %rax\n\tret\n"
+	".size ptg_target_nop5, .-ptg_target_nop5\n");
 uint64_t ptg_target_mov(uint64_t x);
 uint64_t ptg_target_push(uint64_t x);
 uint64_t ptg_target_jmp(uint64_t x);
+uint64_t ptg_target_nop5(uint64_t x);
 
 typedef uint64_t (*target_fn)(uint64_t);
 
@@ -157,11 +161,13 @@ int main(int argc, char **argv)
 	    {"mov", "ptg_target_mov", ptg_target_mov},	  /* single-stepped */
 	    {"push", "ptg_target_push", ptg_target_push}, /* emulated */
 	    {"jmp", "ptg_target_jmp", ptg_target_jmp},	  /* emulated */
+	    /* a 5-byte nop (USDT's newer form): Linux 6.18 turns its trap into a call */
+	    {"nop5", "ptg_target_nop5", ptg_target_nop5},
 	};
 	long calls = argc > 1 ? strtol(argv[1], NULL, 0) : 500000;
 	int repeats = argc > 2 ? atoi(argv[2]) : 5;
 	struct uprobe_cost_bpf *skel;
-	double v[3][3];
+	double v[4][3];
 	int err = 1;
 	size_t i;
 
@@ -176,13 +182,13 @@ int main(int argc, char **argv)
 	}
 	if (check_hits(skel, 10000))
 		goto cleanup;
-	for (i = 0; i < 3; i++) {
+	for (i = 0; i < 4; i++) {
 		if (measure(skel, variants[i].func, variants[i].fn, calls, repeats, v[i]))
 			goto cleanup;
 	}
 	printf("{\"calls\": %ld, \"repeats\": %d, ", calls, repeats);
-	for (i = 0; i < 3; i++)
-		print_variant(variants[i].name, v[i], i == 2);
+	for (i = 0; i < 4; i++)
+		print_variant(variants[i].name, v[i], i == 3);
 	printf("}\n");
 	err = 0;
 cleanup:
