@@ -14,6 +14,12 @@ through a BPF_ENABLE_STATS file descriptor only while the work runs (it
 counts with the sysctl, so another user's statistics are never turned off).
 Prints the median and every round of each binary. A benchmark, not a test.
 
+With --inprocess: each round also times the work under cProfile and, on
+3.12+, under the exact sys.monitoring recorder of bench/workloads/benchlib.py
+(--mode monitoring: what an in-process mode would run in the target, with
+the packing of its events), in the same process, and checks that the
+recorder saw every call.
+
 A BINARY may be a script that sets the environment and execs ptrace-gpu:
 PTG_PYFRAME_NO_REGS=1 takes the frame from the thread state instead of the
 handler's register (docs/design.md), for an A/B of that alone.
@@ -79,11 +85,15 @@ class Target:
             raise RuntimeError(f"{python}: workload did not start: {line!r}")
         self.pid = self.proc.pid
 
-    def run(self):
+    def run(self, mode="plain"):
         """CPU ns per call of one run of the work, and the calls it made."""
-        self.proc.stdin.write("go\n")
+        self.proc.stdin.write(f"go {mode}\n")
         self.proc.stdin.flush()
         r = json.loads(self.proc.stdout.readline())
+        # besides fib's calls, the recorder sees the frames of work() and fib_calls()
+        if mode == "monitoring" and r["recorded_starts"] != r["calls"] + 2:
+            raise RuntimeError(f"sys.monitoring recorder: {r['recorded_starts']} starts for "
+                               f"{r['calls']} calls")
         return statistics.median(r["cpu_s"]) / r["calls"] * 1e9, r["calls"]
 
     def close(self):
@@ -132,6 +142,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--scale", type=float, default=2.0)
     ap.add_argument("--stats", action="store_true", help="BPF run time per py_probe run")
+    ap.add_argument("--inprocess", action="store_true",
+                    help="also cProfile and a sys.monitoring recorder (3.12+) in each round")
     ap.add_argument("binaries", nargs="+")
     a = ap.parse_args()
     if os.geteuid() != 0:
@@ -140,6 +152,10 @@ def main():
     if python.missing:
         sys.exit(f"bench/hotpath_ab.py: {a.python}: {python.missing}")
     res = {b: [] for b in a.binaries}
+    modes = []
+    if a.inprocess and not a.stats:
+        modes = ["cprofile"] + (["monitoring"] if python.version >= (3, 12) else [])
+    inproc = {m: [] for m in modes}
     target = Target(python, a.scale)
     try:
         target.run()  # warm-up: specialization, caches
@@ -149,8 +165,13 @@ def main():
                 for b in a.binaries:
                     v, per_call = traced(target, b, tmp, a.stats)
                     res[b].append((v if a.stats else v - base, per_call))
+                for m in modes:
+                    inproc[m].append(target.run(m)[0] - base)
     finally:
         target.close()
+    for m, vals in inproc.items():
+        print(f"{a.python} {m} (in-process): CPU ns added per call: median "
+              f"{statistics.median(vals):,.0f} [{', '.join(f'{v:.0f}' for v in vals)}]")
     what = "py_probe ns per run" if a.stats else "CPU ns added per call"
     for b in a.binaries:
         vals = [v for v, _ in res[b]]

@@ -11,7 +11,13 @@ attach time are never counted:
 --mode     plain: no profiler; cprofile: the work runs under cProfile.Profile
            (and so does every thread it starts, each with its own, as cProfile
            is per thread); torchprof: under torch.profiler.profile(
-           activities=[CPU], with_stack=True). In-process profilers start
+           activities=[CPU], with_stack=True); monitoring (3.12+): under an
+           exact in-process call recorder on sys.monitoring (PEP 669), what
+           an opt-in in-process mode of record would run in the target: each
+           frame start, resume, return, yield, unwind and throw of every
+           thread as (event, code object, perf_counter_ns, thread), packed
+           into a byte buffer at the end of each repetition (inside its
+           time), as a recorder would before it ships its events out. In-process profilers start
            before and stop after the timed region, so their start-up and
            post-processing are not counted either (as a tracer's attach and
            detach are not).
@@ -47,7 +53,8 @@ _profile_threads = False
 def parse_args(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--wait", action="store_true")
-    p.add_argument("--mode", choices=("plain", "cprofile", "torchprof"), default="plain")
+    p.add_argument("--mode", choices=("plain", "cprofile", "torchprof", "monitoring"),
+                   default="plain")
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--scale", type=float, default=1.0)
     p.add_argument("--threads", type=int, default=1)
@@ -73,7 +80,68 @@ def _install_thread_profiling():
     threading.Thread.run = maybe_profiled_run
 
 
+class MonitoringRecorder:
+    """Every Python frame event of every thread, exactly, through sys.monitoring.
+
+    The callbacks do what a recorder must do and no more: one tuple per event
+    into a list. flush() turns them into fixed-size records (code objects
+    numbered at first sight, their names sent once) as a recorder ships them.
+    The code objects stay referenced while recording, so an id is never reused.
+    """
+
+    def __init__(self):
+        self.mon = sys.monitoring
+        self.tool = self.mon.PROFILER_ID
+        self.events, self.codes, self.packed = [], {}, 0
+        self.starts = 0  # frames started, not counting the recorder's own
+        self.own = {MonitoringRecorder.flush.__code__, MonitoringRecorder.__exit__.__code__}
+
+    def __enter__(self):
+        import struct
+
+        mon, E, ev = self.mon, self.mon.events, self.events
+        add, now, ident = ev.append, time.perf_counter_ns, threading.get_ident
+        self.rec = struct.Struct("<BxxxIqQ")
+        mon.use_tool_id(self.tool, "ptrace-gpu bench")
+        cb = {E.PY_START: lambda code, off: add((1, code, now(), ident())),
+              E.PY_RESUME: lambda code, off: add((2, code, now(), ident())),
+              E.PY_RETURN: lambda code, off, val: add((3, code, now(), ident())),
+              E.PY_YIELD: lambda code, off, val: add((4, code, now(), ident())),
+              E.PY_UNWIND: lambda code, off, exc: add((5, code, now(), ident())),
+              E.PY_THROW: lambda code, off, exc: add((6, code, now(), ident()))}
+        mask = 0
+        for event, fn in cb.items():
+            mon.register_callback(self.tool, event, fn)
+            mask |= event
+        mon.set_events(self.tool, mask)
+        return self
+
+    def flush(self):
+        """Packs the events so far; its own frames are not recorded (events off meanwhile)."""
+        mask = self.mon.get_events(self.tool)
+        self.mon.set_events(self.tool, 0)
+        ev, codes, pack = self.events, self.codes, self.rec.pack
+        out, names = [], []
+        for kind, code, ts, tid in ev:
+            n = codes.get(code)
+            if n is None:
+                n = codes[code] = len(codes) + 1
+                names.append((n, code.co_qualname, code.co_filename, code.co_firstlineno))
+            out.append(pack(kind, n, ts, tid))
+            self.starts += kind == 1 and code not in self.own
+        self.packed += len(b"".join(out)) + len(repr(names))
+        ev.clear()
+        self.mon.set_events(self.tool, mask)
+
+    def __exit__(self, *exc):
+        self.flush()
+        self.mon.set_events(self.tool, 0)
+        self.mon.free_tool_id(self.tool)
+
+
 def _profiler(mode):
+    if mode == "monitoring":
+        return MonitoringRecorder()
     if mode == "cprofile":
         import cProfile
 
@@ -97,18 +165,22 @@ def _timed(work, mode, repeat):
         for _ in range(repeat):
             c0, t0 = time.process_time(), time.perf_counter()
             calls = work()
+            if mode == "monitoring":
+                prof.flush()
             times.append((time.perf_counter() - t0, time.process_time() - c0))
     finally:
         _profile_threads = False
         if prof is not None:
             prof.__exit__(None, None, None)
-    return times, calls
+    extra = {"recorded_starts": prof.starts} if mode == "monitoring" else {}
+    return times, calls, extra
 
 
-def _report(name, mode, times, calls):
+def _report(name, mode, times, calls, extra):
     wall = [t[0] for t in times]
     print(json.dumps({"workload": name, "mode": mode, "elapsed_s": statistics.median(wall),
-                      "runs_s": wall, "cpu_s": [t[1] for t in times], "calls": calls}),
+                      "runs_s": wall, "cpu_s": [t[1] for t in times], "calls": calls,
+                      **extra}),
           flush=True)
 
 
