@@ -17,8 +17,10 @@ Prints the median and every round of each binary. A benchmark, not a test.
 With --inprocess: each round also times the work under cProfile and, on
 3.12+, under the exact sys.monitoring recorder of bench/workloads/benchlib.py
 (--mode monitoring: what an in-process mode would run in the target, with
-the packing of its events), in the same process, and checks that the
-recorder saw every call.
+the packing of its events) and the same recorder with its callbacks in C
+(--mode monitoring-c, bench/workloads/moncost.c, built here for NAME when
+its Python.h is there), in the same process, and checks that the recorders
+saw every call.
 
 A BINARY may be a script that sets the environment and execs ptrace-gpu:
 PTG_PYFRAME_NO_REGS=1 takes the frame from the thread state instead of the
@@ -75,11 +77,43 @@ def probe_stats(pid):
     return res
 
 
+def build_moncost(python):
+    """bench/workloads/moncost.c built for python, in a folder it sees; None if it cannot be."""
+    res = subprocess.run(python.argv("-c", "import sysconfig; "
+                                           "print(sysconfig.get_paths()['include'])"),
+                         capture_output=True, text=True)
+    inc = python.on_host(res.stdout.strip()) if res.returncode == 0 else ""
+    if not os.path.exists(os.path.join(inc, "Python.h")):
+        print(f"{python}: no Python.h ({inc or res.stderr.strip()}): no C recorder")
+        return None
+    out = os.path.join(os.path.abspath(ptg.BUILD), "bench", f"moncost-{python}")
+    os.makedirs(out, exist_ok=True)
+    # Debian's multiarch pyconfig.h includes <x86_64-linux-gnu/python3.X/pyconfig.h>:
+    # that folder alone, not the chroot's libc headers
+    incs = ["-I" + inc]
+    arch = python.on_host(f"/usr/include/x86_64-linux-gnu/python{python.version[0]}."
+                          f"{python.version[1]}")
+    if python.root and os.path.isdir(arch):
+        link = os.path.join(out, "include", "x86_64-linux-gnu")
+        os.makedirs(link, exist_ok=True)
+        dst = os.path.join(link, os.path.basename(arch))
+        if not os.path.islink(dst):
+            os.symlink(arch, dst)
+        incs.append("-I" + os.path.join(out, "include"))
+    res = subprocess.run(["cc", "-O2", "-shared", "-fPIC", *incs,
+                          os.path.join(HERE, "workloads", "moncost.c"), "-o",
+                          os.path.join(out, "ptg_moncost.so")], capture_output=True, text=True)
+    if res.returncode:
+        print(f"{python}: moncost.c does not build: no C recorder\n{res.stderr[-400:]}")
+        return None
+    return out
+
+
 class Target:
-    def __init__(self, python, scale):
+    def __init__(self, python, scale, env=None):
         self.proc = subprocess.Popen(
             python.argv(python.path(FIB), "--wait", "--scale", str(scale)),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         line = self.proc.stdout.readline()
         if not line.startswith("ready"):
             raise RuntimeError(f"{python}: workload did not start: {line!r}")
@@ -90,8 +124,10 @@ class Target:
         self.proc.stdin.write(f"go {mode}\n")
         self.proc.stdin.flush()
         r = json.loads(self.proc.stdout.readline())
-        # besides fib's calls, the recorder sees the frames of work() and fib_calls()
-        if mode == "monitoring" and r["recorded_starts"] != r["calls"] + 2:
+        # besides fib's calls, the recorder sees the frames of work() and fib_calls(),
+        # and the C one the recorder's own flush() and __exit__() too
+        extra = {"monitoring": 2, "monitoring-c": 4}.get(mode)
+        if extra is not None and r["recorded_starts"] != r["calls"] + extra:
             raise RuntimeError(f"sys.monitoring recorder: {r['recorded_starts']} starts for "
                                f"{r['calls']} calls")
         return statistics.median(r["cpu_s"]) / r["calls"] * 1e9, r["calls"]
@@ -152,11 +188,15 @@ def main():
     if python.missing:
         sys.exit(f"bench/hotpath_ab.py: {a.python}: {python.missing}")
     res = {b: [] for b in a.binaries}
-    modes = []
+    modes, env = [], None
     if a.inprocess and not a.stats:
         modes = ["cprofile"] + (["monitoring"] if python.version >= (3, 12) else [])
+        moncost = build_moncost(python) if python.version >= (3, 12) else None
+        if moncost:
+            modes.append("monitoring-c")
+            env = dict(os.environ, PTG_MONCOST_DIR=python.path(moncost))
     inproc = {m: [] for m in modes}
-    target = Target(python, a.scale)
+    target = Target(python, a.scale, env)
     try:
         target.run()  # warm-up: specialization, caches
         with tempfile.TemporaryDirectory() as tmp:

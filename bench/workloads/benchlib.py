@@ -17,7 +17,10 @@ attach time are never counted:
            frame start, resume, return, yield, unwind and throw of every
            thread as (event, code object, perf_counter_ns, thread), packed
            into a byte buffer at the end of each repetition (inside its
-           time), as a recorder would before it ships its events out. In-process profilers start
+           time), as a recorder would before it ships its events out;
+           monitoring-c: the same with the callbacks in C (moncost.c, built
+           by bench/hotpath_ab.py --inprocess into $PTG_MONCOST_DIR), as an
+           agent injected into the target would register them. In-process profilers start
            before and stop after the timed region, so their start-up and
            post-processing are not counted either (as a tracer's attach and
            detach are not).
@@ -53,7 +56,8 @@ _profile_threads = False
 def parse_args(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--wait", action="store_true")
-    p.add_argument("--mode", choices=("plain", "cprofile", "torchprof", "monitoring"),
+    p.add_argument("--mode", choices=("plain", "cprofile", "torchprof", "monitoring",
+                                      "monitoring-c"),
                    default="plain")
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--scale", type=float, default=1.0)
@@ -139,9 +143,42 @@ class MonitoringRecorder:
         self.mon.free_tool_id(self.tool)
 
 
+class CMonitoringRecorder:
+    """MonitoringRecorder's events, recorded by C callbacks (moncost.c)."""
+
+    def __init__(self):
+        sys.path.insert(0, os.environ["PTG_MONCOST_DIR"])
+        import ptg_moncost
+
+        self.m, self.mon, self.tool = ptg_moncost, sys.monitoring, sys.monitoring.PROFILER_ID
+        self.starts, self.first = 0, ptg_moncost.take()[1]
+
+    def __enter__(self):
+        E, m = self.mon.events, self.m
+        self.mon.use_tool_id(self.tool, "ptrace-gpu bench")
+        mask = 0
+        for event, fn in ((E.PY_START, m.start), (E.PY_RESUME, m.resume), (E.PY_RETURN, m.ret),
+                          (E.PY_YIELD, m.yield_), (E.PY_UNWIND, m.unwind),
+                          (E.PY_THROW, m.throw)):
+            self.mon.register_callback(self.tool, event, fn)
+            mask |= event
+        self.mon.set_events(self.tool, mask)
+        return self
+
+    def flush(self):
+        pass  # the records are in shared memory already
+
+    def __exit__(self, *exc):
+        self.mon.set_events(self.tool, 0)
+        self.mon.free_tool_id(self.tool)
+        self.starts = self.m.take()[1] - self.first
+
+
 def _profiler(mode):
     if mode == "monitoring":
         return MonitoringRecorder()
+    if mode == "monitoring-c":
+        return CMonitoringRecorder()
     if mode == "cprofile":
         import cProfile
 
@@ -165,14 +202,14 @@ def _timed(work, mode, repeat):
         for _ in range(repeat):
             c0, t0 = time.process_time(), time.perf_counter()
             calls = work()
-            if mode == "monitoring":
+            if mode.startswith("monitoring"):
                 prof.flush()
             times.append((time.perf_counter() - t0, time.process_time() - c0))
     finally:
         _profile_threads = False
         if prof is not None:
             prof.__exit__(None, None, None)
-    extra = {"recorded_starts": prof.starts} if mode == "monitoring" else {}
+    extra = {"recorded_starts": prof.starts} if mode.startswith("monitoring") else {}
     return times, calls, extra
 
 
