@@ -66,6 +66,8 @@ struct libwatch {
 	struct lw_proc *cur;  /* the process being scanned */
 	uint64_t notice_ts;   /* the loader's first notice since the last scan */
 	uint64_t late;	      /* late libraries mapped before they could be probed */
+	libwatch_exec_fn exec_fn;
+	void *exec_ctx;
 };
 
 struct find_ld {
@@ -280,9 +282,18 @@ static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, 
 			return attach_proc(lw, p);
 		}
 	}
-	if (e->aux == PTG_LIB_EXEC)
-		return exec_proc(lw, p);
-	return scan(lw, p);
+	if (e->aux != PTG_LIB_EXEC)
+		return scan(lw, p);
+	err = exec_proc(lw, p);
+	if (lw->pid >= 0 && lw->exec_fn)
+		lw->exec_fn(lw->exec_ctx);
+	return err;
+}
+
+void libwatch__on_exec(struct libwatch *lw, libwatch_exec_fn fn, void *ctx)
+{
+	lw->exec_fn = fn;
+	lw->exec_ctx = ctx;
 }
 
 static int write_losses(struct tracer *t, void *ctx)

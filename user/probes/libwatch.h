@@ -49,6 +49,12 @@ int libwatch__open_set(struct tracer *t, int traced_fd, struct libwatch **out);
 int libwatch__add_pid(struct libwatch *lw, pid_t pid);
 
 int libwatch__subscribe(struct libwatch *lw, libwatch_fn fn, void *ctx);
+/*
+ * One process: fn(ctx) after each exec of it was scanned (its event read,
+ * the process may have run on since). One subscriber.
+ */
+typedef void (*libwatch_exec_fn)(void *ctx);
+void libwatch__on_exec(struct libwatch *lw, libwatch_exec_fn fn, void *ctx);
 /* One process: offers the late libraries ahead, attaches to ld.so, reports what is mapped. */
 int libwatch__attach(struct libwatch *lw);
 /*

@@ -71,8 +71,9 @@ struct recording {
 	struct proctree *tree; /* several processes (-p A,B, --children): user/probes/proctree.c */
 	struct modpath *mp;
 	struct torchops *ops;
-	struct steps *steps; /* --steps, --schedule: the trace is cut from a recording at tmp */
-	struct target *tg;   /* a Python that comes later; the -- CMD child held until then */
+	struct steps *steps;   /* --steps, --schedule: the trace is cut from a recording at tmp */
+	uint64_t py_exec_lost; /* a Python the target exec'd, not followed (record_python.c) */
+	struct target *tg;     /* a Python that comes later; the -- CMD child held until then */
 	struct py_ahead
 	    *ahead; /* libpython files probed before they are mapped (record_python.c) */
 	char tmp[PATH_MAX];

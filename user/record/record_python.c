@@ -286,6 +286,31 @@ void record_python_free(struct recording *rc)
 	rc->ahead = NULL;
 }
 
+/*
+ * target.h: the target, which ran Python, exec'd a Python. The same file at
+ * the same place (a non-PIE interpreter exec'ing itself) is recorded on by
+ * the probes already there; any other image is not followed by one-process
+ * recording (its probes and memory readers are the first interpreter's):
+ * said, counted, and the old probes taken out before they misread it.
+ */
+static void python_exec(void *ctx, const struct py_interp *py)
+{
+	struct recording *rc = ctx;
+	struct stat a, b;
+
+	if (!rc->pf || rc->py_exec_lost)
+		return;
+	if (!stat(py->attach_path, &a) && !stat(rc->py.attach_path, &b) && a.st_dev == b.st_dev &&
+	    a.st_ino == b.st_ino && py->runtime_addr == rc->py.runtime_addr)
+		return;
+	rc->py_exec_lost++;
+	pyframe__detach(rc->pf);
+	pr_warn("pid %d exec'd %s (Python %s): a one-process recording follows the interpreter "
+		"it started with; from here on the new program's Python calls are not recorded "
+		"(record -p %d --children follows execs)",
+		rc->pid, py->path, py->version, rc->pid);
+}
+
 /* What follows a process with no Python at start: an exec or a libpython later. */
 int record_open_target(struct recording *rc)
 {
@@ -297,10 +322,13 @@ int record_open_target(struct recording *rc)
 	    .libs = rc->libs,
 	    .fn = late_python,
 	    .ahead = python_ahead,
+	    .exec = python_exec,
 	    .ctx = rc,
 	};
 	int ret = target__new(&to, &rc->tg);
 
+	if (!ret)
+		libwatch__on_exec(rc->libs, target__exec_seen, rc->tg);
 	if (ret || rc->py.info)
 		return ret;
 	ret = libwatch__subscribe(rc->libs, target__on_lib, rc->tg);

@@ -214,6 +214,8 @@ static bool target_exited(struct recording *rc)
 		else if (waitpid(rc->pid, &rc->child_status, WNOHANG) == rc->pid)
 			rc->child_reaped = true;
 	}
+	/* a Python target that exec'd: what it runs now */
+	target__poll_exec(rc->tg);
 	/* -p held at its exec: its stops are handled here, its end is the pidfd's */
 	if (!rc->child && target__held(rc->tg))
 		target__poll(rc->tg, &status);
@@ -415,6 +417,9 @@ static int finish(struct recording *rc)
 	/* the agents flush what CUPTI still holds, then hang up */
 	ret = cupti__stop(rc->cupti, 5000) ?: (ret < 0 ? ret : 0);
 	ret = tracer__finish(rc->tracer, stop_ts) ?: ret;
+	if (!ret && rc->py_exec_lost)
+		ret = trace_writer__lost(rc->w, PTG_LOST_PY_EXEC_UNFOLLOWED, UINT32_MAX,
+					 rc->py_exec_lost);
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)stop_ts);
 	ret = ret ?: trace_writer__meta(rc->w, "stop.monotonic_ns", buf);
 	ret = ret ?: trace_writer__meta(rc->w, "stop.reason", rc->stop_reason);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "proc/libsearch.h"
 #include "proc/procfs.h"
@@ -32,6 +33,7 @@ struct target {
 	struct ahead_file *ahead; /* libpython files offered ahead */
 	size_t nahead;
 	struct libsearch *search; /* while target__probe_ahead runs */
+	uint64_t exec_ms;	  /* an exec after Python, not looked at yet: when read */
 };
 
 /*
@@ -298,6 +300,39 @@ int target__probe_ahead(struct target *tg)
 	libsearch__free(tg->search);
 	tg->search = NULL;
 	return ret;
+}
+
+void target__exec_seen(void *ctx)
+{
+	struct target *tg = ctx;
+
+	if (tg->has_python && tg->o.exec)
+		tg->exec_ms = now_ms(CLOCK_MONOTONIC);
+}
+
+/*
+ * The exec event is read once the new image runs: its loader may not have
+ * mapped a shared libpython yet, so the image is looked at until it runs
+ * Python or EXEC_LOOK_MS passed (a program that is no Python).
+ */
+#define EXEC_LOOK_MS 2000
+
+void target__poll_exec(struct target *tg)
+{
+	struct py_interp py;
+	char err[512];
+	int ret;
+
+	if (!tg || !tg->exec_ms)
+		return;
+	ret = py_interp__find(tg->o.pid, &py, err, sizeof(err));
+	if (!ret) {
+		tg->exec_ms = 0;
+		tg->o.exec(tg->o.ctx, &py);
+	} else if (ret == -ESRCH || ret == -ENOENT ||
+		   now_ms(CLOCK_MONOTONIC) - tg->exec_ms > EXEC_LOOK_MS) {
+		tg->exec_ms = 0;
+	}
 }
 
 int target__look(struct target *tg, const struct py_interp *gone)

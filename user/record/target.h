@@ -30,6 +30,11 @@ typedef int (*target_python_fn)(void *ctx, const struct py_interp *py, const cha
  * live as the loader maps it. Once per file (inode).
  */
 typedef int (*target_ahead_fn)(void *ctx, const struct py_interp *py);
+/*
+ * The target ran Python and exec'd an interpreter (py; maybe the same file,
+ * mapped anew): what record does of it.
+ */
+typedef void (*target_exec_fn)(void *ctx, const struct py_interp *py);
 
 struct target_opts {
 	pid_t pid;
@@ -39,6 +44,7 @@ struct target_opts {
 	struct libwatch *libs; /* re-armed at each exec of a held child */
 	target_python_fn fn;
 	target_ahead_fn ahead; /* NULL: nothing is probed ahead */
+	target_exec_fn exec;   /* NULL: an exec after Python is not looked at */
 	void *ctx;
 };
 
@@ -58,6 +64,13 @@ int target__probe_ahead(struct target *tg);
  * to be read), gone (if not NULL) is taken as what it ran.
  */
 int target__look(struct target *tg, const struct py_interp *gone);
+/*
+ * A libwatch exec subscriber (libwatch__on_exec): a target that runs Python
+ * exec'd; target__poll_exec then looks at what it runs now.
+ */
+void target__exec_seen(void *ctx);
+/* Without blocking: after target__exec_seen, whether the new image runs Python (o.exec). */
+void target__poll_exec(struct target *tg);
 /* A libwatch subscriber: a mapped object that may be Python (an exec'd interpreter, libpython). */
 int target__on_lib(void *ctx, const struct proc_map *m, const char *attach_path, uint64_t bias);
 /*

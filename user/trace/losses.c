@@ -34,6 +34,7 @@ static const char *const lost_names[PTG_LOST_NR] = {
     [PTG_LOST_PROC_SET_FULL] = "proc_set_full",
     [PTG_LOST_TRACE_WRITE] = "trace_write",
     [PTG_LOST_TRACE_TRUNCATED] = "trace_truncated",
+    [PTG_LOST_PY_EXEC_UNFOLLOWED] = "py_exec_unfollowed",
 };
 
 const char *ptg_lost_name(enum ptg_lost kind)

@@ -158,6 +158,8 @@ enum ptg_lost {
 	PTG_LOST_PROC_SET_FULL = 24,	     /* processes the traced set had no room for */
 	PTG_LOST_TRACE_WRITE = 25,	     /* records a failed write of the trace lost */
 	PTG_LOST_TRACE_TRUNCATED = 26,	     /* a trace read without its end marker */
+	PTG_LOST_PY_EXEC_UNFOLLOWED =
+	    27, /* execs of a -p/-- CMD target into a Python not followed */
 	PTG_LOST_NR
 };
 
