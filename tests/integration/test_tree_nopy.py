@@ -301,17 +301,20 @@ class NoPythonSetOnce(unittest.TestCase):
 
     def test_errors(self):
         """One line each: a kernel thread, a member with no Python given twice,
-        one that is gone; no file."""
+        one that is gone, one that exited and is not reaped yet; no file."""
         p = Gated([NOPY_PLAIN, "--wait", "1", "1"])
         gone = subprocess.Popen(["true"])
         gone.wait()
+        zombie = subprocess.Popen(["true"])
+        self.assertTrue(ptg.wait_until(lambda: state(zombie.pid) == "Z"))
         out = os.path.join(self.tmp.name, "x.ptg")
         try:
             for pids, line in (
                     (f"{p.pid},2", "pid 2 (kthreadd) is a kernel thread: it runs no program to "
                                    "record"),
                     (f"{p.pid},{p.pid}", f"pid {p.pid} is given twice"),
-                    (f"{p.pid},{gone.pid}", f"no such process: {gone.pid}")):
+                    (f"{p.pid},{gone.pid}", f"no such process: {gone.pid}"),
+                    (f"{p.pid},{zombie.pid}", f"pid {zombie.pid} exited")):
                 res = ptg.run(["record", "-p", pids, "-o", out])
                 self.assertEqual((res.returncode, res.stderr), (1, f"ptrace-gpu: {line}\n"))
                 self.assertFalse(os.path.exists(out))
@@ -320,6 +323,7 @@ class NoPythonSetOnce(unittest.TestCase):
             self.assertEqual(len(res.stderr.splitlines()), 1, res.stderr)
         finally:
             p.kill()
+            zombie.wait()
 
 
 if __name__ == "__main__":

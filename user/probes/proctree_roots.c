@@ -56,29 +56,39 @@ int proctree__add(struct proctree *pt, pid_t pid, const struct py_interp *py)
 }
 
 /*
- * A kernel thread has a pid and no program: nothing of it can be recorded
- * (PF_KTHREAD in the flags, field 9 of /proc/PID/stat).
+ * A process with no program to record: a kernel thread (PF_KTHREAD in the
+ * flags, field 9 of /proc/PID/stat) or one that exited and is not reaped
+ * yet (state Z or X, field 3). -ENOENT with the reason, else 0.
  */
-static bool kernel_thread(pid_t pid)
+static int no_program(pid_t pid, char *err, size_t errlen)
 {
-	char path[64], buf[1024], *p;
+	char path[64], buf[1024], comm[32] = "?", *p;
 	ssize_t n;
 	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return false;
+		return 0; /* said by py_interp__find(), which looks anyway */
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n <= 0)
-		return false;
+		return 0;
 	buf[n] = '\0';
 	/* the command name may hold spaces and parentheses: fields count from the last ')' */
 	p = strrchr(buf, ')');
+	if (p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X')) {
+		snprintf(err, errlen, "pid %d exited", pid);
+		return -ENOENT;
+	}
 	for (int field = 3; p && field <= 9; field++)
 		p = strchr(p + 1, ' ');
-	return p && (strtoul(p + 1, NULL, 10) & 0x00200000ul);
+	if (!p || !(strtoul(p + 1, NULL, 10) & 0x00200000ul))
+		return 0;
+	proc_comm(pid, pid, comm, sizeof(comm));
+	snprintf(err, errlen, "pid %d (%s) is a kernel thread: it runs no program to record", pid,
+		 comm);
+	return -ENOENT; /* --uid 0, --cgroup /: passed over as one gone */
 }
 
 /*
@@ -99,15 +109,9 @@ static int add_checked(struct proctree *pt, pid_t pid, bool any, char *err, size
 	/* the pidfd first: it is this process, and says when it exits, whoever gets its pid then */
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	proc_start_time(pid, &st0);
-	if (kernel_thread(pid)) {
-		char comm[32] = "?";
-
-		proc_comm(pid, pid, comm, sizeof(comm));
-		snprintf(err, errlen,
-			 "pid %d (%s) is a kernel thread: it runs no program to record", pid, comm);
-		ret = -ENOENT; /* --uid 0, --cgroup /: passed over as one gone */
+	ret = no_program(pid, err, errlen);
+	if (ret)
 		goto out;
-	}
 	ret = py_interp__find(pid, &py, err, errlen);
 	if (ret == -ENOEXEC && any) {
 		err[0] = '\0';
