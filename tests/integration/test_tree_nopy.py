@@ -51,6 +51,15 @@ def tracer_pid(pid):
         return 0
 
 
+def read(path):
+    """The text of path, "" while it is not there yet."""
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
 def descendants(pid):
     """Every running descendant of pid, through all its threads."""
     out, todo = [], [pid]
@@ -211,6 +220,39 @@ class TreeNoPython(unittest.TestCase):
         got = new_calls(trace, "<string>")
         self.assertEqual(sorted(got), [child])
         self.assertEqual(got[child]["g"], 500)
+
+    def check_shell_children_running(self, python):
+        """-p SH --children: the shell's Python child already running at the
+        attach (waiting on a fifo) and one it starts after: both exactly."""
+        out = os.path.join(self.tmp.name, "run.ptg")
+        fifo, log = os.path.join(self.tmp.name, "go"), os.path.join(self.tmp.name, "fib.out")
+        os.mkfifo(fifo)
+        fib = python.path(os.path.join(ptg.WORKLOADS, "fib.py"))
+        run = f"{python.shell()} -c {shlex.quote(CODE)}"
+        sh = Gated(["sh", "-c", f"{python.shell()} {fib} --wait < {fifo} > {log} & "
+                    f"echo ready $$; read x; {run}; wait; echo end"])
+        try:
+            with open(fifo, "w") as gate:
+                self.assertTrue(ptg.wait_until(lambda: read(log).startswith("ready")))
+                early = int(read(log).split()[1])
+                rec = ptg.Recorder(["-p", str(sh.pid), "--children"], out)
+                wait_line(rec, f"recording pid {early} (Python ")
+                gate.write("go\n")
+            sh.go()
+            stdout = sh.finish()
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+        finally:
+            sh.kill()
+        self.assertEqual(read(log), f"ready {early}\ndone\n")
+        self.assertRegex(stdout, r"^child \d+\nend\n$")
+        late = int(stdout.split()[1])
+        trace = ptg.Trace(out)
+        self.assertEqual(trace.losses, [])
+        fibs, code = new_calls(trace, "fib.py"), new_calls(trace, "<string>")
+        self.assertEqual(sorted(fibs), [early])
+        self.assertEqual((fibs[early]["f"], fibs[early]["main"]), (5919, 1))
+        self.assertEqual(sorted(code), [late])
+        self.assertEqual(code[late]["g"], 500)
 
     def check_killed_with_c_program(self, python):
         """kill -9 of record of -p A,B (B no Python) while both run: both run on,
