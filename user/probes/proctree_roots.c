@@ -113,7 +113,9 @@ static int add_checked(struct proctree *pt, pid_t pid, bool any, char *err, size
 	if (ret)
 		goto out;
 	ret = py_interp__find(pid, &py, err, errlen);
+	/* what the finder filled on the way (a python-named file that is none) is no Python */
 	if (ret == -ENOEXEC && any) {
+		memset(&py, 0, sizeof(py));
 		err[0] = '\0';
 		ret = 0;
 	}
@@ -122,7 +124,7 @@ static int add_checked(struct proctree *pt, pid_t pid, bool any, char *err, size
 		snprintf(err, errlen, "pid %d exited", pid);
 		ret = -ESRCH;
 	}
-	if (!ret && py.info && py.warning[0])
+	if (!ret && py.warning[0])
 		pr_warn("pid %d: %s", pid, py.warning);
 	if (!ret)
 		ret = add_root(pt, pid, pidfd, py.info ? &py : NULL);
