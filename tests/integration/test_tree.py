@@ -314,7 +314,8 @@ class PidList(unittest.TestCase):
         res = ptg.run(["record", "--children", "-o", out, "--", "sh", "-c", script])
         self.assertEqual(res.returncode, 0, res.stderr)
         self.assertEqual(res.stdout, "end\n")
-        self.assertIn("(no Python yet) and the processes it starts", res.stderr)
+        self.assertIn("(sh): no Python: CUDA calls, ops and off-CPU time; its exec of Python "
+                      "is followed, and the processes it starts", res.stderr)
         self.assertIn("1 of them ran no supported Python", res.stderr)
         trace = ptg.Trace(out)
         self.assertEqual(trace.losses, [])

@@ -304,8 +304,14 @@ int proctree__new(bool children, bool quiet, struct proctree **out)
 	pt->cg_fd = -1;
 	pt->children = children;
 	pt->quiet = quiet;
+	snprintf(pt->nopy_what, sizeof(pt->nopy_what), "CUDA calls, ops and off-CPU time");
 	*out = pt;
 	return 0;
+}
+
+void proctree__nopy_what(struct proctree *pt, const char *what)
+{
+	snprintf(pt->nopy_what, sizeof(pt->nopy_what), "%s", what);
 }
 
 int proctree__load(struct proctree *pt, struct tracer *t)
@@ -406,6 +412,23 @@ static int attach_prog(struct bpf_program *prog, struct bpf_link **link)
 	return *link ? 0 : -errno;
 }
 
+/* What is recorded of p: which members run no Python is said, one line each. */
+static void say_recording(const struct proctree *pt, const struct tree_proc *p)
+{
+	const struct py_interp *py;
+	char comm[32] = "?";
+
+	if (p->interp) {
+		py = pyframe__interp(pt->interps[p->interp - 1].pf);
+		pr_info("recording pid %d (Python %s, %s)%s", p->pid, py->version, py->path,
+			pt->children ? " and the processes it starts" : "");
+		return;
+	}
+	proc_comm(p->pid, p->pid, comm, sizeof(comm));
+	pr_info("recording pid %d (%s): no Python: %s; its exec of Python is followed%s", p->pid,
+		comm, pt->nopy_what, pt->children ? ", and the processes it starts" : "");
+}
+
 int proctree__attach(struct proctree *pt)
 {
 	struct proctree_bpf *s = pt->skel;
@@ -435,15 +458,8 @@ int proctree__attach(struct proctree *pt)
 	if (err)
 		return err;
 	pt->attached = true;
-	for (size_t i = 0; !pt->quiet && i < pt->nprocs; i++) {
-		const struct tree_proc *p = &pt->procs[i];
-		const struct py_interp *py =
-		    p->interp ? pyframe__interp(pt->interps[p->interp - 1].pf) : NULL;
-
-		pr_info("recording pid %d (%s%s%s%s)%s", p->pid, py ? "Python " : "no Python yet",
-			py ? py->version : "", py ? ", " : "", py ? py->path : "",
-			pt->children ? " and the processes it starts" : "");
-	}
+	for (size_t i = 0; !pt->quiet && i < pt->nprocs; i++)
+		say_recording(pt, &pt->procs[i]);
 	return 0;
 }
 
@@ -478,6 +494,7 @@ void proctree__proc(const struct proctree *pt, size_t i, struct proctree_proc *o
 	*out = (struct proctree_proc){
 	    .pid = p->pid,
 	    .ran_python = p->ran_python,
+	    .named = p->named,
 	    .cmdline = p->cmdline ?: "",
 	    .rank = p->rank,
 	    .dist_rank = p->dist_rank,

@@ -34,14 +34,21 @@ struct proctree_stats {
 
 /* children: follow forks (--children); else only the processes added. */
 int proctree__new(bool children, bool quiet, struct proctree **out);
+/*
+ * What is recorded of a process with no Python ("CUDA calls and off-CPU
+ * time"), for the line that says which processes run none.
+ */
+void proctree__nopy_what(struct proctree *pt, const char *what);
 /* After the processes are added: loads the BPF side and a pyframe per interpreter. */
 int proctree__load(struct proctree *pt, struct tracer *t);
 /* fd of the BPF hash of recorded tgids, for other probe objects to filter by (after load). */
 int proctree__set_fd(const struct proctree *pt);
 /*
- * Adds running process pid: checks it as record -p does (exists, a
- * supported Python, the same process throughout: pidfd and start time).
- * Returns 0 or -errno with a one-line reason in err.
+ * Adds running process pid: checks it as record -p does (exists, no kernel
+ * thread, the same process throughout: pidfd and start time). One that runs
+ * no Python is taken as record -p takes it: its CUDA calls, ops and off-CPU
+ * time, its exec into Python and (--children) what it starts. Returns 0 or
+ * -errno with a one-line reason in err.
  */
 int proctree__add_pid(struct proctree *pt, pid_t pid, char *err, size_t errlen);
 /*
@@ -49,7 +56,10 @@ int proctree__add_pid(struct proctree *pt, pid_t pid, char *err, size_t errlen);
  * proctree__attach() on, every process of it that execs; follows forks.
  */
 int proctree__add_uid(struct proctree *pt, uid_t uid, bool quiet);
-/* --children -p: the running descendants of the processes added that run Python too. */
+/*
+ * --children -p: the running descendants of the processes added, those
+ * that run no Python (a shell between a launcher and its ranks) too.
+ */
 int proctree__add_descendants(struct proctree *pt, bool quiet);
 /* --cgroup: the same for the processes of a cgroup v2 directory and those below it. */
 int proctree__add_cgroup(struct proctree *pt, const char *path, bool quiet, char *err,
@@ -82,6 +92,7 @@ int proctree__poll(struct proctree *pt);
 struct proctree_proc {
 	pid_t pid;
 	bool ran_python;
+	bool named; /* given with -p */
 	const char *cmdline;
 	const char *rank;	/* RANK, else LOCAL_RANK, of its environment; "" if none */
 	const char *dist_rank;	/* RANK alone (LOCAL_RANK is no rank of the job); "" if none */
@@ -94,7 +105,8 @@ size_t proctree__nprocs(const struct proctree *pt);
 void proctree__proc(const struct proctree *pt, size_t i, struct proctree_proc *out);
 /*
  * --per-process: one trace per process of the recording at in that ran
- * Python, or for which keep(ctx, pid) is true (keep may be NULL),
+ * Python or was given with -p, or for which keep(ctx, pid) is true (keep
+ * may be NULL),
  * OUT.rankR.ptg (OUT.rankR.pidP.ptg when R is not unique, or the process
  * ran no Python), else OUT.pidP.ptg (OUT less a .ptg suffix). In
  * user/record/proctree_split.c.

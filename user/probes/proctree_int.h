@@ -42,6 +42,7 @@ struct tree_proc {
 	bool ran_python; /* had a supported interpreter at some point: gets a --per-process trace */
 	bool py_events;	 /* a Python event of its own was routed */
 	bool forked;	 /* met at its fork: its interpreter was its parent's */
+	bool named;	 /* given with -p: a --per-process trace of its own, Python or not */
 	/* read while it runs, for its own trace (--per-process) */
 	char *cmdline;
 	char rank[24];	    /* RANK, else LOCAL_RANK: names its file */
@@ -68,6 +69,7 @@ struct proctree {
 	struct py_interp *roots_py; /* interpreters of the processes added before loading */
 	struct py_interp first_py;
 	uint64_t unrouted;
+	char nopy_what[128];	  /* proctree__nopy_what() */
 	proctree_exec_fn exec_fn; /* proctree__on_exec() */
 	void *exec_ctx;
 };

@@ -55,7 +55,48 @@ int proctree__add(struct proctree *pt, pid_t pid, const struct py_interp *py)
 	return add_root(pt, pid, -1, py);
 }
 
-int proctree__add_pid(struct proctree *pt, pid_t pid, char *err, size_t errlen)
+/*
+ * A process with no program to record: a kernel thread (PF_KTHREAD in the
+ * flags, field 9 of /proc/PID/stat) or one that exited and is not reaped
+ * yet (state Z or X, field 3). -ENOENT with the reason, else 0.
+ */
+static int no_program(pid_t pid, char *err, size_t errlen)
+{
+	char path[64], buf[1024], comm[32] = "?", *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0; /* said by py_interp__find(), which looks anyway */
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* the command name may hold spaces and parentheses: fields count from the last ')' */
+	p = strrchr(buf, ')');
+	if (p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X')) {
+		snprintf(err, errlen, "pid %d exited", pid);
+		return -ENOENT;
+	}
+	for (int field = 3; p && field <= 9; field++)
+		p = strchr(p + 1, ' ');
+	if (!p || !(strtoul(p + 1, NULL, 10) & 0x00200000ul))
+		return 0;
+	proc_comm(pid, pid, comm, sizeof(comm));
+	snprintf(err, errlen, "pid %d (%s) is a kernel thread: it runs no program to record", pid,
+		 comm);
+	return -ENOENT; /* --uid 0, --cgroup /: passed over as one gone */
+}
+
+/*
+ * any: one that runs no Python is taken too (py NULL), for its CUDA calls,
+ * ops and off-CPU time, its exec into Python and, with --children, what it
+ * starts; else -ENOEXEC (--uid, --cgroup: only their Pythons).
+ */
+static int add_checked(struct proctree *pt, pid_t pid, bool any, char *err, size_t errlen)
 {
 	uint64_t st0 = 0, st1 = 0;
 	struct py_interp py;
@@ -68,7 +109,16 @@ int proctree__add_pid(struct proctree *pt, pid_t pid, char *err, size_t errlen)
 	/* the pidfd first: it is this process, and says when it exits, whoever gets its pid then */
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	proc_start_time(pid, &st0);
+	ret = no_program(pid, err, errlen);
+	if (ret)
+		goto out;
 	ret = py_interp__find(pid, &py, err, errlen);
+	/* what the finder filled on the way (a python-named file that is none) is no Python */
+	if (ret == -ENOEXEC && any) {
+		memset(&py, 0, sizeof(py));
+		err[0] = '\0';
+		ret = 0;
+	}
 	/* and what was looked at is that process, not a successor with its pid */
 	if (!ret && (proc_start_time(pid, &st1) || st1 != st0)) {
 		snprintf(err, errlen, "pid %d exited", pid);
@@ -77,21 +127,35 @@ int proctree__add_pid(struct proctree *pt, pid_t pid, char *err, size_t errlen)
 	if (!ret && py.warning[0])
 		pr_warn("pid %d: %s", pid, py.warning);
 	if (!ret)
-		ret = add_root(pt, pid, pidfd, &py);
+		ret = add_root(pt, pid, pidfd, py.info ? &py : NULL);
+out:
 	if (ret && pidfd >= 0)
 		close(pidfd);
 	return ret;
 }
 
-/* A running process of --uid or --cgroup: its Python, if any, is recorded. */
-static int add_found(struct proctree *pt, pid_t pid, uint32_t *skipped)
+int proctree__add_pid(struct proctree *pt, pid_t pid, char *err, size_t errlen)
+{
+	int ret = add_checked(pt, pid, true, err, errlen);
+
+	/* the user named it: it gets a --per-process trace of its own, Python or not */
+	if (!ret)
+		pt->procs[pt->nprocs - 1].named = true;
+	return ret;
+}
+
+/*
+ * A running process of --uid or --cgroup: its Python, if any, is recorded;
+ * any (a descendant with --children): one with none too, for what it starts.
+ */
+static int add_found(struct proctree *pt, pid_t pid, bool any, uint32_t *skipped)
 {
 	char err[512];
 	int ret;
 
 	if (pid == getpid() || tree_find_proc(pt, pid))
 		return 0;
-	ret = proctree__add_pid(pt, pid, err, sizeof(err));
+	ret = add_checked(pt, pid, any, err, sizeof(err));
 	/* not Python, gone already: the others are recorded */
 	if (ret == -ENOEXEC || ret == -ESRCH || ret == -ENOENT)
 		return 0;
@@ -128,7 +192,7 @@ int proctree__add_uid(struct proctree *pt, uid_t uid, bool quiet)
 		pid_t pid = (pid_t)strtol(de->d_name, NULL, 10);
 
 		if (pid > 0 && !proc_uid(pid, &owner) && owner == uid)
-			ret = add_found(pt, pid, &skipped);
+			ret = add_found(pt, pid, false, &skipped);
 	}
 	closedir(d);
 	snprintf(whose, sizeof(whose), "uid %u", (unsigned int)uid);
@@ -155,8 +219,8 @@ static int add_below(struct proctree *pt, pid_t pid, int depth, uint32_t *skippe
 		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/children", pid, de->d_name);
 		f = fopen(path, "re");
 		while (f && !ret && fscanf(f, "%ld", &kid) == 1) {
-			/* a shell in between runs no Python: what it started may */
-			ret = add_found(pt, (pid_t)kid, skipped);
+			/* a shell in between runs no Python: it stays, for what it starts later */
+			ret = add_found(pt, (pid_t)kid, true, skipped);
 			ret = ret ?: add_below(pt, (pid_t)kid, depth - 1, skipped);
 		}
 		if (f)
@@ -193,7 +257,7 @@ static int add_cgroup_dir(struct proctree *pt, int dirfd, int depth, uint32_t *s
 	fd = openat(dirfd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
 	f = fd >= 0 ? fdopen(fd, "r") : NULL;
 	while (f && !ret && fscanf(f, "%ld", &pid) == 1)
-		ret = add_found(pt, (pid_t)pid, skipped);
+		ret = add_found(pt, (pid_t)pid, false, skipped);
 	if (f)
 		fclose(f);
 	/* the kernel nests cgroups at most a few dozen deep; a bound all the same */

@@ -80,9 +80,11 @@ int proctree__split(const struct proctree *pt, const char *in, const char *out, 
 
 	for (size_t i = 0; i < proctree__nprocs(pt); i++) {
 		proctree__proc(pt, i, &p);
-		/* a C/C++ program of the job (a launcher, a CUDA tool) with CUDA calls of its own
+		/*
+		 * a C/C++ program of the job (a launcher, a CUDA tool) with CUDA calls
+		 * of its own, or one the user named: its off-CPU time at least
 		 */
-		if (!p.ran_python && !(keep && keep(ctx, p.pid)))
+		if (!p.ran_python && !p.named && !(keep && keep(ctx, p.pid)))
 			continue;
 		proc_path(pt, i, &p, out, path, sizeof(path));
 		err = write_one(&p, in, path);

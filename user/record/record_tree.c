@@ -34,6 +34,17 @@ static int tree_targets(struct recording *rc)
 
 	ret = syscheck_tracing(err, sizeof(err));
 	ret = ret ?: proctree__new(o->children, o->quiet, &rc->tree);
+	/* a member with no Python: what its line says is recorded of it is what the flags leave */
+	if (!ret) {
+		snprintf(err, sizeof(err), "%s%s%s%s%s", o->no_cuda ? "" : "CUDA calls",
+			 !o->no_cuda && !o->no_ops ? (o->no_sched ? " and " : ", ") : "",
+			 o->no_ops ? "" : "ops",
+			 (!o->no_cuda || !o->no_ops) && !o->no_sched ? " and " : "",
+			 o->no_sched ? "" : "off-CPU time");
+		proctree__nopy_what(rc->tree,
+				    err[0] ? err : "nothing (--no-cuda, --no-ops, --no-sched)");
+		err[0] = '\0';
+	}
 	/* --children -- ./train.sh: a command that is no Python is followed all the same */
 	if (!ret && o->cmd) {
 		ret = launch__start_any(o->cmd, &rc->pid, &rc->py, err, sizeof(err));
@@ -181,9 +192,10 @@ int start_tree(struct recording *rc)
 	 * pass yet, and a command has not started.
 	 */
 	ret = ret ?: attach_lib_probes(rc);
-	ret = ret ?: proctree__attach(rc->tree);
+	/* off-CPU probes before the set is filled: once "recording pid" is said, they are in */
 	if (!ret && rc->sched)
 		ret = sched__attach(rc->sched);
+	ret = ret ?: proctree__attach(rc->tree);
 	rc->attached_ts = now_ns(CLOCK_MONOTONIC);
 	/* whatever failed: the command runs on, as it would have without us */
 	if (rc->child)
