@@ -8,6 +8,7 @@ files with their own GPU records only, the Chrome export's GPU tracks under
 each pid, and kill -9 of record with two agents live.
 """
 import collections
+import ctypes
 import json
 import os
 import shutil
@@ -55,6 +56,18 @@ print("launched", os.getpid(), n, flush=True)
 if mode == "attach":
     wait_state(0, 60)
 """ % ACTIVE
+
+
+# Starts two GPU targets (fork + exec) once a line comes on stdin, after the
+# recording began: argv: the target script, the stub driver.
+LAUNCHER = """
+import subprocess, sys
+print("ready", flush=True)
+sys.stdin.readline()
+kids = [subprocess.Popen([sys.executable, sys.argv[1], "attach", n, sys.argv[2]])
+        for n in ("12", "21")]
+sys.exit(max(k.wait() for k in kids))
+"""
 
 
 def read_trace(path):
@@ -134,7 +147,7 @@ class TreeGpu(unittest.TestCase):
         if not os.path.exists(AGENT) or not os.path.exists(FAKE_CUPTI) or cls.stub is None:
             raise unittest.SkipTest("no CUPTI agent in this build (CUPTI not found)")
         # under the build, which a chroot interpreter sees at the same path
-        cls.libdir = tempfile.mkdtemp(prefix="tree-gpu.", dir=ptg.BUILD)
+        cls.libdir = tempfile.mkdtemp(prefix="tree-gpu.", dir=os.path.abspath(ptg.BUILD))
         os.chmod(cls.libdir, 0o755)
         for src, name in ((FAKE_CUPTI, "libcupti.so.13"), (cls.stub, "libcuda.so")):
             shutil.copyfile(src, os.path.join(cls.libdir, name))
@@ -142,6 +155,8 @@ class TreeGpu(unittest.TestCase):
         cls.stub = os.path.join(cls.libdir, "libcuda.so")
         with open(os.path.join(cls.libdir, "gpu_target.py"), "w") as f:
             f.write(GPU_TARGET)
+        with open(os.path.join(cls.libdir, "launcher.py"), "w") as f:
+            f.write(LAUNCHER)
 
     @classmethod
     def tearDownClass(cls):
@@ -171,6 +186,7 @@ class TreeGpu(unittest.TestCase):
             self.assertEqual(t.until("launched"), ["launched", str(t.pid), str(t.n)])
         rec.proc.send_signal(signal.SIGINT)
         self.assertEqual(rec.wait(), 0, rec.stderr)
+        rec.proc.stderr.close()
         for t in (a, b):
             self.assertEqual(t.finish(), 0)
             self.assertEqual(t.lines[-1], ["state", str(t.pid), "0"],
@@ -281,6 +297,71 @@ class TreeGpu(unittest.TestCase):
         # "read go" is reached once the shell runs: then its environment is final
         time.sleep(0.2)
         return child()
+
+    def check_children_join(self, python):
+        """-p P --children: two processes P starts after the attach (fork + exec) get the
+        agent injected once they map the driver; P, which never does, gets none."""
+        out = os.path.join(self.tmp.name, "join.ptg")
+        p = subprocess.Popen(
+            python.argv(python.path(os.path.join(self.libdir, "launcher.py")),
+                        python.path(os.path.join(self.libdir, "gpu_target.py")),
+                        python.path(self.stub)),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            env=dict(os.environ, LD_LIBRARY_PATH=python.path(self.libdir)))
+        try:
+            self.assertEqual(p.stdout.readline(), "ready\n")
+            rec = ptg.Recorder(["-p", str(p.pid), "--children"], out)
+            p.stdin.write("go\n")
+            p.stdin.flush()
+            launched = {}
+            while len(launched) < 2:
+                line = p.stdout.readline().split()
+                self.assertTrue(line, rec.stderr)
+                if line[0] == "launched":
+                    launched[int(line[1])] = int(line[2])
+            rec.proc.send_signal(signal.SIGINT)
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+            rec.proc.stderr.close()
+            rest = p.stdout.read()
+            self.assertEqual(p.wait(timeout=60), 0)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            p.stdin.close()
+            p.stdout.close()
+        self.assertEqual(sorted(launched.values()), [12, 21])
+        off = {int(x.split()[1]) for x in rest.splitlines() if x.split()[::2] == ["state", "0"]}
+        self.assertEqual(off, set(launched), "an agent did not turn CUPTI off: " + rest)
+        trace = read_trace(out)
+        self.assertEqual(kernels(trace), launched, rec.stderr)
+        self.assertEqual(gpu_pids(trace), set(launched))
+        for pid in launched:
+            self.assertIn(f"recording GPU activity of pid {pid}", rec.stderr)
+        self.assertNotIn(f"pid {p.pid} (CUPTI)", rec.stderr)
+
+    def check_one_refused(self, python):
+        """-p A,B where B cannot be injected (another tracer holds it): one warning line
+        that names B, and A's GPU activity all the same."""
+        out = os.path.join(self.tmp.name, "one.ptg")
+        a, b = self.target(python, "attach", 15), self.target(python, "attach", 0)
+        libc = ctypes.CDLL(None, use_errno=True)
+        PTRACE_SEIZE, PTRACE_DETACH = 0x4206, 17
+        self.assertEqual(libc.ptrace(PTRACE_SEIZE, b.pid, None, None), 0,
+                         os.strerror(ctypes.get_errno()))
+        try:
+            rec = ptg.Recorder(["-p", f"{a.pid},{b.pid}"], out)
+            self.assertEqual(a.until("launched"), ["launched", str(a.pid), "15"], rec.stderr)
+            rec.proc.send_signal(signal.SIGINT)
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+            rec.proc.stderr.close()
+        finally:
+            libc.ptrace(PTRACE_DETACH, b.pid, None, None)
+        self.assertEqual(a.finish(), 0)
+        refused = [x for x in rec.stderr.splitlines() if "no GPU activity" in x]
+        self.assertEqual(len(refused), 1, rec.stderr)
+        self.assertIn(f"no GPU activity of pid {b.pid}: cannot load the CUPTI agent", refused[0])
+        self.assertEqual(kernels(read_trace(out)), {a.pid: 15})
 
     def check_kill_two_agents(self, python):
         """kill -9 of record with two agents live: both notice, turn CUPTI off, finish."""
