@@ -648,7 +648,7 @@ void cupti__free(struct cupti *c)
 	/* the reader is joined: nobody looks the set up any more */
 	if (c->rule.set_fd >= 0)
 		close(c->rule.set_fd);
-	free(c->procs);
+	cupti_set_free(c);
 	if (c->agent_fd >= 0)
 		close(c->agent_fd);
 	lib_copy__free(c->launch_copy);

@@ -72,6 +72,7 @@ struct set_proc {
 	uint64_t start_time; /* proc_start_time: a later process with its pid is another */
 	int state;	     /* enum set_proc_state */
 	uint64_t inject_ms;
+	char *driver; /* SP_DUE: the libcuda it maps, as we open it; checked at injection */
 };
 
 struct cupti {
@@ -132,6 +133,7 @@ int cupti_inject(struct cupti *c, pid_t pid, uint64_t start_time);
 /* An injected agent did not connect within CONNECT_WAIT_MS: the warning. */
 void cupti_warn_no_connect(pid_t pid);
 /* Set side (cupti_set.c): brings the agent into each process due. */
+void cupti_set_free(struct cupti *c);
 void cupti_set_inject(struct cupti *c);
 /* Gives up, with a warning each, on injected agents that did not connect in time. */
 void cupti_set_timeouts(struct cupti *c);

@@ -58,6 +58,7 @@ static struct set_proc *new_proc(struct cupti *c)
 	if (!n)
 		return NULL;
 	c->procs = n;
+	c->procs[c->nprocs] = (struct set_proc){};
 	return &c->procs[c->nprocs++];
 }
 
@@ -75,8 +76,10 @@ int cupti__on_proc_map(void *ctx, pid_t pid, const struct proc_map *m)
 	p = find_proc(c, pid);
 	if (!m) {
 		/* exec: the new image has no agent, and gets one if it maps the driver */
-		if (p)
+		if (p) {
+			free(p->driver);
 			*p = c->procs[--c->nprocs];
+		}
 		return 0;
 	}
 	base = strrchr(m->path, '/');
@@ -91,15 +94,29 @@ int cupti__on_proc_map(void *ctx, pid_t pid, const struct proc_map *m)
 	p = p ?: new_proc(c);
 	if (!p)
 		return -ENOMEM;
-	*p = (struct set_proc){.pid = pid, .start_time = start, .state = SP_DUE};
+	free(p->driver);
+	/*
+	 * Whether it is NVIDIA's is read at injection: here, in the middle of
+	 * libwatch's scan, it would delay the probes of what the process just
+	 * mapped, and its first calls would go unseen.
+	 */
 	proc_target_path(pid, m->path, m->inode, path, sizeof(path));
-	if (!cupti_nvidia_driver(path)) {
-		p->state = SP_DONE;
-		if (!c->quiet && !c->not_nvidia_said)
-			pr_info("%s is not NVIDIA's driver: no CUPTI agent", m->path);
-		c->not_nvidia_said = true;
-	}
-	return 0;
+	*p = (struct set_proc){.pid = pid, .start_time = start, .state = SP_DUE};
+	p->driver = strdup(path);
+	return p->driver ? 0 : -ENOMEM;
+}
+
+/* Whether p maps NVIDIA's driver, said once for a stand-in: CUPTI works with no other. */
+static bool is_nvidia(struct cupti *c, struct set_proc *p)
+{
+	bool ret = cupti_nvidia_driver(p->driver);
+
+	if (!ret && !c->quiet && !c->not_nvidia_said)
+		pr_info("%s is not NVIDIA's driver: no CUPTI agent", p->driver);
+	c->not_nvidia_said |= !ret;
+	free(p->driver);
+	p->driver = NULL;
+	return ret;
 }
 
 void cupti_set_inject(struct cupti *c)
@@ -112,6 +129,8 @@ void cupti_set_inject(struct cupti *c)
 		if (p->state != SP_DUE)
 			continue;
 		p->state = SP_DONE;
+		if (!is_nvidia(c, p))
+			continue;
 		/* exited (or its pid is another's) since it mapped the driver: no GPU work to see
 		 */
 		if (proc_start_time(p->pid, &start) || start != p->start_time)
@@ -121,6 +140,15 @@ void cupti_set_inject(struct cupti *c)
 		p->state = SP_EXPECT;
 		p->inject_ms = now_ms(CLOCK_MONOTONIC);
 	}
+}
+
+void cupti_set_free(struct cupti *c)
+{
+	for (size_t i = 0; i < c->nprocs; i++)
+		free(c->procs[i].driver);
+	free(c->procs);
+	c->procs = NULL;
+	c->nprocs = 0;
 }
 
 void cupti_set_timeouts(struct cupti *c)
