@@ -101,11 +101,13 @@ def gpu_pids(trace):
 
 
 class Target:
-    def __init__(self, python, libdir, stub, mode, n, env=None):
+    """GPU_TARGET started (wrap: words before the interpreter's, which exec it)."""
+
+    def __init__(self, python, libdir, stub, mode, n, env=None, wrap=()):
         self.n = n
         self.proc = subprocess.Popen(
-            python.argv(python.path(os.path.join(libdir, "gpu_target.py")), mode, str(n),
-                        python.path(stub)),
+            [*wrap, *python.argv(python.path(os.path.join(libdir, "gpu_target.py")), mode,
+                                 str(n), python.path(stub))],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
             env=env or dict(os.environ, LD_LIBRARY_PATH=python.path(libdir)))
         line = self.proc.stdout.readline().split()
@@ -132,7 +134,8 @@ class Target:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        self.proc.stdout.close()
+        if not self.proc.stdout.closed:
+            self.proc.stdout.close()
 
     def has_agent(self):
         with open(f"/proc/{self.pid}/maps") as f:
@@ -171,8 +174,8 @@ class TreeGpu(unittest.TestCase):
             t.kill()
         self.tmp.cleanup()
 
-    def target(self, python, mode, n, env=None):
-        t = Target(python, self.libdir, self.stub, mode, n, env)
+    def target(self, python, mode, n, env=None, wrap=()):
+        t = Target(python, self.libdir, self.stub, mode, n, env, wrap)
         self.targets.append(t)
         return t
 
@@ -339,6 +342,41 @@ class TreeGpu(unittest.TestCase):
         for pid in launched:
             self.assertIn(f"recording GPU activity of pid {pid}", rec.stderr)
         self.assertNotIn(f"pid {p.pid} (CUPTI)", rec.stderr)
+
+    def check_cgroup(self, python):
+        """--cgroup: a process in the cgroup and one that execs into it while recording
+        get the agent; one outside that maps the driver as well gets none."""
+        with open("/proc/mounts") as f:
+            mounts = [line.split()[1] for line in f if line.split()[2] == "cgroup2"]
+        if not mounts:
+            self.skipTest("no cgroup v2 mounted")
+        cg = os.path.join(mounts[0], f"ptg-gpu-{os.getpid()}")
+        try:
+            os.mkdir(cg)
+        except OSError as e:
+            self.skipTest(f"cannot make a cgroup in {mounts[0]}: {e}")
+        out = os.path.join(self.tmp.name, "cg.ptg")
+        try:
+            inside, outside = self.target(python, "attach", 20), self.target(python, "attach", 0)
+            with open(os.path.join(cg, "cgroup.procs"), "w") as f:
+                f.write(str(inside.pid))
+            rec = ptg.Recorder(["--cgroup", cg], out)
+            # joins at its exec, started after the attach
+            late = self.target(python, "attach", 9, wrap=(
+                "sh", "-c", f'echo $$ > {cg}/cgroup.procs && exec "$0" "$@"'))
+            for t in (inside, late):
+                self.assertEqual(t.until("launched")[0], "launched", rec.stderr)
+            rec.proc.send_signal(signal.SIGINT)
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+            rec.proc.stderr.close()
+            for t in (inside, late):
+                self.assertEqual(t.finish(), 0)
+            self.assertFalse(outside.has_agent(), "the agent went into a process outside")
+        finally:
+            for t in self.targets:
+                t.kill()
+            os.rmdir(cg)
+        self.assertEqual(kernels(read_trace(out)), {inside.pid: 20, late.pid: 9}, rec.stderr)
 
     def check_one_refused(self, python):
         """-p A,B where B cannot be injected (another tracer holds it): one warning line
