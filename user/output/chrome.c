@@ -252,14 +252,32 @@ static void gpu_args(struct chrome *c, const struct ptg_record *rec, struct jarg
 	}
 }
 
+/*
+ * Where a GPU record goes: Kineto's rows (pid = device, tid = stream) for
+ * one process; for several, each process's own, which would else share one.
+ */
+static void gpu_where(struct chrome *c, const struct ptg_record *rec, uint32_t *pid, uint32_t *tid)
+{
+	if (c->kineto) {
+		*pid = rec->pid;
+		*tid = rec->tid;
+	} else if (c->gpu_by_pid) {
+		*pid = rec->pid;
+		*tid = GPU_TRACK | (rec->device & 0xffu) << 16 | (uint32_t)(rec->stream & 0xffffu);
+		chrome_name_gpu_track(c, *pid, *tid, rec->device, rec->stream, rec->ts);
+	} else {
+		*pid = rec->device;
+		*tid = (uint32_t)rec->stream;
+	}
+}
+
 static void write_gpu(struct chrome *c, const struct ptg_record *rec)
 {
 	struct jargs a = {&c->b};
-	/* Kineto's GPU rows: pid = device, tid = stream */
-	uint32_t pid = c->kineto ? rec->pid : rec->device;
-	uint32_t tid = c->kineto ? rec->tid : (uint32_t)rec->stream;
 	bool add = c->args && (rec->flags & PTG_F_ARGS_ADD);
+	uint32_t pid, tid;
 
+	gpu_where(c, rec, &pid, &tid);
 	ev_x(c, gpu_cat(rec->kind), chrome_sym_name(c, rec->sym), pid, tid, rec->ts, rec->dur);
 	if (!c->args || add) {
 		/* a recorded GPU record names its op as Kineto's do: through its CUDA call */
@@ -302,14 +320,17 @@ static void write_flow_rec(struct chrome *c, const struct ptg_record *rec)
 
 static void write_synth_flows(struct chrome *c, const struct ptg_record *rec)
 {
+	uint32_t pid, tid;
+
 	if (c->kineto || !rec->corr)
 		return;
-	if (rec->kind == PTG_REC_CUDA_CALL)
+	if (rec->kind == PTG_REC_CUDA_CALL) {
 		write_flow(c, 's', "ac2g", "ac2g", rec->pid, rec->tid, rec->ts, rec->corr, false,
 			   NULL);
-	else
-		write_flow(c, 'f', "ac2g", "ac2g", rec->device, (uint32_t)rec->stream, rec->ts,
-			   rec->corr, true, NULL);
+		return;
+	}
+	gpu_where(c, rec, &pid, &tid);
+	write_flow(c, 'f', "ac2g", "ac2g", pid, tid, rec->ts, rec->corr, true, NULL);
 }
 
 /* Any record but a span's ENTER or EXIT; returns 0 or the buffer's error. */
@@ -479,12 +500,15 @@ static int open_gz(struct chrome *c, int fd)
 
 int chrome_export(struct trace_reader *r, const char *out_path)
 {
-	const char *source = trace_reader__meta(r, "source");
+	const char *source = trace_reader__meta(r, "source"), *procs;
 	struct chrome c = {.r = r, .path = out_path};
 	struct outfile *of = NULL;
 	int err, zerr;
 
 	c.kineto = source && !strcmp(source, "kineto");
+	/* the processes whose agents sent GPU activity, A,B: several need rows of their own */
+	procs = trace_reader__meta(r, "cupti.pids");
+	c.gpu_by_pid = procs && strchr(procs, ',');
 	err = outfile__open(out_path, &of);
 	err = err ?: open_gz(&c, outfile__fd(of));
 	if (err) {

@@ -27,6 +27,12 @@
  */
 #define STEPS_TRACK  0x40000000u
 #define OFFCPU_TRACK 0x20000000u
+/*
+ * GPU rows of a trace of several processes (chrome.gpu_by_pid): each
+ * process's under its own pid, one track per device and stream, where
+ * Kineto's one process has them under pid = device, tid = stream.
+ */
+#define GPU_TRACK 0x10000000u
 /* the key of a process's own process_name in tracks: no thread has this tid */
 #define PROCESS_TRACK 0xffffffffu
 /* a thread's name (at most 15 bytes from the kernel, more from a trace) and its container tid */
@@ -49,6 +55,7 @@ struct chrome {
 	size_t nevs, evs_cap;
 	struct u64map tracks;	 /* pid << 32 | track tid of the tracks named so far */
 	bool kineto;		 /* META source=kineto: pid/tid and flows are stored as they were */
+	bool gpu_by_pid;	 /* GPU activity of several processes: GPU_TRACK rows */
 	struct cuda_links links; /* a recorded trace's joins, cbids, External ids */
 	const char *args;	 /* args blob of the record being written, or NULL */
 	unsigned int nkeys;	 /* top-level keys written so far */
@@ -66,6 +73,9 @@ void chrome_ev_end(struct chrome *c, struct jargs *a, const char *blob);
 /* thread_name and thread_sort_index of a track of thread tid, once per track. */
 void chrome_name_track(struct chrome *c, uint32_t pid, uint32_t tid, uint32_t track,
 		       const char *what, uint64_t ts);
+/* thread_name and thread_sort_index of a GPU_TRACK row, once per row. */
+void chrome_name_gpu_track(struct chrome *c, uint32_t pid, uint32_t track, uint32_t device,
+			   uint64_t stream, uint64_t ts);
 /* A THREAD record: process/thread names, labels and sort indexes. */
 void chrome_write_thread(struct chrome *c, const struct ptg_record *rec);
 

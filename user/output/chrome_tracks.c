@@ -53,6 +53,30 @@ void chrome_name_track(struct chrome *c, uint32_t pid, uint32_t tid, uint32_t tr
 	chrome_ev_end(c, &a, NULL);
 }
 
+void chrome_name_gpu_track(struct chrome *c, uint32_t pid, uint32_t track, uint32_t device,
+			   uint64_t stream, uint64_t ts)
+{
+	uint64_t key = u64map_key((uint64_t)pid << 32 | track);
+	struct jargs a = {&c->b};
+	char name[64];
+
+	if (!first_sight(c, key))
+		return;
+	snprintf(name, sizeof(name), "GPU %u stream %llu", device, (unsigned long long)stream);
+	chrome_ev_new(c, true);
+	buf__puts(&c->b, "{\"ph\": \"M\", \"name\": \"thread_name\"");
+	chrome_ev_where(c, pid, track, ts);
+	jarg_str(&a, "name", name);
+	chrome_ev_end(c, &a, NULL);
+	a.open = false;
+	/* below the process's threads, as Kineto's GPU rows come after its CPU ones */
+	chrome_ev_new(c, true);
+	buf__puts(&c->b, "{\"ph\": \"M\", \"name\": \"thread_sort_index\"");
+	chrome_ev_where(c, pid, track, ts);
+	jarg_int(&a, "sort_index", track);
+	chrome_ev_end(c, &a, NULL);
+}
+
 /*
  * A recorded thread in a container (aux[2], aux[3]: its pid and tid there):
  * its process is named "pid 12345 (container pid 1)" once, as Perfetto shows

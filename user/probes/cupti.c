@@ -93,7 +93,7 @@ int cupti__open(bool quiet, struct cupti **out)
 	if (!c)
 		return -ENOMEM;
 	c->quiet = quiet;
-	c->lfd = c->wake = c->agent_fd = -1;
+	c->lfd = c->wake = c->agent_fd = c->rule.set_fd = -1;
 	mtx_init(&c->lock, mtx_plain);
 	c->agent_fd = find_agent(c->agent, sizeof(c->agent), &named, why, sizeof(why));
 	if (c->agent_fd < 0 && named) {
@@ -166,7 +166,7 @@ void cupti__set_join(struct cupti *c, cupti_join_fn fn, void *ctx)
 
 void cupti__set_target(struct cupti *c, pid_t pid, bool launched)
 {
-	struct peer_rule r = {.set = true, .pid = pid, .launched = launched};
+	struct peer_rule r = {.set = true, .pid = pid, .launched = launched, .set_fd = -1};
 	int err;
 
 	if (!c || c->rule.set)
@@ -198,7 +198,7 @@ int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, uint64_t st
 }
 
 /* CUPTI reaches into NVIDIA's driver through this export: a stand-in libcuda lacks it. */
-static bool nvidia_driver(const char *path)
+bool cupti_nvidia_driver(const char *path)
 {
 	struct elf_sym_info s;
 	struct elf_file *ef;
@@ -224,7 +224,7 @@ int cupti__on_lib(void *ctx, const struct proc_map *m, const char *attach_path, 
 	if (!c || !m->end || !base || strncmp(base + 1, "libcuda.so", 10) || c->cuda_seen)
 		return 0;
 	c->cuda_seen = true;
-	if (!nvidia_driver(attach_path)) {
+	if (!cupti_nvidia_driver(attach_path)) {
 		c->inject_tried = true;
 		if (!c->quiet)
 			pr_info("%s is not NVIDIA's driver: no CUPTI agent", m->path);
@@ -232,36 +232,55 @@ int cupti__on_lib(void *ctx, const struct proc_map *m, const char *attach_path, 
 	return 0;
 }
 
-static void inject_agent(struct cupti *c)
+int cupti_inject(struct cupti *c, pid_t pid, uint64_t start_time)
 {
 	struct inject_opts o = {
-	    .entry = PTG_CUPTI_ATTACH_SYM, .arg = c->name, .start_time = c->start_time};
+	    .entry = PTG_CUPTI_ATTACH_SYM, .arg = c->name, .start_time = start_time};
 	struct inject_result res;
-	char err[PATH_MAX + 640];
+	char err[PATH_MAX + 640], who[32] = "";
 	int ret;
 
-	c->inject_tried = true;
+	/* in a set, the one process of several that gets none is named */
+	if (c->is_set)
+		snprintf(who, sizeof(who), " of pid %d", pid);
 	/*
 	 * the target gets the bytes of the fd we checked, in a memfd of its own
 	 * (or a copy in its /tmp): our path may mean another file in its mount
 	 * namespace, and /proc/OUR_PID/fd/N is closed to a target that is not
 	 * root or in another pid namespace
 	 */
-	ret = inject_library_fd(c->pid, c->agent_fd, "libptg_cupti.so", &o, &res, err, sizeof(err));
+	ret = inject_library_fd(pid, c->agent_fd, "libptg_cupti.so", &o, &res, err, sizeof(err));
 	if (ret) {
-		warn("no GPU activity: cannot load the CUPTI agent: %s", err);
-		return;
+		warn("no GPU activity%s: cannot load the CUPTI agent: %s", who, err);
+		return ret;
 	}
 	if (res.entry_ret < 0) {
-		warn("no GPU activity: the CUPTI agent in pid %d did not start: %s", c->pid,
+		warn("no GPU activity: the CUPTI agent in pid %d did not start: %s", pid,
 		     strerror(-res.entry_ret));
-	} else if (res.entry_ret == 1) {
-		warn("no GPU activity: the CUPTI agent in pid %d is busy with another recording",
-		     c->pid);
-	} else {
-		c->expect_agent = true;
-		c->inject_ms = now_ms(CLOCK_MONOTONIC);
+		return res.entry_ret;
 	}
+	if (res.entry_ret == 1) {
+		warn("no GPU activity: the CUPTI agent in pid %d is busy with another recording",
+		     pid);
+		return -EBUSY;
+	}
+	return 0;
+}
+
+void cupti_warn_no_connect(pid_t pid)
+{
+	warn("no GPU activity: the CUPTI agent in pid %d did not connect (another network "
+	     "namespace?)",
+	     pid);
+}
+
+static void inject_agent(struct cupti *c)
+{
+	c->inject_tried = true;
+	if (cupti_inject(c, c->pid, c->start_time))
+		return;
+	c->expect_agent = true;
+	c->inject_ms = now_ms(CLOCK_MONOTONIC);
 }
 
 /* The agent's text for our stderr: short, and no control characters (terminal escapes). */
@@ -429,11 +448,13 @@ static int on_chunk(struct cupti *c, struct chunk *ch)
 	k = &c->conns[ch->conn];
 	switch (ch->kind) {
 	case CH_OPEN:
-		if (!cupti_peer_ok(&c->rule, k->peer, k->uid)) {
+		if (!k->peer_checked && !cupti_peer_ok(&c->rule, k->peer, k->uid)) {
 			warn_foreign(c, k->peer, k->uid);
 			reject(c, k);
 		} else if (k->peer == c->pid) {
 			c->expect_agent = false;
+		} else {
+			cupti_set_connected(c, k->peer);
 		}
 		return 0;
 	case CH_EOF:
@@ -481,10 +502,9 @@ static int process(struct cupti *c)
 	}
 	if (c->expect_agent && now_ms(CLOCK_MONOTONIC) - c->inject_ms > CONNECT_WAIT_MS) {
 		c->expect_agent = false;
-		warn("no GPU activity: the CUPTI agent in pid %d did not connect (another network "
-		     "namespace?)",
-		     c->pid);
+		cupti_warn_no_connect(c->pid);
 	}
+	cupti_set_timeouts(c);
 	return err;
 }
 
@@ -492,15 +512,17 @@ int cupti__poll(struct cupti *c)
 {
 	if (!c || !c->started || c->err)
 		return c ? c->err : 0;
-	if (c->cuda_seen && !c->inject_tried && !c->launched)
+	if (c->cuda_seen && !c->inject_tried && !c->launched && !c->is_set)
 		inject_agent(c);
+	if (c->is_set && !c->launched)
+		cupti_set_inject(c);
 	c->err = process(c);
 	return c->err;
 }
 
 static bool all_done(const struct cupti *c, int nconns)
 {
-	if (c->expect_agent)
+	if (c->expect_agent || cupti_set_waiting(c))
 		return false;
 	for (int i = 0; i < nconns; i++) {
 		const struct conn *k = &c->conns[i];
@@ -570,29 +592,20 @@ int cupti__stop(struct cupti *c, unsigned int timeout_ms)
 	}
 	if (!err && c->join)
 		err = join_meta(c);
+	if (!err && c->is_set)
+		err = cupti_pids_meta(c);
 	return c->err ?: err;
 }
 
 void cupti__summary(const struct cupti *c)
 {
 	struct cupti_decode_stats t = {};
-	int procs = 0;
+	int procs;
 
-	for (int i = 0; c && i < MAX_CONNS; i++) {
-		const struct cupti_decoder *d = c->conns[i].dec;
-
-		if (!d || !c->conns[i].active)
-			continue;
-		procs++;
-		t.kernels += cupti_decoder__stats(d)->kernels;
-		t.memcpys += cupti_decoder__stats(d)->memcpys;
-		t.memsets += cupti_decoder__stats(d)->memsets;
-		t.syncs += cupti_decoder__stats(d)->syncs;
-		t.api_calls += cupti_decoder__stats(d)->api_calls;
-		t.api_joined += cupti_decoder__stats(d)->api_joined;
-		t.cupti_dropped += cupti_decoder__stats(d)->cupti_dropped;
-	}
-	if (!procs || c->quiet)
+	if (!c || c->quiet)
+		return;
+	procs = cupti_sum_stats(c, 0, &t);
+	if (!procs)
 		return;
 	pr_info("GPU: %llu kernels, %llu copies, %llu memsets, %llu syncs, %llu CUDA "
 		"calls (%llu joined to probed calls) from %d process%s; %llu records dropped by "
@@ -601,6 +614,8 @@ void cupti__summary(const struct cupti *c)
 		(unsigned long long)t.memsets, (unsigned long long)t.syncs,
 		(unsigned long long)t.api_calls, (unsigned long long)t.api_joined, procs,
 		procs == 1 ? "" : "es", (unsigned long long)t.cupti_dropped);
+	if (procs > 1)
+		cupti_summary_procs(c);
 }
 
 void cupti__free(struct cupti *c)
@@ -630,6 +645,10 @@ void cupti__free(struct cupti *c)
 		close(c->lfd);
 	if (c->wake >= 0)
 		close(c->wake);
+	/* the reader is joined: nobody looks the set up any more */
+	if (c->rule.set_fd >= 0)
+		close(c->rule.set_fd);
+	cupti_set_free(c);
 	if (c->agent_fd >= 0)
 		close(c->agent_fd);
 	lib_copy__free(c->launch_copy);
@@ -668,6 +687,21 @@ int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, uint64_t st
 int cupti__on_lib(void *ctx, const struct proc_map *m, const char *attach_path, uint64_t bias)
 {
 	return 0;
+}
+
+int cupti__start_set(struct cupti *c, struct trace_writer *w, int set_fd, bool launched)
+{
+	return 0;
+}
+
+int cupti__on_proc_map(void *ctx, pid_t pid, const struct proc_map *m)
+{
+	return 0;
+}
+
+bool cupti__has_pid(void *ctx, pid_t pid)
+{
+	return false;
 }
 
 int cupti__poll(struct cupti *c)

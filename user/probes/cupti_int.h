@@ -37,7 +37,12 @@ struct conn {
 	int fd;
 	pid_t peer; /* SO_PEERCRED: set before CH_OPEN is queued */
 	uid_t uid;  /* the same */
-	bool drop;  /* under lock: the reader is to close fd (a rejected peer) */
+	/*
+	 * the same: the peer passed the rule at accept. A set's member may
+	 * have exited (and left the set) by the time record's thread looks.
+	 */
+	bool peer_checked;
+	bool drop; /* under lock: the reader is to close fd (a rejected peer) */
 	bool rejected, hello, ended, closed;
 	bool active; /* said PTG_CUPTI_ACTIVE: recording; otherwise it went quiet */
 	uint8_t *in;
@@ -51,6 +56,23 @@ struct peer_rule {
 	pid_t pid;
 	uid_t uid; /* the target's effective uid, as SO_PEERCRED gives it */
 	bool launched;
+	/*
+	 * A set (cupti__start_set): a dup of the BPF hash of its tgids, which
+	 * the kernel grows at each fork before the child runs; pid, uid and
+	 * launched are then unused. -1: one target.
+	 */
+	int set_fd;
+};
+
+/* A process of a set that maps NVIDIA's driver (cupti__on_proc_map): injected once. */
+enum set_proc_state { SP_DUE, SP_EXPECT, SP_DONE };
+
+struct set_proc {
+	pid_t pid;
+	uint64_t start_time; /* proc_start_time: a later process with its pid is another */
+	int state;	     /* enum set_proc_state */
+	uint64_t inject_ms;
+	char *driver; /* SP_DUE: the libcuda it maps, as we open it; checked at injection */
 };
 
 struct cupti {
@@ -83,6 +105,10 @@ struct cupti {
 	int err;
 	cupti_join_fn join;
 	void *join_ctx;
+	bool is_set;		/* cupti__start_set: agents of several processes */
+	bool not_nvidia_said;	/* a stand-in libcuda was said once */
+	struct set_proc *procs; /* is_set, not launched: those injected or due */
+	size_t nprocs;
 };
 
 /* The reader thread (thrd_start_t): moves bytes from the sockets into c's queue until c->quit. */
@@ -91,7 +117,41 @@ int cupti_reader_main(void *arg);
 void cupti_wake_reader(struct cupti *c);
 /* Listens on a new abstract socket with an unguessable name: c->lfd, c->name. */
 int cupti_listen_socket(struct cupti *c);
-/* Whether peer (with uid) is the target of r or, for -- CMD, a process it started. */
+/*
+ * Whether peer (with uid) is the target of r or, for -- CMD, a process it
+ * started; for a set, a process in it whose effective uid is still uid.
+ */
 bool cupti_peer_ok(const struct peer_rule *r, pid_t peer, uid_t uid);
+/* Whether the file at path (as we open it) is NVIDIA's driver, which CUPTI needs. */
+bool cupti_nvidia_driver(const char *path);
+/*
+ * Brings the agent into pid (start_time: proc_start_time of pid, so that
+ * another process with its pid is refused). Returns 0 when the agent is to
+ * connect, else -errno after one warning that names pid.
+ */
+int cupti_inject(struct cupti *c, pid_t pid, uint64_t start_time);
+/* An injected agent did not connect within CONNECT_WAIT_MS: the warning. */
+void cupti_warn_no_connect(pid_t pid);
+/* Set side (cupti_set.c): brings the agent into each process due. */
+void cupti_set_free(struct cupti *c);
+void cupti_set_inject(struct cupti *c);
+/* Gives up, with a warning each, on injected agents that did not connect in time. */
+void cupti_set_timeouts(struct cupti *c);
+/* An agent of pid connected: it is no longer waited for. */
+void cupti_set_connected(struct cupti *c, pid_t pid);
+/*
+ * Adds the stats of the agents that recorded (said ACTIVE) to *t: of pid
+ * alone, or of all with pid 0. Returns how many distinct processes they are.
+ */
+int cupti_sum_stats(const struct cupti *c, pid_t pid, struct cupti_decode_stats *t);
+/*
+ * Metadata "cupti.pids": the processes whose agents sent GPU activity, A,B
+ * (export --chrome then gives each its own GPU rows).
+ */
+int cupti_pids_meta(struct cupti *c);
+/* One line per process that recorded GPU activity, after record's total. */
+void cupti_summary_procs(const struct cupti *c);
+/* Whether an injected agent of the set has yet to connect. */
+bool cupti_set_waiting(const struct cupti *c);
 
 #endif /* PTG_CUPTI_INT_H */

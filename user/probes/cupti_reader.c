@@ -17,8 +17,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <bpf/bpf.h>
+
 #include "base/clock.h"
 #include "probes/cupti_int.h"
+#include "proc/procfs.h"
 
 #ifdef PTG_HAVE_CUPTI
 
@@ -50,7 +53,7 @@ static int push_event(struct cupti *c, int conn, int kind)
  * Once the target is known, a peer that is not it gets no slot, so that
  * others cannot use the slots up: closed here, told to record's thread.
  */
-static bool foreign_peer(struct cupti *c, const struct ucred *cred)
+static bool foreign_peer(struct cupti *c, const struct ucred *cred, bool *checked)
 {
 	struct peer_rule r;
 	struct chunk *ch;
@@ -58,6 +61,7 @@ static bool foreign_peer(struct cupti *c, const struct ucred *cred)
 	mtx_lock(&c->lock);
 	r = c->rule;
 	mtx_unlock(&c->lock);
+	*checked = r.set;
 	if (!r.set || cupti_peer_ok(&r, cred->pid, cred->uid))
 		return false;
 	ch = calloc(1, sizeof(*ch) + sizeof(*cred));
@@ -73,6 +77,7 @@ static void accept_conn(struct cupti *c, bool hangup)
 {
 	struct ucred cred = {};
 	socklen_t len = sizeof(cred);
+	bool checked;
 	int fd;
 
 	fd = accept4(c->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -81,7 +86,7 @@ static void accept_conn(struct cupti *c, bool hangup)
 	/* pid 0 (unknown) is nobody's: rejected */
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len))
 		cred.pid = 0;
-	if (foreign_peer(c, &cred) || c->nconns == MAX_CONNS) {
+	if (foreign_peer(c, &cred, &checked) || c->nconns == MAX_CONNS) {
 		close(fd);
 		return;
 	}
@@ -90,6 +95,7 @@ static void accept_conn(struct cupti *c, bool hangup)
 		shutdown(fd, SHUT_WR);
 	c->conns[c->nconns].peer = cred.pid;
 	c->conns[c->nconns].uid = cred.uid;
+	c->conns[c->nconns].peer_checked = checked;
 	c->conns[c->nconns].fd = fd;
 	if (push_event(c, c->nconns, CH_OPEN)) {
 		close(fd);
@@ -223,15 +229,33 @@ int cupti_listen_socket(struct cupti *c)
 
 /*
  * For -p, the target; for -- CMD, the command or any process it started;
- * with the target's uid either way. The socket's name is in
- * /proc/net/unix for anyone to see.
+ * with the target's uid either way; for a set, its members alone. The
+ * socket's name is in /proc/net/unix for anyone to see.
  */
+/*
+ * A set's member, as the kernel keeps the set: a process that is in it at
+ * accept is the one that connected, unless that one died and its pid went
+ * to a member since; its uid changing with it is then the sign.
+ */
+static bool set_member(const struct peer_rule *r, pid_t peer, uid_t uid)
+{
+	__u32 tgid = (__u32)peer;
+	uid_t now;
+	__u8 one;
+
+	if (peer <= 0 || bpf_map_lookup_elem(r->set_fd, &tgid, &one))
+		return false;
+	return !proc_euid(peer, &now) && now == uid;
+}
+
 bool cupti_peer_ok(const struct peer_rule *r, pid_t peer, uid_t uid)
 {
 	char path[64], buf[512], *p;
 	int hops = 0;
 	FILE *f;
 
+	if (r->set_fd >= 0)
+		return set_member(r, peer, uid);
 	if (uid != r->uid)
 		return false;
 	while (peer > 1 && hops++ < 64) {

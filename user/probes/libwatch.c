@@ -33,6 +33,11 @@ struct subscriber {
 	void *ctx;
 };
 
+struct proc_subscriber {
+	libwatch_proc_fn fn;
+	void *ctx;
+};
+
 /* One process watched: where its loader looks, and whether it was scanned once. */
 struct lw_proc {
 	pid_t pid;
@@ -55,6 +60,8 @@ struct libwatch {
 	size_t nlds;
 	struct subscriber subs[MAX_SUBSCRIBERS];
 	int nsubs;
+	struct proc_subscriber psubs[MAX_SUBSCRIBERS];
+	int npsubs;
 	/*
 	 * inode -> SEEN_*. One map for a set too: a probe sits on the file for
 	 * every process of the set, so a file probed for one is probed for all.
@@ -193,6 +200,10 @@ static int on_map(const struct proc_map *m, void *arg)
 
 	if (m->perms[2] != 'x' || m->path[0] != '/' || !m->inode)
 		return 0;
+	for (int i = 0; !err && i < lw->npsubs; i++)
+		err = lw->psubs[i].fn(lw->psubs[i].ctx, lw->cur->pid, m);
+	if (err)
+		return err;
 	seen = u64map__get(&lw->seen, m->inode);
 	if (seen && *seen == SEEN_MAPPED)
 		return 0;
@@ -380,6 +391,14 @@ int libwatch__subscribe(struct libwatch *lw, libwatch_fn fn, void *ctx)
 	return 0;
 }
 
+int libwatch__subscribe_proc(struct libwatch *lw, libwatch_proc_fn fn, void *ctx)
+{
+	if (lw->npsubs == MAX_SUBSCRIBERS)
+		return -E2BIG;
+	lw->psubs[lw->npsubs++] = (struct proc_subscriber){.fn = fn, .ctx = ctx};
+	return 0;
+}
+
 /*
  * The probe on the loader process p runs, unless that file is probed
  * already. One process: on it alone, in place of the loader it ran before
@@ -479,6 +498,8 @@ static int exec_proc(struct libwatch *lw, struct lw_proc *p)
 		p->search = search;
 		p->search_gen = UINT_MAX;
 	}
+	for (int i = 0; !err && i < lw->npsubs; i++)
+		err = lw->psubs[i].fn(lw->psubs[i].ctx, p->pid, NULL);
 	/* what the new image's loader mapped before its first instruction was not loaded late */
 	p->attached = false;
 	err = err ?: attach_ld(lw, p);

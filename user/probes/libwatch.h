@@ -55,6 +55,15 @@ int libwatch__subscribe(struct libwatch *lw, libwatch_fn fn, void *ctx);
  */
 typedef void (*libwatch_exec_fn)(void *ctx);
 void libwatch__on_exec(struct libwatch *lw, libwatch_exec_fn fn, void *ctx);
+/*
+ * Which process maps what, for a subscriber that acts in each process (the
+ * CUPTI agent goes into every process of a set that maps libcuda), where a
+ * libwatch_fn hears of a file once for all: fn hears of each executable
+ * mapping of pid at each scan of pid (so: cheap checks only), and with m
+ * NULL when pid exec'd (what it had mapped is gone). Returns as libwatch_fn.
+ */
+typedef int (*libwatch_proc_fn)(void *ctx, pid_t pid, const struct proc_map *m);
+int libwatch__subscribe_proc(struct libwatch *lw, libwatch_proc_fn fn, void *ctx);
 /* One process: offers the late libraries ahead, attaches to ld.so, reports what is mapped. */
 int libwatch__attach(struct libwatch *lw);
 /*

@@ -3,11 +3,14 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
 #include "probes/proctree.h"
 #include "trace/slice.h"
+#include "trace/trace.h"
+#include "trace/trace_open.h"
 
 static bool ends_with(const char *s, const char *suffix)
 {
@@ -52,33 +55,70 @@ static void proc_path(const struct proctree *pt, size_t i, const struct proctree
 		snprintf(buf, len, "%s.%s", out, name);
 }
 
-static int write_one(const struct proctree_proc *p, const char *in, const char *path)
+/* Whether pid is in the list A,B,C. */
+static bool in_list(const char *list, pid_t pid)
+{
+	char *end;
+
+	for (const char *s = list; s && *s; s = *end == ',' ? end + 1 : NULL) {
+		if (strtol(s, &end, 10) == pid && (*end == ',' || !*end))
+			return true;
+	}
+	return false;
+}
+
+static int write_one(const struct proctree_proc *p, const char *in, const char *gpu_pids,
+		     const char *path)
 {
 	char pid[16];
+	bool gpu = in_list(gpu_pids, p->pid);
 	struct slice_meta meta[] = {
 	    {"pid", pid},
 	    {"pids", pid},
 	    {"cmdline", p->cmdline},
 	    {"python.version", p->py_version},
 	    {"python.path", p->py_path},
+	    /* the process's own GPU activity, if any: export --chrome gives it Kineto's rows */
+	    {"cupti.pids", gpu ? pid : ""},
 	    /* Kineto's distributedInfo (export --chrome) when the process has both */
 	    {"dist.rank", p->dist_rank},
 	    {"dist.world_size", p->world_size},
 	};
-	size_t n = p->dist_rank[0] && p->world_size[0] ? 7 : 5;
+	size_t n = p->dist_rank[0] && p->world_size[0] ? 8 : 6;
 
 	snprintf(pid, sizeof(pid), "%d", p->pid);
+	if (!gpu_pids)
+		meta[5] = meta[--n];
 	return trace_slice_pid(in, path, (uint32_t)p->pid, meta, n);
+}
+
+/* The recording's cupti.pids (NULL if none), read before the traces are cut from it. */
+static int gpu_pids_of(const char *in, char **out)
+{
+	struct trace_reader *r;
+	const char *v;
+	int err;
+
+	*out = NULL;
+	err = trace_open("split", in, &r);
+	if (err)
+		return err;
+	v = trace_reader__meta(r, "cupti.pids");
+	if (v && !(*out = strdup(v)))
+		err = -ENOMEM;
+	trace_reader__close(r);
+	return err;
 }
 
 int proctree__split(const struct proctree *pt, const char *in, const char *out, bool quiet,
 		    proctree_keep_fn keep, void *ctx)
 {
-	char path[PATH_MAX + 64];
+	char path[PATH_MAX + 64], *gpu_pids;
 	struct proctree_proc p;
 	int err, files = 0;
 
-	for (size_t i = 0; i < proctree__nprocs(pt); i++) {
+	err = gpu_pids_of(in, &gpu_pids);
+	for (size_t i = 0; !err && i < proctree__nprocs(pt); i++) {
 		proctree__proc(pt, i, &p);
 		/*
 		 * a C/C++ program of the job (a launcher, a CUDA tool) with CUDA calls
@@ -87,12 +127,13 @@ int proctree__split(const struct proctree *pt, const char *in, const char *out, 
 		if (!p.ran_python && !p.named && !(keep && keep(ctx, p.pid)))
 			continue;
 		proc_path(pt, i, &p, out, path, sizeof(path));
-		err = write_one(&p, in, path);
+		err = write_one(&p, in, gpu_pids, path);
 		if (err)
-			return err;
+			break;
 		if (!quiet)
 			pr_info("wrote %s (pid %d)", path, p.pid);
 		files++;
 	}
-	return files;
+	free(gpu_pids);
+	return err ?: files;
 }

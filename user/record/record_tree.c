@@ -8,6 +8,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "probes/cuda.h"
+#include "probes/cupti.h"
 #include "probes/libwatch.h"
 #include "probes/modpath.h"
 #include "probes/proctree.h"
@@ -103,7 +104,8 @@ static int open_lib_probes(struct recording *rc)
 	pid_t *pids;
 	int ret = 0;
 
-	if (o->no_ops && o->no_cuda)
+	/* the CUPTI agent goes into each process that maps libcuda: libwatch says which */
+	if (o->no_ops && o->no_cuda && (!rc->cupti || o->cmd))
 		return 0;
 	pids = calloc(n ?: 1, sizeof(*pids));
 	if (!pids)
@@ -132,6 +134,11 @@ static int open_lib_probes(struct recording *rc)
 	if (!ret && !o->no_cuda)
 		ret =
 		    cudaprobe__open_shared(rc->tracer, rc->libs, fd, pids, n, o->quiet, &rc->cuda);
+	/* -p, --uid, --cgroup: injected; -- CMD's processes load it through the environment */
+	if (!ret && rc->cupti && !o->cmd)
+		ret = libwatch__subscribe_proc(rc->libs, cupti__on_proc_map, rc->cupti);
+	if (!ret && rc->cuda)
+		cupti__set_join(rc->cupti, cudaprobe__join, rc->cuda);
 	/* a process that execs is held while proctree looks at it: its libraries are probed then */
 	if (!ret)
 		proctree__on_exec(rc->tree, libwatch__exec_pid, rc->libs);
@@ -153,21 +160,34 @@ static int attach_lib_probes(struct recording *rc)
 }
 
 /*
- * Several processes (-p A,B, --children): Python calls, dispatcher ops, CUDA
- * calls and off-CPU intervals of each. GPU activity comes from an agent in
- * one process (user/probes/cupti.c): not taken here.
+ * -- CMD: every process of the command inherits the agent's path and socket
+ * (before it starts); no GPU activity is no error, but refusing the agent
+ * the user named is.
+ */
+static int open_cupti(struct recording *rc)
+{
+	int ret;
+
+	if (rc->o->no_cupti)
+		return 0;
+	ret = cupti__open(rc->o->quiet, &rc->cupti);
+	if (ret == -EPERM)
+		return ret;
+	return rc->o->cmd ? cupti__launch_env(rc->cupti) : 0;
+}
+
+/*
+ * Several processes (-p A,B, --children, --uid, --cgroup): Python calls,
+ * dispatcher ops, CUDA calls, off-CPU intervals and GPU activity (an agent
+ * in each process that uses CUDA, user/probes/cupti_set.c) of each.
  */
 int start_tree(struct recording *rc)
 {
 	struct record_opts *o = rc->o;
 	int ret;
 
-	ret = tree_targets(rc);
-	/* said once the processes are known good: a bad one is one line */
-	if (!ret && !o->quiet && !o->no_cupti)
-		pr_info("note: of several processes, record takes Python calls, ops, CUDA "
-			"calls and off-CPU time, not yet GPU activity (CUPTI)");
-	o->no_cupti = true;
+	ret = open_cupti(rc);
+	ret = ret ?: tree_targets(rc);
 	/* --per-process: the traces are cut from this once every process is known */
 	snprintf(rc->tmp, sizeof(rc->tmp), "%s.recording", o->output);
 	if (!ret)
@@ -177,6 +197,8 @@ int start_tree(struct recording *rc)
 		trace_writer__keep_partial(rc->w);
 	ret = ret ?: tracer__new(rc->w, o->ringbuf_mb, 0, &rc->tracer);
 	ret = ret ?: proctree__load(rc->tree, rc->tracer);
+	/* agents are taken from the set alone, from before any process of it runs on */
+	ret = ret ?: cupti__start_set(rc->cupti, rc->w, proctree__set_fd(rc->tree), rc->child);
 	ret = ret ?: open_lib_probes(rc);
 	if (!ret && !o->no_sched)
 		ret = sched__open_set(rc->tracer, proctree__set_fd(rc->tree), rc->cuda, &rc->sched);

@@ -392,6 +392,14 @@ static void note_no_python(const struct recording *rc)
 			rc->pid);
 }
 
+/* --per-process: a program that runs no Python has a file when it used CUDA or the GPU. */
+static bool keep_proc(void *ctx, pid_t pid)
+{
+	struct recording *rc = ctx;
+
+	return cudaprobe__has_pid(rc->cuda, pid) || cupti__has_pid(rc->cupti, pid);
+}
+
 static int finish(struct recording *rc)
 {
 	uint64_t stop_ts = now_ns(CLOCK_MONOTONIC);
@@ -435,8 +443,8 @@ static int finish(struct recording *rc)
 		return -ENOEXEC;
 	}
 	if (!ret && rc->o->per_process) {
-		ret = proctree__split(rc->tree, rc->tmp, rc->o->output, rc->o->quiet,
-				      cudaprobe__has_pid, rc->cuda);
+		ret =
+		    proctree__split(rc->tree, rc->tmp, rc->o->output, rc->o->quiet, keep_proc, rc);
 		unlink(rc->tmp);
 		ret = ret < 0 ? ret : 0;
 	}
