@@ -6,6 +6,8 @@ call), inherited through fork or loaded again after an exec.
 """
 import collections
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -191,6 +193,85 @@ class TreeCuda(unittest.TestCase):
             self.assertEqual(f, f"job.pid{pid}.ptg")
             got["python" if pid == py[0] else "c"] = calls
         self.assertEqual(got, {"python": expect(100, 2), "c": expect(40, 15)})
+
+    def record_exec(self, env, script, name):
+        """record --children -- sh -c SCRIPT: the trace, its C program's calls, stderr."""
+        out = os.path.join(self.tmp.name, name)
+        res = ptg.run(["record", "--children", "-o", out, "--", "sh", "-c", script], env=env)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        trace = Trace(out)
+        got = counts(trace)
+        self.assertLessEqual(len(got), 1, got)
+        return trace, next(iter(got.values()), {}), res.stderr
+
+    def check_exec_unprobed(self, python):
+        """--children: a shell execs a C program that links a copy of the driver
+        in a folder that was on no search path of the set before that exec (its
+        LD_LIBRARY_PATH is set for that exec only). It runs from its exec until
+        the recorder reads the event and holds it, unprobed: its calls there may
+        be missing, but never without a word: all of them, or the window counted
+        (lib_unprobed_window) and said on stderr. It is said whenever the file
+        was mapped before its probes went in, which is nearly always; it is not
+        when the recorder met the new image before its loader mapped the driver
+        (and probed it ahead): then every call is in."""
+        lib = os.path.join(self.tmp.name, "lib")
+        os.mkdir(lib)
+        shutil.copy(os.path.join(LIBDIR, plan.LIB), lib)  # a file of its own, not probed
+        env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+        trace, got, stderr = self.record_exec(
+            env, f"LD_LIBRARY_PATH={lib} exec {NOPY_CUDA} 40 15 0 0", "exec.ptg")
+        notes = [line for line in stderr.splitlines()
+                 if "libwatch: pid" in line and "exec'd" in line]
+        lost = [x for x in trace.losses if not x.startswith("py_code_unresolved")]
+        if not notes:
+            self.assertEqual((got, lost), (expect(40, 15), []), stderr)
+            return
+        self.assertEqual(len(notes), 1, stderr)
+        self.assertIn(f"links {lib}/{plan.LIB}, not probed before", notes[0])
+        self.assertIn("ms from its exec until it was probed", notes[0])
+        self.assertEqual(lost, ["lib_unprobed_window cpu=-1: 1"], stderr)
+        self.assertLessEqual(got.get("cuLaunchKernel", 0), 40, got)
+        self.assertLessEqual(got.get("cuStreamSynchronize", 0), 15, got)
+        print(f"exec into an unprobed driver: {got} of {expect(40, 15)}, said: {notes[0]}",
+              file=sys.stderr)
+
+    def check_exec_unprobed_two(self, python):
+        """--children: two programs exec'd at once that link the same new copy of
+        the driver. Its probes go in at the first one's scan; the other exec'd
+        before then, so it ran unprobed too (or ran and exited before it could
+        be looked at): each process has all its calls or is named in a note,
+        and the trace counts one lib_unprobed_window per note."""
+        lib = os.path.join(self.tmp.name, "lib")
+        os.mkdir(lib)
+        shutil.copy(os.path.join(LIBDIR, plan.LIB), lib)
+        env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+        run = f"LD_LIBRARY_PATH={lib} {NOPY_CUDA} 40 15 0 0"
+        out = os.path.join(self.tmp.name, "two.ptg")
+        res = ptg.run(["record", "--children", "-o", out, "--", "sh", "-c",
+                       f"{run} & {run} & wait"], env=env)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        trace = Trace(out)
+        noted = set()
+        for line in res.stderr.splitlines():
+            m = re.search(r"libwatch: pid (\d+) exec'd ", line)
+            if m:
+                noted.add(int(m.group(1)))
+        self.assertGreaterEqual(len(noted), 1, res.stderr)
+        self.assertIn(f"lib_unprobed_window cpu=-1: {len(noted)}", trace.losses, res.stderr)
+        got = counts(trace)
+        full = {pid for pid, c in got.items() if c == expect(40, 15)}
+        self.assertLessEqual(set(got) - full, noted, (got, res.stderr))
+        self.assertGreaterEqual(len(full | noted), 2, (got, res.stderr))
+
+    def check_exec_probed(self, python):
+        """--children: the same program, its driver on the shell's search path,
+        so found ahead and probed before the exec: every call, nothing lost."""
+        env = dict(os.environ, LD_LIBRARY_PATH=LIBDIR)
+        trace, got, stderr = self.record_exec(env, f"exec {NOPY_CUDA} 40 15 0 0", "ahead.ptg")
+        self.assertEqual(got, expect(40, 15), stderr)
+        lost = [x for x in trace.losses if not x.startswith("py_code_unresolved")]
+        self.assertEqual(lost, [], stderr)
+        self.assertNotIn("exec'd a program that links", stderr)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,9 @@
 #define SEEN_AHEAD  1
 #define SEEN_MAPPED 2
 
+/* watched libraries a process was counted for (lib_unprobed_window), once each */
+#define MAX_COUNTED 8
+
 struct subscriber {
 	libwatch_fn fn;
 	void *ctx;
@@ -39,12 +42,24 @@ struct lw_proc {
 	struct libsearch *search;
 	unsigned search_gen; /* of the search path last looked ahead in */
 	bool attached;	     /* the first scan is done: what appears now was loaded late */
+	dev_t exe_dev;	     /* the image scanned last (a set): one that differs at a */
+	ino_t exe_ino;	     /* loader event exec'd since, its exec event not read yet */
+	uint64_t counted[MAX_COUNTED]; /* inodes of its unprobed windows, said once each */
+	unsigned ncounted;
+	bool exec_met; /* its last exec met at an old loader event, before proctree's */
 };
 
 /* A loader file probed, in a set: for every process that runs it */
 struct lw_ld {
 	uint64_t inode;
 	struct bpf_link *link;
+};
+
+/* A watched library's probes went in at ts. */
+struct lw_probed {
+	uint64_t ts;
+	uint64_t inode;
+	char *path;
 };
 
 struct libwatch {
@@ -60,11 +75,22 @@ struct libwatch {
 	 * every process of the set, so a file probed for one is probed for all.
 	 */
 	struct u64map seen;
+	/*
+	 * watched library inode -> when its probes went in (CLOCK_MONOTONIC):
+	 * a set's process that exec'd before then ran it unprobed, even when
+	 * it was probed for another process meanwhile.
+	 */
+	struct u64map probed_at;
+	struct lw_probed *probed; /* the same in order, named: for a process gone before its scan */
+	size_t nprobed;
+	size_t nmapped;	       /* mappings the last scan read: none when it was gone */
 	struct lw_proc *procs; /* one process: procs[0] */
 	size_t nprocs;
 	struct u64map by_pid; /* pid -> index + 1 in procs */
 	struct lw_proc *cur;  /* the process being scanned */
 	uint64_t notice_ts;   /* the loader's first notice since the last scan */
+	bool at_exec;	      /* a set's process scanned at its exec ... */
+	uint64_t exec_ts;     /* ... which it made then */
 	uint64_t late;	      /* late libraries mapped before they could be probed */
 };
 
@@ -114,6 +140,29 @@ static bool is_watched_lib(const char *path)
 	return false;
 }
 
+/* A watched library's probes are in now (probed_at). */
+static int mark_probed(struct libwatch *lw, uint64_t inode, const char *path)
+{
+	uint64_t now = now_ns(CLOCK_MONOTONIC);
+	struct lw_probed *n;
+
+	if (u64map__get(&lw->probed_at, inode))
+		return 0;
+	n = realloc(lw->probed, (lw->nprobed + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	lw->probed = n;
+	n[lw->nprobed].ts = now;
+	n[lw->nprobed].inode = inode;
+	n[lw->nprobed].path = strdup(path);
+	if (!n[lw->nprobed].path || u64map__put(&lw->probed_at, inode, now)) {
+		free(n[lw->nprobed].path);
+		return -ENOMEM;
+	}
+	lw->nprobed++;
+	return 0;
+}
+
 /*
  * Offers subscribers the file dir/name of the target's root, when it was
  * not offered yet; its RPATH/RUNPATH joins the search path (a PyTorch
@@ -140,7 +189,7 @@ static int offer_ahead(void *ctx, const char *dir, const char *name)
 	err = libsearch__add_object(lw->cur->search, m.path, path);
 	for (int j = 0; !err && j < lw->nsubs; j++)
 		err = lw->subs[j].fn(lw->subs[j].ctx, &m, path, 0);
-	return err;
+	return err ?: mark_probed(lw, m.inode, m.path);
 }
 
 /*
@@ -166,35 +215,81 @@ static int probe_ahead(struct libwatch *lw)
 
 /*
  * A late library mapped without having been found ahead (dlopen of a full
- * path off the search path): its probes went in only after the loader's
- * notice reached us, so the calls made meanwhile are missing. The window is
- * said and counted, never left silent.
+ * path off the search path): its probes went in (at probed) only after the
+ * loader's notice reached us, so the calls made meanwhile are missing. The
+ * window is said and counted, never left silent; once per process and file.
  */
-static void note_unprobed(struct libwatch *lw, const char *path)
+static void note_unprobed(struct libwatch *lw, uint64_t inode, const char *path, uint64_t probed)
 {
-	uint64_t now = now_ns(CLOCK_MONOTONIC);
+	struct lw_proc *p = lw->cur;
 
 	lw->late++;
+	if (p->ncounted < MAX_COUNTED)
+		p->counted[p->ncounted++] = inode;
+	if (lw->at_exec) {
+		/* exec_ts 0: met at a loader event of its old image, its exec not read yet */
+		uint64_t from = lw->exec_ts ?: lw->notice_ts;
+
+		pr_warn("libwatch: pid %d exec'd a program that links %s, not probed before, and "
+			"ran %s%.1f ms from its exec until it was probed: its calls meanwhile "
+			"are not in the trace",
+			lw->cur->pid, path, lw->exec_ts ? "" : "up to ",
+			from && probed > from ? (probed - from) / 1e6 : 0.0);
+		return;
+	}
 	pr_warn("libwatch: %s was loaded from outside the target's search path "
 		"and probed %.1f ms after the loader's notice: its calls meanwhile are not "
 		"in the trace",
-		path, lw->notice_ts && now > lw->notice_ts ? (now - lw->notice_ts) / 1e6 : 0.0);
+		path,
+		lw->notice_ts && probed > lw->notice_ts ? (probed - lw->notice_ts) / 1e6 : 0.0);
+}
+
+static bool counted(const struct lw_proc *p, uint64_t inode)
+{
+	for (unsigned i = 0; i < p->ncounted; i++) {
+		if (p->counted[i] == inode)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * A set's process scanned at its exec ran from that exec until it was held
+ * (or, met at a loader event of its old image, from before its exec): a
+ * watched library whose probes went in after that, for it or for another
+ * process of the set, may have been called meanwhile.
+ */
+static bool exec_window(struct libwatch *lw, const struct proc_map *m)
+{
+	uint64_t since = lw->exec_ts ?: lw->notice_ts;
+	uint64_t *at = u64map__get(&lw->probed_at, m->inode);
+
+	return lw->at_exec && is_watched_lib(m->path) && !counted(lw->cur, m->inode) &&
+	       (!at || *at > since);
 }
 
 static int on_map(const struct proc_map *m, void *arg)
 {
 	struct libwatch *lw = arg;
 	char path[PATH_MAX + 32];
-	uint64_t bias, *seen;
+	uint64_t bias, *seen, *at;
 	bool unprobed;
 	int err = 0;
 
+	lw->nmapped++;
 	if (m->perms[2] != 'x' || m->path[0] != '/' || !m->inode)
 		return 0;
 	seen = u64map__get(&lw->seen, m->inode);
-	if (seen && *seen == SEEN_MAPPED)
+	if (seen && *seen == SEEN_MAPPED) {
+		/* probed already, maybe only after this process's exec */
+		at = u64map__get(&lw->probed_at, m->inode);
+		if (at && exec_window(lw, m))
+			note_unprobed(lw, m->inode, m->path, *at);
 		return 0;
-	unprobed = lw->cur->attached && !seen && is_watched_lib(m->path);
+	}
+	/* late: mapped after the first scan, not found ahead; or at an exec, above */
+	unprobed = lw->at_exec ? exec_window(lw, m)
+			       : lw->cur->attached && !seen && is_watched_lib(m->path);
 	if (u64map__put(&lw->seen, m->inode, SEEN_MAPPED))
 		return -ENOMEM;
 	proc_target_path(lw->cur->pid, m->path, m->inode, path, sizeof(path));
@@ -204,8 +299,10 @@ static int on_map(const struct proc_map *m, void *arg)
 	err = libsearch__add_object(lw->cur->search, m->path, path);
 	for (int i = 0; !err && i < lw->nsubs; i++)
 		err = lw->subs[i].fn(lw->subs[i].ctx, m, path, bias);
+	if (!err && is_watched_lib(m->path))
+		err = mark_probed(lw, m->inode, m->path);
 	if (!err && unprobed)
-		note_unprobed(lw, m->path);
+		note_unprobed(lw, m->inode, m->path, *u64map__get(&lw->probed_at, m->inode));
 	return err;
 }
 
@@ -214,6 +311,7 @@ static int scan(struct libwatch *lw, struct lw_proc *p)
 	int err;
 
 	lw->cur = p;
+	lw->nmapped = 0;
 	err = proc_maps__for_each(p->pid, on_map, lw);
 	lw->notice_ts = 0;
 	/* the process may be gone by the time its last loader event is read */
@@ -255,6 +353,22 @@ static int proc_of(struct libwatch *lw, pid_t pid, struct lw_proc **out)
 static int exec_proc(struct libwatch *lw, struct lw_proc *p);
 static int attach_proc(struct libwatch *lw, struct lw_proc *p);
 
+/* Whether a set's process runs another image than at its last scan; remembers this one. */
+static bool exe_changed(struct lw_proc *p)
+{
+	char link[64];
+	struct stat st;
+	bool changed;
+
+	snprintf(link, sizeof(link), "/proc/%d/exe", p->pid);
+	if (stat(link, &st))
+		return false; /* gone, or a kernel thread: its scan says so */
+	changed = p->exe_ino && (st.st_dev != p->exe_dev || st.st_ino != p->exe_ino);
+	p->exe_dev = st.st_dev;
+	p->exe_ino = st.st_ino;
+	return changed;
+}
+
 static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
 {
 	struct libwatch *lw = ctx;
@@ -282,6 +396,19 @@ static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, 
 	}
 	if (e->aux == PTG_LIB_EXEC)
 		return exec_proc(lw, p);
+	/*
+	 * A loader event of a set's process read after it exec'd (the event
+	 * came before the exec; proctree's exec event is next in the ring):
+	 * its new image is met here, as at its exec, its start unknown.
+	 */
+	if (lw->pid < 0 && exe_changed(p)) {
+		p->exec_met = true;
+		lw->at_exec = true;
+		lw->exec_ts = 0;
+		err = exec_proc(lw, p);
+		lw->at_exec = false;
+		return err;
+	}
 	return scan(lw, p);
 }
 
@@ -433,6 +560,7 @@ static int attach_proc(struct libwatch *lw, struct lw_proc *p)
 {
 	int err = attach_ld(lw, p);
 
+	exe_changed(p);
 	/* the mapped objects' RUNPATHs first, then ahead along the whole search path */
 	err = err ?: scan(lw, p);
 	p->attached = true;
@@ -470,6 +598,7 @@ static int exec_proc(struct libwatch *lw, struct lw_proc *p)
 	}
 	/* what the new image's loader mapped before its first instruction was not loaded late */
 	p->attached = false;
+	exe_changed(p);
 	err = err ?: attach_ld(lw, p);
 	err = err ?: scan(lw, p);
 	p->attached = true;
@@ -482,13 +611,54 @@ int libwatch__exec(struct libwatch *lw)
 	return exec_proc(lw, &lw->procs[0]);
 }
 
-int libwatch__exec_pid(void *ctx, pid_t pid)
+/*
+ * pid was gone (or a zombie) before its exec was read: what it mapped is
+ * unknown. A watched library whose probes went in after its exec (for
+ * another process of the set) may be one it ran unprobed.
+ */
+static void note_gone(struct libwatch *lw, const struct lw_proc *p, pid_t pid, uint64_t exec_ts)
+{
+	size_t first = 0, n = 0;
+
+	/* not those said already, at a loader event read after this exec */
+	for (size_t i = 0; i < lw->nprobed; i++) {
+		if (lw->probed[i].ts > exec_ts && !(p && counted(p, lw->probed[i].inode)) &&
+		    n++ == 0)
+			first = i;
+	}
+	if (!n)
+		return;
+	lw->late++;
+	pr_warn("libwatch: pid %d exec'd and exited before it could be looked at, and %s%s was "
+		"probed only %.1f ms after that exec: if it ran %s, its calls are not in the trace",
+		pid, lw->probed[first].path, n > 1 ? " (and others)" : "",
+		(lw->probed[first].ts - exec_ts) / 1e6, n > 1 ? "those" : "that library");
+}
+
+int libwatch__exec_pid(void *ctx, pid_t pid, uint64_t exec_ts)
 {
 	struct libwatch *lw = ctx;
-	struct lw_proc *p;
-	int err = proc_of(lw, pid, &p);
+	struct lw_proc *p = NULL;
+	int err;
 
+	lw->nmapped = 0;
+	err = proc_of(lw, pid, &p);
+	/*
+	 * Met already at a loader event of its old image, read after this
+	 * exec: said then, and what was probed since was probed ahead of it.
+	 */
+	if (!err && p->exec_met) {
+		p->exec_met = false;
+		err = exec_proc(lw, p);
+		return err == -ENOENT || err == -ESRCH ? 0 : err;
+	}
+	lw->at_exec = true;
+	lw->exec_ts = exec_ts;
 	err = err ?: exec_proc(lw, p);
+	lw->at_exec = false;
+	/* no mapping read: gone, or a zombie, before its exec was read */
+	if ((!err || err == -ENOENT || err == -ESRCH) && !lw->nmapped)
+		note_gone(lw, p, pid, exec_ts);
 	return err == -ENOENT || err == -ESRCH ? 0 : err;
 }
 
@@ -509,6 +679,10 @@ void libwatch__destroy(struct libwatch *lw)
 		libwatch__detach(lw);
 	libwatch_bpf__destroy(lw->skel);
 	u64map__free(&lw->seen);
+	u64map__free(&lw->probed_at);
+	for (size_t i = 0; i < lw->nprobed; i++)
+		free(lw->probed[i].path);
+	free(lw->probed);
 	for (size_t i = 0; i < lw->nprocs; i++)
 		libsearch__free(lw->procs[i].search);
 	free(lw->procs);

@@ -58,10 +58,15 @@ int libwatch__attach(struct libwatch *lw);
  */
 int libwatch__exec(struct libwatch *lw);
 /*
- * A set's process pid exec()'d (a proctree_exec_fn, while proctree holds
- * it): the same for it as libwatch__exec() for one process.
+ * A set's process pid exec()'d at exec_ts (a proctree_exec_fn, while
+ * proctree holds it): the same for it as libwatch__exec() for one process.
+ * It ran unheld from its exec until proctree stopped it: a late library
+ * its new image maps whose probes went in after that exec (for it or for
+ * another process) is said on stderr with that window and counted
+ * (lib_unprobed_window); so is one probed after the exec of a process
+ * gone before it could be looked at.
  */
-int libwatch__exec_pid(void *lw, pid_t pid);
+int libwatch__exec_pid(void *lw, pid_t pid, uint64_t exec_ts);
 void libwatch__detach(struct libwatch *lw);
 void libwatch__destroy(struct libwatch *lw);
 
