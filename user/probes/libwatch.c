@@ -369,7 +369,7 @@ static bool exe_changed(struct lw_proc *p)
 	return changed;
 }
 
-/* The loader's notice (or a mapping reported): what the process maps now. */
+/* The loader's notice (or an exec): what the process maps now. */
 static int on_notice(struct libwatch *lw, const struct ptg_event *e)
 {
 	struct lw_proc *p = &lw->procs[0];
