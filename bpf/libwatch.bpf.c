@@ -4,8 +4,13 @@
  * before and after it maps or unmaps objects: one event each time tells the
  * loader to look for libraries that appeared (libtorch imported late,
  * libcuda loaded at first CUDA use); and one at each exec of the target.
+ * At each of those notices, and when a traced process ends, it also reports
+ * the CUDA and PyTorch libraries the process has mapped that no probe of
+ * ours is on yet (PTG_LIB_MAP): their calls go unrecorded until the probes
+ * are in, and user space says so even when it looks too late to see it.
  */
 #include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
@@ -31,6 +36,23 @@ struct {
 	__type(value, __u8);
 } tgids SEC(".maps");
 
+/*
+ * inode -> 1: the watched libraries whose probes are in, put here by user
+ * space once they are (user/probes/libwatch.c mark_probed()).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, __u8);
+} probed SEC(".maps");
+
+/* open-coded VMA iterator (6.7+); weak: without it, nothing is reported */
+extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it, struct task_struct *task,
+				 __u64 addr) __ksym __weak;
+extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __ksym __weak;
+extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __ksym __weak;
+
 __u64 lost = 0;
 
 static __always_inline int notify(__u32 aux)
@@ -55,6 +77,85 @@ static __always_inline int notify(__u32 aux)
 	return 0;
 }
 
+#define VM_EXEC 0x00000004 /* include/linux/mm.h: a #define, not in BTF */
+
+/*
+ * The base names user space watches (libwatch.c watched_libs: libcuda.so*,
+ * libcudart.so*, libcudart-*.so*, libtorch_cpu.so*), by prefix: user space
+ * checks the whole pattern.
+ */
+static __always_inline bool prefix(const char *s, const char *p, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (s[i] != p[i])
+			return false;
+	}
+	return true;
+}
+
+static __always_inline bool watched_name(const char *s)
+{
+	return prefix(s, "libcuda.so", 10) || prefix(s, "libcudart", 9) ||
+	       prefix(s, "libtorch_cpu.so", 15);
+}
+
+static __always_inline void send_unprobed(__u32 tgid, __u64 ino, const char *name, __u64 at_exit)
+{
+	struct ptg_lib_map_event *m;
+
+	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+	if (!m) {
+		__sync_fetch_and_add(&lost, 1);
+		return;
+	}
+	__builtin_memset(&m->e, 0, sizeof(m->e));
+	__builtin_memcpy(m->name, name, sizeof(m->name));
+	m->e.ts = bpf_ktime_get_ns();
+	m->e.pid = tgid;
+	m->e.tid = (__u32)bpf_get_current_pid_tgid();
+	m->e.kind = PTG_EV_LIB_CHANGE;
+	m->e.aux = PTG_LIB_MAP;
+	m->e.cpu = bpf_get_smp_processor_id();
+	m->e.a = ino;
+	m->e.b = at_exit;
+	bpf_ringbuf_submit(m, BPF_RB_FORCE_WAKEUP);
+}
+
+/*
+ * The watched libraries task has mapped executable with no probe on them:
+ * at a loader notice, before the code of what it just mapped runs (the
+ * notice after mapping comes before relocation and constructors), so one
+ * not reported here had its probes in before its first call; at the end of
+ * the process, for one whose loader has no probe of ours (a chroot's ld.so).
+ */
+static __always_inline void report_unprobed(struct task_struct *task, __u32 tgid, __u64 at_exit)
+{
+	struct bpf_iter_task_vma it;
+	struct vm_area_struct *v;
+	char name[PTG_LIB_NAME_LEN];
+
+	if (!bpf_iter_task_vma_new) /* libbpf sets a missing weak kfunc to 0 */
+		return;
+	bpf_iter_task_vma_new(&it, task, 0);
+	/* the iterator ends by itself, at the last of the process's VMAs */
+	while ((v = bpf_iter_task_vma_next(&it))) {
+		struct file *f = v->vm_file;
+		__u64 ino;
+
+		if (!f || !(v->vm_flags & VM_EXEC))
+			continue;
+		ino = BPF_CORE_READ(f, f_inode, i_ino);
+		if (bpf_map_lookup_elem(&probed, &ino))
+			continue;
+		if (bpf_probe_read_kernel_str(name, sizeof(name),
+					      BPF_CORE_READ(f, f_path.dentry, d_name.name)) < 0 ||
+		    !watched_name(name))
+			continue;
+		send_unprobed(tgid, ino, name, at_exit);
+	}
+	bpf_iter_task_vma_destroy(&it);
+}
+
 SEC("uprobe")
 int dl_debug_state(void *ctx)
 {
@@ -62,7 +163,9 @@ int dl_debug_state(void *ctx)
 
 	if (filter_tgids && !bpf_map_lookup_elem(&tgids, &tgid))
 		return 0;
-	return notify(0);
+	notify(0);
+	report_unprobed(bpf_get_current_task_btf(), tgid, 0);
+	return 0;
 }
 
 /*
@@ -77,6 +180,21 @@ int BPF_PROG(lib_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm
 	if (!bpf_map_lookup_elem(&tgids, &tgid))
 		return 0;
 	return notify(PTG_LIB_EXEC);
+}
+
+/*
+ * The last thread of a traced process ends, its mappings still there: attached
+ * before proctree's exit program, which takes the process out of the set.
+ */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(lib_exit, struct task_struct *p, bool group_dead)
+{
+	__u32 tgid = p->tgid;
+
+	if (!group_dead || !bpf_map_lookup_elem(&tgids, &tgid))
+		return 0;
+	report_unprobed(p, tgid, 1);
+	return 0;
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -47,6 +47,12 @@ enum ptg_ev_kind {
 };
 
 #define PTG_LIB_EXEC 1
+/*
+ * aux = PTG_LIB_MAP: the process mapped a CUDA or PyTorch library executable
+ * while no probe of ours was on that file (struct ptg_lib_map_event); a = its inode
+ */
+#define PTG_LIB_MAP	 2
+#define PTG_LIB_NAME_LEN 64
 
 /*
  * bpf_cookie of a CUDA entry point's uprobe: which API it is and where its
@@ -134,6 +140,12 @@ struct ptg_event {
 	__u64 b;
 	__u64 c; /* PY_START: the frame's first local (self of a method), for module paths */
 	__u64 d; /* PY_START, PY_RESUME: the frame's previous frame (the caller) */
+};
+
+/* PTG_EV_LIB_CHANGE with aux PTG_LIB_MAP */
+struct ptg_lib_map_event {
+	struct ptg_event e;
+	char name[PTG_LIB_NAME_LEN]; /* the file's base name, cut to fit */
 };
 
 /*

@@ -22,7 +22,8 @@ struct libwatch;
  * is offered ahead, before it is mapped, each copy found along its loader's
  * search order (libsearch.h): then m->start and m->end are 0 and bias is 0;
  * it is offered again when mapped. One mapped after attach that was not
- * found ahead is said on stderr and counted (loss lib_unprobed_window).
+ * found ahead, or mapped before its probes went in, is said on stderr and
+ * counted (loss lib_unprobed_window), once per process and file.
  * Returns 0, or -errno to stop recording.
  */
 typedef int (*libwatch_fn)(void *ctx, const struct proc_map *m, const char *attach_path,
@@ -73,10 +74,15 @@ int libwatch__attach(struct libwatch *lw);
  */
 int libwatch__exec(struct libwatch *lw);
 /*
- * A set's process pid exec()'d (a proctree_exec_fn, while proctree holds
- * it): the same for it as libwatch__exec() for one process.
+ * A set's process pid exec()'d at exec_ts (a proctree_exec_fn, while
+ * proctree holds it): the same for it as libwatch__exec() for one process.
+ * It ran unheld from its exec until proctree stopped it: a late library its
+ * new image maps that was never probed is said on stderr with that window
+ * and counted (lib_unprobed_window). Any other window (probed after it was
+ * mapped, or a process gone before it was looked at) the BPF side reports
+ * from the process's mappings at its loader notices and at its end.
  */
-int libwatch__exec_pid(void *lw, pid_t pid);
+int libwatch__exec_pid(void *lw, pid_t pid, uint64_t exec_ts);
 void libwatch__detach(struct libwatch *lw);
 void libwatch__destroy(struct libwatch *lw);
 

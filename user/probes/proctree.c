@@ -144,7 +144,7 @@ static void catch_exec(struct proctree *pt, struct tree_proc *p)
 	ret = launch__catch_any(p->pid, &py, err, sizeof(err));
 	/* held (else as soon as can be): what its new image maps is probed before it runs on */
 	if (pt->exec_fn)
-		pt->exec_fn(pt->exec_ctx, p->pid);
+		pt->exec_fn(pt->exec_ctx, p->pid, p->exec_ts);
 	if (ret == -ENOEXEC) {
 		__u32 pid = (__u32)p->pid;
 

@@ -74,13 +74,14 @@ pid_t proctree__first(const struct proctree *pt, const struct py_interp **py);
 /* Metadata "pids" (the processes added, A,B,C) and "children" (1 or 0). */
 int proctree__write_meta(const struct proctree *pt, struct trace_writer *w);
 /*
- * fn(ctx, pid) runs for each process of the set that exec()'d, while it is
- * held past its new loader (its linked libraries mapped, before its first
- * instruction) where it could be held: probes on what it maps (libcuda)
- * then see its first calls. Its return value is not an error of the
- * recording.
+ * fn(ctx, pid, exec_ts) runs for each process of the set that exec()'d,
+ * while it is held past its new loader (its linked libraries mapped) where
+ * it could be held: probes on what it maps (libcuda) then see its calls
+ * from there on. It ran unheld from its exec (exec_ts, the event's
+ * CLOCK_MONOTONIC time) until the event was read, which fn may say. Its
+ * return value is not an error of the recording.
  */
-typedef int (*proctree_exec_fn)(void *ctx, pid_t pid);
+typedef int (*proctree_exec_fn)(void *ctx, pid_t pid, uint64_t exec_ts);
 void proctree__on_exec(struct proctree *pt, proctree_exec_fn fn, void *ctx);
 /* The interpreter process pid of the set runs now, or NULL (none known, not of the set). */
 const struct py_interp *proctree__interp_of(struct proctree *pt, pid_t pid);
