@@ -21,6 +21,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ptg  # noqa: E402
+from test_inject import read_trace  # noqa: E402  (a Trace tolerant of non-UTF-8 names)
 
 AGENT = os.path.join(ptg.BUILD, "libptg_cupti.so")
 FAKE_CUPTI = os.path.join(ptg.BUILD, "tests", "libinject_fakecupti.so")
@@ -68,25 +69,6 @@ kids = [subprocess.Popen([sys.executable, sys.argv[1], "attach", n, sys.argv[2]]
         for n in ("12", "21")]
 sys.exit(max(k.wait() for k in kids))
 """
-
-
-def read_trace(path):
-    """ptg.Trace through dump, tolerant of bytes that are not UTF-8."""
-    res = subprocess.run([ptg.PTG, "dump", path], capture_output=True, text=True,
-                         errors="replace")
-    if res.returncode != 0:
-        raise RuntimeError(f"dump {path}: {res.stderr}")
-    t = ptg.Trace.__new__(ptg.Trace)
-    t.meta, t.losses, t.records = {}, [], []
-    for line in res.stdout.splitlines():
-        if line.startswith("# lost "):
-            t.losses.append(line[7:])
-        elif line.startswith("# "):
-            key, _, value = line[2:].partition(": ")
-            t.meta[key] = value
-        else:
-            t.records.append(ptg.Trace._parse(line))
-    return t
 
 
 def kernels(trace):
@@ -147,8 +129,10 @@ class TreeGpu(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.stub = next((p for p in CUDA_STUBS if os.path.exists(p)), None)
-        if not os.path.exists(AGENT) or not os.path.exists(FAKE_CUPTI) or cls.stub is None:
+        if not os.path.exists(AGENT) or not os.path.exists(FAKE_CUPTI):
             raise unittest.SkipTest("no CUPTI agent in this build (CUPTI not found)")
+        if cls.stub is None:
+            raise unittest.SkipTest(f"no stub libcuda.so of the CUDA toolkit ({', '.join(CUDA_STUBS)})")
         # under the build, which a chroot interpreter sees at the same path
         cls.libdir = tempfile.mkdtemp(prefix="tree-gpu.", dir=os.path.abspath(ptg.BUILD))
         os.chmod(cls.libdir, 0o755)

@@ -29,17 +29,14 @@ static bool first_sight(struct chrome *c, uint64_t key)
 	return true;
 }
 
-/* thread_name and thread_sort_index of a track of thread tid, once per track. */
-void chrome_name_track(struct chrome *c, uint32_t pid, uint32_t tid, uint32_t track,
-		       const char *what, uint64_t ts)
+/* thread_name and thread_sort_index of track pid/track, once per track. */
+static void name_track(struct chrome *c, uint32_t pid, uint32_t track, const char *name,
+		       uint64_t sort, uint64_t ts)
 {
-	uint64_t key = u64map_key((uint64_t)pid << 32 | track);
 	struct jargs a = {&c->b};
-	char name[64];
 
-	if (!first_sight(c, key))
+	if (!first_sight(c, u64map_key((uint64_t)pid << 32 | track)))
 		return;
-	snprintf(name, sizeof(name), "thread %u %s", tid, what);
 	chrome_ev_new(c, true);
 	buf__puts(&c->b, "{\"ph\": \"M\", \"name\": \"thread_name\"");
 	chrome_ev_where(c, pid, track, ts);
@@ -49,32 +46,29 @@ void chrome_name_track(struct chrome *c, uint32_t pid, uint32_t tid, uint32_t tr
 	chrome_ev_new(c, true);
 	buf__puts(&c->b, "{\"ph\": \"M\", \"name\": \"thread_sort_index\"");
 	chrome_ev_where(c, pid, track, ts);
-	jarg_int(&a, "sort_index", tid);
+	jarg_int(&a, "sort_index", (int64_t)sort);
 	chrome_ev_end(c, &a, NULL);
 }
 
+/* A track of thread tid, sorted by tid. */
+void chrome_name_track(struct chrome *c, uint32_t pid, uint32_t tid, uint32_t track,
+		       const char *what, uint64_t ts)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), "thread %u %s", tid, what);
+	name_track(c, pid, track, name, tid, ts);
+}
+
+/* A GPU stream's track, sorted by its track number: below the process's threads, as
+ * Kineto's GPU rows come after its CPU ones. */
 void chrome_name_gpu_track(struct chrome *c, uint32_t pid, uint32_t track, uint32_t device,
 			   uint64_t stream, uint64_t ts)
 {
-	uint64_t key = u64map_key((uint64_t)pid << 32 | track);
-	struct jargs a = {&c->b};
 	char name[64];
 
-	if (!first_sight(c, key))
-		return;
 	snprintf(name, sizeof(name), "GPU %u stream %llu", device, (unsigned long long)stream);
-	chrome_ev_new(c, true);
-	buf__puts(&c->b, "{\"ph\": \"M\", \"name\": \"thread_name\"");
-	chrome_ev_where(c, pid, track, ts);
-	jarg_str(&a, "name", name);
-	chrome_ev_end(c, &a, NULL);
-	a.open = false;
-	/* below the process's threads, as Kineto's GPU rows come after its CPU ones */
-	chrome_ev_new(c, true);
-	buf__puts(&c->b, "{\"ph\": \"M\", \"name\": \"thread_sort_index\"");
-	chrome_ev_where(c, pid, track, ts);
-	jarg_int(&a, "sort_index", track);
-	chrome_ev_end(c, &a, NULL);
+	name_track(c, pid, track, name, track, ts);
 }
 
 /*
