@@ -1,0 +1,128 @@
+"""record --in-process (the sys.monitoring agent) on every interpreter: the same
+exact counts as the uprobes, frames open at attach, threads; a recorder killed
+with SIGKILL leaves the target running with its tool id free; a second
+recording finds the agent loaded and works. Python 3.11 is refused in one line."""
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import unittest
+
+import ptg
+
+# what this file checks is the Python calls: the other probes only cost time here
+QUIET_PROBES = ["--no-cuda", "--no-ops", "--no-sched", "--no-cupti"]
+
+
+class InProcess(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def needs_312(self, python):
+        """3.11: the one-line refusal, then skip."""
+        if python.version >= (3, 12):
+            return
+        w = ptg.Workload(python, "fib.py")
+        try:
+            res = ptg.run(["record", "--in-process", "-p", str(w.pid), "-o",
+                           os.path.join(self.tmp.name, "no.ptg")])
+        finally:
+            w.kill()
+        self.assertEqual(res.returncode, 1, res.stderr)
+        lines = res.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, res.stderr)
+        self.assertIn("needs sys.monitoring, Python 3.12+", lines[0])
+        self.skipTest(f"{python}: record --in-process needs sys.monitoring, Python 3.12+")
+
+    def record(self, python, script, *extra):
+        out = os.path.join(self.tmp.name, f"{script}.ptg")
+        w = ptg.Workload(python, script)
+        try:
+            rec = ptg.Recorder(["--in-process", "-p", str(w.pid), *extra], out)
+            self.assertIn("in-process: sys.monitoring tool id", rec.stderr)
+            w.go()
+            self.assertIn("done", w.finish())
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+        finally:
+            w.kill()
+        trace = ptg.Trace(out)
+        self.assertEqual(trace.losses, [], "events were lost")
+        self.assertEqual(trace.meta["stop.reason"], "target exited")
+        return trace
+
+    def check_fib(self, python):
+        """Every probe as by default: only the Python calls change source."""
+        self.needs_312(python)
+        calls = [c for c in self.record(python, "fib.py").calls()
+                 if c[1] == "f" and c[2].endswith("fib.py")]
+        self.assertEqual(len(calls), 5919)
+        self.assertTrue(all(c[7] == 0 for c in calls))
+        self.assertEqual(sum(1 for c in calls if c[8] == min(x[8] for x in calls)), 3)
+
+    def check_mixed_matches_oracle(self, python):
+        """Generators, exceptions, recursion, methods: sys.setprofile's counts."""
+        self.needs_312(python)
+        oracle = json.loads(subprocess.run(
+            python.argv(python.path(os.path.join(ptg.WORKLOADS, "mixed.py")), "--oracle"),
+            check=True, capture_output=True, text=True).stdout)
+        counts = self.record(python, "mixed.py", *QUIET_PROBES).count("mixed.py")
+        got = {k: v for k, v in counts.items() if k in oracle or not k.startswith("<module>")}
+        self.assertEqual(got, oracle)
+
+    def check_threads_and_open_frames(self, python):
+        self.needs_312(python)
+        counts = self.record(python, "threads.py", *QUIET_PROBES).count(
+            "threads.py", by_tid=True)
+        leaves = sorted((k.split(":")[0], n) for (tid, k), n in counts.items()
+                        if k.startswith("leaf"))
+        self.assertEqual(leaves, [(f"leaf{i}", 1000) for i in range(4)])
+        self.assertEqual(len({tid for (tid, k) in counts if k.startswith("leaf")}), 4)
+        # frames open at the attach: as the uprobes record them, opened at the start
+        trace = self.record(python, "deep.py", *QUIET_PROBES)
+        pre = [r for r in trace.records
+               if r.kind == "py_enter" and r.flags & ptg.ENTER_PREEXISTING]
+        names = [r.name for r in pre if r.file.endswith(("deep.py", "gate.py"))]
+        self.assertEqual(names, ["<module>", "main"] + ["deep"] * 20 + ["wait_for_go"])
+        start = int(trace.meta["start.monotonic_ns"])
+        self.assertTrue(all(r.ts == start for r in pre))
+
+    def check_killed_then_again(self, python):
+        """SIGKILL of the recorder: the target goes on, its tool id is freed; a
+        second recording (the agent already loaded) counts exactly."""
+        self.needs_312(python)
+        w = ptg.Workload(python, "inproc_again.py")
+        try:
+            first = ptg.Recorder(["--in-process", "-p", str(w.pid), *QUIET_PROBES],
+                                 os.path.join(self.tmp.name, "killed.ptg"))
+            w.go()
+            self.assertEqual(w.proc.stdout.readline().strip(), "phase1")
+            first.proc.kill()
+            first.proc.wait()
+            w.go()
+            after = json.loads(w.proc.stdout.readline())
+            self.assertEqual(after, {"tools": {}, "fib20": 6765})
+            out = os.path.join(self.tmp.name, "again.ptg")
+            second = ptg.Recorder(["--in-process", "-p", str(w.pid), *QUIET_PROBES], out)
+            w.go()
+            self.assertEqual(w.proc.stdout.readline().strip(), "phase2")
+            second.proc.send_signal(signal.SIGINT)
+            self.assertEqual(second.wait(), 0, second.stderr)
+            w.go()
+            self.assertEqual(json.loads(w.proc.stdout.readline()), {"tools": {}})
+            self.assertIn("done", w.finish())
+            self.assertEqual(w.proc.returncode, 0)
+        finally:
+            w.kill()
+        trace = ptg.Trace(out)
+        self.assertEqual(trace.losses, [])
+        self.assertEqual(trace.count("inproc_again.py")["f:15"], 5919)
+
+
+ptg.per_interpreter(InProcess)
+
+if __name__ == "__main__":
+    ptg.main()
