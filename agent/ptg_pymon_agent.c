@@ -44,17 +44,19 @@
 
 #define PTG_EXPORT __attribute__((visibility("default")))
 
-#define TOOL_NAME	"ptrace-gpu"
-#define FIRST_TOOL	2 /* cProfile's PROFILER_ID is 2 on 3.12+: it wins if it got there first */
-#define LAST_TOOL	5
-#define SETUP_WAIT_S	10
-#define METH_FASTCALL_	0x0080
-#define CONSTANT_NONE	0 /* Py_CONSTANT_NONE of Py_GetConstantBorrowed() (3.13+) */
-#define MIN_CODES	1024
-#define EXIT_WAIT_MS	2000 /* longest the interpreter's exit waits for the loader to read */
+#define TOOL_NAME      "ptrace-gpu"
+#define FIRST_TOOL     2 /* cProfile's PROFILER_ID is 2 on 3.12+: it wins if it got there first */
+#define LAST_TOOL      5
+#define SETUP_WAIT_S   10
+#define METH_FASTCALL_ 0x0080
+#define CONSTANT_NONE  0 /* Py_CONSTANT_NONE of Py_GetConstantBorrowed() (3.13+) */
+#define MIN_CODES      1024
+#define EXIT_WAIT_MS   2000 /* longest the interpreter's exit waits for the loader to read */
+/* enum ptg_snapshot_reason (include/ptrace_gpu/events.h) */
+#define SNAP_FIRST  1
+#define SNAP_RESYNC 2
 
 typedef struct _object PyObject;
-typedef PyObject *(*fastcall_fn)(PyObject *, PyObject *const *, ssize_t);
 
 /* PyMethodDef, as every CPython since 3.0 lays it out */
 struct method_def {
@@ -300,7 +302,7 @@ static PyObject *on_event(uint16_t kind, PyObject *const *args, ssize_t nargs)
 		if (t_gen != gen) {
 			t_gen = gen;
 			t_tid = (uint32_t)syscall(SYS_gettid);
-			t_snap = 1; /* PTG_SNAP_FIRST */
+			t_snap = SNAP_FIRST;
 		}
 		ts = mono_ns();
 		if (is_entry(kind))
@@ -311,7 +313,8 @@ static PyObject *on_event(uint16_t kind, PyObject *const *args, ssize_t nargs)
 		} else if (reserve(r, 1, &idx)) {
 			put(idx, kind, 0, (uintptr_t)args[0], ts);
 		} else {
-			t_snap = 2; /* PTG_SNAP_RESYNC: the loader's idea of this stack is wrong now */
+			/* the loader's idea of this stack is wrong now */
+			t_snap = SNAP_RESYNC;
 		}
 	}
 	api.IncRef(api.none);
@@ -332,8 +335,8 @@ CALLBACK(on_yield, PTG_PYMON_YIELD)
 CALLBACK(on_unwind, PTG_PYMON_UNWIND)
 CALLBACK(on_throw, PTG_PYMON_THROW)
 
-static const char *const event_names[6] = {"PY_START",	"PY_RESUME", "PY_RETURN",
-					   "PY_YIELD",	"PY_UNWIND", "PY_THROW"};
+static const char *const event_names[6] = {"PY_START", "PY_RESUME", "PY_RETURN",
+					   "PY_YIELD", "PY_UNWIND", "PY_THROW"};
 static struct method_def defs[6] = {
     {"ptg_py_start", (void *)on_start, METH_FASTCALL_, NULL},
     {"ptg_py_resume", (void *)on_resume, METH_FASTCALL_, NULL},
@@ -528,9 +531,8 @@ static int install(char *msg, size_t len)
 	for (int i = 0; !err && i < 6; i++) {
 		if (!ag.fns[i] && !(ag.fns[i] = api.CFunction_NewEx(&defs[i], NULL, NULL)))
 			api.Err_Clear();
-		if (!ag.fns[i] ||
-		    !mon_call(mon, "register_callback", "iiO", ag.tool, ag.events[i], ag.fns[i],
-			      NULL))
+		if (!ag.fns[i] || !mon_call(mon, "register_callback", "iiO", ag.tool, ag.events[i],
+					    ag.fns[i], NULL))
 			err = -EINVAL;
 	}
 	if (!err && !mon_call(mon, "set_events", "il", ag.tool, mask, NULL, NULL))
@@ -575,8 +577,10 @@ static int receive_ring(struct ptg_pymon_setup *s, char *msg, size_t len)
 		struct cmsghdr align;
 	} u;
 	struct iovec iov = {.iov_base = s, .iov_len = sizeof(*s)};
-	struct msghdr mh = {
-	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf)};
 	struct ptg_pymon_ring *r;
 	struct cmsghdr *c;
 	struct stat st;
@@ -724,7 +728,8 @@ static void *session_main(void *arg)
 		session_end();
 		return NULL;
 	}
-	err = receive_ring(&setup, msg, sizeof(msg)) ?: api_resolve(setup.libpython, msg, sizeof(msg));
+	err = receive_ring(&setup, msg, sizeof(msg))
+		  ?: api_resolve(setup.libpython, msg, sizeof(msg));
 	if (!err && finalizing()) {
 		snprintf(msg, sizeof(msg), "the interpreter is not running (starting or exiting)");
 		err = -ESRCH;

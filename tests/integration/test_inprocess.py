@@ -22,10 +22,12 @@ class InProcess(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def needs_312(self, python):
-        """3.11: the one-line refusal, then skip."""
+    def needs_312(self, python, check_refusal=False):
+        """3.11: skip (after checking the one-line refusal, once)."""
         if python.version >= (3, 12):
             return
+        if not check_refusal:
+            self.skipTest(f"{python}: record --in-process needs sys.monitoring, Python 3.12+")
         w = ptg.Workload(python, "fib.py")
         try:
             res = ptg.run(["record", "--in-process", "-p", str(w.pid), "-o",
@@ -56,7 +58,7 @@ class InProcess(unittest.TestCase):
 
     def check_fib(self, python):
         """Every probe as by default: only the Python calls change source."""
-        self.needs_312(python)
+        self.needs_312(python, check_refusal=True)
         calls = [c for c in self.record(python, "fib.py").calls()
                  if c[1] == "f" and c[2].endswith("fib.py")]
         self.assertEqual(len(calls), 5919)
@@ -123,6 +125,32 @@ class InProcess(unittest.TestCase):
 
 
 ptg.per_interpreter(InProcess)
+
+
+@ptg.once
+class Refusals(unittest.TestCase):
+    """What --in-process does not take: one line, a non-zero status, nothing started."""
+
+    def refused(self, args, text, status):
+        res = ptg.run(["record", "--in-process", "-o", "/nonexistent/x.ptg", *args])
+        self.assertEqual(res.returncode, status, res.stderr)
+        lines = res.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, res.stderr)
+        self.assertIn(text, lines[0])
+
+    def test_command_and_sets(self):
+        for args in (["--", "true"], ["-p", f"{os.getpid()},1"],
+                     ["-p", str(os.getpid()), "--children"], ["--uid", "0"]):
+            # a usage error
+            self.refused(args, "--in-process takes one running process (-p PID)", 2)
+
+    def test_no_python(self):
+        sleeper = subprocess.Popen(["sleep", "30"])
+        try:
+            self.refused(["-p", str(sleeper.pid), *QUIET_PROBES], "runs no Python", 1)
+        finally:
+            sleeper.kill()
+            sleeper.wait()
 
 if __name__ == "__main__":
     ptg.main()

@@ -25,11 +25,11 @@
 #include "ptg_pymon_proto.h"
 #include "pyinterp/pycode.h"
 
-#define AGENT_NAME   "libptg_pymon.so"
-#define WAIT_MS	     10000 /* for the agent to connect, and to get the GIL */
-#define MAX_TIDS     65536 /* threads of one target: more is a lying agent */
-#define MAX_FPRINTS  (1u << 20) /* code objects whose fingerprints are cached */
-#define MAX_FOREIGN  64		/* connections that are not the target's, before giving up */
+#define AGENT_NAME  "libptg_pymon.so"
+#define WAIT_MS	    10000      /* for the agent to connect, and to get the GIL */
+#define MAX_TIDS    65536      /* threads of one target: more is a lying agent */
+#define MAX_FPRINTS (1u << 20) /* code objects whose fingerprints are cached */
+#define MAX_FOREIGN 64	       /* connections that are not the target's, before giving up */
 
 struct pymon {
 	struct py_interp py;
@@ -46,8 +46,8 @@ struct pymon {
 	struct ptg_pymon_rec *recs;
 	size_t map_len;
 	uint64_t nrecs;
-	uint64_t tail;	      /* our copy: the shared one is only written */
-	struct u64map depths; /* tid -> frames on its stack as we know it */
+	uint64_t tail;	       /* our copy: the shared one is only written */
+	struct u64map depths;  /* tid -> frames on its stack as we know it */
 	struct u64map fprints; /* code -> fingerprint << 1 | 1 */
 	int memfd_target;      /* /proc/PID/mem, for fingerprints */
 	struct ptg_stack_event snap;
@@ -467,8 +467,10 @@ static int send_setup(struct pymon *pm)
 		struct cmsghdr align;
 	} u = {};
 	struct iovec iov = {.iov_base = &s, .iov_len = sizeof(s)};
-	struct msghdr mh = {
-	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf)};
 	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
 
 	memset(&s, 0, sizeof(s));
