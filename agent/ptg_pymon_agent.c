@@ -116,7 +116,9 @@ static struct {
 static struct ptg_pymon_ring *cb_ring;
 static struct ptg_pymon_rec *cb_recs;
 static uint64_t cb_mask;
-static uint32_t cb_gen; /* +1 per session: a thread's first event in it sends its stack */
+static uint32_t cb_gen;	 /* +1 per session: a thread's first event in it sends its stack */
+static uint64_t cb_tail; /* the loader's tail as last read */
+static bool cb_gil;	 /* the interpreter has a GIL: one callback at a time */
 
 static __thread uint32_t t_gen, t_tid;
 static __thread uint16_t t_snap; /* enum ptg_snapshot_reason owed, 0 if none */
@@ -216,16 +218,39 @@ static void keep(PyObject *code)
 	pthread_mutex_unlock(&ag.lock);
 }
 
-/* n consecutive records, or false (counted) when the loader has not made room for them. */
+/*
+ * Room for n records, from the loader's tail as last seen: its cache line
+ * is read again only when the ring looks full, not at every call.
+ */
+static bool room(struct ptg_pymon_ring *r, uint64_t h, uint64_t n)
+{
+	uint64_t t = __atomic_load_n(&cb_tail, __ATOMIC_RELAXED);
+
+	if (h - t + n <= cb_mask + 1)
+		return true;
+	t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+	__atomic_store_n(&cb_tail, t, __ATOMIC_RELAXED);
+	return h - t + n <= cb_mask + 1;
+}
+
+/*
+ * n consecutive records, or false (the event counted as dropped) when the
+ * loader has not made room for them. Under a GIL the callbacks take turns: a plain add; a
+ * free-threaded build's run at once: a compare-and-swap.
+ */
 static bool reserve(struct ptg_pymon_ring *r, uint64_t n, uint64_t *idx)
 {
-	uint64_t h = __atomic_load_n(&r->head, __ATOMIC_RELAXED), t;
+	uint64_t h = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
 
 	do {
-		t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
-		if (h - t + n > cb_mask + 1) {
-			__atomic_fetch_add(&r->dropped, n, __ATOMIC_RELAXED);
+		if (!room(r, h, n)) {
+			/* one event lost (a stack that came with it is sent again) */
+			__atomic_fetch_add(&r->dropped, 1, __ATOMIC_RELAXED);
 			return false;
+		}
+		if (cb_gil) {
+			__atomic_store_n(&r->head, h + n, __ATOMIC_RELAXED);
+			break;
 		}
 	} while (!__atomic_compare_exchange_n(&r->head, &h, h + n, true, __ATOMIC_RELAXED,
 					      __ATOMIC_RELAXED));
@@ -490,6 +515,30 @@ static void uninstall(PyObject *mon)
 	ag.tool = -1;
 }
 
+/*
+ * Whether callbacks run one at a time: no sys._is_gil_enabled() (before
+ * 3.13), or it says so (a free-threaded build that re-enabled its GIL keeps
+ * it for the rest of the process).
+ */
+static bool gil_enabled(void)
+{
+	PyObject *sys = api.ImportModule("sys"), *r;
+	bool on = true;
+
+	if (!sys) {
+		api.Err_Clear();
+		return false; /* cannot tell: the safe way */
+	}
+	r = api.CallMethod(sys, "_is_gil_enabled", NULL);
+	if (r) {
+		on = r != api.none && api.Long_AsLong(r) == 1;
+		api.DecRef(r);
+	}
+	api.Err_Clear();
+	api.DecRef(sys);
+	return on;
+}
+
 /* Takes a tool id, registers the callbacks, turns the events on. Under the GIL. */
 static int install(char *msg, size_t len)
 {
@@ -519,6 +568,7 @@ static int install(char *msg, size_t len)
 		goto out;
 	}
 	api.DecRef(events);
+	cb_gil = gil_enabled();
 	ag.tool = take_tool(mon);
 	if (ag.tool < 0) {
 		snprintf(msg, len,
@@ -745,6 +795,7 @@ static void *session_main(void *arg)
 			exit_hooked = !api.AtExit(exit_wait);
 		cb_recs = (struct ptg_pymon_rec *)((char *)ag.ring + PTG_PYMON_RECS_OFF);
 		cb_mask = ag.ring->nrecs - 1;
+		cb_tail = 0;
 		__atomic_fetch_add(&cb_gen, 1, __ATOMIC_RELAXED);
 		__atomic_store_n(&cb_ring, ag.ring, __ATOMIC_RELEASE);
 		err = install(msg, sizeof(msg));

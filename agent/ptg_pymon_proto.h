@@ -67,7 +67,7 @@ struct ptg_pymon_ring {
 	uint8_t pad1[56];
 	uint64_t tail; /* records consumed by the loader */
 	uint8_t pad2[56];
-	uint64_t dropped; /* records the agent found no room for (the ring was full) */
+	uint64_t dropped; /* events the agent found no room for (the ring was full) */
 };
 
 /* Loader to agent, with the memfd (SCM_RIGHTS). */

@@ -18,7 +18,7 @@
 
 #define MAX_HANDLERS 8
 /* how long after its timestamp a probe's event is surely in the ring buffer */
-#define SOURCE_LAG_NS 20000000ull
+#define SOURCE_LAG_NS 2000000ull
 
 struct handler {
 	uint16_t lo, hi;
