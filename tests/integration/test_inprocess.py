@@ -2,6 +2,7 @@
 exact counts as the uprobes, frames open at attach, threads; a recorder killed
 with SIGKILL leaves the target running with its tool id free; a second
 recording finds the agent loaded and works. Python 3.11 is refused in one line."""
+import collections
 import json
 import os
 import signal
@@ -53,7 +54,8 @@ class InProcess(unittest.TestCase):
             w.kill()
         trace = ptg.Trace(out)
         self.assertEqual(trace.losses, [], "events were lost")
-        self.assertEqual(trace.meta["stop.reason"], "target exited")
+        # a training workload's trace says its steps instead
+        self.assertIn(trace.meta["stop.reason"], ("target exited", "2 steps recorded"))
         return trace
 
     def check_fib(self, python):
@@ -91,6 +93,27 @@ class InProcess(unittest.TestCase):
         self.assertEqual(names, ["<module>", "main"] + ["deep"] * 20 + ["wait_for_go"])
         start = int(trace.meta["start.monotonic_ns"])
         self.assertTrue(all(r.ts == start for r in pre))
+
+    def check_torch_ops_nest_in_frames(self, python):
+        """Ops (uprobes) and Python frames (the agent) merged in time: each op
+        runs under the frame that called it, as with record -p."""
+        self.needs_312(python)
+        if not python.has_torch:
+            self.skipTest(f"no PyTorch in {python}")
+        trace = self.record(python, "mlp.py", "--steps", "2")
+        stacks, linear, addmm = collections.defaultdict(list), [], 0
+        for r in trace.records:
+            if r.kind in ("py_enter", "op_enter"):
+                stacks[r.tid].append(r)
+            elif r.kind in ("py_exit", "op_exit"):
+                e = stacks[r.tid].pop()
+                self.assertEqual(e.kind == "op_enter", r.kind == "op_exit", (e.ts, r.ts))
+                py = [x.name for x in stacks[r.tid] if x.kind == "py_enter"]
+                if e.name == "aten::linear":
+                    linear.append(py[-1] if py else None)
+                addmm += e.name == "aten::addmm"
+        self.assertEqual(linear, ["Linear.forward"] * 4)
+        self.assertEqual(addmm, 4)
 
     def check_killed_then_again(self, python):
         """SIGKILL of the recorder: the target goes on, its tool id is freed; a
