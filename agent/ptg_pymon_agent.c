@@ -125,6 +125,7 @@ static __thread uint16_t t_snap; /* enum ptg_snapshot_reason owed, 0 if none */
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static bool exit_hooked;
+static bool hung_up; /* the session's loader closed the socket */
 
 static uint64_t mono_ns(void)
 {
@@ -738,7 +739,9 @@ static void exit_wait(void)
 	struct ptg_pymon_ring *r = __atomic_load_n(&cb_ring, __ATOMIC_ACQUIRE);
 	struct timespec ms = {0, 1000000};
 
-	for (int i = 0; r && i < EXIT_WAIT_MS; i++) {
+	/* a loader that hung up (or died) reads nothing more */
+	for (int i = 0; r && !__atomic_load_n(&hung_up, __ATOMIC_ACQUIRE) && i < EXIT_WAIT_MS;
+	     i++) {
 		if (__atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) >=
 		    __atomic_load_n(&r->head, __ATOMIC_ACQUIRE))
 			return;
@@ -796,6 +799,7 @@ static void *session_main(void *arg)
 		cb_recs = (struct ptg_pymon_rec *)((char *)ag.ring + PTG_PYMON_RECS_OFF);
 		cb_mask = ag.ring->nrecs - 1;
 		cb_tail = 0;
+		__atomic_store_n(&hung_up, false, __ATOMIC_RELEASE);
 		__atomic_fetch_add(&cb_gen, 1, __ATOMIC_RELAXED);
 		__atomic_store_n(&cb_ring, ag.ring, __ATOMIC_RELEASE);
 		err = install(msg, sizeof(msg));
@@ -806,6 +810,7 @@ static void *session_main(void *arg)
 	send_status(err ? PTG_PYMON_FAILED : PTG_PYMON_ACTIVE, err ? msg : "recording");
 	if (!err)
 		wait_hangup();
+	__atomic_store_n(&hung_up, true, __ATOMIC_RELEASE);
 	/* an interpreter that exits takes the callbacks with it; its GIL may never come back */
 	if (api.ok && ag.codes && !finalizing()) {
 		g = api.GILState_Ensure();
@@ -865,6 +870,14 @@ PTG_EXPORT int ptg_pymon_attach(const char *socket_name)
 	if (!socket_name || !socket_name[0] || strlen(socket_name) >= sizeof(ag.sock_name) - 1)
 		return -EINVAL;
 	pthread_once(&init_once, agent_init);
+	/*
+	 * the last session's thread may be taking its callbacks out just now: a
+	 * moment for it (bounded: it may need the GIL this stopped thread holds)
+	 */
+	for (int i = 0; i < 200 && __atomic_load_n(&hung_up, __ATOMIC_ACQUIRE) &&
+			__atomic_load_n(&ag.state, __ATOMIC_ACQUIRE) != S_IDLE;
+	     i++)
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
 	pthread_mutex_lock(&ag.lock);
 	if (ag.state != S_IDLE) {
 		pthread_mutex_unlock(&ag.lock);

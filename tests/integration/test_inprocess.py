@@ -167,6 +167,31 @@ class Refusals(unittest.TestCase):
             # a usage error
             self.refused(args, "--in-process takes one running process (-p PID)", 2)
 
+    def test_agent_not_root_only(self):
+        """$PTG_PYMON_AGENT in a folder others may write: refused, the target untouched."""
+        python = ptg.Python("pyenv-3.12")
+        if python.missing:
+            self.skipTest(python.missing)
+        with tempfile.TemporaryDirectory(dir="/tmp") as d:
+            os.chmod(d, 0o777)
+            lib = os.path.join(d, "libptg_pymon.so")
+            with open(os.path.join(ptg.BUILD, "libptg_pymon.so"), "rb") as src, \
+                    open(lib, "wb") as dst:
+                dst.write(src.read())
+            w = ptg.Workload(python, "fib.py")
+            try:
+                res = subprocess.run([ptg.PTG, "record", "--in-process", "-p", str(w.pid),
+                                      "-o", os.path.join(d, "x.ptg"), *QUIET_PROBES],
+                                     capture_output=True, text=True,
+                                     env=dict(os.environ, PTG_PYMON_AGENT=lib))
+                maps = open(f"/proc/{w.pid}/maps").read()
+            finally:
+                w.kill()
+        self.assertEqual(res.returncode, 1, res.stderr)
+        self.assertIn("refusing the agent", res.stderr)
+        self.assertNotIn("ptg_pymon", maps)
+        self.assertNotIn("libptg_pymon", maps)
+
     def test_no_python(self):
         sleeper = subprocess.Popen(["sleep", "30"])
         try:
