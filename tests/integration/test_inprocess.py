@@ -192,6 +192,32 @@ class Refusals(unittest.TestCase):
         self.assertNotIn("ptg_pymon", maps)
         self.assertNotIn("libptg_pymon", maps)
 
+    def test_hostile_agent(self):
+        """An agent that lies (tests/helpers/inject_pymon_hostile.c): every bad
+        record counted and ignored, the recording ends as asked."""
+        python = ptg.Python("pyenv-3.12")
+        if python.missing:
+            self.skipTest(python.missing)
+        liar = ptg.trusted_lib(os.path.join(ptg.BUILD, "tests", "libinject_pymon_hostile.so"))
+        with tempfile.TemporaryDirectory() as d:
+            w = ptg.Workload(python, "fib.py")
+            try:
+                out = os.path.join(d, "liar.ptg")
+                res = subprocess.run([ptg.PTG, "record", "--in-process", "-p", str(w.pid),
+                                      "-d", "1", "-o", out, *QUIET_PROBES],
+                                     capture_output=True, text=True,
+                                     env=dict(os.environ, PTG_PYMON_AGENT=liar), timeout=120)
+            finally:
+                w.kill()
+            self.assertEqual(res.returncode, 0, res.stderr)
+            self.assertLess(len(res.stderr.splitlines()), 10, res.stderr)
+            trace = ptg.Trace(out)
+        # 6 malformed records and 465 threads beyond 65,536; 65,536 returns of
+        # frames never seen; one code object at an address that holds none
+        self.assertEqual(sorted(trace.losses), [
+            "py_code_unresolved cpu=-1: 1", "py_inproc_bad cpu=-1: 471",
+            "py_inproc_dropped cpu=-1: 7", "py_unmatched_exit cpu=-1: 65536"])
+
     def test_no_python(self):
         sleeper = subprocess.Popen(["sleep", "30"])
         try:
