@@ -56,15 +56,15 @@ static void lie(struct ptg_pymon_ring *ring)
 {
 	uint64_t t = now_ns();
 
-	put(PTG_PYMON_START, GOOD_TID, 0x1000, t); /* valid, of an unreadable code object */
-	put(0, GOOD_TID, 0x1000, t);		   /* bad: kind 0 */
-	put(99, GOOD_TID, 0x1000, t);		   /* bad: kind out of range */
-	put(PTG_PYMON_STACK, GOOD_TID, 1000, t);   /* bad: deeper than a snapshot */
-	put(PTG_PYMON_STACK, GOOD_TID, 2, t);	   /* bad: its frames are not FRAMEs */
-	put(PTG_PYMON_RETURN, GOOD_TID, 0x1000, t);   /* valid */
-	put(PTG_PYMON_RETURN, GOOD_TID, 0x1000, t);   /* valid: a return of nothing known */
-	put(PTG_PYMON_FRAME, GOOD_TID, 0x2000, t);    /* bad: a frame with no snapshot */
-	put(PTG_PYMON_START, 0, 0x1000, t);	      /* bad: thread 0 */
+	put(PTG_PYMON_START, GOOD_TID, 0x1000, t);     /* valid, of an unreadable code object */
+	put(0, GOOD_TID, 0x1000, t);		       /* bad: kind 0 */
+	put(99, GOOD_TID, 0x1000, t);		       /* bad: kind out of range */
+	put(PTG_PYMON_STACK, GOOD_TID, 1000, t);       /* bad: deeper than a snapshot */
+	put(PTG_PYMON_STACK, GOOD_TID, 2, t);	       /* bad: its frames are not FRAMEs */
+	put(PTG_PYMON_RETURN, GOOD_TID, 0x1000, t);    /* valid */
+	put(PTG_PYMON_RETURN, GOOD_TID, 0x1000, t);    /* valid: a return of nothing known */
+	put(PTG_PYMON_FRAME, GOOD_TID, 0x2000, t);     /* bad: a frame with no snapshot */
+	put(PTG_PYMON_START, 0, 0x1000, t);	       /* bad: thread 0 */
 	put(PTG_PYMON_START, GOOD_TID, 0x1000, ~0ull); /* valid: its time cut down to now */
 	put(PTG_PYMON_UNWIND, GOOD_TID, 0x1000, t);    /* valid */
 	for (uint32_t i = 0; i < MANY_TIDS; i++)
@@ -88,8 +88,10 @@ static void *liar(void *arg)
 		struct cmsghdr align;
 	} u;
 	struct iovec iov = {.iov_base = &setup, .iov_len = sizeof(setup)};
-	struct msghdr mh = {
-	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf)};
 	struct ptg_pymon_ring *ring;
 	struct pollfd p;
 	struct stat sb;
@@ -99,8 +101,9 @@ static void *liar(void *arg)
 	(void)arg;
 	s = socket(AF_UNIX, SOCK_STREAM, 0);
 	memcpy(a.sun_path + 1, name, strlen(name));
-	if (s < 0 || connect(s, (struct sockaddr *)&a,
-			     (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name))))
+	if (s < 0 ||
+	    connect(s, (struct sockaddr *)&a,
+		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name))))
 		return NULL;
 	if (recvmsg(s, &mh, MSG_WAITALL) != (ssize_t)sizeof(setup) || !CMSG_FIRSTHDR(&mh))
 		return NULL;
