@@ -36,6 +36,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -84,6 +85,7 @@ static struct {
 	PyObject *(*Eval_GetFrame)(void);
 	PyObject *(*Frame_GetBack)(PyObject *);
 	PyObject *(*Frame_GetCode)(PyObject *);
+	void *(*ThreadState_Get)(void);
 	int (*AtExit)(void (*)(void));
 	PyObject *none;
 } api;
@@ -118,7 +120,9 @@ static struct ptg_pymon_rec *cb_recs;
 static uint64_t cb_mask;
 static uint32_t cb_gen;	 /* +1 per session: a thread's first event in it sends its stack */
 static uint64_t cb_tail; /* the loader's tail as last read */
-static bool cb_gil;	 /* the interpreter has a GIL: one callback at a time */
+static struct ptg_pymon_layout lay; /* where a frame's first local is */
+static int lay_ok;		    /* lay checked: 1 good, -1 not, 0 not yet */
+static bool cb_gil;		    /* the interpreter has a GIL: one callback at a time */
 
 static __thread uint32_t t_gen, t_tid;
 static __thread uint16_t t_snap; /* enum ptg_snapshot_reason owed, 0 if none */
@@ -259,16 +263,92 @@ static bool reserve(struct ptg_pymon_ring *r, uint64_t n, uint64_t *idx)
 	return true;
 }
 
-static void put(uint64_t idx, uint16_t kind, uint16_t aux, uint64_t code, uint64_t ts)
+static void put(uint64_t idx, uint16_t kind, uint64_t arg, uint64_t code, uint64_t ts)
 {
 	struct ptg_pymon_rec *p = &cb_recs[idx & cb_mask];
 
 	p->ts = ts;
-	p->code = code;
+	p->code_kind = code | (uint64_t)kind << PTG_PYMON_KIND_SHIFT;
 	p->tid = t_tid;
-	p->kind = kind;
-	p->aux = aux;
-	__atomic_store_n(&p->seq, idx + 1, __ATOMIC_RELEASE);
+	p->arg = arg;
+	__atomic_store_n(&p->seq, (uint32_t)(idx + 1), __ATOMIC_RELEASE);
+}
+
+/* A read that cannot fault: for checking the layout once, before plain reads trust it. */
+static bool safe_read(uintptr_t addr, void *out, size_t n)
+{
+	struct iovec l = {.iov_base = out, .iov_len = n},
+		     r = {.iov_base = (void *)addr, .iov_len = n};
+
+	return addr && process_vm_readv(getpid(), &l, 1, &r, 1, 0) == (ssize_t)n;
+}
+
+/* The current frame from the thread state, as the layout says; 0 when unreadable. */
+static uintptr_t current_frame(bool safe)
+{
+	uintptr_t t = (uintptr_t)api.ThreadState_Get(), f = 0;
+
+	if (lay.tstate_cframe >= 0) {
+		if (safe ? !safe_read(t + (uint32_t)lay.tstate_cframe, &t, sizeof(t))
+			 : !(t = *(uintptr_t *)(t + (uint32_t)lay.tstate_cframe)))
+			return 0;
+	}
+	if (safe)
+		return safe_read(t + (uint32_t)lay.current_frame, &f, sizeof(f)) ? f : 0;
+	return *(uintptr_t *)(t + (uint32_t)lay.current_frame);
+}
+
+/*
+ * The loader's layout, checked once against the interpreter itself: the
+ * frame the thread state leads to is the one PyEval_GetFrame()'s frame
+ * object holds, and runs its code. Read without a fault on the way; if it
+ * does not hold, no first local is read at all (ops then get no module names).
+ */
+static void check_layout(void)
+{
+	PyObject *fo = api.Eval_GetFrame(), *code;
+	uintptr_t f, via_obj = 0;
+	uint64_t c = 0;
+	int ok = -1;
+
+	if (!fo)
+		return; /* no Python frame to check against: next time */
+	f = lay.current_frame >= 0 && lay.frame_code >= 0 && lay.frame_localsplus >= 0 &&
+		    lay.frameobj_frame >= 0
+		? current_frame(true)
+		: 0;
+	code = api.Frame_GetCode(fo);
+	if (f && safe_read((uintptr_t)fo + (uint32_t)lay.frameobj_frame, &via_obj, 8) &&
+	    via_obj == f && safe_read(f + (uint32_t)lay.frame_code, &c, 8) &&
+	    (c & lay.ref_mask) == (uintptr_t)code)
+		ok = 1;
+	if (code)
+		api.DecRef(code);
+	__atomic_store_n(&lay_ok, ok, __ATOMIC_RELAXED);
+}
+
+/* The first local of the frame that runs code now (self of a method), 0 if unknown. */
+static uint64_t first_local(PyObject *code)
+{
+	uintptr_t f;
+
+	if (__atomic_load_n(&lay_ok, __ATOMIC_RELAXED) <= 0)
+		return 0;
+	f = current_frame(false);
+	if (!f || (*(uint64_t *)(f + (uint32_t)lay.frame_code) & lay.ref_mask) != (uintptr_t)code)
+		return 0;
+	return *(uint64_t *)(f + (uint32_t)lay.frame_localsplus) & lay.ref_mask;
+}
+
+/* The same for a frame object of the stack. */
+static uint64_t object_local(PyObject *fo)
+{
+	uintptr_t f;
+
+	if (__atomic_load_n(&lay_ok, __ATOMIC_RELAXED) <= 0)
+		return 0;
+	f = *(uintptr_t *)((uintptr_t)fo + (uint32_t)lay.frameobj_frame);
+	return f ? *(uint64_t *)(f + (uint32_t)lay.frame_localsplus) & lay.ref_mask : 0;
 }
 
 static bool is_entry(uint16_t kind)
@@ -285,14 +365,15 @@ static bool is_entry(uint16_t kind)
 static bool put_with_stack(struct ptg_pymon_ring *r, uint16_t kind, PyObject *code, uint64_t ts)
 {
 	PyObject *codes[PTG_PYMON_MAX_DEPTH + 1], *f = api.Eval_GetFrame(), *b;
+	uint64_t locals[PTG_PYMON_MAX_DEPTH + 1], idx;
 	uint32_t n = 0, skip = 0;
-	uint64_t idx;
 
 	if (f)
 		api.IncRef(f);
 	while (f && n < PTG_PYMON_MAX_DEPTH + 1) {
 		PyObject *c = api.Frame_GetCode(f);
 
+		locals[n] = object_local(f);
 		codes[n++] = c;
 		if (c) {
 			keep(c);
@@ -312,8 +393,8 @@ static bool put_with_stack(struct ptg_pymon_ring *r, uint16_t kind, PyObject *co
 		return false;
 	put(idx++, PTG_PYMON_STACK, t_snap, n - skip, ts);
 	for (uint32_t i = skip; i < n; i++)
-		put(idx++, PTG_PYMON_FRAME, 0, (uintptr_t)codes[i], ts);
-	put(idx, kind, 0, (uintptr_t)code, ts);
+		put(idx++, PTG_PYMON_FRAME, locals[i], (uintptr_t)codes[i], ts);
+	put(idx, kind, kind == PTG_PYMON_START ? first_local(code) : 0, (uintptr_t)code, ts);
 	return true;
 }
 
@@ -333,11 +414,14 @@ static PyObject *on_event(uint16_t kind, PyObject *const *args, ssize_t nargs)
 		ts = mono_ns();
 		if (is_entry(kind))
 			keep(args[0]);
+		if (!__atomic_load_n(&lay_ok, __ATOMIC_RELAXED))
+			check_layout();
 		if (t_snap) {
 			if (put_with_stack(r, kind, args[0], ts))
 				t_snap = 0;
 		} else if (reserve(r, 1, &idx)) {
-			put(idx, kind, 0, (uintptr_t)args[0], ts);
+			put(idx, kind, kind == PTG_PYMON_START ? first_local(args[0]) : 0,
+			    (uintptr_t)args[0], ts);
 		} else {
 			/* the loader's idea of this stack is wrong now */
 			t_snap = SNAP_RESYNC;
@@ -415,6 +499,7 @@ static int api_resolve(const char *libpython, char *msg, size_t len)
 	API(Eval_GetFrame, "PyEval_GetFrame");
 	API(Frame_GetBack, "PyFrame_GetBack");
 	API(Frame_GetCode, "PyFrame_GetCode");
+	API(ThreadState_Get, "PyThreadState_Get");
 #undef API
 	*(void **)&api.IsFinalizing = lookup(lib, "Py_IsFinalizing");
 	if (!api.IsFinalizing)
@@ -799,6 +884,8 @@ static void *session_main(void *arg)
 		cb_recs = (struct ptg_pymon_rec *)((char *)ag.ring + PTG_PYMON_RECS_OFF);
 		cb_mask = ag.ring->nrecs - 1;
 		cb_tail = 0;
+		lay = setup.layout;
+		lay_ok = 0;
 		__atomic_store_n(&hung_up, false, __ATOMIC_RELEASE);
 		__atomic_fetch_add(&cb_gen, 1, __ATOMIC_RELAXED);
 		__atomic_store_n(&cb_ring, ag.ring, __ATOMIC_RELEASE);

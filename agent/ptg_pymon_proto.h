@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PTG_PYMON_PROTO_VERSION 1
+#define PTG_PYMON_PROTO_VERSION 2
 /* Exported by the agent; the loader calls it through ptrace after injecting the library. */
 #define PTG_PYMON_ATTACH_SYM "ptg_pymon_attach"
 #define PTG_PYMON_MAGIC	     0x6e6f6d7970677470ull /* "ptgpymon" */
@@ -42,15 +42,25 @@ enum ptg_pymon_kind {
 	PTG_PYMON_NR_KINDS,
 };
 
-/* 32 bytes; seq is the record's index + 1, stored last (release) once the rest is written. */
+/*
+ * 32 bytes; seq is (the record's index + 1) mod 2^32, stored last (release)
+ * once the rest is written.
+ */
 struct ptg_pymon_rec {
-	uint64_t seq;
-	uint64_t ts; /* CLOCK_MONOTONIC ns, the BPF clock */
-	uint64_t code;
+	uint32_t seq;
 	uint32_t tid; /* gettid() in the target's pid namespace */
-	uint16_t kind;
-	uint16_t aux;
+	uint64_t ts;  /* CLOCK_MONOTONIC ns, the BPF clock */
+	/* the code object (user addresses are below 2^56) | enum ptg_pymon_kind << 56 */
+	uint64_t code_kind;
+	/*
+	 * START, FRAME: the frame's first local (self of a method) when the
+	 * agent could read it, else 0; STACK: enum ptg_snapshot_reason
+	 */
+	uint64_t arg;
 };
+
+#define PTG_PYMON_KIND_SHIFT 56
+#define PTG_PYMON_CODE_MASK  ((1ull << PTG_PYMON_KIND_SHIFT) - 1)
 
 /*
  * The memfd's first page. The loader fills magic .. nrecs before it sends
@@ -70,10 +80,22 @@ struct ptg_pymon_ring {
 	uint64_t dropped; /* events the agent found no room for (the ring was full) */
 };
 
+/* Where a frame's first local is, from the interpreter's layout (pyoffsets.h); -1: none. */
+struct ptg_pymon_layout {
+	int32_t tstate_cframe;	  /* PyThreadState.cframe (3.12), -1 from 3.13 */
+	int32_t current_frame;	  /* _PyCFrame.current_frame, or PyThreadState.current_frame */
+	int32_t frame_code;	  /* _PyInterpreterFrame.f_code / f_executable */
+	int32_t frame_localsplus; /* _PyInterpreterFrame.localsplus */
+	int32_t frameobj_frame;	  /* PyFrameObject.f_frame */
+	uint32_t pad;
+	uint64_t ref_mask; /* the tag bits of a reference (3.14's stack refs) cleared */
+};
+
 /* Loader to agent, with the memfd (SCM_RIGHTS). */
 struct ptg_pymon_setup {
 	uint32_t version;
 	uint32_t pad;
+	struct ptg_pymon_layout layout;
 	/* the target's libpython as it sees it, for an embedder that loaded it RTLD_LOCAL; or "" */
 	char libpython[4096];
 };

@@ -44,11 +44,10 @@ static void put(uint16_t kind, uint32_t tid, uint64_t code, uint64_t ts)
 	struct ptg_pymon_rec *r = &recs[head & mask];
 
 	r->ts = ts;
-	r->code = code;
+	r->code_kind = code | (uint64_t)kind << PTG_PYMON_KIND_SHIFT;
 	r->tid = tid;
-	r->kind = kind;
-	r->aux = 0xffff;
-	__atomic_store_n(&r->seq, head + 1, __ATOMIC_RELEASE);
+	r->arg = ~0ull;
+	__atomic_store_n(&r->seq, (uint32_t)(head + 1), __ATOMIC_RELEASE);
 	head++;
 }
 

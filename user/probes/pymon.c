@@ -191,7 +191,23 @@ static int depth_of(struct pymon *pm, uint32_t tid, uint64_t **slot)
 	return 0;
 }
 
-static int on_event(struct pymon *pm, const struct ptg_pymon_rec *r)
+/* A record as read: its fields apart. */
+struct rec {
+	uint64_t ts, code, arg;
+	uint32_t tid;
+	uint16_t kind;
+};
+
+static void decode(const struct ptg_pymon_rec *raw, struct rec *r)
+{
+	r->ts = raw->ts;
+	r->code = raw->code_kind & PTG_PYMON_CODE_MASK;
+	r->kind = (uint16_t)(raw->code_kind >> PTG_PYMON_KIND_SHIFT);
+	r->arg = raw->arg;
+	r->tid = raw->tid;
+}
+
+static int on_event(struct pymon *pm, const struct rec *r)
 {
 	struct ptg_event e = {
 	    .ts = r->ts, .pid = (uint32_t)pm->py.pid, .tid = r->tid, .b = r->code};
@@ -209,6 +225,8 @@ static int on_event(struct pymon *pm, const struct ptg_pymon_rec *r)
 		e.d = *d;
 		e.a = ++*d;
 		e.aux = fingerprint(pm, r->code);
+		/* self of a method, for module paths (modpath.c): PY_START's first local */
+		e.c = r->kind == PTG_PYMON_START ? r->arg & PTG_PY_REF_MASK : 0;
 		break;
 	case PTG_PYMON_RETURN:
 	case PTG_PYMON_YIELD:
@@ -231,7 +249,7 @@ static int on_event(struct pymon *pm, const struct ptg_pymon_rec *r)
 }
 
 /* STACK at pm->tail and its n FRAMEs, all published (checked): the thread's stack. */
-static int on_stack(struct pymon *pm, const struct ptg_pymon_rec *r, uint32_t n)
+static int on_stack(struct pymon *pm, const struct rec *r, uint32_t n)
 {
 	struct ptg_stack_event *s = &pm->snap;
 	uint64_t *d;
@@ -245,14 +263,17 @@ static int on_stack(struct pymon *pm, const struct ptg_pymon_rec *r, uint32_t n)
 	s->hdr.pid = (uint32_t)pm->py.pid;
 	s->hdr.tid = r->tid;
 	s->hdr.kind = PTG_EV_PY_STACK;
-	s->hdr.aux = r->aux == PTG_SNAP_FIRST ? PTG_SNAP_FIRST : PTG_SNAP_RESYNC;
+	s->hdr.aux = r->arg == PTG_SNAP_FIRST ? PTG_SNAP_FIRST : PTG_SNAP_RESYNC;
 	s->hdr.a = n;
 	for (uint32_t i = 0; i < n; i++) {
-		uint64_t code = pm->recs[(pm->tail + 1 + i) & (pm->nrecs - 1)].code;
+		struct rec f;
 
+		decode(&pm->recs[(pm->tail + 1 + i) & (pm->nrecs - 1)], &f);
 		/* innermost first: the innermost frame is the deepest */
-		s->frames[i] = (struct ptg_frame_ref){
-		    .frame = n - i, .code = code, .fingerprint = fingerprint(pm, code)};
+		s->frames[i] = (struct ptg_frame_ref){.frame = n - i,
+						      .code = f.code,
+						      .local0 = f.arg & PTG_PY_REF_MASK,
+						      .fingerprint = fingerprint(pm, f.code)};
 	}
 	*d = n;
 	return tracer__dispatch(pm->t, &s->hdr, sizeof(*s));
@@ -264,9 +285,9 @@ static int frames_ready(struct pymon *pm, uint32_t tid, uint32_t n)
 	for (uint32_t i = 1; i <= n; i++) {
 		const struct ptg_pymon_rec *f = &pm->recs[(pm->tail + i) & (pm->nrecs - 1)];
 
-		if (__atomic_load_n(&f->seq, __ATOMIC_ACQUIRE) != pm->tail + i + 1)
+		if (__atomic_load_n(&f->seq, __ATOMIC_ACQUIRE) != (uint32_t)(pm->tail + i + 1))
 			return 0;
-		if (f->kind != PTG_PYMON_FRAME || f->tid != tid)
+		if (f->code_kind >> PTG_PYMON_KIND_SHIFT != PTG_PYMON_FRAME || f->tid != tid)
 			return -EPROTO;
 	}
 	return 1;
@@ -280,7 +301,7 @@ static int drain(struct tracer *t, void *ctx, uint64_t upto_ts)
 {
 	struct pymon *pm = ctx;
 	uint64_t now = now_ns(CLOCK_MONOTONIC), mask = pm->nrecs - 1;
-	struct ptg_pymon_rec r;
+	struct rec r;
 	int err = 0, ready;
 
 	(void)t;
@@ -289,9 +310,9 @@ static int drain(struct tracer *t, void *ctx, uint64_t upto_ts)
 	while (!err) {
 		const struct ptg_pymon_rec *p = &pm->recs[pm->tail & mask];
 
-		if (__atomic_load_n(&p->seq, __ATOMIC_ACQUIRE) != pm->tail + 1)
+		if (__atomic_load_n(&p->seq, __ATOMIC_ACQUIRE) != (uint32_t)(pm->tail + 1))
 			break;
-		memcpy(&r, p, sizeof(r));
+		decode(p, &r);
 		/* no time beyond now: a lying clock cannot push the trace's end out */
 		if (r.ts > now)
 			r.ts = now;
@@ -459,8 +480,15 @@ static int accept_agent(struct pymon *pm, char *err, size_t errlen)
 	return -ETIMEDOUT;
 }
 
+/* An offset of pyoffsets.h for the agent: -1 for none (or one no struct has). */
+static int32_t layout_off(uint32_t off)
+{
+	return off == PTG_OFF_NONE || off > 4096 ? -1 : (int32_t)off;
+}
+
 static int send_setup(struct pymon *pm)
 {
+	const struct ptg_py_offsets *o = &pm->py.info->off;
 	static struct ptg_pymon_setup s; /* 4 KiB */
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
@@ -475,6 +503,14 @@ static int send_setup(struct pymon *pm)
 
 	memset(&s, 0, sizeof(s));
 	s.version = PTG_PYMON_PROTO_VERSION;
+	s.layout = (struct ptg_pymon_layout){
+	    .tstate_cframe = layout_off(o->tstate_cframe),
+	    .current_frame = layout_off(o->cframe_current_frame),
+	    .frame_code = layout_off(o->frame_code),
+	    .frame_localsplus = layout_off(o->frame_localsplus),
+	    .frameobj_frame = layout_off(o->frameobj_frame),
+	    .ref_mask = PTG_PY_REF_MASK,
+	};
 	snprintf(s.libpython, sizeof(s.libpython), "%s", pm->py.path);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;

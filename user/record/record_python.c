@@ -52,15 +52,11 @@ int record_open_python(struct recording *rc)
 {
 	int ret;
 
-	/*
-	 * --in-process: the agent's frames have no interpreter frame address to
-	 * read a first local from, so ops get no nn.Module names
-	 */
-	if (rc->o->in_process) {
+	/* --in-process: the same events from the sys.monitoring agent */
+	if (rc->o->in_process)
 		ret = pymon__open(&rc->py, rc->tracer, rc->o->ringbuf_mb, rc->start_time, &rc->pm);
-		return ret ?: steps__open(rc->tracer, &rc->py, &rc->o->steps, &rc->steps);
-	}
-	ret = pyframe__open(&rc->py, rc->tracer, &rc->pf);
+	else
+		ret = pyframe__open(&rc->py, rc->tracer, &rc->pf);
 	if (!ret && !rc->o->no_ops)
 		ret = modpath__open(rc->tracer, &rc->py, &rc->mp);
 	if (!ret)
