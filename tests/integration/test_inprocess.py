@@ -42,6 +42,10 @@ class InProcess(unittest.TestCase):
         self.skipTest(f"{python}: record --in-process needs sys.monitoring, Python 3.12+")
 
     def record(self, python, script, *extra):
+        return ptg.Trace(self.record_path(python, script, *extra))
+
+    def record_path(self, python, script, *extra):
+        """The trace of script recorded --in-process from go to its exit, checked whole."""
         out = os.path.join(self.tmp.name, f"{script}.ptg")
         w = ptg.Workload(python, script)
         try:
@@ -56,7 +60,7 @@ class InProcess(unittest.TestCase):
         self.assertEqual(trace.losses, [], "events were lost")
         # a training workload's trace says its steps instead
         self.assertIn(trace.meta["stop.reason"], ("target exited", "2 steps recorded"))
-        return trace
+        return out
 
     def check_fib(self, python):
         """Every probe as by default: only the Python calls change source."""
@@ -100,7 +104,8 @@ class InProcess(unittest.TestCase):
         self.needs_312(python)
         if not python.has_torch:
             self.skipTest(f"no PyTorch in {python}")
-        trace = self.record(python, "mlp.py", "--steps", "2")
+        out = self.record_path(python, "mlp.py", "--steps", "2")
+        trace = ptg.Trace(out)
         stacks, linear, addmm = collections.defaultdict(list), [], 0
         for r in trace.records:
             if r.kind in ("py_enter", "op_enter"):
@@ -114,6 +119,12 @@ class InProcess(unittest.TestCase):
                 addmm += e.name == "aten::addmm"
         self.assertEqual(linear, ["Linear.forward"] * 4)
         self.assertEqual(addmm, 4)
+        # nn.Module paths, from the first locals the agent sends
+        res = ptg.run(["report", "--group-by-module", out])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        for fc in ("fc1", "fc2"):
+            self.assertRegex(res.stdout, rf"aten::addmm\s.*\s2\s+TOP\(Net\)::forward\.{fc}"
+                                         rf"\(Linear\)::forward")
 
     def check_killed_then_again(self, python):
         """SIGKILL of the recorder: the target goes on, its tool id is freed; a
