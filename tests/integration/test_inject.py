@@ -545,6 +545,12 @@ class TestAgent(unittest.TestCase):
         by_corr = {e["args"]["correlation"]: e for e in calls}
         self.assertEqual(len(by_corr), 31)
         self.assertEqual(len(kernels), 19)
+        # as in Kineto's traces, only a call that launched something starts an ac2g flow
+        # (CUPTI numbers every API call), and every flow that starts ends on a GPU op
+        starts = {e["id"] for e in events if e.get("ph") == "s" and e.get("cat") == "ac2g"}
+        ends = {e["id"] for e in events if e.get("ph") == "f" and e.get("cat") == "ac2g"}
+        self.assertEqual(starts, ends)
+        self.assertEqual(ends, {k["args"]["correlation"] for k in kernels})
         for k in kernels:
             self.assertIn(k["args"]["correlation"], by_corr)
             # what CUPTI's kernel record adds, under Kineto's names

@@ -47,6 +47,15 @@ static int link_record(struct cuda_links *l, struct u64map *host_ext, const stru
 {
 	uint64_t *ext;
 
+	switch (rec->kind) {
+	case PTG_REC_GPU_KERNEL:
+	case PTG_REC_GPU_MEMCPY:
+	case PTG_REC_GPU_MEMSET:
+		return rec->corr ? u64map__put(&l->gpu, rec->corr, 1) : 0;
+	default:
+		break;
+	}
+
 	if (cuda_join_is_flow(rec)) {
 		if (u64map__put(&l->joins, (uint64_t)rec->aux[3], rec->corr) ||
 		    (rec->aux[2] > 0 &&
@@ -66,12 +75,18 @@ static int link_record(struct cuda_links *l, struct u64map *host_ext, const stru
 int cuda_links_load(struct trace_reader *r, struct cuda_links *l)
 {
 	const char *joined = trace_reader__meta(r, JOIN_META);
+	const char *agents = trace_reader__meta(r, "cupti.version");
 	struct u64map host_ext = {};
 	struct ptg_record rec;
 	int err;
 
-	/* only probed calls know their op, and only join flows link them to CUPTI's ids */
-	if (!joined || !strtoull(joined, NULL, 10))
+	/*
+	 * Only probed calls know their op, and only join flows link them to
+	 * CUPTI's ids; a trace with an agent's records is read for its GPU ops'
+	 * ids as well. Any other is read once, not twice.
+	 */
+	l->gpu_known = agents && agents[0];
+	if (!l->gpu_known && (!joined || !strtoull(joined, NULL, 10)))
 		return trace_reader__rewind(r);
 	err = trace_reader__rewind(r);
 	while (!err && (err = trace_reader__next(r, &rec)) > 0)
@@ -87,6 +102,12 @@ void cuda_links_free(struct cuda_links *l)
 	u64map__free(&l->joins);
 	u64map__free(&l->cbids);
 	u64map__free(&l->exts);
+	u64map__free(&l->gpu);
+}
+
+bool cuda_links_launched(const struct cuda_links *l, uint64_t corr)
+{
+	return !l->gpu_known || u64map__get(&l->gpu, corr);
 }
 
 uint64_t cuda_links_ext(const struct cuda_links *l, uint64_t corr)

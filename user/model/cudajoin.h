@@ -41,6 +41,13 @@ struct cuda_links {
 	struct u64map joins; /* host call id -> correlation id */
 	struct u64map cbids; /* host call id -> CUPTI's cbid of the call */
 	struct u64map exts;  /* correlation id -> ext of the CUDA call that has it */
+	/*
+	 * Correlation ids of the GPU ops (kernels, copies, memsets) an agent
+	 * recorded, once gpu_known: only their calls start an ac2g flow, as
+	 * in Kineto's traces (CUPTI numbers every API call, launch or not).
+	 */
+	struct u64map gpu;
+	bool gpu_known;
 };
 
 /* cuda_join_load() and the rest of cuda_links in the same single pass. */
@@ -48,6 +55,8 @@ int cuda_links_load(struct trace_reader *r, struct cuda_links *l);
 void cuda_links_free(struct cuda_links *l);
 /* The external id of the CUDA call of correlation id corr, or 0. */
 uint64_t cuda_links_ext(const struct cuda_links *l, uint64_t corr);
+/* Whether the call of correlation id corr launched a GPU op (true when not known). */
+bool cuda_links_launched(const struct cuda_links *l, uint64_t corr);
 /* rec's CUPTI cbid: its own (aux[0]), or that of the join flow of its host call; 0 if none. */
 uint64_t cuda_links_cbid(const struct cuda_links *l, const struct ptg_record *rec);
 

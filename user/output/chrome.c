@@ -325,6 +325,8 @@ static void write_synth_flows(struct chrome *c, const struct ptg_record *rec)
 	if (c->kineto || !rec->corr)
 		return;
 	if (rec->kind == PTG_REC_CUDA_CALL) {
+		if (!cuda_links_launched(&c->links, rec->corr))
+			return;
 		write_flow(c, 's', "ac2g", "ac2g", rec->pid, rec->tid, rec->ts, rec->corr, false,
 			   NULL);
 		return;
