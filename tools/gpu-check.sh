@@ -8,7 +8,9 @@
 #   3. under torch.profiler               (Kineto's own CUPTI client)
 # and the same measured steps compared: kernel count (must be equal), total
 # kernel time (within TOL), and, in our traces, every kernel linked to the CUDA
-# call that launched it (same correlation id). The measured steps are framed by
+# call that launched it (same correlation id, on its record or on the join flow
+# that gives it to a probed call), and the Chrome export's kernels and flows
+# checked. The measured steps are framed by
 # torch.cuda.synchronize() and CLOCK_MONOTONIC readings, the clock of our
 # traces, so only their kernels are counted.
 #
@@ -202,6 +204,10 @@ def ours(name):
                 kernels.append((dur, int(f.get("corr", 0))))
         elif tok[2] == "cuda_call" and "corr" in f:
             calls.add(int(f["corr"]))
+        elif tok[2] == "flow" and "corr" in f and "aux3" in f:
+            # a join flow: CUPTI's record of a probed call, whose id it gives
+            # that call (docs/cuda-sched.md); the call is in the trace
+            calls.add(int(f["corr"]))
     linked = sum(1 for _, c in kernels if c in calls)
     return len(kernels), sum(d for d, _ in kernels), linked, lost
 
@@ -235,6 +241,35 @@ sys.exit(1 if bad or not pk else 0)
 EOF
 }
 
+# The Chrome export of the record -p trace, as HTA and Perfetto read it: every
+# kernel of the dump is there, and each ac2g flow that starts (on the launching
+# call) ends on a GPU op, as in torch.profiler's own traces.
+check_chrome() {
+	"$PTG" export --chrome "$OUT/attach.json" "$OUT/attach.ptg" 2>"$OUT/export.log" ||
+		fail "export --chrome: $(tail -1 "$OUT/export.log")"
+	"$PYTHON" - "$OUT" <<'EOF'
+import json, sys
+
+out = sys.argv[1]
+ev = json.load(open(f"{out}/attach.json"))["traceEvents"]
+dumped = sum(1 for l in open(f"{out}/attach.txt", errors="replace")
+             if l.split(" ")[2:3] == ["kernel"])
+kernels = [e for e in ev if e.get("cat") == "kernel" and e.get("ph") == "X"]
+starts = {e["id"] for e in ev if e.get("cat") == "ac2g" and e.get("ph") == "s"}
+ends = {e["id"] for e in ev if e.get("cat") == "ac2g" and e.get("ph") == "f"}
+print(f"export --chrome (record -p): {len(kernels)} kernels (dump: {dumped}), "
+      f"{len(starts)} flow starts, {len(ends)} flow ends")
+bad = []
+if len(kernels) != dumped:
+    bad.append(f"{len(kernels)} kernels in the export, {dumped} in the trace")
+if starts != ends:
+    bad.append(f"{len(starts - ends)} flows start and never end, {len(ends - starts)} end unstarted")
+for b in bad:
+    print("gpu-check: FAIL: export:", b, file=sys.stderr)
+sys.exit(1 if bad else 0)
+EOF
+}
+
 preflight
 write_script
 echo "gpu-check: $PTG, $PYTHON, $STEPS steps, files in $OUT"
@@ -242,4 +277,5 @@ run_launch
 run_attach
 run_profiler
 compare || fail "see above; traces and logs are in $OUT"
+check_chrome || fail "see above; traces and logs are in $OUT"
 echo "gpu-check: PASS"
