@@ -10,7 +10,8 @@
 # kernel time (within TOL), and, in our traces, every kernel linked to the CUDA
 # call that launched it (same correlation id, on its record or on the join flow
 # that gives it to a probed call), and the Chrome export's kernels and flows
-# checked. The measured steps are framed by
+# checked, and the aten ops of the measured steps, by name, against
+# torch.profiler's. The measured steps are framed by
 # torch.cuda.synchronize() and CLOCK_MONOTONIC readings, the clock of our
 # traces, so only their kernels are counted.
 #
@@ -173,7 +174,7 @@ compare() {
 	"$PTG" dump "$OUT/launch.ptg" >"$OUT/launch.txt" || fail "cannot read $OUT/launch.ptg"
 	"$PTG" dump "$OUT/attach.ptg" >"$OUT/attach.txt" || fail "cannot read $OUT/attach.ptg"
 	"$PYTHON" - "$OUT" "$TOL" <<'EOF'
-import json, sys
+import collections, json, sys
 
 out, tol = sys.argv[1], float(sys.argv[2])
 
@@ -212,13 +213,26 @@ def ours(name):
     return len(kernels), sum(d for d, _ in kernels), linked, lost
 
 
+def ops(name):
+    """aten ops entered in the measured window, by name."""
+    w, n = window(name), collections.Counter()
+    for line in open(f"{out}/{name}.txt", errors="replace"):
+        tok = line.rstrip("\n").split(" ")
+        if len(tok) > 3 and tok[2] == "op_enter" and w["t0"] <= int(tok[0]) <= w["t1"]:
+            n[tok[-1]] += 1
+    return n
+
+
 def profiler():
     ev = json.load(open(f"{out}/profiler.json"))["traceEvents"]
     k = [e for e in ev if e.get("cat") == "kernel" and e.get("ph") == "X"]
-    return len(k), round(sum(float(e["dur"]) for e in k) * 1000)
+    # its autograd nodes and annotations go through RecordFunction, not the dispatcher
+    aten = collections.Counter(e["name"] for e in ev if e.get("cat") == "cpu_op"
+                               and e.get("ph") == "X" and e["name"].startswith("aten::"))
+    return len(k), round(sum(float(e["dur"]) for e in k) * 1000), aten
 
 
-pk, pt = profiler()
+pk, pt, paten = profiler()
 print(f"{'':18} {'kernels':>8} {'kernel time (us)':>17}")
 print(f"{'torch.profiler':18} {pk:>8} {pt / 1000:>17.1f}")
 bad = []
@@ -235,6 +249,12 @@ for name, label in (("launch", "record -- CMD"), ("attach", "record -p")):
         bad.append(f"{label}: {n - linked} kernels without their launching CUDA call")
     if lost.get("cupti_dropped"):
         bad.append(f"{label}: CUPTI dropped {lost['cupti_dropped']} records")
+    o = ops(name)
+    diff = {k: (o[k], paten[k]) for k in set(o) | set(paten) if o[k] != paten[k]}
+    print(f"{'':18} aten ops: {sum(o.values())}, torch.profiler {sum(paten.values())}, "
+          f"{len(diff)} names differ")
+    if diff:
+        bad.append(f"{label}: aten op counts (ours, torch.profiler) differ: {diff}")
 for b in bad:
     print("gpu-check: FAIL:", b, file=sys.stderr)
 sys.exit(1 if bad or not pk else 0)
