@@ -72,7 +72,7 @@ static void usage(FILE *f)
 	    "      --no-sched        no off-CPU intervals from the kernel scheduler\n"
 	    "      --no-ops          no probes on PyTorch's dispatcher ops\n"
 	    "      --in-process      record the Python calls from inside the target\n"
-	    "                        instead of with uprobes: about 0.3-0.5 us per call\n"
+	    "                        instead of with uprobes: about 0.3-0.6 us per call\n"
 	    "                        instead of about 2.5 us, the same exact calls. It\n"
 	    "                        changes the target: loads libptg_pymon.so into it\n"
 	    "                        and registers a sys.monitoring tool (the first\n"
