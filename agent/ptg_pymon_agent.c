@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
  * libptg_pymon.so: the agent of `record --in-process`. Loaded into a Python
- * 3.12+ process by the loader (user/probes/pymon.c) through ptrace, it
+ * 3.11+ process by the loader (user/probes/pymon.c) through ptrace, it
  * registers C callables as a sys.monitoring tool for the frame events
- * (PY_START, PY_RESUME, PY_RETURN, PY_YIELD, PY_UNWIND, PY_THROW) and writes
- * one 32-byte record per event into a ring the loader shares with it
- * (agent/ptg_pymon_proto.h). Rules it keeps:
+ * (PY_START, PY_RESUME, PY_RETURN, PY_YIELD, PY_UNWIND, PY_THROW) -- on 3.11,
+ * which has no sys.monitoring, a C profile function on every thread that
+ * tells the same events apart -- and writes one 32-byte record per event into
+ * a ring the loader shares with it (agent/ptg_pymon_proto.h). Rules it keeps:
  *  - the application never waits for the loader: a full ring drops (and
  *    counts) records, and the thread whose record was dropped sends its
  *    stack again with the next one;
@@ -18,7 +19,7 @@
  *  - signals go to the application's threads, never to the agent's.
  * This file is the session, on the agent's own thread; the callbacks are
  * ptg_pymon_callbacks.c. It is built without Python's headers, for every
- * 3.12+ at once: the few
+ * 3.11+ at once: the few
  * C-API functions it calls are looked up at attach (dlsym), and references
  * are counted with Py_IncRef / Py_DecRef, never the macros (immortal objects
  * of 3.12+, the free-threaded builds' split counts).
@@ -83,7 +84,7 @@ static int api_resolve(const char *libpython, char *msg, size_t len)
 	do {                                                                                       \
 		*(void **)&api.field = lookup(lib, sym);                                           \
 		if (!api.field) {                                                                  \
-			snprintf(msg, len, "no %s in the process (not CPython 3.12+?)", sym);      \
+			snprintf(msg, len, "no %s in the process (not CPython 3.11+?)", sym);      \
 			return -ENOENT;                                                            \
 		}                                                                                  \
 	} while (0)
@@ -107,6 +108,15 @@ static int api_resolve(const char *libpython, char *msg, size_t len)
 	if (!api.IsFinalizing)
 		*(void **)&api.IsFinalizing = lookup(lib, "_Py_IsFinalizing");
 	*(void **)&api.AtExit = lookup(lib, "Py_AtExit");
+	*(void **)&api.GetVersion = lookup(lib, "Py_GetVersion");
+	*(void **)&api.SetProfileOf = lookup(lib, "_PyEval_SetProfile");
+	*(void **)&api.InterpHead = lookup(lib, "PyInterpreterState_Head");
+	*(void **)&api.InterpNext = lookup(lib, "PyInterpreterState_Next");
+	*(void **)&api.ThreadHead = lookup(lib, "PyInterpreterState_ThreadHead");
+	*(void **)&api.ThreadNext = lookup(lib, "PyThreadState_Next");
+	*(void **)&api.Unicode_AsUTF8 = lookup(lib, "PyUnicode_AsUTF8");
+	*(void **)&api.GetModule = lookup(lib, "PyImport_GetModule");
+	*(void **)&api.Unicode_FromString = lookup(lib, "PyUnicode_FromString");
 	*(void **)&constant = lookup(lib, "Py_GetConstantBorrowed");
 	api.none = constant ? constant(CONSTANT_NONE) : lookup(lib, "_Py_NoneStruct");
 	if (!api.none) {
@@ -227,15 +237,176 @@ static bool gil_enabled(void)
 	return on;
 }
 
+/*
+ * 3.11, no sys.monitoring: a C profile function (PyEval_SetProfile's, as
+ * cProfile's) on every thread state, and threading's profile hook for the
+ * threads started later. Its slots, PyThreadState.c_profilefunc and
+ * c_profileobj, at the offsets the loader sent.
+ */
+static bool profile_api(void)
+{
+	const char *v = api.GetVersion ? api.GetVersion() : "";
+
+	return !strncmp(v, "3.11.", 5) && lay.tstate_profilefunc >= 0 && api.SetProfileOf &&
+	       api.InterpHead && api.InterpNext && api.ThreadHead && api.ThreadNext &&
+	       api.Unicode_AsUTF8 && api.GetModule && api.Unicode_FromString;
+}
+
+static void **profile_fn(void *ts)
+{
+	return (void **)((char *)ts + lay.tstate_profilefunc);
+}
+
+static PyObject **profile_obj(void *ts)
+{
+	return (PyObject **)((char *)ts + lay.tstate_profilefunc + 16);
+}
+
+/* Ours: the C profile function, or sys.setprofile's trampoline calling our hook (a new thread). */
+static bool profile_ours(void *ts)
+{
+	return *profile_fn(ts) == (void *)on_profile || (ag.hook && *profile_obj(ts) == ag.hook);
+}
+
+/* The threading module if imported (importing it from this thread would make it the main one). */
+static PyObject *threading_module(void)
+{
+	PyObject *name = api.Unicode_FromString("threading"), *m = NULL;
+
+	if (name) {
+		m = api.GetModule(name);
+		api.DecRef(name);
+	}
+	api.Err_Clear();
+	return m;
+}
+
+/* The profile function off every thread state that has ours, threading's hook as it was. */
+static void uninstall_profile(void)
+{
+	PyObject *threading = threading_module(), *h;
+
+	for (void *in = api.InterpHead(); in; in = api.InterpNext(in)) {
+		for (void *ts = api.ThreadHead(in); ts; ts = api.ThreadNext(ts)) {
+			if (profile_ours(ts) && api.SetProfileOf(ts, NULL, NULL))
+				api.Err_Clear(); /* an audit hook said no: quiet, not gone */
+		}
+	}
+	h = threading ? api.GetAttrString(threading, "_profile_hook") : NULL;
+	if (h && h == ag.hook) {
+		PyObject *r = api.CallMethod(threading, "setprofile", "O",
+					     ag.old_hook ? ag.old_hook : api.none);
+
+		if (r)
+			api.DecRef(r);
+	}
+	if (h)
+		api.DecRef(h);
+	if (threading)
+		api.DecRef(threading);
+	api.Err_Clear();
+	if (ag.old_hook)
+		api.DecRef(ag.old_hook);
+	ag.old_hook = NULL;
+	ag.profiling = false;
+}
+
+/*
+ * Puts the C profile function on every thread state but this agent's, and
+ * its hook into threading for the threads started later. Refused, with
+ * nothing changed, when any thread has a profile function that is not ours
+ * (cProfile, sys.setprofile) or threading's hook is someone's.
+ */
+static int install_profile(char *msg, size_t len)
+{
+	void *own = api.ThreadState_Get();
+	PyObject *threading, *old = NULL;
+	bool laid_out;
+	int err = 0;
+
+	if (!ag.hook && !(ag.hook = api.CFunction_NewEx(&hook_def, NULL, NULL))) {
+		api.Err_Clear();
+		snprintf(msg, len, "out of memory");
+		return -ENOMEM;
+	}
+	/* the loader's offsets, tried on this thread's own state first */
+	laid_out = !*profile_fn(own) && !*profile_obj(own);
+	if (api.SetProfileOf(own, on_profile, ag.hook)) {
+		api.Err_Clear();
+		snprintf(msg, len, "an audit hook refused sys.setprofile");
+		return -EPERM;
+	}
+	laid_out =
+	    laid_out && *profile_fn(own) == (void *)on_profile && *profile_obj(own) == ag.hook;
+	if (api.SetProfileOf(own, NULL, NULL))
+		api.Err_Clear();
+	if (!laid_out) {
+		snprintf(msg, len, "PyThreadState is not laid out as the loader's Python 3.11");
+		return -EPROTO;
+	}
+	for (void *in = api.InterpHead(); in && !err; in = api.InterpNext(in)) {
+		for (void *ts = api.ThreadHead(in); ts && !err; ts = api.ThreadNext(ts)) {
+			if (ts != own && *profile_fn(ts) && !profile_ours(ts))
+				err = -EBUSY;
+		}
+	}
+	threading = threading_module();
+	if (!err && threading && (old = api.GetAttrString(threading, "_profile_hook")) &&
+	    old != api.none && old != ag.hook)
+		err = -EBUSY;
+	api.Err_Clear();
+	if (err) {
+		snprintf(msg, len,
+			 "a thread already has a profile function (cProfile, sys.setprofile or "
+			 "threading.setprofile)");
+		goto out;
+	}
+	if (threading) {
+		PyObject *r = api.CallMethod(threading, "setprofile", "O", ag.hook);
+
+		if (r)
+			api.DecRef(r);
+		else
+			err = -EINVAL;
+		api.Err_Clear();
+	}
+	ag.old_hook = old && old != ag.hook ? old : NULL;
+	old = NULL;
+	ag.profiling = true;
+	for (void *in = api.InterpHead(); in && !err; in = api.InterpNext(in)) {
+		for (void *ts = api.ThreadHead(in); ts && !err; ts = api.ThreadNext(ts)) {
+			if (ts != own && api.SetProfileOf(ts, on_profile, ag.hook))
+				err = -EPERM;
+		}
+	}
+	if (err) {
+		api.Err_Clear();
+		snprintf(msg, len, "the interpreter refused the profile function (an audit hook)");
+		uninstall_profile();
+	}
+out:
+	if (old)
+		api.DecRef(old);
+	if (threading)
+		api.DecRef(threading);
+	return err;
+}
+
 /* Takes a tool id, registers the callbacks, turns the events on. Under the GIL. */
 static int install(char *msg, size_t len)
 {
-	PyObject *mon = import_monitoring(), *events = NULL;
+	PyObject *mon, *events = NULL;
 	long mask = 0;
 	int err = 0;
 
+	if (profile_api()) {
+		cb_gil = true;
+		return install_profile(msg, len);
+	}
+	mon = import_monitoring();
 	if (!mon) {
-		snprintf(msg, len, "the process has no sys.monitoring (Python 3.12+ needed)");
+		snprintf(msg, len,
+			 "the process has no sys.monitoring (Python 3.12+) and is no 3.11");
 		return -ENOENT;
 	}
 	events = api.GetAttrString(mon, "events");
@@ -482,7 +653,9 @@ static void *session_main(void *arg)
 	/* an interpreter that exits takes the callbacks with it; its GIL may never come back */
 	if (api.ok && ag.codes && !finalizing()) {
 		g = api.GILState_Ensure();
-		mon = import_monitoring();
+		if (ag.profiling)
+			uninstall_profile();
+		mon = ag.tool >= 0 ? import_monitoring() : NULL;
 		if (mon) {
 			uninstall(mon);
 			api.DecRef(mon);
@@ -515,6 +688,7 @@ static void fork_child(void)
 		close(ag.sock);
 	ag.sock = -1;
 	ag.tool = -1;
+	ag.profiling = false; /* 3.11: this thread's profile function stays in, quiet */
 	ag.state = S_IDLE;
 	ag.codes = NULL; /* the references are the child's to keep: a few code objects */
 	ag.nold = 0;

@@ -50,6 +50,16 @@ struct pymon_api {
 	void *(*ThreadState_Get)(void);
 	int (*AtExit)(void (*)(void));
 	PyObject *none;
+	/* 3.11's profile function: the thread states, and the threading module's hook */
+	const char *(*GetVersion)(void);
+	int (*SetProfileOf)(void *, int (*)(PyObject *, PyObject *, int, PyObject *), PyObject *);
+	void *(*InterpHead)(void);
+	void *(*InterpNext)(void *);
+	void *(*ThreadHead)(void *);
+	void *(*ThreadNext)(void *);
+	const char *(*Unicode_AsUTF8)(PyObject *);
+	PyObject *(*GetModule)(PyObject *);
+	PyObject *(*Unicode_FromString)(const char *);
 };
 extern struct pymon_api api;
 
@@ -70,6 +80,9 @@ struct pymon_agent {
 	struct ptg_pymon_ring *ring;
 	size_t map_len;
 	int tool;
+	bool profiling;	    /* 3.11: the C profile function is in, threading's hook is ours */
+	PyObject *hook;	    /* 3.11: the C callable of threading's hook, and the profile object */
+	PyObject *old_hook; /* threading._profile_hook before ours (None) */
 	PyObject *fns[6];
 	long events[6];
 	struct codeset *codes; /* the current table (atomic), older ones in old[] */
@@ -92,6 +105,10 @@ extern bool cb_gil;		    /* the interpreter has a GIL: one callback at a time */
 /* The sys.monitoring events, by name, and the callbacks for them, in the same order. */
 extern const char *const event_names[6];
 extern struct method_def defs[6];
+
+/* 3.11: the C profile function, and threading's hook that puts it on a new thread */
+int on_profile(PyObject *obj, PyObject *fo, int what, PyObject *arg);
+extern struct method_def hook_def;
 
 /* An empty code set of cap slots (a power of two), or NULL. */
 struct codeset *codeset_new(size_t cap);

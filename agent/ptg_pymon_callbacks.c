@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -225,6 +226,10 @@ static void check_layout(void)
 	    via_obj == f && safe_read(f + (uint32_t)lay.frame_code, &c, 8) &&
 	    (c & lay.ref_mask) == (uintptr_t)code)
 		ok = 1;
+	/* 3.11: the instruction the frame is at is read too */
+	if (ok == 1 && lay.frame_prev_instr >= 0 &&
+	    (!safe_read(f + (uint32_t)lay.frame_prev_instr, &c, 8) || !safe_read(c, &c, 2)))
+		ok = -1;
 	if (code)
 		api.DecRef(code);
 	__atomic_store_n(&lay_ok, ok, __ATOMIC_RELAXED);
@@ -254,6 +259,14 @@ static uint64_t object_local(PyObject *fo)
 	return f ? *(uint64_t *)(f + (uint32_t)lay.frame_localsplus) & lay.ref_mask : 0;
 }
 
+/* What a START record carries: its frame's first local, 0 if unknown or not a START. */
+static uint64_t start_local(uint16_t kind, PyObject *code, PyObject *fo)
+{
+	if (kind != PTG_PYMON_START)
+		return 0;
+	return fo ? object_local(fo) : first_local(code);
+}
+
 static bool is_entry(uint16_t kind)
 {
 	return kind == PTG_PYMON_START || kind == PTG_PYMON_RESUME || kind == PTG_PYMON_THROW;
@@ -265,7 +278,8 @@ static bool is_entry(uint16_t kind)
  * not the stack's. Frame objects made on the way are the interpreter's own
  * (as sys._getframe() makes them).
  */
-static bool put_with_stack(struct ptg_pymon_ring *r, uint16_t kind, PyObject *code, uint64_t ts)
+static bool put_with_stack(struct ptg_pymon_ring *r, uint16_t kind, PyObject *code, PyObject *fo,
+			   uint64_t ts)
 {
 	PyObject *codes[PTG_PYMON_MAX_DEPTH + 1], *f = api.Eval_GetFrame(), *b;
 	uint64_t locals[PTG_PYMON_MAX_DEPTH + 1], idx;
@@ -297,42 +311,129 @@ static bool put_with_stack(struct ptg_pymon_ring *r, uint16_t kind, PyObject *co
 	put(idx++, PTG_PYMON_STACK, t_snap, n - skip, ts);
 	for (uint32_t i = skip; i < n; i++)
 		put(idx++, PTG_PYMON_FRAME, locals[i], (uintptr_t)codes[i], ts);
-	put(idx, kind, kind == PTG_PYMON_START ? first_local(code) : 0, (uintptr_t)code, ts);
+	put(idx, kind, start_local(kind, code, fo), (uintptr_t)code, ts);
 	return true;
 }
 
-static PyObject *on_event(uint16_t kind, PyObject *const *args, ssize_t nargs)
+/* One frame event; fo: its frame object (3.11's profile function), or NULL. */
+static void on_code(uint16_t kind, PyObject *code, PyObject *fo)
 {
 	struct ptg_pymon_ring *r = __atomic_load_n(&cb_ring, __ATOMIC_ACQUIRE);
 	uint32_t gen;
 	uint64_t ts, idx;
 
-	if (r && nargs >= 1 && args[0]) {
-		gen = __atomic_load_n(&cb_gen, __ATOMIC_RELAXED);
-		if (t_gen != gen) {
-			t_gen = gen;
-			t_tid = (uint32_t)syscall(SYS_gettid);
-			t_snap = SNAP_FIRST;
-		}
-		ts = mono_ns();
-		if (is_entry(kind))
-			keep(args[0]);
-		if (!__atomic_load_n(&lay_ok, __ATOMIC_RELAXED))
-			check_layout();
-		if (t_snap) {
-			if (put_with_stack(r, kind, args[0], ts))
-				t_snap = 0;
-		} else if (reserve(r, 1, &idx)) {
-			put(idx, kind, kind == PTG_PYMON_START ? first_local(args[0]) : 0,
-			    (uintptr_t)args[0], ts);
-		} else {
-			/* the loader's idea of this stack is wrong now */
-			t_snap = SNAP_RESYNC;
-		}
+	if (!r || !code)
+		return;
+	gen = __atomic_load_n(&cb_gen, __ATOMIC_RELAXED);
+	if (t_gen != gen) {
+		t_gen = gen;
+		t_tid = (uint32_t)syscall(SYS_gettid);
+		t_snap = SNAP_FIRST;
 	}
+	ts = mono_ns();
+	if (is_entry(kind))
+		keep(code);
+	if (!__atomic_load_n(&lay_ok, __ATOMIC_RELAXED))
+		check_layout();
+	if (t_snap) {
+		if (put_with_stack(r, kind, code, fo, ts))
+			t_snap = 0;
+	} else if (reserve(r, 1, &idx)) {
+		put(idx, kind, start_local(kind, code, fo), (uintptr_t)code, ts);
+	} else {
+		/* the loader's idea of this stack is wrong now */
+		t_snap = SNAP_RESYNC;
+	}
+}
+
+static PyObject *on_event(uint16_t kind, PyObject *const *args, ssize_t nargs)
+{
+	if (nargs >= 1)
+		on_code(kind, args[0], NULL);
 	api.IncRef(api.none);
 	return api.none;
 }
+
+static bool op_in(const uint8_t *list, size_t n, uint8_t op)
+{
+	for (size_t i = 0; i < n && list[i]; i++) {
+		if (list[i] == op)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * 3.11: what a call or return event is, from the instruction the frame is
+ * at (its prev_instr): a call at RESUME with oparg 0 starts the code, at
+ * another RESUME resumes a generator or coroutine, anywhere else is a
+ * throw() into it (the interpreter's throw entry); a return at YIELD_VALUE
+ * suspends it. As sys.monitoring's PY_* events of 3.12. Unknown (the
+ * layout did not check out): a start or a return.
+ */
+static uint16_t frame_kind(PyObject *fo, bool entry)
+{
+	uint16_t unit, *instr;
+	uintptr_t f;
+	uint8_t op;
+
+	if (__atomic_load_n(&lay_ok, __ATOMIC_RELAXED) <= 0 || lay.frame_prev_instr < 0)
+		return entry ? PTG_PYMON_START : PTG_PYMON_RETURN;
+	f = *(uintptr_t *)((uintptr_t)fo + (uint32_t)lay.frameobj_frame);
+	instr = f ? *(uint16_t **)(f + (uint32_t)lay.frame_prev_instr) : NULL;
+	unit = instr ? *instr : 0;
+	op = (uint8_t)(unit & 0xff);
+	if (!entry)
+		return op_in(lay.yield_ops, sizeof(lay.yield_ops), op) ? PTG_PYMON_YIELD
+								       : PTG_PYMON_RETURN;
+	if (!op_in(lay.resume_ops, sizeof(lay.resume_ops), op))
+		return PTG_PYMON_THROW;
+	return (unit >> 8) & lay.resume_where_mask ? PTG_PYMON_RESUME : PTG_PYMON_START;
+}
+
+/* 3.11's Py_tracefunc (PyTrace_CALL 0, PyTrace_RETURN 3): C calls are not recorded. */
+int on_profile(PyObject *obj, PyObject *fo, int what, PyObject *arg)
+{
+	PyObject *code;
+	uint16_t kind;
+
+	(void)obj;
+	if ((what != 0 && what != 3) || !fo || !__atomic_load_n(&cb_ring, __ATOMIC_ACQUIRE))
+		return 0;
+	if (!__atomic_load_n(&lay_ok, __ATOMIC_RELAXED))
+		check_layout();
+	/* a return without a value: the frame exits by an exception */
+	kind = what == 3 && !arg ? PTG_PYMON_UNWIND : frame_kind(fo, what == 0);
+	code = api.Frame_GetCode(fo);
+	on_code(kind, code, fo);
+	if (code)
+		api.DecRef(code); /* kept alive by keep() */
+	return 0;
+}
+
+/*
+ * threading's profile hook (3.11): a thread started while we record calls
+ * it, through sys.setprofile's trampoline, from its first event on. It puts
+ * the C profile function in its place for the thread; that first event is
+ * the call of the thread's run() (Thread._bootstrap_inner), recorded here.
+ * Outside a session it takes itself out.
+ */
+static PyObject *on_thread_start(PyObject *self, PyObject *const *args, ssize_t nargs)
+{
+	bool on = __atomic_load_n(&cb_ring, __ATOMIC_ACQUIRE) != NULL;
+	const char *ev;
+
+	(void)self;
+	if (api.SetProfileOf(api.ThreadState_Get(), on ? on_profile : NULL, on ? ag.hook : NULL))
+		api.Err_Clear();
+	if (on && nargs == 3 && (ev = api.Unicode_AsUTF8(args[1])) && !strcmp(ev, "call"))
+		on_profile(NULL, args[0], 0, NULL);
+	api.Err_Clear();
+	api.IncRef(api.none);
+	return api.none;
+}
+
+struct method_def hook_def = {"ptg_thread_profile", (void *)on_thread_start, METH_FASTCALL_, NULL};
 
 #define CALLBACK(name, kind)                                                                       \
 	static PyObject *name(PyObject *self, PyObject *const *args, ssize_t nargs)                \

@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PTG_PYMON_PROTO_VERSION 2
+#define PTG_PYMON_PROTO_VERSION 3
 /* Exported by the agent; the loader calls it through ptrace after injecting the library. */
 #define PTG_PYMON_ATTACH_SYM "ptg_pymon_attach"
 #define PTG_PYMON_MAGIC	     0x6e6f6d7970677470ull /* "ptgpymon" */
@@ -87,8 +87,17 @@ struct ptg_pymon_layout {
 	int32_t frame_code;	  /* _PyInterpreterFrame.f_code / f_executable */
 	int32_t frame_localsplus; /* _PyInterpreterFrame.localsplus */
 	int32_t frameobj_frame;	  /* PyFrameObject.f_frame */
-	uint32_t pad;
-	uint64_t ref_mask; /* the tag bits of a reference (3.14's stack refs) cleared */
+	int32_t frame_prev_instr; /* _PyInterpreterFrame.prev_instr (3.11 only) */
+	uint64_t ref_mask;	  /* the tag bits of a reference (3.14's stack refs) cleared */
+	/*
+	 * 3.11 (no sys.monitoring: a C profile function instead): where
+	 * PyThreadState.c_profilefunc is (c_profileobj is 16 bytes on; the agent
+	 * checks both on its own thread state before it trusts them), -1 from 3.12
+	 */
+	int32_t tstate_profilefunc;
+	uint8_t resume_where_mask; /* RESUME's oparg bits: 0 a call starts, else a resume */
+	uint8_t yield_ops[3];	   /* YIELD_VALUE (and forms), 0-ended */
+	uint8_t resume_ops[8];	   /* RESUME and its specialized forms, 0-ended */
 };
 
 /* Loader to agent, with the memfd (SCM_RIGHTS). */

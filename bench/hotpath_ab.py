@@ -22,10 +22,11 @@ the packing of its events) and the same recorder with its callbacks in C
 its Python.h is there), in the same process, and checks that the recorders
 saw every call.
 
-With --inprocess on 3.12+, each round also times the work under
-`record --in-process -p` of each BINARY (the sys.monitoring agent, C
-callbacks, injected into this same process: the column next to `record -p`),
-and checks that its trace has every call of fib.
+With --inprocess, each round also times the work under
+`record --in-process -p` of each BINARY (the agent injected into this same
+process: sys.monitoring C callbacks on 3.12+, a C profile function on 3.11;
+the column next to `record -p`), and checks that its trace has every call of
+fib. The sys.monitoring recorders are 3.12+ only: n/a on 3.11.
 
 A BINARY may be a script that sets the environment and execs ptrace-gpu:
 PTG_PYFRAME_NO_REGS=1 takes the frame from the thread state instead of the
@@ -208,7 +209,8 @@ def main():
             env = dict(os.environ, PTG_MONCOST_DIR=python.path(moncost))
     inproc = {m: [] for m in modes}
     # the agent of record --in-process, next to each binary's record -p
-    agent = a.inprocess and not a.stats and python.version >= (3, 12)
+    # 3.11 has no sys.monitoring: the agent's C profile function instead
+    agent = a.inprocess and not a.stats
     res_agent = {b: [] for b in a.binaries}
     target = Target(python, a.scale, env)
     try:
@@ -226,6 +228,9 @@ def main():
                     inproc[m].append(target.run(m)[0] - base)
     finally:
         target.close()
+    if a.inprocess and not a.stats and python.version < (3, 12):
+        print(f"{a.python} monitoring, monitoring-c (in-process): n/a (no sys.monitoring "
+              f"before 3.12)")
     for m, vals in inproc.items():
         print(f"{a.python} {m} (in-process): CPU ns added per call: median "
               f"{statistics.median(vals):,.0f} [{', '.join(f'{v:.0f}' for v in vals)}]")

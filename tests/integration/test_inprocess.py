@@ -1,7 +1,9 @@
 """record --in-process (the sys.monitoring agent) on every interpreter: the same
 exact counts as the uprobes, frames open at attach, threads; a recorder killed
 with SIGKILL leaves the target running with its tool id free; a second
-recording finds the agent loaded and works. Python 3.11 is refused in one line."""
+recording finds the agent loaded and works. On 3.11 (no sys.monitoring) the
+agent's C profile function gives the same records; killed, it leaves no
+profile function on any thread and threading's hook as it was."""
 import collections
 import json
 import os
@@ -23,24 +25,6 @@ class InProcess(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def needs_312(self, python, check_refusal=False):
-        """3.11: skip (after checking the one-line refusal, once)."""
-        if python.version >= (3, 12):
-            return
-        if not check_refusal:
-            self.skipTest(f"{python}: record --in-process needs sys.monitoring, Python 3.12+")
-        w = ptg.Workload(python, "fib.py")
-        try:
-            res = ptg.run(["record", "--in-process", "-p", str(w.pid), "-o",
-                           os.path.join(self.tmp.name, "no.ptg")])
-        finally:
-            w.kill()
-        self.assertEqual(res.returncode, 1, res.stderr)
-        lines = res.stderr.strip().splitlines()
-        self.assertEqual(len(lines), 1, res.stderr)
-        self.assertIn("needs sys.monitoring, Python 3.12+", lines[0])
-        self.skipTest(f"{python}: record --in-process needs sys.monitoring, Python 3.12+")
-
     def record(self, python, script, *extra):
         return ptg.Trace(self.record_path(python, script, *extra))
 
@@ -50,7 +34,7 @@ class InProcess(unittest.TestCase):
         w = ptg.Workload(python, script)
         try:
             rec = ptg.Recorder(["--in-process", "-p", str(w.pid), *extra], out)
-            self.assertIn("in-process: sys.monitoring tool id", rec.stderr)
+            self.assertIn(", in-process: ", rec.stderr)
             w.go()
             self.assertIn("done", w.finish())
             self.assertEqual(rec.wait(), 0, rec.stderr)
@@ -64,7 +48,6 @@ class InProcess(unittest.TestCase):
 
     def check_fib(self, python):
         """Every probe as by default: only the Python calls change source."""
-        self.needs_312(python, check_refusal=True)
         calls = [c for c in self.record(python, "fib.py").calls()
                  if c[1] == "f" and c[2].endswith("fib.py")]
         self.assertEqual(len(calls), 5919)
@@ -73,16 +56,78 @@ class InProcess(unittest.TestCase):
 
     def check_mixed_matches_oracle(self, python):
         """Generators, exceptions, recursion, methods: sys.setprofile's counts."""
-        self.needs_312(python)
         oracle = json.loads(subprocess.run(
             python.argv(python.path(os.path.join(ptg.WORKLOADS, "mixed.py")), "--oracle"),
             check=True, capture_output=True, text=True).stdout)
-        counts = self.record(python, "mixed.py", *QUIET_PROBES).count("mixed.py")
+        trace = self.record(python, "mixed.py", *QUIET_PROBES)
+        counts = trace.count("mixed.py")
         got = {k: v for k, v in counts.items() if k in oracle or not k.startswith("<module>")}
         self.assertEqual(got, oracle)
+        # how each frame was entered and left: (name, resumed, yield/unwind) per call
+        how = collections.Counter(
+            (c[1], bool(c[6] & ptg.ENTER_RESUME), c[7] & (ptg.EXIT_YIELD | ptg.EXIT_UNWIND))
+            for c in trace.calls() if c[2].endswith("mixed.py"))
+        for gen in ("squares", "delegate"):
+            # 15 values: started, suspended, resumed 15 times, returned once
+            self.assertEqual([how[(gen, r, x)] for r, x in (
+                (False, ptg.EXIT_YIELD), (True, ptg.EXIT_YIELD), (True, 0), (False, 0))],
+                [1, 14, 1, 0], gen)
+        self.assertEqual((how[("may_fail", False, ptg.EXIT_UNWIND)], how[("may_fail", False, 0)]),
+                         (10, 20))
+
+    def check_generator_events(self, python):
+        """Throw, close, a throw before the start, await: how each frame was
+        entered and left, as 3.12's sys.monitoring events say."""
+        trace = self.record(python, "inproc_gen.py", *QUIET_PROBES)
+        how = collections.Counter(
+            (c[1], bool(c[6] & ptg.ENTER_RESUME), c[7] & (ptg.EXIT_YIELD | ptg.EXIT_UNWIND))
+            for c in trace.calls() if c[2].endswith("inproc_gen.py") and c[1] != "<module>")
+        Y, U = ptg.EXIT_YIELD, ptg.EXIT_UNWIND
+        self.assertEqual(dict(how), {
+            ("run", False, 0): 1,
+            ("gen", False, Y): 1, ("gen", True, Y): 1, ("gen", True, U): 2,
+            ("coro", False, Y): 1, ("coro", True, 0): 1,
+            ("Later.__await__", False, Y): 1, ("Later.__await__", True, 0): 1})
+
+    def check_late_threads(self, python):
+        """Threads started while recording (3.11: through threading's profile
+        hook), threads and the program ended by exceptions: sys.setprofile's counts."""
+        oracle = json.loads(subprocess.run(
+            python.argv(python.path(os.path.join(ptg.WORKLOADS, "late_threads.py")), "--oracle"),
+            check=True, capture_output=True, text=True).stdout)
+        trace = self.record(python, "late_threads.py", *QUIET_PROBES)
+        counts = trace.count("late_threads.py")
+        got = {k: v for k, v in counts.items() if k in oracle or not k.startswith("<module>")}
+        self.assertEqual(got, oracle)
+        booms = [c for c in trace.calls() if c[1].startswith("boom_")]
+        self.assertEqual(len(booms), 6)
+        self.assertTrue(all(c[7] == ptg.EXIT_UNWIND for c in booms), booms)
+        self.assertGreaterEqual(len({t for (t, k) in trace.count("late_threads.py",
+                                                                   by_tid=True)}), 5)
+
+    def check_profiler_already_in(self, python):
+        """3.11: a thread under sys.setprofile: refused in one line, its profiler
+        untouched, nothing of ours on the other threads."""
+        if python.version >= (3, 12):
+            self.skipTest(f"{python}: sys.setprofile and the agent's sys.monitoring tool "
+                          "coexist from 3.12")
+        w = ptg.Workload(python, "inproc_profiled.py")
+        try:
+            res = ptg.run(["record", "--in-process", "-p", str(w.pid), *QUIET_PROBES, "-o",
+                           os.path.join(self.tmp.name, "no.ptg")])
+            w.go()
+            after = json.loads(w.proc.stdout.readline())
+            self.assertIn("done", w.finish())
+        finally:
+            w.kill()
+        self.assertEqual(res.returncode, 1, res.stderr)
+        # the agent's line, then record's "record failed: Device or resource busy"
+        lines = res.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 2, res.stderr)
+        self.assertIn("a thread already has a profile function", lines[0])
+        self.assertEqual(after, {"seen": 10, "main": "None", "threading": "None"})
 
     def check_threads_and_open_frames(self, python):
-        self.needs_312(python)
         counts = self.record(python, "threads.py", *QUIET_PROBES).count(
             "threads.py", by_tid=True)
         leaves = sorted((k.split(":")[0], n) for (tid, k), n in counts.items()
@@ -101,7 +146,6 @@ class InProcess(unittest.TestCase):
     def check_torch_ops_nest_in_frames(self, python):
         """Ops (uprobes) and Python frames (the agent) merged in time: each op
         runs under the frame that called it, as with record -p."""
-        self.needs_312(python)
         if not python.has_torch:
             self.skipTest(f"no PyTorch in {python}")
         out = self.record_path(python, "mlp.py", "--steps", "2")
@@ -129,7 +173,6 @@ class InProcess(unittest.TestCase):
     def check_killed_then_again(self, python):
         """SIGKILL of the recorder: the target goes on, its tool id is freed; a
         second recording (the agent already loaded) counts exactly."""
-        self.needs_312(python)
         w = ptg.Workload(python, "inproc_again.py")
         try:
             first = ptg.Recorder(["--in-process", "-p", str(w.pid), *QUIET_PROBES],
@@ -155,7 +198,7 @@ class InProcess(unittest.TestCase):
             w.kill()
         trace = ptg.Trace(out)
         self.assertEqual(trace.losses, [])
-        self.assertEqual(trace.count("inproc_again.py")["f:15"], 5919)
+        self.assertEqual(trace.count("inproc_again.py")["f:18"], 5919)
 
 
 ptg.per_interpreter(InProcess)

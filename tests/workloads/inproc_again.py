@@ -1,4 +1,5 @@
-"""record --in-process killed, then again: fib while recorded, and what sys.monitoring holds.
+"""record --in-process killed, then again: fib while recorded, and what sys.monitoring holds
+(3.11: the profile functions of this thread and of one that waits, and threading's hook).
 
 Each step waits for a line on stdin: go (the first recorder is attached),
 then (it was killed with SIGKILL) the tool ids still taken once the agent
@@ -6,7 +7,9 @@ has had its chance to take its own out, then (a second recorder is
 attached) fib again, then (it ended) the tool ids again.
 """
 import json
+import queue
 import sys
+import threading
 import time
 
 import gate
@@ -16,8 +19,22 @@ def f(n):
     return n if n < 2 else f(n - 1) + f(n - 2)
 
 
+def waiter(asks, answers):
+    """A thread that was there at the attach: its own sys.getprofile() on request."""
+    while asks.get():
+        answers.put(repr(sys.getprofile()))
+
+
+ASKS, ANSWERS = queue.Queue(), queue.Queue()
+
+
 def tools():
-    return {i: sys.monitoring.get_tool(i) for i in range(6) if sys.monitoring.get_tool(i)}
+    if hasattr(sys, "monitoring"):
+        return {i: sys.monitoring.get_tool(i) for i in range(6) if sys.monitoring.get_tool(i)}
+    ASKS.put(True)
+    held = {"main": sys.getprofile(), "waiter": ANSWERS.get(),
+            "threading": threading._profile_hook}
+    return {k: repr(v) for k, v in held.items() if v not in (None, "None")}
 
 
 def until_free(timeout=10.0):
@@ -29,6 +46,8 @@ def until_free(timeout=10.0):
 
 
 def main():
+    if not hasattr(sys, "monitoring"):
+        threading.Thread(target=waiter, args=(ASKS, ANSWERS), daemon=True).start()
     gate.wait_for_go()
     for _ in range(3):
         f(15)

@@ -63,13 +63,6 @@ int pymon__check(const struct py_interp *py, char *err, size_t errlen)
 		snprintf(err, errlen, "record --in-process: pid %d runs no Python", py->pid);
 		return -ENOEXEC;
 	}
-	if (py->version_hex < 0x030c0000) {
-		snprintf(err, errlen,
-			 "record --in-process needs sys.monitoring, Python 3.12+; pid %d runs "
-			 "Python %s",
-			 py->pid, py->version);
-		return -EPROTONOSUPPORT;
-	}
 	/* the agent's thread ids are its namespace's: ours only when the same */
 	if (!proc_ns_ids(py->pid, py->pid, &ids) && ids.levels > 1) {
 		snprintf(err, errlen,
@@ -509,8 +502,23 @@ static int send_setup(struct pymon *pm)
 	    .frame_code = layout_off(o->frame_code),
 	    .frame_localsplus = layout_off(o->frame_localsplus),
 	    .frameobj_frame = layout_off(o->frameobj_frame),
+	    .frame_prev_instr = -1,
 	    .ref_mask = PTG_PY_REF_MASK,
+	    .tstate_profilefunc = -1,
+	    .resume_where_mask = pm->py.info->resume_where_mask,
 	};
+	/*
+	 * 3.11's PyThreadState: c_profilefunc right after the cframe pointer
+	 * (Include/cpython/pystate.h); the agent checks it on its own thread state
+	 */
+	if (pm->py.version_hex < 0x030c0000 && s.layout.tstate_cframe >= 0) {
+		s.layout.tstate_profilefunc = s.layout.tstate_cframe + 8;
+		s.layout.frame_prev_instr = layout_off(o->frame_prev_instr);
+	}
+	for (int i = 0; i < PY_MAX_HANDLERS && i < (int)sizeof(s.layout.resume_ops) - 1; i++)
+		s.layout.resume_ops[i] = pm->py.ops.resume[i];
+	for (int i = 0; i < PY_MAX_HANDLERS && i < (int)sizeof(s.layout.yield_ops) - 1; i++)
+		s.layout.yield_ops[i] = pm->py.ops.yield[i];
 	snprintf(s.libpython, sizeof(s.libpython), "%s", pm->py.path);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;

@@ -2,7 +2,7 @@
 /*
  * `record --in-process`: the loader's side of the sys.monitoring agent
  * (agent/ptg_pymon_agent.c). Makes the shared ring (a sealed memfd), injects
- * the agent into one Python 3.12+ process, hands it the ring over a unix
+ * the agent into one Python 3.11+ process, hands it the ring over a unix
  * socket that only the target may use, and turns the agent's records into
  * the frame events of the stack engine (user/probes/pystack.c), in order
  * with the ring buffer's events (tracer__set_source()), so that every report
@@ -25,12 +25,13 @@ struct pymon_stats {
 	uint64_t bad;	     /* records that broke the protocol (ignored) */
 	uint64_t unresolved; /* code objects whose names could not be read */
 	uint64_t unmatched;  /* returns of frames that were not on the stack */
-	int tool_id;	     /* the sys.monitoring tool id the agent took, -1 if none */
+	int tool_id;	     /* the sys.monitoring tool id the agent took, -1 if none (3.11) */
 };
 
 /*
  * Why pid cannot be recorded in-process (a one-line reason in err), or 0:
- * Python 3.12+ (sys.monitoring), in our pid namespace (tids are ours).
+ * Python 3.11+ (sys.monitoring, or 3.11's profile function), in our pid
+ * namespace (tids are ours).
  */
 int pymon__check(const struct py_interp *py, char *err, size_t errlen);
 /*

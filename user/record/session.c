@@ -196,9 +196,11 @@ static int start(struct recording *rc)
 		if (!proc_ns_ids(rc->pid, rc->pid, &ids) && ids.levels > 1)
 			snprintf(ns, sizeof(ns), "container pid %u, ", ids.pid[ids.levels - 1]);
 		pymon__stats(rc->pm, &ms);
-		if (rc->pm)
+		if (rc->pm && ms.tool_id >= 0)
 			snprintf(how, sizeof(how), ", in-process: sys.monitoring tool id %d",
 				 ms.tool_id);
+		else if (rc->pm)
+			snprintf(how, sizeof(how), ", in-process: a C profile function");
 		pr_info("recording pid %d (%sPython %s, %s%s)", rc->pid, ns, rc->py.version,
 			rc->py.path, how);
 	} else if (!ret && !rc->o->quiet && rc->child) {
