@@ -20,9 +20,18 @@ import ptg
 from test_cuda_host import LIBDIR, Trace
 
 NOPY_CUDA = os.path.join(ptg.BUILD, "tests", "nopy_cuda")
+GATE = os.path.join(ptg.BUILD, "tests", "exec_gate")
 LIB = "libcuda.so.1"
 # what record says of a process that ran a library unprobed for a while
 WINDOW_NOTE = re.compile(r"libwatch: pid (\d+) (exec'd|had|has) .*not in the trace")
+# a thread other than the main one execs CHILD
+THREAD_EXEC = """import os, sys, threading
+print("ready", flush=True)
+sys.stdin.readline()
+t = threading.Thread(target=os.execv, args=(sys.executable, [sys.executable, "-c", sys.argv[1]]))
+t.start()
+t.join()
+"""
 CHILD = "import os\ndef g(i):\n    return i\nfor i in range(500):\n    g(i)\nprint('child', os.getpid(), flush=True)\n"
 
 
@@ -254,6 +263,82 @@ class TreeExecOnce(unittest.TestCase):
                 rec.proc.wait()
             if rec:
                 rec.proc.stderr.close()
+
+    def test_signals_while_held(self):
+        """-p GATE --children, GATE a C program held at its execs: each of 20
+        SIGUSR1 reaches it (exec_gate answers each), a SIGSTOP stops it as it
+        would untraced until SIGCONT, and it stays held: its exec into Python
+        is recorded from the first call."""
+        python = ptg.Python(ptg.ONCE)
+        out = os.path.join(self.tmp.name, "sig.ptg")
+        proc = subprocess.Popen([GATE, *python.argv(os.path.join(ptg.WORKLOADS, "fib.py"))],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            pid = int(proc.stdout.readline().split()[1])
+            rec = ptg.Recorder(["-p", str(pid), "--children"], out)
+            self.assertEqual(status(pid)[1], rec.proc.pid)
+            for i in range(1, 21):
+                os.kill(pid, signal.SIGUSR1)
+                self.assertEqual(proc.stdout.readline(), f"usr1 {i}\n")
+            os.kill(pid, signal.SIGSTOP)
+            self.assertTrue(ptg.wait_until(lambda: status(pid)[0] in "tT"), status(pid))
+            os.kill(pid, signal.SIGUSR1)
+            self.assertFalse(ptg.wait_until(lambda: False, timeout=0.3))
+            self.assertIn(status(pid)[0], "tT", "a stopped process stays stopped")
+            os.kill(pid, signal.SIGCONT)
+            self.assertEqual(proc.stdout.readline(), "usr1 21\n")
+            self.assertEqual(status(pid)[1], rec.proc.pid)
+            proc.stdin.write("go\n")
+            proc.stdin.close()
+            self.assertEqual(proc.stdout.read(), "done\n")
+            self.assertEqual(proc.wait(timeout=300), 0)
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+            rec.proc.stderr.close()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+        self.assertNotIn("could be held", rec.stderr)
+        counts = ptg.Trace(out).count("fib.py")
+        self.assertEqual((counts["f:7"], counts["<module>:1"]), (5919, 1))
+
+    def test_exec_by_another_thread(self):
+        """-p PID --children where a thread other than the main one (the one held)
+        execs: that exec is not held (the kernel gives the pid to the thread,
+        which is not under ptrace). It is said and counted, the new image is
+        caught as soon as can be and held from then on; its interpreter file
+        was probed already, so every call of it is in all the same."""
+        python = ptg.Python(ptg.ONCE)
+        wait = CHILD + "import sys\nsys.stdin.readline()\n"
+        w = subprocess.Popen([python.exe, "-c", THREAD_EXEC, wait], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+        out = os.path.join(self.tmp.name, "thread.ptg")
+        try:
+            self.assertEqual(w.stdout.readline(), "ready\n")
+            rec = ptg.Recorder(["-p", str(w.pid), "--children"], out)
+            w.stdin.write("go\n")
+            w.stdin.flush()
+            self.assertEqual(w.stdout.readline(), f"child {w.pid}\n")
+            self.assertTrue(ptg.wait_until(lambda: status(w.pid)[1] == rec.proc.pid),
+                            "held again after its exec")
+            w.stdin.write("end\n")
+            w.stdin.flush()
+            self.assertEqual(w.wait(timeout=60), 0)
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+            rec.proc.stderr.close()
+        finally:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+            w.stdin.close()
+            w.stdout.close()
+        self.assertIn("1 of 1 execs of the set ran before they could be held", rec.stderr)
+        trace = ptg.Trace(out)
+        self.assertEqual(trace.losses, [])
+        g = sum(1 for r in trace.records if r.kind == "py_enter" and r.name == "g"
+                and not r.flags & ptg.ENTER_RESUME)
+        self.assertEqual(g, 500, rec.stderr)
 
     def test_member_under_another_tracer(self):
         """-p A,B where another tracer holds B: one warning that names it and its

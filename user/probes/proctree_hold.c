@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -123,9 +124,17 @@ void tree_held_add_stopped(struct proctree *pt, pid_t pid)
 		launch__release(pid);
 }
 
+/* The thread that runs the recorder's loop (tree_hold_all()). */
+static pid_t loop_tid;
+
 static void on_sigchld(int sig)
 {
-	(void)sig;
+	int saved = errno;
+
+	/* another thread took it (the CUPTI reader): the loop to wake is on loop_tid */
+	if (loop_tid && (pid_t)syscall(SYS_gettid) != loop_tid)
+		syscall(SYS_tgkill, getpid(), loop_tid, sig);
+	errno = saved;
 }
 
 void tree_hold_all(struct proctree *pt)
@@ -134,11 +143,15 @@ void tree_hold_all(struct proctree *pt)
 	struct tree_held *h;
 
 	/*
-	 * Each stop of a held process (a fork waits for us) sends SIGCHLD: a
-	 * handler without SA_RESTART wakes the recorder's poll at once
-	 * instead of at its next timeout.
+	 * Each stop of a held process (a fork waits for us) sends SIGCHLD: it
+	 * ends the recorder's wait at once (tracer__wake_on()) instead of at
+	 * its next timeout.
 	 */
+	loop_tid = (pid_t)syscall(SYS_gettid);
 	sigaction(SIGCHLD, &sa, NULL);
+	if (tracer__wake_on(pt->t, SIGCHLD))
+		pr_warn("proctree: the recorder's wait is not woken by its held processes' stops: "
+			"each may wait up to its poll interval");
 	for (size_t i = 0; i < pt->nprocs; i++) {
 		struct tree_proc *p = &pt->procs[i];
 
@@ -257,13 +270,18 @@ void tree_exec_done(struct proctree *pt, pid_t pid)
 int tree_poll_held(struct proctree *pt)
 {
 	bool stopped = false;
+	size_t before;
 	int ret;
 
-	/* by pid, from the end: a process gone takes the last one's place */
-	for (size_t i = pt->nheld; i-- > 0;) {
-		if (i < pt->nheld && poll_one(pt, pt->held[i].pid) > 0)
-			stopped = true;
-	}
+	/* by pid, from the end: a process gone takes the last one's place; again for new children
+	 */
+	do {
+		before = pt->nheld;
+		for (size_t i = pt->nheld; i-- > 0;) {
+			if (i < pt->nheld && poll_one(pt, pt->held[i].pid) > 0)
+				stopped = true;
+		}
+	} while (pt->nheld > before);
 	if (!stopped)
 		return 0;
 	/* the exec events are in the ring buffer already: read now, they hold each */

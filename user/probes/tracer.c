@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* One shared ring buffer, per-thread stacks, dispatch to probe modules. */
 #include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +40,8 @@ struct tracer {
 	struct threads threads;	    /* of struct tracer_thread, at stable addresses */
 	struct tracer_thread *last; /* the previous event's thread, or NULL */
 	struct u64map born; /* pid -> when it was forked, for processes forked while recording */
+	bool wake;	    /* tracer__wake_on(): waits with wait_mask */
+	sigset_t wait_mask;
 };
 
 static int handle_event(void *ctx, void *data, size_t size)
@@ -276,6 +280,30 @@ static int map_ring(struct tracer *t)
 	return 0;
 }
 
+int tracer__wake_on(struct tracer *t, int sig)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	if (pthread_sigmask(SIG_BLOCK, &set, &t->wait_mask))
+		return -EINVAL;
+	sigdelset(&t->wait_mask, sig);
+	t->wake = true;
+	return 0;
+}
+
+/* ring_buffer__poll(), but the wake signal ends the wait whenever it came since the last one. */
+static int wait_ring(struct tracer *t, int timeout_ms)
+{
+	struct pollfd pfd = {.fd = ring_buffer__epoll_fd(t->rb), .events = POLLIN};
+	struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000};
+
+	if (ppoll(&pfd, 1, &ts, &t->wait_mask) < 0 && errno != EINTR)
+		return -errno;
+	return ring_buffer__consume(t->rb);
+}
+
 int tracer__poll(struct tracer *t, int timeout_ms)
 {
 	int n = map_ring(t);
@@ -284,6 +312,10 @@ int tracer__poll(struct tracer *t, int timeout_ms)
 		return n;
 	if (!t->rb)
 		return -EINVAL; /* no ring buffer (tracer__new with ringbuf_mb 0) */
+	if (t->wake && timeout_ms > 0) {
+		n = wait_ring(t, timeout_ms);
+		return t->err ?: n;
+	}
 	n = ring_buffer__poll(t->rb, timeout_ms);
 
 	/*
