@@ -8,12 +8,14 @@ lets each run on, untraced."""
 import collections
 import ctypes
 import os
+import random
 import re
 import shlex
 import shutil
 import signal
 import subprocess
 import tempfile
+import time
 import unittest
 
 import ptg
@@ -263,6 +265,41 @@ class TreeExecOnce(unittest.TestCase):
                 rec.proc.wait()
             if rec:
                 rec.proc.stderr.close()
+
+    def test_killed_at_random(self):
+        """kill -9 of the recorder of -p SH --children at random moments while the
+        shell forks and execs programs (python3 -c pass, /bin/true) one after the
+        other: each time, the shell and every process it has then run on,
+        untraced and not stopped, and the shell ends with all its programs run."""
+        rng = random.Random(15)
+        python = ptg.Python(ptg.ONCE)
+        loop = (f"echo ready; read go; for i in $(seq 10); do {python.shell()} -c pass; "
+                "/bin/true; done; echo end")
+        for _ in range(5):
+            sh = subprocess.Popen(["sh", "-c", loop], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+            rec = None
+            try:
+                self.assertEqual(sh.stdout.readline(), "ready\n")
+                rec = ptg.Recorder(["-p", str(sh.pid), "--children"],
+                                   os.path.join(self.tmp.name, "r.ptg"))
+                sh.stdin.write("go\n")
+                sh.stdin.flush()
+                time.sleep(rng.uniform(0, 0.3))
+                procs = [sh.pid] + descendants(sh.pid)
+                rec.proc.kill()
+                rec.proc.wait()
+                self.assert_let_go(procs + descendants(sh.pid))
+                self.assertEqual(sh.stdout.read(), "end\n")
+                self.assertEqual(sh.wait(timeout=60), 0)
+            finally:
+                if sh.poll() is None:
+                    sh.kill()
+                    sh.wait()
+                sh.stdin.close()
+                sh.stdout.close()
+                if rec:
+                    rec.proc.stderr.close()
 
     def test_signals_while_held(self):
         """-p GATE --children, GATE a C program held at its execs: each of 20
