@@ -187,6 +187,7 @@ void tree_exec(struct proctree *pt, struct tree_proc *p)
  */
 static void catch_running(struct proctree *pt, struct tree_proc *p)
 {
+	pid_t pid = p->pid;
 	struct tree_held *h;
 	struct py_interp py;
 	bool at_exec;
@@ -194,22 +195,27 @@ static void catch_running(struct proctree *pt, struct tree_proc *p)
 	int ret;
 
 	pt->exec_unheld++;
-	tree_hold(pt, p);
+	tree_hold(pt, p, true);
 	h = tree_held_of(pt, p->pid);
 	if (!h)
 		return; /* gone, or another tracer's: looked for at its first event */
 	h->in_exec = true;
-	ret = launch__stop_held(p->pid, &at_exec, &py, err, sizeof(err));
-	if (ret == -ESRCH || ret == -ECHILD) {
-		h->let_go = true;
-		tree_exec_done(pt, p->pid);
+	ret = tree_stop_held(pt, p->pid, &at_exec);
+	/* its forks meanwhile may have moved procs */
+	p = tree_find_proc(pt, pid);
+	if (ret || !p) {
+		/* gone (its exit, if it was reaped there, is its exit event's) */
+		h = tree_held_of(pt, pid);
+		if (h)
+			h->let_go = true;
+		tree_exec_done(pt, pid);
 		return;
 	}
+	ret = launch__examine(pid, &py, err, sizeof(err));
 	/* stopped at a later exec: the event of that one, read next, is done */
-	if (at_exec)
+	h = tree_held_of(pt, pid);
+	if (h && at_exec)
 		h->exec_stop_ts = now_ns(CLOCK_MONOTONIC);
-	/* stopped: what it forks from now on is held from birth */
-	launch__hold(p->pid, pt->children, true);
 	if (pt->exec_fn)
 		pt->exec_fn(pt->exec_ctx, p->pid, p->exec_ts);
 	take_image(pt, p, ret, &py);
@@ -319,6 +325,12 @@ static int on_proc(struct tracer *t, void *ctx, const struct ptg_event *e, size_
 			memcpy(p->world, parent->world, sizeof(p->world));
 		}
 		tree_read_identity(p);
+		/*
+		 * Forked by a thread that is not held (only a process's main
+		 * thread is): held from now on, before its exec most often
+		 */
+		if (pt->attached)
+			tree_hold(pt, p, true);
 		return tracer__set_proc_born(t, e->pid, e->ts);
 	case PTG_EV_PROC_EXEC:
 		p = tree_find_proc(pt, (pid_t)e->pid) ?: tree_new_proc(pt, (pid_t)e->pid, -1);
@@ -654,8 +666,8 @@ void proctree__summary(const struct proctree *pt, const char *reason, double sec
 	if (st.exec_unheld)
 		pr_warn("%u of %u execs of the set ran before they could be held (a process that "
 			"joined the set by its exec, one under another tracer, an exec by a thread "
-			"other than the main one): each was looked at as soon as could be, and "
-			"what it ran meanwhile may be missing",
+			"other than the main one, or of a process such a thread forked): each was "
+			"looked at as soon as could be, and what it ran meanwhile may be missing",
 			st.exec_unheld, st.exec_unheld + st.exec_held);
 	if (st.lost_procs || st.unrouted)
 		pr_warn("%llu process events lost, %llu Python events of "

@@ -93,35 +93,39 @@ static int name_tracer(pid_t pid, char *buf, size_t len)
 	return tp;
 }
 
-void tree_hold(struct proctree *pt, struct tree_proc *p)
+void tree_hold(struct proctree *pt, struct tree_proc *p, bool forks)
 {
+	struct tree_held *h;
 	char who[64];
-	int ret;
+	int ret, tp;
 
 	if (p->exited || p->no_hold || tree_held_of(pt, p->pid))
 		return;
-	ret = launch__hold(p->pid, pt->children, false);
+	ret = launch__hold(p->pid, forks && pt->children, false);
 	if (!ret) {
-		if (!held_add(pt, p->pid))
+		h = held_add(pt, p->pid);
+		if (!h)
 			launch__release(p->pid); /* out of memory: as if it could not be held */
+		else
+			h->held_since = now_ns(CLOCK_MONOTONIC);
 		return;
 	}
 	if (ret != -EPERM || p->other_tracer)
 		return; /* ESRCH: it ended, its exit event says so */
+	tp = name_tracer(p->pid, who, sizeof(who));
+	/* ours already: born under ptrace, its parent's fork stop not read yet */
+	if (tp == getpid()) {
+		held_add(pt, p->pid);
+		return;
+	}
 	/* EPERM with no tracer: it is exiting, and its exit event says so */
-	if (name_tracer(p->pid, who, sizeof(who)) <= 0)
+	if (tp <= 0)
 		return;
 	p->other_tracer = true;
 	pt->hold_refused++;
 	pr_warn("pid %d is under another tracer (%s): its execs are not held, what it execs "
 		"is recorded from when it is found and its first calls may be missing",
 		p->pid, who);
-}
-
-void tree_held_add_stopped(struct proctree *pt, pid_t pid)
-{
-	if (!held_add(pt, pid))
-		launch__release(pid);
 }
 
 /* The thread that runs the recorder's loop (tree_hold_all()). */
@@ -156,7 +160,7 @@ void tree_hold_all(struct proctree *pt)
 		struct tree_proc *p = &pt->procs[i];
 
 		if (pt->own_pid != p->pid) {
-			tree_hold(pt, p);
+			tree_hold(pt, p, true);
 			continue;
 		}
 		/* the -- CMD child is ours already, stopped at its exec: forks are added */
@@ -179,6 +183,21 @@ static void on_fork(struct proctree *pt, pid_t child)
 
 	if (bpf_map_lookup_elem(pt->set_fd, &key, &one) || !held_add(pt, child))
 		launch__drop_new(child);
+}
+
+int tree_stop_held(struct proctree *pt, pid_t pid, bool *at_exec)
+{
+	pid_t child = 0;
+	int ret = launch__interrupt(pid);
+
+	while (!ret) {
+		ret = launch__wait_interrupt(pid, at_exec, &child);
+		if (ret != LAUNCH_FORK)
+			break;
+		on_fork(pt, child);
+		ret = 0;
+	}
+	return ret;
 }
 
 /* A held process ended, or is ours no more. */
@@ -240,6 +259,9 @@ int tree_exec_stop(struct proctree *pt, pid_t pid, uint64_t exec_ts)
 	/* stopped at an exec after this event's: that stop handled this exec */
 	if (!h->at_exec && h->exec_stop_ts > exec_ts)
 		return 2;
+	/* held only after this exec (met at its fork event): caught as it runs */
+	if (!h->at_exec && h->held_since > exec_ts)
+		return 0;
 	for (;;) {
 		ret = poll_one(pt, pid);
 		if (ret)

@@ -63,6 +63,7 @@ struct tree_held {
 	bool let_go;	       /* let go once its exec stop is handled (the CUPTI agent's turn) */
 	bool own;	       /* the -- CMD child: its exit status is the recording's */
 	uint64_t exec_stop_ts; /* its last exec stop: an exec event before that is handled */
+	uint64_t held_since;   /* seized while it ran (0: from birth, or launched) */
 };
 
 struct proctree {
@@ -108,8 +109,11 @@ void tree_read_identity(struct tree_proc *p);
 /* user/probes/proctree_hold.c: every process of the set under ptrace, its execs held. */
 /* Takes every member under ptrace, once the set is filled (proctree__attach()). */
 void tree_hold_all(struct proctree *pt);
-/* Takes p under ptrace from now on; one another tracer holds is said, once. */
-void tree_hold(struct proctree *pt, struct tree_proc *p);
+/*
+ * Takes p under ptrace from now on, its forks too when forks (and
+ * --children); one another tracer holds is said, once.
+ */
+void tree_hold(struct proctree *pt, struct tree_proc *p, bool forks);
 /* The held entry of pid, or NULL. */
 struct tree_held *tree_held_of(struct proctree *pt, pid_t pid);
 /*
@@ -121,8 +125,11 @@ struct tree_held *tree_held_of(struct proctree *pt, pid_t pid);
 int tree_exec_stop(struct proctree *pt, pid_t pid, uint64_t exec_ts);
 /* The exec stop of pid is handled: it runs on, held, or is let go (let_go). */
 void tree_exec_done(struct proctree *pt, pid_t pid);
-/* pid, stopped at an exec by launch__catch_held(), is held from now on. */
-void tree_held_add_stopped(struct proctree *pt, pid_t pid);
+/*
+ * Stops held pid (launch__interrupt()), its forks meanwhile held from
+ * birth: 0 at that stop or at an exec (*at_exec), else -errno (gone).
+ */
+int tree_stop_held(struct proctree *pt, pid_t pid, bool *at_exec);
 /* Stops of the held processes: forks, exits, signals, exec stops (handled with tree_exec()). */
 int tree_poll_held(struct proctree *pt);
 /* The processes still held run on untraced (the end of recording). */

@@ -484,26 +484,45 @@ int launch__examine(pid_t pid, struct py_interp *py, char *err, size_t errlen)
 	return ret ? LAUNCH_EXEC_PYTHON : LAUNCH_EXEC_OTHER;
 }
 
-int launch__stop_held(pid_t pid, bool *at_exec, struct py_interp *py, char *err, size_t errlen)
+int launch__interrupt(pid_t pid)
 {
-	int status, ret;
+	return ptrace(PTRACE_INTERRUPT, pid, 0, 0) ? -errno : 0;
+}
 
-	err[0] = '\0';
+int launch__wait_interrupt(pid_t pid, bool *at_exec, pid_t *child)
+{
+	unsigned long msg;
+	int status, ret, ev;
+
 	*at_exec = false;
-	ret = ptrace(PTRACE_INTERRUPT, pid, 0, 0) ? -errno : 0;
-	/* a signal that stops it first is its own: passed on; an exec stop is a better stop */
-	while (!ret && !(ret = wait_stop(pid, &status))) {
-		if ((status >> 16) == PTRACE_EVENT_STOP)
-			break;
-		if ((status >> 16) == PTRACE_EVENT_EXEC) {
+	for (;;) {
+		ret = wait_stop(pid, &status);
+		if (ret)
+			return ret;
+		ev = status >> 16;
+		if (ev == PTRACE_EVENT_STOP)
+			return 0;
+		/* an exec stop is a better stop */
+		if (ev == PTRACE_EVENT_EXEC) {
 			*at_exec = true;
-			break;
+			return 0;
 		}
+		if (ev == PTRACE_EVENT_FORK || ev == PTRACE_EVENT_VFORK) {
+			msg = 0;
+			ptrace(PTRACE_GETEVENTMSG, pid, 0, &msg);
+			ret = cont(pid, PTRACE_CONT, 0);
+			if (ret)
+				return ret;
+			if (!msg)
+				continue;
+			*child = (pid_t)msg;
+			return LAUNCH_FORK;
+		}
+		/* a signal that stops it first is its own: passed on */
 		ret = cont(pid, PTRACE_CONT, stop_signal(status));
+		if (ret)
+			return ret;
 	}
-	if (ret)
-		return ret;
-	return launch__examine(pid, py, err, errlen);
 }
 
 int launch__drop_new(pid_t pid)

@@ -98,12 +98,15 @@ int launch__poll_held(pid_t pid, pid_t *child, int *wstatus);
 int launch__examine(pid_t pid, struct py_interp *py, char *err, size_t errlen);
 /*
  * A process of a set that exec'd before it was held (it joined the set by
- * that exec), just taken with launch__hold(): stops it, as
- * launch__catch_any() does, and examines its image (launch__examine()),
- * for launch__resume(). Where it exec'd again meanwhile, it is stopped at
- * that exec, *at_exec set. -ESRCH, -ECHILD: it is gone (or ours no more).
+ * that exec), held with launch__hold(): stopped with PTRACE_INTERRUPT, as
+ * launch__catch_any() does, then launch__wait_interrupt() until it is at
+ * that stop, for launch__examine(). 0 when stopped there, or at an exec
+ * (*at_exec: a later one, which is a better stop); LAUNCH_FORK when it
+ * forked first (*child under ptrace from birth; call it again); -ESRCH,
+ * -ECHILD: it is gone.
  */
-int launch__stop_held(pid_t pid, bool *at_exec, struct py_interp *py, char *err, size_t errlen);
+int launch__interrupt(pid_t pid);
+int launch__wait_interrupt(pid_t pid, bool *at_exec, pid_t *child);
 /*
  * A child born under ptrace (LAUNCH_FORK) that is not to be held: waits
  * for its first stop (it stops at once, seized) and lets it go.
