@@ -22,6 +22,11 @@ the packing of its events) and the same recorder with its callbacks in C
 its Python.h is there), in the same process, and checks that the recorders
 saw every call.
 
+With --inprocess on 3.12+, each round also times the work under
+`record --in-process -p` of each BINARY (the sys.monitoring agent, C
+callbacks, injected into this same process: the column next to `record -p`),
+and checks that its trace has every call of fib.
+
 A BINARY may be a script that sets the environment and execs ptrace-gpu:
 PTG_PYFRAME_NO_REGS=1 takes the frame from the thread state instead of the
 handler's register (docs/design.md), for an A/B of that alone.
@@ -138,11 +143,11 @@ class Target:
         self.proc.wait(timeout=30)
 
 
-def traced(target, binary, tmp, stats):
+def traced(target, binary, tmp, stats, extra=()):
     log = os.path.join(tmp, "record.log")
+    out = os.path.join(tmp, "out.ptg")
     with open(log, "w") as err:
-        rec = subprocess.Popen([binary, "record", "-p", str(target.pid), "-o",
-                                os.path.join(tmp, "out.ptg")],
+        rec = subprocess.Popen([binary, "record", *extra, "-p", str(target.pid), "-o", out],
                                stdout=subprocess.DEVNULL, stderr=err)
     deadline = time.monotonic() + 60
     while rec.poll() is None and time.monotonic() < deadline:
@@ -163,6 +168,12 @@ def traced(target, binary, tmp, stats):
             os.close(fd)
         rec.send_signal(signal.SIGINT)
         rec.wait(timeout=120)
+    if extra:
+        # every call of fib in the trace, as the target counted them
+        got = ptg.Trace(out).count("fib.py").get("fib:10", 0)
+        if got != calls:
+            raise RuntimeError(f"{binary} record {' '.join(extra)}: {got} calls of fib "
+                               f"recorded, {calls} made")
     if not stats:
         return cpu, None
     ns = sum(after[i][0] - before.get(i, (0, 0))[0] for i in after)
@@ -196,6 +207,9 @@ def main():
             modes.append("monitoring-c")
             env = dict(os.environ, PTG_MONCOST_DIR=python.path(moncost))
     inproc = {m: [] for m in modes}
+    # the agent of record --in-process, next to each binary's record -p
+    agent = a.inprocess and not a.stats and python.version >= (3, 12)
+    res_agent = {b: [] for b in a.binaries}
     target = Target(python, a.scale, env)
     try:
         target.run()  # warm-up: specialization, caches
@@ -205,6 +219,9 @@ def main():
                 for b in a.binaries:
                     v, per_call = traced(target, b, tmp, a.stats)
                     res[b].append((v if a.stats else v - base, per_call))
+                    if agent:
+                        v, _ = traced(target, b, tmp, False, ["--in-process"])
+                        res_agent[b].append(v - base)
                 for m in modes:
                     inproc[m].append(target.run(m)[0] - base)
     finally:
@@ -220,6 +237,10 @@ def main():
             extra = f", {statistics.median(p for _, p in res[b]):.2f} runs per call"
         print(f"{a.python} {b}: {what}: median {statistics.median(vals):,.0f} "
               f"[{', '.join(f'{v:.0f}' for v in vals)}]{extra}")
+        if res_agent[b]:
+            vals = res_agent[b]
+            print(f"{a.python} {b} --in-process: {what}: median "
+                  f"{statistics.median(vals):,.0f} [{', '.join(f'{v:.0f}' for v in vals)}]")
 
 
 if __name__ == "__main__":

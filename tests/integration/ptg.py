@@ -74,6 +74,11 @@ _agent = os.path.join(BUILD, "libptg_cupti.so")
 if "PTG_CUPTI_AGENT" not in os.environ and os.path.exists(_agent) and os.getuid() == 0 \
         and not root_alone(_agent):
     os.environ["PTG_CUPTI_AGENT"] = trusted_lib(_agent)
+# the same for the agent of record --in-process
+_agent = os.path.join(BUILD, "libptg_pymon.so")
+if "PTG_PYMON_AGENT" not in os.environ and os.path.exists(_agent) and os.getuid() == 0 \
+        and not root_alone(_agent):
+    os.environ["PTG_PYMON_AGENT"] = trusted_lib(_agent)
 CHROOTS = os.environ.get("PTG_CHROOT_DIR", "/var/cache/ptrace-gpu/chroots")
 PYENV = os.environ.get("PYENV_ROOT", "/root/.pyenv")
 

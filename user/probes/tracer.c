@@ -11,6 +11,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/threads.h"
 #include "base/u64map.h"
@@ -18,6 +19,8 @@
 #include "proc/procfs.h"
 
 #define MAX_HANDLERS 8
+/* how long after its timestamp a probe's event is surely in the ring buffer */
+#define SOURCE_LAG_NS 2000000ull
 
 struct handler {
 	uint16_t lo, hi;
@@ -40,17 +43,16 @@ struct tracer {
 	struct threads threads;	    /* of struct tracer_thread, at stable addresses */
 	struct tracer_thread *last; /* the previous event's thread, or NULL */
 	struct u64map born; /* pid -> when it was forked, for processes forked while recording */
-	bool wake;	    /* tracer__wake_on(): waits with wait_mask */
+	tracer_source_fn source; /* events from outside the ring buffer (record --in-process) */
+	void *source_ctx;
+	bool wake; /* tracer__wake_on(): waits with wait_mask */
 	sigset_t wait_mask;
 };
 
-static int handle_event(void *ctx, void *data, size_t size)
+int tracer__dispatch(struct tracer *t, const struct ptg_event *e, size_t size)
 {
-	const struct ptg_event *e = data;
-	struct tracer *t = ctx;
-
 	if (size < sizeof(*e) || t->err)
-		return 0;
+		return t->err;
 	t->events++;
 	if (e->ts > t->last_ts)
 		t->last_ts = e->ts;
@@ -61,7 +63,31 @@ static int handle_event(void *ctx, void *data, size_t size)
 		if (e->kind >= h->lo && e->kind <= h->hi)
 			t->err = h->fn(t, h->ctx, e, size);
 	}
+	return t->err;
+}
+
+/* What a source outside the ring buffer has up to upto_ts goes first. */
+static void pull_source(struct tracer *t, uint64_t upto_ts)
+{
+	if (t->source && !t->err)
+		t->err = t->source(t, t->source_ctx, upto_ts);
+}
+
+static int handle_event(void *ctx, void *data, size_t size)
+{
+	const struct ptg_event *e = data;
+	struct tracer *t = ctx;
+
+	if (size >= sizeof(*e))
+		pull_source(t, e->ts);
+	tracer__dispatch(t, e, size);
 	return 0;
+}
+
+void tracer__set_source(struct tracer *t, tracer_source_fn fn, void *ctx)
+{
+	t->source = fn;
+	t->source_ctx = ctx;
 }
 
 int tracer__new(struct trace_writer *w, unsigned int ringbuf_mb, uint64_t start_ts,
@@ -307,16 +333,17 @@ static int wait_ring(struct tracer *t, int timeout_ms)
 int tracer__poll(struct tracer *t, int timeout_ms)
 {
 	int n = map_ring(t);
+	uint64_t before;
 
 	if (n)
 		return n;
 	if (!t->rb)
 		return -EINVAL; /* no ring buffer (tracer__new with ringbuf_mb 0) */
-	if (t->wake && timeout_ms > 0) {
+	before = now_ns(CLOCK_MONOTONIC);
+	if (t->wake && timeout_ms > 0)
 		n = wait_ring(t, timeout_ms);
-		return t->err ?: n;
-	}
-	n = ring_buffer__poll(t->rb, timeout_ms);
+	else
+		n = ring_buffer__poll(t->rb, timeout_ms);
 
 	/*
 	 * Probes that fire often skip the wakeup (an interrupt per event) until
@@ -324,6 +351,13 @@ int tracer__poll(struct tracer *t, int timeout_ms)
 	 */
 	if (n == 0 || n == -EINTR)
 		n = ring_buffer__consume(t->rb);
+	/*
+	 * The source's events up to a while before this read: a probe's event
+	 * is in the ring buffer microseconds after its timestamp, so every one
+	 * older than that was read above, and the two stay in order.
+	 */
+	if (n >= 0 && before > SOURCE_LAG_NS)
+		pull_source(t, before - SOURCE_LAG_NS);
 	return t->err ?: n;
 }
 
@@ -333,6 +367,7 @@ int tracer__finish(struct tracer *t, uint64_t stop_ts)
 
 	if (err < 0)
 		return err;
+	pull_source(t, UINT64_MAX);
 	if (t->err)
 		return t->err;
 	if (stop_ts < t->last_ts)

@@ -54,6 +54,15 @@ typedef int (*tracer_handler_fn)(struct tracer *t, void *ctx, const struct ptg_e
 typedef int (*tracer_finish_fn)(struct tracer *t, void *ctx);
 
 /*
+ * A source of events outside the ring buffer (record --in-process: the
+ * agent's ring, user/probes/pymon.c): hands its events up to upto_ts, in
+ * their order, to tracer__dispatch(). Called before each ring-buffer event
+ * (with its timestamp), so that one thread's events of both stay in order;
+ * at each poll, up to a little before the poll began; at the end, for all.
+ */
+typedef int (*tracer_source_fn)(struct tracer *t, void *ctx, uint64_t upto_ts);
+
+/*
  * ringbuf_mb 0: no ring buffer and no BPF at all, for events that the caller
  * hands to the modules itself (a replay of recorded events, unit tests);
  * tracer__poll() then fails with -EINVAL.
@@ -69,6 +78,10 @@ int tracer__ringbuf_fd(const struct tracer *t);
  */
 int tracer__on(struct tracer *t, uint16_t lo, uint16_t hi, tracer_handler_fn fn,
 	       tracer_finish_fn finish, void *ctx);
+/* One source at most; fn NULL: none. */
+void tracer__set_source(struct tracer *t, tracer_source_fn fn, void *ctx);
+/* An event of the source, to the modules of its kind as a ring-buffer event goes. */
+int tracer__dispatch(struct tracer *t, const struct ptg_event *e, size_t size);
 struct trace_writer *tracer__writer(struct tracer *t);
 uint64_t tracer__start_ts(const struct tracer *t);
 /* When probes start to attach: frames already open are recorded as opened then. */

@@ -24,6 +24,7 @@ struct target;
 struct modpath;
 struct proctree;
 struct pyframe;
+struct pymon;
 struct sched;
 struct torchops;
 struct trace_writer;
@@ -48,6 +49,7 @@ struct record_opts {
 	bool no_cupti;
 	bool no_sched;
 	bool no_ops;
+	bool in_process; /* --in-process: Python calls from the sys.monitoring agent (pymon.h) */
 	struct steps_opts steps;
 	char **cmd;
 };
@@ -64,6 +66,7 @@ struct recording {
 	struct trace_writer *w;
 	struct tracer *tracer;
 	struct pyframe *pf;
+	struct pymon *pm; /* --in-process: instead of pf */
 	struct libwatch *libs;
 	struct cudaprobe *cuda;
 	struct cupti *cupti; /* GPU activity from the CUPTI agent in the target */

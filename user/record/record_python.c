@@ -19,6 +19,7 @@
 #include "probes/libwatch.h"
 #include "probes/modpath.h"
 #include "probes/pyframe.h"
+#include "probes/pymon.h"
 #include "probes/torchops.h"
 #include "proc/procfs.h"
 #include "record/record.h"
@@ -49,8 +50,13 @@ struct py_ahead {
 /* pyframe, then what reads the stacks it keeps: module paths and steps. */
 int record_open_python(struct recording *rc)
 {
-	int ret = pyframe__open(&rc->py, rc->tracer, &rc->pf);
+	int ret;
 
+	/* --in-process: the same events from the sys.monitoring agent */
+	if (rc->o->in_process)
+		ret = pymon__open(&rc->py, rc->tracer, rc->o->ringbuf_mb, rc->start_time, &rc->pm);
+	else
+		ret = pyframe__open(&rc->py, rc->tracer, &rc->pf);
 	if (!ret && !rc->o->no_ops)
 		ret = modpath__open(rc->tracer, &rc->py, &rc->mp);
 	if (!ret)

@@ -24,6 +24,7 @@
 #include "probes/modpath.h"
 #include "probes/proctree.h"
 #include "probes/pyframe.h"
+#include "probes/pymon.h"
 #include "probes/sched.h"
 #include "probes/torchops.h"
 #include "probes/tracer.h"
@@ -118,6 +119,10 @@ static int start(struct recording *rc)
 		ret = setup_target(rc, err, sizeof(err));
 	if (!ret)
 		cupti__set_target(rc->cupti, rc->pid, rc->child);
+	if (!ret && rc->o->in_process) {
+		rc->py.pid = rc->pid;
+		ret = pymon__check(&rc->py, err, sizeof(err));
+	}
 	if (ret) {
 		pr_err("%s", err[0] ? err : strerror(-ret));
 		return ret;
@@ -172,6 +177,8 @@ static int start(struct recording *rc)
 	}
 	if (!ret && rc->pf)
 		ret = pyframe__attach(rc->pf);
+	if (!ret && rc->pm)
+		ret = pymon__attach(rc->pm);
 	if (!ret && rc->sched)
 		ret = sched__attach(rc->sched);
 	if (!ret)
@@ -183,12 +190,17 @@ static int start(struct recording *rc)
 		ret = target__run(rc->tg);
 	if (!ret && !rc->o->quiet && rc->py.info) {
 		struct proc_ns_ids ids;
-		char ns[40] = "";
+		char ns[40] = "", how[64] = "";
+		struct pymon_stats ms;
 
 		if (!proc_ns_ids(rc->pid, rc->pid, &ids) && ids.levels > 1)
 			snprintf(ns, sizeof(ns), "container pid %u, ", ids.pid[ids.levels - 1]);
-		pr_info("recording pid %d (%sPython %s, %s)", rc->pid, ns, rc->py.version,
-			rc->py.path);
+		pymon__stats(rc->pm, &ms);
+		if (rc->pm)
+			snprintf(how, sizeof(how), ", in-process: sys.monitoring tool id %d",
+				 ms.tool_id);
+		pr_info("recording pid %d (%sPython %s, %s%s)", rc->pid, ns, rc->py.version,
+			rc->py.path, how);
 	} else if (!ret && !rc->o->quiet && rc->child) {
 		/* "recording pid" is said once Python runs, if ever: a launcher execs it next */
 		pr_info("started pid %d (%s), no Python yet: recording its CUDA calls, "
@@ -257,13 +269,15 @@ static uint64_t py_dropped(const struct recording *rc)
 {
 	struct proctree_stats ts;
 	struct pyframe_stats st;
+	struct pymon_stats ms;
 
 	if (rc->tree) {
 		proctree__stats(rc->tree, &ts);
 		return ts.dropped;
 	}
 	pyframe__stats(rc->pf, &st);
-	return st.dropped;
+	pymon__stats(rc->pm, &ms);
+	return st.dropped + ms.dropped;
 }
 
 /* Ends an unfinished status line, so that what comes next starts a line of its own. */
@@ -376,7 +390,7 @@ static void note_no_python(const struct recording *rc)
 	struct cudaprobe_stats cs = {};
 
 	/* several processes: proctree__summary() says which ran Python */
-	if (rc->pf || rc->tree)
+	if (rc->pf || rc->pm || rc->tree)
 		return;
 	if (rc->cuda)
 		cudaprobe__stats(rc->cuda, &cs);
@@ -413,6 +427,8 @@ static int finish(struct recording *rc)
 	if (target__let_go(rc->tg, &rc->child_status))
 		rc->child_reaped = true;
 	pyframe__detach(rc->pf);
+	/* the agent takes its callbacks out; what it wrote until then is still read */
+	pymon__stop(rc->pm);
 	proctree__detach(rc->tree);
 	if (rc->tree && rc->child && !rc->child_reaped)
 		rc->child_reaped = proctree__reap(rc->tree, rc->pid, &rc->child_status);
@@ -530,6 +546,7 @@ int record_run(const struct record_opts *opts, int *cmd_status)
 	if (target__let_go(rc.tg, &rc.child_status))
 		rc.child_reaped = true;
 	pyframe__destroy(rc.pf);
+	pymon__destroy(rc.pm);
 	record_python_free(&rc);
 	proctree__destroy(rc.tree);
 	cudaprobe__destroy(rc.cuda);

@@ -35,6 +35,8 @@ static const char *const lost_names[PTG_LOST_NR] = {
     [PTG_LOST_TRACE_WRITE] = "trace_write",
     [PTG_LOST_TRACE_TRUNCATED] = "trace_truncated",
     [PTG_LOST_PY_EXEC_UNFOLLOWED] = "py_exec_unfollowed",
+    [PTG_LOST_PY_INPROC_DROPPED] = "py_inproc_dropped",
+    [PTG_LOST_PY_INPROC_BAD] = "py_inproc_bad",
 };
 
 const char *ptg_lost_name(enum ptg_lost kind)

@@ -160,6 +160,8 @@ enum ptg_lost {
 	PTG_LOST_TRACE_TRUNCATED = 26,	     /* a trace read without its end marker */
 	PTG_LOST_PY_EXEC_UNFOLLOWED =
 	    27, /* execs of a -p/-- CMD target into a Python not followed */
+	PTG_LOST_PY_INPROC_DROPPED = 28, /* --in-process: the agent's ring was full */
+	PTG_LOST_PY_INPROC_BAD = 29,	 /* --in-process: records that broke the protocol */
 	PTG_LOST_NR
 };
 

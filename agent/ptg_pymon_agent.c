@@ -1,0 +1,573 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libptg_pymon.so: the agent of `record --in-process`. Loaded into a Python
+ * 3.12+ process by the loader (user/probes/pymon.c) through ptrace, it
+ * registers C callables as a sys.monitoring tool for the frame events
+ * (PY_START, PY_RESUME, PY_RETURN, PY_YIELD, PY_UNWIND, PY_THROW) and writes
+ * one 32-byte record per event into a ring the loader shares with it
+ * (agent/ptg_pymon_proto.h). Rules it keeps:
+ *  - the application never waits for the loader: a full ring drops (and
+ *    counts) records, and the thread whose record was dropped sends its
+ *    stack again with the next one;
+ *  - code objects are kept alive from their first sight until the session
+ *    ends, so the loader reads their names from /proc/PID/mem at leisure and
+ *    an address never means two code objects in one recording;
+ *  - when the loader closes the socket or dies, the agent's own thread takes
+ *    the GIL and takes everything out (events, callbacks, tool id, code
+ *    references, the ring) and stays loaded, idle, for a next session;
+ *  - signals go to the application's threads, never to the agent's.
+ * This file is the session, on the agent's own thread; the callbacks are
+ * ptg_pymon_callbacks.c. It is built without Python's headers, for every
+ * 3.12+ at once: the few
+ * C-API functions it calls are looked up at attach (dlsym), and references
+ * are counted with Py_IncRef / Py_DecRef, never the macros (immortal objects
+ * of 3.12+, the free-threaded builds' split counts).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ptg_pymon_agent.h"
+
+#define PTG_EXPORT __attribute__((visibility("default")))
+
+#define TOOL_NAME     "ptrace-gpu"
+#define FIRST_TOOL    2 /* cProfile's PROFILER_ID is 2 on 3.12+: it wins if it got there first */
+#define LAST_TOOL     5
+#define SETUP_WAIT_S  10
+#define CONSTANT_NONE 0	   /* Py_CONSTANT_NONE of Py_GetConstantBorrowed() (3.13+) */
+#define EXIT_WAIT_MS  2000 /* longest the interpreter's exit waits for the loader to read */
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static bool exit_hooked;
+static bool hung_up; /* the session's loader closed the socket */
+
+/* --- the session: the agent's own thread --- */
+
+static void *lookup(void *lib, const char *name)
+{
+	void *p = dlsym(RTLD_DEFAULT, name);
+
+	return p || !lib ? p : dlsym(lib, name);
+}
+
+/*
+ * The process's interpreter: exported to everyone by a static build or a
+ * libpython the executable links; an embedder's dlopen(RTLD_LOCAL) is
+ * reached through its path (only if already loaded: RTLD_NOLOAD).
+ */
+static int api_resolve(const char *libpython, char *msg, size_t len)
+{
+	void *lib = libpython[0] ? dlopen(libpython, RTLD_NOW | RTLD_NOLOAD) : NULL;
+	PyObject *(*constant)(unsigned int);
+
+	if (api.ok)
+		return 0;
+#define API(field, sym)                                                                            \
+	do {                                                                                       \
+		*(void **)&api.field = lookup(lib, sym);                                           \
+		if (!api.field) {                                                                  \
+			snprintf(msg, len, "no %s in the process (not CPython 3.12+?)", sym);      \
+			return -ENOENT;                                                            \
+		}                                                                                  \
+	} while (0)
+	API(IsInitialized, "Py_IsInitialized");
+	API(GILState_Ensure, "PyGILState_Ensure");
+	API(GILState_Release, "PyGILState_Release");
+	API(ImportModule, "PyImport_ImportModule");
+	API(GetAttrString, "PyObject_GetAttrString");
+	API(CallMethod, "PyObject_CallMethod");
+	API(CFunction_NewEx, "PyCFunction_NewEx");
+	API(Long_AsLong, "PyLong_AsLong");
+	API(IncRef, "Py_IncRef");
+	API(DecRef, "Py_DecRef");
+	API(Err_Clear, "PyErr_Clear");
+	API(Eval_GetFrame, "PyEval_GetFrame");
+	API(Frame_GetBack, "PyFrame_GetBack");
+	API(Frame_GetCode, "PyFrame_GetCode");
+	API(ThreadState_Get, "PyThreadState_Get");
+#undef API
+	*(void **)&api.IsFinalizing = lookup(lib, "Py_IsFinalizing");
+	if (!api.IsFinalizing)
+		*(void **)&api.IsFinalizing = lookup(lib, "_Py_IsFinalizing");
+	*(void **)&api.AtExit = lookup(lib, "Py_AtExit");
+	*(void **)&constant = lookup(lib, "Py_GetConstantBorrowed");
+	api.none = constant ? constant(CONSTANT_NONE) : lookup(lib, "_Py_NoneStruct");
+	if (!api.none) {
+		snprintf(msg, len, "no None object found in the process");
+		return -ENOENT;
+	}
+	api.ok = true;
+	return 0;
+}
+
+/* One method call of sys.monitoring; false (the exception cleared) when it raised. */
+static bool mon_call(PyObject *mon, const char *name, const char *fmt, int a, long b, PyObject *c,
+		     PyObject **out)
+{
+	PyObject *r;
+
+	if (!strcmp(fmt, "i"))
+		r = api.CallMethod(mon, name, fmt, a);
+	else if (!strcmp(fmt, "is"))
+		r = api.CallMethod(mon, name, fmt, a, TOOL_NAME);
+	else if (!strcmp(fmt, "il"))
+		r = api.CallMethod(mon, name, fmt, a, b);
+	else
+		r = api.CallMethod(mon, name, fmt, a, (int)b, c);
+	if (!r) {
+		api.Err_Clear();
+		return false;
+	}
+	if (out)
+		*out = r;
+	else
+		api.DecRef(r);
+	return true;
+}
+
+static PyObject *import_monitoring(void)
+{
+	PyObject *sys = api.ImportModule("sys"), *mon;
+
+	if (!sys) {
+		api.Err_Clear();
+		return NULL;
+	}
+	mon = api.GetAttrString(sys, "monitoring");
+	api.DecRef(sys);
+	if (!mon)
+		api.Err_Clear();
+	return mon;
+}
+
+/*
+ * The first of tool ids 2..5 that nobody uses, or one named ours: this
+ * agent's in a process forked while it recorded (the child inherits the
+ * registration, and its callbacks are quiet there; see fork_child()).
+ */
+static int take_tool(PyObject *mon)
+{
+	for (int id = FIRST_TOOL; id <= LAST_TOOL; id++) {
+		PyObject *name = NULL;
+		bool free_ = false, ours = false;
+
+		if (!mon_call(mon, "get_tool", "i", id, 0, NULL, &name))
+			continue;
+		free_ = name == api.none;
+		if (!free_) {
+			PyObject *eq = api.CallMethod(name, "__eq__", "s", TOOL_NAME);
+
+			ours = eq && api.Long_AsLong(eq) == 1;
+			if (eq)
+				api.DecRef(eq);
+			api.Err_Clear();
+		}
+		api.DecRef(name);
+		if (ours && mon_call(mon, "free_tool_id", "i", id, 0, NULL, NULL))
+			free_ = true;
+		if (free_ && mon_call(mon, "use_tool_id", "is", id, 0, NULL, NULL))
+			return id;
+	}
+	return -1;
+}
+
+/* Events off, callbacks out, the tool id free: the target as it was. Under the GIL. */
+static void uninstall(PyObject *mon)
+{
+	if (ag.tool < 0)
+		return;
+	mon_call(mon, "set_events", "il", ag.tool, 0, NULL, NULL);
+	for (int i = 0; i < 6; i++) {
+		if (ag.events[i])
+			mon_call(mon, "register_callback", "iiO", ag.tool, ag.events[i], api.none,
+				 NULL);
+	}
+	mon_call(mon, "free_tool_id", "i", ag.tool, 0, NULL, NULL);
+	ag.tool = -1;
+}
+
+/*
+ * Whether callbacks run one at a time: no sys._is_gil_enabled() (before
+ * 3.13), or it says so (a free-threaded build that re-enabled its GIL keeps
+ * it for the rest of the process).
+ */
+static bool gil_enabled(void)
+{
+	PyObject *sys = api.ImportModule("sys"), *r;
+	bool on = true;
+
+	if (!sys) {
+		api.Err_Clear();
+		return false; /* cannot tell: the safe way */
+	}
+	r = api.CallMethod(sys, "_is_gil_enabled", NULL);
+	if (r) {
+		on = r != api.none && api.Long_AsLong(r) == 1;
+		api.DecRef(r);
+	}
+	api.Err_Clear();
+	api.DecRef(sys);
+	return on;
+}
+
+/* Takes a tool id, registers the callbacks, turns the events on. Under the GIL. */
+static int install(char *msg, size_t len)
+{
+	PyObject *mon = import_monitoring(), *events = NULL;
+	long mask = 0;
+	int err = 0;
+
+	if (!mon) {
+		snprintf(msg, len, "the process has no sys.monitoring (Python 3.12+ needed)");
+		return -ENOENT;
+	}
+	events = api.GetAttrString(mon, "events");
+	for (int i = 0; events && i < 6; i++) {
+		PyObject *v = api.GetAttrString(events, event_names[i]);
+
+		ag.events[i] = v ? api.Long_AsLong(v) : 0;
+		if (v)
+			api.DecRef(v);
+		api.Err_Clear();
+		if (ag.events[i] <= 0)
+			events = NULL;
+		mask |= ag.events[i];
+	}
+	if (!events) {
+		snprintf(msg, len, "sys.monitoring.events lacks the frame events");
+		err = -ENOENT;
+		goto out;
+	}
+	api.DecRef(events);
+	cb_gil = gil_enabled();
+	ag.tool = take_tool(mon);
+	if (ag.tool < 0) {
+		snprintf(msg, len,
+			 "sys.monitoring tool ids %d..%d are all in use (a profiler, debugger or "
+			 "coverage tool holds them)",
+			 FIRST_TOOL, LAST_TOOL);
+		err = -EBUSY;
+		goto out;
+	}
+	for (int i = 0; !err && i < 6; i++) {
+		if (!ag.fns[i] && !(ag.fns[i] = api.CFunction_NewEx(&defs[i], NULL, NULL)))
+			api.Err_Clear();
+		if (!ag.fns[i] || !mon_call(mon, "register_callback", "iiO", ag.tool, ag.events[i],
+					    ag.fns[i], NULL))
+			err = -EINVAL;
+	}
+	if (!err && !mon_call(mon, "set_events", "il", ag.tool, mask, NULL, NULL))
+		err = -EINVAL;
+	if (err) {
+		snprintf(msg, len, "sys.monitoring refused the callbacks of tool id %d", ag.tool);
+		uninstall(mon);
+	}
+out:
+	api.DecRef(mon);
+	return err;
+}
+
+static int connect_loader(void)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	struct timeval tv = {SETUP_WAIT_S, 0};
+	size_t n = strlen(ag.sock_name);
+	int fd;
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* an abstract name: no file to clean up if either side dies */
+	memcpy(a.sun_path + 1, ag.sock_name, n);
+	if (connect(fd, (struct sockaddr *)&a,
+		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n))) {
+		close(fd);
+		return -errno;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	ag.sock = fd;
+	return 0;
+}
+
+/* The setup message and the ring's memfd; the ring mapped. */
+static int receive_ring(struct ptg_pymon_setup *s, char *msg, size_t len)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = {.iov_base = s, .iov_len = sizeof(*s)};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf)};
+	struct ptg_pymon_ring *r;
+	struct cmsghdr *c;
+	struct stat st;
+	ssize_t n;
+	int fd = -1;
+
+	n = recvmsg(ag.sock, &mh, MSG_WAITALL | MSG_CMSG_CLOEXEC);
+	c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
+	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+	    c->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(&fd, CMSG_DATA(c), sizeof(fd));
+	if (n != (ssize_t)sizeof(*s) || fd < 0 || s->version != PTG_PYMON_PROTO_VERSION) {
+		if (fd >= 0)
+			close(fd);
+		snprintf(msg, len, "no valid setup from the loader");
+		return -EPROTO;
+	}
+	s->libpython[sizeof(s->libpython) - 1] = '\0';
+	if (fstat(fd, &st) || st.st_size < (off_t)PTG_PYMON_RECS_OFF) {
+		close(fd);
+		snprintf(msg, len, "the ring's memfd is too small");
+		return -EPROTO;
+	}
+	r = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (r == MAP_FAILED) {
+		snprintf(msg, len, "cannot map the ring: %s", strerror(errno));
+		return -ENOMEM;
+	}
+	if (r->magic != PTG_PYMON_MAGIC || r->rec_size != sizeof(struct ptg_pymon_rec) ||
+	    !r->nrecs || (r->nrecs & (r->nrecs - 1)) ||
+	    r->nrecs > ((uint64_t)st.st_size - PTG_PYMON_RECS_OFF) / sizeof(struct ptg_pymon_rec)) {
+		munmap(r, (size_t)st.st_size);
+		snprintf(msg, len, "the ring's header does not fit its memfd");
+		return -EPROTO;
+	}
+	ag.ring = r;
+	ag.map_len = (size_t)st.st_size;
+	return 0;
+}
+
+static void send_status(int state, const char *msg)
+{
+	struct ptg_pymon_status st = {.version = PTG_PYMON_PROTO_VERSION,
+				      .state = state,
+				      .tool_id = ag.tool,
+				      .pid = (uint32_t)getpid()};
+
+	snprintf(st.msg, sizeof(st.msg), "%s", msg);
+	/* MSG_NOSIGNAL: a dead loader must not SIGPIPE the application */
+	if (send(ag.sock, &st, sizeof(st), MSG_NOSIGNAL) != (ssize_t)sizeof(st)) {
+		/* the loader is gone: the wait for its hang-up ends at once */
+	}
+}
+
+/* The loader closed the socket, or died: nothing it sends matters, only its end. */
+static void wait_hangup(void)
+{
+	struct pollfd p = {.fd = ag.sock, .events = POLLIN};
+	char buf[64];
+
+	for (;;) {
+		if (poll(&p, 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return;
+		}
+		ssize_t n = recv(ag.sock, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+			return;
+	}
+}
+
+/*
+ * The end of Py_Finalize: the loader reads a code object's names from our
+ * memory when it reads the record, a few milliseconds later; a process that
+ * exits at once would take the names of its last calls with it. Waits,
+ * at most EXIT_WAIT_MS, until the loader has read every record (as the CUPTI
+ * agent waits for its last flush at exit).
+ */
+static void exit_wait(void)
+{
+	struct ptg_pymon_ring *r = __atomic_load_n(&cb_ring, __ATOMIC_ACQUIRE);
+	struct timespec ms = {0, 1000000};
+
+	/* a loader that hung up (or died) reads nothing more */
+	for (int i = 0; r && !__atomic_load_n(&hung_up, __ATOMIC_ACQUIRE) && i < EXIT_WAIT_MS;
+	     i++) {
+		if (__atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) >=
+		    __atomic_load_n(&r->head, __ATOMIC_ACQUIRE))
+			return;
+		nanosleep(&ms, NULL);
+		r = __atomic_load_n(&cb_ring, __ATOMIC_ACQUIRE);
+	}
+}
+
+static bool finalizing(void)
+{
+	return !api.IsInitialized() || (api.IsFinalizing && api.IsFinalizing());
+}
+
+static void session_end(void)
+{
+	if (ag.ring)
+		munmap(ag.ring, ag.map_len);
+	ag.ring = NULL;
+	if (ag.sock >= 0)
+		close(ag.sock);
+	ag.sock = -1;
+	pthread_mutex_lock(&ag.lock);
+	ag.state = S_IDLE;
+	pthread_mutex_unlock(&ag.lock);
+}
+
+static void *session_main(void *arg)
+{
+	static struct ptg_pymon_setup setup; /* 4 KiB: not on this thread's stack */
+	char msg[256] = "";
+	PyObject *mon;
+	int err, g;
+
+	(void)arg;
+	err = connect_loader();
+	if (err) {
+		session_end();
+		return NULL;
+	}
+	err = receive_ring(&setup, msg, sizeof(msg))
+		  ?: api_resolve(setup.libpython, msg, sizeof(msg));
+	if (!err && finalizing()) {
+		snprintf(msg, sizeof(msg), "the interpreter is not running (starting or exiting)");
+		err = -ESRCH;
+	}
+	if (!err && !(ag.codes = codeset_new(MIN_CODES))) {
+		snprintf(msg, sizeof(msg), "out of memory");
+		err = -ENOMEM;
+	}
+	if (!err) {
+		/* this thread's own GIL turn: no bytecode of the main thread is needed */
+		g = api.GILState_Ensure();
+		if (!exit_hooked && api.AtExit)
+			exit_hooked = !api.AtExit(exit_wait);
+		cb_recs = (struct ptg_pymon_rec *)((char *)ag.ring + PTG_PYMON_RECS_OFF);
+		cb_mask = ag.ring->nrecs - 1;
+		cb_tail = 0;
+		lay = setup.layout;
+		lay_ok = 0;
+		__atomic_store_n(&hung_up, false, __ATOMIC_RELEASE);
+		__atomic_fetch_add(&cb_gen, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&cb_ring, ag.ring, __ATOMIC_RELEASE);
+		err = install(msg, sizeof(msg));
+		if (err)
+			__atomic_store_n(&cb_ring, NULL, __ATOMIC_RELEASE);
+		api.GILState_Release(g);
+	}
+	send_status(err ? PTG_PYMON_FAILED : PTG_PYMON_ACTIVE, err ? msg : "recording");
+	if (!err)
+		wait_hangup();
+	__atomic_store_n(&hung_up, true, __ATOMIC_RELEASE);
+	/* an interpreter that exits takes the callbacks with it; its GIL may never come back */
+	if (api.ok && ag.codes && !finalizing()) {
+		g = api.GILState_Ensure();
+		mon = import_monitoring();
+		if (mon) {
+			uninstall(mon);
+			api.DecRef(mon);
+		}
+		/* under the GIL and with the events off, no callback runs any more */
+		__atomic_store_n(&cb_ring, NULL, __ATOMIC_RELEASE);
+		drop_codes();
+		api.GILState_Release(g);
+	} else {
+		__atomic_store_n(&cb_ring, NULL, __ATOMIC_RELEASE);
+	}
+	session_end();
+	return NULL;
+}
+
+/*
+ * A forked child (multiprocessing, a DataLoader worker) inherits the
+ * registered callbacks and a mapping of its parent's ring: its callbacks go
+ * quiet and the ring is unmapped (fork() left only this thread, so no
+ * callback runs now). Its tool id stays taken until a session of its own
+ * finds it by name.
+ */
+static void fork_child(void)
+{
+	cb_ring = NULL;
+	if (ag.ring)
+		munmap(ag.ring, ag.map_len);
+	ag.ring = NULL;
+	if (ag.sock >= 0)
+		close(ag.sock);
+	ag.sock = -1;
+	ag.tool = -1;
+	ag.state = S_IDLE;
+	ag.codes = NULL; /* the references are the child's to keep: a few code objects */
+	ag.nold = 0;
+	ag.ncodes = 0;
+	pthread_mutex_init(&ag.lock, NULL);
+}
+
+static void agent_init(void)
+{
+	pthread_atfork(NULL, NULL, fork_child);
+}
+
+/* record --in-process: called through ptrace after dlopen. 0 started, 1 busy, < 0 -errno. */
+PTG_EXPORT int ptg_pymon_attach(const char *socket_name)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	pthread_t t;
+	int err;
+
+	if (!socket_name || !socket_name[0] || strlen(socket_name) >= sizeof(ag.sock_name) - 1)
+		return -EINVAL;
+	pthread_once(&init_once, agent_init);
+	/*
+	 * the last session's thread may be taking its callbacks out just now: a
+	 * moment for it (bounded: it may need the GIL this stopped thread holds)
+	 */
+	for (int i = 0; i < 200 && __atomic_load_n(&hung_up, __ATOMIC_ACQUIRE) &&
+			__atomic_load_n(&ag.state, __ATOMIC_ACQUIRE) != S_IDLE;
+	     i++)
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+	pthread_mutex_lock(&ag.lock);
+	if (ag.state != S_IDLE) {
+		pthread_mutex_unlock(&ag.lock);
+		return 1;
+	}
+	ag.state = S_BUSY;
+	pthread_mutex_unlock(&ag.lock);
+	strcpy(ag.sock_name, socket_name);
+	/* the caller is a thread stopped anywhere: everything happens on the agent's thread */
+	sigfillset(&all);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(&t, &attr, session_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (err) {
+		pthread_mutex_lock(&ag.lock);
+		ag.state = S_IDLE;
+		pthread_mutex_unlock(&ag.lock);
+		return -err;
+	}
+	pthread_setname_np(t, "ptg-pymon");
+	return 0;
+}

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the two halves of libptg_pymon.so share: the callbacks that run in
+ * the application's threads (ptg_pymon_callbacks.c) and the session on the
+ * agent's own thread (ptg_pymon_agent.c). Nothing here is exported.
+ */
+#ifndef PTG_PYMON_AGENT_H
+#define PTG_PYMON_AGENT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ptg_pymon_proto.h"
+
+#define MIN_CODES 1024
+/* enum ptg_snapshot_reason (include/ptrace_gpu/events.h) */
+#define SNAP_FIRST  1
+#define SNAP_RESYNC 2
+
+typedef struct _object PyObject;
+
+/* PyMethodDef, as every CPython since 3.0 lays it out */
+struct method_def {
+	const char *name;
+	void *meth;
+	int flags;
+	const char *doc;
+};
+
+/* The C API the agent calls, looked up once (api_resolve()). */
+struct pymon_api {
+	bool ok;
+	int (*IsInitialized)(void);
+	int (*IsFinalizing)(void);
+	int (*GILState_Ensure)(void);
+	void (*GILState_Release)(int);
+	PyObject *(*ImportModule)(const char *);
+	PyObject *(*GetAttrString)(PyObject *, const char *);
+	PyObject *(*CallMethod)(PyObject *, const char *, const char *, ...);
+	PyObject *(*CFunction_NewEx)(struct method_def *, PyObject *, PyObject *);
+	long (*Long_AsLong)(PyObject *);
+	void (*IncRef)(PyObject *);
+	void (*DecRef)(PyObject *);
+	void (*Err_Clear)(void);
+	PyObject *(*Eval_GetFrame)(void);
+	PyObject *(*Frame_GetBack)(PyObject *);
+	PyObject *(*Frame_GetCode)(PyObject *);
+	void *(*ThreadState_Get)(void);
+	int (*AtExit)(void (*)(void));
+	PyObject *none;
+};
+extern struct pymon_api api;
+
+enum session_state { S_IDLE, S_BUSY };
+
+/* The code objects kept alive: open addressing, read without the lock (see keep()). */
+struct codeset {
+	PyObject **slots;
+	size_t cap;
+};
+
+/* The agent: its session, its code set. */
+struct pymon_agent {
+	pthread_mutex_t lock; /* state, and the code set's writers */
+	enum session_state state;
+	char sock_name[108];
+	int sock;
+	struct ptg_pymon_ring *ring;
+	size_t map_len;
+	int tool;
+	PyObject *fns[6];
+	long events[6];
+	struct codeset *codes; /* the current table (atomic), older ones in old[] */
+	struct codeset *old[48];
+	int nold;
+	size_t ncodes;
+};
+extern struct pymon_agent ag;
+
+/* What the callbacks read: the ring of the active session, or NULL. */
+extern struct ptg_pymon_ring *cb_ring;
+extern struct ptg_pymon_rec *cb_recs;
+extern uint64_t cb_mask;
+extern uint32_t cb_gen;	 /* +1 per session: a thread's first event in it sends its stack */
+extern uint64_t cb_tail; /* the loader's tail as last read */
+extern struct ptg_pymon_layout lay; /* where a frame's first local is */
+extern int lay_ok;		    /* lay checked: 1 good, -1 not, 0 not yet */
+extern bool cb_gil;		    /* the interpreter has a GIL: one callback at a time */
+
+/* The sys.monitoring events, by name, and the callbacks for them, in the same order. */
+extern const char *const event_names[6];
+extern struct method_def defs[6];
+
+/* An empty code set of cap slots (a power of two), or NULL. */
+struct codeset *codeset_new(size_t cap);
+/* The code references dropped and the tables freed. Under the GIL, the callbacks out. */
+void drop_codes(void);
+
+#endif /* PTG_PYMON_AGENT_H */

@@ -1,0 +1,380 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libptg_pymon.so's callbacks (ptg_pymon_agent.c has the rest): what runs
+ * in the application's threads at each frame event. One record per event
+ * into the ring, never a wait for the loader; each code object kept alive
+ * at its first sight; the thread's stack sent with its first event and
+ * after a drop.
+ */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ptg_pymon_agent.h"
+
+#define METH_FASTCALL_ 0x0080
+
+struct pymon_api api;
+struct pymon_agent ag = {.lock = PTHREAD_MUTEX_INITIALIZER, .sock = -1, .tool = -1};
+
+/* What the callbacks read: the ring of the active session, or NULL. */
+struct ptg_pymon_ring *cb_ring;
+struct ptg_pymon_rec *cb_recs;
+uint64_t cb_mask;
+uint32_t cb_gen;	     /* +1 per session: a thread's first event in it sends its stack */
+uint64_t cb_tail;	     /* the loader's tail as last read */
+struct ptg_pymon_layout lay; /* where a frame's first local is */
+int lay_ok;		     /* lay checked: 1 good, -1 not, 0 not yet */
+bool cb_gil;		     /* the interpreter has a GIL: one callback at a time */
+
+static __thread uint32_t t_gen, t_tid;
+static __thread uint16_t t_snap; /* enum ptg_snapshot_reason owed, 0 if none */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static size_t code_hash(const PyObject *code, size_t cap)
+{
+	return ((uintptr_t)code >> 4) * 0x9e3779b97f4a7c15ull & (cap - 1);
+}
+
+static bool codeset_has(const struct codeset *cs, const PyObject *code)
+{
+	for (size_t h = code_hash(code, cs->cap);; h = (h + 1) & (cs->cap - 1)) {
+		PyObject *s = __atomic_load_n(&cs->slots[h], __ATOMIC_ACQUIRE);
+
+		if (s == code)
+			return true;
+		if (!s)
+			return false;
+	}
+}
+
+static void codeset_put(struct codeset *cs, PyObject *code)
+{
+	size_t h = code_hash(code, cs->cap);
+
+	while (cs->slots[h])
+		h = (h + 1) & (cs->cap - 1);
+	__atomic_store_n(&cs->slots[h], code, __ATOMIC_RELEASE);
+}
+
+struct codeset *codeset_new(size_t cap)
+{
+	struct codeset *cs = malloc(sizeof(*cs));
+
+	if (cs && !(cs->slots = calloc(cap, sizeof(*cs->slots)))) {
+		free(cs);
+		cs = NULL;
+	}
+	if (cs)
+		cs->cap = cap;
+	return cs;
+}
+
+/*
+ * A larger table, published once full: readers without the lock may still
+ * look in the old one (free-threaded builds run callbacks in parallel), so
+ * old tables are freed only when the session ends.
+ */
+static struct codeset *codeset_grow(struct codeset *cs)
+{
+	struct codeset *n;
+
+	if (ag.nold == (int)(sizeof(ag.old) / sizeof(ag.old[0])))
+		return NULL;
+	n = codeset_new(cs->cap * 2);
+	if (!n)
+		return NULL;
+	for (size_t i = 0; i < cs->cap; i++) {
+		if (cs->slots[i])
+			codeset_put(n, cs->slots[i]);
+	}
+	ag.old[ag.nold++] = cs;
+	__atomic_store_n(&ag.codes, n, __ATOMIC_RELEASE);
+	return n;
+}
+
+/* The code object lives until the session ends: one reference at its first sight. */
+static void keep(PyObject *code)
+{
+	struct codeset *cs = __atomic_load_n(&ag.codes, __ATOMIC_ACQUIRE);
+
+	if (!cs || codeset_has(cs, code))
+		return;
+	pthread_mutex_lock(&ag.lock);
+	cs = ag.codes;
+	if (cs && !codeset_has(cs, code) && (ag.ncodes + 1) * 2 > cs->cap)
+		cs = codeset_grow(cs);
+	/* no room (cannot be short of memory): unkept, its name may read as unknown */
+	if (cs && !codeset_has(cs, code)) {
+		api.IncRef(code);
+		codeset_put(cs, code);
+		ag.ncodes++;
+	}
+	pthread_mutex_unlock(&ag.lock);
+}
+
+/*
+ * Room for n records, from the loader's tail as last seen: its cache line
+ * is read again only when the ring looks full, not at every call.
+ */
+static bool room(struct ptg_pymon_ring *r, uint64_t h, uint64_t n)
+{
+	uint64_t t = __atomic_load_n(&cb_tail, __ATOMIC_RELAXED);
+
+	if (h - t + n <= cb_mask + 1)
+		return true;
+	t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+	__atomic_store_n(&cb_tail, t, __ATOMIC_RELAXED);
+	return h - t + n <= cb_mask + 1;
+}
+
+/*
+ * n consecutive records, or false (the event counted as dropped) when the
+ * loader has not made room for them. Under a GIL the callbacks take turns: a plain add; a
+ * free-threaded build's run at once: a compare-and-swap.
+ */
+static bool reserve(struct ptg_pymon_ring *r, uint64_t n, uint64_t *idx)
+{
+	uint64_t h = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
+
+	do {
+		if (!room(r, h, n)) {
+			/* one event lost (a stack that came with it is sent again) */
+			__atomic_fetch_add(&r->dropped, 1, __ATOMIC_RELAXED);
+			return false;
+		}
+		if (cb_gil) {
+			__atomic_store_n(&r->head, h + n, __ATOMIC_RELAXED);
+			break;
+		}
+	} while (!__atomic_compare_exchange_n(&r->head, &h, h + n, true, __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	*idx = h;
+	return true;
+}
+
+static void put(uint64_t idx, uint16_t kind, uint64_t arg, uint64_t code, uint64_t ts)
+{
+	struct ptg_pymon_rec *p = &cb_recs[idx & cb_mask];
+
+	p->ts = ts;
+	p->code_kind = code | (uint64_t)kind << PTG_PYMON_KIND_SHIFT;
+	p->tid = t_tid;
+	p->arg = arg;
+	__atomic_store_n(&p->seq, (uint32_t)(idx + 1), __ATOMIC_RELEASE);
+}
+
+/* A read that cannot fault: for checking the layout once, before plain reads trust it. */
+static bool safe_read(uintptr_t addr, void *out, size_t n)
+{
+	struct iovec l = {.iov_base = out, .iov_len = n},
+		     r = {.iov_base = (void *)addr, .iov_len = n};
+
+	return addr && process_vm_readv(getpid(), &l, 1, &r, 1, 0) == (ssize_t)n;
+}
+
+/* The current frame from the thread state, as the layout says; 0 when unreadable. */
+static uintptr_t current_frame(bool safe)
+{
+	uintptr_t t = (uintptr_t)api.ThreadState_Get(), f = 0;
+
+	if (lay.tstate_cframe >= 0) {
+		if (safe ? !safe_read(t + (uint32_t)lay.tstate_cframe, &t, sizeof(t))
+			 : !(t = *(uintptr_t *)(t + (uint32_t)lay.tstate_cframe)))
+			return 0;
+	}
+	if (safe)
+		return safe_read(t + (uint32_t)lay.current_frame, &f, sizeof(f)) ? f : 0;
+	return *(uintptr_t *)(t + (uint32_t)lay.current_frame);
+}
+
+/*
+ * The loader's layout, checked once against the interpreter itself: the
+ * frame the thread state leads to is the one PyEval_GetFrame()'s frame
+ * object holds, and runs its code. Read without a fault on the way; if it
+ * does not hold, no first local is read at all (ops then get no module names).
+ */
+static void check_layout(void)
+{
+	PyObject *fo = api.Eval_GetFrame(), *code;
+	uintptr_t f, via_obj = 0;
+	uint64_t c = 0;
+	int ok = -1;
+
+	if (!fo)
+		return; /* no Python frame to check against: next time */
+	f = lay.current_frame >= 0 && lay.frame_code >= 0 && lay.frame_localsplus >= 0 &&
+		    lay.frameobj_frame >= 0
+		? current_frame(true)
+		: 0;
+	code = api.Frame_GetCode(fo);
+	if (f && safe_read((uintptr_t)fo + (uint32_t)lay.frameobj_frame, &via_obj, 8) &&
+	    via_obj == f && safe_read(f + (uint32_t)lay.frame_code, &c, 8) &&
+	    (c & lay.ref_mask) == (uintptr_t)code)
+		ok = 1;
+	if (code)
+		api.DecRef(code);
+	__atomic_store_n(&lay_ok, ok, __ATOMIC_RELAXED);
+}
+
+/* The first local of the frame that runs code now (self of a method), 0 if unknown. */
+static uint64_t first_local(PyObject *code)
+{
+	uintptr_t f;
+
+	if (__atomic_load_n(&lay_ok, __ATOMIC_RELAXED) <= 0)
+		return 0;
+	f = current_frame(false);
+	if (!f || (*(uint64_t *)(f + (uint32_t)lay.frame_code) & lay.ref_mask) != (uintptr_t)code)
+		return 0;
+	return *(uint64_t *)(f + (uint32_t)lay.frame_localsplus) & lay.ref_mask;
+}
+
+/* The same for a frame object of the stack. */
+static uint64_t object_local(PyObject *fo)
+{
+	uintptr_t f;
+
+	if (__atomic_load_n(&lay_ok, __ATOMIC_RELAXED) <= 0)
+		return 0;
+	f = *(uintptr_t *)((uintptr_t)fo + (uint32_t)lay.frameobj_frame);
+	return f ? *(uint64_t *)(f + (uint32_t)lay.frame_localsplus) & lay.ref_mask : 0;
+}
+
+static bool is_entry(uint16_t kind)
+{
+	return kind == PTG_PYMON_START || kind == PTG_PYMON_RESUME || kind == PTG_PYMON_THROW;
+}
+
+/*
+ * The thread's stack before this event, then the event, in one group. In
+ * an entry's callback the new frame is already current: it is the event's,
+ * not the stack's. Frame objects made on the way are the interpreter's own
+ * (as sys._getframe() makes them).
+ */
+static bool put_with_stack(struct ptg_pymon_ring *r, uint16_t kind, PyObject *code, uint64_t ts)
+{
+	PyObject *codes[PTG_PYMON_MAX_DEPTH + 1], *f = api.Eval_GetFrame(), *b;
+	uint64_t locals[PTG_PYMON_MAX_DEPTH + 1], idx;
+	uint32_t n = 0, skip = 0;
+
+	if (f)
+		api.IncRef(f);
+	while (f && n < PTG_PYMON_MAX_DEPTH + 1) {
+		PyObject *c = api.Frame_GetCode(f);
+
+		locals[n] = object_local(f);
+		codes[n++] = c;
+		if (c) {
+			keep(c);
+			api.DecRef(c); /* kept alive by keep() */
+		}
+		b = api.Frame_GetBack(f);
+		api.DecRef(f);
+		f = b;
+	}
+	if (f)
+		api.DecRef(f); /* deeper than a snapshot holds: the innermost frames are sent */
+	if (is_entry(kind) && n && codes[0] == code)
+		skip = 1;
+	if (n - skip > PTG_PYMON_MAX_DEPTH)
+		n = PTG_PYMON_MAX_DEPTH + skip;
+	if (!reserve(r, n - skip + 2, &idx))
+		return false;
+	put(idx++, PTG_PYMON_STACK, t_snap, n - skip, ts);
+	for (uint32_t i = skip; i < n; i++)
+		put(idx++, PTG_PYMON_FRAME, locals[i], (uintptr_t)codes[i], ts);
+	put(idx, kind, kind == PTG_PYMON_START ? first_local(code) : 0, (uintptr_t)code, ts);
+	return true;
+}
+
+static PyObject *on_event(uint16_t kind, PyObject *const *args, ssize_t nargs)
+{
+	struct ptg_pymon_ring *r = __atomic_load_n(&cb_ring, __ATOMIC_ACQUIRE);
+	uint32_t gen;
+	uint64_t ts, idx;
+
+	if (r && nargs >= 1 && args[0]) {
+		gen = __atomic_load_n(&cb_gen, __ATOMIC_RELAXED);
+		if (t_gen != gen) {
+			t_gen = gen;
+			t_tid = (uint32_t)syscall(SYS_gettid);
+			t_snap = SNAP_FIRST;
+		}
+		ts = mono_ns();
+		if (is_entry(kind))
+			keep(args[0]);
+		if (!__atomic_load_n(&lay_ok, __ATOMIC_RELAXED))
+			check_layout();
+		if (t_snap) {
+			if (put_with_stack(r, kind, args[0], ts))
+				t_snap = 0;
+		} else if (reserve(r, 1, &idx)) {
+			put(idx, kind, kind == PTG_PYMON_START ? first_local(args[0]) : 0,
+			    (uintptr_t)args[0], ts);
+		} else {
+			/* the loader's idea of this stack is wrong now */
+			t_snap = SNAP_RESYNC;
+		}
+	}
+	api.IncRef(api.none);
+	return api.none;
+}
+
+#define CALLBACK(name, kind)                                                                       \
+	static PyObject *name(PyObject *self, PyObject *const *args, ssize_t nargs)                \
+	{                                                                                          \
+		(void)self;                                                                        \
+		return on_event(kind, args, nargs);                                                \
+	}
+
+CALLBACK(on_start, PTG_PYMON_START)
+CALLBACK(on_resume, PTG_PYMON_RESUME)
+CALLBACK(on_return, PTG_PYMON_RETURN)
+CALLBACK(on_yield, PTG_PYMON_YIELD)
+CALLBACK(on_unwind, PTG_PYMON_UNWIND)
+CALLBACK(on_throw, PTG_PYMON_THROW)
+
+const char *const event_names[6] = {"PY_START", "PY_RESUME", "PY_RETURN",
+				    "PY_YIELD", "PY_UNWIND", "PY_THROW"};
+struct method_def defs[6] = {
+    {"ptg_py_start", (void *)on_start, METH_FASTCALL_, NULL},
+    {"ptg_py_resume", (void *)on_resume, METH_FASTCALL_, NULL},
+    {"ptg_py_return", (void *)on_return, METH_FASTCALL_, NULL},
+    {"ptg_py_yield", (void *)on_yield, METH_FASTCALL_, NULL},
+    {"ptg_py_unwind", (void *)on_unwind, METH_FASTCALL_, NULL},
+    {"ptg_py_throw", (void *)on_throw, METH_FASTCALL_, NULL},
+};
+
+void drop_codes(void)
+{
+	struct codeset *cs = ag.codes;
+
+	__atomic_store_n(&ag.codes, NULL, __ATOMIC_RELEASE);
+	for (size_t i = 0; cs && i < cs->cap; i++) {
+		if (cs->slots[i])
+			api.DecRef(cs->slots[i]);
+	}
+	for (int i = 0; i < ag.nold; i++) {
+		free(ag.old[i]->slots);
+		free(ag.old[i]);
+	}
+	ag.nold = 0;
+	ag.ncodes = 0;
+	if (cs)
+		free(cs->slots);
+	free(cs);
+}

@@ -1,0 +1,643 @@
+// SPDX-License-Identifier: MIT
+/* record --in-process: the agent injected, its ring read into the stack engine (pymon.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/trusted.h"
+#include "base/u64map.h"
+#include "probes/pymon.h"
+#include "probes/pystack.h"
+#include "proc/inject.h"
+#include "proc/procfs.h"
+#include "ptg_pymon_proto.h"
+#include "pyinterp/pycode.h"
+
+#define AGENT_NAME  "libptg_pymon.so"
+#define WAIT_MS	    10000      /* for the agent to connect, and to get the GIL */
+#define MAX_TIDS    65536      /* threads of one target: more is a lying agent */
+#define MAX_FPRINTS (1u << 20) /* code objects whose fingerprints are cached */
+#define MAX_FOREIGN 64	       /* connections that are not the target's, before giving up */
+
+struct pymon {
+	struct py_interp py;
+	struct tracer *t;
+	struct pystack *ps;
+	uint64_t start_time; /* of py.pid (proc_start_time): injection checks it is the same */
+	int agent_fd;	     /* the agent file, checked by trusted_open() */
+	char agent[PATH_MAX];
+	int lfd;  /* listening socket (abstract name) */
+	int sock; /* the agent's connection */
+	char name[64];
+	int memfd;
+	struct ptg_pymon_ring *ring;
+	struct ptg_pymon_rec *recs;
+	size_t map_len;
+	uint64_t nrecs;
+	uint64_t tail;	       /* our copy: the shared one is only written */
+	struct u64map depths;  /* tid -> frames on its stack as we know it */
+	struct u64map fprints; /* code -> fingerprint << 1 | 1 */
+	int memfd_target;      /* /proc/PID/mem, for fingerprints */
+	struct ptg_stack_event snap;
+	uint64_t bad;
+	int tool_id;
+};
+
+int pymon__check(const struct py_interp *py, char *err, size_t errlen)
+{
+	struct proc_ns_ids ids;
+
+	if (!py->info) {
+		snprintf(err, errlen, "record --in-process: pid %d runs no Python", py->pid);
+		return -ENOEXEC;
+	}
+	if (py->version_hex < 0x030c0000) {
+		snprintf(err, errlen,
+			 "record --in-process needs sys.monitoring, Python 3.12+; pid %d runs "
+			 "Python %s",
+			 py->pid, py->version);
+		return -EPROTONOSUPPORT;
+	}
+	/* the agent's thread ids are its namespace's: ours only when the same */
+	if (!proc_ns_ids(py->pid, py->pid, &ids) && ids.levels > 1) {
+		snprintf(err, errlen,
+			 "record --in-process: pid %d is in another pid namespace (a container); "
+			 "record it without --in-process",
+			 py->pid);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+/* $PTG_PYMON_AGENT, else libptg_pymon.so next to this executable; never a build path. */
+static int find_agent(struct pymon *pm, char *err, size_t errlen)
+{
+	const char *env = getenv("PTG_PYMON_AGENT");
+	char exe[PATH_MAX - 32];
+	ssize_t n;
+	char *slash;
+
+	if (env && env[0]) {
+		snprintf(pm->agent, sizeof(pm->agent), "%s", env);
+		return trusted_open(pm->agent, err, errlen);
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0) {
+		snprintf(err, errlen, "/proc/self/exe: %s", strerror(errno));
+		return -ENOENT;
+	}
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (slash)
+		*slash = '\0';
+	snprintf(pm->agent, sizeof(pm->agent), "%s/%s", exe, AGENT_NAME);
+	return trusted_open(pm->agent, err, errlen);
+}
+
+/* The ring: a memfd of ours, its size sealed, so the agent can neither shrink nor grow it. */
+static int make_ring(struct pymon *pm, unsigned int ring_mb)
+{
+	uint64_t bytes = (uint64_t)(ring_mb ? ring_mb : 8) << 20;
+
+	pm->nrecs = bytes / sizeof(struct ptg_pymon_rec);
+	pm->map_len = PTG_PYMON_RECS_OFF + pm->nrecs * sizeof(struct ptg_pymon_rec);
+	pm->memfd = memfd_create("ptg-pymon-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (pm->memfd < 0 || ftruncate(pm->memfd, (off_t)pm->map_len))
+		return -errno;
+	pm->ring = mmap(NULL, pm->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, pm->memfd, 0);
+	if (pm->ring == MAP_FAILED) {
+		pm->ring = NULL;
+		return -errno;
+	}
+	pm->recs = (struct ptg_pymon_rec *)((char *)pm->ring + PTG_PYMON_RECS_OFF);
+	pm->ring->magic = PTG_PYMON_MAGIC;
+	pm->ring->version = PTG_PYMON_PROTO_VERSION;
+	pm->ring->rec_size = sizeof(struct ptg_pymon_rec);
+	pm->ring->nrecs = pm->nrecs;
+	if (fcntl(pm->memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
+		return -errno;
+	return 0;
+}
+
+static int listen_socket(struct pymon *pm)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	uint32_t rnd = 0;
+	size_t n;
+
+	/* unguessable, so that no other local process takes the name first */
+	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
+		rnd = (uint32_t)now_ns(CLOCK_MONOTONIC) ^ (uint32_t)getpid() << 16;
+	snprintf(pm->name, sizeof(pm->name), "ptrace-gpu-pymon-%d-%08x", getpid(), rnd);
+	n = strlen(pm->name);
+	memcpy(a.sun_path + 1, pm->name, n);
+	pm->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (pm->lfd < 0)
+		return -errno;
+	if (bind(pm->lfd, (struct sockaddr *)&a,
+		 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) ||
+	    listen(pm->lfd, 8))
+		return -errno;
+	return 0;
+}
+
+/* --- the agent's records into frame events --- */
+
+/* The code object's fingerprint, read once; 0 when unreadable (its names are then unknown). */
+static uint32_t fingerprint(struct pymon *pm, uint64_t code)
+{
+	struct py_code_info ci;
+	uint64_t *v;
+	uint32_t fp = 0;
+
+	if (!code)
+		return 0;
+	v = u64map__get(&pm->fprints, code);
+	if (v)
+		return (uint32_t)(*v >> 1);
+	if (pm->memfd_target >= 0 && !py_read_code(pm->memfd_target, pm->py.info, code, &ci))
+		fp = ci.fingerprint;
+	if (pm->fprints.len < MAX_FPRINTS)
+		u64map__put(&pm->fprints, code, (uint64_t)fp << 1 | 1);
+	return fp;
+}
+
+/*
+ * sys.monitoring's events of a thread nest exactly, so the frame they are
+ * about is always known by its depth: depth d is the frame key d (never
+ * 0). The engine gets the same events as from the uprobes, with these keys
+ * for frame addresses.
+ */
+static int depth_of(struct pymon *pm, uint32_t tid, uint64_t **slot)
+{
+	*slot = u64map__get(&pm->depths, tid);
+	if (*slot)
+		return 0;
+	if (pm->depths.len >= MAX_TIDS || u64map__put(&pm->depths, tid, 0))
+		return -E2BIG;
+	*slot = u64map__get(&pm->depths, tid);
+	return 0;
+}
+
+/* A record as read: its fields apart. */
+struct rec {
+	uint64_t ts, code, arg;
+	uint32_t tid;
+	uint16_t kind;
+};
+
+static void decode(const struct ptg_pymon_rec *raw, struct rec *r)
+{
+	r->ts = raw->ts;
+	r->code = raw->code_kind & PTG_PYMON_CODE_MASK;
+	r->kind = (uint16_t)(raw->code_kind >> PTG_PYMON_KIND_SHIFT);
+	r->arg = raw->arg;
+	r->tid = raw->tid;
+}
+
+static int on_event(struct pymon *pm, const struct rec *r)
+{
+	struct ptg_event e = {
+	    .ts = r->ts, .pid = (uint32_t)pm->py.pid, .tid = r->tid, .b = r->code};
+	uint64_t *d;
+
+	if (!r->tid || depth_of(pm, r->tid, &d)) {
+		pm->bad++;
+		return 0;
+	}
+	switch (r->kind) {
+	case PTG_PYMON_START:
+	case PTG_PYMON_RESUME:
+	case PTG_PYMON_THROW:
+		e.kind = r->kind == PTG_PYMON_START ? PTG_EV_PY_START : PTG_EV_PY_RESUME;
+		e.d = *d;
+		e.a = ++*d;
+		e.aux = fingerprint(pm, r->code);
+		/* self of a method, for module paths (modpath.c): PY_START's first local */
+		e.c = r->kind == PTG_PYMON_START ? r->arg & PTG_PY_REF_MASK : 0;
+		break;
+	case PTG_PYMON_RETURN:
+	case PTG_PYMON_YIELD:
+		e.kind = r->kind == PTG_PYMON_RETURN ? PTG_EV_PY_RETURN : PTG_EV_PY_YIELD;
+		e.a = *d; /* 0: a frame we never knew of; the engine counts it unmatched */
+		if (*d)
+			--*d;
+		break;
+	case PTG_PYMON_UNWIND:
+		if (!*d)
+			return 0; /* a frame we never knew of left: nothing of ours above it */
+		e.kind = PTG_EV_PY_UNWIND;
+		e.a = --*d; /* everything above its caller (0: all) */
+		break;
+	default:
+		pm->bad++;
+		return 0;
+	}
+	return tracer__dispatch(pm->t, &e, sizeof(e));
+}
+
+/* STACK at pm->tail and its n FRAMEs, all published (checked): the thread's stack. */
+static int on_stack(struct pymon *pm, const struct rec *r, uint32_t n)
+{
+	struct ptg_stack_event *s = &pm->snap;
+	uint64_t *d;
+
+	if (!r->tid || depth_of(pm, r->tid, &d)) {
+		pm->bad += n + 1;
+		return 0;
+	}
+	memset(&s->hdr, 0, sizeof(s->hdr));
+	s->hdr.ts = r->ts;
+	s->hdr.pid = (uint32_t)pm->py.pid;
+	s->hdr.tid = r->tid;
+	s->hdr.kind = PTG_EV_PY_STACK;
+	s->hdr.aux = r->arg == PTG_SNAP_FIRST ? PTG_SNAP_FIRST : PTG_SNAP_RESYNC;
+	s->hdr.a = n;
+	for (uint32_t i = 0; i < n; i++) {
+		struct rec f;
+
+		decode(&pm->recs[(pm->tail + 1 + i) & (pm->nrecs - 1)], &f);
+		/* innermost first: the innermost frame is the deepest */
+		s->frames[i] = (struct ptg_frame_ref){.frame = n - i,
+						      .code = f.code,
+						      .local0 = f.arg & PTG_PY_REF_MASK,
+						      .fingerprint = fingerprint(pm, f.code)};
+	}
+	*d = n;
+	return tracer__dispatch(pm->t, &s->hdr, sizeof(*s));
+}
+
+/* Whether records tail + 1 .. tail + n are published FRAMEs of the same thread. */
+static int frames_ready(struct pymon *pm, uint32_t tid, uint32_t n)
+{
+	for (uint32_t i = 1; i <= n; i++) {
+		const struct ptg_pymon_rec *f = &pm->recs[(pm->tail + i) & (pm->nrecs - 1)];
+
+		if (__atomic_load_n(&f->seq, __ATOMIC_ACQUIRE) != (uint32_t)(pm->tail + i + 1))
+			return 0;
+		if (f->code_kind >> PTG_PYMON_KIND_SHIFT != PTG_PYMON_FRAME || f->tid != tid)
+			return -EPROTO;
+	}
+	return 1;
+}
+
+/*
+ * tracer.h's source: the agent's records up to upto_ts, each checked (the
+ * target writes them: a lying one costs it its own trace, nothing more).
+ */
+static int drain(struct tracer *t, void *ctx, uint64_t upto_ts)
+{
+	struct pymon *pm = ctx;
+	uint64_t now = now_ns(CLOCK_MONOTONIC), mask = pm->nrecs - 1;
+	struct rec r;
+	int err = 0, ready;
+
+	(void)t;
+	if (!pm->ring)
+		return 0;
+	while (!err) {
+		const struct ptg_pymon_rec *p = &pm->recs[pm->tail & mask];
+
+		if (__atomic_load_n(&p->seq, __ATOMIC_ACQUIRE) != (uint32_t)(pm->tail + 1))
+			break;
+		decode(p, &r);
+		/* no time beyond now: a lying clock cannot push the trace's end out */
+		if (r.ts > now)
+			r.ts = now;
+		if (r.ts > upto_ts)
+			break;
+		if (r.kind != PTG_PYMON_STACK) {
+			err = on_event(pm, &r);
+			pm->tail++;
+			continue;
+		}
+		if (r.code > PTG_PYMON_MAX_DEPTH) {
+			pm->bad++;
+			pm->tail++;
+			continue;
+		}
+		ready = frames_ready(pm, r.tid, (uint32_t)r.code);
+		if (ready == 0 && upto_ts != UINT64_MAX)
+			break; /* the rest of the group is being written */
+		if (ready <= 0) {
+			pm->bad++;
+			pm->tail++;
+			continue;
+		}
+		err = on_stack(pm, &r, (uint32_t)r.code);
+		pm->tail += r.code + 1;
+	}
+	__atomic_store_n(&pm->ring->tail, pm->tail, __ATOMIC_RELEASE);
+	return err;
+}
+
+static int write_losses(struct tracer *t, void *ctx)
+{
+	struct pymon *pm = ctx;
+	struct trace_writer *w = tracer__writer(t);
+	uint64_t dropped = pm->ring ? __atomic_load_n(&pm->ring->dropped, __ATOMIC_RELAXED) : 0;
+	int err = 0;
+
+	if (dropped)
+		err = trace_writer__lost(w, PTG_LOST_PY_INPROC_DROPPED, UINT32_MAX, dropped);
+	if (!err && pm->bad)
+		err = trace_writer__lost(w, PTG_LOST_PY_INPROC_BAD, UINT32_MAX, pm->bad);
+	return err ?: pystack__write_losses(pm->ps, w);
+}
+
+static int handle(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
+{
+	struct pymon *pm = ctx;
+
+	(void)t;
+	return pystack__handle(pm->ps, e, size);
+}
+
+/* The resolver of the stack engine: code objects read from /proc/PID/mem. */
+static int open_mem(void *ctx, uint32_t pid)
+{
+	char path[64];
+	int fd;
+
+	(void)ctx;
+	snprintf(path, sizeof(path), "/proc/%u/mem", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+static void close_mem(void *ctx, int fd)
+{
+	(void)ctx;
+	close(fd);
+}
+
+static int read_code(void *ctx, int fd, uint64_t code, struct py_code_info *out)
+{
+	const struct pymon *pm = ctx;
+
+	return py_read_code(fd, pm->py.info, code, out);
+}
+
+int pymon__open(const struct py_interp *py, struct tracer *t, unsigned int ring_mb,
+		uint64_t start_time, struct pymon **out)
+{
+	struct pystack_resolver res;
+	char why[PATH_MAX + 128];
+	struct pymon *pm;
+	int err;
+
+	*out = NULL;
+	pm = calloc(1, sizeof(*pm));
+	if (!pm)
+		return -ENOMEM;
+	pm->lfd = pm->sock = pm->memfd = pm->memfd_target = -1;
+	pm->tool_id = -1;
+	pm->py = *py;
+	pm->t = t;
+	pm->start_time = start_time;
+	pm->agent_fd = find_agent(pm, why, sizeof(why));
+	if (pm->agent_fd < 0) {
+		pr_err("record --in-process: refusing the agent %s: %s", pm->agent, why);
+		err = -EPERM;
+		goto cleanup;
+	}
+	err = make_ring(pm, ring_mb);
+	if (err) {
+		pr_err("record --in-process: cannot make the shared ring: %s", strerror(-err));
+		goto cleanup;
+	}
+	err = listen_socket(pm);
+	if (err) {
+		pr_err("record --in-process: cannot open the agent's socket: %s", strerror(-err));
+		goto cleanup;
+	}
+	pm->memfd_target = open_mem(NULL, (uint32_t)py->pid);
+	res = (struct pystack_resolver){
+	    .ctx = pm, .open_proc = open_mem, .close_proc = close_mem, .read_code = read_code};
+	err = pystack__new(t, &res, &pm->ps);
+	if (!err && (err = pystack__add_proc(pm->ps, (uint32_t)py->pid)))
+		pr_err("record --in-process: cannot open /proc/%d/mem: %s", py->pid,
+		       strerror(-err));
+	if (!err)
+		err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, handle, write_losses, pm);
+	if (err)
+		goto cleanup;
+	tracer__set_source(t, drain, pm);
+	*out = pm;
+	return 0;
+cleanup:
+	pymon__destroy(pm);
+	return err;
+}
+
+/* The target's connection (SO_PEERCRED: its pid and uid), others closed. */
+static int accept_agent(struct pymon *pm, char *err, size_t errlen)
+{
+	uint64_t end = now_ns(CLOCK_MONOTONIC) + WAIT_MS * 1000000ull, now;
+	struct pollfd p = {.fd = pm->lfd, .events = POLLIN};
+	int foreign = 0;
+	uid_t uid;
+
+	if (proc_euid(pm->py.pid, &uid)) {
+		snprintf(err, errlen, "cannot read the uid of pid %d", pm->py.pid);
+		return -ESRCH;
+	}
+	while ((now = now_ns(CLOCK_MONOTONIC)) < end && foreign < MAX_FOREIGN) {
+		struct ucred cred = {};
+		socklen_t len = sizeof(cred);
+		int fd;
+
+		if (poll(&p, 1, (int)((end - now) / 1000000 + 1)) <= 0)
+			continue;
+		fd = accept4(pm->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (!getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) &&
+		    cred.pid == pm->py.pid && cred.uid == uid) {
+			pm->sock = fd;
+			return 0;
+		}
+		foreign++;
+		pr_warn("pid %d (uid %u) connected to the in-process agent's socket and is not "
+			"the target: closed",
+			cred.pid, (unsigned int)cred.uid);
+		close(fd);
+	}
+	snprintf(err, errlen, "the agent in pid %d did not connect within %d s", pm->py.pid,
+		 WAIT_MS / 1000);
+	return -ETIMEDOUT;
+}
+
+/* An offset of pyoffsets.h for the agent: -1 for none (or one no struct has). */
+static int32_t layout_off(uint32_t off)
+{
+	return off == PTG_OFF_NONE || off > 4096 ? -1 : (int32_t)off;
+}
+
+static int send_setup(struct pymon *pm)
+{
+	const struct ptg_py_offsets *o = &pm->py.info->off;
+	static struct ptg_pymon_setup s; /* 4 KiB */
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u = {};
+	struct iovec iov = {.iov_base = &s, .iov_len = sizeof(s)};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf)};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+
+	memset(&s, 0, sizeof(s));
+	s.version = PTG_PYMON_PROTO_VERSION;
+	s.layout = (struct ptg_pymon_layout){
+	    .tstate_cframe = layout_off(o->tstate_cframe),
+	    .current_frame = layout_off(o->cframe_current_frame),
+	    .frame_code = layout_off(o->frame_code),
+	    .frame_localsplus = layout_off(o->frame_localsplus),
+	    .frameobj_frame = layout_off(o->frameobj_frame),
+	    .ref_mask = PTG_PY_REF_MASK,
+	};
+	snprintf(s.libpython, sizeof(s.libpython), "%s", pm->py.path);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &pm->memfd, sizeof(int));
+	return sendmsg(pm->sock, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(s) ? 0 : -EPIPE;
+}
+
+/* The agent's one answer, within WAIT_MS: it needs the GIL first. */
+static int read_status(struct pymon *pm, struct ptg_pymon_status *st, char *err, size_t errlen)
+{
+	uint64_t end = now_ns(CLOCK_MONOTONIC) + WAIT_MS * 1000000ull, now;
+	struct pollfd p = {.fd = pm->sock, .events = POLLIN};
+	size_t got = 0;
+
+	while (got < sizeof(*st) && (now = now_ns(CLOCK_MONOTONIC)) < end) {
+		ssize_t n;
+
+		if (poll(&p, 1, (int)((end - now) / 1000000 + 1)) <= 0)
+			continue;
+		n = recv(pm->sock, (char *)st + got, sizeof(*st) - got, MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+			snprintf(err, errlen, "the agent in pid %d hung up before it started",
+				 pm->py.pid);
+			return -EPIPE;
+		}
+		got += n > 0 ? (size_t)n : 0;
+	}
+	if (got < sizeof(*st)) {
+		snprintf(err, errlen,
+			 "the agent in pid %d did not get the GIL within %d s (a thread holds "
+			 "it without running Python?); nothing was changed in it",
+			 pm->py.pid, WAIT_MS / 1000);
+		return -ETIMEDOUT;
+	}
+	st->msg[sizeof(st->msg) - 1] = '\0';
+	for (char *c = st->msg; *c; c++) {
+		if (*c < 0x20 || *c == 0x7f)
+			*c = '?'; /* the target's text on our terminal: no escapes */
+	}
+	if (st->version != PTG_PYMON_PROTO_VERSION) {
+		snprintf(err, errlen, "the agent in pid %d is of another build (protocol %u)",
+			 pm->py.pid, st->version);
+		return -EPROTO;
+	}
+	if (st->state != PTG_PYMON_ACTIVE) {
+		snprintf(err, errlen, "pid %d: %s", pm->py.pid, st->msg);
+		return -EBUSY;
+	}
+	return 0;
+}
+
+int pymon__attach(struct pymon *pm)
+{
+	struct inject_opts o = {
+	    .entry = PTG_PYMON_ATTACH_SYM, .arg = pm->name, .start_time = pm->start_time};
+	struct inject_result res;
+	struct ptg_pymon_status st;
+	char err[PATH_MAX + 640];
+	int ret;
+
+	ret = inject_library_fd(pm->py.pid, pm->agent_fd, AGENT_NAME, &o, &res, err, sizeof(err));
+	if (!ret && res.entry_ret == 1) {
+		snprintf(err, sizeof(err), "the agent in pid %d is busy with another recording",
+			 pm->py.pid);
+		ret = -EBUSY;
+	} else if (!ret && res.entry_ret < 0) {
+		snprintf(err, sizeof(err), "the agent in pid %d did not start: %s", pm->py.pid,
+			 strerror(-res.entry_ret));
+		ret = res.entry_ret;
+	}
+	ret = ret ?: accept_agent(pm, err, sizeof(err));
+	if (!ret && send_setup(pm)) {
+		snprintf(err, sizeof(err), "the agent in pid %d hung up", pm->py.pid);
+		ret = -EPIPE;
+	}
+	ret = ret ?: read_status(pm, &st, err, sizeof(err));
+	if (ret) {
+		pr_err("record --in-process: %s", err);
+		pymon__stop(pm);
+		return ret;
+	}
+	pm->tool_id = st.tool_id;
+	return 0;
+}
+
+void pymon__stop(struct pymon *pm)
+{
+	if (!pm)
+		return;
+	if (pm->sock >= 0)
+		close(pm->sock);
+	if (pm->lfd >= 0)
+		close(pm->lfd);
+	pm->sock = pm->lfd = -1;
+}
+
+void pymon__stats(const struct pymon *pm, struct pymon_stats *st)
+{
+	struct pystack_stats ps;
+
+	*st = (struct pymon_stats){.tool_id = -1};
+	if (!pm)
+		return;
+	pystack__stats(pm->ps, &ps);
+	st->dropped = pm->ring ? __atomic_load_n(&pm->ring->dropped, __ATOMIC_RELAXED) : 0;
+	st->bad = pm->bad;
+	st->unresolved = ps.unresolved;
+	st->unmatched = ps.unmatched;
+	st->tool_id = pm->tool_id;
+}
+
+void pymon__destroy(struct pymon *pm)
+{
+	if (!pm)
+		return;
+	pymon__stop(pm);
+	if (pm->ring)
+		munmap(pm->ring, pm->map_len);
+	if (pm->memfd >= 0)
+		close(pm->memfd);
+	if (pm->memfd_target >= 0)
+		close(pm->memfd_target);
+	if (pm->agent_fd >= 0)
+		close(pm->agent_fd);
+	u64map__free(&pm->depths);
+	u64map__free(&pm->fprints);
+	pystack__free(pm->ps);
+	free(pm);
+}

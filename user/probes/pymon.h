@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `record --in-process`: the loader's side of the sys.monitoring agent
+ * (agent/ptg_pymon_agent.c). Makes the shared ring (a sealed memfd), injects
+ * the agent into one Python 3.12+ process, hands it the ring over a unix
+ * socket that only the target may use, and turns the agent's records into
+ * the frame events of the stack engine (user/probes/pystack.c), in order
+ * with the ring buffer's events (tracer__set_source()), so that every report
+ * reads them as it reads those of the uprobes. Closing the socket (or dying)
+ * takes the agent's callbacks out of the target.
+ */
+#ifndef PTG_PYMON_H
+#define PTG_PYMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "probes/tracer.h"
+#include "pyinterp/pyinterp.h"
+
+struct pymon;
+
+struct pymon_stats {
+	uint64_t dropped;    /* records the agent found no room for in the ring */
+	uint64_t bad;	     /* records that broke the protocol (ignored) */
+	uint64_t unresolved; /* code objects whose names could not be read */
+	uint64_t unmatched;  /* returns of frames that were not on the stack */
+	int tool_id;	     /* the sys.monitoring tool id the agent took, -1 if none */
+};
+
+/*
+ * Why pid cannot be recorded in-process (a one-line reason in err), or 0:
+ * Python 3.12+ (sys.monitoring), in our pid namespace (tids are ours).
+ */
+int pymon__check(const struct py_interp *py, char *err, size_t errlen);
+/*
+ * Finds and checks the agent, makes the ring (ring_mb MiB) and the socket,
+ * and takes the tracer's Python events. After a message on error.
+ */
+int pymon__open(const struct py_interp *py, struct tracer *t, unsigned int ring_mb,
+		uint64_t start_time, struct pymon **out);
+/* Injects the agent and waits for its callbacks to be in. After a message on error. */
+int pymon__attach(struct pymon *pm);
+/* Hangs up: the agent takes its callbacks out; what the ring holds is still read. */
+void pymon__stop(struct pymon *pm);
+/* All zero for NULL. */
+void pymon__stats(const struct pymon *pm, struct pymon_stats *st);
+void pymon__destroy(struct pymon *pm);
+
+#endif /* PTG_PYMON_H */
