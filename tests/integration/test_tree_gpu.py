@@ -36,24 +36,29 @@ ACTIVE = 106  # fakecupti_state() while the agent has CUPTI's activity kinds on
 # CUDA_INJECTION64_PATH, launches, exits (the agent's last flush at exit).
 GPU_TARGET = """
 import ctypes, os, sys, time
+
+def say(*words):
+    # one write a line: two targets share the pipe, and a print may come in pieces
+    os.write(1, (" ".join(map(str, words)) + "\\n").encode())
+
 ctypes.CDLL(sys.argv[3])
 fake = ctypes.CDLL("libcupti.so.13")
 mode, n = sys.argv[1], int(sys.argv[2])
 if mode == "launch":
     ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"]).InitializeInjection()
-print("ready", os.getpid(), flush=True)
+say("ready", os.getpid())
 
 def wait_state(want, secs):
     end = time.time() + secs
     while fake.fakecupti_state() != want and time.time() < end:
         time.sleep(0.01)
-    print("state", os.getpid(), fake.fakecupti_state(), flush=True)
+    say("state", os.getpid(), fake.fakecupti_state())
 
 wait_state(%d, 30 if mode == "attach" else 3)
 for i in range(n):
     fake.fakecupti_launch(b"volta_sgemm" if i %% 2 else b"_Z6kernelPfi", 5000)
     time.sleep(0.002)
-print("launched", os.getpid(), n, flush=True)
+say("launched", os.getpid(), n)
 if mode == "attach":
     wait_state(0, 60)
 """ % ACTIVE

@@ -129,40 +129,119 @@ static void found(struct proctree *pt, struct tree_proc *p, const struct py_inte
 		pr_warn("pid %d: %s", p->pid, py->warning);
 }
 
-/*
- * A process of the set exec()'d: stopped under ptrace (user/pyinterp/launch.c) while
- * its new interpreter is found and probed, so that an interpreter file not
- * probed yet misses none of its calls either. Else it is looked for at its
- * first event or in proctree__poll().
- */
-static void catch_exec(struct proctree *pt, struct tree_proc *p)
+/* What the image p exec'd is, looked at while p is stopped: ret as launch__examine(). */
+static void take_image(struct proctree *pt, struct tree_proc *p, int ret,
+		       const struct py_interp *py)
 {
+	struct tree_held *h;
+	__u32 pid = (__u32)p->pid;
+
+	if (ret == LAUNCH_EXEC_PYTHON) {
+		/* interp_for() makes pyframes, never processes: p stays where it is */
+		if (!interp_for(pt, py, &p->interp))
+			found(pt, p, py);
+		return;
+	}
+	/* not looked at: its first event or proctree__poll() look again (resolve()) */
+	if (ret != LAUNCH_EXEC_OTHER)
+		return;
+	p->not_python = true;
+	p->exec_ts = 0;
+	/* --uid, --cgroup: its next exec puts it back; room is kept for the Pythons */
+	if (pt->uid >= 0 || pt->cg_fd >= 0) {
+		bpf_map_delete_elem(pt->set_fd, &pid);
+		h = tree_held_of(pt, p->pid);
+		if (h)
+			h->let_go = true;
+	}
+}
+
+void tree_exec(struct proctree *pt, struct tree_proc *p)
+{
+	struct tree_held *h = tree_held_of(pt, p->pid);
 	struct py_interp py;
 	char err[512];
 	int ret;
 
-	ret = launch__catch_any(p->pid, &py, err, sizeof(err));
-	/* held (else as soon as can be): what its new image maps is probed before it runs on */
+	if (h)
+		h->in_exec = true;
+	p->no_hold = false;
+	pt->exec_held++;
+	/* nothing of the new image ran yet: what it will map is looked for ahead, and probed */
 	if (pt->exec_fn)
 		pt->exec_fn(pt->exec_ctx, p->pid, p->exec_ts);
-	if (ret == -ENOEXEC) {
-		__u32 pid = (__u32)p->pid;
+	ret = launch__examine(p->pid, &py, err, sizeof(err));
+	/* what its loader mapped meanwhile (a library not found ahead is said there) */
+	if (ret >= 0 && pt->exec_fn)
+		pt->exec_fn(pt->exec_ctx, p->pid, p->exec_ts);
+	take_image(pt, p, ret, &py);
+	tree_exec_done(pt, p->pid);
+}
 
-		launch__release(p->pid);
-		p->not_python = true;
-		p->exec_ts = 0;
-		/* --uid, --cgroup: its next exec puts it back; room is kept for the Pythons */
-		if (pt->uid >= 0 || pt->cg_fd >= 0)
-			bpf_map_delete_elem(pt->set_fd, &pid);
+/*
+ * A process of the set exec()'d before it could be held: one that joined
+ * the set by that exec (--uid, --cgroup), one another tracer holds, one
+ * whose exec came from a thread other than the one held. It is stopped
+ * now, as soon as can be, while its new interpreter is found and probed,
+ * and held from then on; it ran from its exec until then.
+ */
+static void catch_running(struct proctree *pt, struct tree_proc *p)
+{
+	pid_t pid = p->pid;
+	struct tree_held *h;
+	struct py_interp py;
+	bool at_exec;
+	char err[512];
+	int ret;
+
+	pt->exec_unheld++;
+	tree_hold(pt, p, true);
+	h = tree_held_of(pt, p->pid);
+	if (!h)
+		return; /* gone, or another tracer's: looked for at its first event */
+	h->in_exec = true;
+	ret = tree_stop_held(pt, p->pid, &at_exec);
+	/* its forks meanwhile may have moved procs */
+	p = tree_find_proc(pt, pid);
+	if (ret || !p) {
+		/* gone (its exit, if it was reaped there, is its exit event's) */
+		h = tree_held_of(pt, pid);
+		if (h)
+			h->let_go = true;
+		tree_exec_done(pt, pid);
 		return;
 	}
-	if (ret)
+	ret = launch__examine(pid, &py, err, sizeof(err));
+	/* stopped at a later exec: the event of that one, read next, is done */
+	h = tree_held_of(pt, pid);
+	if (h && at_exec)
+		h->exec_stop_ts = now_ns(CLOCK_MONOTONIC);
+	if (pt->exec_fn)
+		pt->exec_fn(pt->exec_ctx, p->pid, p->exec_ts);
+	take_image(pt, p, ret, &py);
+	tree_exec_done(pt, p->pid);
+}
+
+/*
+ * A process of the set exec()'d: held at the exec stop that follows the
+ * event while its new interpreter is found and probed and its libraries
+ * are looked for ahead, before the new image runs its first instruction,
+ * so that an interpreter file or a library not probed yet misses none of
+ * its calls. One not held is caught as soon as can be (catch_running()).
+ */
+static void catch_exec(struct proctree *pt, struct tree_proc *p)
+{
+	pid_t pid = p->pid;
+	int ret = tree_exec_stop(pt, pid, p->exec_ts);
+
+	/* waiting for the stop may have met forks: procs may have moved */
+	p = tree_find_proc(pt, pid);
+	if (!p)
 		return;
-	/* interp_for() makes pyframes, never processes: p stays where it is */
-	ret = interp_for(pt, &py, &p->interp);
-	launch__release(p->pid);
-	if (!ret)
-		found(pt, p, &py);
+	if (ret == 1)
+		tree_exec(pt, p);
+	else if (!ret)
+		catch_running(pt, p);
 }
 
 /* Looks for the interpreter of a process met while recording (a fork, an exec). */
@@ -221,6 +300,7 @@ static int on_proc(struct tracer *t, void *ctx, const struct ptg_event *e, size_
 {
 	struct proctree *pt = ctx;
 	struct tree_proc *p, *parent;
+	struct tree_held *h;
 	uint32_t interp;
 	int err;
 
@@ -245,11 +325,29 @@ static int on_proc(struct tracer *t, void *ctx, const struct ptg_event *e, size_
 			memcpy(p->world, parent->world, sizeof(p->world));
 		}
 		tree_read_identity(p);
+		/*
+		 * Forked by a thread that is not held (only a process's main
+		 * thread is): held from now on, before its exec most often
+		 */
+		if (pt->attached)
+			tree_hold(pt, p, true);
 		return tracer__set_proc_born(t, e->pid, e->ts);
 	case PTG_EV_PROC_EXEC:
 		p = tree_find_proc(pt, (pid_t)e->pid) ?: tree_new_proc(pt, (pid_t)e->pid, -1);
 		if (!p)
 			return -ENOMEM;
+		h = tree_held_of(pt, p->pid);
+		if (h && !h->at_exec && h->exec_stop_ts > e->ts) {
+			/*
+			 * It exec'd again as it was caught, and was looked at at
+			 * that exec's stop: what ran before ends, its interpreter
+			 * stays.
+			 */
+			interp = p->interp;
+			err = end_program(pt, p, e->ts);
+			p->interp = interp;
+			return err;
+		}
 		p->not_python = false;
 		p->exec_ts = e->ts;
 		/*
@@ -458,6 +556,8 @@ int proctree__attach(struct proctree *pt)
 	if (err)
 		return err;
 	pt->attached = true;
+	/* each exec of a member from now on stops it before its first instruction */
+	tree_hold_all(pt);
 	for (size_t i = 0; !pt->quiet && i < pt->nprocs; i++)
 		say_recording(pt, &pt->procs[i]);
 	return 0;
@@ -465,8 +565,12 @@ int proctree__attach(struct proctree *pt)
 
 int proctree__poll(struct proctree *pt)
 {
-	uint64_t now = now_ns(CLOCK_MONOTONIC);
+	uint64_t now;
+	int err = tree_poll_held(pt);
 
+	if (err)
+		return err;
+	now = now_ns(CLOCK_MONOTONIC);
 	for (size_t i = 0; i < pt->nprocs; i++) {
 		struct tree_proc *p = &pt->procs[i];
 		struct pollfd pfd = {.fd = p->pidfd, .events = POLLIN};
@@ -517,6 +621,8 @@ void proctree__detach(struct proctree *pt)
 {
 	if (!pt)
 		return;
+	/* held or not, every process runs on as it would have without us */
+	tree_release_all(pt);
 	for (size_t i = 0; i < pt->ninterps; i++)
 		pyframe__detach(pt->interps[i].pf);
 	if (pt->skel)
@@ -538,6 +644,9 @@ void proctree__stats(const struct proctree *pt, struct proctree_stats *st)
 	for (size_t i = 0; i < pt->nprocs; i++)
 		st->not_python += pt->procs[i].not_python;
 	st->unrouted = pt->unrouted;
+	st->exec_held = pt->exec_held;
+	st->exec_unheld = pt->exec_unheld;
+	st->hold_refused = pt->hold_refused;
 	st->lost_procs = bss->lost_events + bss->lost_full;
 }
 
@@ -554,6 +663,12 @@ void proctree__summary(const struct proctree *pt, const char *reason, double sec
 		out ? out : "");
 	if (st.not_python)
 		pr_info("%u of them ran no supported Python", st.not_python);
+	if (st.exec_unheld)
+		pr_warn("%u of %u execs of the set ran before they could be held (a process that "
+			"joined the set by its exec, one under another tracer, an exec by a thread "
+			"other than the main one, or of a process such a thread forked): each was "
+			"looked at as soon as could be, and what it ran meanwhile may be missing",
+			st.exec_unheld, st.exec_unheld + st.exec_held);
 	if (st.lost_procs || st.unrouted)
 		pr_warn("%llu process events lost, %llu Python events of "
 			"processes whose interpreter was not found",
@@ -575,6 +690,8 @@ void proctree__destroy(struct proctree *pt)
 	}
 	free(pt->procs);
 	u64map__free(&pt->by_pid);
+	free(pt->held);
+	u64map__free(&pt->held_by_pid);
 	if (pt->cg_fd >= 0)
 		close(pt->cg_fd);
 	free(pt->roots_py);

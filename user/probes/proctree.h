@@ -30,6 +30,9 @@ struct proctree_stats {
 	uint32_t not_python;   /* processes that ran no supported Python (shells, other programs) */
 	uint64_t unrouted;     /* Python events of a process whose interpreter was not found */
 	uint64_t lost_procs;   /* forks, execs, exits the BPF side could not send */
+	uint32_t exec_held;    /* execs held at their stop, before the new image ran */
+	uint32_t exec_unheld;  /* execs met while the new image ran (not held at the exec) */
+	uint32_t hold_refused; /* processes another tracer holds */
 };
 
 /* children: follow forks (--children); else only the processes added. */
@@ -115,6 +118,18 @@ void proctree__proc(const struct proctree *pt, size_t i, struct proctree_proc *o
 typedef bool (*proctree_keep_fn)(void *ctx, pid_t pid);
 int proctree__split(const struct proctree *pt, const char *in, const char *out, bool quiet,
 		    proctree_keep_fn keep, void *ctx);
+/*
+ * Each process of the set is under ptrace from proctree__attach() on
+ * (user/probes/proctree_hold.c), so that its exec waits while what it execs
+ * is probed. The CUPTI agent borrows a thread under ptrace: before pid is
+ * injected, its hold ends (its execs are found as soon as can be then).
+ */
+void proctree__let_go(struct proctree *pt, pid_t pid);
+/*
+ * The -- CMD child pid (proctree__add()) ended: true with its wait status.
+ * While it is held, its end is read by proctree__poll(), nowhere else.
+ */
+bool proctree__reap(struct proctree *pt, pid_t pid, int *wstatus);
 /* Recorded processes still running. */
 uint32_t proctree__live(const struct proctree *pt);
 void proctree__detach(struct proctree *pt);

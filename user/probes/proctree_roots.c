@@ -52,6 +52,7 @@ static int add_root(struct proctree *pt, pid_t pid, int pidfd, const struct py_i
 
 int proctree__add(struct proctree *pt, pid_t pid, const struct py_interp *py)
 {
+	pt->own_pid = pid;
 	return add_root(pt, pid, -1, py);
 }
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* One shared ring buffer, per-thread stacks, dispatch to probe modules. */
 #include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +45,8 @@ struct tracer {
 	struct u64map born; /* pid -> when it was forked, for processes forked while recording */
 	tracer_source_fn source; /* events from outside the ring buffer (record --in-process) */
 	void *source_ctx;
+	bool wake; /* tracer__wake_on(): waits with wait_mask */
+	sigset_t wait_mask;
 };
 
 int tracer__dispatch(struct tracer *t, const struct ptg_event *e, size_t size)
@@ -302,6 +306,30 @@ static int map_ring(struct tracer *t)
 	return 0;
 }
 
+int tracer__wake_on(struct tracer *t, int sig)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	if (pthread_sigmask(SIG_BLOCK, &set, &t->wait_mask))
+		return -EINVAL;
+	sigdelset(&t->wait_mask, sig);
+	t->wake = true;
+	return 0;
+}
+
+/* ring_buffer__poll(), but the wake signal ends the wait whenever it came since the last one. */
+static int wait_ring(struct tracer *t, int timeout_ms)
+{
+	struct pollfd pfd = {.fd = ring_buffer__epoll_fd(t->rb), .events = POLLIN};
+	struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000};
+
+	if (ppoll(&pfd, 1, &ts, &t->wait_mask) < 0 && errno != EINTR)
+		return -errno;
+	return ring_buffer__consume(t->rb);
+}
+
 int tracer__poll(struct tracer *t, int timeout_ms)
 {
 	int n = map_ring(t);
@@ -312,7 +340,10 @@ int tracer__poll(struct tracer *t, int timeout_ms)
 	if (!t->rb)
 		return -EINVAL; /* no ring buffer (tracer__new with ringbuf_mb 0) */
 	before = now_ns(CLOCK_MONOTONIC);
-	n = ring_buffer__poll(t->rb, timeout_ms);
+	if (t->wake && timeout_ms > 0)
+		n = wait_ring(t, timeout_ms);
+	else
+		n = ring_buffer__poll(t->rb, timeout_ms);
 
 	/*
 	 * Probes that fire often skip the wakeup (an interrupt per event) until

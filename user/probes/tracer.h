@@ -107,6 +107,13 @@ int tracer__end_process(struct tracer *t, uint32_t pid, uint64_t ts, uint16_t fl
 
 /* Consumes events, waiting up to timeout_ms. Returns records consumed or -errno. */
 int tracer__poll(struct tracer *t, int timeout_ms);
+/*
+ * sig (SIGCHLD: a process held under ptrace stopped) ends tracer__poll()'s
+ * wait at once: it is blocked in the calling thread, the one that polls,
+ * except during that wait, so that one sent while events are handled is
+ * not lost. Its handler is the caller's.
+ */
+int tracer__wake_on(struct tracer *t, int sig);
 /* Drains, closes every open slot at stop_ts (or the last event's time) and calls the finish hooks.
  */
 int tracer__finish(struct tracer *t, uint64_t stop_ts);

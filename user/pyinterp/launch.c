@@ -402,7 +402,137 @@ int launch__let_go(pid_t pid, int *wstatus)
 	}
 	if (!(status >> 16))
 		sig = stop_signal(status);
+	/* a fork stop (launch__hold()): the child is ours from birth, and goes too */
+	if ((status >> 16) == PTRACE_EVENT_FORK || (status >> 16) == PTRACE_EVENT_VFORK) {
+		unsigned long child = 0;
+
+		if (!ptrace(PTRACE_GETEVENTMSG, pid, 0, &child) && child)
+			launch__drop_new((pid_t)child);
+	}
 	return ptrace(PTRACE_DETACH, pid, 0, (void *)(long)sig) ? -errno : 0;
+}
+
+int launch__hold(pid_t pid, bool forks, bool stopped)
+{
+	long opts = PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD;
+
+	/* a child born seized is seized too: its own exec and forks stop it, its SIGSTOP none */
+	if (forks)
+		opts |= PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK;
+	if (stopped)
+		return ptrace(PTRACE_SETOPTIONS, pid, 0, (void *)opts) ? -errno : 0;
+	/* as launch__seize(): no SIGSTOP, no PTRACE_O_EXITKILL */
+	return ptrace(PTRACE_SEIZE, pid, 0, (void *)opts) ? -errno : 0;
+}
+
+int launch__poll_held(pid_t pid, pid_t *child, int *wstatus)
+{
+	unsigned long msg = 0;
+	int status, ret, ev;
+	pid_t got;
+
+	for (;;) {
+		/* a signal is passed on without consuming its stop, as in launch__poll() */
+		ret = peek_signal(pid);
+		if (ret == 1)
+			continue;
+		/* ECHILD: no tracee of ours by that pid (any more) */
+		if (ret < 0 && ret != -ESRCH)
+			return ret == -ECHILD ? -ESRCH : ret;
+		got = waitpid(pid, &status, WNOHANG | __WALL);
+		if (got < 0)
+			return errno == ECHILD ? -ESRCH : -errno;
+		if (got == 0)
+			return LAUNCH_NOTHING;
+		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+			*wstatus = status;
+			return -ECHILD;
+		}
+		if (!WIFSTOPPED(status))
+			continue;
+		ev = status >> 16;
+		if (ev == PTRACE_EVENT_EXEC)
+			return LAUNCH_AT_EXEC;
+		if (ev == PTRACE_EVENT_FORK || ev == PTRACE_EVENT_VFORK) {
+			if (ptrace(PTRACE_GETEVENTMSG, pid, 0, &msg))
+				msg = 0;
+			*child = (pid_t)msg;
+			ret = cont(pid, PTRACE_CONT, 0);
+			if (ret && ret != -ESRCH)
+				return ret;
+			if (msg)
+				return LAUNCH_FORK;
+			continue;
+		}
+		ret = pass_stop(pid, status);
+		/* ESRCH: killed meanwhile; its exit is the next status */
+		if (ret && ret != -ESRCH)
+			return ret;
+	}
+}
+
+int launch__examine(pid_t pid, struct py_interp *py, char *err, size_t errlen)
+{
+	int ret;
+
+	err[0] = '\0';
+	ret = check_image(pid, py, err, errlen);
+	if (ret == 0)
+		memset(py, 0, sizeof(*py));
+	if (ret < 0)
+		return ret;
+	return ret ? LAUNCH_EXEC_PYTHON : LAUNCH_EXEC_OTHER;
+}
+
+int launch__interrupt(pid_t pid)
+{
+	return ptrace(PTRACE_INTERRUPT, pid, 0, 0) ? -errno : 0;
+}
+
+int launch__wait_interrupt(pid_t pid, bool *at_exec, pid_t *child)
+{
+	unsigned long msg;
+	int status, ret, ev;
+
+	*at_exec = false;
+	for (;;) {
+		ret = wait_stop(pid, &status);
+		if (ret)
+			return ret;
+		ev = status >> 16;
+		if (ev == PTRACE_EVENT_STOP)
+			return 0;
+		/* an exec stop is a better stop */
+		if (ev == PTRACE_EVENT_EXEC) {
+			*at_exec = true;
+			return 0;
+		}
+		if (ev == PTRACE_EVENT_FORK || ev == PTRACE_EVENT_VFORK) {
+			msg = 0;
+			ptrace(PTRACE_GETEVENTMSG, pid, 0, &msg);
+			ret = cont(pid, PTRACE_CONT, 0);
+			if (ret)
+				return ret;
+			if (!msg)
+				continue;
+			*child = (pid_t)msg;
+			return LAUNCH_FORK;
+		}
+		/* a signal that stops it first is its own: passed on */
+		ret = cont(pid, PTRACE_CONT, stop_signal(status));
+		if (ret)
+			return ret;
+	}
+}
+
+int launch__drop_new(pid_t pid)
+{
+	int status, ret;
+
+	ret = wait_stop(pid, &status);
+	if (ret)
+		return ret;
+	return ptrace(PTRACE_DETACH, pid, 0, (void *)(long)stop_signal(status)) ? -errno : 0;
 }
 
 int launch__start_any(char **argv, pid_t *pidp, struct py_interp *py, char *err, size_t errlen)

@@ -8,6 +8,7 @@
 #ifndef PTG_LAUNCH_H
 #define PTG_LAUNCH_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "pyinterp/pyinterp.h"
@@ -66,5 +67,50 @@ int launch__resume(pid_t pid);
 int launch__poll(pid_t pid, struct py_interp *py, int *wstatus, char *err, size_t errlen);
 /* Detaches a child under ptrace that is running; -ECHILD if it ended meanwhile (*wstatus). */
 int launch__let_go(pid_t pid, int *wstatus);
+
+/*
+ * A process of a set (record -p A,B, --children, --uid, --cgroup): taken
+ * under ptrace as launch__seize() takes record -p's target, so that each
+ * exec stops it before the new image's first instruction, and with forks
+ * (--children) each child it forks is under ptrace from birth, its exec
+ * held too. stopped: pid is ours already, stopped at its exec (the -- CMD
+ * child of launch__start): only the options change. -EPERM: another tracer
+ * holds it.
+ */
+int launch__hold(pid_t pid, bool forks, bool stopped);
+
+#define LAUNCH_FORK    3 /* it forked: *child is under ptrace from birth, pid runs on */
+#define LAUNCH_AT_EXEC 4 /* stopped at its exec, the new image not looked at: launch__examine */
+/*
+ * launch__poll() for a process of launch__hold(), one stop at a time,
+ * without blocking: signals and group stops passed on as launch__poll()
+ * does. -ECHILD when it ended (its exit reaped, *wstatus); -ESRCH or
+ * another -errno when it is ours no more (an exec by a thread other than
+ * the one held takes its pid, untraced).
+ */
+int launch__poll_held(pid_t pid, pid_t *child, int *wstatus);
+/*
+ * At an exec stop (LAUNCH_AT_EXEC): is the new image a Python we support?
+ * Runs it past its loader when it links libpython (or to map what it
+ * links when it is no Python) and fills py. LAUNCH_EXEC_PYTHON,
+ * LAUNCH_EXEC_OTHER or -errno (a one-line reason in err); it stays stopped.
+ */
+int launch__examine(pid_t pid, struct py_interp *py, char *err, size_t errlen);
+/*
+ * A process of a set that exec'd before it was held (it joined the set by
+ * that exec), held with launch__hold(): stopped with PTRACE_INTERRUPT, as
+ * launch__catch_any() does, then launch__wait_interrupt() until it is at
+ * that stop, for launch__examine(). 0 when stopped there, or at an exec
+ * (*at_exec: a later one, which is a better stop); LAUNCH_FORK when it
+ * forked first (*child under ptrace from birth; call it again); -ESRCH,
+ * -ECHILD: it is gone.
+ */
+int launch__interrupt(pid_t pid);
+int launch__wait_interrupt(pid_t pid, bool *at_exec, pid_t *child);
+/*
+ * A child born under ptrace (LAUNCH_FORK) that is not to be held: waits
+ * for its first stop (it stops at once, seized) and lets it go.
+ */
+int launch__drop_new(pid_t pid);
 
 #endif /* PTG_LAUNCH_H */

@@ -89,6 +89,21 @@ static const struct py_interp *interp_of(void *ctx, pid_t pid)
 }
 
 /*
+ * The CUPTI agent is injected through the process's main thread under
+ * ptrace (user/proc/inject.c), which the set holds at its execs: a process
+ * about to get the agent is let go first, as record -p lets go of its one
+ * target (user/record/target.c). Called before cupti__on_proc_map().
+ */
+static int let_go_for_agent(void *ctx, pid_t pid, const struct proc_map *m)
+{
+	const char *base = m ? strrchr(m->path, '/') : NULL;
+
+	if (base && !strncmp(base + 1, "libcuda.so", 10))
+		proctree__let_go(ctx, pid);
+	return 0;
+}
+
+/*
  * Dispatcher ops and CUDA calls of every process of the set: each library
  * file is probed once, for every process that maps it, and the BPF side
  * passes only the set's events (proctree__set_fd()). The libraries each
@@ -135,6 +150,8 @@ static int open_lib_probes(struct recording *rc)
 		ret =
 		    cudaprobe__open_shared(rc->tracer, rc->libs, fd, pids, n, o->quiet, &rc->cuda);
 	/* -p, --uid, --cgroup: injected; -- CMD's processes load it through the environment */
+	if (!ret && rc->cupti && !o->cmd)
+		ret = libwatch__subscribe_proc(rc->libs, let_go_for_agent, rc->tree);
 	if (!ret && rc->cupti && !o->cmd)
 		ret = libwatch__subscribe_proc(rc->libs, cupti__on_proc_map, rc->cupti);
 	if (!ret && rc->cuda)
@@ -219,8 +236,14 @@ int start_tree(struct recording *rc)
 		ret = sched__attach(rc->sched);
 	ret = ret ?: proctree__attach(rc->tree);
 	rc->attached_ts = now_ns(CLOCK_MONOTONIC);
-	/* whatever failed: the command runs on, as it would have without us */
-	if (rc->child)
+	/*
+	 * Whatever failed, the command runs on, as it would have without us;
+	 * recording, it stays held (proctree__attach()), so that its execs
+	 * and forks are held as well.
+	 */
+	if (rc->child && ret)
 		launch__release(rc->pid);
+	else if (rc->child)
+		launch__resume(rc->pid);
 	return ret;
 }

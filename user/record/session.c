@@ -225,6 +225,8 @@ static bool target_exited(struct recording *rc)
 		/* held until it runs Python: its stops (and end) come through ptrace */
 		if (target__held(rc->tg))
 			rc->child_reaped = target__poll(rc->tg, &rc->child_status) == 1;
+		else if (rc->tree) /* held by the set: its end is read there */
+			rc->child_reaped = proctree__reap(rc->tree, rc->pid, &rc->child_status);
 		else if (waitpid(rc->pid, &rc->child_status, WNOHANG) == rc->pid)
 			rc->child_reaped = true;
 	}
@@ -430,6 +432,8 @@ static int finish(struct recording *rc)
 	/* the agent takes its callbacks out; what it wrote until then is still read */
 	pymon__stop(rc->pm);
 	proctree__detach(rc->tree);
+	if (rc->tree && rc->child && !rc->child_reaped)
+		rc->child_reaped = proctree__reap(rc->tree, rc->pid, &rc->child_status);
 	if (rc->libs)
 		libwatch__detach(rc->libs);
 	cudaprobe__detach(rc->cuda);
