@@ -144,6 +144,9 @@ class Tree(unittest.TestCase):
             for rank in (0, 1):
                 os.environ.update(RANK=str(rank), WORLD_SIZE="2")
                 ws.append(ptg.Workload(python, "fib.py"))
+            del os.environ["WORLD_SIZE"]
+            os.environ["RANK"] = "3"
+            ws.append(ptg.Workload(python, "fib.py"))
             del os.environ["RANK"]
             os.environ["LOCAL_RANK"] = "7"
             ws.append(ptg.Workload(python, "fib.py"))
@@ -161,10 +164,14 @@ class Tree(unittest.TestCase):
             for w in ws:
                 w.kill()
         self.assertEqual(sorted(os.listdir(self.tmp.name)),
-                         ["run.rank0.ptg", "run.rank1.ptg", "run.rank7.ptg"])
+                         ["run.rank0.ptg", "run.rank1.ptg", "run.rank3.ptg", "run.rank7.ptg"])
         local = ptg.Trace(os.path.join(self.tmp.name, "run.rank7.ptg"))
-        self.assertEqual(local.meta["pid"], str(ws[2].pid))
+        self.assertEqual(local.meta["pid"], str(ws[3].pid))
         self.assertNotIn("dist.rank", local.meta)
+        # RANK with no WORLD_SIZE: the rank (idle's cross-rank view), no distributedInfo
+        alone = ptg.Trace(os.path.join(self.tmp.name, "run.rank3.ptg"))
+        self.assertEqual((alone.meta["pid"], alone.meta["dist.rank"]), (str(ws[2].pid), "3"))
+        self.assertNotIn("dist.world_size", alone.meta)
         for rank, w in enumerate(ws[:2]):
             path = os.path.join(self.tmp.name, f"run.rank{rank}.ptg")
             trace = ptg.Trace(path)

@@ -22,11 +22,13 @@ static int write_dist_meta(struct recording *rc)
 	char rank[24], world[24];
 	int err;
 
-	if (proc_environ_number(rc->pid, "RANK", rank, sizeof(rank)) ||
-	    proc_environ_number(rc->pid, "WORLD_SIZE", world, sizeof(world)))
+	/* RANK alone still names the trace's rank for idle's cross-rank view */
+	if (proc_environ_number(rc->pid, "RANK", rank, sizeof(rank)))
 		return 0;
 	err = trace_writer__meta(rc->w, "dist.rank", rank);
-	return err ?: trace_writer__meta(rc->w, "dist.world_size", world);
+	if (err || proc_environ_number(rc->pid, "WORLD_SIZE", world, sizeof(world)))
+		return err;
+	return trace_writer__meta(rc->w, "dist.world_size", world);
 }
 
 /*

@@ -80,11 +80,11 @@ static int write_one(const struct proctree_proc *p, const char *in, const char *
 	    {"python.path", p->py_path},
 	    /* the process's own GPU activity, if any: export --chrome gives it Kineto's rows */
 	    {"cupti.pids", gpu ? pid : ""},
-	    /* Kineto's distributedInfo (export --chrome) when the process has both */
+	    /* its rank (idle's cross-rank view); with the world size, Kineto's distributedInfo */
 	    {"dist.rank", p->dist_rank},
 	    {"dist.world_size", p->world_size},
 	};
-	size_t n = p->dist_rank[0] && p->world_size[0] ? 8 : 6;
+	size_t n = !p->dist_rank[0] ? 6 : p->world_size[0] ? 8 : 7;
 
 	snprintf(pid, sizeof(pid), "%d", p->pid);
 	if (!gpu_pids)
