@@ -52,23 +52,6 @@ static const enum ptg_lost bpf_losses[PTG_LOSS_NR_KINDS] = {
     [PTG_LOSS_PY_CODE] = PTG_LOST_PY_CODE_NAMES,
 };
 /* The resolver of the stack engine: code objects read from /proc/PID/mem. */
-static int open_mem(void *ctx, uint32_t pid)
-{
-	char path[64];
-	int fd;
-
-	(void)ctx;
-	snprintf(path, sizeof(path), "/proc/%u/mem", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	return fd < 0 ? -errno : fd;
-}
-
-static void close_mem(void *ctx, int fd)
-{
-	(void)ctx;
-	close(fd);
-}
-
 static int read_code(void *ctx, int fd, uint64_t code, struct py_code_info *out)
 {
 	const struct pyframe *pf = ctx;
@@ -133,8 +116,10 @@ static int open_common(const struct py_interp *py, struct tracer *t, int traced_
 	pf = calloc(1, sizeof(*pf));
 	if (!pf)
 		return -ENOMEM;
-	res = (struct pystack_resolver){
-	    .ctx = pf, .open_proc = open_mem, .close_proc = close_mem, .read_code = read_code};
+	res = (struct pystack_resolver){.ctx = pf,
+					.open_proc = py_mem_open,
+					.close_proc = py_mem_close,
+					.read_code = read_code};
 	pf->py = *py;
 	pf->t = t;
 	pf->shared = traced_fd >= 0;

@@ -359,23 +359,6 @@ static int handle(struct tracer *t, void *ctx, const struct ptg_event *e, size_t
 }
 
 /* The resolver of the stack engine: code objects read from /proc/PID/mem. */
-static int open_mem(void *ctx, uint32_t pid)
-{
-	char path[64];
-	int fd;
-
-	(void)ctx;
-	snprintf(path, sizeof(path), "/proc/%u/mem", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	return fd < 0 ? -errno : fd;
-}
-
-static void close_mem(void *ctx, int fd)
-{
-	(void)ctx;
-	close(fd);
-}
-
 static int read_code(void *ctx, int fd, uint64_t code, struct py_code_info *out)
 {
 	const struct pymon *pm = ctx;
@@ -416,9 +399,11 @@ int pymon__open(const struct py_interp *py, struct tracer *t, unsigned int ring_
 		pr_err("record --in-process: cannot open the agent's socket: %s", strerror(-err));
 		goto cleanup;
 	}
-	pm->memfd_target = open_mem(NULL, (uint32_t)py->pid);
-	res = (struct pystack_resolver){
-	    .ctx = pm, .open_proc = open_mem, .close_proc = close_mem, .read_code = read_code};
+	pm->memfd_target = py_mem_open(NULL, (uint32_t)py->pid);
+	res = (struct pystack_resolver){.ctx = pm,
+					.open_proc = py_mem_open,
+					.close_proc = py_mem_close,
+					.read_code = read_code};
 	err = pystack__new(t, &res, &pm->ps);
 	if (!err && (err = pystack__add_proc(pm->ps, (uint32_t)py->pid)))
 		pr_err("record --in-process: cannot open /proc/%d/mem: %s", py->pid,

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <linux/types.h>
 
@@ -96,6 +98,23 @@ void py_decode_chars(const uint8_t *raw, unsigned int width, size_t nchars, char
 		o += n;
 	}
 	buf[o] = '\0';
+}
+
+int py_mem_open(void *unused, uint32_t pid)
+{
+	char path[64];
+	int fd;
+
+	(void)unused;
+	snprintf(path, sizeof(path), "/proc/%u/mem", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+void py_mem_close(void *unused, int memfd)
+{
+	(void)unused;
+	close(memfd);
 }
 
 int py_read_code(int memfd, const struct py_version_info *vi, uint64_t code,

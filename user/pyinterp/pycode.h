@@ -25,6 +25,13 @@ void py_decode_chars(const uint8_t *raw, unsigned int width, size_t nchars, char
 int py_read_code(int memfd, const struct py_version_info *vi, uint64_t code,
 		 struct py_code_info *out);
 /*
+ * /proc/PID/mem, opened for py_read_code() (the fd, or a negative errno), and
+ * closed: in the shape of the stack engine's resolver (probes/pystack.h),
+ * whose ctx they do not use.
+ */
+int py_mem_open(void *unused, uint32_t pid);
+void py_mem_close(void *unused, int memfd);
+/*
  * What py_read_code() would read, from the names the BPF side sent with a code
  * object's first event: good after the code, or the process, is gone.
  * -ENODATA where they did not fit the event (read the memory then).
