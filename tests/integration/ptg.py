@@ -396,6 +396,31 @@ def once(cls):
     return cls
 
 
+def descendants(pid):
+    """Every running descendant of pid, through all its threads."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for tid in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    kids = [int(k) for k in f.read().split()]
+                out += kids
+                todo += kids
+        except OSError:
+            pass
+    return out
+
+
+def cuda_counts(trace):
+    """{pid: {api: calls}} of the trace's CUDA call records."""
+    got = collections.defaultdict(collections.Counter)
+    for r in trace.records:
+        if r.kind == "cuda_call":
+            got[r.pid][r.name] += 1
+    return {pid: dict(c) for pid, c in got.items()}
+
+
 def wait_until(pred, timeout=30.0):
     end = time.time() + timeout
     while time.time() < end:

@@ -63,30 +63,6 @@ def maps(pid):
         return ""
 
 
-def descendants(pid):
-    """Every running descendant of pid, through all its threads."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            for tid in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{tid}/children") as f:
-                    kids = [int(k) for k in f.read().split()]
-                out += kids
-                todo += kids
-        except OSError:
-            pass
-    return out
-
-
-def cuda_counts(trace):
-    got = collections.defaultdict(collections.Counter)
-    for r in trace.records:
-        if r.kind == "cuda_call":
-            got[r.pid][r.name] += 1
-    return {pid: dict(c) for pid, c in got.items()}
-
-
 class HeldRecorder:
     """record --children -- sh -c 'read go; SCRIPT', stopped (SIGSTOP) before go."""
 
@@ -195,7 +171,7 @@ class TreeExecOnce(unittest.TestCase):
             h.kill()
         self.assertEqual((code, stdout), (0, "done\n"), h.rec.stderr)
         trace = Trace(out)
-        self.assertEqual(cuda_counts(trace),
+        self.assertEqual(ptg.cuda_counts(trace),
                          {h.pid: {"cuLaunchKernel": 40, "cuStreamSynchronize": 15}},
                          h.rec.stderr)
         lost = [x for x in trace.losses if not x.startswith("py_code_unresolved")]
@@ -245,8 +221,8 @@ class TreeExecOnce(unittest.TestCase):
             sh.stdin.write("go\n")
             sh.stdin.flush()
             self.assertTrue(ptg.wait_until(lambda: status(sh.pid)[0] == "t" and
-                                           descendants(sh.pid)), status(sh.pid))
-            kids = descendants(sh.pid)
+                                           ptg.descendants(sh.pid)), status(sh.pid))
+            kids = ptg.descendants(sh.pid)
             self.assertEqual([status(k) for k in kids], [("t", rec.proc.pid)],
                              "the child is held from its birth")
             rec.proc.kill()
@@ -286,10 +262,10 @@ class TreeExecOnce(unittest.TestCase):
                 sh.stdin.write("go\n")
                 sh.stdin.flush()
                 time.sleep(rng.uniform(0, 0.3))
-                procs = [sh.pid] + descendants(sh.pid)
+                procs = [sh.pid] + ptg.descendants(sh.pid)
                 rec.proc.kill()
                 rec.proc.wait()
-                self.assert_let_go(procs + descendants(sh.pid))
+                self.assert_let_go(procs + ptg.descendants(sh.pid))
                 self.assertEqual(sh.stdout.read(), "end\n")
                 self.assertEqual(sh.wait(timeout=60), 0)
             finally:

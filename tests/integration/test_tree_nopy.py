@@ -6,7 +6,6 @@ Each Python process's calls are counted exactly against its known plan (as
 test_tree.py does), each C program's CUDA calls against what it was told to
 make (tests/helpers/nopy_cuda.c on the fake driver, tests/fakecuda).
 """
-import collections
 import os
 import shlex
 import subprocess
@@ -23,15 +22,6 @@ LAUNCHES, SYNCS, SLEEPS, SLEEP_MS = 40, 15, 3, 30
 # the Python a shell member starts, or execs: 500 calls of g
 CODE = "import os\ndef g(i): return i\nfor i in range(500): g(i)\nprint('child', os.getpid())\n"
 NOPY_LINE = "no Python: CUDA calls, ops and off-CPU time; its exec of Python is followed"
-
-
-def cuda_counts(trace):
-    """{pid: {api: calls}} of the trace's CUDA call records."""
-    got = collections.defaultdict(collections.Counter)
-    for r in trace.records:
-        if r.kind == "cuda_call":
-            got[r.pid][r.name] += 1
-    return {pid: dict(c) for pid, c in got.items()}
 
 
 def state(pid):
@@ -58,22 +48,6 @@ def read(path):
             return f.read()
     except FileNotFoundError:
         return ""
-
-
-def descendants(pid):
-    """Every running descendant of pid, through all its threads."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            for tid in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{tid}/children") as f:
-                    kids = [int(k) for k in f.read().split()]
-                out += kids
-                todo += kids
-        except OSError:
-            pass
-    return out
 
 
 class Gated:
@@ -156,7 +130,7 @@ class TreeNoPython(unittest.TestCase):
         self.assertEqual(sorted(got), [a.pid])
         self.assertEqual((got[a.pid]["f"], got[a.pid]["main"]), (5919, 1))
         self.assertFalse([r for r in trace.records if r.pid == b.pid and r.kind.startswith("py_")])
-        self.assertEqual(cuda_counts(trace),
+        self.assertEqual(ptg.cuda_counts(trace),
                          {b.pid: {"cuLaunchKernel": LAUNCHES, "cuStreamSynchronize": SYNCS}})
         sleeps = [r for r in trace.records if r.kind == "sched" and r.tid == b.pid
                   and r.fields.get("dur", 0) >= SLEEP_MS * 1000000]
@@ -282,7 +256,7 @@ class TreeNoPython(unittest.TestCase):
         sh = shell(python, exec_it=False)
 
         def held():
-            return [p for p in descendants(sh.pid) if state(p) == "t"]
+            return [p for p in ptg.descendants(sh.pid) if state(p) == "t"]
 
         try:
             rec = ptg.Recorder(["-p", str(sh.pid), "--children"],
