@@ -328,16 +328,20 @@ class SampleStacks(unittest.TestCase):
             s.wait()
         finally:
             stop(*procs)
-        self.assertNotIn("name code that was gone", s.stderr)
         prof = Profile(pb)
         version = "CPython %d.%d." % python.version
         rules = {pids[0]: split_rules(python), pids[1]: centry_rules()}
-        ends, lost = collections.Counter(), 0
+        ends, lost, unknown = collections.Counter(), 0, 0
         for frames, values, labels in prof.samples:
             self.assertTrue(labels["interpreter"].startswith(version), labels)
             frames = frames[::-1]
             if frames[0][0][0] in LOST:
                 lost += values[0]
+                continue
+            if any(f[0][0] == "[unknown code]" for f in frames):
+                # the same transient seen one step later: the frame read, but the
+                # code pointer in it was stale (counted: "frames name code that was gone")
+                unknown += values[0]
                 continue
             rules[labels["pid"]].check(self, frames, f"{python} pid {labels['pid']} tid "
                                        f"{labels['tid']}")
@@ -345,6 +349,9 @@ class SampleStacks(unittest.TestCase):
         # a transient now and then (see docs/sample.md), said in the summary
         self.assertLessEqual(lost, reported_lost(s.stderr), s.stderr)
         self.assertLessEqual(lost, prof.total(0) // 200, s.stderr)
+        gone = re.search(r"(\d+) frames name code that was gone", s.stderr)
+        self.assertLessEqual(unknown, int(gone.group(1)) if gone else 0, s.stderr)
+        self.assertLessEqual(unknown, prof.total(0) // 200, s.stderr)
         # each thread of the split workload, mostly in work(), 3/4 of that under hot()
         threads = {tid for pid, tid, _ in ends if pid == pids[0]}
         self.assertEqual(len(threads), 3, ends)
