@@ -339,3 +339,28 @@ void lib_copy__free(struct lib_copy *lc)
 	undo_copy(lc);
 	free(lc);
 }
+
+int trusted_open_own(const char *env, const char *name, char *path, size_t len, char *err,
+		     size_t errlen)
+{
+	const char *set = getenv(env);
+	char exe[PATH_MAX - 32];
+	ssize_t n;
+	char *slash;
+
+	if (set && set[0]) {
+		snprintf(path, len, "%s", set);
+		return trusted_open(path, err, errlen);
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0) {
+		snprintf(err, errlen, "/proc/self/exe: %s", strerror(errno));
+		return -ENOENT;
+	}
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (slash)
+		*slash = '\0';
+	snprintf(path, len, "%s/%s", exe, name);
+	return trusted_open(path, err, errlen);
+}

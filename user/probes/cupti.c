@@ -59,26 +59,9 @@ static void warn(const char *fmt, ...)
 static int find_agent(char *path, size_t len, bool *named, char *err, size_t errlen)
 {
 	const char *env = getenv("PTG_CUPTI_AGENT");
-	char exe[PATH_MAX - 32];
-	ssize_t n;
-	char *slash;
 
 	*named = env && env[0];
-	if (*named) {
-		snprintf(path, len, "%s", env);
-		return trusted_open(path, err, errlen);
-	}
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0) {
-		snprintf(err, errlen, "/proc/self/exe: %s", strerror(errno));
-		return -ENOENT;
-	}
-	exe[n] = '\0';
-	slash = strrchr(exe, '/');
-	if (slash)
-		*slash = '\0';
-	snprintf(path, len, "%s/libptg_cupti.so", exe);
-	return trusted_open(path, err, errlen);
+	return trusted_open_own("PTG_CUPTI_AGENT", "libptg_cupti.so", path, len, err, errlen);
 }
 
 int cupti__open(bool quiet, struct cupti **out)

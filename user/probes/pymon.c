@@ -74,29 +74,11 @@ int pymon__check(const struct py_interp *py, char *err, size_t errlen)
 	return 0;
 }
 
-/* $PTG_PYMON_AGENT, else libptg_pymon.so next to this executable; never a build path. */
+/* $PTG_PYMON_AGENT, else libptg_pymon.so next to this executable (trusted_open_own()). */
 static int find_agent(struct pymon *pm, char *err, size_t errlen)
 {
-	const char *env = getenv("PTG_PYMON_AGENT");
-	char exe[PATH_MAX - 32];
-	ssize_t n;
-	char *slash;
-
-	if (env && env[0]) {
-		snprintf(pm->agent, sizeof(pm->agent), "%s", env);
-		return trusted_open(pm->agent, err, errlen);
-	}
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0) {
-		snprintf(err, errlen, "/proc/self/exe: %s", strerror(errno));
-		return -ENOENT;
-	}
-	exe[n] = '\0';
-	slash = strrchr(exe, '/');
-	if (slash)
-		*slash = '\0';
-	snprintf(pm->agent, sizeof(pm->agent), "%s/%s", exe, AGENT_NAME);
-	return trusted_open(pm->agent, err, errlen);
+	return trusted_open_own("PTG_PYMON_AGENT", AGENT_NAME, pm->agent, sizeof(pm->agent), err,
+				errlen);
 }
 
 /* The ring: a memfd of ours, its size sealed, so the agent can neither shrink nor grow it. */
