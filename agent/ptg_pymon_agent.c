@@ -592,7 +592,8 @@ static bool finalizing(void)
 	return !api.IsInitialized() || (api.IsFinalizing && api.IsFinalizing());
 }
 
-static void session_end(void)
+/* The ring unmapped and the loader's socket closed: what a session holds of the loader's. */
+static void drop_loader(void)
 {
 	if (ag.ring)
 		munmap(ag.ring, ag.map_len);
@@ -600,6 +601,11 @@ static void session_end(void)
 	if (ag.sock >= 0)
 		close(ag.sock);
 	ag.sock = -1;
+}
+
+static void session_end(void)
+{
+	drop_loader();
 	pthread_mutex_lock(&ag.lock);
 	ag.state = S_IDLE;
 	pthread_mutex_unlock(&ag.lock);
@@ -681,12 +687,7 @@ static void *session_main(void *arg)
 static void fork_child(void)
 {
 	cb_ring = NULL;
-	if (ag.ring)
-		munmap(ag.ring, ag.map_len);
-	ag.ring = NULL;
-	if (ag.sock >= 0)
-		close(ag.sock);
-	ag.sock = -1;
+	drop_loader();
 	ag.tool = -1;
 	ag.profiling = false; /* 3.11: this thread's profile function stays in, quiet */
 	ag.state = S_IDLE;
