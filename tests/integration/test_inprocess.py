@@ -28,18 +28,28 @@ class InProcess(unittest.TestCase):
     def record(self, python, script, *extra):
         return ptg.Trace(self.record_path(python, script, *extra))
 
-    def record_path(self, python, script, *extra):
-        """The trace of script recorded --in-process from go to its exit, checked whole."""
+    def record_path(self, python, script, *extra, args=(), hold=False):
+        """The trace of script recorded --in-process from go to its exit, checked whole.
+        With hold (mlp.py), the workload waits once trained until the recorder
+        has stopped by itself (--steps): the module objects still live while
+        their names are read, however far behind the recorder runs."""
         out = os.path.join(self.tmp.name, f"{script}.ptg")
-        w = ptg.Workload(python, script)
+        w, rec = ptg.Workload(python, script, *args, *(["--hold"] if hold else [])), None
         try:
             rec = ptg.Recorder(["--in-process", "-p", str(w.pid), *extra], out)
             self.assertIn(", in-process: ", rec.stderr)
             w.go()
+            if hold:
+                self.assertEqual(w.proc.stdout.readline().strip(), "trained")
+                self.assertEqual(rec.wait(), 0, rec.stderr)
+                w.go()
             self.assertIn("done", w.finish())
             self.assertEqual(rec.wait(), 0, rec.stderr)
         finally:
             w.kill()
+            for f in (w.proc.stdin, w.proc.stdout, rec and rec.proc.stderr):
+                if f:
+                    f.close()
         trace = ptg.Trace(out)
         self.assertEqual(trace.losses, [], "events were lost")
         # a training workload's trace says its steps instead
@@ -148,7 +158,7 @@ class InProcess(unittest.TestCase):
         runs under the frame that called it, as with record -p."""
         if not python.has_torch:
             self.skipTest(f"no PyTorch in {python}")
-        out = self.record_path(python, "mlp.py", "--steps", "2")
+        out = self.record_path(python, "mlp.py", "--steps", "2", args=("--steps", "3"), hold=True)
         trace = ptg.Trace(out)
         stacks, linear, addmm = collections.defaultdict(list), [], 0
         for r in trace.records:

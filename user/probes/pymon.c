@@ -47,6 +47,7 @@ struct pymon {
 	size_t map_len;
 	uint64_t nrecs;
 	uint64_t tail;	       /* our copy: the shared one is only written */
+	uint64_t ahead;	       /* records up to here had their code objects read */
 	struct u64map depths;  /* tid -> frames on its stack as we know it */
 	struct u64map fprints; /* code -> fingerprint << 1 | 1 */
 	int memfd_target;      /* /proc/PID/mem, for fingerprints */
@@ -130,7 +131,10 @@ static int listen_socket(struct pymon *pm)
 
 /* --- the agent's records into frame events --- */
 
-/* The code object's fingerprint, read once; 0 when unreadable (its names are then unknown). */
+/*
+ * The code object's fingerprint, read once, its names handed to the stack
+ * engine at the same time; 0 when unreadable (its names are then unknown).
+ */
 static uint32_t fingerprint(struct pymon *pm, uint64_t code)
 {
 	struct py_code_info ci;
@@ -142,8 +146,11 @@ static uint32_t fingerprint(struct pymon *pm, uint64_t code)
 	v = u64map__get(&pm->fprints, code);
 	if (v)
 		return (uint32_t)(*v >> 1);
-	if (pm->memfd_target >= 0 && !py_read_code(pm->memfd_target, pm->py.info, code, &ci))
+	if (pm->memfd_target >= 0 && !py_read_code(pm->memfd_target, pm->py.info, code, &ci)) {
 		fp = ci.fingerprint;
+		if (pystack__learn(pm->ps, (uint32_t)pm->py.pid, code, &ci))
+			return fp; /* out of memory: read again next time */
+	}
 	if (pm->fprints.len < MAX_FPRINTS)
 		u64map__put(&pm->fprints, code, (uint64_t)fp << 1 | 1);
 	return fp;
@@ -269,6 +276,30 @@ static int frames_ready(struct pymon *pm, uint32_t tid, uint32_t n)
 }
 
 /*
+ * The code objects of every record published so far, read now: records are
+ * handled in time order with the other sources, which may be well behind,
+ * and a code object freed (or the target gone) by then would have no names.
+ */
+static void read_ahead(struct pymon *pm)
+{
+	uint64_t mask = pm->nrecs - 1, end;
+
+	if (pm->ahead < pm->tail)
+		pm->ahead = pm->tail;
+	for (end = pm->tail + pm->nrecs; pm->ahead < end; pm->ahead++) {
+		const struct ptg_pymon_rec *p = &pm->recs[pm->ahead & mask];
+		struct rec r;
+
+		if (__atomic_load_n(&p->seq, __ATOMIC_ACQUIRE) != (uint32_t)(pm->ahead + 1))
+			break;
+		decode(p, &r);
+		if (r.kind == PTG_PYMON_START || r.kind == PTG_PYMON_RESUME ||
+		    r.kind == PTG_PYMON_THROW || r.kind == PTG_PYMON_FRAME)
+			fingerprint(pm, r.code);
+	}
+}
+
+/*
  * tracer.h's source: the agent's records up to upto_ts, each checked (the
  * target writes them: a lying one costs it its own trace, nothing more).
  */
@@ -282,6 +313,7 @@ static int drain(struct tracer *t, void *ctx, uint64_t upto_ts)
 	(void)t;
 	if (!pm->ring)
 		return 0;
+	read_ahead(pm);
 	while (!err) {
 		const struct ptg_pymon_rec *p = &pm->recs[pm->tail & mask];
 

@@ -302,6 +302,21 @@ static struct pystack_proc *proc_of(struct pystack *ps, uint32_t pid)
 	return &ps->procs[ps->nprocs - 1];
 }
 
+int pystack__learn(struct pystack *ps, uint32_t pid, uint64_t code, const struct py_code_info *ci)
+{
+	struct pystack_proc *p = proc_of(ps, pid);
+	uint32_t sym;
+
+	if (!p || !code)
+		return p ? 0 : -ENOMEM;
+	if (u64map__get(&p->code_syms, code_key(code, ci->fingerprint)))
+		return 0;
+	sym = trace_writer__sym(tracer__writer(ps->t), PTG_SYM_PY_FUNC, ci->qualname, ci->filename,
+				ci->firstlineno);
+	return u64map__put(&p->code_syms, code_key(code, ci->fingerprint),
+			   (uint64_t)ci->fingerprint << 32 | sym);
+}
+
 int pystack__add_proc(struct pystack *ps, uint32_t pid)
 {
 	struct pystack_proc *p = proc_of(ps, pid);

@@ -50,6 +50,13 @@ int pystack__handle(struct pystack *ps, const struct ptg_event *e, size_t size);
  * that a target whose memory cannot be read is an error at attach time.
  */
 int pystack__add_proc(struct pystack *ps, uint32_t pid);
+/*
+ * The names of code object code of process pid, read early by the caller (as
+ * soon as its events are seen, before they are handled in time order): a code
+ * object freed, or a process gone, by the time its events are handled keeps
+ * them. Known names are kept. 0 or -ENOMEM.
+ */
+int pystack__learn(struct pystack *ps, uint32_t pid, uint64_t code, const struct py_code_info *ci);
 /* Process pid exec()'d or exited: what was read of its memory is of no more use. */
 void pystack__forget(struct pystack *ps, uint32_t pid);
 /*

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -359,6 +360,21 @@ int tracer__poll(struct tracer *t, int timeout_ms)
 	if (n >= 0 && before > SOURCE_LAG_NS)
 		pull_source(t, before - SOURCE_LAG_NS);
 	return t->err ?: n;
+}
+
+int tracer__catch_up(struct tracer *t, uint64_t ts)
+{
+	uint64_t now = now_ns(CLOCK_MONOTONIC);
+
+	if (t->source && ts + SOURCE_LAG_NS >= now) {
+		uint64_t ns = ts + SOURCE_LAG_NS - now + 1;
+		struct timespec d = {.tv_sec = (time_t)(ns / 1000000000ull),
+				     .tv_nsec = (long)(ns % 1000000000ull)};
+
+		while (nanosleep(&d, &d) && errno == EINTR)
+			;
+	}
+	return tracer__poll(t, 0);
 }
 
 int tracer__finish(struct tracer *t, uint64_t stop_ts)

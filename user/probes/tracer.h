@@ -108,6 +108,12 @@ int tracer__end_process(struct tracer *t, uint32_t pid, uint64_t ts, uint16_t fl
 /* Consumes events, waiting up to timeout_ms. Returns records consumed or -errno. */
 int tracer__poll(struct tracer *t, int timeout_ms);
 /*
+ * Consumes every event up to ts, the source's too (after waiting out the
+ * little it lags the ring buffer: at most 2 ms). Returns records consumed
+ * or -errno.
+ */
+int tracer__catch_up(struct tracer *t, uint64_t ts);
+/*
  * sig (SIGCHLD: a process held under ptrace stopped) ends tracer__poll()'s
  * wait at once: it is blocked in the calling thread, the one that polls,
  * except during that wait, so that one sent while events are handled is

@@ -423,11 +423,18 @@ static int finish(struct recording *rc)
 	uint64_t stop_ts = now_ns(CLOCK_MONOTONIC);
 	uint64_t dropped;
 	char buf[64];
-	int ret;
+	int ret, caught;
 
 	/* a child still held (it never ran Python) runs on untraced */
 	if (target__let_go(rc->tg, &rc->child_status))
 		rc->child_reaped = true;
+	/*
+	 * Everything up to the stop is handled first, while the target most
+	 * likely still runs: handling reads its memory (names of code objects
+	 * and modules), and the detaches below take a while (uprobes: 0.3 s
+	 * for PyTorch's and CUDA's), long enough for a target to exit.
+	 */
+	caught = tracer__catch_up(rc->tracer, stop_ts);
 	pyframe__detach(rc->pf);
 	/* the agent takes its callbacks out; what it wrote until then is still read */
 	pymon__stop(rc->pm);
@@ -443,7 +450,7 @@ static int finish(struct recording *rc)
 	 * The probes' last calls go into their histories before the agents'
 	 * last flush is decoded, so that CUPTI's records of them find them.
 	 */
-	ret = tracer__poll(rc->tracer, 0);
+	ret = caught < 0 ? caught : tracer__poll(rc->tracer, 0);
 	/* the agents flush what CUPTI still holds, then hang up */
 	ret = cupti__stop(rc->cupti, 5000) ?: (ret < 0 ? ret : 0);
 	ret = tracer__finish(rc->tracer, stop_ts) ?: ret;
