@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/u64map.h"
 #include "proc/elf_file.h"
 #include "proc/probesite.h"
 #include "proc/procfs.h"
@@ -114,6 +115,8 @@ struct table_ctx {
 	const uint8_t *code; /* its bytes, to see which table it indexes */
 	bool slow;	     /* second pass: look into the handlers' code too */
 	int best;	     /* the best score given */
+	struct u64map refs;  /* what references() finds in code, once made */
+	unsigned int asked;  /* candidates that asked code_references() */
 };
 
 /*
@@ -132,6 +135,42 @@ static bool references(const uint8_t *code, uint64_t addr, uint64_t len, uint64_
 			return true;
 	}
 	return false;
+}
+
+/*
+ * Every address references() could find in code, as a set: each 4-byte
+ * window read both ways. Made once, it answers for each candidate table at
+ * once; a static interpreter (Debian's) offers hundreds of candidates, and a
+ * byte scan of the eval function for each took half a second.
+ */
+static int reference_set(const uint8_t *code, uint64_t addr, uint64_t len, struct u64map *out)
+{
+	for (uint64_t i = 0; i + 4 <= len; i++) {
+		uint64_t abs, rel;
+		int32_t d;
+
+		memcpy(&d, code + i, sizeof(d));
+		abs = (uint32_t)d;
+		rel = addr + i + 4 + (int64_t)d;
+		/* 0 is no table's address, and no key of the set */
+		if ((abs && u64map__put(out, abs, 1)) || (rel && u64map__put(out, rel, 1)))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* references() of the eval function: the set is made at the 5th candidate to ask. */
+static bool code_references(struct table_ctx *c, uint64_t table_addr)
+{
+	if (!c->refs.len && c->code && ++c->asked > 4 &&
+	    reference_set(c->code, c->lo, c->hi - c->lo, &c->refs)) {
+		/* no memory for it: each candidate is scanned for, slower, the same answer */
+		u64map__free(&c->refs);
+		c->refs = (struct u64map){0};
+	}
+	if (c->refs.len)
+		return u64map__get(&c->refs, table_addr) != NULL;
+	return references(c->code, c->lo, c->hi - c->lo, table_addr);
 }
 
 /* Do the handlers themselves dispatch through the table (the DISPATCH at each one's end)? */
@@ -185,7 +224,7 @@ static int is_dispatch_table(const uint64_t table[256], uint64_t table_addr, voi
 	 */
 	if (distinct < 64 || 256 - distinct < 8)
 		return 0;
-	if (references(c->code, c->lo, c->hi - c->lo, table_addr))
+	if (code_references(c, table_addr))
 		score = 2000 + distinct;
 	else if (c->slow && handlers_reference(c, table, dflt, table_addr))
 		score = 1000 + distinct;
@@ -275,6 +314,7 @@ static int find_handlers(const struct elf_file *ef, struct py_interp *py, char *
 		tctx.slow = true;
 		ret = elf_file__find_ptr_table(ef, is_dispatch_table, &tctx, table);
 	}
+	u64map__free(&tctx.refs);
 	if (ret) {
 		free(evalbytes);
 		return fail(err, errlen, -ENOENT,
