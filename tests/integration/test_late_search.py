@@ -196,6 +196,31 @@ class LateSearch(unittest.TestCase):
         pid, _ = self.record(argv, path)
         self.verify(pid, path)
 
+    def test_site_packages(self):
+        """A PyTorch wheel's layout in a venv: torch/lib/libtorch_cpu.so with the
+        nvidia wheels on its RUNPATH, the driver there loaded by full path. The
+        venv's site folder (pyvenv.cfg beside argv[0]'s bin/, though
+        /proc/PID/exe names the base interpreter) is looked in ahead, and the
+        RUNPATH of what it finds: every call in, no window."""
+        venv = os.path.join(self.tmp, "venv")
+        ver = subprocess.run([HOST.exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+        site = os.path.join(venv, "lib", f"python{ver}", "site-packages")
+        os.makedirs(os.path.join(venv, "bin"))
+        with open(os.path.join(venv, "pyvenv.cfg"), "w") as f:
+            f.write(f"home = {os.path.dirname(HOST.exe)}\n"
+                    "include-system-site-packages = false\n")
+        python = os.path.join(venv, "bin", "python3")
+        os.symlink(HOST.exe, python)
+        path = self.place(os.path.join(site, "nvidia", "cuda_driver", "lib"))
+        torch = os.path.join(site, "torch", "lib", "libtorch_cpu.so")
+        os.makedirs(os.path.dirname(torch))
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", torch, DLOPENER, "-ldl",
+                        "-Wl,--enable-new-dtags,-rpath,$ORIGIN/../../nvidia/cuda_driver/lib"],
+                       check=True)
+        pid, _ = self.record([python, SCRIPT, "--wait", path], path)
+        self.verify(pid, path)
+
     def test_full_path(self):
         path = self.place("hidden")
         pid, rec = self.record([HOST.exe, SCRIPT, "--wait", "--gate-loaded", path], path,
