@@ -345,8 +345,7 @@ static int add_site_dirs(struct libsearch *s, const char *exe)
 	snprintf(prefix, sizeof(prefix), "%s", target_view(s, exe));
 	if (parent_of_dir(prefix)) {
 		err = add_prefix(s, prefix);
-		/* Debian's: /usr/lib/python3/dist-packages, /usr/local/lib/python3.X/dist-packages
-		 */
+		/* Debian's /usr/lib/python3/dist-packages, and /usr/local's */
 		if (!err && snprintf(path, sizeof(path), "%s/lib/python3/dist-packages", prefix) <
 				(int)sizeof(path))
 			err = add_site(s, path);
