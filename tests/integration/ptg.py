@@ -5,6 +5,7 @@ Traces are read through `ptrace-gpu dump`, the same reader every report uses.
 import collections
 import functools
 import glob
+import json
 import os
 import re
 import shlex
@@ -398,18 +399,47 @@ def once(cls):
 
 def descendants(pid):
     """Every running descendant of pid, through all its threads."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
+    out, pending = [], [pid]
+    while pending:
+        p = pending.pop()
         try:
             for tid in os.listdir(f"/proc/{p}/task"):
                 with open(f"/proc/{p}/task/{tid}/children") as f:
                     kids = [int(k) for k in f.read().split()]
                 out += kids
-                todo += kids
+                pending += kids
         except OSError:
             pass
     return out
+
+
+def end(*procs):
+    """Kills what still runs of procs (Popen objects; None is skipped) and
+    closes their pipes: a test's cleanup, whatever state it failed in."""
+    for p in procs:
+        if p is None:
+            continue
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        for f in (p.stdin, p.stdout, p.stderr):
+            if f:
+                f.close()
+
+
+def oracle(python, script):
+    """{function: calls} of a workload run alone by python with --oracle, as
+    its own sys.setprofile hook counts them."""
+    return json.loads(subprocess.run(
+        python.argv(python.path(os.path.join(WORKLOADS, script)), "--oracle"),
+        check=True, capture_output=True, text=True).stdout)
+
+
+def as_oracle(counts, oracle_counts):
+    """A trace's counts (Trace.count()) as the oracle counts: without the
+    <module> frames it does not count (the module ran before its hook)."""
+    return {k: v for k, v in counts.items()
+            if k in oracle_counts or not k.startswith("<module>")}
 
 
 def cuda_counts(trace):

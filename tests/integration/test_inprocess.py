@@ -66,12 +66,10 @@ class InProcess(unittest.TestCase):
 
     def check_mixed_matches_oracle(self, python):
         """Generators, exceptions, recursion, methods: sys.setprofile's counts."""
-        oracle = json.loads(subprocess.run(
-            python.argv(python.path(os.path.join(ptg.WORKLOADS, "mixed.py")), "--oracle"),
-            check=True, capture_output=True, text=True).stdout)
+        oracle = ptg.oracle(python, "mixed.py")
         trace = self.record(python, "mixed.py", *QUIET_PROBES)
         counts = trace.count("mixed.py")
-        got = {k: v for k, v in counts.items() if k in oracle or not k.startswith("<module>")}
+        got = ptg.as_oracle(counts, oracle)
         self.assertEqual(got, oracle)
         # how each frame was entered and left: (name, resumed, yield/unwind) per call
         how = collections.Counter(
@@ -102,12 +100,10 @@ class InProcess(unittest.TestCase):
     def check_late_threads(self, python):
         """Threads started while recording (3.11: through threading's profile
         hook), threads and the program ended by exceptions: sys.setprofile's counts."""
-        oracle = json.loads(subprocess.run(
-            python.argv(python.path(os.path.join(ptg.WORKLOADS, "late_threads.py")), "--oracle"),
-            check=True, capture_output=True, text=True).stdout)
+        oracle = ptg.oracle(python, "late_threads.py")
         trace = self.record(python, "late_threads.py", *QUIET_PROBES)
         counts = trace.count("late_threads.py")
-        got = {k: v for k, v in counts.items() if k in oracle or not k.startswith("<module>")}
+        got = ptg.as_oracle(counts, oracle)
         self.assertEqual(got, oracle)
         booms = [c for c in trace.calls() if c[1].startswith("boom_")]
         self.assertEqual(len(booms), 6)

@@ -1,7 +1,5 @@
 """record on real Python processes of every interpreter (ptg.INTERPRETERS): exact call counts."""
-import json
 import os
-import subprocess
 import tempfile
 import unittest
 
@@ -89,24 +87,20 @@ class RecordCounts(unittest.TestCase):
         self.assertTrue(all(c[7] == 0 for c in trace.calls() if c[1] == "deep"))
 
     def check_mixed_matches_oracle(self, python):
-        oracle = json.loads(subprocess.run(
-            python.argv(python.path(os.path.join(ptg.WORKLOADS, "mixed.py")), "--oracle"),
-            check=True, capture_output=True, text=True).stdout)
+        oracle = ptg.oracle(python, "mixed.py")
         trace = self.record_attached(python, "mixed.py")
         counts = trace.count("mixed.py")
         # the workload's own run(); module-level code ran before the attach
-        got = {k: v for k, v in counts.items() if k in oracle or not k.startswith("<module>")}
+        got = ptg.as_oracle(counts, oracle)
         self.assertEqual(got, oracle)
 
     def check_late_threads_and_uncaught(self, python):
         """Threads started after the attach, exceptions that end a thread and the
         program: counts equal sys.setprofile's, the raising frames exit unwound."""
-        oracle = json.loads(subprocess.run(
-            python.argv(python.path(os.path.join(ptg.WORKLOADS, "late_threads.py")), "--oracle"),
-            check=True, capture_output=True, text=True).stdout)
+        oracle = ptg.oracle(python, "late_threads.py")
         trace = self.record_attached(python, "late_threads.py")
         counts = trace.count("late_threads.py")
-        got = {k: v for k, v in counts.items() if k in oracle or not k.startswith("<module>")}
+        got = ptg.as_oracle(counts, oracle)
         self.assertEqual(got, oracle)
         booms = [c for c in trace.calls() if c[1].startswith("boom_")]
         self.assertEqual(len(booms), 6)

@@ -4,7 +4,6 @@ cuLaunchKernel and cuStreamSynchronize counts per process, whether the
 library was mapped before the attach, loaded after it (dlopen at the first
 call), inherited through fork or loaded again after an exec.
 """
-import collections
 import os
 import re
 import shutil
@@ -23,15 +22,6 @@ SCRIPT = os.path.join(ptg.WORKLOADS, "cuda_multi.py")
 NOPY_CUDA = os.path.join(ptg.BUILD, "tests", "nopy_cuda")
 # what record says of a process that ran a library unprobed for a while
 WINDOW_NOTE = re.compile(r"libwatch: pid (\d+) (exec'd|had|has) .*not in the trace")
-
-
-def counts(trace):
-    """{pid: {api: calls}} of the trace's CUDA call records."""
-    got = collections.defaultdict(collections.Counter)
-    for r in trace.records:
-        if r.kind == "cuda_call":
-            got[r.pid][r.name] += 1
-    return {pid: dict(c) for pid, c in got.items()}
 
 
 def expect(launches, syncs):
@@ -116,7 +106,7 @@ class TreeCuda(unittest.TestCase):
         lost = [x for x in trace.losses if not x.startswith("py_code_unresolved")]
         self.assertEqual(lost, [], "nothing lost")
         self.assertIn(plan.LIB, trace.meta["cuda.libraries"])
-        self.assertEqual(counts(trace), {a.pid: expect(300, 3), b.pid: expect(500, 5)})
+        self.assertEqual(ptg.cuda_counts(trace), {a.pid: expect(300, 3), b.pid: expect(500, 5)})
         self.assertIn("CUDA calls", rec.stderr)
         # off-CPU time inside each synchronization names that process's own call
         syncs = {(r.pid, r.fields["aux3"]) for r in trace.records
@@ -133,7 +123,7 @@ class TreeCuda(unittest.TestCase):
                          sorted([f"run.pid{a.pid}.ptg", f"run.pid{b.pid}.ptg"]))
         for p, n in ((a, (300, 3)), (b, (500, 5))):
             trace = Trace(os.path.join(self.tmp.name, f"run.pid{p.pid}.ptg"))
-            self.assertEqual(counts(trace), {p.pid: expect(*n)})
+            self.assertEqual(ptg.cuda_counts(trace), {p.pid: expect(*n)})
 
     def check_children(self, python):
         """--children: a fork that loads the driver after the attach, a fork that
@@ -154,7 +144,7 @@ class TreeCuda(unittest.TestCase):
         want = {"main": expect(400, 4), "child": expect(*plan.CHILD),
                 "exec": expect(*plan.EXEC)}
         trace = Trace(out)
-        self.assertEqual(counts(trace), {pid: want[role] for pid, role in pids.items()},
+        self.assertEqual(ptg.cuda_counts(trace), {pid: want[role] for pid, role in pids.items()},
                          (trace.losses, rec.stderr))
 
     def check_children_preloaded(self, python):
@@ -172,7 +162,8 @@ class TreeCuda(unittest.TestCase):
             p.kill()
         pids = roles(stdout)
         want = {"main": expect(250, 5), "child": expect(*plan.CHILD)}
-        self.assertEqual(counts(Trace(out)), {pid: want[role] for pid, role in pids.items()})
+        self.assertEqual(ptg.cuda_counts(Trace(out)),
+                         {pid: want[role] for pid, role in pids.items()})
 
     def check_per_process_not_python(self, python):
         """--children --per-process -- sh -c: a C program with no Python that
@@ -189,7 +180,7 @@ class TreeCuda(unittest.TestCase):
         self.assertIn(f"job.pid{py[0]}.ptg", files)
         got = {}
         for f in files:
-            c = counts(Trace(os.path.join(self.tmp.name, f)))
+            c = ptg.cuda_counts(Trace(os.path.join(self.tmp.name, f)))
             self.assertEqual(len(c), 1, f)
             (pid, calls), = c.items()
             self.assertEqual(f, f"job.pid{pid}.ptg")
@@ -202,7 +193,7 @@ class TreeCuda(unittest.TestCase):
         res = ptg.run(["record", "--children", "-o", out, "--", "sh", "-c", script], env=env)
         self.assertEqual(res.returncode, 0, res.stderr)
         trace = Trace(out)
-        got = counts(trace)
+        got = ptg.cuda_counts(trace)
         self.assertLessEqual(len(got), 1, got)
         return trace, next(iter(got.values()), {}), res.stderr
 
@@ -242,7 +233,7 @@ class TreeCuda(unittest.TestCase):
         lost = [x for x in trace.losses if not x.startswith("py_code_unresolved")]
         self.assertEqual(lost, [], res.stderr)
         self.assertIsNone(WINDOW_NOTE.search(res.stderr), res.stderr)
-        got = counts(trace)
+        got = ptg.cuda_counts(trace)
         self.assertEqual(list(got.values()), [expect(40, 15)] * 2, (got, res.stderr))
 
     def check_exec_probed(self, python):

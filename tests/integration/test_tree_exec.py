@@ -231,16 +231,7 @@ class TreeExecOnce(unittest.TestCase):
             self.assertEqual(sh.stdout.read(), "end\n")
             self.assertEqual(sh.wait(timeout=30), 0)
         finally:
-            if sh.poll() is None:
-                sh.kill()
-                sh.wait()
-            sh.stdin.close()
-            sh.stdout.close()
-            if rec and rec.proc.poll() is None:
-                rec.proc.kill()
-                rec.proc.wait()
-            if rec:
-                rec.proc.stderr.close()
+            ptg.end(sh, rec and rec.proc)
 
     def test_killed_at_random(self):
         """kill -9 of the recorder of -p SH --children at random moments while the
@@ -269,13 +260,7 @@ class TreeExecOnce(unittest.TestCase):
                 self.assertEqual(sh.stdout.read(), "end\n")
                 self.assertEqual(sh.wait(timeout=60), 0)
             finally:
-                if sh.poll() is None:
-                    sh.kill()
-                    sh.wait()
-                sh.stdin.close()
-                sh.stdout.close()
-                if rec:
-                    rec.proc.stderr.close()
+                ptg.end(sh, rec and rec.proc)
 
     def test_signals_while_held(self):
         """-p GATE --children, GATE a C program held at its execs: each of 20
@@ -308,10 +293,7 @@ class TreeExecOnce(unittest.TestCase):
             self.assertEqual(rec.wait(), 0, rec.stderr)
             rec.proc.stderr.close()
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            proc.stdout.close()
+            ptg.end(proc)
         self.assertNotIn("could be held", rec.stderr)
         counts = ptg.Trace(out).count("fib.py")
         self.assertEqual((counts["f:7"], counts["<module>:1"]), (5919, 1))

@@ -313,7 +313,6 @@ static int drain(struct tracer *t, void *ctx, uint64_t upto_ts)
 	(void)t;
 	if (!pm->ring)
 		return 0;
-	read_ahead(pm);
 	while (!err) {
 		const struct ptg_pymon_rec *p = &pm->recs[pm->tail & mask];
 
@@ -347,6 +346,8 @@ static int drain(struct tracer *t, void *ctx, uint64_t upto_ts)
 		pm->tail += r.code + 1;
 	}
 	__atomic_store_n(&pm->ring->tail, pm->tail, __ATOMIC_RELEASE);
+	/* what waits for its turn: the records handled above had theirs read as they went */
+	read_ahead(pm);
 	return err;
 }
 

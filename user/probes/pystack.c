@@ -85,20 +85,26 @@ static uint32_t resolve_code(struct pystack *ps, struct pystack_proc *p, uint64_
 	return sym;
 }
 
+/* The symbol of code object code (with its fingerprint) from now on. */
+static int remember(struct pystack *ps, struct pystack_proc *p, uint64_t code, uint32_t fingerprint,
+		    const char *name, const char *file, uint32_t line)
+{
+	uint32_t sym = trace_writer__sym(tracer__writer(ps->t), PTG_SYM_PY_FUNC, name, file, line);
+
+	return u64map__put(&p->code_syms, code_key(code, fingerprint),
+			   (uint64_t)fingerprint << 32 | sym);
+}
+
 /* Names the BPF side read at the first sight of a code object. */
 static int learn_code(struct pystack *ps, struct pystack_proc *p, const struct ptg_code_event *c)
 {
 	char name[PTG_CODE_NAME_BYTES * 3 + 1], file[PTG_CODE_FILE_BYTES * 3 + 1];
-	uint32_t sym;
 
 	if (!c->name_width || !c->file_width)
 		return 0; /* resolve_code() asks the resolver when the code is used */
 	py_decode_chars(c->name, c->name_width, c->name_chars, name, sizeof(name));
 	py_decode_chars(c->file, c->file_width, c->file_chars, file, sizeof(file));
-	sym = trace_writer__sym(tracer__writer(ps->t), PTG_SYM_PY_FUNC, name, file,
-				(uint32_t)c->hdr.b);
-	return u64map__put(&p->code_syms, code_key(c->hdr.a, c->hdr.aux),
-			   (uint64_t)c->hdr.aux << 32 | sym);
+	return remember(ps, p, c->hdr.a, (uint32_t)c->hdr.aux, name, file, (uint32_t)c->hdr.b);
 }
 
 static int push(struct pystack *ps, struct tracer_thread *th, uint64_t frame, uint64_t code,
@@ -304,17 +310,16 @@ static struct pystack_proc *proc_of(struct pystack *ps, uint32_t pid)
 
 int pystack__learn(struct pystack *ps, uint32_t pid, uint64_t code, const struct py_code_info *ci)
 {
-	struct pystack_proc *p = proc_of(ps, pid);
-	uint32_t sym;
+	struct pystack_proc *p;
 
-	if (!p || !code)
-		return p ? 0 : -ENOMEM;
+	if (!code)
+		return 0;
+	p = proc_of(ps, pid);
+	if (!p)
+		return -ENOMEM;
 	if (u64map__get(&p->code_syms, code_key(code, ci->fingerprint)))
 		return 0;
-	sym = trace_writer__sym(tracer__writer(ps->t), PTG_SYM_PY_FUNC, ci->qualname, ci->filename,
-				ci->firstlineno);
-	return u64map__put(&p->code_syms, code_key(code, ci->fingerprint),
-			   (uint64_t)ci->fingerprint << 32 | sym);
+	return remember(ps, p, code, ci->fingerprint, ci->qualname, ci->filename, ci->firstlineno);
 }
 
 int pystack__add_proc(struct pystack *ps, uint32_t pid)

@@ -332,29 +332,50 @@ static int peek_signal(pid_t pid)
 	return cont(pid, PTRACE_CONT, si.si_status) ?: 1;
 }
 
-int launch__poll(pid_t pid, struct py_interp *py, int *wstatus, char *err, size_t errlen)
-{
-	int status, ret;
-	pid_t got;
+/* What next_stop() found. */
+enum held_state { HELD_RUNS, HELD_STOPPED, HELD_ENDED };
 
-	err[0] = '\0';
+/*
+ * The next stop of held process pid, the signals sent to it passed on first
+ * (peek_signal()): HELD_STOPPED with its *status, HELD_RUNS when none is
+ * pending, HELD_ENDED with *wstatus when it ended; or -errno (-ECHILD: no
+ * tracee of ours by that pid).
+ */
+static int next_stop(pid_t pid, int *status, int *wstatus)
+{
 	for (;;) {
-		ret = peek_signal(pid);
+		int ret = peek_signal(pid);
+		pid_t got;
+
 		if (ret == 1)
 			continue;
 		if (ret < 0 && ret != -ESRCH)
 			return ret;
-		got = waitpid(pid, &status, WNOHANG | __WALL);
+		got = waitpid(pid, status, WNOHANG | __WALL);
 		if (got < 0)
 			return -errno;
 		if (got == 0)
-			return LAUNCH_NOTHING;
-		if (WIFEXITED(status) || WIFSIGNALED(status)) {
-			*wstatus = status;
-			return -ECHILD;
+			return HELD_RUNS;
+		if (WIFEXITED(*status) || WIFSIGNALED(*status)) {
+			*wstatus = *status;
+			return HELD_ENDED;
 		}
-		if (!WIFSTOPPED(status))
-			continue;
+		if (WIFSTOPPED(*status))
+			return HELD_STOPPED;
+	}
+}
+
+int launch__poll(pid_t pid, struct py_interp *py, int *wstatus, char *err, size_t errlen)
+{
+	int status, ret;
+
+	err[0] = '\0';
+	for (;;) {
+		ret = next_stop(pid, &status, wstatus);
+		if (ret != HELD_STOPPED)
+			return ret == HELD_RUNS	   ? LAUNCH_NOTHING
+			       : ret == HELD_ENDED ? -ECHILD
+						   : ret;
 		if ((status >> 8) != EXEC_EVENT) {
 			ret = pass_stop(pid, status);
 			/* ESRCH: killed meanwhile; its exit is the next status */
@@ -362,12 +383,7 @@ int launch__poll(pid_t pid, struct py_interp *py, int *wstatus, char *err, size_
 				return ret;
 			continue;
 		}
-		ret = check_image(pid, py, err, errlen);
-		if (ret == 0)
-			memset(py, 0, sizeof(*py));
-		if (ret < 0)
-			return ret;
-		return ret ? LAUNCH_EXEC_PYTHON : LAUNCH_EXEC_OTHER;
+		return launch__examine(pid, py, err, errlen);
 	}
 }
 
@@ -429,27 +445,14 @@ int launch__poll_held(pid_t pid, pid_t *child, int *wstatus)
 {
 	unsigned long msg = 0;
 	int status, ret, ev;
-	pid_t got;
 
 	for (;;) {
-		/* a signal is passed on without consuming its stop, as in launch__poll() */
-		ret = peek_signal(pid);
-		if (ret == 1)
-			continue;
+		ret = next_stop(pid, &status, wstatus);
 		/* ECHILD: no tracee of ours by that pid (any more) */
-		if (ret < 0 && ret != -ESRCH)
+		if (ret < 0)
 			return ret == -ECHILD ? -ESRCH : ret;
-		got = waitpid(pid, &status, WNOHANG | __WALL);
-		if (got < 0)
-			return errno == ECHILD ? -ESRCH : -errno;
-		if (got == 0)
-			return LAUNCH_NOTHING;
-		if (WIFEXITED(status) || WIFSIGNALED(status)) {
-			*wstatus = status;
-			return -ECHILD;
-		}
-		if (!WIFSTOPPED(status))
-			continue;
+		if (ret != HELD_STOPPED)
+			return ret == HELD_RUNS ? LAUNCH_NOTHING : -ECHILD;
 		ev = status >> 16;
 		if (ev == PTRACE_EVENT_EXEC)
 			return LAUNCH_AT_EXEC;
