@@ -94,7 +94,8 @@ static void argv0_path(const struct libsearch *s, char *out, size_t len)
 		n = readlink(path, cwd, sizeof(cwd) - 1);
 		if (n > 0) {
 			cwd[n] = '\0';
-			if (snprintf(out, len, "%s/%s", libsearch_target_view(s, cwd), arg0) >= (int)len)
+			if (snprintf(out, len, "%s/%s", libsearch_target_view(s, cwd), arg0) >=
+			    (int)len)
 				out[0] = '\0';
 		}
 		return;
