@@ -531,14 +531,16 @@ static int receive_ring(struct ptg_pymon_setup *s, char *msg, size_t len)
 	return 0;
 }
 
-static void send_status(int state, const char *msg)
+static void send_status(int state, const char *msg, bool ops, const char *ops_msg)
 {
 	struct ptg_pymon_status st = {.version = PTG_PYMON_PROTO_VERSION,
 				      .state = state,
 				      .tool_id = ag.tool,
-				      .pid = (uint32_t)getpid()};
+				      .pid = (uint32_t)getpid(),
+				      .ops = ops};
 
 	snprintf(st.msg, sizeof(st.msg), "%s", msg);
+	snprintf(st.ops_msg, sizeof(st.ops_msg), "%s", ops ? "" : ops_msg);
 	/* MSG_NOSIGNAL: a dead loader must not SIGPIPE the application */
 	if (send(ag.sock, &st, sizeof(st), MSG_NOSIGNAL) != (ssize_t)sizeof(st)) {
 		/* the loader is gone: the wait for its hang-up ends at once */
@@ -592,9 +594,21 @@ static bool finalizing(void)
 	return !api.IsInitialized() || (api.IsFinalizing && api.IsFinalizing());
 }
 
-/* The ring unmapped and the loader's socket closed: what a session holds of the loader's. */
+/*
+ * The ring unmapped and the loader's socket closed: what a session holds of
+ * the loader's. Where callbacks run without the GIL (op callbacks, a
+ * free-threaded build), one may have read the ring's address just before it
+ * was taken from them and still be writing: the pages are swapped for
+ * anonymous ones at the same address instead (MAP_FIXED, in one step), kept
+ * for good, so that such a write lands in memory of ours (8 MiB of address
+ * space per session; pages only where written).
+ */
 static void drop_loader(void)
 {
+	if (ag.ring && (cb_ops || !cb_gil) &&
+	    mmap(ag.ring, ag.map_len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED)
+		ag.ring = NULL;
 	if (ag.ring)
 		munmap(ag.ring, ag.map_len);
 	ag.ring = NULL;
@@ -614,7 +628,8 @@ static void session_end(void)
 static void *session_main(void *arg)
 {
 	static struct ptg_pymon_setup setup; /* 4 KiB: not on this thread's stack */
-	char msg[256] = "";
+	char msg[256] = "", ops_msg[256] = "";
+	bool ops_on = false;
 	PyObject *mon;
 	int err, g;
 
@@ -646,13 +661,22 @@ static void *session_main(void *arg)
 		lay_ok = 0;
 		__atomic_store_n(&hung_up, false, __ATOMIC_RELEASE);
 		__atomic_fetch_add(&cb_gen, 1, __ATOMIC_RELAXED);
-		__atomic_store_n(&cb_ring, ag.ring, __ATOMIC_RELEASE);
+		/* before any callback runs: op callbacks need no GIL, so reservations are CAS */
+		ops_msg[0] = '\0';
+		cb_ops = false;
+		if (setup.flags & PTG_PYMON_WANT_OPS)
+			cb_ops = !ops_resolve(ops_msg, sizeof(ops_msg));
+		else
+			snprintf(ops_msg, sizeof(ops_msg), "not asked for");
+		__atomic_store_n(&cb_ring, ag.ring, __ATOMIC_SEQ_CST);
 		err = install(msg, sizeof(msg));
+		ops_on = !err && cb_ops && !ops_install(ops_msg, sizeof(ops_msg));
 		if (err)
-			__atomic_store_n(&cb_ring, NULL, __ATOMIC_RELEASE);
+			__atomic_store_n(&cb_ring, NULL, __ATOMIC_SEQ_CST);
 		api.GILState_Release(g);
 	}
-	send_status(err ? PTG_PYMON_FAILED : PTG_PYMON_ACTIVE, err ? msg : "recording");
+	send_status(err ? PTG_PYMON_FAILED : PTG_PYMON_ACTIVE, err ? msg : "recording", ops_on,
+		    ops_msg);
 	if (!err)
 		wait_hangup();
 	__atomic_store_n(&hung_up, true, __ATOMIC_RELEASE);
@@ -666,13 +690,20 @@ static void *session_main(void *arg)
 			uninstall(mon);
 			api.DecRef(mon);
 		}
-		/* under the GIL and with the events off, no callback runs any more */
-		__atomic_store_n(&cb_ring, NULL, __ATOMIC_RELEASE);
+		/* under the GIL and with the events off, no Python callback runs any more */
+		__atomic_store_n(&cb_ring, NULL, __ATOMIC_SEQ_CST);
 		drop_codes();
 		api.GILState_Release(g);
 	} else {
-		__atomic_store_n(&cb_ring, NULL, __ATOMIC_RELEASE);
+		__atomic_store_n(&cb_ring, NULL, __ATOMIC_SEQ_CST);
 	}
+	/*
+	 * op callbacks take no GIL (drop_loader() keeps their ring's address
+	 * mapped); an exiting interpreter's PyTorch may be torn down already,
+	 * so its callback is only made quiet
+	 */
+	if (ops_on)
+		ops_uninstall(!finalizing());
 	session_end();
 	return NULL;
 }
@@ -694,6 +725,7 @@ static void fork_child(void)
 	ag.codes = NULL; /* the references are the child's to keep: a few code objects */
 	ag.nold = 0;
 	ag.ncodes = 0;
+	ops_fork_child();
 	pthread_mutex_init(&ag.lock, NULL);
 }
 

@@ -102,6 +102,35 @@ extern struct ptg_pymon_layout lay; /* where a frame's first local is */
 extern int lay_ok;		    /* lay checked: 1 good, -1 not, 0 not yet */
 extern bool cb_gil;		    /* the interpreter has a GIL: one callback at a time */
 
+extern bool cb_ops; /* op callbacks write records too (ptg_pymon_ops.c) */
+
+/* A thread's state in the session cb_gen counts. */
+struct rec_thread {
+	uint32_t gen;	   /* the session it is for */
+	uint32_t tid;	   /* gettid() */
+	uint16_t snap;	   /* enum ptg_snapshot_reason owed by its next Python event, 0 if none */
+	uint32_t op_depth; /* its ops open since its first op of the session */
+};
+
+/* The calling thread's, set up for the current session. */
+struct rec_thread *rec_thread(void);
+uint64_t rec_now(void); /* CLOCK_MONOTONIC ns */
+/* n consecutive records at *idx, or false (one event counted as dropped). */
+bool rec_reserve(struct ptg_pymon_ring *r, uint64_t n, uint64_t *idx);
+/* Writes and publishes record idx of thread th (the caller). */
+void rec_put(const struct rec_thread *th, uint64_t idx, uint16_t kind, uint64_t arg, uint64_t code,
+	     uint64_t ts);
+
+/*
+ * PyTorch's ops (ptg_pymon_ops.c). ops_resolve: libtorch_cpu's callback API
+ * found (0), or why not in msg (-1). ops_install: the RecordFunction
+ * callback in (0), or why not. ops_uninstall: quiet, and removed if remove.
+ */
+int ops_resolve(char *msg, size_t len);
+int ops_install(char *msg, size_t len);
+void ops_uninstall(bool remove);
+void ops_fork_child(void);
+
 /* The sys.monitoring events, by name, and the callbacks for them, in the same order. */
 extern const char *const event_names[6];
 extern struct method_def defs[6];

@@ -34,15 +34,27 @@ struct ptg_pymon_layout lay; /* where a frame's first local is */
 int lay_ok;		     /* lay checked: 1 good, -1 not, 0 not yet */
 bool cb_gil;		     /* the interpreter has a GIL: one callback at a time */
 
-static __thread uint32_t t_gen, t_tid;
-static __thread uint16_t t_snap; /* enum ptg_snapshot_reason owed, 0 if none */
+/* one thread-local block: one TLS lookup per callback in a dlopen()ed library */
+static __thread struct rec_thread t_rec;
 
-static uint64_t mono_ns(void)
+uint64_t rec_now(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+struct rec_thread *rec_thread(void)
+{
+	struct rec_thread *th = &t_rec;
+	uint32_t gen = __atomic_load_n(&cb_gen, __ATOMIC_RELAXED);
+
+	if (th->gen != gen) {
+		*th = (struct rec_thread){
+		    .gen = gen, .tid = (uint32_t)syscall(SYS_gettid), .snap = SNAP_FIRST};
+	}
+	return th;
 }
 
 static size_t code_hash(const PyObject *code, size_t cap)
@@ -145,9 +157,10 @@ static bool room(struct ptg_pymon_ring *r, uint64_t h, uint64_t n)
 /*
  * n consecutive records, or false (the event counted as dropped) when the
  * loader has not made room for them. Under a GIL the callbacks take turns: a plain add; a
- * free-threaded build's run at once: a compare-and-swap.
+ * free-threaded build's run at once, and so do op callbacks (ptg_pymon_ops.c), which
+ * need no GIL: a compare-and-swap.
  */
-static bool reserve(struct ptg_pymon_ring *r, uint64_t n, uint64_t *idx)
+bool rec_reserve(struct ptg_pymon_ring *r, uint64_t n, uint64_t *idx)
 {
 	uint64_t h = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
 
@@ -157,7 +170,7 @@ static bool reserve(struct ptg_pymon_ring *r, uint64_t n, uint64_t *idx)
 			__atomic_fetch_add(&r->dropped, 1, __ATOMIC_RELAXED);
 			return false;
 		}
-		if (cb_gil) {
+		if (cb_gil && !cb_ops) {
 			__atomic_store_n(&r->head, h + n, __ATOMIC_RELAXED);
 			break;
 		}
@@ -167,13 +180,14 @@ static bool reserve(struct ptg_pymon_ring *r, uint64_t n, uint64_t *idx)
 	return true;
 }
 
-static void put(uint64_t idx, uint16_t kind, uint64_t arg, uint64_t code, uint64_t ts)
+void rec_put(const struct rec_thread *th, uint64_t idx, uint16_t kind, uint64_t arg, uint64_t code,
+	     uint64_t ts)
 {
 	struct ptg_pymon_rec *p = &cb_recs[idx & cb_mask];
 
 	p->ts = ts;
 	p->code_kind = code | (uint64_t)kind << PTG_PYMON_KIND_SHIFT;
-	p->tid = t_tid;
+	p->tid = th->tid;
 	p->arg = arg;
 	__atomic_store_n(&p->seq, (uint32_t)(idx + 1), __ATOMIC_RELEASE);
 }
@@ -278,8 +292,8 @@ static bool is_entry(uint16_t kind)
  * not the stack's. Frame objects made on the way are the interpreter's own
  * (as sys._getframe() makes them).
  */
-static bool put_with_stack(struct ptg_pymon_ring *r, uint16_t kind, PyObject *code, PyObject *fo,
-			   uint64_t ts)
+static bool put_with_stack(struct ptg_pymon_ring *r, const struct rec_thread *th, uint16_t kind,
+			   PyObject *code, PyObject *fo, uint64_t ts)
 {
 	PyObject *codes[PTG_PYMON_MAX_DEPTH + 1], *f = api.Eval_GetFrame(), *b;
 	uint64_t locals[PTG_PYMON_MAX_DEPTH + 1], idx;
@@ -306,12 +320,12 @@ static bool put_with_stack(struct ptg_pymon_ring *r, uint16_t kind, PyObject *co
 		skip = 1;
 	if (n - skip > PTG_PYMON_MAX_DEPTH)
 		n = PTG_PYMON_MAX_DEPTH + skip;
-	if (!reserve(r, n - skip + 2, &idx))
+	if (!rec_reserve(r, n - skip + 2, &idx))
 		return false;
-	put(idx++, PTG_PYMON_STACK, t_snap, n - skip, ts);
+	rec_put(th, idx++, PTG_PYMON_STACK, th->snap, n - skip, ts);
 	for (uint32_t i = skip; i < n; i++)
-		put(idx++, PTG_PYMON_FRAME, locals[i], (uintptr_t)codes[i], ts);
-	put(idx, kind, start_local(kind, code, fo), (uintptr_t)code, ts);
+		rec_put(th, idx++, PTG_PYMON_FRAME, locals[i], (uintptr_t)codes[i], ts);
+	rec_put(th, idx, kind, start_local(kind, code, fo), (uintptr_t)code, ts);
 	return true;
 }
 
@@ -319,30 +333,25 @@ static bool put_with_stack(struct ptg_pymon_ring *r, uint16_t kind, PyObject *co
 static void on_code(uint16_t kind, PyObject *code, PyObject *fo)
 {
 	struct ptg_pymon_ring *r = __atomic_load_n(&cb_ring, __ATOMIC_ACQUIRE);
-	uint32_t gen;
+	struct rec_thread *th;
 	uint64_t ts, idx;
 
 	if (!r || !code)
 		return;
-	gen = __atomic_load_n(&cb_gen, __ATOMIC_RELAXED);
-	if (t_gen != gen) {
-		t_gen = gen;
-		t_tid = (uint32_t)syscall(SYS_gettid);
-		t_snap = SNAP_FIRST;
-	}
-	ts = mono_ns();
+	th = rec_thread();
+	ts = rec_now();
 	if (is_entry(kind))
 		keep(code);
 	if (!__atomic_load_n(&lay_ok, __ATOMIC_RELAXED))
 		check_layout();
-	if (t_snap) {
-		if (put_with_stack(r, kind, code, fo, ts))
-			t_snap = 0;
-	} else if (reserve(r, 1, &idx)) {
-		put(idx, kind, start_local(kind, code, fo), (uintptr_t)code, ts);
+	if (th->snap) {
+		if (put_with_stack(r, th, kind, code, fo, ts))
+			th->snap = 0;
+	} else if (rec_reserve(r, 1, &idx)) {
+		rec_put(th, idx, kind, start_local(kind, code, fo), (uintptr_t)code, ts);
 	} else {
 		/* the loader's idea of this stack is wrong now */
-		t_snap = SNAP_RESYNC;
+		th->snap = SNAP_RESYNC;
 	}
 }
 

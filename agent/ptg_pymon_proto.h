@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PTG_PYMON_PROTO_VERSION 3
+#define PTG_PYMON_PROTO_VERSION 4
 /* Exported by the agent; the loader calls it through ptrace after injecting the library. */
 #define PTG_PYMON_ATTACH_SYM "ptg_pymon_attach"
 #define PTG_PYMON_MAGIC	     0x6e6f6d7970677470ull /* "ptgpymon" */
@@ -39,6 +39,22 @@ enum ptg_pymon_kind {
 	 */
 	PTG_PYMON_STACK = 7,
 	PTG_PYMON_FRAME = 8,
+	/*
+	 * PyTorch ops, from a RecordFunction callback (FUNCTION scope: what
+	 * torch.profiler records as aten::*): code = the op's key on its thread
+	 * (PTG_PYMON_OP_KEY_TOP - its nesting depth there); ENTER's arg = its
+	 * name's id (a 64-bit hash of the name, sent once as a NAME group
+	 * first), EXIT's 0 (the key pairs it).
+	 */
+	PTG_PYMON_OP_ENTER = 9,
+	PTG_PYMON_OP_EXIT = 10,
+	/*
+	 * A name: NAME (code = its length, at most PTG_PYMON_MAX_NAME; arg = its
+	 * id) and ceil(length / 16) NAME_BYTES records, each carrying 16 bytes
+	 * in ts and arg; reserved at once with the op record that first uses it.
+	 */
+	PTG_PYMON_NAME = 11,
+	PTG_PYMON_NAME_BYTES = 12,
 	PTG_PYMON_NR_KINDS,
 };
 
@@ -60,6 +76,8 @@ struct ptg_pymon_rec {
 };
 
 #define PTG_PYMON_KIND_SHIFT 56
+#define PTG_PYMON_OP_KEY_TOP (1ull << 55)
+#define PTG_PYMON_MAX_NAME   255u
 #define PTG_PYMON_CODE_MASK  ((1ull << PTG_PYMON_KIND_SHIFT) - 1)
 
 /*
@@ -101,9 +119,12 @@ struct ptg_pymon_layout {
 };
 
 /* Loader to agent, with the memfd (SCM_RIGHTS). */
+/* ptg_pymon_setup.flags */
+#define PTG_PYMON_WANT_OPS 1u /* PyTorch's ops through a RecordFunction callback, if loaded */
+
 struct ptg_pymon_setup {
 	uint32_t version;
-	uint32_t pad;
+	uint32_t flags;
 	struct ptg_pymon_layout layout;
 	/* the target's libpython as it sees it, for an embedder that loaded it RTLD_LOCAL; or "" */
 	char libpython[4096];
@@ -117,10 +138,12 @@ enum ptg_pymon_state {
 /* Agent to loader, once. */
 struct ptg_pymon_status {
 	uint32_t version;
-	int32_t state;	 /* enum ptg_pymon_state */
-	int32_t tool_id; /* the sys.monitoring tool id taken, -1 if none */
-	uint32_t pid;	 /* getpid() in the target's pid namespace */
-	char msg[256];	 /* NUL-terminated */
+	int32_t state;	   /* enum ptg_pymon_state */
+	int32_t tool_id;   /* the sys.monitoring tool id taken, -1 if none */
+	uint32_t pid;	   /* getpid() in the target's pid namespace */
+	int32_t ops;	   /* 1: PyTorch's ops come as OP_* records (RecordFunction callback) */
+	char msg[256];	   /* NUL-terminated */
+	char ops_msg[256]; /* why ops do not come (ops 0), or "" */
 };
 
 #endif /* PTG_PYMON_PROTO_H */

@@ -20,6 +20,7 @@
 #include "base/u64map.h"
 #include "probes/pymon.h"
 #include "probes/pystack.h"
+#include "probes/torchops.h"
 #include "proc/inject.h"
 #include "proc/procfs.h"
 #include "ptg_pymon_proto.h"
@@ -30,6 +31,7 @@
 #define MAX_TIDS    65536      /* threads of one target: more is a lying agent */
 #define MAX_FPRINTS (1u << 20) /* code objects whose fingerprints are cached */
 #define MAX_FOREIGN 64	       /* connections that are not the target's, before giving up */
+#define MAX_OPNAMES (1u << 16) /* op names of one recording: more is a lying agent */
 
 struct pymon {
 	struct py_interp py;
@@ -54,6 +56,10 @@ struct pymon {
 	struct ptg_stack_event snap;
 	uint64_t bad;
 	int tool_id;
+	struct torchops *ops;  /* where op records go; NULL: none asked for */
+	bool ops_on;	       /* the agent's RecordFunction callback is in */
+	char ops_msg[256];     /* why not, from the agent */
+	struct u64map opnames; /* name id -> symbol << 1 | 1 */
 };
 
 int pymon__check(const struct py_interp *py, char *err, size_t errlen)
@@ -261,18 +267,70 @@ static int on_stack(struct pymon *pm, const struct rec *r, uint32_t n)
 	return tracer__dispatch(pm->t, &s->hdr, sizeof(*s));
 }
 
-/* Whether records tail + 1 .. tail + n are published FRAMEs of the same thread. */
-static int frames_ready(struct pymon *pm, uint32_t tid, uint32_t n)
+/* Whether records tail + 1 .. tail + n are published records of kind of the same thread. */
+static int group_ready(struct pymon *pm, uint32_t tid, uint32_t n, uint16_t kind)
 {
 	for (uint32_t i = 1; i <= n; i++) {
 		const struct ptg_pymon_rec *f = &pm->recs[(pm->tail + i) & (pm->nrecs - 1)];
 
 		if (__atomic_load_n(&f->seq, __ATOMIC_ACQUIRE) != (uint32_t)(pm->tail + i + 1))
 			return 0;
-		if (f->code_kind >> PTG_PYMON_KIND_SHIFT != PTG_PYMON_FRAME || f->tid != tid)
+		if (f->code_kind >> PTG_PYMON_KIND_SHIFT != kind || f->tid != tid)
 			return -EPROTO;
 	}
 	return 1;
+}
+
+/* The agent's hash of an op name (agent/ptg_pymon_ops.c), checked against what it sent. */
+static uint64_t name_id(const char *name, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (uint8_t)name[i]) * 0x100000001b3ull;
+	return h ? h : 1;
+}
+
+/* NAME at pm->tail and its NAME_BYTES, all published: the op name's symbol, by its id. */
+static int on_name(struct pymon *pm, const struct rec *r, uint32_t n)
+{
+	char name[PTG_PYMON_MAX_NAME + 17];
+	uint32_t sym;
+
+	for (uint32_t i = 0; i < n; i++) {
+		const struct ptg_pymon_rec *b = &pm->recs[(pm->tail + 1 + i) & (pm->nrecs - 1)];
+
+		memcpy(name + i * 16, &b->ts, 8);
+		memcpy(name + i * 16 + 8, &b->arg, 8);
+	}
+	name[r->code] = '\0';
+	if (strlen(name) != r->code || name_id(name, r->code) != r->arg) {
+		pm->bad += n + 1;
+		return 0;
+	}
+	if (u64map__get(&pm->opnames, r->arg))
+		return 0; /* sent again by a thread that raced the first */
+	if (pm->opnames.len >= MAX_OPNAMES) {
+		pm->bad += n + 1;
+		return 0;
+	}
+	sym = trace_writer__sym(tracer__writer(pm->t), PTG_SYM_OP, name, "", 0);
+	if (!sym)
+		return -ENOMEM;
+	return u64map__put(&pm->opnames, r->arg, (uint64_t)sym << 1 | 1);
+}
+
+static int on_op(struct pymon *pm, const struct rec *r)
+{
+	bool enter = r->kind == PTG_PYMON_OP_ENTER;
+	uint64_t *sym = enter ? u64map__get(&pm->opnames, r->arg) : NULL;
+
+	if ((enter && !sym) || !r->tid || !pm->ops) {
+		pm->bad++;
+		return 0;
+	}
+	return torchops__op(pm->ops, (uint32_t)pm->py.pid, r->tid, r->ts, enter, r->code,
+			    sym ? (uint32_t)(*sym >> 1) : 0);
 }
 
 /*
@@ -308,6 +366,7 @@ static int drain(struct tracer *t, void *ctx, uint64_t upto_ts)
 	struct pymon *pm = ctx;
 	uint64_t now = now_ns(CLOCK_MONOTONIC), mask = pm->nrecs - 1;
 	struct rec r;
+	uint32_t n;
 	int err = 0, ready;
 
 	(void)t;
@@ -324,6 +383,30 @@ static int drain(struct tracer *t, void *ctx, uint64_t upto_ts)
 			r.ts = now;
 		if (r.ts > upto_ts)
 			break;
+		if (r.kind == PTG_PYMON_OP_ENTER || r.kind == PTG_PYMON_OP_EXIT) {
+			err = on_op(pm, &r);
+			pm->tail++;
+			continue;
+		}
+		if (r.kind == PTG_PYMON_NAME) {
+			n = (uint32_t)((r.code + 15) / 16);
+			if (r.code > PTG_PYMON_MAX_NAME) {
+				pm->bad++;
+				pm->tail++;
+				continue;
+			}
+			ready = group_ready(pm, r.tid, n, PTG_PYMON_NAME_BYTES);
+			if (ready == 0 && upto_ts != UINT64_MAX)
+				break; /* the rest of the group is being written */
+			if (ready <= 0) {
+				pm->bad++;
+				pm->tail++;
+				continue;
+			}
+			err = on_name(pm, &r, n);
+			pm->tail += n + 1;
+			continue;
+		}
 		if (r.kind != PTG_PYMON_STACK) {
 			err = on_event(pm, &r);
 			pm->tail++;
@@ -334,7 +417,7 @@ static int drain(struct tracer *t, void *ctx, uint64_t upto_ts)
 			pm->tail++;
 			continue;
 		}
-		ready = frames_ready(pm, r.tid, (uint32_t)r.code);
+		ready = group_ready(pm, r.tid, (uint32_t)r.code, PTG_PYMON_FRAME);
 		if (ready == 0 && upto_ts != UINT64_MAX)
 			break; /* the rest of the group is being written */
 		if (ready <= 0) {
@@ -496,6 +579,7 @@ static int send_setup(struct pymon *pm)
 
 	memset(&s, 0, sizeof(s));
 	s.version = PTG_PYMON_PROTO_VERSION;
+	s.flags = pm->ops ? PTG_PYMON_WANT_OPS : 0;
 	s.layout = (struct ptg_pymon_layout){
 	    .tstate_cframe = layout_off(o->tstate_cframe),
 	    .current_frame = layout_off(o->cframe_current_frame),
@@ -555,10 +639,12 @@ static int read_status(struct pymon *pm, struct ptg_pymon_status *st, char *err,
 		return -ETIMEDOUT;
 	}
 	st->msg[sizeof(st->msg) - 1] = '\0';
-	for (char *c = st->msg; *c; c++) {
-		if (*c < 0x20 || *c == 0x7f)
-			*c = '?'; /* the target's text on our terminal: no escapes */
-	}
+	st->ops_msg[sizeof(st->ops_msg) - 1] = '\0';
+	/* the target's text on our terminal: no escapes */
+	for (char *c = st->msg; *c; c++)
+		*c = *c < 0x20 || *c == 0x7f ? '?' : *c;
+	for (char *c = st->ops_msg; *c; c++)
+		*c = *c < 0x20 || *c == 0x7f ? '?' : *c;
 	if (st->version != PTG_PYMON_PROTO_VERSION) {
 		snprintf(err, errlen, "the agent in pid %d is of another build (protocol %u)",
 			 pm->py.pid, st->version);
@@ -602,7 +688,17 @@ int pymon__attach(struct pymon *pm)
 		return ret;
 	}
 	pm->tool_id = st.tool_id;
+	pm->ops_on = pm->ops && st.ops == 1;
+	snprintf(pm->ops_msg, sizeof(pm->ops_msg), "%s", pm->ops_on ? "" : st.ops_msg);
+	if (pm->ops_on)
+		torchops__in_process(pm->ops);
 	return 0;
+}
+
+void pymon__set_ops(struct pymon *pm, struct torchops *ops)
+{
+	if (pm)
+		pm->ops = ops;
 }
 
 void pymon__stop(struct pymon *pm)
@@ -629,6 +725,8 @@ void pymon__stats(const struct pymon *pm, struct pymon_stats *st)
 	st->unresolved = ps.unresolved;
 	st->unmatched = ps.unmatched;
 	st->tool_id = pm->tool_id;
+	st->ops = pm->ops_on;
+	st->ops_msg = pm->ops_msg;
 }
 
 void pymon__destroy(struct pymon *pm)
@@ -646,6 +744,7 @@ void pymon__destroy(struct pymon *pm)
 		close(pm->agent_fd);
 	u64map__free(&pm->depths);
 	u64map__free(&pm->fprints);
+	u64map__free(&pm->opnames);
 	pystack__free(pm->ps);
 	free(pm);
 }

@@ -26,6 +26,8 @@ struct pymon_stats {
 	uint64_t unresolved; /* code objects whose names could not be read */
 	uint64_t unmatched;  /* returns of frames that were not on the stack */
 	int tool_id;	     /* the sys.monitoring tool id the agent took, -1 if none (3.11) */
+	bool ops;	     /* PyTorch's ops come from the agent's RecordFunction callback */
+	const char *ops_msg; /* why they do not, or "" (NULL for a NULL pymon) */
 };
 
 /*
@@ -40,6 +42,13 @@ int pymon__check(const struct py_interp *py, char *err, size_t errlen);
  */
 int pymon__open(const struct py_interp *py, struct tracer *t, unsigned int ring_mb,
 		uint64_t start_time, struct pymon **out);
+/*
+ * Ops from the agent into ops (before pymon__attach()): where the target
+ * has libtorch_cpu loaded at the attach, the agent registers a
+ * RecordFunction callback and ops then stops probing libraries.
+ */
+struct torchops;
+void pymon__set_ops(struct pymon *pm, struct torchops *ops);
 /* Injects the agent and waits for its callbacks to be in. After a message on error. */
 int pymon__attach(struct pymon *pm);
 /* Hangs up: the agent takes its callbacks out; what the ring holds is still read. */

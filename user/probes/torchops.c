@@ -29,6 +29,9 @@
 #include "probes/uprobe_multi.h"
 #include "torchops.skel.h"
 
+#define IN_PROCESS_CODE (1ull << 63)
+#define ANY_CODE	(~0ull) /* an exit paired by its key alone */
+
 struct op_lib {
 	struct opscan *scan;
 	uint32_t base; /* global index of its first op */
@@ -47,6 +50,7 @@ struct torchops {
 	size_t npids;
 	bool quiet;
 	bool multi_loaded; /* op_multi is loaded: the kernel has uprobe_multi */
+	bool in_process;   /* ops come from the agent of record --in-process: no probes */
 	struct torchops_bpf *skel;
 	struct op_lib *libs;
 	size_t nlibs;
@@ -92,24 +96,30 @@ static int close_stale(struct torchops *ops, struct tracer_thread *th, uint64_t 
 	return tracer__pop_to(ops->t, th, cut - 1, ts, PTG_F_EXIT_UNWIND);
 }
 
-static int op_enter(struct torchops *ops, struct tracer_thread *th, const struct ptg_event *e)
+/*
+ * key: the entry's stack pointer; code: which op (the same at its exit, or
+ * ANY_CODE there); sym: its name
+ */
+static int op_enter(struct torchops *ops, struct tracer_thread *th, uint64_t key, uint64_t code,
+		    uint32_t sym, uint64_t ts)
 {
 	struct tracer_slot slot = {
-	    .key = e->b,
-	    .code = e->a,
+	    .key = key,
+	    .code = code,
 	    .kind = PTG_REC_OP_ENTER,
 	};
-	int err = close_stale(ops, th, e->b, true, e->ts);
+	int err = close_stale(ops, th, key, true, ts);
 
 	if (err)
 		return err;
 	slot.ext = ++ops->seq;
 	slot.aux0 = ops->mp ? modpath__current(ops->mp, th) : 0;
 	ops->st.calls++;
-	return tracer__push(ops->t, th, &slot, op_sym(ops, e->a), PTG_F_ENTER_CALL, e->ts);
+	return tracer__push(ops->t, th, &slot, sym, PTG_F_ENTER_CALL, ts);
 }
 
-static int op_exit(struct torchops *ops, struct tracer_thread *th, const struct ptg_event *e)
+static int op_exit(struct torchops *ops, struct tracer_thread *th, uint64_t key, uint64_t code,
+		   uint64_t ts)
 {
 	uint32_t at = 0;
 	int err;
@@ -119,20 +129,20 @@ static int op_exit(struct torchops *ops, struct tracer_thread *th, const struct 
 
 		if (s->kind != PTG_REC_OP_ENTER)
 			continue;
-		if (s->key > e->b)
+		if (s->key > key)
 			break;
-		if (s->key == e->b && s->code == e->a) {
+		if (s->key == key && (s->code == code || code == ANY_CODE)) {
 			at = i + 1;
 			break;
 		}
 	}
 	if (!at) {
 		ops->st.unmatched++;
-		return close_stale(ops, th, e->b, false, e->ts);
+		return close_stale(ops, th, key, false, ts);
 	}
 	/* what is still open above it has been left without an event: stale ops, lost frames */
-	err = tracer__pop_to(ops->t, th, at, e->ts, PTG_F_EXIT_UNWIND);
-	return err ?: tracer__pop_to(ops->t, th, at - 1, e->ts, PTG_F_EXIT_RETURN);
+	err = tracer__pop_to(ops->t, th, at, ts, PTG_F_EXIT_UNWIND);
+	return err ?: tracer__pop_to(ops->t, th, at - 1, ts, PTG_F_EXIT_RETURN);
 }
 
 static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
@@ -145,7 +155,27 @@ static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, 
 	th = tracer__thread(t, e->pid, e->tid, e->ts);
 	if (!th)
 		return -ENOMEM;
-	return e->kind == PTG_EV_OP_ENTER ? op_enter(ops, th, e) : op_exit(ops, th, e);
+	if (e->kind == PTG_EV_OP_ENTER)
+		return op_enter(ops, th, e->b, e->a, op_sym(ops, e->a), e->ts);
+	return op_exit(ops, th, e->b, e->a, e->ts);
+}
+
+void torchops__in_process(struct torchops *ops)
+{
+	if (ops)
+		ops->in_process = true;
+}
+
+int torchops__op(struct torchops *ops, uint32_t pid, uint32_t tid, uint64_t ts, bool enter,
+		 uint64_t key, uint32_t sym)
+{
+	struct tracer_thread *th = tracer__thread(ops->t, pid, tid, ts);
+	/* apart from the probes' op indexes, though the two never mix in one recording */
+	uint64_t code = IN_PROCESS_CODE | sym;
+
+	if (!th)
+		return -ENOMEM;
+	return enter ? op_enter(ops, th, key, code, sym, ts) : op_exit(ops, th, key, ANY_CODE, ts);
 }
 
 static int write_losses(struct tracer *t, void *ctx)
@@ -402,6 +432,8 @@ int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_pat
 		return 0;
 	/* libtorch_cpu found on the search path is probed ahead: m->end is 0 then */
 	ops->st.mapped += !!m->end;
+	if (ops->in_process)
+		return 0;
 	probed = u64map__get(&ops->probed, m->inode);
 	if (probed && *probed)
 		return 0;

@@ -48,6 +48,19 @@ int torchops__open_shared(struct tracer *t, int traced_fd, const pid_t *pids, si
 int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_path, uint64_t bias);
 /* Module paths from mp from now on: a Python interpreter found after the start. */
 void torchops__set_modpath(struct torchops *ops, struct modpath *mp);
+/*
+ * record --in-process with the agent's RecordFunction callback in: ops come
+ * through torchops__op(), and no library is probed from now on.
+ */
+void torchops__in_process(struct torchops *ops);
+/*
+ * An op's entry or exit recorded in the target (user/probes/pymon.c): sym
+ * names an entry (PTG_SYM_OP; unused for an exit); key orders it as a
+ * stack pointer would (a nested op's is lower) and pairs the exit with the
+ * entry: an op's depth on its thread.
+ */
+int torchops__op(struct torchops *ops, uint32_t pid, uint32_t tid, uint64_t ts, bool enter,
+		 uint64_t key, uint32_t sym);
 void torchops__detach(struct torchops *ops);
 void torchops__stats(const struct torchops *ops, struct torchops_stats *st);
 void torchops__destroy(struct torchops *ops);

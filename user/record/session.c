@@ -156,6 +156,8 @@ static int start(struct recording *rc)
 		ret = torchops__open(rc->tracer, rc->pid, rc->mp, rc->o->quiet, &rc->ops);
 	if (!ret && rc->ops)
 		ret = libwatch__subscribe(rc->libs, torchops__on_lib, rc->ops);
+	/* --in-process: the agent's RecordFunction callback, if PyTorch is loaded, else probes */
+	pymon__set_ops(rc->pm, rc->ops);
 	/* probe modules subscribe to rc->libs here, before it reports what is mapped */
 	if (!ret && !rc->o->no_cuda)
 		ret = cudaprobe__open(rc->tracer, rc->libs, rc->pid, rc->o->quiet, &rc->cuda);
@@ -190,17 +192,18 @@ static int start(struct recording *rc)
 		ret = target__run(rc->tg);
 	if (!ret && !rc->o->quiet && rc->py.info) {
 		struct proc_ns_ids ids;
-		char ns[40] = "", how[64] = "";
+		char ns[40] = "", how[96] = "";
 		struct pymon_stats ms;
 
 		if (!proc_ns_ids(rc->pid, rc->pid, &ids) && ids.levels > 1)
 			snprintf(ns, sizeof(ns), "container pid %u, ", ids.pid[ids.levels - 1]);
 		pymon__stats(rc->pm, &ms);
 		if (rc->pm && ms.tool_id >= 0)
-			snprintf(how, sizeof(how), ", in-process: sys.monitoring tool id %d",
-				 ms.tool_id);
+			snprintf(how, sizeof(how), ", in-process: sys.monitoring tool id %d%s",
+				 ms.tool_id, ms.ops ? ", ops by RecordFunction" : "");
 		else if (rc->pm)
-			snprintf(how, sizeof(how), ", in-process: a C profile function");
+			snprintf(how, sizeof(how), ", in-process: a C profile function%s",
+				 ms.ops ? ", ops by RecordFunction" : "");
 		pr_info("recording pid %d (%sPython %s, %s%s)", rc->pid, ns, rc->py.version,
 			rc->py.path, how);
 	} else if (!ret && !rc->o->quiet && rc->child) {
@@ -359,22 +362,27 @@ static int run_loop(struct recording *rc)
 static void print_ops_summary(struct recording *rc)
 {
 	struct torchops_stats ops;
+	struct pymon_stats ms;
 
 	if (rc->steps && steps__count(rc->steps))
 		pr_info("%u training steps ended", steps__count(rc->steps));
 	if (!rc->ops)
 		return;
 	torchops__stats(rc->ops, &ops);
-	if (!ops.libs) {
+	pymon__stats(rc->pm, &ms);
+	if (ms.ops) {
+		pr_info("%llu PyTorch op calls (RecordFunction callback in the target)",
+			(unsigned long long)ops.calls);
+	} else if (!ops.libs) {
 		pr_info("no PyTorch library was mapped: no op probes");
 		return;
-	}
-	if (!ops.mapped) {
+	} else if (!ops.mapped) {
 		pr_info("no PyTorch library was mapped (%u ops probed ahead, unused)", ops.ops);
 		return;
+	} else {
+		pr_info("%llu PyTorch op calls (%u ops probed, %llu events lost)",
+			(unsigned long long)ops.calls, ops.ops, (unsigned long long)ops.dropped);
 	}
-	pr_info("%llu PyTorch op calls (%u ops probed, %llu events lost)",
-		(unsigned long long)ops.calls, ops.ops, (unsigned long long)ops.dropped);
 	if (rc->mp) {
 		struct modpath_stats mst;
 
@@ -460,6 +468,13 @@ static int finish(struct recording *rc)
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)stop_ts);
 	ret = ret ?: trace_writer__meta(rc->w, "stop.monotonic_ns", buf);
 	ret = ret ?: trace_writer__meta(rc->w, "stop.reason", rc->stop_reason);
+	if (!ret && rc->ops) {
+		struct pymon_stats ms;
+
+		pymon__stats(rc->pm, &ms);
+		ret =
+		    trace_writer__meta(rc->w, "ops.source", ms.ops ? "record_function" : "uprobes");
+	}
 	if (ret)
 		return ret;
 	ret = trace_writer__close(rc->w);
