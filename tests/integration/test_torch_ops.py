@@ -105,7 +105,7 @@ class TorchOps(unittest.TestCase):
         self.assertEqual(res.returncode, 0, res.stderr)
         return res.stdout
 
-    def compare_with_torch_profiler(self, python, *args):
+    def compare_with_torch_profiler(self, python, *args, rec_args=()):
         """Op counts of mlp.py args as recorded, and as torch.profiler counts
         them in-process: (Ops of the trace, {op: calls} of torch.profiler)."""
         mlp = python.path(os.path.join(ptg.WORKLOADS, "mlp.py"))
@@ -114,10 +114,12 @@ class TorchOps(unittest.TestCase):
         self.assertEqual(res.returncode, 0, res.stderr)
         line = next(l for l in res.stdout.splitlines() if l.startswith("oracle "))
         theirs = {k: v for k, v in json.loads(line[7:]).items() if k.startswith("aten::")}
-        path, _, _ = self.record(python, "mlp.py", "--steps", str(STEPS), *args)
+        path, _, _ = self.record(python, "mlp.py", "--steps", str(STEPS), *args,
+                                 rec_args=rec_args)
         trace = ptg.Trace(path)
         self.assertEqual(trace.losses, [])
         ops = Ops(trace)
+        ops.source = trace.meta["ops.source"]
         ours, nested = ops.count(), ops.nested_in_same()
         self.assertGreater(len(theirs), 20)
         for name in sorted(set(ours) | set(theirs)):
@@ -127,6 +129,9 @@ class TorchOps(unittest.TestCase):
                 self.assertGreaterEqual(torch_n, mine - nested[name], name)
             elif name in UNOBSERVED:
                 self.assertEqual(torch_n, 0, name)
+                # the agent's callback is torch.profiler's own hook: it never sees them either
+                if "--in-process" in rec_args:
+                    self.assertEqual(mine, 0, name)
             else:
                 self.assertEqual(mine, torch_n, f"{name}: ptrace-gpu {mine}, torch.profiler "
                                                 f"{torch_n}")
@@ -141,6 +146,80 @@ class TorchOps(unittest.TestCase):
         # every op runs under the Python frame that called it
         linear = [c for c in ops.calls if c[1] == "aten::linear"]
         self.assertTrue(all(c[5] and c[5][-1] == "Linear.forward" for c in linear))
+
+    def check_in_process_counts_match_torch_profiler(self, python):
+        """record --in-process: ops from the agent's RecordFunction callback,
+        counted, nested and placed under their Python frames as the probes do."""
+        ops, _ = self.compare_with_torch_profiler(python, rec_args=("--in-process",))
+        self.assertEqual(ops.source, "record_function")
+        children = collections.Counter(c[1] for c in ops.calls if c[2] == "aten::linear")
+        self.assertEqual(children["aten::addmm"], 2 * STEPS)
+        self.assertEqual(children["aten::t"], 2 * STEPS)
+        linear = [c for c in ops.calls if c[1] == "aten::linear"]
+        self.assertEqual(len(linear), 2 * STEPS)
+        self.assertTrue(all(c[5] and c[5][-1] == "Linear.forward" for c in linear))
+        ops, theirs = self.compare_with_torch_profiler(python, "--optim", "adam", "--hooks",
+                                                       rec_args=("--in-process",))
+        self.assertEqual(ops.count()["aten::addcdiv_"], 6 * STEPS)
+
+    def check_in_process_module_paths_and_threads(self, python):
+        path, _, err = self.record(python, "mlp.py", "--steps", str(STEPS), "--hooks",
+                                   rec_args=["--in-process"], hold=True)
+        self.assertIn("ops by RecordFunction", err)
+        rows = self.module_rows(path)
+        fc1 = "TOP(Net)::forward.fc1(Linear)"
+        self.assertEqual(rows["aten::mul"], {fc1 + "::scale_input": STEPS})
+        self.assertEqual(rows["aten::clamp"], {fc1 + "::hook": STEPS})
+        self.assertEqual(rows["aten::addmm"], {fc1 + "::forward": STEPS,
+                                               "TOP(Net)::forward.fc2(Linear)::forward": STEPS,
+                                               "TOP(Net)::forward.Linear#0(Linear)::forward": STEPS})
+        # backward passes on threads that never run Python: their ops all the same
+        path, _, _ = self.record(python, "mlp.py", "--steps", str(STEPS), "--backward-thread",
+                                 rec_args=["--in-process"])
+        trace = ptg.Trace(path)
+        by_tid = collections.defaultdict(collections.Counter)
+        for c in Ops(trace).calls:
+            by_tid[c[0]][c[1]] += 1
+        main_tid = int(trace.meta["pid"])
+        backward = [t for t in by_tid if t != main_tid]
+        self.assertEqual(len(backward), STEPS, "one thread ran each backward pass")
+        for tid in backward:
+            self.assertEqual(by_tid[tid]["aten::threshold_backward"], 1)
+            self.assertEqual(by_tid[tid]["aten::mm"], 3)
+        self.assertEqual(by_tid[main_tid]["aten::addmm"], 2 * STEPS)
+
+    def check_in_process_killed_then_again(self, python):
+        """SIGKILL of the recorder while a thread runs ops without pause: the
+        agent takes its RecordFunction callback out, and the target goes on
+        (its ops after that touch no ring); a second recording counts each op
+        once (one callback, not two)."""
+        w = ptg.Workload(python, "inproc_again.py", "--torch")
+        try:
+            first = ptg.Recorder(["--in-process", "-p", str(w.pid)],
+                                 os.path.join(self.tmp.name, "killed.ptg"))
+            w.go()
+            self.assertEqual(w.proc.stdout.readline().strip(), "phase1")
+            first.proc.kill()
+            first.proc.wait()
+            w.go()
+            after = json.loads(w.proc.stdout.readline())
+            self.assertEqual(after, {"tools": {}, "fib20": 6765, "mm": 100})
+            out = os.path.join(self.tmp.name, "again.ptg")
+            second = ptg.Recorder(["--in-process", "-p", str(w.pid)], out)
+            w.go()
+            self.assertEqual(w.proc.stdout.readline().strip(), "phase2")
+            second.proc.send_signal(signal.SIGINT)
+            self.assertEqual(second.wait(), 0, second.stderr)
+            w.go()
+            self.assertEqual(json.loads(w.proc.stdout.readline()), {"tools": {}})
+            self.assertIn("done", w.finish())
+            self.assertEqual(w.proc.returncode, 0)
+        finally:
+            w.kill()
+        trace = ptg.Trace(out)
+        self.assertEqual(trace.meta["ops.source"], "record_function")
+        main = collections.Counter(c[1] for c in Ops(trace).calls if c[0] == w.pid)
+        self.assertEqual(main["aten::mm"], 100)
 
     def check_counts_match_torch_profiler_adam_hooks(self, python):
         # torch 2.x's Adam.step and hooks run through more Python wrappers and ops
@@ -272,12 +351,12 @@ class TorchOps(unittest.TestCase):
         failed = [c for c in mm if c[4] & ptg.EXIT_UNWIND]
         self.assertEqual(len(failed), 50, "each failed mm is closed as left by an exception")
 
-    def late_import(self, python, via_pid):
+    def late_import(self, python, via_pid, rec_args=()):
         out = os.path.join(self.tmp.name, "late.ptg")
         script = python.path(os.path.join(ptg.WORKLOADS, "late_torch.py"))
         if via_pid:
             path, printed, err = self.record(python, "late_torch.py", "--seconds", "2",
-                                             name="late.ptg")
+                                             name="late.ptg", rec_args=rec_args)
         else:
             res = ptg.run(["record", "-o", out, "--", *python.argv(script, "--seconds", "2")])
             self.assertEqual(res.returncode, 0, res.stderr)
@@ -292,6 +371,12 @@ class TorchOps(unittest.TestCase):
 
     def check_late_import_command(self, python):
         self.late_import(python, False)
+
+    def check_late_import_in_process(self, python):
+        # PyTorch imported after the agent attached: its ops come from the probes
+        self.late_import(python, True, rec_args=("--in-process",))
+        trace = ptg.Trace(os.path.join(self.tmp.name, "late.ptg"))
+        self.assertEqual(trace.meta["ops.source"], "uprobes")
 
     def check_without_torch(self, python):
         path, _, err = self.record(python, "fib.py")

@@ -5,6 +5,10 @@ Each step waits for a line on stdin: go (the first recorder is attached),
 then (it was killed with SIGKILL) the tool ids still taken once the agent
 has had its chance to take its own out, then (a second recorder is
 attached) fib again, then (it ended) the tool ids again.
+
+--torch: also 100 torch.mm calls in each phase (and in the JSON line after
+the kill), while a thread runs torch.mm without pause all along, so that op
+callbacks run while the agent takes its RecordFunction callback out.
 """
 import json
 import queue
@@ -45,18 +49,44 @@ def until_free(timeout=10.0):
     return tools()
 
 
+def mm_loop(torch, stop):
+    a = torch.ones(4, 4)
+    while not stop.is_set():
+        torch.mm(a, a)
+
+
+def mms(torch, n=100):
+    a = torch.ones(4, 4)
+    for _ in range(n):
+        torch.mm(a, a)
+    return n
+
+
 def main():
+    torch, stop = None, threading.Event()
+    if "--torch" in sys.argv:
+        import torch
+        threading.Thread(target=mm_loop, args=(torch, stop), daemon=True).start()
     if not hasattr(sys, "monitoring"):
         threading.Thread(target=waiter, args=(ASKS, ANSWERS), daemon=True).start()
     gate.wait_for_go()
     for _ in range(3):
         f(15)
+    if torch:
+        mms(torch)
     print("phase1", flush=True)
     sys.stdin.readline()
-    print(json.dumps({"tools": until_free(), "fib20": f(20)}), flush=True)
+    after = {"tools": until_free(), "fib20": f(20)}
+    if torch:
+        after["mm"] = mms(torch)
+    print(json.dumps(after), flush=True)
     sys.stdin.readline()
+    if torch:
+        stop.set()
     for _ in range(3):
         f(15)
+    if torch:
+        mms(torch)
     print("phase2", flush=True)
     sys.stdin.readline()
     print(json.dumps({"tools": until_free()}), flush=True)
