@@ -2,22 +2,33 @@
 """Overhead of recording a PyTorch CPU training loop, measured in one run.
 
 Runs the same training loop (an MLP with SGD, fixed data, one intra-op
-thread) in three ways, alternating them --rounds times, and prints the
+thread) in four ways, alternating them --rounds times, and prints the
 median time per step of each and the ratios to the untraced loop:
 
   untraced        the loop alone
   record -p       ptrace-gpu record attached to it (Python frames, ops,
                   module paths, steps, scheduler)
-  torch.profiler  the loop inside torch.profiler.profile(with_stack=True)
+  record --in-process -p   the same, Python frames and ops from the agent
+  torch.profiler  the loop inside torch.profiler.profile(with_stack=True),
+                  timed inside the with-block (its start and its event
+                  processing at the exit are left out, as the recorder's
+                  start and writing are: they run in another process)
 
 Times are the worker's CPU time (time.process_time(): user + system,
 uprobe handlers included), so other load on the machine does not count.
 It also counts the loop's ops in the trace and gives the recording's cost
 per op call: (record time - untraced time) / op calls.
 
+The torch.mm loop is timed untraced, recorded and under torch.profiler
+(CPU activity, no stacks): the cost per op of each.
+
+Both loops are also recorded with record --in-process (Python frames from
+sys.monitoring or 3.11's profile function, ops from a RecordFunction
+callback, both in the target), in the same rounds.
+
 usage (as root): bench/torch_overhead.py [--ptrace-gpu PATH] [--steps N]
                  [--rounds R] [--hidden H] [--batch B] [--record-args ARGS]
-                 [--interp NAME]
+                 [--interp NAME | --python PATH]
 
 --interp runs the loop on one of tests/integration/ptg.py's interpreters
 (e.g. trixie-3.13 for PyTorch 2.6, forky-3.14 for 2.14, in their chroots);
@@ -67,17 +78,22 @@ def worker(a):
     sys.stdin.readline()
     # CPU time of the process: uprobe handlers run in its context and count,
     # while time spent waiting for a CPU on a busy machine does not
-    t0 = time.process_time()
-    if a.mode == "opsloop":
-        ops_only(a.steps)
-    elif a.mode == "profiler":
+    # torch.profiler: the time inside its with-block only; its start and the
+    # event processing at its exit (longer than the loop itself) are left
+    # out, as the recorder's start and its writing are (they run in the
+    # recorder's process)
+    if a.mode in ("opsprofiler", "profiler"):
         from torch.profiler import ProfilerActivity, profile
 
-        with profile(activities=[ProfilerActivity.CPU], with_stack=True):
-            train(a.steps)
+        with profile(activities=[ProfilerActivity.CPU], with_stack=a.mode == "profiler"):
+            t0 = time.process_time()
+            (ops_only if a.mode == "opsprofiler" else train)(a.steps)
+            t1 = time.process_time()
     else:
-        train(a.steps)
-    print("elapsed", time.process_time() - t0, flush=True)
+        t0 = time.process_time()
+        (ops_only if a.mode == "opsloop" else train)(a.steps)
+        t1 = time.process_time()
+    print("elapsed", t1 - t0, flush=True)
 
 
 def run_one(a, mode, out, steps=None):
@@ -92,12 +108,13 @@ def run_one(a, mode, out, steps=None):
             sys.exit(f"torch_overhead: {a.interp}: {py.missing}")
         cmd = py.argv(py.path(os.path.abspath(__file__)), *args)
     else:
-        cmd = [PYTHON, os.path.abspath(__file__), *args]
+        cmd = [a.python, os.path.abspath(__file__), *args]
     w = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert w.stdout.readline().startswith("ready")
     rec = None
-    if mode in ("record", "opsrecord"):
-        rec = subprocess.Popen([a.ptrace_gpu, "record", "-p", str(w.pid), "-o", out,
+    if mode in ("record", "opsrecord", "inprocess", "opsinprocess"):
+        extra = ["--in-process"] if "inprocess" in mode else []
+        rec = subprocess.Popen([a.ptrace_gpu, "record", "-p", str(w.pid), "-o", out, *extra,
                                 *a.record_args.split()],
                                stderr=subprocess.PIPE, text=True)
         # the probes are in once it says so
@@ -119,9 +136,11 @@ def run_one(a, mode, out, steps=None):
 
 
 def ops_in(a, path):
-    res = subprocess.run([a.ptrace_gpu, "report", "--ops", path], capture_output=True, text=True)
-    m = re.search(r"op calls: (\d+)", res.stdout)
-    return int(m.group(1)) if m else 0
+    """aten:: op calls in the trace: the sum of report --ops's "# of Calls" column."""
+    res = subprocess.run([a.ptrace_gpu, "report", "--ops", "--limit", "100000", path],
+                         capture_output=True, text=True)
+    return sum(int(m.group(1)) for m in
+               re.finditer(r"^\s*aten::\S+\s.*\s(\d+)\s*$", res.stdout, re.M))
 
 
 def main():
@@ -136,40 +155,55 @@ def main():
     p.add_argument("--record-args", default="", help="more options of record, e.g. --no-sched")
     p.add_argument("--op-iters", type=int, default=20000)
     p.add_argument("--interp", help="an interpreter of tests/integration/ptg.py, e.g. trixie-3.13")
+    p.add_argument("--python", default=PYTHON, help="the interpreter (with PyTorch) to run, "
+                   "when not --interp")
     a = p.parse_args()
     if a.worker:
-        a.mode = {"opsrecord": "opsloop"}.get(a.worker, a.worker)
+        a.mode = {"opsrecord": "opsloop", "opsinprocess": "opsloop",
+                  "inprocess": "record"}.get(a.worker, a.worker)
         worker(a)
         return
-    times = {"untraced": [], "record": [], "profiler": []}
+    times = {"untraced": [], "record": [], "inprocess": [], "profiler": []}
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "bench.ptg")
+        ops = {}
         for r in range(a.rounds):
             for mode in times:
                 times[mode].append(run_one(a, mode, out))
-        ops = ops_in(a, out) / a.steps
-        # the cost of one op alone: a loop of torch.mm, untraced and recorded
-        per_op = {"opsloop": [], "opsrecord": []}
+                if mode in ("record", "inprocess"):
+                    ops[mode] = ops_in(a, out) / a.steps
+        # the cost of one op alone: a loop of torch.mm, untraced, recorded and profiled
+        per_op = {"opsloop": [], "opsrecord": [], "opsinprocess": [], "opsprofiler": []}
+        loop_ops = {}
         for r in range(a.rounds):
-            per_op["opsloop"].append(run_one(a, "opsloop", out, a.op_iters))
-            per_op["opsrecord"].append(run_one(a, "opsrecord", out, a.op_iters))
-        loop_ops = ops_in(a, out) / a.op_iters
+            for mode in per_op:
+                per_op[mode].append(run_one(a, mode, out, a.op_iters))
+                if mode in ("opsrecord", "opsinprocess"):
+                    loop_ops[mode] = ops_in(a, out) / a.op_iters
     med = {k: statistics.median(v) for k, v in times.items()}
     op_med = {k: statistics.median(v) for k, v in per_op.items()}
     print(f"MLP {a.hidden}x3, batch {a.batch}, {a.steps} steps x {a.rounds} rounds, "
-          f"{ops:.0f} op calls per step")
+          f"{ops.get('record', 0):.0f} op calls per step recorded by record -p, "
+          f"{ops.get('inprocess', 0):.0f} by record --in-process")
     for k, label in (("untraced", "untraced"), ("record", "ptrace-gpu record -p"),
+                     ("inprocess", "ptrace-gpu record --in-process -p"),
                      ("profiler", "torch.profiler(with_stack=True)")):
         print(f"  {label:34s} {med[k] * 1e3:8.3f} ms CPU/step  x{med[k] / med['untraced']:.2f}")
-    if ops:
-        print(f"  recording cost per op call of the loop: "
-              f"{(med['record'] - med['untraced']) / ops * 1e6:.2f} us "
-              f"(Python frames, scheduler and ops together)")
-    if loop_ops:
-        print(f"torch.mm loop, {a.op_iters} calls x {a.rounds} rounds, {loop_ops:.0f} ops per call: "
-              f"{op_med['opsloop'] * 1e6:.2f} us untraced, {op_med['opsrecord'] * 1e6:.2f} us "
-              f"recorded: {(op_med['opsrecord'] - op_med['opsloop']) / loop_ops * 1e6:.2f} us "
-              f"per op (entry and exit probes)")
+    for k in ("record", "inprocess"):
+        if ops.get(k):
+            print(f"  {k}: cost per op call of the loop: "
+                  f"{(med[k] - med['untraced']) / ops[k] * 1e6:.2f} us "
+                  f"(Python frames, scheduler and ops together)")
+    base = op_med["opsloop"]
+    print(f"torch.mm loop, {a.op_iters} calls x {a.rounds} rounds "
+          f"({loop_ops.get('opsrecord', 0):.0f} / {loop_ops.get('opsinprocess', 0):.0f} "
+          f"ops per call recorded): {base * 1e6:.2f} us a call untraced; added per op:")
+    for k, label in (("opsrecord", "record -p (entry and exit uprobes)"),
+                     ("opsinprocess", "record --in-process (RecordFunction callback)"),
+                     ("opsprofiler", "torch.profiler (CPU, no stack)")):
+        # torch.profiler sees the ops the RecordFunction callback sees
+        n = loop_ops.get("opsinprocess" if k == "opsprofiler" else k) or 1
+        print(f"  {label:46s} {(op_med[k] - base) / n * 1e6:6.2f} us")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@
 # Environment: PTRACE_GPU (the binary; default: build*/ptrace-gpu), PYTHON (a
 # CPython that record supports, with PyTorch and CUDA; default python3), STEPS
 # (default 50), TOL (relative, default 0.2), OUT (directory kept for
-# inspection; default a new one under /tmp). Needs root, like record.
+# inspection; default a new one under /tmp), ATTACH_ARGS (more options of
+# step 2, e.g. --in-process). Needs root, like record.
 # Exit status: 0 pass, 1 mismatch or failure, 2 this machine cannot run it.
 set -euo pipefail
 
@@ -27,6 +28,7 @@ SRC=$(dirname "$HERE")
 PYTHON=${PYTHON:-python3}
 export STEPS=${STEPS:-50}
 TOL=${TOL:-0.2}
+ATTACH_ARGS=${ATTACH_ARGS:-}
 OUT=${OUT:-$(mktemp -d /tmp/ptg-gpu-check.XXXXXX)}
 mkdir -p "$OUT"
 
@@ -144,14 +146,15 @@ run_launch() {
 
 run_attach() {
 	local tgt rec rc=0
-	echo "gpu-check: 2/3 record -p (agent injected into a running training process)"
+	echo "gpu-check: 2/3 record -p $ATTACH_ARGS (agent injected into a running training process)"
 	rm -f "$OUT/go"
 	mkfifo "$OUT/go"
 	exec 3<>"$OUT/go"
 	"$PYTHON" "$OUT/train.py" wait <"$OUT/go" >"$OUT/attach.out" 2>"$OUT/attach.err" &
 	tgt=$!
 	wait_for "$OUT/attach.out" ready 120 "$tgt" || fail "the target did not start: $(cat "$OUT/attach.err")"
-	"$PTG" record -p "$tgt" -o "$OUT/attach.ptg" 2>"$OUT/attach.log" &
+	# shellcheck disable=SC2086 # ATTACH_ARGS: options, split
+	"$PTG" record -p "$tgt" $ATTACH_ARGS -o "$OUT/attach.ptg" 2>"$OUT/attach.log" &
 	rec=$!
 	if ! wait_for "$OUT/attach.log" "recording GPU activity" 120 "$rec"; then
 		kill "$tgt" 2>/dev/null || true
