@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -440,6 +441,38 @@ def as_oracle(counts, oracle_counts):
     <module> frames it does not count (the module ran before its hook)."""
     return {k: v for k, v in counts.items()
             if k in oracle_counts or not k.startswith("<module>")}
+
+
+def killed_then_again(test, python, out, workload_args=(), rec_args=(), after_extra=None):
+    """inproc_again.py WORKLOAD_ARGS under record --in-process REC_ARGS: the
+    first recorder killed with SIGKILL (the target goes on, the agent frees
+    what it held), then a second one, stopped with SIGINT, writing OUT.
+    Checks the workload's reports at each step; returns the target's pid."""
+    w = Workload(python, "inproc_again.py", *workload_args)
+    try:
+        first = Recorder(["--in-process", "-p", str(w.pid), *rec_args], out + ".killed")
+        w.go()
+        test.assertEqual(w.proc.stdout.readline().strip(), "phase1")
+        first.proc.kill()
+        first.proc.wait()
+        w.go()
+        after = json.loads(w.proc.stdout.readline())
+        test.assertEqual(after, {"tools": {}, "fib20": 6765, **(after_extra or {})})
+        second = Recorder(["--in-process", "-p", str(w.pid), *rec_args], out)
+        w.go()
+        test.assertEqual(w.proc.stdout.readline().strip(), "phase2")
+        second.proc.send_signal(signal.SIGINT)
+        test.assertEqual(second.wait(), 0, second.stderr)
+        w.go()
+        test.assertEqual(json.loads(w.proc.stdout.readline()), {"tools": {}})
+        test.assertIn("done", w.finish())
+        test.assertEqual(w.proc.returncode, 0)
+    finally:
+        w.kill()
+        for f in (w.proc.stdin, w.proc.stdout):
+            if f:
+                f.close()
+    return w.pid
 
 
 def cuda_counts(trace):

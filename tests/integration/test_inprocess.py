@@ -7,7 +7,6 @@ profile function on any thread and threading's hook as it was."""
 import collections
 import json
 import os
-import signal
 import subprocess
 import tempfile
 import unittest
@@ -179,32 +178,13 @@ class InProcess(unittest.TestCase):
     def check_killed_then_again(self, python):
         """SIGKILL of the recorder: the target goes on, its tool id is freed; a
         second recording (the agent already loaded) counts exactly."""
-        w = ptg.Workload(python, "inproc_again.py")
-        try:
-            first = ptg.Recorder(["--in-process", "-p", str(w.pid), *QUIET_PROBES],
-                                 os.path.join(self.tmp.name, "killed.ptg"))
-            w.go()
-            self.assertEqual(w.proc.stdout.readline().strip(), "phase1")
-            first.proc.kill()
-            first.proc.wait()
-            w.go()
-            after = json.loads(w.proc.stdout.readline())
-            self.assertEqual(after, {"tools": {}, "fib20": 6765})
-            out = os.path.join(self.tmp.name, "again.ptg")
-            second = ptg.Recorder(["--in-process", "-p", str(w.pid), *QUIET_PROBES], out)
-            w.go()
-            self.assertEqual(w.proc.stdout.readline().strip(), "phase2")
-            second.proc.send_signal(signal.SIGINT)
-            self.assertEqual(second.wait(), 0, second.stderr)
-            w.go()
-            self.assertEqual(json.loads(w.proc.stdout.readline()), {"tools": {}})
-            self.assertIn("done", w.finish())
-            self.assertEqual(w.proc.returncode, 0)
-        finally:
-            w.kill()
+        out = os.path.join(self.tmp.name, "again.ptg")
+        ptg.killed_then_again(self, python, out, rec_args=QUIET_PROBES)
         trace = ptg.Trace(out)
         self.assertEqual(trace.losses, [])
-        self.assertEqual(trace.count("inproc_again.py")["f:18"], 5919)
+        src = open(os.path.join(ptg.WORKLOADS, "inproc_again.py")).read().splitlines()
+        line = src.index("def f(n):") + 1
+        self.assertEqual(trace.count("inproc_again.py")[f"f:{line}"], 5919)
 
 
 ptg.per_interpreter(InProcess)

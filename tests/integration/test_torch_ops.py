@@ -166,13 +166,7 @@ class TorchOps(unittest.TestCase):
         path, _, err = self.record(python, "mlp.py", "--steps", str(STEPS), "--hooks",
                                    rec_args=["--in-process"], hold=True)
         self.assertIn("ops by RecordFunction", err)
-        rows = self.module_rows(path)
-        fc1 = "TOP(Net)::forward.fc1(Linear)"
-        self.assertEqual(rows["aten::mul"], {fc1 + "::scale_input": STEPS})
-        self.assertEqual(rows["aten::clamp"], {fc1 + "::hook": STEPS})
-        self.assertEqual(rows["aten::addmm"], {fc1 + "::forward": STEPS,
-                                               "TOP(Net)::forward.fc2(Linear)::forward": STEPS,
-                                               "TOP(Net)::forward.Linear#0(Linear)::forward": STEPS})
+        self.assert_hook_paths(self.module_rows(path))
         # backward passes on threads that never run Python: their ops all the same
         path, _, _ = self.record(python, "mlp.py", "--steps", str(STEPS), "--backward-thread",
                                  rec_args=["--in-process"])
@@ -193,32 +187,12 @@ class TorchOps(unittest.TestCase):
         agent takes its RecordFunction callback out, and the target goes on
         (its ops after that touch no ring); a second recording counts each op
         once (one callback, not two)."""
-        w = ptg.Workload(python, "inproc_again.py", "--torch")
-        try:
-            first = ptg.Recorder(["--in-process", "-p", str(w.pid)],
-                                 os.path.join(self.tmp.name, "killed.ptg"))
-            w.go()
-            self.assertEqual(w.proc.stdout.readline().strip(), "phase1")
-            first.proc.kill()
-            first.proc.wait()
-            w.go()
-            after = json.loads(w.proc.stdout.readline())
-            self.assertEqual(after, {"tools": {}, "fib20": 6765, "mm": 100})
-            out = os.path.join(self.tmp.name, "again.ptg")
-            second = ptg.Recorder(["--in-process", "-p", str(w.pid)], out)
-            w.go()
-            self.assertEqual(w.proc.stdout.readline().strip(), "phase2")
-            second.proc.send_signal(signal.SIGINT)
-            self.assertEqual(second.wait(), 0, second.stderr)
-            w.go()
-            self.assertEqual(json.loads(w.proc.stdout.readline()), {"tools": {}})
-            self.assertIn("done", w.finish())
-            self.assertEqual(w.proc.returncode, 0)
-        finally:
-            w.kill()
+        out = os.path.join(self.tmp.name, "again.ptg")
+        pid = ptg.killed_then_again(self, python, out, workload_args=("--torch",),
+                                    after_extra={"mm": 100})
         trace = ptg.Trace(out)
         self.assertEqual(trace.meta["ops.source"], "record_function")
-        main = collections.Counter(c[1] for c in Ops(trace).calls if c[0] == w.pid)
+        main = collections.Counter(c[1] for c in Ops(trace).calls if c[0] == pid)
         self.assertEqual(main["aten::mm"], 100)
 
     def check_counts_match_torch_profiler_adam_hooks(self, python):
@@ -237,18 +211,22 @@ class TorchOps(unittest.TestCase):
                 rows[m.group(1)][m.group(3)] = int(m.group(2))
         return rows
 
-    def check_module_paths_hooks(self, python):
-        # torch 2.1+ runs hooks and forward from a closure of _call_impl that
-        # holds the module in a cell; a hook may be bound to another object
-        path, _, _ = self.record(python, "mlp.py", "--steps", str(STEPS), "--hooks",
-                                 hold=True)
-        rows = self.module_rows(path)
+    def assert_hook_paths(self, rows):
+        """mlp.py --hooks's module paths in report --group-by-module's rows."""
         fc1 = "TOP(Net)::forward.fc1(Linear)"
         self.assertEqual(rows["aten::mul"], {fc1 + "::scale_input": STEPS})
         self.assertEqual(rows["aten::clamp"], {fc1 + "::hook": STEPS})
         self.assertEqual(rows["aten::addmm"], {fc1 + "::forward": STEPS,
                                                "TOP(Net)::forward.fc2(Linear)::forward": STEPS,
                                                "TOP(Net)::forward.Linear#0(Linear)::forward": STEPS})
+
+    def check_module_paths_hooks(self, python):
+        # torch 2.1+ runs hooks and forward from a closure of _call_impl that
+        # holds the module in a cell; a hook may be bound to another object
+        path, _, _ = self.record(python, "mlp.py", "--steps", str(STEPS), "--hooks",
+                                 hold=True)
+        rows = self.module_rows(path)
+        self.assert_hook_paths(rows)
         self.assertEqual(rows["aten::relu"], {"TOP(Net)::forward": STEPS})
 
     def check_module_paths_attached_in_forward(self, python):

@@ -195,12 +195,28 @@ static void decode(const struct ptg_pymon_rec *raw, struct rec *r)
 	r->tid = raw->tid;
 }
 
+/* An op of the agent's RecordFunction callback, to torchops. */
+static int on_op(struct pymon *pm, const struct rec *r)
+{
+	bool enter = r->kind == PTG_PYMON_OP_ENTER;
+	uint64_t *sym = enter ? u64map__get(&pm->opnames, r->arg) : NULL;
+
+	if ((enter && !sym) || !r->tid || !pm->ops) {
+		pm->bad++;
+		return 0;
+	}
+	return torchops__op(pm->ops, (uint32_t)pm->py.pid, r->tid, r->ts, enter, r->code,
+			    sym ? (uint32_t)(*sym >> 1) : 0);
+}
+
 static int on_event(struct pymon *pm, const struct rec *r)
 {
 	struct ptg_event e = {
 	    .ts = r->ts, .pid = (uint32_t)pm->py.pid, .tid = r->tid, .b = r->code};
 	uint64_t *d;
 
+	if (r->kind == PTG_PYMON_OP_ENTER || r->kind == PTG_PYMON_OP_EXIT)
+		return on_op(pm, r);
 	if (!r->tid || depth_of(pm, r->tid, &d)) {
 		pm->bad++;
 		return 0;
@@ -281,6 +297,12 @@ static int group_ready(struct pymon *pm, uint32_t tid, uint32_t n, uint16_t kind
 	return 1;
 }
 
+/* Records after a group's first: size of them each, UINT32_MAX beyond max. */
+static uint32_t group_size(uint64_t size, uint32_t max, uint32_t per_rec)
+{
+	return size > max ? UINT32_MAX : (uint32_t)((size + per_rec - 1) / per_rec);
+}
+
 /* The agent's hash of an op name (agent/ptg_pymon_ops.c), checked against what it sent. */
 static uint64_t name_id(const char *name, size_t len)
 {
@@ -318,19 +340,6 @@ static int on_name(struct pymon *pm, const struct rec *r, uint32_t n)
 	if (!sym)
 		return -ENOMEM;
 	return u64map__put(&pm->opnames, r->arg, (uint64_t)sym << 1 | 1);
-}
-
-static int on_op(struct pymon *pm, const struct rec *r)
-{
-	bool enter = r->kind == PTG_PYMON_OP_ENTER;
-	uint64_t *sym = enter ? u64map__get(&pm->opnames, r->arg) : NULL;
-
-	if ((enter && !sym) || !r->tid || !pm->ops) {
-		pm->bad++;
-		return 0;
-	}
-	return torchops__op(pm->ops, (uint32_t)pm->py.pid, r->tid, r->ts, enter, r->code,
-			    sym ? (uint32_t)(*sym >> 1) : 0);
 }
 
 /*
@@ -383,41 +392,19 @@ static int drain(struct tracer *t, void *ctx, uint64_t upto_ts)
 			r.ts = now;
 		if (r.ts > upto_ts)
 			break;
-		if (r.kind == PTG_PYMON_OP_ENTER || r.kind == PTG_PYMON_OP_EXIT) {
-			err = on_op(pm, &r);
-			pm->tail++;
-			continue;
-		}
-		if (r.kind == PTG_PYMON_NAME) {
-			n = (uint32_t)((r.code + 15) / 16);
-			if (r.code > PTG_PYMON_MAX_NAME) {
-				pm->bad++;
-				pm->tail++;
-				continue;
-			}
-			ready = group_ready(pm, r.tid, n, PTG_PYMON_NAME_BYTES);
-			if (ready == 0 && upto_ts != UINT64_MAX)
-				break; /* the rest of the group is being written */
-			if (ready <= 0) {
-				pm->bad++;
-				pm->tail++;
-				continue;
-			}
-			err = on_name(pm, &r, n);
-			pm->tail += n + 1;
-			continue;
-		}
-		if (r.kind != PTG_PYMON_STACK) {
+		if (r.kind != PTG_PYMON_STACK && r.kind != PTG_PYMON_NAME) {
 			err = on_event(pm, &r);
 			pm->tail++;
 			continue;
 		}
-		if (r.code > PTG_PYMON_MAX_DEPTH) {
-			pm->bad++;
-			pm->tail++;
-			continue;
-		}
-		ready = group_ready(pm, r.tid, (uint32_t)r.code, PTG_PYMON_FRAME);
+		/* a group: the record and its n FRAMEs or NAME_BYTES */
+		n = r.kind == PTG_PYMON_STACK ? group_size(r.code, PTG_PYMON_MAX_DEPTH, 1)
+					      : group_size(r.code, PTG_PYMON_MAX_NAME, 16);
+		ready = n == UINT32_MAX
+			    ? -EPROTO
+			    : group_ready(pm, r.tid, n,
+					  r.kind == PTG_PYMON_STACK ? PTG_PYMON_FRAME
+								    : PTG_PYMON_NAME_BYTES);
 		if (ready == 0 && upto_ts != UINT64_MAX)
 			break; /* the rest of the group is being written */
 		if (ready <= 0) {
@@ -425,8 +412,8 @@ static int drain(struct tracer *t, void *ctx, uint64_t upto_ts)
 			pm->tail++;
 			continue;
 		}
-		err = on_stack(pm, &r, (uint32_t)r.code);
-		pm->tail += r.code + 1;
+		err = r.kind == PTG_PYMON_STACK ? on_stack(pm, &r, n) : on_name(pm, &r, n);
+		pm->tail += n + 1;
 	}
 	__atomic_store_n(&pm->ring->tail, pm->tail, __ATOMIC_RELEASE);
 	/* what waits for its turn: the records handled above had theirs read as they went */
