@@ -598,6 +598,14 @@ static int send_setup(struct pymon *pm)
 	return sendmsg(pm->sock, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(s) ? 0 : -EPIPE;
 }
 
+/* The target's text for our terminal: NUL-ended, no control characters. */
+static void printable(char *s, size_t size)
+{
+	s[size - 1] = '\0';
+	for (; *s; s++)
+		*s = *s < 0x20 || *s == 0x7f ? '?' : *s;
+}
+
 /* The agent's one answer, within WAIT_MS: it needs the GIL first. */
 static int read_status(struct pymon *pm, struct ptg_pymon_status *st, char *err, size_t errlen)
 {
@@ -625,13 +633,8 @@ static int read_status(struct pymon *pm, struct ptg_pymon_status *st, char *err,
 			 pm->py.pid, WAIT_MS / 1000);
 		return -ETIMEDOUT;
 	}
-	st->msg[sizeof(st->msg) - 1] = '\0';
-	st->ops_msg[sizeof(st->ops_msg) - 1] = '\0';
-	/* the target's text on our terminal: no escapes */
-	for (char *c = st->msg; *c; c++)
-		*c = *c < 0x20 || *c == 0x7f ? '?' : *c;
-	for (char *c = st->ops_msg; *c; c++)
-		*c = *c < 0x20 || *c == 0x7f ? '?' : *c;
+	printable(st->msg, sizeof(st->msg));
+	printable(st->ops_msg, sizeof(st->ops_msg));
 	if (st->version != PTG_PYMON_PROTO_VERSION) {
 		snprintf(err, errlen, "the agent in pid %d is of another build (protocol %u)",
 			 pm->py.pid, st->version);

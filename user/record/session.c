@@ -382,6 +382,9 @@ static void print_ops_summary(struct recording *rc)
 	} else {
 		pr_info("%llu PyTorch op calls (%u ops probed, %llu events lost)",
 			(unsigned long long)ops.calls, ops.ops, (unsigned long long)ops.dropped);
+		/* --in-process fell back to the probes: say why */
+		if (rc->pm && ms.ops_msg[0])
+			pr_info("ops through probes, not the in-process callback: %s", ms.ops_msg);
 	}
 	if (rc->mp) {
 		struct modpath_stats mst;
