@@ -173,12 +173,18 @@ def test_recorded_ranks(tmp):
 
 
 def main():
+    have = os.path.isdir(KINETO)
     with tempfile.TemporaryDirectory() as tmp:
-        for name in TRACES:
+        for name in TRACES if have else ():
             test_trace(tmp, name)
-        test_ranks(tmp)
+        if have:
+            test_ranks(tmp)
         test_recorded_ranks(tmp)
     print(f"test_kineto_lossless: {len(failures)} failed")
+    if not failures and not have:
+        # the project's shared folder beside the clone (PTG_SHARED_DIR)
+        print(f"test_kineto_lossless: real traces skipped, none in {KINETO}")
+        return 77
     return 1 if failures else 0
 
 

@@ -169,12 +169,18 @@ def test_cpu_only(tmp):
 
 
 def main():
+    kineto = os.path.join(SHARED, "traces", "kineto")
+    have = os.path.isdir(kineto)
     with tempfile.TemporaryDirectory() as tmp:
-        for name in TRACES:
+        for name in TRACES if have else ():
             test_trace(tmp, name)
         test_bad_input(tmp)
         test_cpu_only(tmp)
     print(f"test_kineto_traces: {len(failures)} failed")
+    if not failures and not have:
+        # the project's shared folder beside the clone (PTG_SHARED_DIR)
+        print(f"test_kineto_traces: real traces skipped, none in {kineto}")
+        return 77
     return 1 if failures else 0
 
 

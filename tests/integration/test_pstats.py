@@ -170,7 +170,10 @@ def test_kineto_host_calls(tmp):
     runtime calls and annotations as built-ins, with the JSON's numbers."""
     kdir = os.path.join(os.environ.get("PTG_SHARED_DIR", ""), "traces", "kineto")
     names = sorted(glob.glob(os.path.join(kdir, "*.json.gz")))
-    check(names, f"no Kineto traces in {kdir}")
+    if not names:
+        # the project's shared folder beside the clone (PTG_SHARED_DIR)
+        print(f"test_pstats: real Kineto traces skipped, none in {kdir}")
+        return False
     for src in names:
         base = os.path.basename(src)
         trace = os.path.join(tmp, base + ".ptg")
@@ -244,10 +247,10 @@ def main():
         test_one_thread(trace, tmp)
         test_ops(trace, tmp)
         test_errors(tmp)
-        test_kineto_host_calls(tmp)
+        real = test_kineto_host_calls(tmp) is not False
         test_nothing_to_write(tmp)
     print(f"test_pstats: {'ok' if not failures else f'{failures} failed'}")
-    return 1 if failures else 0
+    return 1 if failures else 0 if real else 77
 
 
 if __name__ == "__main__":
