@@ -87,9 +87,12 @@ static void usage(FILE *f)
 	    "                        RecordFunction callback (torch.profiler's hook)\n"
 	    "                        instead of uprobes; --no-ops: none. All is\n"
 	    "                        removed when the recording ends or ptrace-gpu\n"
-	    "                        dies (the library stays loaded, idle). One -p PID\n"
-	    "                        of Python 3.11+ in our pid namespace; not with\n"
-	    "                        -- CMD, a set, --uid or --cgroup (docs/design.md)\n"
+	    "                        dies (the library stays loaded, idle). Each -p\n"
+	    "                        PID (-p A,B: an agent in each, --per-process\n"
+	    "                        too) of Python 3.11+ in our pid namespace; not\n"
+	    "                        with -- CMD, --children, --uid or --cgroup; an\n"
+	    "                        exec ends a process's Python calls\n"
+	    "                        (docs/design.md)\n"
 	    "      --steps N         stop after N training steps (each return of an\n"
 	    "                        optimizer's step(); needs Python in the target;\n"
 	    "                        ProfilerStep#0.. spans)\n"
@@ -267,9 +270,9 @@ int record_parse_opts(int argc, char **argv, struct record_opts *o)
 		return -EINVAL;
 	}
 	/* the agent goes into a running interpreter: a command's starts later, sets are many */
-	if (o->in_process && (o->cmd || record_is_tree(o))) {
-		pr_err("record: --in-process takes one running process (-p PID), not -- CMD, "
-		       "several PIDs, --children, --per-process, --uid or --cgroup");
+	if (o->in_process && (o->cmd || o->children || o->by_uid || o->cgroup)) {
+		pr_err("record: --in-process takes running processes (-p PID or -p A,B), not "
+		       "-- CMD, --children, --uid or --cgroup");
 		return -EINVAL;
 	}
 	if (record_is_tree(o) && (o->steps.max_steps || o->steps.schedule)) {

@@ -82,7 +82,7 @@ struct tree_proc *tree_new_proc(struct proctree *pt, pid_t pid, int pidfd)
  */
 static int attach_for(struct proctree *pt, struct pyframe *pf, pid_t pid)
 {
-	return pyframe__attach_pid(pf, pt->children ? -1 : pid);
+	return pf ? pyframe__attach_pid(pf, pt->children ? -1 : pid) : 0;
 }
 
 /* The pyframe of py's interpreter file: one per file, made at its first process. */
@@ -105,8 +105,8 @@ static int interp_for(struct proctree *pt, const struct py_interp *py, uint32_t 
 		return -ENOMEM;
 	pt->interps = n;
 	n = &pt->interps[pt->ninterps];
-	*n = (struct tree_interp){.dev = st.st_dev, .ino = st.st_ino};
-	err = pyframe__open_shared(py, pt->t, pt->set_fd, &n->pf);
+	*n = (struct tree_interp){.dev = st.st_dev, .ino = st.st_ino, .py = *py};
+	err = pt->frames_elsewhere ? 0 : pyframe__open_shared(py, pt->t, pt->set_fd, &n->pf);
 	if (!err && pt->attached)
 		err = attach_for(pt, n->pf, py->pid);
 	if (err) {
@@ -123,6 +123,14 @@ static void found(struct proctree *pt, struct tree_proc *p, const struct py_inte
 	p->exec_ts = 0;
 	p->ran_python = true;
 	tree_read_identity(p);
+	/* --in-process: the agent was in the image the exec replaced */
+	if (pt->frames_elsewhere) {
+		pt->exec_unrecorded++;
+		pr_warn("pid %d exec'd Python %s (%s): its Python calls are not recorded, "
+			"the in-process agent went with the program it replaced",
+			p->pid, py->version, py->path);
+		return;
+	}
 	if (!pt->quiet)
 		pr_info("recording pid %d too (Python %s, %s)", p->pid, py->version, py->path);
 	if (!pt->quiet && py->warning[0])
@@ -380,8 +388,10 @@ static int write_losses(struct tracer *t, void *ctx)
 	const struct proctree_bpf__bss *bss = pt->skel->bss;
 	int err = 0;
 
-	for (size_t i = 0; !err && i < pt->ninterps; i++)
-		err = pyframe__write_losses(pt->interps[i].pf);
+	for (size_t i = 0; !err && i < pt->ninterps; i++) {
+		if (pt->interps[i].pf)
+			err = pyframe__write_losses(pt->interps[i].pf);
+	}
 	if (!err && bss->lost_events)
 		err = trace_writer__lost(w, PTG_LOST_PROC_EVENTS, UINT32_MAX, bss->lost_events);
 	if (!err && bss->lost_full)
@@ -405,6 +415,11 @@ int proctree__new(bool children, bool quiet, struct proctree **out)
 	snprintf(pt->nopy_what, sizeof(pt->nopy_what), "CUDA calls, ops and off-CPU time");
 	*out = pt;
 	return 0;
+}
+
+void proctree__frames_elsewhere(struct proctree *pt)
+{
+	pt->frames_elsewhere = true;
 }
 
 void proctree__nopy_what(struct proctree *pt, const char *what)
@@ -441,8 +456,10 @@ int proctree__load(struct proctree *pt, struct tracer *t)
 					BPF_ANY))
 			err = -errno;
 	}
-	err = err ?: tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, route_py, write_losses, pt);
-	err = err ?: tracer__on(t, PTG_EV_PROC_FORK, PTG_EV_PROC_EXIT, on_proc, NULL, pt);
+	/* --in-process: the agents' frame events go to pymon alone */
+	if (!err && !pt->frames_elsewhere)
+		err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, route_py, NULL, pt);
+	err = err ?: tracer__on(t, PTG_EV_PROC_FORK, PTG_EV_PROC_EXIT, on_proc, write_losses, pt);
 	if (err)
 		goto fail;
 	/* one pyframe per interpreter file, whichever process it was found in */
@@ -466,7 +483,9 @@ const struct py_interp *proctree__interp_of(struct proctree *pt, pid_t pid)
 {
 	struct tree_proc *p = tree_find_proc(pt, pid);
 
-	return p && p->interp ? pyframe__interp(pt->interps[p->interp - 1].pf) : NULL;
+	if (p && !p->interp && pt->roots_py && p->ran_python)
+		return &pt->roots_py[p - pt->procs];
+	return p && p->interp ? &pt->interps[p->interp - 1].py : NULL;
 }
 
 void proctree__on_exec(struct proctree *pt, proctree_exec_fn fn, void *ctx)
@@ -517,7 +536,7 @@ static void say_recording(const struct proctree *pt, const struct tree_proc *p)
 	char comm[32] = "?";
 
 	if (p->interp) {
-		py = pyframe__interp(pt->interps[p->interp - 1].pf);
+		py = &pt->interps[p->interp - 1].py;
 		pr_info("recording pid %d (Python %s, %s)%s", p->pid, py->version, py->path,
 			pt->children ? " and the processes it starts" : "");
 		return;
@@ -593,10 +612,11 @@ void proctree__proc(const struct proctree *pt, size_t i, struct proctree_proc *o
 	const struct tree_proc *p = &pt->procs[i];
 	/* the last interpreter it ran; after an exec into no Python, that of its first */
 	uint32_t interp = p->interp ?: (p->ran_python && pt->ninterps ? 1 : 0);
-	const struct py_interp *py = interp ? pyframe__interp(pt->interps[interp - 1].pf) : NULL;
+	const struct py_interp *py = interp ? &pt->interps[interp - 1].py : NULL;
 
 	*out = (struct proctree_proc){
 	    .pid = p->pid,
+	    .start_time = p->start_time,
 	    .ran_python = p->ran_python,
 	    .named = p->named,
 	    .cmdline = p->cmdline ?: "",
@@ -636,6 +656,8 @@ void proctree__stats(const struct proctree *pt, struct proctree_stats *st)
 
 	memset(st, 0, sizeof(*st));
 	for (size_t i = 0; i < pt->ninterps; i++) {
+		if (!pt->interps[i].pf)
+			continue;
 		pyframe__stats(pt->interps[i].pf, &ps);
 		st->dropped += ps.dropped;
 	}
@@ -647,11 +669,12 @@ void proctree__stats(const struct proctree *pt, struct proctree_stats *st)
 	st->exec_held = pt->exec_held;
 	st->exec_unheld = pt->exec_unheld;
 	st->hold_refused = pt->hold_refused;
+	st->exec_unrecorded = pt->exec_unrecorded;
 	st->lost_procs = bss->lost_events + bss->lost_full;
 }
 
 void proctree__summary(const struct proctree *pt, const char *reason, double secs, uint64_t calls,
-		       uint64_t events, const char *out)
+		       uint64_t events, uint64_t dropped, const char *out)
 {
 	struct proctree_stats st;
 
@@ -659,10 +682,14 @@ void proctree__summary(const struct proctree *pt, const char *reason, double sec
 	pr_info("%s after %.2f s: %llu Python calls from %u processes (%u "
 		"interpreters; %llu events), %llu events lost%s%s",
 		reason, secs, (unsigned long long)calls, st.processes, st.interpreters,
-		(unsigned long long)events, (unsigned long long)st.dropped, out ? "; wrote " : "",
+		(unsigned long long)events, (unsigned long long)dropped, out ? "; wrote " : "",
 		out ? out : "");
 	if (st.not_python)
 		pr_info("%u of them ran no supported Python", st.not_python);
+	if (st.exec_unrecorded)
+		pr_warn("%u processes exec'd a Python no in-process agent was in: their calls "
+			"after the exec are not recorded",
+			st.exec_unrecorded);
 	if (st.exec_unheld)
 		pr_warn("%u of %u execs of the set ran before they could be held (a process that "
 			"joined the set by its exec, one under another tracer, an exec by a thread "

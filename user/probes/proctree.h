@@ -33,6 +33,7 @@ struct proctree_stats {
 	uint32_t exec_held;    /* execs held at their stop, before the new image ran */
 	uint32_t exec_unheld;  /* execs met while the new image ran (not held at the exec) */
 	uint32_t hold_refused; /* processes another tracer holds */
+	uint32_t exec_unrecorded; /* --in-process: execs into a Python no agent is in */
 };
 
 /* children: follow forks (--children); else only the processes added. */
@@ -42,6 +43,13 @@ int proctree__new(bool children, bool quiet, struct proctree **out);
  * time"), for the line that says which processes run none.
  */
 void proctree__nopy_what(struct proctree *pt, const char *what);
+/*
+ * record -p A,B --in-process: the Python frames come from an agent in each
+ * process (user/probes/pymon.c), not from probes; the set follows exits and
+ * execs alone (a member that execs runs a Python no agent is in: said, and
+ * not recorded). Before proctree__load().
+ */
+void proctree__frames_elsewhere(struct proctree *pt);
 /* After the processes are added: loads the BPF side and a pyframe per interpreter. */
 int proctree__load(struct proctree *pt, struct tracer *t);
 /* fd of the BPF hash of recorded tgids, for other probe objects to filter by (after load). */
@@ -86,7 +94,10 @@ int proctree__write_meta(const struct proctree *pt, struct trace_writer *w);
  */
 typedef int (*proctree_exec_fn)(void *ctx, pid_t pid, uint64_t exec_ts);
 void proctree__on_exec(struct proctree *pt, proctree_exec_fn fn, void *ctx);
-/* The interpreter process pid of the set runs now, or NULL (none known, not of the set). */
+/*
+ * The interpreter process pid of the set runs now, or NULL (none known, not
+ * of the set); before proctree__load(), that of a process added.
+ */
 const struct py_interp *proctree__interp_of(struct proctree *pt, pid_t pid);
 /* Attaches the fork/exec/exit programs, then the frame probes of each interpreter. */
 int proctree__attach(struct proctree *pt);
@@ -95,6 +106,7 @@ int proctree__poll(struct proctree *pt);
 /* One process recorded, as --per-process names and describes its trace. */
 struct proctree_proc {
 	pid_t pid;
+	uint64_t start_time; /* given with -p: its proc_start_time() when added; else 0 */
 	bool ran_python;
 	bool named; /* given with -p */
 	const char *cmdline;
@@ -135,8 +147,9 @@ uint32_t proctree__live(const struct proctree *pt);
 void proctree__detach(struct proctree *pt);
 void proctree__stats(const struct proctree *pt, struct proctree_stats *st);
 /* The end of recording's summary on stderr; out NULL when --per-process said what it wrote. */
+/* dropped: the Python events lost, proctree__stats()' and those of other sources (pymon) */
 void proctree__summary(const struct proctree *pt, const char *reason, double secs, uint64_t calls,
-		       uint64_t events, const char *out);
+		       uint64_t events, uint64_t dropped, const char *out);
 void proctree__destroy(struct proctree *pt);
 
 #endif /* PTG_PROCTREE_H */

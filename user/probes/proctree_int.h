@@ -27,16 +27,18 @@
 #define EXEC_WAIT_NS 2000000000ull
 
 struct tree_interp {
-	struct pyframe *pf;
+	struct pyframe *pf; /* NULL when the frames come from elsewhere (--in-process) */
+	struct py_interp py;
 	dev_t dev;
 	ino_t ino;
 };
 
 struct tree_proc {
 	pid_t pid;
-	int pidfd;	  /* processes given with -p: says when it ends; -1 for the others */
-	uint32_t interp;  /* index + 1 in interps; 0: not known (yet) */
-	uint64_t exec_ts; /* it exec()'d then, and its new interpreter is looked for; 0: not */
+	int pidfd;	     /* processes given with -p: says when it ends; -1 for the others */
+	uint64_t start_time; /* of those: proc_start_time(), 0 for the others */
+	uint32_t interp;     /* index + 1 in interps; 0: not known (yet) */
+	uint64_t exec_ts;    /* it exec()'d then, and its new interpreter is looked for; 0: not */
 	bool exited;
 	bool not_python;
 	bool ran_python; /* had a supported interpreter at some point: gets a --per-process trace */
@@ -73,6 +75,8 @@ struct proctree {
 	bool children;
 	bool quiet;
 	bool attached;
+	bool frames_elsewhere;	  /* no frame probes: proctree__frames_elsewhere() */
+	uint32_t exec_unrecorded; /* of those: execs into a Python no agent is in */
 	struct tree_interp *interps;
 	size_t ninterps;
 	int64_t uid; /* --uid: every exec of this user joins the set; -1: none */

@@ -129,6 +129,8 @@ static int add_checked(struct proctree *pt, pid_t pid, bool any, char *err, size
 		pr_warn("pid %d: %s", pid, py.warning);
 	if (!ret)
 		ret = add_root(pt, pid, pidfd, py.info ? &py : NULL);
+	if (!ret)
+		pt->procs[pt->nprocs - 1].start_time = st0;
 out:
 	if (ret && pidfd >= 0)
 		close(pidfd);

@@ -56,10 +56,14 @@ struct pymon {
 	struct ptg_stack_event snap;
 	uint64_t bad;
 	int tool_id;
+	unsigned int ring_mb;
 	struct torchops *ops;  /* where op records go; NULL: none asked for */
 	bool ops_on;	       /* the agent's RecordFunction callback is in */
 	char ops_msg[256];     /* why not, from the agent */
 	struct u64map opnames; /* name id -> symbol << 1 | 1 */
+	/* record -p A,B --in-process: the other processes, each its own agent (pymon__add()) */
+	struct pymon *next;
+	struct pymon *route; /* of the first: the process of the previous frame event */
 };
 
 int pymon__check(const struct py_interp *py, char *err, size_t errlen)
@@ -367,18 +371,16 @@ static void read_ahead(struct pymon *pm)
 }
 
 /*
- * tracer.h's source: the agent's records up to upto_ts, each checked (the
- * target writes them: a lying one costs it its own trace, nothing more).
+ * One agent's records up to upto_ts, each checked (the target writes them:
+ * a lying one costs it its own trace, nothing more).
  */
-static int drain(struct tracer *t, void *ctx, uint64_t upto_ts)
+static int drain_proc(struct pymon *pm, uint64_t upto_ts)
 {
-	struct pymon *pm = ctx;
 	uint64_t now = now_ns(CLOCK_MONOTONIC), mask = pm->nrecs - 1;
 	struct rec r;
 	uint32_t n;
 	int err = 0, ready;
 
-	(void)t;
 	if (!pm->ring)
 		return 0;
 	while (!err) {
@@ -421,25 +423,53 @@ static int drain(struct tracer *t, void *ctx, uint64_t upto_ts)
 	return err;
 }
 
-static int write_losses(struct tracer *t, void *ctx)
+/*
+ * tracer.h's source: every agent's records up to upto_ts. The processes'
+ * threads are apart, so one process's records may go before another's
+ * older ones; each thread's stay in order with the ring buffer's.
+ */
+static int drain(struct tracer *t, void *ctx, uint64_t upto_ts)
 {
-	struct pymon *pm = ctx;
-	struct trace_writer *w = tracer__writer(t);
-	uint64_t dropped = pm->ring ? __atomic_load_n(&pm->ring->dropped, __ATOMIC_RELAXED) : 0;
 	int err = 0;
 
-	if (dropped)
-		err = trace_writer__lost(w, PTG_LOST_PY_INPROC_DROPPED, UINT32_MAX, dropped);
-	if (!err && pm->bad)
-		err = trace_writer__lost(w, PTG_LOST_PY_INPROC_BAD, UINT32_MAX, pm->bad);
-	return err ?: pystack__write_losses(pm->ps, w);
+	(void)t;
+	for (struct pymon *pm = ctx; pm && !err; pm = pm->next)
+		err = drain_proc(pm, upto_ts);
+	return err;
 }
 
+static int write_losses(struct tracer *t, void *ctx)
+{
+	struct trace_writer *w = tracer__writer(t);
+	int err = 0;
+
+	for (struct pymon *pm = ctx; pm && !err; pm = pm->next) {
+		uint64_t dropped =
+		    pm->ring ? __atomic_load_n(&pm->ring->dropped, __ATOMIC_RELAXED) : 0;
+
+		if (dropped)
+			err =
+			    trace_writer__lost(w, PTG_LOST_PY_INPROC_DROPPED, UINT32_MAX, dropped);
+		if (!err && pm->bad)
+			err = trace_writer__lost(w, PTG_LOST_PY_INPROC_BAD, UINT32_MAX, pm->bad);
+		err = err ?: pystack__write_losses(pm->ps, w);
+	}
+	return err;
+}
+
+/* A frame event, to the stack engine of its process. */
 static int handle(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
 {
-	struct pymon *pm = ctx;
+	struct pymon *first = ctx, *pm = first->route;
 
 	(void)t;
+	if (!pm || (uint32_t)pm->py.pid != e->pid) {
+		for (pm = first; pm && (uint32_t)pm->py.pid != e->pid; pm = pm->next)
+			;
+		if (!pm)
+			return 0; /* no process of ours: a frame event of no agent */
+		first->route = pm;
+	}
 	return pystack__handle(pm->ps, e, size);
 }
 
@@ -451,8 +481,9 @@ static int read_code(void *ctx, int fd, uint64_t code, struct py_code_info *out)
 	return py_read_code(fd, pm->py.info, code, out);
 }
 
-int pymon__open(const struct py_interp *py, struct tracer *t, unsigned int ring_mb,
-		uint64_t start_time, struct pymon **out)
+/* One process's agent, ring, socket and stack engine: not yet known to the tracer. */
+static int open_proc(const struct py_interp *py, struct tracer *t, unsigned int ring_mb,
+		     uint64_t start_time, struct pymon **out)
 {
 	struct pystack_resolver res;
 	char why[PATH_MAX + 128];
@@ -468,6 +499,7 @@ int pymon__open(const struct py_interp *py, struct tracer *t, unsigned int ring_
 	pm->py = *py;
 	pm->t = t;
 	pm->start_time = start_time;
+	pm->ring_mb = ring_mb;
 	pm->agent_fd = find_agent(pm, why, sizeof(why));
 	if (pm->agent_fd < 0) {
 		pr_err("record --in-process: refusing the agent %s: %s", pm->agent, why);
@@ -493,15 +525,47 @@ int pymon__open(const struct py_interp *py, struct tracer *t, unsigned int ring_
 	if (!err && (err = pystack__add_proc(pm->ps, (uint32_t)py->pid)))
 		pr_err("record --in-process: cannot open /proc/%d/mem: %s", py->pid,
 		       strerror(-err));
-	if (!err)
-		err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, handle, write_losses, pm);
 	if (err)
 		goto cleanup;
-	tracer__set_source(t, drain, pm);
 	*out = pm;
 	return 0;
 cleanup:
 	pymon__destroy(pm);
+	return err;
+}
+
+int pymon__open(const struct py_interp *py, struct tracer *t, unsigned int ring_mb,
+		uint64_t start_time, struct pymon **out)
+{
+	struct pymon *pm;
+	int err = open_proc(py, t, ring_mb, start_time, &pm);
+
+	if (err)
+		return err;
+	err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, handle, write_losses, pm);
+	if (err) {
+		pymon__destroy(pm);
+		return err;
+	}
+	tracer__set_source(t, drain, pm);
+	*out = pm;
+	return 0;
+}
+
+int pymon__add(struct pymon *pm, const struct py_interp *py, uint64_t start_time)
+{
+	struct pymon *last = pm, *n;
+	int err;
+
+	for (; last->next; last = last->next) {
+		if (last->py.pid == py->pid)
+			return -EEXIST;
+	}
+	if (last->py.pid == py->pid)
+		return -EEXIST;
+	err = open_proc(py, pm->t, pm->ring_mb, start_time, &n);
+	if (!err)
+		last->next = n;
 	return err;
 }
 
@@ -647,7 +711,8 @@ static int read_status(struct pymon *pm, struct ptg_pymon_status *st, char *err,
 	return 0;
 }
 
-int pymon__attach(struct pymon *pm)
+/* One process's agent injected and started. After a message on error. */
+static int attach_proc(struct pymon *pm)
 {
 	struct inject_opts o = {
 	    .entry = PTG_PYMON_ATTACH_SYM, .arg = pm->name, .start_time = pm->start_time};
@@ -674,32 +739,44 @@ int pymon__attach(struct pymon *pm)
 	ret = ret ?: read_status(pm, &st, err, sizeof(err));
 	if (ret) {
 		pr_err("record --in-process: %s", err);
-		pymon__stop(pm);
 		return ret;
 	}
 	pm->tool_id = st.tool_id;
 	pm->ops_on = pm->ops && st.ops == 1;
 	snprintf(pm->ops_msg, sizeof(pm->ops_msg), "%s", pm->ops_on ? "" : st.ops_msg);
+	/* this process's ops come from its agent: its libraries are not probed */
 	if (pm->ops_on)
-		torchops__in_process(pm->ops);
+		torchops__in_process(pm->ops, pm->py.pid);
 	return 0;
+}
+
+int pymon__attach(struct pymon *pm)
+{
+	int ret = 0;
+
+	for (struct pymon *p = pm; p && !ret; p = p->next)
+		ret = attach_proc(p);
+	/* all or none: the agents already in take their callbacks out */
+	if (ret)
+		pymon__stop(pm);
+	return ret;
 }
 
 void pymon__set_ops(struct pymon *pm, struct torchops *ops)
 {
-	if (pm)
+	for (; pm; pm = pm->next)
 		pm->ops = ops;
 }
 
 void pymon__stop(struct pymon *pm)
 {
-	if (!pm)
-		return;
-	if (pm->sock >= 0)
-		close(pm->sock);
-	if (pm->lfd >= 0)
-		close(pm->lfd);
-	pm->sock = pm->lfd = -1;
+	for (; pm; pm = pm->next) {
+		if (pm->sock >= 0)
+			close(pm->sock);
+		if (pm->lfd >= 0)
+			close(pm->lfd);
+		pm->sock = pm->lfd = -1;
+	}
 }
 
 void pymon__stats(const struct pymon *pm, struct pymon_stats *st)
@@ -707,34 +784,76 @@ void pymon__stats(const struct pymon *pm, struct pymon_stats *st)
 	struct pystack_stats ps;
 
 	*st = (struct pymon_stats){.tool_id = -1};
-	if (!pm)
+	for (; pm; pm = pm->next) {
+		pystack__stats(pm->ps, &ps);
+		st->dropped += pm->ring ? __atomic_load_n(&pm->ring->dropped, __ATOMIC_RELAXED) : 0;
+		st->bad += pm->bad;
+		st->unresolved += ps.unresolved;
+		st->unmatched += ps.unmatched;
+		if (!st->procs++)
+			st->tool_id = pm->tool_id;
+		st->ops_procs += pm->ops_on;
+		if (!pm->ops_on && !st->ops_msg) {
+			st->ops_msg = pm->ops_msg;
+			st->ops_msg_pid = pm->py.pid;
+		}
+	}
+	st->ops = st->procs && st->ops_procs == st->procs;
+}
+
+/* What the agent took in one process: its sys.monitoring tool id or 3.11's hook, and ops. */
+static size_t describe_proc(const struct pymon *pm, char *buf, size_t len)
+{
+	int n;
+
+	if (pm->tool_id >= 0)
+		n = snprintf(buf, len, "sys.monitoring tool id %d%s", pm->tool_id,
+			     pm->ops_on ? ", ops by RecordFunction" : "");
+	else
+		n = snprintf(buf, len, "a C profile function%s",
+			     pm->ops_on ? ", ops by RecordFunction" : "");
+	return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
+}
+
+void pymon__describe(const struct pymon *pm, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	if (!len)
 		return;
-	pystack__stats(pm->ps, &ps);
-	st->dropped = pm->ring ? __atomic_load_n(&pm->ring->dropped, __ATOMIC_RELAXED) : 0;
-	st->bad = pm->bad;
-	st->unresolved = ps.unresolved;
-	st->unmatched = ps.unmatched;
-	st->tool_id = pm->tool_id;
-	st->ops = pm->ops_on;
-	st->ops_msg = pm->ops_msg;
+	buf[0] = '\0';
+	if (pm && !pm->next) {
+		describe_proc(pm, buf, len);
+		return;
+	}
+	for (; pm && at + 1 < len; pm = pm->next) {
+		int n = snprintf(buf + at, len - at, "%spid %d: ", at ? "; " : "", pm->py.pid);
+
+		at += n < 0 ? 0 : (size_t)n;
+		if (at + 1 < len)
+			at += describe_proc(pm, buf + at, len - at);
+	}
 }
 
 void pymon__destroy(struct pymon *pm)
 {
-	if (!pm)
-		return;
-	pymon__stop(pm);
-	if (pm->ring)
-		munmap(pm->ring, pm->map_len);
-	if (pm->memfd >= 0)
-		close(pm->memfd);
-	if (pm->memfd_target >= 0)
-		close(pm->memfd_target);
-	if (pm->agent_fd >= 0)
-		close(pm->agent_fd);
-	u64map__free(&pm->depths);
-	u64map__free(&pm->fprints);
-	u64map__free(&pm->opnames);
-	pystack__free(pm->ps);
-	free(pm);
+	struct pymon *next;
+
+	for (; pm; pm = next) {
+		next = pm->next;
+		pymon__stop(pm);
+		if (pm->ring)
+			munmap(pm->ring, pm->map_len);
+		if (pm->memfd >= 0)
+			close(pm->memfd);
+		if (pm->memfd_target >= 0)
+			close(pm->memfd_target);
+		if (pm->agent_fd >= 0)
+			close(pm->agent_fd);
+		u64map__free(&pm->depths);
+		u64map__free(&pm->fprints);
+		u64map__free(&pm->opnames);
+		pystack__free(pm->ps);
+		free(pm);
+	}
 }

@@ -2,17 +2,20 @@
 /*
  * `record --in-process`: the loader's side of the sys.monitoring agent
  * (agent/ptg_pymon_agent.c). Makes the shared ring (a sealed memfd), injects
- * the agent into one Python 3.11+ process, hands it the ring over a unix
+ * the agent into a Python 3.11+ process, hands it the ring over a unix
  * socket that only the target may use, and turns the agent's records into
  * the frame events of the stack engine (user/probes/pystack.c), in order
  * with the ring buffer's events (tracer__set_source()), so that every report
  * reads them as it reads those of the uprobes. Closing the socket (or dying)
- * takes the agent's callbacks out of the target.
+ * takes the agent's callbacks out of the target. record -p A,B --in-process
+ * puts an agent, with a ring and a socket of its own, into each process
+ * (pymon__add()); one pymon reads them all.
  */
 #ifndef PTG_PYMON_H
 #define PTG_PYMON_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "probes/tracer.h"
@@ -25,9 +28,12 @@ struct pymon_stats {
 	uint64_t bad;	     /* records that broke the protocol (ignored) */
 	uint64_t unresolved; /* code objects whose names could not be read */
 	uint64_t unmatched;  /* returns of frames that were not on the stack */
-	int tool_id;	     /* the sys.monitoring tool id the agent took, -1 if none (3.11) */
-	bool ops;	     /* PyTorch's ops come from the agent's RecordFunction callback */
-	const char *ops_msg; /* why they do not, or "" (NULL for a NULL pymon) */
+	int tool_id;	     /* the sys.monitoring tool id the (first) agent took, -1 if none */
+	uint32_t procs;	     /* processes with an agent */
+	uint32_t ops_procs;  /* those whose ops come from the agent's RecordFunction callback */
+	bool ops;	     /* all of them do */
+	const char *ops_msg; /* why the first that does not, does not; NULL if none */
+	int ops_msg_pid;     /* and which process that is */
 };
 
 /*
@@ -43,18 +49,31 @@ int pymon__check(const struct py_interp *py, char *err, size_t errlen);
 int pymon__open(const struct py_interp *py, struct tracer *t, unsigned int ring_mb,
 		uint64_t start_time, struct pymon **out);
 /*
+ * Another process for the same recording (record -p A,B --in-process): its
+ * own agent, ring (of the same size) and socket. Before pymon__attach().
+ */
+int pymon__add(struct pymon *pm, const struct py_interp *py, uint64_t start_time);
+/*
  * Ops from the agent into ops (before pymon__attach()): where the target
  * has libtorch_cpu loaded at the attach, the agent registers a
  * RecordFunction callback and ops then stops probing libraries.
  */
 struct torchops;
 void pymon__set_ops(struct pymon *pm, struct torchops *ops);
-/* Injects the agent and waits for its callbacks to be in. After a message on error. */
+/*
+ * Injects the agents, one process after another, and waits for each one's
+ * callbacks to be in; all or none. After a message on error.
+ */
 int pymon__attach(struct pymon *pm);
 /* Hangs up: the agent takes its callbacks out; what the ring holds is still read. */
 void pymon__stop(struct pymon *pm);
 /* All zero for NULL. */
 void pymon__stats(const struct pymon *pm, struct pymon_stats *st);
+/*
+ * What each agent took, for the recording line: "sys.monitoring tool id 2,
+ * ops by RecordFunction", "pid A: ...; pid B: ..." for several.
+ */
+void pymon__describe(const struct pymon *pm, char *buf, size_t len);
 void pymon__destroy(struct pymon *pm);
 
 #endif /* PTG_PYMON_H */

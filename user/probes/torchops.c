@@ -50,7 +50,7 @@ struct torchops {
 	size_t npids;
 	bool quiet;
 	bool multi_loaded; /* op_multi is loaded: the kernel has uprobe_multi */
-	bool in_process;   /* ops come from the agent of record --in-process: no probes */
+	bool in_process;   /* every process's ops come from its agent (--in-process): no probes */
 	struct torchops_bpf *skel;
 	struct op_lib *libs;
 	size_t nlibs;
@@ -160,10 +160,18 @@ static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, 
 	return op_exit(ops, th, e->b, e->a, e->ts);
 }
 
-void torchops__in_process(struct torchops *ops)
+void torchops__in_process(struct torchops *ops, pid_t pid)
 {
-	if (ops)
-		ops->in_process = true;
+	size_t n = 0;
+
+	if (!ops)
+		return;
+	for (size_t i = 0; i < ops->npids; i++) {
+		if (ops->pids[i] != pid)
+			ops->pids[n++] = ops->pids[i];
+	}
+	ops->npids = n;
+	ops->in_process = !n;
 }
 
 int torchops__op(struct torchops *ops, uint32_t pid, uint32_t tid, uint64_t ts, bool enter,

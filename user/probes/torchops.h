@@ -49,10 +49,11 @@ int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_pat
 /* Module paths from mp from now on: a Python interpreter found after the start. */
 void torchops__set_modpath(struct torchops *ops, struct modpath *mp);
 /*
- * record --in-process with the agent's RecordFunction callback in: ops come
- * through torchops__op(), and no library is probed from now on.
+ * record --in-process with the agent's RecordFunction callback in process
+ * pid: its ops come through torchops__op(), and its libraries are not
+ * probed from now on (none at all, once no process is left to probe).
  */
-void torchops__in_process(struct torchops *ops);
+void torchops__in_process(struct torchops *ops, pid_t pid);
 /*
  * An op's entry or exit recorded in the target (user/probes/pymon.c): sym
  * names an entry (PTG_SYM_OP; unused for an exit); key orders it as a

@@ -12,6 +12,7 @@
 #include "probes/libwatch.h"
 #include "probes/modpath.h"
 #include "probes/proctree.h"
+#include "probes/pymon.h"
 #include "probes/sched.h"
 #include "probes/torchops.h"
 #include "probes/tracer.h"
@@ -74,6 +75,21 @@ static int tree_targets(struct recording *rc)
 		ret = proctree__add_uid(rc->tree, o->uid, o->quiet);
 	if (!ret && o->cgroup)
 		ret = proctree__add_cgroup(rc->tree, o->cgroup, o->quiet, err, sizeof(err));
+	/* --in-process: each process as record -p --in-process takes its one */
+	for (size_t i = 0; !ret && o->in_process && i < proctree__nprocs(rc->tree); i++) {
+		struct proctree_proc p;
+
+		proctree__proc(rc->tree, i, &p);
+		py = proctree__interp_of(rc->tree, p.pid);
+		if (!py) {
+			snprintf(err, sizeof(err), "record --in-process: pid %d runs no Python",
+				 p.pid);
+			ret = -ENOEXEC;
+		}
+		ret = ret ?: pymon__check(py, err, sizeof(err));
+	}
+	if (!ret && o->in_process)
+		proctree__frames_elsewhere(rc->tree);
 	if (ret) {
 		pr_err("%s", err[0] ? err : strerror(-ret));
 		return ret;
@@ -194,6 +210,30 @@ static int open_cupti(struct recording *rc)
 }
 
 /*
+ * -p A,B --in-process: an agent for each process, each with its own ring
+ * (pymon.h), all read as one source; their frame events go to pymon alone.
+ */
+static int open_agents(struct recording *rc)
+{
+	struct proctree_proc p;
+	int ret = 0;
+
+	for (size_t i = 0; !ret && rc->o->in_process && i < proctree__nprocs(rc->tree); i++) {
+		const struct py_interp *py;
+
+		proctree__proc(rc->tree, i, &p);
+		py = proctree__interp_of(rc->tree, p.pid);
+		/* each process's own, until proctree__load(): one per file after */
+		if (!py || py->pid != p.pid)
+			return -ENOEXEC; /* checked in tree_targets() */
+		ret = rc->pm
+			  ? pymon__add(rc->pm, py, p.start_time)
+			  : pymon__open(py, rc->tracer, rc->o->ringbuf_mb, p.start_time, &rc->pm);
+	}
+	return ret;
+}
+
+/*
  * Several processes (-p A,B, --children, --uid, --cgroup): Python calls,
  * dispatcher ops, CUDA calls, off-CPU intervals and GPU activity (an agent
  * in each process that uses CUDA, user/probes/cupti_set.c) of each.
@@ -213,10 +253,17 @@ int start_tree(struct recording *rc)
 	if (!ret)
 		trace_writer__keep_partial(rc->w);
 	ret = ret ?: tracer__new(rc->w, o->ringbuf_mb, 0, &rc->tracer);
+	/*
+	 * Before proctree__load(), while each process's own interpreter is
+	 * known (its load addresses), and before modpath, which reads the frame
+	 * events after their stacks took them.
+	 */
+	ret = ret ?: open_agents(rc);
 	ret = ret ?: proctree__load(rc->tree, rc->tracer);
 	/* agents are taken from the set alone, from before any process of it runs on */
 	ret = ret ?: cupti__start_set(rc->cupti, rc->w, proctree__set_fd(rc->tree), rc->child);
 	ret = ret ?: open_lib_probes(rc);
+	pymon__set_ops(rc->pm, rc->ops);
 	if (!ret && !o->no_sched)
 		ret = sched__open_set(rc->tracer, proctree__set_fd(rc->tree), rc->cuda, &rc->sched);
 	if (!ret) {
@@ -225,6 +272,13 @@ int start_tree(struct recording *rc)
 		ret = write_meta(rc);
 	}
 	ret = ret ?: proctree__write_meta(rc->tree, rc->w);
+	/*
+	 * --in-process: the agents go in before the libraries are probed (a
+	 * process whose agent took its ops is not probed for them) and before
+	 * the set is held under ptrace (the agents are injected under it).
+	 */
+	if (!ret && rc->pm)
+		ret = pymon__attach(rc->pm);
 	/*
 	 * Before the set is filled and "recording pid" is said: the libraries
 	 * are scanned (libtorch takes seconds) while the set's events cannot
@@ -235,6 +289,12 @@ int start_tree(struct recording *rc)
 	if (!ret && rc->sched)
 		ret = sched__attach(rc->sched);
 	ret = ret ?: proctree__attach(rc->tree);
+	if (!ret && rc->pm && !o->quiet) {
+		char agents[1024];
+
+		pymon__describe(rc->pm, agents, sizeof(agents));
+		pr_info("in-process: %s", agents);
+	}
 	rc->attached_ts = now_ns(CLOCK_MONOTONIC);
 	/*
 	 * Whatever failed, the command runs on, as it would have without us;

@@ -192,18 +192,14 @@ static int start(struct recording *rc)
 		ret = target__run(rc->tg);
 	if (!ret && !rc->o->quiet && rc->py.info) {
 		struct proc_ns_ids ids;
-		char ns[40] = "", how[96] = "";
-		struct pymon_stats ms;
+		char ns[40] = "", how[160] = "";
+		char agent[128] = "";
 
 		if (!proc_ns_ids(rc->pid, rc->pid, &ids) && ids.levels > 1)
 			snprintf(ns, sizeof(ns), "container pid %u, ", ids.pid[ids.levels - 1]);
-		pymon__stats(rc->pm, &ms);
-		if (rc->pm && ms.tool_id >= 0)
-			snprintf(how, sizeof(how), ", in-process: sys.monitoring tool id %d%s",
-				 ms.tool_id, ms.ops ? ", ops by RecordFunction" : "");
-		else if (rc->pm)
-			snprintf(how, sizeof(how), ", in-process: a C profile function%s",
-				 ms.ops ? ", ops by RecordFunction" : "");
+		pymon__describe(rc->pm, agent, sizeof(agent));
+		if (rc->pm)
+			snprintf(how, sizeof(how), ", in-process: %s", agent);
 		pr_info("recording pid %d (%sPython %s, %s%s)", rc->pid, ns, rc->py.version,
 			rc->py.path, how);
 	} else if (!ret && !rc->o->quiet && rc->child) {
@@ -276,12 +272,12 @@ static uint64_t py_dropped(const struct recording *rc)
 	struct pyframe_stats st;
 	struct pymon_stats ms;
 
+	pymon__stats(rc->pm, &ms);
 	if (rc->tree) {
 		proctree__stats(rc->tree, &ts);
-		return ts.dropped;
+		return ts.dropped + ms.dropped;
 	}
 	pyframe__stats(rc->pf, &st);
-	pymon__stats(rc->pm, &ms);
 	return st.dropped + ms.dropped;
 }
 
@@ -371,8 +367,16 @@ static void print_ops_summary(struct recording *rc)
 	torchops__stats(rc->ops, &ops);
 	pymon__stats(rc->pm, &ms);
 	if (ms.ops) {
-		pr_info("%llu PyTorch op calls (RecordFunction callback in the target)",
-			(unsigned long long)ops.calls);
+		pr_info("%llu PyTorch op calls (RecordFunction callback in the target%s)",
+			(unsigned long long)ops.calls, ms.procs > 1 ? "s" : "");
+	} else if (ms.ops_procs) {
+		/* -p A,B --in-process: some processes by their callback, the others by probes */
+		pr_info("%llu PyTorch op calls (RecordFunction callback in %u of %u processes; "
+			"%u ops probed in the others, %llu events lost)",
+			(unsigned long long)ops.calls, ms.ops_procs, ms.procs, ops.ops,
+			(unsigned long long)ops.dropped);
+		pr_info("ops of pid %d through probes, not the in-process callback: %s",
+			ms.ops_msg_pid, ms.ops_msg);
 	} else if (!ops.libs) {
 		pr_info("no PyTorch library was mapped: no op probes");
 		return;
@@ -383,7 +387,10 @@ static void print_ops_summary(struct recording *rc)
 		pr_info("%llu PyTorch op calls (%u ops probed, %llu events lost)",
 			(unsigned long long)ops.calls, ops.ops, (unsigned long long)ops.dropped);
 		/* --in-process fell back to the probes: say why */
-		if (rc->pm && ms.ops_msg[0])
+		if (ms.ops_msg && ms.ops_msg[0] && ms.procs > 1)
+			pr_info("ops through probes, not the in-process callbacks: pid %d: %s",
+				ms.ops_msg_pid, ms.ops_msg);
+		else if (ms.ops_msg && ms.ops_msg[0])
 			pr_info("ops through probes, not the in-process callback: %s", ms.ops_msg);
 	}
 	if (rc->mp) {
@@ -475,8 +482,10 @@ static int finish(struct recording *rc)
 		struct pymon_stats ms;
 
 		pymon__stats(rc->pm, &ms);
-		ret =
-		    trace_writer__meta(rc->w, "ops.source", ms.ops ? "record_function" : "uprobes");
+		ret = trace_writer__meta(rc->w, "ops.source",
+					 ms.ops		? "record_function"
+					 : ms.ops_procs ? "record_function,uprobes"
+							: "uprobes");
 	}
 	if (ret)
 		return ret;
@@ -505,7 +514,7 @@ static int finish(struct recording *rc)
 	dropped = py_dropped(rc);
 	if (rc->tree)
 		proctree__summary(rc->tree, rc->stop_reason, (stop_ts - rc->start_ts) / 1e9,
-				  tracer__calls(rc->tracer), tracer__events(rc->tracer),
+				  tracer__calls(rc->tracer), tracer__events(rc->tracer), dropped,
 				  rc->o->per_process ? NULL : rc->o->output);
 	else
 		pr_info("%s after %.2f s: %llu Python calls from pid %d (%llu events), "
