@@ -202,10 +202,90 @@ class Refusals(unittest.TestCase):
         self.assertIn(text, lines[0])
 
     def test_command_and_sets(self):
-        for args in (["--", "true"], ["-p", f"{os.getpid()},1"],
-                     ["-p", str(os.getpid()), "--children"], ["--uid", "0"]):
+        for args in (["--", "true"], ["-p", str(os.getpid()), "--children"], ["--uid", "0"],
+                     ["--cgroup", "/sys/fs/cgroup"]):
             # a usage error
-            self.refused(args, "--in-process takes one running process (-p PID)", 2)
+            self.refused(args, "--in-process takes running processes (-p PID or -p A,B)", 2)
+
+    def test_pid_list_with_one_not_python(self):
+        """-p A,B with B no Python: refused as a lone B is, before A is touched."""
+        python = ptg.Python("pyenv-3.12")
+        if python.missing:
+            self.skipTest(python.missing)
+        sleeper = subprocess.Popen(["sleep", "30"])
+        w = ptg.Workload(python, "fib.py")
+        try:
+            self.refused(["-p", f"{w.pid},{sleeper.pid}", *QUIET_PROBES],
+                         f"pid {sleeper.pid} runs no Python", 1)
+            with open(f"/proc/{w.pid}/maps") as f:
+                maps = f.read()
+        finally:
+            sleeper.kill()
+            sleeper.wait()
+            w.kill()
+            w.proc.stdin.close()
+            w.proc.stdout.close()
+        self.assertNotIn("libptg_pymon", maps)
+
+    def test_pid_list(self):
+        """-p A,B,C --in-process of 3.11 (the profile function) and 3.12 (sys.monitoring)
+        processes: an agent in each, every process's calls exact in one trace,
+        and with --per-process, one trace each, named by rank."""
+        pythons = [ptg.Python(n) for n in ("debian-3.11", "pyenv-3.12", "pyenv-3.12")]
+        missing = [f"{p}: {p.missing}" for p in pythons if p.missing]
+        if missing:
+            self.skipTest("; ".join(missing))
+        oracles = {p.name: ptg.oracle(p, "mixed.py") for p in pythons}
+        with tempfile.TemporaryDirectory() as d:
+            for split in (False, True):
+                out = os.path.join(d, "job.ptg")
+                ws = []
+                try:
+                    for rank, p in enumerate(pythons):
+                        os.environ["RANK"] = str(rank)
+                        ws.append(ptg.Workload(p, "mixed.py"))
+                finally:
+                    del os.environ["RANK"]
+                rec = None
+                try:
+                    rec = ptg.Recorder(["--in-process", "-p", ",".join(str(w.pid) for w in ws),
+                                        *(["--per-process"] if split else []),
+                                        *QUIET_PROBES], out)
+                    for w in ws:
+                        w.go()
+                    for w in ws:
+                        self.assertIn("done", w.finish())
+                    self.assertEqual(rec.wait(), 0, rec.stderr)
+                finally:
+                    for w in ws:
+                        w.kill()
+                        w.proc.stdin.close()
+                        w.proc.stdout.close()
+                    if rec:
+                        rec.proc.stderr.close()
+                self.assertIn(f"in-process: pid {ws[0].pid}: a C profile function; "
+                              f"pid {ws[1].pid}: sys.monitoring tool id ", rec.stderr)
+                self.assertIn("from 3 processes (2 interpreters", rec.stderr)
+                files = sorted(os.listdir(d))
+                if split:
+                    self.assertEqual(files, ["job.rank0.ptg", "job.rank1.ptg", "job.rank2.ptg"])
+                    traces = [ptg.Trace(os.path.join(d, f)) for f in files]
+                else:
+                    self.assertEqual(files, ["job.ptg"])
+                    traces = [ptg.Trace(out)] * 3
+                for f in files:
+                    os.unlink(os.path.join(d, f))
+                for w, p, trace in zip(ws, pythons, traces):
+                    self.assertEqual(trace.losses, [])
+                    tid_pid = {r.tid: r.pid for r in trace.records}
+                    counts = collections.Counter()
+                    for (tid, key), n in trace.count("mixed.py", by_tid=True).items():
+                        if tid_pid[tid] == w.pid:
+                            counts[key] += n
+                    self.assertEqual(ptg.as_oracle(counts, oracles[p.name]), oracles[p.name],
+                                     f"pid {w.pid} ({p})")
+                if split:
+                    self.assertEqual([t.meta["pid"] for t in traces], [str(w.pid) for w in ws])
 
     def test_agent_not_root_only(self):
         """$PTG_PYMON_AGENT in a folder others may write: refused, the target untouched."""

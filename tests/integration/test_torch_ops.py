@@ -105,18 +105,17 @@ class TorchOps(unittest.TestCase):
         self.assertEqual(res.returncode, 0, res.stderr)
         return res.stdout
 
-    def compare_with_torch_profiler(self, python, *args, rec_args=()):
-        """Op counts of mlp.py args as recorded, and as torch.profiler counts
-        them in-process: (Ops of the trace, {op: calls} of torch.profiler)."""
+    def torch_profiler_counts(self, python, *args):
+        """{op: calls} of mlp.py args as torch.profiler counts them in-process."""
         mlp = python.path(os.path.join(ptg.WORKLOADS, "mlp.py"))
         res = subprocess.run(python.argv(mlp, "--oracle", "--steps", str(STEPS), *args),
                              capture_output=True, text=True)
         self.assertEqual(res.returncode, 0, res.stderr)
         line = next(l for l in res.stdout.splitlines() if l.startswith("oracle "))
-        theirs = {k: v for k, v in json.loads(line[7:]).items() if k.startswith("aten::")}
-        path, _, _ = self.record(python, "mlp.py", "--steps", str(STEPS), *args,
-                                 rec_args=rec_args)
-        trace = ptg.Trace(path)
+        return {k: v for k, v in json.loads(line[7:]).items() if k.startswith("aten::")}
+
+    def assert_counts(self, trace, theirs, in_process):
+        """The trace's op counts are torch.profiler's (theirs): returns its Ops."""
         self.assertEqual(trace.losses, [])
         ops = Ops(trace)
         ops.source = trace.meta["ops.source"]
@@ -130,11 +129,20 @@ class TorchOps(unittest.TestCase):
             elif name in UNOBSERVED:
                 self.assertEqual(torch_n, 0, name)
                 # the agent's callback is torch.profiler's own hook: it never sees them either
-                if "--in-process" in rec_args:
+                if in_process:
                     self.assertEqual(mine, 0, name)
             else:
                 self.assertEqual(mine, torch_n, f"{name}: ptrace-gpu {mine}, torch.profiler "
                                                 f"{torch_n}")
+        return ops
+
+    def compare_with_torch_profiler(self, python, *args, rec_args=()):
+        """Op counts of mlp.py args as recorded, and as torch.profiler counts
+        them in-process: (Ops of the trace, {op: calls} of torch.profiler)."""
+        theirs = self.torch_profiler_counts(python, *args)
+        path, _, _ = self.record(python, "mlp.py", "--steps", str(STEPS), *args,
+                                 rec_args=rec_args)
+        ops = self.assert_counts(ptg.Trace(path), theirs, "--in-process" in rec_args)
         return ops, theirs
 
     def check_counts_match_torch_profiler(self, python):
@@ -161,6 +169,49 @@ class TorchOps(unittest.TestCase):
         ops, theirs = self.compare_with_torch_profiler(python, "--optim", "adam", "--hooks",
                                                        rec_args=("--in-process",))
         self.assertEqual(ops.count()["aten::addcdiv_"], 6 * STEPS)
+
+    def check_in_process_pid_list(self, python):
+        """record -p A,B,C --in-process --per-process: an agent in each process,
+        each one's ops exact in its own trace: two trainings against
+        torch.profiler, and one that imports PyTorch after the attach, whose
+        ops come from the probes, from the first call."""
+        plans = [("--optim", "adam", "--hooks"), ()]
+        theirs = [self.torch_profiler_counts(python, *a) for a in plans]
+        out = os.path.join(self.tmp.name, "job.ptg")
+        ws = [ptg.Workload(python, "mlp.py", "--steps", str(STEPS), *a) for a in plans]
+        ws.append(ptg.Workload(python, "late_torch.py", "--seconds", "1"))
+        rec, printed = None, []
+        try:
+            rec = ptg.Recorder(["--in-process", "--per-process",
+                                "-p", ",".join(str(w.pid) for w in ws)], out)
+            for w in ws:
+                w.go()
+            printed = [w.finish() for w in ws]
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+        finally:
+            for w in ws:
+                w.kill()
+                w.proc.stdin.close()
+                w.proc.stdout.close()
+            if rec:
+                rec.proc.stderr.close()
+        self.assertIn(f"in-process: pid {ws[0].pid}: ", rec.stderr)
+        self.assertIn("RecordFunction callback in 2 of 3 processes", rec.stderr)
+        self.assertIn(f"ops of pid {ws[2].pid} through probes", rec.stderr)
+        self.assertEqual(sorted(os.listdir(self.tmp.name)),
+                         sorted(f"job.pid{w.pid}.ptg" for w in ws))
+        traces = [ptg.Trace(os.path.join(self.tmp.name, f"job.pid{w.pid}.ptg")) for w in ws]
+        for w, trace in zip(ws, traces):
+            self.assertEqual({r.pid for r in trace.records}, {w.pid})
+            self.assertEqual(trace.meta["ops.source"], "record_function,uprobes")
+        for trace, counts, args in zip(traces, theirs, plans):
+            ops = self.assert_counts(trace, counts, True)
+            linear = [c for c in ops.calls if c[1] == "aten::linear"]
+            self.assertGreaterEqual(len(linear), 2 * STEPS, args)
+            self.assertTrue(all(c[5] and c[5][-1] == "Linear.forward" for c in linear), args)
+        self.assertEqual(Ops(traces[0]).count()["aten::addcdiv_"], 6 * STEPS)
+        n = int(re.search(r"mm (\d+)", printed[2]).group(1))
+        self.assertEqual(Ops(traces[2]).count()["aten::mm"], n)
 
     def check_in_process_module_paths_and_threads(self, python):
         path, _, err = self.record(python, "mlp.py", "--steps", str(STEPS), "--hooks",
