@@ -117,6 +117,8 @@ struct rec_thread *rec_thread(void);
 uint64_t rec_now(void); /* CLOCK_MONOTONIC ns */
 /* n consecutive records at *idx, or false (one event counted as dropped). */
 bool rec_reserve(struct ptg_pymon_ring *r, uint64_t n, uint64_t *idx);
+/* The same, with nothing counted: for what the loader can do without. */
+bool rec_try_reserve(struct ptg_pymon_ring *r, uint64_t n, uint64_t *idx);
 /* Writes and publishes record idx of thread th (the caller). */
 void rec_put(const struct rec_thread *th, uint64_t idx, uint16_t kind, uint64_t arg, uint64_t code,
 	     uint64_t ts);

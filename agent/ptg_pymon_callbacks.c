@@ -119,13 +119,17 @@ static struct codeset *codeset_grow(struct codeset *cs)
 	return n;
 }
 
-/* The code object lives until the session ends: one reference at its first sight. */
-static void keep(PyObject *code)
+/*
+ * The code object lives until the session ends: one reference at its first
+ * sight, which this says (true).
+ */
+static bool keep(PyObject *code)
 {
 	struct codeset *cs = __atomic_load_n(&ag.codes, __ATOMIC_ACQUIRE);
+	bool first = false;
 
 	if (!cs || codeset_has(cs, code))
-		return;
+		return false;
 	pthread_mutex_lock(&ag.lock);
 	cs = ag.codes;
 	if (cs && !codeset_has(cs, code) && (ag.ncodes + 1) * 2 > cs->cap)
@@ -135,8 +139,82 @@ static void keep(PyObject *code)
 		api.IncRef(code);
 		codeset_put(cs, code);
 		ag.ncodes++;
+		first = true;
 	}
 	pthread_mutex_unlock(&ag.lock);
+	return first;
+}
+
+/*
+ * UTF-8 of the str attribute attr of code into out, at most max bytes (cut
+ * at a character's start): its length, or SIZE_MAX when it cannot be had.
+ * The callbacks are called with no exception set (the interpreter keeps
+ * an unwinding one aside), so one of ours is cleared, not someone else's.
+ */
+static size_t code_str(PyObject *code, const char *attr, char *out, size_t max, uint64_t *obj)
+{
+	PyObject *s = api.GetAttrString(code, attr);
+	const char *u = s && api.Unicode_AsUTF8 ? api.Unicode_AsUTF8(s) : NULL;
+	size_t n = SIZE_MAX;
+
+	*obj = (uintptr_t)s; /* the code object's own reference: the same object */
+	if (u) {
+		n = strnlen(u, max + 1);
+		if (n > max)
+			for (n = max; n && ((uint8_t)u[n] & 0xc0) == 0x80; n--)
+				;
+		memcpy(out, u, n);
+	} else {
+		api.Err_Clear();
+	}
+	if (s)
+		api.DecRef(s);
+	return n;
+}
+
+/*
+ * A code object new to the session: its names and first line as a CODE
+ * group (agent/ptg_pymon_proto.h), ahead of its first record, so that the
+ * loader has them even when an exec replaces our memory before it reads
+ * it. A group with no room is not sent and not counted as lost: the
+ * loader then reads the names from memory.
+ */
+static void send_code(struct ptg_pymon_ring *r, const struct rec_thread *th, PyObject *code,
+		      uint64_t ts)
+{
+	char b[16 + PTG_PYMON_MAX_QUALNAME + PTG_PYMON_MAX_FILENAME + 16];
+	uint64_t idx, arg, objs[2];
+	size_t q, f = SIZE_MAX;
+	PyObject *line;
+	uint32_t n;
+	long ln;
+
+	q = code_str(code, "co_qualname", b + 16, PTG_PYMON_MAX_QUALNAME, &objs[0]);
+	if (q != SIZE_MAX)
+		f = code_str(code, "co_filename", b + 16 + q, PTG_PYMON_MAX_FILENAME, &objs[1]);
+	if (f == SIZE_MAX || !q || !f)
+		return;
+	memcpy(b, objs, 16);
+	line = api.GetAttrString(code, "co_firstlineno");
+	ln = line ? api.Long_AsLong(line) : -1;
+	if (line)
+		api.DecRef(line);
+	if (ln < 0 || ln > UINT32_MAX) {
+		api.Err_Clear();
+		return;
+	}
+	memset(b + 16 + q + f, 0, 16);
+	n = (uint32_t)(1 + (q + f + 15) / 16);
+	if (!rec_try_reserve(r, n + 1, &idx))
+		return;
+	arg = (uint64_t)ln | (uint64_t)q << 32 | (uint64_t)f << 48;
+	rec_put(th, idx++, PTG_PYMON_CODE, arg, (uintptr_t)code, ts);
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t w[2];
+
+		memcpy(w, b + i * 16, 16);
+		rec_put(th, idx++, PTG_PYMON_NAME_BYTES, w[1], 0, w[0]);
+	}
 }
 
 /*
@@ -160,16 +238,13 @@ static bool room(struct ptg_pymon_ring *r, uint64_t h, uint64_t n)
  * free-threaded build's run at once, and so do op callbacks (ptg_pymon_ops.c), which
  * need no GIL: a compare-and-swap.
  */
-bool rec_reserve(struct ptg_pymon_ring *r, uint64_t n, uint64_t *idx)
+bool rec_try_reserve(struct ptg_pymon_ring *r, uint64_t n, uint64_t *idx)
 {
 	uint64_t h = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
 
 	do {
-		if (!room(r, h, n)) {
-			/* one event lost (a stack that came with it is sent again) */
-			__atomic_fetch_add(&r->dropped, 1, __ATOMIC_RELAXED);
+		if (!room(r, h, n))
 			return false;
-		}
 		if (cb_gil && !cb_ops) {
 			__atomic_store_n(&r->head, h + n, __ATOMIC_RELAXED);
 			break;
@@ -178,6 +253,15 @@ bool rec_reserve(struct ptg_pymon_ring *r, uint64_t n, uint64_t *idx)
 					      __ATOMIC_RELAXED));
 	*idx = h;
 	return true;
+}
+
+bool rec_reserve(struct ptg_pymon_ring *r, uint64_t n, uint64_t *idx)
+{
+	if (rec_try_reserve(r, n, idx))
+		return true;
+	/* one event lost (a stack that came with it is sent again) */
+	__atomic_fetch_add(&r->dropped, 1, __ATOMIC_RELAXED);
+	return false;
 }
 
 void rec_put(const struct rec_thread *th, uint64_t idx, uint16_t kind, uint64_t arg, uint64_t code,
@@ -307,7 +391,8 @@ static bool put_with_stack(struct ptg_pymon_ring *r, const struct rec_thread *th
 		locals[n] = object_local(f);
 		codes[n++] = c;
 		if (c) {
-			keep(c);
+			if (keep(c))
+				send_code(r, th, c, ts);
 			api.DecRef(c); /* kept alive by keep() */
 		}
 		b = api.Frame_GetBack(f);
@@ -340,8 +425,8 @@ static void on_code(uint16_t kind, PyObject *code, PyObject *fo)
 		return;
 	th = rec_thread();
 	ts = rec_now();
-	if (is_entry(kind))
-		keep(code);
+	if (is_entry(kind) && keep(code))
+		send_code(r, th, code, ts);
 	if (!__atomic_load_n(&lay_ok, __ATOMIC_RELAXED))
 		check_layout();
 	if (th->snap) {

@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PTG_PYMON_PROTO_VERSION 4
+#define PTG_PYMON_PROTO_VERSION 5
 /* Exported by the agent; the loader calls it through ptrace after injecting the library. */
 #define PTG_PYMON_ATTACH_SYM "ptg_pymon_attach"
 #define PTG_PYMON_MAGIC	     0x6e6f6d7970677470ull /* "ptgpymon" */
@@ -55,6 +55,19 @@ enum ptg_pymon_kind {
 	 */
 	PTG_PYMON_NAME = 11,
 	PTG_PYMON_NAME_BYTES = 12,
+	/*
+	 * A code object's names, sent at its first sight in the session, ahead
+	 * of its first record from that thread: CODE (code = the code object;
+	 * arg = co_firstlineno in bits 0-31, the qualname's length in bits
+	 * 32-47, at most PTG_PYMON_MAX_QUALNAME, and the filename's in 48-63,
+	 * at most PTG_PYMON_MAX_FILENAME) and 1 + ceil((qualname + filename) /
+	 * 16) NAME_BYTES records: the addresses of the two str objects (ts,
+	 * arg: what ptg_code_fingerprint() hashes, so that the loader's other
+	 * readers of the object agree), then the qualname's bytes and the
+	 * filename's, as UTF-8 with no NUL. Where it is missing (no room, a
+	 * name that could not be had) the loader reads the object from memory.
+	 */
+	PTG_PYMON_CODE = 13,
 	PTG_PYMON_NR_KINDS,
 };
 
@@ -75,10 +88,12 @@ struct ptg_pymon_rec {
 	uint64_t arg;
 };
 
-#define PTG_PYMON_KIND_SHIFT 56
-#define PTG_PYMON_OP_KEY_TOP (1ull << 55)
-#define PTG_PYMON_MAX_NAME   255u
-#define PTG_PYMON_CODE_MASK  ((1ull << PTG_PYMON_KIND_SHIFT) - 1)
+#define PTG_PYMON_KIND_SHIFT   56
+#define PTG_PYMON_OP_KEY_TOP   (1ull << 55)
+#define PTG_PYMON_MAX_NAME     255u
+#define PTG_PYMON_MAX_QUALNAME 255u
+#define PTG_PYMON_MAX_FILENAME 511u
+#define PTG_PYMON_CODE_MASK    ((1ull << PTG_PYMON_KIND_SHIFT) - 1)
 
 /*
  * The memfd's first page. The loader fills magic .. nrecs before it sends

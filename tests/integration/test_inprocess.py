@@ -332,11 +332,14 @@ class Refusals(unittest.TestCase):
             self.assertEqual(res.returncode, 0, res.stderr)
             self.assertLess(len(res.stderr.splitlines()), 10, res.stderr)
             trace = ptg.Trace(out)
-        # 6 malformed records and 465 threads beyond 65,536; 65,536 returns of
-        # frames never seen; one code object at an address that holds none
+        # 6 malformed records, 4 of two CODE groups that lie, and 465 threads
+        # beyond 65,536; 65,536 returns of frames never seen; one code object
+        # at an address that holds none, and one named by its CODE group alone
         self.assertEqual(sorted(trace.losses), [
-            "py_code_unresolved cpu=-1: 1", "py_inproc_bad cpu=-1: 471",
+            "py_code_unresolved cpu=-1: 1", "py_inproc_bad cpu=-1: 475",
             "py_inproc_dropped cpu=-1: 7", "py_unmatched_exit cpu=-1: 65536"])
+        named = [c for c in trace.calls() if c[1] == "liar.named"]
+        self.assertEqual([(c[2], c[3]) for c in named], [("/liar.py", 7)])
 
     def test_no_python(self):
         sleeper = subprocess.Popen(["sleep", "30"])

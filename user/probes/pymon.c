@@ -24,6 +24,7 @@
 #include "proc/inject.h"
 #include "proc/procfs.h"
 #include "ptg_pymon_proto.h"
+#include "ptrace_gpu/fingerprint.h"
 #include "pyinterp/pycode.h"
 
 #define AGENT_NAME  "libptg_pymon.so"
@@ -287,13 +288,16 @@ static int on_stack(struct pymon *pm, const struct rec *r, uint32_t n)
 	return tracer__dispatch(pm->t, &s->hdr, sizeof(*s));
 }
 
-/* Whether records tail + 1 .. tail + n are published records of kind of the same thread. */
-static int group_ready(struct pymon *pm, uint32_t tid, uint32_t n, uint16_t kind)
+/*
+ * Whether records at + 1 .. at + n (a group's, at its first) are published
+ * records of kind of the same thread: 1, 0 not yet, -EPROTO not.
+ */
+static int group_ready(struct pymon *pm, uint64_t at, uint32_t tid, uint32_t n, uint16_t kind)
 {
 	for (uint32_t i = 1; i <= n; i++) {
-		const struct ptg_pymon_rec *f = &pm->recs[(pm->tail + i) & (pm->nrecs - 1)];
+		const struct ptg_pymon_rec *f = &pm->recs[(at + i) & (pm->nrecs - 1)];
 
-		if (__atomic_load_n(&f->seq, __ATOMIC_ACQUIRE) != (uint32_t)(pm->tail + i + 1))
+		if (__atomic_load_n(&f->seq, __ATOMIC_ACQUIRE) != (uint32_t)(at + i + 1))
 			return 0;
 		if (f->code_kind >> PTG_PYMON_KIND_SHIFT != kind || f->tid != tid)
 			return -EPROTO;
@@ -317,18 +321,24 @@ static uint64_t name_id(const char *name, size_t len)
 	return h ? h : 1;
 }
 
+/* The n NAME_BYTES records after at, 16 bytes each, into out. */
+static void group_bytes(const struct pymon *pm, uint64_t at, uint32_t n, char *out)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		const struct ptg_pymon_rec *b = &pm->recs[(at + 1 + i) & (pm->nrecs - 1)];
+
+		memcpy(out + i * 16, &b->ts, 8);
+		memcpy(out + i * 16 + 8, &b->arg, 8);
+	}
+}
+
 /* NAME at pm->tail and its NAME_BYTES, all published: the op name's symbol, by its id. */
 static int on_name(struct pymon *pm, const struct rec *r, uint32_t n)
 {
 	char name[PTG_PYMON_MAX_NAME + 17];
 	uint32_t sym;
 
-	for (uint32_t i = 0; i < n; i++) {
-		const struct ptg_pymon_rec *b = &pm->recs[(pm->tail + 1 + i) & (pm->nrecs - 1)];
-
-		memcpy(name + i * 16, &b->ts, 8);
-		memcpy(name + i * 16 + 8, &b->arg, 8);
-	}
+	group_bytes(pm, pm->tail, n, name);
 	name[r->code] = '\0';
 	if (strlen(name) != r->code || name_id(name, r->code) != r->arg) {
 		pm->bad += n + 1;
@@ -344,6 +354,45 @@ static int on_name(struct pymon *pm, const struct rec *r, uint32_t n)
 	if (!sym)
 		return -ENOMEM;
 	return u64map__put(&pm->opnames, r->arg, (uint64_t)sym << 1 | 1);
+}
+
+/* Records after a CODE record (its names' bytes), UINT32_MAX when its lengths are too long. */
+static uint32_t code_group_size(const struct rec *r)
+{
+	uint64_t q = r->arg >> 32 & 0xffff, f = r->arg >> 48;
+
+	if (q > PTG_PYMON_MAX_QUALNAME || f > PTG_PYMON_MAX_FILENAME || !q || !f)
+		return UINT32_MAX;
+	return 1 + group_size(q + f, PTG_PYMON_MAX_QUALNAME + PTG_PYMON_MAX_FILENAME, 16);
+}
+
+/*
+ * CODE at `at` and its n NAME_BYTES, all published: the code object's
+ * names, learnt for good (no read of the target's memory then), unless
+ * known already. -EPROTO for names that break the protocol.
+ */
+static int learn_code(struct pymon *pm, uint64_t at, const struct rec *r, uint32_t n)
+{
+	char b[16 + PTG_PYMON_MAX_QUALNAME + PTG_PYMON_MAX_FILENAME + 17];
+	size_t q = r->arg >> 32 & 0xffff, f = r->arg >> 48;
+	struct py_code_info ci = {.firstlineno = (uint32_t)r->arg};
+	uint64_t objs[2];
+
+	if (!r->code || u64map__get(&pm->fprints, r->code))
+		return 0;
+	group_bytes(pm, at, n, b);
+	if (memchr(b + 16, '\0', q + f))
+		return -EPROTO;
+	memcpy(objs, b, 16);
+	memcpy(ci.qualname, b + 16, q);
+	memcpy(ci.filename, b + 16 + q, f);
+	/* as of the object read from memory: steps and module paths check it so */
+	ci.fingerprint = ptg_code_fingerprint(objs[0], objs[1], ci.firstlineno);
+	if (pystack__learn(pm->ps, (uint32_t)pm->py.pid, r->code, &ci))
+		return 0; /* out of memory: read from memory later */
+	if (pm->fprints.len < MAX_FPRINTS)
+		u64map__put(&pm->fprints, r->code, (uint64_t)ci.fingerprint << 1 | 1);
+	return 0;
 }
 
 /*
@@ -364,6 +413,21 @@ static void read_ahead(struct pymon *pm)
 		if (__atomic_load_n(&p->seq, __ATOMIC_ACQUIRE) != (uint32_t)(pm->ahead + 1))
 			break;
 		decode(p, &r);
+		if (r.kind == PTG_PYMON_CODE) {
+			uint32_t n = code_group_size(&r);
+			int ready = n == UINT32_MAX ? -EPROTO
+						    : group_ready(pm, pm->ahead, r.tid, n,
+								  PTG_PYMON_NAME_BYTES);
+
+			if (!ready)
+				break; /* its bytes are being written */
+			/* a broken one is counted once, when drain() gets to it */
+			if (ready > 0) {
+				learn_code(pm, pm->ahead, &r, n);
+				pm->ahead += n;
+			}
+			continue;
+		}
 		if (r.kind == PTG_PYMON_START || r.kind == PTG_PYMON_RESUME ||
 		    r.kind == PTG_PYMON_THROW || r.kind == PTG_PYMON_FRAME)
 			fingerprint(pm, r.code);
@@ -394,27 +458,32 @@ static int drain_proc(struct pymon *pm, uint64_t upto_ts)
 			r.ts = now;
 		if (r.ts > upto_ts)
 			break;
-		if (r.kind != PTG_PYMON_STACK && r.kind != PTG_PYMON_NAME) {
+		if (r.kind != PTG_PYMON_STACK && r.kind != PTG_PYMON_NAME &&
+		    r.kind != PTG_PYMON_CODE) {
 			err = on_event(pm, &r);
 			pm->tail++;
 			continue;
 		}
 		/* a group: the record and its n FRAMEs or NAME_BYTES */
-		n = r.kind == PTG_PYMON_STACK ? group_size(r.code, PTG_PYMON_MAX_DEPTH, 1)
-					      : group_size(r.code, PTG_PYMON_MAX_NAME, 16);
+		n = r.kind == PTG_PYMON_STACK  ? group_size(r.code, PTG_PYMON_MAX_DEPTH, 1)
+		    : r.kind == PTG_PYMON_NAME ? group_size(r.code, PTG_PYMON_MAX_NAME, 16)
+					       : code_group_size(&r);
 		ready = n == UINT32_MAX
 			    ? -EPROTO
-			    : group_ready(pm, r.tid, n,
+			    : group_ready(pm, pm->tail, r.tid, n,
 					  r.kind == PTG_PYMON_STACK ? PTG_PYMON_FRAME
 								    : PTG_PYMON_NAME_BYTES);
 		if (ready == 0 && upto_ts != UINT64_MAX)
 			break; /* the rest of the group is being written */
+		if (ready > 0 && r.kind == PTG_PYMON_CODE)
+			ready = learn_code(pm, pm->tail, &r, n) ? -EPROTO : 1;
 		if (ready <= 0) {
 			pm->bad++;
 			pm->tail++;
 			continue;
 		}
-		err = r.kind == PTG_PYMON_STACK ? on_stack(pm, &r, n) : on_name(pm, &r, n);
+		if (r.kind != PTG_PYMON_CODE)
+			err = r.kind == PTG_PYMON_STACK ? on_stack(pm, &r, n) : on_name(pm, &r, n);
 		pm->tail += n + 1;
 	}
 	__atomic_store_n(&pm->ring->tail, pm->tail, __ATOMIC_RELEASE);
