@@ -227,6 +227,57 @@ class Refusals(unittest.TestCase):
             w.proc.stdout.close()
         self.assertNotIn("libptg_pymon", maps)
 
+    def test_exec_ends_python_calls(self):
+        """A process that execs Python while recorded in-process: its calls up to
+        the exec, named (the agent sent the names; the exec took the memory they
+        were in), none after, and the loss said and counted; alone (-p) and in
+        a set (-p A,B)."""
+        python = ptg.Python("pyenv-3.12")
+        if python.missing:
+            self.skipTest(python.missing)
+        script = python.path(os.path.join(ptg.WORKLOADS, "exec_python.py"))
+        with tempfile.TemporaryDirectory() as d:
+            for pair in (False, True):
+                out = os.path.join(d, "exec.ptg")
+                p = subprocess.Popen(python.argv(script, python.exe),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                other = ptg.Workload(python, "fib.py") if pair else None
+                rec = None
+                try:
+                    self.assertTrue(p.stdout.readline().startswith("ready"))
+                    pids = [p.pid] + ([other.pid] if other else [])
+                    rec = ptg.Recorder(["--in-process", "-p", ",".join(map(str, pids)),
+                                        *QUIET_PROBES], out)
+                    p.stdin.write("go\n")
+                    p.stdin.flush()
+                    if other:
+                        other.go()
+                        self.assertIn("done", other.finish())
+                    self.assertIn("done", p.stdout.read())
+                    p.wait()
+                    self.assertEqual(rec.wait(), 0, rec.stderr)
+                finally:
+                    p.kill()
+                    p.wait()
+                    p.stdin.close()
+                    p.stdout.close()
+                    if other:
+                        other.kill()
+                        other.proc.stdin.close()
+                        other.proc.stdout.close()
+                    if rec:
+                        rec.proc.stderr.close()
+                self.assertIn(f"pid {p.pid} exec'd ", rec.stderr)
+                self.assertIn("the in-process agent went with the program it replaced",
+                              rec.stderr)
+                trace = ptg.Trace(out)
+                self.assertEqual(trace.losses, ["py_exec_unfollowed cpu=-1: 1"])
+                counts = trace.count("exec_python.py")
+                self.assertEqual(counts["g:9"], 50)
+                self.assertNotIn("f:13", counts)
+                if other:
+                    self.assertEqual(trace.count("fib.py")["f:7"], 5919)
+
     def test_pid_list(self):
         """-p A,B,C --in-process of 3.11 (the profile function) and 3.12 (sys.monitoring)
         processes: an agent in each, every process's calls exact in one trace,

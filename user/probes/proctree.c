@@ -398,6 +398,9 @@ static int write_losses(struct tracer *t, void *ctx)
 		err = trace_writer__lost(w, PTG_LOST_PROC_SET_FULL, UINT32_MAX, bss->lost_full);
 	if (!err && pt->unrouted)
 		err = trace_writer__lost(w, PTG_LOST_PY_UNROUTED, UINT32_MAX, pt->unrouted);
+	if (!err && pt->exec_unrecorded)
+		err = trace_writer__lost(w, PTG_LOST_PY_EXEC_UNFOLLOWED, UINT32_MAX,
+					 pt->exec_unrecorded);
 	return err;
 }
 

@@ -298,23 +298,29 @@ void record_python_free(struct recording *rc)
  * the probes already there; any other image is not followed by one-process
  * recording (its probes and memory readers are the first interpreter's):
  * said, counted, and the old probes taken out before they misread it.
+ * In-process, no image is: the agent went with the one the exec replaced.
  */
 static void python_exec(void *ctx, const struct py_interp *py)
 {
 	struct recording *rc = ctx;
 	struct stat a, b;
 
-	if (!rc->pf || rc->py_exec_lost)
+	if ((!rc->pf && !rc->pm) || rc->py_exec_lost)
 		return;
-	if (!stat(py->attach_path, &a) && !stat(rc->py.attach_path, &b) && a.st_dev == b.st_dev &&
-	    a.st_ino == b.st_ino && py->runtime_addr == rc->py.runtime_addr)
+	if (rc->pf && !stat(py->attach_path, &a) && !stat(rc->py.attach_path, &b) &&
+	    a.st_dev == b.st_dev && a.st_ino == b.st_ino && py->runtime_addr == rc->py.runtime_addr)
 		return;
 	rc->py_exec_lost++;
 	pyframe__detach(rc->pf);
-	pr_warn("pid %d exec'd %s (Python %s): a one-process recording follows the interpreter "
-		"it started with; from here on the new program's Python calls are not recorded "
-		"(record -p %d --children follows execs)",
-		rc->pid, py->path, py->version, rc->pid);
+	if (rc->pm)
+		pr_warn("pid %d exec'd %s (Python %s): from here on its Python calls are not "
+			"recorded, the in-process agent went with the program it replaced",
+			rc->pid, py->path, py->version);
+	else
+		pr_warn("pid %d exec'd %s (Python %s): a one-process recording follows the "
+			"interpreter it started with; from here on the new program's Python calls "
+			"are not recorded (record -p %d --children follows execs)",
+			rc->pid, py->path, py->version, rc->pid);
 }
 
 /* What follows a process with no Python at start: an exec or a libpython later. */
