@@ -384,12 +384,18 @@ int pymon__attach(struct pymon *pm)
 {
 	int ret = 0;
 
+	/* several: what the first ones record is read while the next ones go in */
 	for (struct pymon *p = pm; p && !ret; p = p->next)
-		ret = attach_proc(p);
+		ret = (p == pm ? 0 : pymon__drain_now(pm)) ?: attach_proc(p);
 	/* all or none: the agents already in take their callbacks out */
 	if (ret)
 		pymon__stop(pm);
 	return ret;
+}
+
+int pymon__drain_now(struct pymon *pm)
+{
+	return pm ? pymon_drain(pm->t, pm, now_ns(CLOCK_MONOTONIC)) : 0;
 }
 
 void pymon__set_ops(struct pymon *pm, struct torchops *ops)

@@ -65,6 +65,15 @@ void pymon__set_ops(struct pymon *pm, struct torchops *ops);
  * callbacks to be in; all or none. After a message on error.
  */
 int pymon__attach(struct pymon *pm);
+/*
+ * Every agent's records published so far, handed on now, while a set is
+ * still being set up (the agents of its first processes fill their rings
+ * while the next ones go in, libraries are scanned, CUPTI agents start).
+ * Only before the set is filled (proctree__attach()): until then no
+ * ring-buffer event of its threads can come, which would go after newer
+ * records of theirs. 0 for NULL.
+ */
+int pymon__drain_now(struct pymon *pm);
 /* Hangs up: the agent takes its callbacks out; what the ring holds is still read. */
 void pymon__stop(struct pymon *pm);
 /* All zero for NULL. */

@@ -34,10 +34,12 @@
 
 struct op_lib {
 	struct opscan *scan;
-	uint32_t base; /* global index of its first op */
-	int *link_fds; /* uprobe_multi links, one per process attached to */
+	uint32_t base;	  /* global index of its first op */
+	int *link_fds;	  /* uprobe_multi links, one per process attached to */
+	pid_t *link_pids; /* the process of each */
 	size_t nlink_fds;
 	struct bpf_link **links; /* per-site fallback */
+	pid_t *links_pid;	 /* the process of each */
 	size_t nlinks;
 };
 
@@ -160,6 +162,32 @@ static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, 
 	return op_exit(ops, th, e->b, e->a, e->ts);
 }
 
+/* pid's probes of lib out (none of them can have fired: see torchops__in_process()). */
+static void unprobe_pid(struct op_lib *lib, pid_t pid)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < lib->nlink_fds; i++) {
+		if (lib->link_pids[i] == pid) {
+			close(lib->link_fds[i]);
+			continue;
+		}
+		lib->link_pids[n] = lib->link_pids[i];
+		lib->link_fds[n++] = lib->link_fds[i];
+	}
+	lib->nlink_fds = n;
+	n = 0;
+	for (size_t i = 0; i < lib->nlinks; i++) {
+		if (lib->links_pid[i] == pid) {
+			bpf_link__destroy(lib->links[i]);
+			continue;
+		}
+		lib->links_pid[n] = lib->links_pid[i];
+		lib->links[n++] = lib->links[i];
+	}
+	lib->nlinks = n;
+}
+
 void torchops__in_process(struct torchops *ops, pid_t pid)
 {
 	size_t n = 0;
@@ -172,6 +200,8 @@ void torchops__in_process(struct torchops *ops, pid_t pid)
 	}
 	ops->npids = n;
 	ops->in_process = !n;
+	for (size_t i = 0; i < ops->nlibs; i++)
+		unprobe_pid(&ops->libs[i], pid);
 }
 
 int torchops__op(struct torchops *ops, uint32_t pid, uint32_t tid, uint64_t ts, bool enter,
@@ -302,7 +332,9 @@ static int attach_multi(struct torchops *ops, struct op_lib *lib, const char *pa
 		cookies[i] = site_cookie(lib, &s->sites[i]);
 	}
 	fds = calloc(ops->npids, sizeof(*fds));
-	if (!fds) {
+	lib->link_pids = calloc(ops->npids, sizeof(*lib->link_pids));
+	if (!fds || !lib->link_pids) {
+		free(fds);
 		err = -ENOMEM;
 		goto cleanup;
 	}
@@ -316,17 +348,21 @@ static int attach_multi(struct torchops *ops, struct op_lib *lib, const char *pa
 		/* a process of a set that is gone: nothing of it to probe */
 		if (fd == -ESRCH && ops->pid < 0)
 			continue;
-		if (fd < 0)
+		if (fd < 0) {
 			err = fd;
-		else
+		} else {
+			lib->link_pids[lib->nlink_fds] = pid;
 			fds[lib->nlink_fds++] = fd;
+		}
 	}
 	/* all or none: the fallback attaches one by one for every process */
 	for (size_t i = 0; err && i < lib->nlink_fds; i++)
 		close(lib->link_fds[i]);
 	if (err) {
 		free(lib->link_fds);
+		free(lib->link_pids);
 		lib->link_fds = NULL;
+		lib->link_pids = NULL;
 		lib->nlink_fds = 0;
 	}
 cleanup:
@@ -340,7 +376,8 @@ static int attach_each(struct torchops *ops, struct op_lib *lib, const char *pat
 	const struct opscan *s = lib->scan;
 
 	lib->links = calloc(s->nsites * ops->npids, sizeof(*lib->links));
-	if (!lib->links)
+	lib->links_pid = calloc(s->nsites * ops->npids, sizeof(*lib->links_pid));
+	if (!lib->links || !lib->links_pid)
 		return -ENOMEM;
 	for (size_t p = 0; p < ops->npids; p++) {
 		for (size_t i = 0; i < s->nsites; i++) {
@@ -355,6 +392,7 @@ static int attach_each(struct torchops *ops, struct op_lib *lib, const char *pat
 				break;
 			if (!l)
 				return -errno;
+			lib->links_pid[lib->nlinks] = ops->pids[p];
 			lib->links[lib->nlinks++] = l;
 		}
 	}
@@ -415,9 +453,11 @@ static void drop_last_lib(struct torchops *ops)
 	for (size_t j = 0; j < lib->nlinks; j++)
 		bpf_link__destroy(lib->links[j]);
 	free(lib->links);
+	free(lib->links_pid);
 	for (size_t j = 0; j < lib->nlink_fds; j++)
 		close(lib->link_fds[j]);
 	free(lib->link_fds);
+	free(lib->link_pids);
 	opscan__free(lib->scan);
 }
 
@@ -496,12 +536,16 @@ void torchops__detach(struct torchops *ops)
 		for (size_t j = 0; j < lib->nlink_fds; j++)
 			close(lib->link_fds[j]);
 		free(lib->link_fds);
+		free(lib->link_pids);
 		lib->link_fds = NULL;
+		lib->link_pids = NULL;
 		lib->nlink_fds = 0;
 		for (size_t j = 0; j < lib->nlinks; j++)
 			bpf_link__destroy(lib->links[j]);
 		free(lib->links);
+		free(lib->links_pid);
 		lib->links = NULL;
+		lib->links_pid = NULL;
 		lib->nlinks = 0;
 	}
 }

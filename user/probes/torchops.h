@@ -51,7 +51,9 @@ void torchops__set_modpath(struct torchops *ops, struct modpath *mp);
 /*
  * record --in-process with the agent's RecordFunction callback in process
  * pid: its ops come through torchops__op(), and its libraries are not
- * probed from now on (none at all, once no process is left to probe).
+ * probed from now on (none at all, once no process is left to probe);
+ * probes already on them for pid come out. Those must not have fired: a
+ * set calls it before proctree__attach() lets its events through.
  */
 void torchops__in_process(struct torchops *ops, pid_t pid);
 /*

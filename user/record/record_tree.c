@@ -273,13 +273,6 @@ int start_tree(struct recording *rc)
 	}
 	ret = ret ?: proctree__write_meta(rc->tree, rc->w);
 	/*
-	 * --in-process: the agents go in before the libraries are probed (a
-	 * process whose agent took its ops is not probed for them) and before
-	 * the set is held under ptrace (the agents are injected under it).
-	 */
-	if (!ret && rc->pm)
-		ret = pymon__attach(rc->pm);
-	/*
 	 * Before the set is filled and "recording pid" is said: the libraries
 	 * are scanned (libtorch takes seconds) while the set's events cannot
 	 * pass yet, and a command has not started.
@@ -288,6 +281,15 @@ int start_tree(struct recording *rc)
 	/* off-CPU probes before the set is filled: once "recording pid" is said, they are in */
 	if (!ret && rc->sched)
 		ret = sched__attach(rc->sched);
+	/*
+	 * --in-process: the agents go in last, so that their rings fill only
+	 * from here (a libtorch scan, a CUPTI agent's start are behind), and
+	 * before the set is held under ptrace (they are injected under it);
+	 * a process whose agent took its ops loses its op probes, which could
+	 * not fire yet: the set is empty until proctree__attach().
+	 */
+	if (!ret && rc->pm)
+		ret = pymon__attach(rc->pm);
 	ret = ret ?: proctree__attach(rc->tree);
 	if (!ret && rc->pm && !o->quiet) {
 		char agents[1024];
