@@ -443,6 +443,30 @@ def as_oracle(counts, oracle_counts):
             if k in oracle_counts or not k.startswith("<module>")}
 
 
+def record_workloads(test, workloads, args, out):
+    """`record -p A,B,.. ARGS -o OUT` of the started workloads (Workload): lets
+    them go, waits for each to say "done" and for the recorder to exit 0, and
+    cleans up whatever happened. Returns (the recorder's stderr, each
+    workload's output)."""
+    rec, printed = None, []
+    try:
+        rec = Recorder(["-p", ",".join(str(w.pid) for w in workloads), *args], out)
+        for w in workloads:
+            w.go()
+        printed = [w.finish() for w in workloads]
+        for text in printed:
+            test.assertIn("done", text)
+        test.assertEqual(rec.wait(), 0, rec.stderr)
+    finally:
+        for w in workloads:
+            w.kill()
+            w.proc.stdin.close()
+            w.proc.stdout.close()
+        if rec:
+            rec.proc.stderr.close()
+    return rec.stderr, printed
+
+
 def killed_then_again(test, python, out, workload_args=(), rec_args=(), after_extra=None):
     """inproc_again.py WORKLOAD_ARGS under record --in-process REC_ARGS: the
     first recorder killed with SIGKILL (the target goes on, the agent frees

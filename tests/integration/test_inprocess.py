@@ -297,26 +297,12 @@ class Refusals(unittest.TestCase):
                         ws.append(ptg.Workload(p, "mixed.py"))
                 finally:
                     del os.environ["RANK"]
-                rec = None
-                try:
-                    rec = ptg.Recorder(["--in-process", "-p", ",".join(str(w.pid) for w in ws),
-                                        *(["--per-process"] if split else []),
-                                        *QUIET_PROBES], out)
-                    for w in ws:
-                        w.go()
-                    for w in ws:
-                        self.assertIn("done", w.finish())
-                    self.assertEqual(rec.wait(), 0, rec.stderr)
-                finally:
-                    for w in ws:
-                        w.kill()
-                        w.proc.stdin.close()
-                        w.proc.stdout.close()
-                    if rec:
-                        rec.proc.stderr.close()
+                err, _ = ptg.record_workloads(
+                    self, ws, ["--in-process", *(["--per-process"] if split else []),
+                               *QUIET_PROBES], out)
                 self.assertIn(f"in-process: pid {ws[0].pid}: a C profile function; "
-                              f"pid {ws[1].pid}: sys.monitoring tool id ", rec.stderr)
-                self.assertIn("from 3 processes (2 interpreters", rec.stderr)
+                              f"pid {ws[1].pid}: sys.monitoring tool id ", err)
+                self.assertIn("from 3 processes (2 interpreters", err)
                 files = sorted(os.listdir(d))
                 if split:
                     self.assertEqual(files, ["job.rank0.ptg", "job.rank1.ptg", "job.rank2.ptg"])

@@ -180,24 +180,10 @@ class TorchOps(unittest.TestCase):
         out = os.path.join(self.tmp.name, "job.ptg")
         ws = [ptg.Workload(python, "mlp.py", "--steps", str(STEPS), *a) for a in plans]
         ws.append(ptg.Workload(python, "late_torch.py", "--seconds", "1"))
-        rec, printed = None, []
-        try:
-            rec = ptg.Recorder(["--in-process", "--per-process",
-                                "-p", ",".join(str(w.pid) for w in ws)], out)
-            for w in ws:
-                w.go()
-            printed = [w.finish() for w in ws]
-            self.assertEqual(rec.wait(), 0, rec.stderr)
-        finally:
-            for w in ws:
-                w.kill()
-                w.proc.stdin.close()
-                w.proc.stdout.close()
-            if rec:
-                rec.proc.stderr.close()
-        self.assertIn(f"in-process: pid {ws[0].pid}: ", rec.stderr)
-        self.assertIn("RecordFunction callback in 2 of 3 processes", rec.stderr)
-        self.assertIn(f"ops of pid {ws[2].pid} through probes", rec.stderr)
+        err, printed = ptg.record_workloads(self, ws, ["--in-process", "--per-process"], out)
+        self.assertIn(f"in-process: pid {ws[0].pid}: ", err)
+        self.assertIn("RecordFunction callback in 2 of 3 processes", err)
+        self.assertIn(f"ops of pid {ws[2].pid} through probes", err)
         self.assertEqual(sorted(os.listdir(self.tmp.name)),
                          sorted(f"job.pid{w.pid}.ptg" for w in ws))
         traces = [ptg.Trace(os.path.join(self.tmp.name, f"job.pid{w.pid}.ptg")) for w in ws]

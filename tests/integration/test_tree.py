@@ -153,16 +153,7 @@ class Tree(unittest.TestCase):
         finally:
             for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
                 os.environ.pop(k, None)
-        try:
-            rec = ptg.Recorder(["-p", ",".join(str(w.pid) for w in ws), "--per-process"], out)
-            for w in ws:
-                w.go()
-            for w in ws:
-                self.assertIn("done", w.finish())
-            self.assertEqual(rec.wait(), 0, rec.stderr)
-        finally:
-            for w in ws:
-                w.kill()
+        ptg.record_workloads(self, ws, ["--per-process"], out)
         self.assertEqual(sorted(os.listdir(self.tmp.name)),
                          ["run.rank0.ptg", "run.rank1.ptg", "run.rank3.ptg", "run.rank7.ptg"])
         local = ptg.Trace(os.path.join(self.tmp.name, "run.rank7.ptg"))
@@ -225,17 +216,8 @@ class PidList(unittest.TestCase):
             self.skipTest("; ".join(missing))
         out = os.path.join(self.tmp.name, "two.ptg")
         ws = [ptg.Workload(p, "fib.py") for p in pythons]
-        try:
-            rec = ptg.Recorder(["-p", ",".join(str(w.pid) for w in ws)], out)
-            for w in ws:
-                w.go()
-            for w in ws:
-                self.assertIn("done", w.finish())
-            self.assertEqual(rec.wait(), 0, rec.stderr)
-        finally:
-            for w in ws:
-                w.kill()
-        self.assertIn("from 2 processes (2 interpreters", rec.stderr)
+        err, _ = ptg.record_workloads(self, ws, [], out)
+        self.assertIn("from 2 processes (2 interpreters", err)
         trace = ptg.Trace(out)
         self.assertEqual(trace.losses, [])
         self.assertEqual(trace.meta["pids"], ",".join(str(w.pid) for w in ws))
