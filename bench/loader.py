@@ -11,6 +11,7 @@ events it lost and the bytes per event on disk (trace size / events).
 Not a test: nothing here asserts anything about time. Run as root:
 
   sudo bench/loader.py [--ptg build/ptrace-gpu] [--ringbuf-mb N] [--procs 2]
+                      [--record-args="--in-process"]
 """
 import argparse
 import os
@@ -59,6 +60,8 @@ def main():
     p.add_argument("--procs", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--duration", type=float, default=5.0)
+    p.add_argument("--record-args", default="",
+                   help='more for each recorder, e.g. "--in-process" (the agent\'s ring)')
     args = p.parse_args()
     if os.geteuid() != 0:
         sys.exit("loader.py: run as root (record attaches uprobes)")
@@ -80,6 +83,7 @@ def main():
                    "-o", out]
             if args.ringbuf_mb:
                 cmd += ["--ringbuf-mb", str(args.ringbuf_mb)]
+            cmd += args.record_args.split()
             r = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
             recs.append((cmd, out, r))
         hwm = {}
