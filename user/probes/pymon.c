@@ -419,15 +419,14 @@ void pymon__stats(const struct pymon *pm, struct pymon_stats *st)
 {
 	struct pystack_stats ps;
 
-	*st = (struct pymon_stats){.tool_id = -1};
+	*st = (struct pymon_stats){0};
 	for (; pm; pm = pm->next) {
 		pystack__stats(pm->ps, &ps);
 		st->dropped += pm->ring ? __atomic_load_n(&pm->ring->dropped, __ATOMIC_RELAXED) : 0;
 		st->bad += pm->bad;
 		st->unresolved += ps.unresolved;
 		st->unmatched += ps.unmatched;
-		if (!st->procs++)
-			st->tool_id = pm->tool_id;
+		st->procs++;
 		st->ops_procs += pm->ops_on;
 		if (!pm->ops_on && !st->ops_msg) {
 			st->ops_msg = pm->ops_msg;
@@ -475,9 +474,10 @@ void pymon__destroy(struct pymon *pm)
 {
 	struct pymon *next;
 
+	/* the whole chain hangs up first, then each process's own is freed */
+	pymon__stop(pm);
 	for (; pm; pm = next) {
 		next = pm->next;
-		pymon__stop(pm);
 		if (pm->ring)
 			munmap(pm->ring, pm->map_len);
 		if (pm->memfd >= 0)

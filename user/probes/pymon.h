@@ -28,7 +28,6 @@ struct pymon_stats {
 	uint64_t bad;	     /* records that broke the protocol (ignored) */
 	uint64_t unresolved; /* code objects whose names could not be read */
 	uint64_t unmatched;  /* returns of frames that were not on the stack */
-	int tool_id;	     /* the sys.monitoring tool id the (first) agent took, -1 if none */
 	uint32_t procs;	     /* processes with an agent */
 	uint32_t ops_procs;  /* those whose ops come from the agent's RecordFunction callback */
 	bool ops;	     /* all of them do */
