@@ -10,8 +10,9 @@
 # kernel time (within TOL), and, in our traces, every kernel linked to the CUDA
 # call that launched it (same correlation id, on its record or on the join flow
 # that gives it to a probed call), and the Chrome export's kernels and flows
-# checked, and the aten ops of the measured steps, by name, against
-# torch.profiler's. The measured steps are framed by
+# checked, and the ops of the measured steps, by name, against torch.profiler's
+# (aten ops; with --in-process also the other ranges that the RecordFunction
+# callback sees, as torch.profiler does: the autograd engine's, detach). The measured steps are framed by
 # torch.cuda.synchronize() and CLOCK_MONOTONIC readings, the clock of our
 # traces, so only their kernels are counted.
 #
@@ -177,7 +178,7 @@ compare() {
 	"$PTG" dump "$OUT/launch.ptg" >"$OUT/launch.txt" || fail "cannot read $OUT/launch.ptg"
 	"$PTG" dump "$OUT/attach.ptg" >"$OUT/attach.txt" || fail "cannot read $OUT/attach.ptg"
 	"$PYTHON" - "$OUT" "$TOL" <<'EOF'
-import collections, json, sys
+import collections, json, re, sys
 
 out, tol = sys.argv[1], float(sys.argv[2])
 
@@ -217,25 +218,33 @@ def ours(name):
 
 
 def ops(name):
-    """aten ops entered in the measured window, by name."""
+    """Ops entered in the measured window, by name: aten ops from the probes;
+    with --in-process, the RecordFunction callback's FUNCTION scope, which
+    also holds the autograd engine's range around each node it runs
+    ("autograd::engine::evaluate_function: AddmmBackward0") and detach."""
     w, n = window(name), collections.Counter()
     for line in open(f"{out}/{name}.txt", errors="replace"):
         tok = line.rstrip("\n").split(" ")
         if len(tok) > 3 and tok[2] == "op_enter" and w["t0"] <= int(tok[0]) <= w["t1"]:
-            n[tok[-1]] += 1
+            # the name comes last, after the key=value fields, spaces and all
+            i = 3
+            while i < len(tok) and re.fullmatch(r"[a-z0-9_]+=\S*", tok[i]):
+                i += 1
+            n[" ".join(tok[i:])] += 1
     return n
 
 
 def profiler():
     ev = json.load(open(f"{out}/profiler.json"))["traceEvents"]
     k = [e for e in ev if e.get("cat") == "kernel" and e.get("ph") == "X"]
-    # its autograd nodes and annotations go through RecordFunction, not the dispatcher
-    aten = collections.Counter(e["name"] for e in ev if e.get("cat") == "cpu_op"
-                               and e.get("ph") == "X" and e["name"].startswith("aten::"))
-    return len(k), round(sum(float(e["dur"]) for e in k) * 1000), aten
+    # every RecordFunction range: aten ops, autograd nodes, annotations
+    cpu = collections.Counter(e["name"] for e in ev if e.get("cat") == "cpu_op"
+                              and e.get("ph") == "X")
+    return len(k), round(sum(float(e["dur"]) for e in k) * 1000), cpu
 
 
-pk, pt, paten = profiler()
+pk, pt, pcpu = profiler()
+paten = collections.Counter({k: v for k, v in pcpu.items() if k.startswith("aten::")})
 print(f"{'':18} {'kernels':>8} {'kernel time (us)':>17}")
 print(f"{'torch.profiler':18} {pk:>8} {pt / 1000:>17.1f}")
 bad = []
@@ -253,8 +262,13 @@ for name, label in (("launch", "record -- CMD"), ("attach", "record -p")):
     if lost.get("cupti_dropped"):
         bad.append(f"{label}: CUPTI dropped {lost['cupti_dropped']} records")
     o = ops(name)
-    diff = {k: (o[k], paten[k]) for k in set(o) | set(paten) if o[k] != paten[k]}
-    print(f"{'':18} aten ops: {sum(o.values())}, torch.profiler {sum(paten.values())}, "
+    # every aten op of either side; the other names we record (from the
+    # in-process callback) each as often as torch.profiler has it
+    names = set(paten) | set(o)
+    diff = {k: (o[k], pcpu[k]) for k in names if o[k] != pcpu[k]}
+    other = sum(v for k, v in o.items() if not k.startswith("aten::"))
+    print(f"{'':18} aten ops: {sum(v for k, v in o.items() if k.startswith('aten::'))}, "
+          f"torch.profiler {sum(paten.values())}; other RecordFunction ranges: {other}; "
           f"{len(diff)} names differ")
     if diff:
         bad.append(f"{label}: aten op counts (ours, torch.profiler) differ: {diff}")
