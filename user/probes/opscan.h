@@ -43,6 +43,9 @@ struct opscan_stats {
 	uint32_t cond_tails; /* conditional jumps out of the function: not probed (a uprobe
 			      * there fires whether or not the jump is taken) */
 	uint32_t unnamed;    /* ops named from their symbol, findSchemaOrThrow not found */
+	uint32_t stepped;    /* sites on an instruction the kernel runs out of line with a
+			      * single step, one more trap each hit (not a push or a
+			      * relative branch: a ret without a check before it) */
 	uint64_t elapsed_ns;
 };
 

@@ -245,7 +245,21 @@ static int exit_site(struct scan *s, uint32_t op, size_t k, const struct u64map 
 		s->out->st.checks++;
 		return add_site(s, in[j].addr, op, PTG_OP_SITE_CHECK, fp, delta);
 	}
+	s->out->st.stepped++; /* x86 does not emulate ret */
 	return add_site(s, in[k].addr, op, PTG_OP_SITE_RET, false, 0);
+}
+
+/*
+ * Does the kernel emulate in (arch/x86/kernel/uprobes.c: push of a
+ * register, relative jmp, jcc and call), or run it out of line with a
+ * single step?
+ */
+static bool emulated(const struct insn *in)
+{
+	if (in->id == X86_INS_PUSH)
+		return in->dst != X86_REG_INVALID;
+	return (in->id == X86_INS_JMP || in->id == X86_INS_CALL || is_cond_jump(in->id)) &&
+	       !in->indirect;
 }
 
 /* Classifies insns[k] of op's body [lo, hi): exits, callees, an inlined name. */
@@ -277,6 +291,7 @@ static int body_insn(struct scan *s, uint32_t op, size_t k, uint64_t lo, uint64_
 	      scan_in_plt(s, in->target)))) {
 		b->exits++;
 		s->out->st.tails++;
+		s->out->st.stepped += !emulated(in);
 		/* jmp is emulated; the stack is as at entry */
 		return add_site(s, in->addr, op, PTG_OP_SITE_TAIL, false, 0);
 	}
@@ -286,7 +301,9 @@ static int body_insn(struct scan *s, uint32_t op, size_t k, uint64_t lo, uint64_
 	return 0;
 }
 
-static int scan_body(struct scan *s, uint32_t op, uint64_t addr, uint32_t size, struct body *b)
+/* Decodes and classifies op's body; *n: how many instructions s->insns holds of it. */
+static int scan_body(struct scan *s, uint32_t op, uint64_t addr, uint32_t size, struct body *b,
+		     size_t *decoded)
 {
 	struct u64map targets = {};
 	uint64_t rdx = 0;
@@ -294,6 +311,7 @@ static int scan_body(struct scan *s, uint32_t op, uint64_t addr, uint32_t size, 
 	int err;
 
 	err = decode(s, addr, size, &n);
+	*decoded = err ? 0 : n;
 	for (size_t k = 0; !err && k < n; k++) {
 		const struct insn *in = &s->insns[k];
 
@@ -356,6 +374,8 @@ int scan_add_op(struct scan *s, const char *sym, const GElf_Sym *es)
 	struct opscan *o = s->out;
 	uint32_t op = (uint32_t)o->nops;
 	struct body b = {};
+	uint64_t entry;
+	size_t first = 0;
 	int err;
 
 	if (o->nops == s->ops_cap) {
@@ -371,10 +391,15 @@ int scan_add_op(struct scan *s, const char *sym, const GElf_Sym *es)
 			return -ENOMEM;
 		s->ops_cap = cap;
 	}
-	err = add_site(s, entry_site(s, es->st_value), op, PTG_OP_SITE_ENTRY, false, 0);
-	err = err ?: scan_body(s, op, es->st_value, (uint32_t)es->st_size, &b);
+	entry = entry_site(s, es->st_value);
+	err = add_site(s, entry, op, PTG_OP_SITE_ENTRY, false, 0);
+	err = err ?: scan_body(s, op, es->st_value, (uint32_t)es->st_size, &b, &first);
 	if (err)
 		return err;
+	/* the body's instructions are still decoded: the entry is the first or second */
+	for (size_t k = 0; k < 2 && k < first; k++)
+		if (s->insns[k].addr == entry && !emulated(&s->insns[k]))
+			o->st.stepped++;
 	for (int i = 0; !b.name && i < b.ncallees; i++)
 		b.name = callee_name(s, b.callees[i]);
 	if (!b.name && (err = name_fallback(s, sym, &b.name)))

@@ -518,10 +518,10 @@ int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_pat
 	ops->st.scan_ns += scan->st.elapsed_ns;
 	ops->st.attach_ns += now_ns(CLOCK_MONOTONIC) - t0;
 	if (!ops->quiet)
-		pr_info("%u PyTorch ops of %s probed (%zu sites; scan %.2f s, attach "
-			"%.3f s%s)",
-			scan->st.ops, m->path, scan->nsites, scan->st.elapsed_ns / 1e9,
-			(now_ns(CLOCK_MONOTONIC) - t0) / 1e9,
+		pr_info("%u PyTorch ops of %s probed (%zu sites, %u of them single-stepped; "
+			"scan %.2f s, attach %.3f s%s)",
+			scan->st.ops, m->path, scan->nsites, scan->st.stepped,
+			scan->st.elapsed_ns / 1e9, (now_ns(CLOCK_MONOTONIC) - t0) / 1e9,
 			lib->link_fds ? ", uprobe_multi" : "");
 	return 0;
 }
