@@ -143,6 +143,11 @@ def ops_in(a, path):
                re.finditer(r"^\s*aten::\S+\s.*\s(\d+)\s*$", res.stdout, re.M))
 
 
+def progress(r, mode, t, per):
+    """One line per run on stderr, so that a run cut short still says something."""
+    print(f"round {r + 1} {mode}: {t * 1e6:.2f} us CPU {per}", file=sys.stderr, flush=True)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--worker")
@@ -170,6 +175,7 @@ def main():
         for r in range(a.rounds):
             for mode in times:
                 times[mode].append(run_one(a, mode, out))
+                progress(r, mode, times[mode][-1], "a step")
                 if mode in ("record", "inprocess"):
                     ops[mode] = ops_in(a, out) / a.steps
         # the cost of one op alone: a loop of torch.mm, untraced, recorded and profiled
@@ -178,6 +184,7 @@ def main():
         for r in range(a.rounds):
             for mode in per_op:
                 per_op[mode].append(run_one(a, mode, out, a.op_iters))
+                progress(r, mode, per_op[mode][-1], "a call")
                 if mode in ("opsrecord", "opsinprocess"):
                     loop_ops[mode] = ops_in(a, out) / a.op_iters
     med = {k: statistics.median(v) for k, v in times.items()}
