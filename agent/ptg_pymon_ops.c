@@ -3,8 +3,9 @@
  * libptg_pymon.so's PyTorch ops: a global RecordFunction callback, the hook
  * torch.profiler itself uses, registered through libtorch_cpu's exported C++
  * functions (no PyTorch headers: the three symbols below, the same mangled
- * names from 1.13 to 2.x). Each op of FUNCTION scope (the dispatcher's
- * aten::*, what torch.profiler lists) writes an OP_ENTER and an OP_EXIT
+ * names from 1.13 to 2.x). Each range of FUNCTION scope (the dispatcher's
+ * aten::*, the autograd engine's "autograd::engine::evaluate_function: ..."
+ * and autograd's detach: what torch.profiler lists) writes an OP_ENTER and an OP_EXIT
  * record into the session's ring, with a thread-local nesting depth as its
  * key and (at the entry) a hash of its name as its id; a name new to the session goes
  * first, in the same reservation, as a NAME group, so the loader never

@@ -112,14 +112,29 @@ class TorchOps(unittest.TestCase):
                              capture_output=True, text=True)
         self.assertEqual(res.returncode, 0, res.stderr)
         line = next(l for l in res.stdout.splitlines() if l.startswith("oracle "))
-        return {k: v for k, v in json.loads(line[7:]).items() if k.startswith("aten::")}
+        return json.loads(line[7:])
 
     def assert_counts(self, trace, theirs, in_process):
-        """The trace's op counts are torch.profiler's (theirs): returns its Ops."""
+        """The trace's op counts are torch.profiler's (theirs, every
+        RecordFunction range it lists): returns its Ops. The probes record
+        aten ops only; the in-process callback every range of FUNCTION scope,
+        which also holds the autograd engine's one around each node it runs
+        and autograd's detach/detach_, each as often as torch.profiler."""
         self.assertEqual(trace.losses, [])
         ops = Ops(trace)
         ops.source = trace.meta["ops.source"]
         ours, nested = ops.count(), ops.nested_in_same()
+        other = collections.Counter(c[1] for c in ops.calls if not c[1].startswith("aten::"))
+        if in_process:
+            node = "autograd::engine::evaluate_function: "
+            self.assertGreater(other[node + "torch::autograd::AccumulateGrad"], 0, other)
+            self.assertGreater(other[node + "AddmmBackward0"], 0, other)
+            for name, n in sorted(other.items()):
+                self.assertEqual(n, theirs.get(name, 0), f"{name}: ptrace-gpu {n}, "
+                                 f"torch.profiler {theirs.get(name, 0)}")
+        else:
+            self.assertEqual(other, {})
+        theirs = {k: v for k, v in theirs.items() if k.startswith("aten::")}
         self.assertGreater(len(theirs), 20)
         for name in sorted(set(ours) | set(theirs)):
             mine, torch_n = ours.get(name, 0), theirs.get(name, 0)
