@@ -292,7 +292,7 @@ static int body_insn(struct scan *s, uint32_t op, size_t k, uint64_t lo, uint64_
 		b->exits++;
 		s->out->st.tails++;
 		s->out->st.stepped += !emulated(in);
-		/* jmp is emulated; the stack is as at entry */
+		/* a relative jmp is emulated; the stack is as at entry */
 		return add_site(s, in->addr, op, PTG_OP_SITE_TAIL, false, 0);
 	}
 	if (is_cond_jump(in->id) && in->target && (in->target < lo || in->target >= hi) &&
@@ -301,7 +301,7 @@ static int body_insn(struct scan *s, uint32_t op, size_t k, uint64_t lo, uint64_
 	return 0;
 }
 
-/* Decodes and classifies op's body; *n: how many instructions s->insns holds of it. */
+/* Decodes and classifies op's body; *decoded: how many instructions s->insns holds of it. */
 static int scan_body(struct scan *s, uint32_t op, uint64_t addr, uint32_t size, struct body *b,
 		     size_t *decoded)
 {
@@ -375,7 +375,7 @@ int scan_add_op(struct scan *s, const char *sym, const GElf_Sym *es)
 	uint32_t op = (uint32_t)o->nops;
 	struct body b = {};
 	uint64_t entry;
-	size_t first = 0;
+	size_t ninsns = 0;
 	int err;
 
 	if (o->nops == s->ops_cap) {
@@ -393,11 +393,11 @@ int scan_add_op(struct scan *s, const char *sym, const GElf_Sym *es)
 	}
 	entry = entry_site(s, es->st_value);
 	err = add_site(s, entry, op, PTG_OP_SITE_ENTRY, false, 0);
-	err = err ?: scan_body(s, op, es->st_value, (uint32_t)es->st_size, &b, &first);
+	err = err ?: scan_body(s, op, es->st_value, (uint32_t)es->st_size, &b, &ninsns);
 	if (err)
 		return err;
 	/* the body's instructions are still decoded: the entry is the first or second */
-	for (size_t k = 0; k < 2 && k < first; k++)
+	for (size_t k = 0; k < 2 && k < ninsns; k++)
 		if (s->insns[k].addr == entry && !emulated(&s->insns[k]))
 			o->st.stepped++;
 	for (int i = 0; !b.name && i < b.ncallees; i++)
