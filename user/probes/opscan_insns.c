@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include <linux/types.h>
+#include "proc/probesite.h"
 #include "probes/opscan_int.h"
 #include "ptrace_gpu/events.h"
 
@@ -121,6 +122,7 @@ static int decode(struct scan *s, uint64_t addr, uint32_t size, size_t *n)
 		in->addr = s->insn->address;
 		in->size = s->insn->size;
 		in->id = s->insn->id;
+		in->emulated = probesite_emulated(s->insn->bytes, s->insn->size);
 		for (int i = 0; i < x->op_count && i < 2; i++) {
 			const cs_x86_op *op = &x->operands[i];
 
@@ -249,19 +251,6 @@ static int exit_site(struct scan *s, uint32_t op, size_t k, const struct u64map 
 	return add_site(s, in[k].addr, op, PTG_OP_SITE_RET, false, 0);
 }
 
-/*
- * Does the kernel emulate in (arch/x86/kernel/uprobes.c: push of a
- * register, relative jmp, jcc and call), or run it out of line with a
- * single step?
- */
-static bool emulated(const struct insn *in)
-{
-	if (in->id == X86_INS_PUSH)
-		return in->dst != X86_REG_INVALID;
-	return (in->id == X86_INS_JMP || in->id == X86_INS_CALL || is_cond_jump(in->id)) &&
-	       !in->indirect;
-}
-
 /* Classifies insns[k] of op's body [lo, hi): exits, callees, an inlined name. */
 static int body_insn(struct scan *s, uint32_t op, size_t k, uint64_t lo, uint64_t hi,
 		     const struct u64map *targets, struct body *b, uint64_t *rdx)
@@ -291,8 +280,8 @@ static int body_insn(struct scan *s, uint32_t op, size_t k, uint64_t lo, uint64_
 	      scan_in_plt(s, in->target)))) {
 		b->exits++;
 		s->out->st.tails++;
-		s->out->st.stepped += !emulated(in);
-		/* a relative jmp is emulated; the stack is as at entry */
+		s->out->st.stepped += !in->emulated;
+		/* the stack is as at entry */
 		return add_site(s, in->addr, op, PTG_OP_SITE_TAIL, false, 0);
 	}
 	if (is_cond_jump(in->id) && in->target && (in->target < lo || in->target >= hi) &&
@@ -398,7 +387,7 @@ int scan_add_op(struct scan *s, const char *sym, const GElf_Sym *es)
 		return err;
 	/* the body's instructions are still decoded: the entry is the first or second */
 	for (size_t k = 0; k < 2 && k < ninsns; k++)
-		if (s->insns[k].addr == entry && !emulated(&s->insns[k]))
+		if (s->insns[k].addr == entry && !s->insns[k].emulated)
 			o->st.stepped++;
 	for (int i = 0; !b.name && i < b.ncallees; i++)
 		b.name = callee_name(s, b.callees[i]);

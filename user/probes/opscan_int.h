@@ -39,6 +39,7 @@ struct insn {
 	uint16_t mem_base, mem_index;
 	uint8_t size;
 	bool canary;   /* reads fs:0x28, the stack protector's canary */
+	bool emulated; /* the kernel emulates it when probed (probesite_emulated()) */
 	bool indirect; /* jmp/call through a register or memory */
 };
 

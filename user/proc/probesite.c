@@ -8,17 +8,15 @@
 
 #define MAX_PREFIX 16 /* instructions looked at after a handler's start */
 
-/* Instructions arch/x86/kernel/uprobes.c emulates instead of single-stepping. */
-static bool emulated(const cs_insn *in)
+bool probesite_emulated(const uint8_t *b, size_t size)
 {
-	const uint8_t *b = in->bytes;
-	uint8_t op = b[0];
+	uint8_t op = size ? b[0] : 0;
 
-	if (op == 0x41 && in->size == 2) /* push r8-r15 */
+	if (op == 0x41 && size == 2) /* push r8-r15 */
 		op = b[1];
 	return op == 0xe8 || op == 0xe9 || op == 0xeb || (op >= 0x70 && op <= 0x7f) ||
-	       (op == 0x0f && in->size == 6 && b[1] >= 0x80 && b[1] <= 0x8f) ||
-	       (op >= 0x50 && op <= 0x57) || (op == 0x90 && in->size == 1);
+	       (op == 0x0f && size == 6 && b[1] >= 0x80 && b[1] <= 0x8f) ||
+	       (op >= 0x50 && op <= 0x57) || (op == 0x90 && size == 1);
 }
 
 static bool transfers_control(const cs_insn *in)
@@ -85,7 +83,7 @@ uint64_t probesite_refine(const struct probesite_code *code, uint64_t start)
 	left = code->size - (start - code->addr);
 	in = cs_malloc(cs);
 	for (int n = 0; in && n < MAX_PREFIX && cs_disasm_iter(cs, &p, &left, &addr, in); n++) {
-		if (emulated(in)) {
+		if (probesite_emulated(in->bytes, in->size)) {
 			site = in->address;
 			break;
 		}

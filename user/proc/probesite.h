@@ -11,6 +11,7 @@
 #ifndef PTG_PROBESITE_H
 #define PTG_PROBESITE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +26,13 @@ struct probesite_code {
 	const uint64_t *entries; /* other addresses control reaches by table (dispatch table) */
 	size_t nentries;
 };
+
+/*
+ * Is the instruction of size bytes at b one that arch/x86/kernel/uprobes.c
+ * emulates (relative call, jmp and jcc, push of a register, nop) rather
+ * than single-steps?
+ */
+bool probesite_emulated(const uint8_t *b, size_t size);
 
 /*
  * For a handler starting at start (inside code), the address of the first
