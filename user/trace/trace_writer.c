@@ -6,10 +6,10 @@
  * as SYMS/META chunks just before the next RECORDS chunk, so a reader always
  * sees a symbol before the first record that uses it.
  *
- * A full RECORDS chunk is deflated on a thread of the writer's own while the
- * caller fills the next one (deflate is about 40% of the loader's CPU per
- * event); the caller writes it, in order, when it hands over the next chunk
- * or closes. Everything else (the file, the counts, every error) stays on
+ * A full RECORDS chunk is deflated on a thread of its own (chunk_deflate.c)
+ * while the caller fills the next one (deflate is about 40% of the loader's
+ * CPU per event); the caller writes it, in order, when it hands over the
+ * next chunk or closes. Everything else (the file, the counts, every error) stays on
  * the caller's thread.
  *
  * The file is written through outfile: it appears at its name, complete,
@@ -19,8 +19,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +28,7 @@
 #include "base/buf.h"
 #include "base/log.h"
 #include "base/outfile.h"
+#include "trace/chunk_deflate.h"
 #include "trace/losses.h"
 #include "trace/trace.h"
 #include "trace/trace_format.h"
@@ -45,30 +44,6 @@ struct wsym {
 	uint64_t hash;
 	char *name;
 	char *file;
-};
-
-enum zstate {
-	Z_IDLE,	  /* nothing handed over, or the chunk written */
-	Z_QUEUED, /* a chunk for the thread to deflate */
-	Z_DONE,	  /* deflated (or failed): the caller writes it */
-	Z_STOP,	  /* the thread ends */
-};
-
-/* The deflate thread and the one chunk it holds. */
-struct zjob {
-	pthread_t thread;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	enum zstate state; /* under mu */
-	/* the thread's while Z_QUEUED, the caller's otherwise */
-	uint8_t *raw;
-	size_t raw_len;
-	size_t raw_cap;
-	uint32_t count;
-	uint8_t *chunk; /* header + deflated payload */
-	size_t chunk_cap;
-	size_t chunk_len;
-	int err;
 };
 
 /*
@@ -100,8 +75,8 @@ struct trace_writer {
 
 	uint8_t *comp; /* chunk header + deflated payload */
 	size_t comp_cap;
-	struct zjob *job; /* the deflate thread, from the first full RECORDS chunk; or NULL */
-	bool job_busy;	  /* a chunk handed to it and not yet written */
+	struct deflater *defl; /* from the first full RECORDS chunk; NULL: none (yet) */
+	bool defl_busy;	       /* a chunk given to it and not yet written */
 
 	struct wsym *syms; /* syms[id - 1] */
 	uint32_t nsyms;
@@ -141,45 +116,6 @@ static void wbuf_put_str(struct wbuf *b, const char *s, size_t len)
 	buf__put(&b->b, s, len);
 }
 
-/*
- * Deflates raw into a whole chunk, header included, in *buf (grown as
- * needed); *len its length. Touches nothing else: the deflate thread runs it.
- */
-static int chunk_build(uint8_t **buf, size_t *cap, uint32_t type, const uint8_t *raw,
-		       size_t raw_len, uint32_t count, int level, size_t *len)
-{
-	uLongf comp_len = compressBound(raw_len);
-	size_t need = PTG_CHUNK_HDR_LEN + comp_len;
-	uint8_t *c;
-
-	if (need > *cap) {
-		uint8_t *p = realloc(*buf, need);
-
-		if (!p)
-			return -ENOMEM;
-		*buf = p;
-		*cap = need;
-	}
-	c = *buf;
-	if (compress2(c + PTG_CHUNK_HDR_LEN, &comp_len, raw, raw_len, level) != Z_OK)
-		return -EIO;
-	/*
-	 * The header has 32 bits for each length and readers refuse more than
-	 * PTG_CHUNK_MAX_LEN: every caller stays far below (a target plus one entry
-	 * of at most PTG_ARGS_MAX or 2 * PTG_SYM_STR_MAX), checked all the same.
-	 */
-	if (raw_len > PTG_CHUNK_MAX_LEN || comp_len > PTG_CHUNK_MAX_LEN)
-		return -EFBIG;
-	put_le32(c, PTG_CHUNK_MAGIC);
-	put_le32(c + 4, type);
-	put_le32(c + 8, (uint32_t)raw_len);
-	put_le32(c + 12, (uint32_t)comp_len);
-	put_le32(c + 16, (uint32_t)crc32(0, c + PTG_CHUNK_HDR_LEN, (uInt)comp_len));
-	put_le32(c + 20, count);
-	*len = PTG_CHUNK_HDR_LEN + comp_len;
-	return 0;
-}
-
 static int build_failed(struct trace_writer *w, int err)
 {
 	return writer_fail(w, err, err == -EFBIG ? "chunk too large in" : "compress chunk of");
@@ -213,147 +149,38 @@ static int write_chunk(struct trace_writer *w, uint32_t type, const uint8_t *raw
 
 	if (w->err)
 		return w->err;
-	err = chunk_build(&w->comp, &w->comp_cap, type, raw, raw_len, count, level, &len);
+	err = chunk_deflate(&w->comp, &w->comp_cap, type, raw, raw_len, count, level, &len);
 	if (err)
 		return build_failed(w, err);
 	return chunk_emit(w, type, w->comp, len, count);
 }
 
-static void *zjob_main(void *arg)
+/* Writes the chunk given to the deflater, once deflated. */
+static int defl_drain(struct trace_writer *w)
 {
-	struct zjob *j = arg;
-
-	pthread_mutex_lock(&j->mu);
-	for (;;) {
-		while (j->state == Z_IDLE || j->state == Z_DONE)
-			pthread_cond_wait(&j->cv, &j->mu);
-		if (j->state == Z_STOP)
-			break;
-		pthread_mutex_unlock(&j->mu);
-		/* level 1: deflate at full speed still shrinks delta-encoded records ~2x */
-		j->err = chunk_build(&j->chunk, &j->chunk_cap, PTG_CHUNK_RECORDS, j->raw,
-				     j->raw_len, j->count, 1, &j->chunk_len);
-		pthread_mutex_lock(&j->mu);
-		j->state = Z_DONE;
-		pthread_cond_broadcast(&j->cv);
-	}
-	pthread_mutex_unlock(&j->mu);
-	return NULL;
-}
-
-/* Until the thread is done with the chunk it holds (no-op without one). */
-static void zjob_wait(struct zjob *j)
-{
-	pthread_mutex_lock(&j->mu);
-	while (j->state == Z_QUEUED)
-		pthread_cond_wait(&j->cv, &j->mu);
-	pthread_mutex_unlock(&j->mu);
-}
-
-/* Writes the chunk handed to the thread, once deflated. */
-static int zjob_drain(struct trace_writer *w)
-{
-	struct zjob *j = w->job;
-
-	if (!w->job_busy)
-		return w->err;
-	zjob_wait(j);
-	w->job_busy = false;
-	if (w->err)
-		return w->err;
-	if (j->err)
-		return build_failed(w, j->err);
-	return chunk_emit(w, PTG_CHUNK_RECORDS, j->chunk, j->chunk_len, j->count);
-}
-
-static void zjob_free(struct zjob *j)
-{
-	if (!j)
-		return;
-	pthread_mutex_destroy(&j->mu);
-	pthread_cond_destroy(&j->cv);
-	free(j->raw);
-	free(j->chunk);
-	free(j);
-}
-
-/* Ends the thread; a chunk it held and was not written is dropped (counted lost). */
-static void zjob_stop(struct trace_writer *w)
-{
-	struct zjob *j = w->job;
-
-	if (!j)
-		return;
-	zjob_wait(j);
-	pthread_mutex_lock(&j->mu);
-	j->state = Z_STOP;
-	pthread_cond_broadcast(&j->cv);
-	pthread_mutex_unlock(&j->mu);
-	pthread_join(j->thread, NULL);
-	zjob_free(j);
-	w->job = NULL;
-	w->job_busy = false;
-}
-
-/*
- * The deflate thread, started with every signal blocked: the caller's thread
- * takes them (tracer__wake_on()). NULL where it cannot start: chunks are then
- * deflated inline, as before.
- */
-static struct zjob *zjob_new(size_t raw_cap)
-{
-	struct zjob *j = calloc(1, sizeof(*j));
-	sigset_t all, old;
+	const uint8_t *chunk;
+	uint32_t count;
+	size_t len;
 	int err;
 
-	if (!j)
-		return NULL;
-	j->raw_cap = raw_cap;
-	j->raw = malloc(raw_cap);
-	if (!j->raw || pthread_mutex_init(&j->mu, NULL)) {
-		free(j->raw);
-		free(j);
-		return NULL;
-	}
-	if (pthread_cond_init(&j->cv, NULL)) {
-		pthread_mutex_destroy(&j->mu);
-		free(j->raw);
-		free(j);
-		return NULL;
-	}
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&j->thread, NULL, zjob_main, j);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (err) {
-		zjob_free(j);
-		return NULL;
-	}
-	return j;
+	if (!w->defl_busy)
+		return w->err;
+	err = deflater__take(w->defl, &chunk, &len, &count);
+	w->defl_busy = false;
+	if (w->err)
+		return w->err;
+	if (err)
+		return build_failed(w, err);
+	return chunk_emit(w, PTG_CHUNK_RECORDS, chunk, len, count);
 }
 
-/* Hands the RECORDS chunk being filled to the thread; false if there is none. */
-static bool zjob_give(struct trace_writer *w)
+/* Gives the RECORDS chunk being filled to the deflater; false without one. */
+static bool defl_give(struct trace_writer *w)
 {
-	struct zjob *j = w->job;
-	uint8_t *raw;
-	size_t cap;
-
-	if (!j && !(j = w->job = zjob_new(w->raw_cap)))
+	if (!w->defl && !(w->defl = deflater__new(w->raw_cap)))
 		return false;
-	raw = j->raw;
-	cap = j->raw_cap;
-	j->raw = w->raw;
-	j->raw_cap = w->raw_cap;
-	j->raw_len = w->raw_len;
-	j->count = w->raw_count;
-	w->raw = raw;
-	w->raw_cap = cap;
-	w->job_busy = true;
-	pthread_mutex_lock(&j->mu);
-	j->state = Z_QUEUED;
-	pthread_cond_broadcast(&j->cv);
-	pthread_mutex_unlock(&j->mu);
+	deflater__give(w->defl, &w->raw, &w->raw_cap, w->raw_len, w->raw_count);
+	w->defl_busy = true;
 	return true;
 }
 
@@ -408,13 +235,13 @@ static int flush_records(struct trace_writer *w, bool inline_)
 {
 	int err;
 
-	err = zjob_drain(w);
+	err = defl_drain(w);
 	err = err ?: flush_syms(w);
 	if (!err)
 		err = wbuf_flush(w, &w->meta, PTG_CHUNK_META);
 	if (err || !w->raw_count)
 		return err;
-	if (inline_ || !zjob_give(w))
+	if (inline_ || !defl_give(w))
 		/* level 1: deflate at full speed still shrinks delta-encoded records ~2x */
 		err = write_chunk(w, PTG_CHUNK_RECORDS, w->raw, w->raw_len, w->raw_count, 1);
 	w->raw_len = 0;
@@ -836,7 +663,8 @@ void trace_writer__abort(struct trace_writer *w)
 
 	if (!w)
 		return;
-	zjob_stop(w);
+	/* a chunk it held and was not written is lost, and counted so */
+	deflater__free(w->defl);
 	if (w->of && w->keep_partial && w->write_failed)
 		salvage(w);
 	outfile__abort(w->of);
