@@ -12,9 +12,9 @@
 # that gives it to a probed call), and the Chrome export's kernels and flows
 # checked, and the ops of the measured steps, by name, against torch.profiler's
 # (aten ops; with --in-process also the other ranges that the RecordFunction
-# callback sees, as torch.profiler does: the autograd engine's, detach). The measured steps are framed by
-# torch.cuda.synchronize() and CLOCK_MONOTONIC readings, the clock of our
-# traces, so only their kernels are counted.
+# callback sees, as torch.profiler does: the autograd engine's, detach). The
+# measured steps are framed by torch.cuda.synchronize() and CLOCK_MONOTONIC
+# readings, the clock of our traces, so only their kernels are counted.
 #
 # Environment: PTRACE_GPU (the binary; default: build*/ptrace-gpu), PYTHON (a
 # CPython that record supports, with PyTorch and CUDA; default python3), STEPS
@@ -188,11 +188,14 @@ def window(name):
     return json.loads([l for l in lines if l.startswith("{")][-1])
 
 
-def ours(name):
-    """Kernels of the measured window in a `ptrace-gpu dump`, and their links."""
-    w = window(name)
-    kernels, calls, lost = [], set(), {}
+def records(name):
+    """The records of a `ptrace-gpu dump`, as (ts, kind, fields, symbol):
+    fields are the key=value words after the kind, the symbol the rest of the
+    line, spaces and all, up to an args= blob (tests/integration/ptg.py's
+    Trace reads the same lines). Also the loss counters, by name."""
+    recs, lost = [], {}
     for line in open(f"{out}/{name}.txt", errors="replace"):
+        line = line.rstrip("\n")
         if line.startswith("# lost "):
             what, _, n = line[7:].rpartition(": ")
             lost[what.split()[0]] = int(n)
@@ -200,16 +203,29 @@ def ours(name):
         tok = line.split(" ")
         if len(tok) < 3 or line.startswith("#"):
             continue
-        f = dict(t.split("=", 1) for t in tok[3:] if "=" in t and t.split("=")[0].isalnum())
-        if tok[2] == "kernel":
-            ts, dur = int(tok[0]), int(f.get("dur", 0))
+        i = 3
+        while i < len(tok) and re.fullmatch(r"[a-z0-9_]+=\S*", tok[i]):
+            i += 1
+        f = dict(t.split("=", 1) for t in tok[3:i])
+        sym = (" " + " ".join(tok[i:])).partition(" args=")[0][1:]
+        recs.append((int(tok[0]), tok[2], f, sym))
+    return recs, lost
+
+
+def ours(name):
+    """Kernels of the measured window in a `ptrace-gpu dump`, and their links."""
+    w = window(name)
+    kernels, calls = [], set()
+    recs, lost = records(name)
+    for ts, kind, f, _ in recs:
+        if kind == "kernel":
             # by start time: a kernel starts well after t0 (launch latency) and
             # well before t1, so clock-mapping error cannot move it across
             if w["t0"] <= ts <= w["t1"]:
-                kernels.append((dur, int(f.get("corr", 0))))
-        elif tok[2] == "cuda_call" and "corr" in f:
+                kernels.append((int(f.get("dur", 0)), int(f.get("corr", 0))))
+        elif kind == "cuda_call" and "corr" in f:
             calls.add(int(f["corr"]))
-        elif tok[2] == "flow" and "corr" in f and "aux3" in f:
+        elif kind == "flow" and "corr" in f and "aux3" in f:
             # a join flow: CUPTI's record of a probed call, whose id it gives
             # that call (docs/cuda-sched.md); the call is in the trace
             calls.add(int(f["corr"]))
@@ -222,16 +238,9 @@ def ops(name):
     with --in-process, the RecordFunction callback's FUNCTION scope, which
     also holds the autograd engine's range around each node it runs
     ("autograd::engine::evaluate_function: AddmmBackward0") and detach."""
-    w, n = window(name), collections.Counter()
-    for line in open(f"{out}/{name}.txt", errors="replace"):
-        tok = line.rstrip("\n").split(" ")
-        if len(tok) > 3 and tok[2] == "op_enter" and w["t0"] <= int(tok[0]) <= w["t1"]:
-            # the name comes last, after the key=value fields, spaces and all
-            i = 3
-            while i < len(tok) and re.fullmatch(r"[a-z0-9_]+=\S*", tok[i]):
-                i += 1
-            n[" ".join(tok[i:])] += 1
-    return n
+    w = window(name)
+    return collections.Counter(sym for ts, kind, _, sym in records(name)[0]
+                               if kind == "op_enter" and w["t0"] <= ts <= w["t1"])
 
 
 def profiler():
@@ -271,7 +280,7 @@ for name, label in (("launch", "record -- CMD"), ("attach", "record -p")):
           f"torch.profiler {sum(paten.values())}; other RecordFunction ranges: {other}; "
           f"{len(diff)} names differ")
     if diff:
-        bad.append(f"{label}: aten op counts (ours, torch.profiler) differ: {diff}")
+        bad.append(f"{label}: op counts (ours, torch.profiler) differ: {diff}")
 for b in bad:
     print("gpu-check: FAIL:", b, file=sys.stderr)
 sys.exit(1 if bad or not pk else 0)
