@@ -160,6 +160,8 @@ def main():
         except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError) as e:
             rows.append({"python": name, "error": str(e)[:200]})
     subprocess.run(["rm", "-rf", tmp])
+    if not rows:
+        sys.exit("bench/versions.py: no interpreter to measure (see the skips above)")
     print("CPU time of the work per Python call (thread CPU, median of "
           f"{a.rounds} interleaved rounds; fib, BPF statistics off):\n")
     print(table(rows))
