@@ -6,7 +6,9 @@
  * (PY_START, PY_RESUME, PY_RETURN, PY_YIELD, PY_UNWIND, PY_THROW) -- on 3.11,
  * which has no sys.monitoring, a C profile function on every thread that
  * tells the same events apart -- and writes one 32-byte record per event into
- * a ring the loader shares with it (agent/ptg_pymon_proto.h). Rules it keeps:
+ * a ring the loader shares with it (agent/ptg_pymon_proto.h). For record's
+ * default it registers PyTorch's RecordFunction callback alone
+ * (PTG_PYMON_OPS_ONLY: the loader's uprobes record the frames). Rules it keeps:
  *  - the application never waits for the loader: a full ring drops (and
  *    counts) records, and the thread whose record was dropped sends its
  *    stack again with the next one;
@@ -669,8 +671,17 @@ static void *session_main(void *arg)
 		else
 			snprintf(ops_msg, sizeof(ops_msg), "not asked for");
 		__atomic_store_n(&cb_ring, ag.ring, __ATOMIC_SEQ_CST);
-		err = install(msg, sizeof(msg));
-		ops_on = !err && cb_ops && !ops_install(ops_msg, sizeof(ops_msg));
+		if (!(setup.flags & PTG_PYMON_OPS_ONLY)) {
+			err = install(msg, sizeof(msg));
+			ops_on = !err && cb_ops && !ops_install(ops_msg, sizeof(ops_msg));
+		} else if (!cb_ops || ops_install(ops_msg, sizeof(ops_msg))) {
+			/* ops were all that was asked: nothing is in, the loader's probes take them
+			 */
+			snprintf(msg, sizeof(msg), "%s", ops_msg);
+			err = -ENOENT;
+		} else {
+			ops_on = true;
+		}
 		if (err)
 			__atomic_store_n(&cb_ring, NULL, __ATOMIC_SEQ_CST);
 		api.GILState_Release(g);

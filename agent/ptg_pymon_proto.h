@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PTG_PYMON_PROTO_VERSION 5
+#define PTG_PYMON_PROTO_VERSION 6
 /* Exported by the agent; the loader calls it through ptrace after injecting the library. */
 #define PTG_PYMON_ATTACH_SYM "ptg_pymon_attach"
 #define PTG_PYMON_MAGIC	     0x6e6f6d7970677470ull /* "ptgpymon" */
@@ -136,6 +136,11 @@ struct ptg_pymon_layout {
 /* Loader to agent, with the memfd (SCM_RIGHTS). */
 /* ptg_pymon_setup.flags */
 #define PTG_PYMON_WANT_OPS 1u /* PyTorch's ops through a RecordFunction callback, if loaded */
+/*
+ * Ops alone (with WANT_OPS): no Python callbacks, the loader's probes
+ * record the frames (record's default, docs/torch.md); no ops is a failure
+ */
+#define PTG_PYMON_OPS_ONLY 2u
 
 struct ptg_pymon_setup {
 	uint32_t version;

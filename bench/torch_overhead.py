@@ -2,12 +2,15 @@
 """Overhead of recording a PyTorch CPU training loop, measured in one run.
 
 Runs the same training loop (an MLP with SGD, fixed data, one intra-op
-thread) in four ways, alternating them --rounds times, and prints the
+thread) in five ways, alternating them --rounds times, and prints the
 median time per step of each and the ratios to the untraced loop:
 
   untraced        the loop alone
-  record -p       ptrace-gpu record attached to it (Python frames, ops,
-                  module paths, steps, scheduler)
+  record -p       ptrace-gpu record attached to it (Python frames by
+                  uprobes, ops by the agent's RecordFunction callback,
+                  module paths, steps, scheduler): the default
+  record -p --ops-from probes   the same with ops by uprobes on the
+                  dispatcher (the default before the callback)
   record --in-process -p   the same, Python frames and ops from the agent
   torch.profiler  the loop inside torch.profiler.profile(with_stack=True),
                   timed inside the with-block (its start and its event
@@ -19,8 +22,8 @@ uprobe handlers included), so other load on the machine does not count.
 It also counts the loop's ops in the trace and gives the recording's cost
 per op call: (record time - untraced time) / op calls.
 
-The torch.mm loop is timed untraced, recorded and under torch.profiler
-(CPU activity, no stacks): the cost per op of each.
+The torch.mm loop is timed untraced, recorded (both ways) and under
+torch.profiler (CPU activity, no stacks): the cost per op of each.
 
 Both loops are also recorded with record --in-process (Python frames from
 sys.monitoring or 3.11's profile function, ops from a RecordFunction
@@ -112,8 +115,9 @@ def run_one(a, mode, out, steps=None):
     w = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert w.stdout.readline().startswith("ready")
     rec = None
-    if mode in ("record", "opsrecord", "inprocess", "opsinprocess"):
-        extra = ["--in-process"] if "inprocess" in mode else []
+    if mode in ("record", "opsrecord", "probes", "opsprobes", "inprocess", "opsinprocess"):
+        extra = (["--in-process"] if "inprocess" in mode
+                 else ["--ops-from", "probes"] if "probes" in mode else [])
         rec = subprocess.Popen([a.ptrace_gpu, "record", "-p", str(w.pid), "-o", out, *extra,
                                 *a.record_args.split()],
                                stderr=subprocess.PIPE, text=True)
@@ -164,11 +168,11 @@ def main():
                    "when not --interp")
     a = p.parse_args()
     if a.worker:
-        a.mode = {"opsrecord": "opsloop", "opsinprocess": "opsloop",
-                  "inprocess": "record"}.get(a.worker, a.worker)
+        a.mode = {"opsrecord": "opsloop", "opsinprocess": "opsloop", "opsprobes": "opsloop",
+                  "inprocess": "record", "probes": "record"}.get(a.worker, a.worker)
         worker(a)
         return
-    times = {"untraced": [], "record": [], "inprocess": [], "profiler": []}
+    times = {"untraced": [], "record": [], "probes": [], "inprocess": [], "profiler": []}
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "bench.ptg")
         ops = {}
@@ -176,36 +180,41 @@ def main():
             for mode in times:
                 times[mode].append(run_one(a, mode, out))
                 progress(r, mode, times[mode][-1], "a step")
-                if mode in ("record", "inprocess"):
+                if mode in ("record", "probes", "inprocess"):
                     ops[mode] = ops_in(a, out) / a.steps
         # the cost of one op alone: a loop of torch.mm, untraced, recorded and profiled
-        per_op = {"opsloop": [], "opsrecord": [], "opsinprocess": [], "opsprofiler": []}
+        per_op = {"opsloop": [], "opsrecord": [], "opsprobes": [], "opsinprocess": [],
+                  "opsprofiler": []}
         loop_ops = {}
         for r in range(a.rounds):
             for mode in per_op:
                 per_op[mode].append(run_one(a, mode, out, a.op_iters))
                 progress(r, mode, per_op[mode][-1], "a call")
-                if mode in ("opsrecord", "opsinprocess"):
+                if mode in ("opsrecord", "opsprobes", "opsinprocess"):
                     loop_ops[mode] = ops_in(a, out) / a.op_iters
     med = {k: statistics.median(v) for k, v in times.items()}
     op_med = {k: statistics.median(v) for k, v in per_op.items()}
     print(f"MLP {a.hidden}x3, batch {a.batch}, {a.steps} steps x {a.rounds} rounds, "
           f"{ops.get('record', 0):.0f} op calls per step recorded by record -p, "
+          f"{ops.get('probes', 0):.0f} with --ops-from probes, "
           f"{ops.get('inprocess', 0):.0f} by record --in-process")
     for k, label in (("untraced", "untraced"), ("record", "ptrace-gpu record -p"),
+                     ("probes", "ptrace-gpu record -p --ops-from probes"),
                      ("inprocess", "ptrace-gpu record --in-process -p"),
                      ("profiler", "torch.profiler(with_stack=True)")):
-        print(f"  {label:34s} {med[k] * 1e3:8.3f} ms CPU/step  x{med[k] / med['untraced']:.2f}")
-    for k in ("record", "inprocess"):
+        print(f"  {label:38s} {med[k] * 1e3:8.3f} ms CPU/step  x{med[k] / med['untraced']:.2f}")
+    for k in ("record", "probes", "inprocess"):
         if ops.get(k):
             print(f"  {k}: cost per op call of the loop: "
                   f"{(med[k] - med['untraced']) / ops[k] * 1e6:.2f} us "
                   f"(Python frames, scheduler and ops together)")
     base = op_med["opsloop"]
     print(f"torch.mm loop, {a.op_iters} calls x {a.rounds} rounds "
-          f"({loop_ops.get('opsrecord', 0):.0f} / {loop_ops.get('opsinprocess', 0):.0f} "
+          f"({loop_ops.get('opsrecord', 0):.0f} / {loop_ops.get('opsprobes', 0):.0f} / "
+          f"{loop_ops.get('opsinprocess', 0):.0f} "
           f"ops per call recorded): {base * 1e6:.2f} us a call untraced; added per op:")
-    for k, label in (("opsrecord", "record -p (entry and exit uprobes)"),
+    for k, label in (("opsrecord", "record -p (RecordFunction callback)"),
+                     ("opsprobes", "record -p --ops-from probes (uprobes)"),
                      ("opsinprocess", "record --in-process (RecordFunction callback)"),
                      ("opsprofiler", "torch.profiler (CPU, no stack)")):
         # torch.profiler sees the ops the RecordFunction callback sees

@@ -467,14 +467,16 @@ def record_workloads(test, workloads, args, out):
     return rec.stderr, printed
 
 
-def killed_then_again(test, python, out, workload_args=(), rec_args=(), after_extra=None):
-    """inproc_again.py WORKLOAD_ARGS under record --in-process REC_ARGS: the
-    first recorder killed with SIGKILL (the target goes on, the agent frees
-    what it held), then a second one, stopped with SIGINT, writing OUT.
-    Checks the workload's reports at each step; returns the target's pid."""
+def killed_then_again(test, python, out, workload_args=(), rec_args=("--in-process",),
+                      after_extra=None):
+    """inproc_again.py WORKLOAD_ARGS under record REC_ARGS (--in-process, or
+    the default's agent of ops alone): the first recorder killed with
+    SIGKILL (the target goes on, the agent frees what it held), then a
+    second one, stopped with SIGINT, writing OUT. Checks the workload's
+    reports at each step; returns the target's pid."""
     w = Workload(python, "inproc_again.py", *workload_args)
     try:
-        first = Recorder(["--in-process", "-p", str(w.pid), *rec_args], out + ".killed")
+        first = Recorder([*rec_args, "-p", str(w.pid)], out + ".killed")
         w.go()
         test.assertEqual(w.proc.stdout.readline().strip(), "phase1")
         first.proc.kill()
@@ -482,7 +484,7 @@ def killed_then_again(test, python, out, workload_args=(), rec_args=(), after_ex
         w.go()
         after = json.loads(w.proc.stdout.readline())
         test.assertEqual(after, {"tools": {}, "fib20": 6765, **(after_extra or {})})
-        second = Recorder(["--in-process", "-p", str(w.pid), *rec_args], out)
+        second = Recorder([*rec_args, "-p", str(w.pid)], out)
         w.go()
         test.assertEqual(w.proc.stdout.readline().strip(), "phase2")
         second.proc.send_signal(signal.SIGINT)

@@ -179,7 +179,7 @@ class InProcess(unittest.TestCase):
         """SIGKILL of the recorder: the target goes on, its tool id is freed; a
         second recording (the agent already loaded) counts exactly."""
         out = os.path.join(self.tmp.name, "again.ptg")
-        ptg.killed_then_again(self, python, out, rec_args=QUIET_PROBES)
+        ptg.killed_then_again(self, python, out, rec_args=("--in-process", *QUIET_PROBES))
         trace = ptg.Trace(out)
         self.assertEqual(trace.losses, [])
         src = open(os.path.join(ptg.WORKLOADS, "inproc_again.py")).read().splitlines()

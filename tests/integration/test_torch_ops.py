@@ -114,15 +114,17 @@ class TorchOps(unittest.TestCase):
         line = next(l for l in res.stdout.splitlines() if l.startswith("oracle "))
         return json.loads(line[7:])
 
-    def assert_counts(self, trace, theirs, in_process):
+    def assert_counts(self, trace, theirs):
         """The trace's op counts are torch.profiler's (theirs, every
         RecordFunction range it lists): returns its Ops. The probes record
-        aten ops only; the in-process callback every range of FUNCTION scope,
-        which also holds the autograd engine's one around each node it runs
-        and autograd's detach/detach_, each as often as torch.profiler."""
+        aten ops only; the agent's callback (ops.source record_function,
+        with or without --in-process) every range of FUNCTION scope, which
+        also holds the autograd engine's one around each node it runs and
+        autograd's detach/detach_, each as often as torch.profiler."""
         self.assertEqual(trace.losses, [])
         ops = Ops(trace)
         ops.source = trace.meta["ops.source"]
+        in_process = ops.source.startswith("record_function")
         ours, nested = ops.count(), ops.nested_in_same()
         other = collections.Counter(c[1] for c in ops.calls if not c[1].startswith("aten::"))
         if in_process:
@@ -157,11 +159,26 @@ class TorchOps(unittest.TestCase):
         theirs = self.torch_profiler_counts(python, *args)
         path, _, _ = self.record(python, "mlp.py", "--steps", str(STEPS), *args,
                                  rec_args=rec_args)
-        ops = self.assert_counts(ptg.Trace(path), theirs, "--in-process" in rec_args)
+        ops = self.assert_counts(ptg.Trace(path), theirs)
         return ops, theirs
 
     def check_counts_match_torch_profiler(self, python):
+        """The default, PyTorch loaded at the attach: frames by the probes,
+        ops by the agent's RecordFunction callback, merged in time order."""
         ops, _ = self.compare_with_torch_profiler(python)
+        self.assertEqual(ops.source, "record_function")
+        # nesting as torch shows it: aten::linear -> aten::t, aten::addmm
+        children = collections.Counter(c[1] for c in ops.calls if c[2] == "aten::linear")
+        self.assertEqual(children["aten::addmm"], 2 * STEPS)
+        self.assertEqual(children["aten::t"], 2 * STEPS)
+        # every op runs under the Python frame that called it
+        linear = [c for c in ops.calls if c[1] == "aten::linear"]
+        self.assertEqual(len(linear), 2 * STEPS)
+        self.assertTrue(all(c[5] and c[5][-1] == "Linear.forward" for c in linear))
+
+    def check_probe_counts_match_torch_profiler(self, python):
+        ops, _ = self.compare_with_torch_profiler(python, rec_args=("--ops-from", "probes"))
+        self.assertEqual(ops.source, "uprobes")
         # nesting as torch shows it: aten::linear -> aten::t, aten::addmm
         children = collections.Counter(c[1] for c in ops.calls if c[2] == "aten::linear")
         self.assertEqual(children["aten::addmm"], 2 * STEPS)
@@ -206,7 +223,7 @@ class TorchOps(unittest.TestCase):
             self.assertEqual({r.pid for r in trace.records}, {w.pid})
             self.assertEqual(trace.meta["ops.source"], "record_function,uprobes")
         for trace, counts, args in zip(traces, theirs, plans):
-            ops = self.assert_counts(trace, counts, True)
+            ops = self.assert_counts(trace, counts)
             linear = [c for c in ops.calls if c[1] == "aten::linear"]
             self.assertGreaterEqual(len(linear), 2 * STEPS, args)
             self.assertTrue(all(c[5] and c[5][-1] == "Linear.forward" for c in linear), args)
@@ -242,6 +259,18 @@ class TorchOps(unittest.TestCase):
         out = os.path.join(self.tmp.name, "again.ptg")
         pid = ptg.killed_then_again(self, python, out, workload_args=("--torch",),
                                     after_extra={"mm": 100})
+        trace = ptg.Trace(out)
+        self.assertEqual(trace.meta["ops.source"], "record_function")
+        main = collections.Counter(c[1] for c in Ops(trace).calls if c[0] == pid)
+        self.assertEqual(main["aten::mm"], 100)
+
+    def check_killed_then_again(self, python):
+        """The same for the default's agent of ops alone: after the SIGKILL
+        its callback is out, and the second recording's frames (probes) and
+        ops (callback) are each counted once."""
+        out = os.path.join(self.tmp.name, "again.ptg")
+        pid = ptg.killed_then_again(self, python, out, workload_args=("--torch",),
+                                    rec_args=(), after_extra={"mm": 100})
         trace = ptg.Trace(out)
         self.assertEqual(trace.meta["ops.source"], "record_function")
         main = collections.Counter(c[1] for c in Ops(trace).calls if c[0] == pid)
@@ -375,11 +404,24 @@ class TorchOps(unittest.TestCase):
         self.assertEqual(by_tid[main_tid]["aten::addmm"], 2 * STEPS)
 
     def check_cpp_exception_unwinds_through_probes(self, python):
-        path, printed, _ = self.record(python, "mlp.py", "--steps", "1", "--errors", "50")
+        path, printed, _ = self.record(python, "mlp.py", "--steps", "1", "--errors", "50",
+                                       rec_args=("--ops-from", "probes"))
         self.assertIn("caught 50", printed)
         mm = [c for c in Ops(ptg.Trace(path)).calls if c[1] == "aten::mm"]
         failed = [c for c in mm if c[4] & ptg.EXIT_UNWIND]
         self.assertEqual(len(failed), 50, "each failed mm is closed as left by an exception")
+
+    def check_cpp_exception_through_callback(self, python):
+        """The callback's end runs as the exception unwinds: each failed mm
+        is closed (returned, not unwound) and the target goes on."""
+        path, printed, err = self.record(python, "mlp.py", "--steps", "1", "--errors", "50")
+        self.assertIn("caught 50", printed)
+        self.assertIn("PyTorch ops by its RecordFunction callback", err)
+        trace = ptg.Trace(path)
+        self.assertEqual(trace.meta["ops.source"], "record_function")
+        mm = [c for c in Ops(trace).calls if c[1] == "aten::mm"]
+        self.assertGreaterEqual(len(mm), 50)
+        self.assertEqual([c for c in mm if c[4] & ptg.EXIT_UNWIND], [])
 
     def late_import(self, python, via_pid, rec_args=()):
         out = os.path.join(self.tmp.name, "late.ptg")

@@ -73,6 +73,18 @@ static void usage(FILE *f)
 	    "                        the target (docs/gpu.md)\n"
 	    "      --no-sched        no off-CPU intervals from the kernel scheduler\n"
 	    "      --no-ops          no PyTorch dispatcher ops\n"
+	    "      --ops-from WHERE  how ops are recorded when one running process\n"
+	    "                        (-p PID) has PyTorch loaded: 'callback' (the\n"
+	    "                        default): a global RecordFunction callback\n"
+	    "                        (torch.profiler's hook) registered by\n"
+	    "                        libptg_pymon.so, loaded into the target for it,\n"
+	    "                        about 0.6 us an op, torch.profiler's op set;\n"
+	    "                        removed at the end or when ptrace-gpu dies (the\n"
+	    "                        library stays loaded, idle). 'probes': uprobes\n"
+	    "                        on the dispatcher, nothing loaded into the\n"
+	    "                        target, 1-9 us an op. A command, several\n"
+	    "                        processes, a container's process or PyTorch\n"
+	    "                        imported later: always probes (docs/torch.md)\n"
 	    "      --in-process      record the Python calls from inside the target\n"
 	    "                        instead of with uprobes: about 0.3-0.6 us per call\n"
 	    "                        instead of about 2.5 us, the same exact calls. It\n"
@@ -149,6 +161,7 @@ int record_parse_opts(int argc, char **argv, struct record_opts *o)
 	    {"no-sched", no_argument, NULL, 'S'},
 	    {"no-ops", no_argument, NULL, 'O'},
 	    {"in-process", no_argument, NULL, 'P'},
+	    {"ops-from", required_argument, NULL, 'W'},
 	    {"steps", required_argument, NULL, 'N'},
 	    {"schedule", required_argument, NULL, 'K'},
 	    {"step-function", required_argument, NULL, 'F'},
@@ -229,6 +242,14 @@ int record_parse_opts(int argc, char **argv, struct record_opts *o)
 			break;
 		case 'P':
 			o->in_process = true;
+			break;
+		case 'W':
+			if (strcmp(optarg, "callback") && strcmp(optarg, "probes")) {
+				pr_err("record: bad --ops-from '%s' (want callback or probes)",
+				       optarg);
+				return -EINVAL;
+			}
+			o->op_probes = !strcmp(optarg, "probes");
 			break;
 		case 'N':
 			if (parse_u64_flag(WHO, "--steps", optarg, 1, UINT32_MAX, &v))

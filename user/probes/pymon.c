@@ -49,6 +49,12 @@ int pymon__check(const struct py_interp *py, char *err, size_t errlen)
 	return 0;
 }
 
+/* Whose message: --in-process's, or the default's ops (a failure there is a fallback). */
+static const char *who(const struct pymon *pm)
+{
+	return pm->ops_only ? "record: ops by RecordFunction" : "record --in-process";
+}
+
 /* $PTG_PYMON_AGENT, else libptg_pymon.so next to this executable (trusted_open_own()). */
 static int find_agent(struct pymon *pm, char *err, size_t errlen)
 {
@@ -113,7 +119,7 @@ static int read_code(void *ctx, int fd, uint64_t code, struct py_code_info *out)
 
 /* One process's agent, ring, socket and stack engine: not yet known to the tracer. */
 static int open_proc(const struct py_interp *py, struct tracer *t, unsigned int ring_mb,
-		     uint64_t start_time, struct pymon **out)
+		     uint64_t start_time, bool ops_only, struct pymon **out)
 {
 	struct pystack_resolver res;
 	char why[PATH_MAX + 128];
@@ -130,21 +136,27 @@ static int open_proc(const struct py_interp *py, struct tracer *t, unsigned int 
 	pm->t = t;
 	pm->start_time = start_time;
 	pm->ring_mb = ring_mb;
+	pm->ops_only = ops_only;
 	pm->agent_fd = find_agent(pm, why, sizeof(why));
 	if (pm->agent_fd < 0) {
-		pr_err("record --in-process: refusing the agent %s: %s", pm->agent, why);
+		ptg_log(ops_only ? PTG_LOG_WARN : PTG_LOG_ERR, "%s: refusing the agent %s: %s",
+			who(pm), pm->agent, why);
 		err = -EPERM;
 		goto cleanup;
 	}
 	err = make_ring(pm, ring_mb);
 	if (err) {
-		pr_err("record --in-process: cannot make the shared ring: %s", strerror(-err));
+		pr_err("%s: cannot make the shared ring: %s", who(pm), strerror(-err));
 		goto cleanup;
 	}
 	err = listen_socket(pm);
 	if (err) {
-		pr_err("record --in-process: cannot open the agent's socket: %s", strerror(-err));
+		pr_err("%s: cannot open the agent's socket: %s", who(pm), strerror(-err));
 		goto cleanup;
+	}
+	if (ops_only) {
+		*out = pm;
+		return 0;
 	}
 	pm->memfd_target = py_mem_open(NULL, (uint32_t)py->pid);
 	res = (struct pystack_resolver){.ctx = pm,
@@ -168,11 +180,35 @@ int pymon__open(const struct py_interp *py, struct tracer *t, unsigned int ring_
 		uint64_t start_time, struct pymon **out)
 {
 	struct pymon *pm;
-	int err = open_proc(py, t, ring_mb, start_time, &pm);
+	int err = open_proc(py, t, ring_mb, start_time, false, &pm);
 
 	if (err)
 		return err;
 	err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, pymon_handle, pymon_write_losses, pm);
+	if (err) {
+		pymon__destroy(pm);
+		return err;
+	}
+	tracer__set_source(t, pymon_drain, pm);
+	*out = pm;
+	return 0;
+}
+
+int pymon__open_ops(const struct py_interp *py, struct tracer *t, unsigned int ring_mb,
+		    uint64_t start_time, struct pymon **out)
+{
+	struct proc_ns_ids ids;
+	struct pymon *pm;
+	int err;
+
+	/* the agent's thread ids are its namespace's: a container's ops are probed */
+	if (!py->info || (!proc_ns_ids(py->pid, py->pid, &ids) && ids.levels > 1))
+		return -EOPNOTSUPP;
+	err = open_proc(py, t, ring_mb, start_time, true, &pm);
+	if (err)
+		return err;
+	/* no frame events: only the losses at the end */
+	err = tracer__on(t, 1, 0, NULL, pymon_write_losses, pm);
 	if (err) {
 		pymon__destroy(pm);
 		return err;
@@ -193,7 +229,7 @@ int pymon__add(struct pymon *pm, const struct py_interp *py, uint64_t start_time
 	}
 	if (last->py.pid == py->pid)
 		return -EEXIST;
-	err = open_proc(py, pm->t, pm->ring_mb, start_time, &n);
+	err = open_proc(py, pm->t, pm->ring_mb, start_time, pm->ops_only, &n);
 	if (!err)
 		last->next = n;
 	return err;
@@ -261,6 +297,8 @@ static int send_setup(struct pymon *pm)
 	memset(&s, 0, sizeof(s));
 	s.version = PTG_PYMON_PROTO_VERSION;
 	s.flags = pm->ops ? PTG_PYMON_WANT_OPS : 0;
+	if (pm->ops_only)
+		s.flags |= PTG_PYMON_WANT_OPS | PTG_PYMON_OPS_ONLY;
 	s.layout = (struct ptg_pymon_layout){
 	    .tstate_cframe = layout_off(o->tstate_cframe),
 	    .current_frame = layout_off(o->cframe_current_frame),
@@ -368,7 +406,7 @@ static int attach_proc(struct pymon *pm)
 	}
 	ret = ret ?: read_status(pm, &st, err, sizeof(err));
 	if (ret) {
-		pr_err("record --in-process: %s", err);
+		ptg_log(pm->ops_only ? PTG_LOG_WARN : PTG_LOG_ERR, "%s: %s", who(pm), err);
 		return ret;
 	}
 	pm->tool_id = st.tool_id;
@@ -415,6 +453,14 @@ void pymon__stop(struct pymon *pm)
 	}
 }
 
+bool pymon__ops_on(const struct pymon *pm)
+{
+	struct pymon_stats st;
+
+	pymon__stats(pm, &st);
+	return st.ops;
+}
+
 void pymon__stats(const struct pymon *pm, struct pymon_stats *st)
 {
 	struct pystack_stats ps;
@@ -441,7 +487,9 @@ static size_t describe_proc(const struct pymon *pm, char *buf, size_t len)
 {
 	int n;
 
-	if (pm->tool_id >= 0)
+	if (pm->ops_only)
+		n = snprintf(buf, len, "ops by RecordFunction");
+	else if (pm->tool_id >= 0)
 		n = snprintf(buf, len, "sys.monitoring tool id %d%s", pm->tool_id,
 			     pm->ops_on ? ", ops by RecordFunction" : "");
 	else

@@ -75,6 +75,19 @@ int pymon__attach(struct pymon *pm);
 int pymon__drain_now(struct pymon *pm);
 /* Hangs up: the agent takes its callbacks out; what the ring holds is still read. */
 void pymon__stop(struct pymon *pm);
+/*
+ * The default's ops alone (record -p without --in-process): the agent
+ * registers PyTorch's RecordFunction callback and nothing else, while
+ * the probes record the frames; its op records join theirs in time order
+ * (tracer__set_source()). -EOPNOTSUPP for a process in another pid
+ * namespace or without Python; a message (a warning) on other errors.
+ * pymon__set_ops() and pymon__attach() as for --in-process; if the
+ * attach fails, ops come from the probes.
+ */
+int pymon__open_ops(const struct py_interp *py, struct tracer *t, unsigned int ring_mb,
+		    uint64_t start_time, struct pymon **out);
+/* Whether every agent's RecordFunction callback is in (false for NULL). */
+bool pymon__ops_on(const struct pymon *pm);
 /* All zero for NULL. */
 void pymon__stats(const struct pymon *pm, struct pymon_stats *st);
 /*

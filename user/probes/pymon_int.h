@@ -49,6 +49,7 @@ struct pymon {
 	struct torchops *ops;  /* where op records go; NULL: none asked for */
 	bool ops_on;	       /* the agent's RecordFunction callback is in */
 	char ops_msg[256];     /* why not, from the agent */
+	bool ops_only;	       /* pymon__open_ops(): the probes record the frames */
 	struct u64map opnames; /* name id -> symbol << 1 | 1 */
 	/* record -p A,B --in-process: the other processes, each its own agent (pymon__add()) */
 	struct pymon *next;

@@ -95,7 +95,8 @@ static int on_event(struct pymon *pm, const struct rec *r)
 
 	if (r->kind == PTG_PYMON_OP_ENTER || r->kind == PTG_PYMON_OP_EXIT)
 		return on_op(pm, r);
-	if (!r->tid || depth_of(pm, r->tid, &d)) {
+	/* ops alone were asked for: the probes record the frames */
+	if (pm->ops_only || !r->tid || depth_of(pm, r->tid, &d)) {
 		pm->bad++;
 		return 0;
 	}
@@ -277,6 +278,8 @@ static void read_ahead(struct pymon *pm)
 {
 	uint64_t mask = pm->nrecs - 1, end;
 
+	if (pm->ops_only)
+		return; /* no code objects: the probes' stack engine reads its own */
 	if (pm->ahead < pm->tail)
 		pm->ahead = pm->tail;
 	for (end = pm->tail + pm->nrecs; pm->ahead < end; pm->ahead++) {
@@ -313,13 +316,18 @@ static void read_ahead(struct pymon *pm)
  */
 static int drain_proc(struct pymon *pm, uint64_t upto_ts)
 {
-	uint64_t now = now_ns(CLOCK_MONOTONIC), mask = pm->nrecs - 1;
+	uint64_t now, mask = pm->nrecs - 1;
 	struct rec r;
 	uint32_t n;
 	int err = 0, ready;
 
 	if (!pm->ring)
 		return 0;
+	/* called before each ring-buffer event: nothing new costs one load */
+	if (__atomic_load_n(&pm->recs[pm->tail & mask].seq, __ATOMIC_ACQUIRE) !=
+	    (uint32_t)(pm->tail + 1))
+		return 0;
+	now = now_ns(CLOCK_MONOTONIC);
 	while (!err) {
 		const struct ptg_pymon_rec *p = &pm->recs[pm->tail & mask];
 
@@ -348,6 +356,9 @@ static int drain_proc(struct pymon *pm, uint64_t upto_ts)
 								    : PTG_PYMON_NAME_BYTES);
 		if (ready == 0 && upto_ts != UINT64_MAX)
 			break; /* the rest of the group is being written */
+		/* ops alone: a stack or a code object is no record of this session's */
+		if (ready > 0 && pm->ops_only && r.kind != PTG_PYMON_NAME)
+			ready = -EPROTO;
 		if (ready > 0 && r.kind == PTG_PYMON_CODE)
 			ready = learn_code(pm, pm->tail, &r, n) ? -EPROTO : 1;
 		if (ready <= 0) {
@@ -394,7 +405,8 @@ int pymon_write_losses(struct tracer *t, void *ctx)
 			    trace_writer__lost(w, PTG_LOST_PY_INPROC_DROPPED, UINT32_MAX, dropped);
 		if (!err && pm->bad)
 			err = trace_writer__lost(w, PTG_LOST_PY_INPROC_BAD, UINT32_MAX, pm->bad);
-		err = err ?: pystack__write_losses(pm->ps, w);
+		if (pm->ps)
+			err = err ?: pystack__write_losses(pm->ps, w);
 	}
 	return err;
 }

@@ -61,7 +61,7 @@ int tracer__dispatch(struct tracer *t, const struct ptg_event *e, size_t size)
 	for (int i = 0; i < t->nhandlers && !t->err; i++) {
 		const struct handler *h = &t->handlers[i];
 
-		if (e->kind >= h->lo && e->kind <= h->hi)
+		if (h->fn && e->kind >= h->lo && e->kind <= h->hi)
 			t->err = h->fn(t, h->ctx, e, size);
 	}
 	return t->err;

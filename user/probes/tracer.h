@@ -75,6 +75,7 @@ int tracer__ringbuf_fd(const struct tracer *t);
  * Routes event kinds [lo, hi] to fn. Ranges may overlap: each event goes to
  * every module whose range holds it, in the order they registered, so a
  * module registered after pyframe sees a frame event after the stack took it.
+ * fn NULL: no events, only the finish hook.
  */
 int tracer__on(struct tracer *t, uint16_t lo, uint16_t hi, tracer_handler_fn fn,
 	       tracer_finish_fn finish, void *ctx);

@@ -49,6 +49,7 @@ struct record_opts {
 	bool no_cupti;
 	bool no_sched;
 	bool no_ops;
+	bool op_probes;	 /* --ops-from probes: never the agent's RecordFunction callback */
 	bool in_process; /* --in-process: Python calls from the sys.monitoring agent (pymon.h) */
 	struct steps_opts steps;
 	char **cmd;
@@ -66,7 +67,7 @@ struct recording {
 	struct trace_writer *w;
 	struct tracer *tracer;
 	struct pyframe *pf;
-	struct pymon *pm; /* --in-process: instead of pf */
+	struct pymon *pm; /* --in-process: instead of pf; else the agent of ops alone, or NULL */
 	struct libwatch *libs;
 	struct cudaprobe *cuda;
 	struct cupti *cupti; /* GPU activity from the CUPTI agent in the target */

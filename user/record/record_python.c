@@ -312,7 +312,7 @@ static void python_exec(void *ctx, const struct py_interp *py)
 		return;
 	rc->py_exec_lost++;
 	pyframe__detach(rc->pf);
-	if (rc->pm)
+	if (rc->o->in_process)
 		pr_warn("pid %d exec'd %s (Python %s): from here on its Python calls are not "
 			"recorded, the in-process agent went with the program it replaced",
 			rc->pid, py->path, py->version);

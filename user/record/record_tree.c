@@ -263,7 +263,7 @@ int start_tree(struct recording *rc)
 	/* agents are taken from the set alone, from before any process of it runs on */
 	ret = ret ?: cupti__start_set(rc->cupti, rc->w, proctree__set_fd(rc->tree), rc->child);
 	ret = ret ?: open_lib_probes(rc);
-	pymon__set_ops(rc->pm, rc->ops);
+	pymon__set_ops(rc->pm, rc->o->op_probes ? NULL : rc->ops);
 	if (!ret && !o->no_sched)
 		ret = sched__open_set(rc->tracer, proctree__set_fd(rc->tree), rc->cuda, &rc->sched);
 	if (!ret) {

@@ -99,6 +99,27 @@ void note_leftover(const char *out)
 		       left);
 }
 
+/* libtorch_cpu in a mapping: PyTorch is imported */
+static int torch_mapped(const struct proc_map *m, void *ctx)
+{
+	const char *base = strrchr(m->path, '/');
+
+	(void)ctx;
+	return base && !strncmp(base + 1, "libtorch_cpu.so", 15);
+}
+
+/*
+ * Ops by the agent's RecordFunction callback rather than probes: the
+ * default for one running Python process that has PyTorch loaded at the
+ * attach (a command imports it later; an agent cannot go in before its
+ * constructors ran).
+ */
+static bool wants_op_callback(const struct recording *rc)
+{
+	return !rc->o->in_process && !rc->o->op_probes && !rc->child && rc->py.info &&
+	       proc_maps__for_each(rc->pid, torch_mapped, NULL) > 0;
+}
+
 static int start(struct recording *rc)
 {
 	char err[512] = "";
@@ -156,8 +177,12 @@ static int start(struct recording *rc)
 		ret = torchops__open(rc->tracer, rc->pid, rc->mp, rc->o->quiet, &rc->ops);
 	if (!ret && rc->ops)
 		ret = libwatch__subscribe(rc->libs, torchops__on_lib, rc->ops);
-	/* --in-process: the agent's RecordFunction callback, if PyTorch is loaded, else probes */
-	pymon__set_ops(rc->pm, rc->ops);
+	/* by default, ops alone from the agent where PyTorch is loaded already (docs/torch.md) */
+	if (!ret && rc->ops && !rc->pm && wants_op_callback(rc) &&
+	    pymon__open_ops(&rc->py, rc->tracer, rc->o->ringbuf_mb, rc->start_time, &rc->pm))
+		rc->pm = NULL; /* the probes take them */
+	/* the agent's RecordFunction callback, if PyTorch is loaded, else probes */
+	pymon__set_ops(rc->pm, rc->o->op_probes ? NULL : rc->ops);
 	/* probe modules subscribe to rc->libs here, before it reports what is mapped */
 	if (!ret && !rc->o->no_cuda)
 		ret = cudaprobe__open(rc->tracer, rc->libs, rc->pid, rc->o->quiet, &rc->cuda);
@@ -179,8 +204,12 @@ static int start(struct recording *rc)
 	}
 	if (!ret && rc->pf)
 		ret = pyframe__attach(rc->pf);
-	if (!ret && rc->pm)
+	if (!ret && rc->pm) {
 		ret = pymon__attach(rc->pm);
+		/* the default's ops agent did not start (it said why): the probes take them */
+		if (ret && !rc->o->in_process)
+			ret = 0;
+	}
 	if (!ret && rc->sched)
 		ret = sched__attach(rc->sched);
 	if (!ret)
@@ -198,8 +227,10 @@ static int start(struct recording *rc)
 		if (!proc_ns_ids(rc->pid, rc->pid, &ids) && ids.levels > 1)
 			snprintf(ns, sizeof(ns), "container pid %u, ", ids.pid[ids.levels - 1]);
 		pymon__describe(rc->pm, agent, sizeof(agent));
-		if (rc->pm)
+		if (rc->o->in_process)
 			snprintf(how, sizeof(how), ", in-process: %s", agent);
+		else if (rc->pm && pymon__ops_on(rc->pm))
+			snprintf(how, sizeof(how), ", PyTorch ops by its RecordFunction callback");
 		pr_info("recording pid %d (%sPython %s, %s%s)", rc->pid, ns, rc->py.version,
 			rc->py.path, how);
 	} else if (!ret && !rc->o->quiet && rc->child) {
