@@ -11,8 +11,9 @@
 # call that launched it (same correlation id, on its record or on the join flow
 # that gives it to a probed call), and the Chrome export's kernels and flows
 # checked, and the ops of the measured steps, by name, against torch.profiler's
-# (aten ops; with --in-process also the other ranges that the RecordFunction
-# callback sees, as torch.profiler does: the autograd engine's, detach). The
+# (aten ops; where ops came from the RecordFunction callback, record -p's
+# default and --in-process's, also the other ranges it sees, as torch.profiler
+# does: the autograd engine's, detach). The
 # measured steps are framed by torch.cuda.synchronize() and CLOCK_MONOTONIC
 # readings, the clock of our traces, so only their kernels are counted.
 #
@@ -20,7 +21,7 @@
 # CPython that record supports, with PyTorch and CUDA; default python3), STEPS
 # (default 50), TOL (relative, default 0.2), OUT (directory kept for
 # inspection; default a new one under /tmp), ATTACH_ARGS (more options of
-# step 2, e.g. --in-process). Needs root, like record.
+# step 2, e.g. --in-process or --ops-from probes). Needs root, like record.
 # Exit status: 0 pass, 1 mismatch or failure, 2 this machine cannot run it.
 set -euo pipefail
 
@@ -235,7 +236,7 @@ def ours(name):
 
 def ops(name):
     """Ops entered in the measured window, by name: aten ops from the probes;
-    with --in-process, the RecordFunction callback's FUNCTION scope, which
+    from the RecordFunction callback (ops.source record_function), its FUNCTION scope, which
     also holds the autograd engine's range around each node it runs
     ("autograd::engine::evaluate_function: AddmmBackward0") and detach."""
     w = window(name)
@@ -272,7 +273,7 @@ for name, label in (("launch", "record -- CMD"), ("attach", "record -p")):
         bad.append(f"{label}: CUPTI dropped {lost['cupti_dropped']} records")
     o = ops(name)
     # every aten op of either side; the other names we record (from the
-    # in-process callback) each as often as torch.profiler has it
+    # RecordFunction callback) each as often as torch.profiler has it
     names = set(paten) | set(o)
     diff = {k: (o[k], pcpu[k]) for k in names if o[k] != pcpu[k]}
     other = sum(v for k, v in o.items() if not k.startswith("aten::"))

@@ -231,6 +231,33 @@ class TorchOps(unittest.TestCase):
         n = int(re.search(r"mm (\d+)", printed[2]).group(1))
         self.assertEqual(Ops(traces[2]).count()["aten::mm"], n)
 
+    def check_pid_list(self, python):
+        """record -p A,B,C --per-process, the default: an agent of ops alone
+        in each process that has PyTorch loaded at the attach, frames from
+        the probes; one that imports PyTorch after the attach gets its ops
+        from the probes, from the first call. Each trace exact on its own."""
+        plans = [("--optim", "adam", "--hooks"), ()]
+        theirs = [self.torch_profiler_counts(python, *a) for a in plans]
+        out = os.path.join(self.tmp.name, "job.ptg")
+        ws = [ptg.Workload(python, "mlp.py", "--steps", str(STEPS), *a) for a in plans]
+        ws.append(ptg.Workload(python, "late_torch.py", "--seconds", "1"))
+        err, printed = ptg.record_workloads(self, ws, ["--per-process"], out)
+        self.assertIn(f"PyTorch ops: pid {ws[0].pid}: ops by RecordFunction; "
+                      f"pid {ws[1].pid}: ops by RecordFunction\n", err)
+        self.assertIn("RecordFunction callback in 2 of 2 processes with an agent", err)
+        traces = [ptg.Trace(os.path.join(self.tmp.name, f"job.pid{w.pid}.ptg")) for w in ws]
+        for w, trace in zip(ws, traces):
+            self.assertEqual({r.pid for r in trace.records}, {w.pid})
+            self.assertEqual(trace.meta["ops.source"], "record_function,uprobes")
+        for trace, counts, args in zip(traces, theirs, plans):
+            ops = self.assert_counts(trace, counts)
+            linear = [c for c in ops.calls if c[1] == "aten::linear"]
+            self.assertGreaterEqual(len(linear), 2 * STEPS, args)
+            self.assertTrue(all(c[5] and c[5][-1] == "Linear.forward" for c in linear), args)
+        n = int(re.search(r"mm (\d+)", printed[2]).group(1))
+        self.assertEqual(Ops(traces[2]).count()["aten::mm"], n)
+        self.assertEqual([c for c in Ops(traces[2]).calls if not c[1].startswith("aten::")], [])
+
     def check_in_process_module_paths_and_threads(self, python):
         path, _, err = self.record(python, "mlp.py", "--steps", str(STEPS), "--hooks",
                                    rec_args=["--in-process"], hold=True)

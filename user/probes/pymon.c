@@ -194,15 +194,21 @@ int pymon__open(const struct py_interp *py, struct tracer *t, unsigned int ring_
 	return 0;
 }
 
+/* The agent's thread ids are its namespace's: a container's ops are probed. */
+static bool ops_possible(const struct py_interp *py)
+{
+	struct proc_ns_ids ids;
+
+	return py->info && !(!proc_ns_ids(py->pid, py->pid, &ids) && ids.levels > 1);
+}
+
 int pymon__open_ops(const struct py_interp *py, struct tracer *t, unsigned int ring_mb,
 		    uint64_t start_time, struct pymon **out)
 {
-	struct proc_ns_ids ids;
 	struct pymon *pm;
 	int err;
 
-	/* the agent's thread ids are its namespace's: a container's ops are probed */
-	if (!py->info || (!proc_ns_ids(py->pid, py->pid, &ids) && ids.levels > 1))
+	if (!ops_possible(py))
 		return -EOPNOTSUPP;
 	err = open_proc(py, t, ring_mb, start_time, true, &pm);
 	if (err)
@@ -229,6 +235,8 @@ int pymon__add(struct pymon *pm, const struct py_interp *py, uint64_t start_time
 	}
 	if (last->py.pid == py->pid)
 		return -EEXIST;
+	if (pm->ops_only && !ops_possible(py))
+		return -EOPNOTSUPP;
 	err = open_proc(py, pm->t, pm->ring_mb, start_time, pm->ops_only, &n);
 	if (!err)
 		last->next = n;
@@ -418,14 +426,33 @@ static int attach_proc(struct pymon *pm)
 	return 0;
 }
 
+/* One process's agent hung up: it takes its callbacks out. */
+static void hang_up(struct pymon *pm)
+{
+	if (pm->sock >= 0)
+		close(pm->sock);
+	if (pm->lfd >= 0)
+		close(pm->lfd);
+	pm->sock = pm->lfd = -1;
+}
+
 int pymon__attach(struct pymon *pm)
 {
 	int ret = 0;
 
 	/* several: what the first ones record is read while the next ones go in */
-	for (struct pymon *p = pm; p && !ret; p = p->next)
-		ret = (p == pm ? 0 : pymon__drain_now(pm)) ?: attach_proc(p);
-	/* all or none: the agents already in take their callbacks out */
+	for (struct pymon *p = pm; p && !ret; p = p->next) {
+		ret = p == pm ? 0 : pymon__drain_now(pm);
+		if (ret)
+			break;
+		ret = attach_proc(p);
+		/* ops alone: this process's ops come from the probes (it said why) */
+		if (ret && ret != -ENOMEM && p->ops_only) {
+			hang_up(p);
+			ret = 0;
+		}
+	}
+	/* --in-process: all or none; the agents already in take their callbacks out */
 	if (ret)
 		pymon__stop(pm);
 	return ret;
@@ -444,13 +471,8 @@ void pymon__set_ops(struct pymon *pm, struct torchops *ops)
 
 void pymon__stop(struct pymon *pm)
 {
-	for (; pm; pm = pm->next) {
-		if (pm->sock >= 0)
-			close(pm->sock);
-		if (pm->lfd >= 0)
-			close(pm->lfd);
-		pm->sock = pm->lfd = -1;
-	}
+	for (; pm; pm = pm->next)
+		hang_up(pm);
 }
 
 bool pymon__ops_on(const struct pymon *pm)
@@ -488,7 +510,7 @@ static size_t describe_proc(const struct pymon *pm, char *buf, size_t len)
 	int n;
 
 	if (pm->ops_only)
-		n = snprintf(buf, len, "ops by RecordFunction");
+		n = snprintf(buf, len, "ops by %s", pm->ops_on ? "RecordFunction" : "probes");
 	else if (pm->tool_id >= 0)
 		n = snprintf(buf, len, "sys.monitoring tool id %d%s", pm->tool_id,
 			     pm->ops_on ? ", ops by RecordFunction" : "");

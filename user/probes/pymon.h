@@ -48,8 +48,9 @@ int pymon__check(const struct py_interp *py, char *err, size_t errlen);
 int pymon__open(const struct py_interp *py, struct tracer *t, unsigned int ring_mb,
 		uint64_t start_time, struct pymon **out);
 /*
- * Another process for the same recording (record -p A,B --in-process): its
- * own agent, ring (of the same size) and socket. Before pymon__attach().
+ * Another process for the same recording (record -p A,B, with or without
+ * --in-process: as the first was opened): its own agent, ring (of the same
+ * size) and socket. Before pymon__attach().
  */
 int pymon__add(struct pymon *pm, const struct py_interp *py, uint64_t start_time);
 /*
@@ -61,7 +62,9 @@ struct torchops;
 void pymon__set_ops(struct pymon *pm, struct torchops *ops);
 /*
  * Injects the agents, one process after another, and waits for each one's
- * callbacks to be in; all or none. After a message on error.
+ * callbacks to be in. --in-process: all or none, after a message on error;
+ * ops alone (pymon__open_ops()): a process whose agent did not start is
+ * warned of and keeps its op probes, and only -ENOMEM fails.
  */
 int pymon__attach(struct pymon *pm);
 /*
@@ -76,7 +79,7 @@ int pymon__drain_now(struct pymon *pm);
 /* Hangs up: the agent takes its callbacks out; what the ring holds is still read. */
 void pymon__stop(struct pymon *pm);
 /*
- * The default's ops alone (record -p without --in-process): the agent
+ * The default's ops alone (record -p PID or -p A,B without --in-process): the agent
  * registers PyTorch's RecordFunction callback and nothing else, while
  * the probes record the frames; its op records join theirs in time order
  * (tracer__set_source()). -EOPNOTSUPP for a process in another pid

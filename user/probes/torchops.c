@@ -213,6 +213,7 @@ int torchops__op(struct torchops *ops, uint32_t pid, uint32_t tid, uint64_t ts, 
 
 	if (!th)
 		return -ENOMEM;
+	ops->st.callback_calls += enter;
 	return enter ? op_enter(ops, th, key, code, sym, ts) : op_exit(ops, th, key, ANY_CODE, ts);
 }
 

@@ -20,17 +20,18 @@
 struct torchops;
 
 struct torchops_stats {
-	uint64_t calls;	    /* OP_ENTER records written */
-	uint64_t dropped;   /* events the ring buffer had no room for */
-	uint64_t unmatched; /* exits of ops entered before recording (or lost) */
-	uint64_t unwound;   /* ops closed by the stack rules: left by an exception */
-	uint32_t libs;	    /* libraries probed */
-	uint32_t mapped;    /* PyTorch libraries the target mapped, probed or not */
-	uint32_t ops;	    /* op entry points probed */
-	uint32_t sites;	    /* uprobe sites (entries, rets, tail jumps) */
-	uint64_t scan_ns;   /* disassembly of the libraries */
-	uint64_t attach_ns; /* attaching their probes */
-	bool multi;	    /* attached through uprobe_multi links */
+	uint64_t calls;		 /* OP_ENTER records written */
+	uint64_t callback_calls; /* of them, from an agent's RecordFunction callback */
+	uint64_t dropped;	 /* events the ring buffer had no room for */
+	uint64_t unmatched;	 /* exits of ops entered before recording (or lost) */
+	uint64_t unwound;	 /* ops closed by the stack rules: left by an exception */
+	uint32_t libs;		 /* libraries probed */
+	uint32_t mapped;	 /* PyTorch libraries the target mapped, probed or not */
+	uint32_t ops;		 /* op entry points probed */
+	uint32_t sites;		 /* uprobe sites (entries, rets, tail jumps) */
+	uint64_t scan_ns;	 /* disassembly of the libraries */
+	uint64_t attach_ns;	 /* attaching their probes */
+	bool multi;		 /* attached through uprobe_multi links */
 };
 
 /* mp may be NULL (no module paths). quiet: no line per library on stderr. */

@@ -19,7 +19,7 @@
 #include "probes/tracer.h"
 #include "proc/procfs.h"
 
-#define MAX_HANDLERS 8
+#define MAX_HANDLERS 16 /* probe modules, the sources and readers of their events */
 /* how long after its timestamp a probe's event is surely in the ring buffer */
 #define SOURCE_LAG_NS 2000000ull
 

@@ -55,6 +55,15 @@ struct record_opts {
 	char **cmd;
 };
 
+/*
+ * Ops by an agent's RecordFunction callback rather than probes, for process
+ * py->pid: the default for -p of running Python processes that have PyTorch
+ * loaded at the attach (docs/torch.md); a command imports it later (an agent
+ * cannot go in before its constructors ran), and a set that grows gets its
+ * later processes' ops from the probes alone.
+ */
+bool record_op_callback(const struct record_opts *o, const struct py_interp *py);
+
 struct recording {
 	struct record_opts *o;
 	pid_t pid;

@@ -212,23 +212,33 @@ static int open_cupti(struct recording *rc)
 /*
  * -p A,B --in-process: an agent for each process, each with its own ring
  * (pymon.h), all read as one source; their frame events go to pymon alone.
+ * -p A,B without it: an agent of ops alone in each process that has
+ * PyTorch loaded (record_op_callback()), its frames from the probes.
  */
 static int open_agents(struct recording *rc)
 {
 	struct proctree_proc p;
 	int ret = 0;
 
-	for (size_t i = 0; !ret && rc->o->in_process && i < proctree__nprocs(rc->tree); i++) {
+	for (size_t i = 0; !ret && i < proctree__nprocs(rc->tree); i++) {
 		const struct py_interp *py;
 
 		proctree__proc(rc->tree, i, &p);
 		py = proctree__interp_of(rc->tree, p.pid);
 		/* each process's own, until proctree__load(): one per file after */
-		if (!py || py->pid != p.pid)
+		if (rc->o->in_process && (!py || py->pid != p.pid))
 			return -ENOEXEC; /* checked in tree_targets() */
-		ret = rc->pm
-			  ? pymon__add(rc->pm, py, p.start_time)
-			  : pymon__open(py, rc->tracer, rc->o->ringbuf_mb, p.start_time, &rc->pm);
+		if (rc->o->in_process)
+			ret = rc->pm ? pymon__add(rc->pm, py, p.start_time)
+				     : pymon__open(py, rc->tracer, rc->o->ringbuf_mb, p.start_time,
+						   &rc->pm);
+		else if (py && py->pid == p.pid && record_op_callback(rc->o, py))
+			ret = rc->pm ? pymon__add(rc->pm, py, p.start_time)
+				     : pymon__open_ops(py, rc->tracer, rc->o->ringbuf_mb,
+						       p.start_time, &rc->pm);
+		/* ops alone: a process the agent cannot take keeps its probes */
+		if (ret && ret != -ENOMEM && !rc->o->in_process)
+			ret = 0;
 	}
 	return ret;
 }
@@ -295,7 +305,7 @@ int start_tree(struct recording *rc)
 		char agents[1024];
 
 		pymon__describe(rc->pm, agents, sizeof(agents));
-		pr_info("in-process: %s", agents);
+		pr_info("%s: %s", o->in_process ? "in-process" : "PyTorch ops", agents);
 	}
 	rc->attached_ts = now_ns(CLOCK_MONOTONIC);
 	/*

@@ -108,16 +108,11 @@ static int torch_mapped(const struct proc_map *m, void *ctx)
 	return base && !strncmp(base + 1, "libtorch_cpu.so", 15);
 }
 
-/*
- * Ops by the agent's RecordFunction callback rather than probes: the
- * default for one running Python process that has PyTorch loaded at the
- * attach (a command imports it later; an agent cannot go in before its
- * constructors ran).
- */
-static bool wants_op_callback(const struct recording *rc)
+bool record_op_callback(const struct record_opts *o, const struct py_interp *py)
 {
-	return !rc->o->in_process && !rc->o->op_probes && !rc->child && rc->py.info &&
-	       proc_maps__for_each(rc->pid, torch_mapped, NULL) > 0;
+	return !o->in_process && !o->op_probes && !o->no_ops && !o->cmd && !o->children &&
+	       !o->by_uid && !o->cgroup && py && py->info &&
+	       proc_maps__for_each(py->pid, torch_mapped, NULL) > 0;
 }
 
 static int start(struct recording *rc)
@@ -178,7 +173,7 @@ static int start(struct recording *rc)
 	if (!ret && rc->ops)
 		ret = libwatch__subscribe(rc->libs, torchops__on_lib, rc->ops);
 	/* by default, ops alone from the agent where PyTorch is loaded already (docs/torch.md) */
-	if (!ret && rc->ops && !rc->pm && wants_op_callback(rc) &&
+	if (!ret && rc->ops && !rc->pm && record_op_callback(rc->o, &rc->py) &&
 	    pymon__open_ops(&rc->py, rc->tracer, rc->o->ringbuf_mb, rc->start_time, &rc->pm))
 		rc->pm = NULL; /* the probes take them */
 	/* the agent's RecordFunction callback, if PyTorch is loaded, else probes */
@@ -204,12 +199,9 @@ static int start(struct recording *rc)
 	}
 	if (!ret && rc->pf)
 		ret = pyframe__attach(rc->pf);
-	if (!ret && rc->pm) {
+	/* the default's ops agent that did not start said why: the probes take them */
+	if (!ret && rc->pm)
 		ret = pymon__attach(rc->pm);
-		/* the default's ops agent did not start (it said why): the probes take them */
-		if (ret && !rc->o->in_process)
-			ret = 0;
-	}
 	if (!ret && rc->sched)
 		ret = sched__attach(rc->sched);
 	if (!ret)
@@ -397,17 +389,21 @@ static void print_ops_summary(struct recording *rc)
 		return;
 	torchops__stats(rc->ops, &ops);
 	pymon__stats(rc->pm, &ms);
-	if (ms.ops) {
+	if (ms.ops && ops.calls == ops.callback_calls) {
 		pr_info("%llu PyTorch op calls (RecordFunction callback in the target%s)",
 			(unsigned long long)ops.calls, ms.procs > 1 ? "s" : "");
 	} else if (ms.ops_procs) {
-		/* -p A,B --in-process: some processes by their callback, the others by probes */
-		pr_info("%llu PyTorch op calls (RecordFunction callback in %u of %u processes; "
-			"%u ops probed in the others, %llu events lost)",
-			(unsigned long long)ops.calls, ms.ops_procs, ms.procs, ops.ops,
+		/* -p A,B: some processes by their callback, the others by probes */
+		pr_info("%llu PyTorch op calls (RecordFunction callback in %u of %u processes "
+			"with an agent: %llu calls; %u ops probed in the others: %llu calls, "
+			"%llu events lost)",
+			(unsigned long long)ops.calls, ms.ops_procs, ms.procs,
+			(unsigned long long)ops.callback_calls, ops.ops,
+			(unsigned long long)(ops.calls - ops.callback_calls),
 			(unsigned long long)ops.dropped);
-		pr_info("ops of pid %d through probes, not the in-process callback: %s",
-			ms.ops_msg_pid, ms.ops_msg);
+		if (ms.ops_msg && ms.ops_msg[0])
+			pr_info("ops of pid %d through probes, not the in-process callback: %s",
+				ms.ops_msg_pid, ms.ops_msg);
 	} else if (!ops.libs) {
 		pr_info("no PyTorch library was mapped: no op probes");
 		return;
@@ -510,13 +506,17 @@ static int finish(struct recording *rc)
 	ret = ret ?: trace_writer__meta(rc->w, "stop.monotonic_ns", buf);
 	ret = ret ?: trace_writer__meta(rc->w, "stop.reason", rc->stop_reason);
 	if (!ret && rc->ops) {
+		struct torchops_stats ops;
 		struct pymon_stats ms;
 
+		torchops__stats(rc->ops, &ops);
 		pymon__stats(rc->pm, &ms);
+		/* a set's process without an agent may have probed ops (a later import) */
 		ret = trace_writer__meta(rc->w, "ops.source",
-					 ms.ops		? "record_function"
-					 : ms.ops_procs ? "record_function,uprobes"
-							: "uprobes");
+					 !ms.ops_procs ? "uprobes"
+					 : ms.ops && ops.calls == ops.callback_calls
+					     ? "record_function"
+					     : "record_function,uprobes");
 	}
 	if (ret)
 		return ret;
