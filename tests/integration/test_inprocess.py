@@ -378,6 +378,51 @@ class Refusals(unittest.TestCase):
         named = [c for c in trace.calls() if c[1] == "liar.named"]
         self.assertEqual([(c[2], c[3]) for c in named], [("/liar.py", 7)])
 
+    def test_hostile_agent_ops_only(self):
+        """The same liar as record -p's agent of ops alone (the target maps a
+        libtorch_cpu.so): it answers with no op callback, so it is hung up on
+        and the probes take the ops; every record it wrote is counted as bad
+        (none is an op), the frames come from the probes."""
+        python = ptg.Python("pyenv-3.12")
+        if python.missing:
+            self.skipTest(python.missing)
+        liar = ptg.trusted_lib(os.path.join(ptg.BUILD, "tests", "libinject_pymon_hostile.so"))
+        with tempfile.TemporaryDirectory() as d:
+            fake = os.path.join(d, "libtorch_cpu.so")
+            src = os.path.join(d, "empty.c")
+            with open(src, "w") as f:
+                f.write("int ptg_fake_torch;\n")
+            subprocess.run(["cc", "-shared", "-fPIC", "-o", fake, src], check=True)
+            old = os.environ.get("LD_PRELOAD")
+            os.environ["LD_PRELOAD"] = fake
+            try:
+                w = ptg.Workload(python, "fib.py")
+            finally:
+                os.environ.pop("LD_PRELOAD")
+                if old is not None:
+                    os.environ["LD_PRELOAD"] = old
+            out, rec = os.path.join(d, "liar.ptg"), None
+            try:
+                rec = ptg.Recorder(["-p", str(w.pid), "--no-cuda", "--no-sched", "--no-cupti"],
+                                   out, env=dict(os.environ, PTG_PYMON_AGENT=liar))
+                w.go()
+                self.assertIn("done", w.finish())
+                self.assertEqual(rec.wait(), 0, rec.stderr)
+            finally:
+                w.kill()
+                for f in (w.proc.stdin, w.proc.stdout, rec and rec.proc.stderr):
+                    if f:
+                        f.close()
+            self.assertIn("registered no op callback", rec.stderr)
+            self.assertLess(len(rec.stderr.splitlines()), 10, rec.stderr)
+            trace = ptg.Trace(out)
+        self.assertEqual(trace.meta["ops.source"], "uprobes")
+        # all 66,021 records the liar wrote: none is an op
+        self.assertEqual(sorted(trace.losses), ["py_inproc_bad cpu=-1: 66021",
+                                                "py_inproc_dropped cpu=-1: 7"])
+        # fib.py's calls, from the probes, all of them
+        self.assertEqual(collections.Counter(c[1] for c in trace.calls())["f"], 5919)
+
     def test_no_python(self):
         sleeper = subprocess.Popen(["sleep", "30"])
         try:

@@ -413,6 +413,12 @@ static int attach_proc(struct pymon *pm)
 		ret = -EPIPE;
 	}
 	ret = ret ?: read_status(pm, &st, err, sizeof(err));
+	/* ops alone were asked for: an agent that took none is of no use (a liar, too) */
+	if (!ret && pm->ops_only && st.ops != 1) {
+		snprintf(err, sizeof(err), "the agent in pid %d registered no op callback: %s",
+			 pm->py.pid, st.ops_msg[0] ? st.ops_msg : "no reason given");
+		ret = -ENOENT;
+	}
 	if (ret) {
 		ptg_log(pm->ops_only ? PTG_LOG_WARN : PTG_LOG_ERR, "%s: %s", who(pm), err);
 		return ret;
