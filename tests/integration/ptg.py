@@ -264,6 +264,13 @@ class Workload:
             self.proc.kill()
             self.proc.wait()
 
+    def close(self, rec=None):
+        """Kills it if it still runs and closes its pipes, and rec's (a Recorder)."""
+        self.kill()
+        for f in (self.proc.stdin, self.proc.stdout, rec and rec.proc.stderr):
+            if f:
+                f.close()
+
 
 class Recorder:
     """`ptrace-gpu record ARGS -o OUT`, returned once the probes are attached."""

@@ -160,10 +160,7 @@ class ChromeTracks(unittest.TestCase):
             self.assertIn("done", w.finish())
             self.assertEqual(rec.wait(), 0, rec.stderr)
         finally:
-            w.kill()
-            for f in (w.proc.stdin, w.proc.stdout, rec and rec.proc.stderr):
-                if f:
-                    f.close()
+            w.close(rec)
         events = self.export(trace)
         order, overlap = nesting_errors(events)
         self.assertEqual(order[:5] + overlap[:5], [], f"{len(order) + len(overlap)} errors")

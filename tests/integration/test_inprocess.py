@@ -45,10 +45,7 @@ class InProcess(unittest.TestCase):
             self.assertIn("done", w.finish())
             self.assertEqual(rec.wait(), 0, rec.stderr)
         finally:
-            w.kill()
-            for f in (w.proc.stdin, w.proc.stdout, rec and rec.proc.stderr):
-                if f:
-                    f.close()
+            w.close(rec)
         trace = ptg.Trace(out)
         self.assertEqual(trace.losses, [], "events were lost")
         # a training workload's trace says its steps instead
@@ -409,10 +406,7 @@ class Refusals(unittest.TestCase):
                 self.assertIn("done", w.finish())
                 self.assertEqual(rec.wait(), 0, rec.stderr)
             finally:
-                w.kill()
-                for f in (w.proc.stdin, w.proc.stdout, rec and rec.proc.stderr):
-                    if f:
-                        f.close()
+                w.close(rec)
             self.assertIn("registered no op callback", rec.stderr)
             self.assertLess(len(rec.stderr.splitlines()), 10, rec.stderr)
             trace = ptg.Trace(out)

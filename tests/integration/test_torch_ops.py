@@ -94,10 +94,7 @@ class TorchOps(unittest.TestCase):
             printed = w.finish()
             self.assertIn("done", printed)
         finally:
-            w.kill()
-            for f in (w.proc.stdin, w.proc.stdout, rec and rec.proc.stderr):
-                if f:
-                    f.close()
+            w.close(rec)
         return out, printed, rec.stderr
 
     def report(self, *args):
@@ -162,60 +159,50 @@ class TorchOps(unittest.TestCase):
         ops = self.assert_counts(ptg.Trace(path), theirs)
         return ops, theirs
 
+    def assert_linear_nesting(self, ops):
+        """Nesting as torch shows it (aten::linear -> aten::t, aten::addmm),
+        and every aten::linear under the Python frame that called it."""
+        children = collections.Counter(c[1] for c in ops.calls if c[2] == "aten::linear")
+        self.assertEqual(children["aten::addmm"], 2 * STEPS)
+        self.assertEqual(children["aten::t"], 2 * STEPS)
+        linear = [c for c in ops.calls if c[1] == "aten::linear"]
+        self.assertEqual(len(linear), 2 * STEPS)
+        self.assertTrue(all(c[5] and c[5][-1] == "Linear.forward" for c in linear))
+
     def check_counts_match_torch_profiler(self, python):
         """The default, PyTorch loaded at the attach: frames by the probes,
         ops by the agent's RecordFunction callback, merged in time order."""
         ops, _ = self.compare_with_torch_profiler(python)
         self.assertEqual(ops.source, "record_function")
-        # nesting as torch shows it: aten::linear -> aten::t, aten::addmm
-        children = collections.Counter(c[1] for c in ops.calls if c[2] == "aten::linear")
-        self.assertEqual(children["aten::addmm"], 2 * STEPS)
-        self.assertEqual(children["aten::t"], 2 * STEPS)
-        # every op runs under the Python frame that called it
-        linear = [c for c in ops.calls if c[1] == "aten::linear"]
-        self.assertEqual(len(linear), 2 * STEPS)
-        self.assertTrue(all(c[5] and c[5][-1] == "Linear.forward" for c in linear))
+        self.assert_linear_nesting(ops)
 
     def check_probe_counts_match_torch_profiler(self, python):
         ops, _ = self.compare_with_torch_profiler(python, rec_args=("--ops-from", "probes"))
         self.assertEqual(ops.source, "uprobes")
-        # nesting as torch shows it: aten::linear -> aten::t, aten::addmm
-        children = collections.Counter(c[1] for c in ops.calls if c[2] == "aten::linear")
-        self.assertEqual(children["aten::addmm"], 2 * STEPS)
-        self.assertEqual(children["aten::t"], 2 * STEPS)
-        # every op runs under the Python frame that called it
-        linear = [c for c in ops.calls if c[1] == "aten::linear"]
-        self.assertTrue(all(c[5] and c[5][-1] == "Linear.forward" for c in linear))
+        self.assert_linear_nesting(ops)
 
     def check_in_process_counts_match_torch_profiler(self, python):
         """record --in-process: ops from the agent's RecordFunction callback,
         counted, nested and placed under their Python frames as the probes do."""
         ops, _ = self.compare_with_torch_profiler(python, rec_args=("--in-process",))
         self.assertEqual(ops.source, "record_function")
-        children = collections.Counter(c[1] for c in ops.calls if c[2] == "aten::linear")
-        self.assertEqual(children["aten::addmm"], 2 * STEPS)
-        self.assertEqual(children["aten::t"], 2 * STEPS)
-        linear = [c for c in ops.calls if c[1] == "aten::linear"]
-        self.assertEqual(len(linear), 2 * STEPS)
-        self.assertTrue(all(c[5] and c[5][-1] == "Linear.forward" for c in linear))
+        self.assert_linear_nesting(ops)
         ops, theirs = self.compare_with_torch_profiler(python, "--optim", "adam", "--hooks",
                                                        rec_args=("--in-process",))
         self.assertEqual(ops.count()["aten::addcdiv_"], 6 * STEPS)
 
-    def check_in_process_pid_list(self, python):
-        """record -p A,B,C --in-process --per-process: an agent in each process,
-        each one's ops exact in its own trace: two trainings against
-        torch.profiler, and one that imports PyTorch after the attach, whose
-        ops come from the probes, from the first call."""
+    def pid_list(self, python, rec_args):
+        """record -p A,B,C --per-process REC_ARGS of two trainings and one
+        that imports PyTorch after the attach: each trace its process's
+        alone and exact on its own, the trainings' against torch.profiler,
+        the third's aten::mm calls from the probes, the first included.
+        Returns (the recorder's stderr, the workloads, their traces)."""
         plans = [("--optim", "adam", "--hooks"), ()]
         theirs = [self.torch_profiler_counts(python, *a) for a in plans]
         out = os.path.join(self.tmp.name, "job.ptg")
         ws = [ptg.Workload(python, "mlp.py", "--steps", str(STEPS), *a) for a in plans]
         ws.append(ptg.Workload(python, "late_torch.py", "--seconds", "1"))
-        err, printed = ptg.record_workloads(self, ws, ["--in-process", "--per-process"], out)
-        self.assertIn(f"in-process: pid {ws[0].pid}: ", err)
-        self.assertIn("RecordFunction callback in 2 of 3 processes", err)
-        self.assertIn(f"ops of pid {ws[2].pid} through probes", err)
+        err, printed = ptg.record_workloads(self, ws, [*rec_args, "--per-process"], out)
         self.assertEqual(sorted(os.listdir(self.tmp.name)),
                          sorted(f"job.pid{w.pid}.ptg" for w in ws))
         traces = [ptg.Trace(os.path.join(self.tmp.name, f"job.pid{w.pid}.ptg")) for w in ws]
@@ -230,33 +217,28 @@ class TorchOps(unittest.TestCase):
         self.assertEqual(Ops(traces[0]).count()["aten::addcdiv_"], 6 * STEPS)
         n = int(re.search(r"mm (\d+)", printed[2]).group(1))
         self.assertEqual(Ops(traces[2]).count()["aten::mm"], n)
+        self.assertEqual([c for c in Ops(traces[2]).calls if not c[1].startswith("aten::")], [])
+        return err, ws, traces
+
+    def check_in_process_pid_list(self, python):
+        """record -p A,B,C --in-process --per-process: an agent in each process,
+        each one's ops exact in its own trace: two trainings against
+        torch.profiler, and one that imports PyTorch after the attach, whose
+        ops come from the probes, from the first call."""
+        err, ws, _ = self.pid_list(python, ["--in-process"])
+        self.assertIn(f"in-process: pid {ws[0].pid}: ", err)
+        self.assertIn("RecordFunction callback in 2 of 3 processes", err)
+        self.assertIn(f"ops of pid {ws[2].pid} through probes", err)
 
     def check_pid_list(self, python):
         """record -p A,B,C --per-process, the default: an agent of ops alone
         in each process that has PyTorch loaded at the attach, frames from
-        the probes; one that imports PyTorch after the attach gets its ops
-        from the probes, from the first call. Each trace exact on its own."""
-        plans = [("--optim", "adam", "--hooks"), ()]
-        theirs = [self.torch_profiler_counts(python, *a) for a in plans]
-        out = os.path.join(self.tmp.name, "job.ptg")
-        ws = [ptg.Workload(python, "mlp.py", "--steps", str(STEPS), *a) for a in plans]
-        ws.append(ptg.Workload(python, "late_torch.py", "--seconds", "1"))
-        err, printed = ptg.record_workloads(self, ws, ["--per-process"], out)
+        the probes; the one that imports PyTorch after the attach has no
+        agent, and its ops come from the probes."""
+        err, ws, _ = self.pid_list(python, [])
         self.assertIn(f"PyTorch ops: pid {ws[0].pid}: ops by RecordFunction; "
                       f"pid {ws[1].pid}: ops by RecordFunction\n", err)
         self.assertIn("RecordFunction callback in 2 of 2 processes with an agent", err)
-        traces = [ptg.Trace(os.path.join(self.tmp.name, f"job.pid{w.pid}.ptg")) for w in ws]
-        for w, trace in zip(ws, traces):
-            self.assertEqual({r.pid for r in trace.records}, {w.pid})
-            self.assertEqual(trace.meta["ops.source"], "record_function,uprobes")
-        for trace, counts, args in zip(traces, theirs, plans):
-            ops = self.assert_counts(trace, counts)
-            linear = [c for c in ops.calls if c[1] == "aten::linear"]
-            self.assertGreaterEqual(len(linear), 2 * STEPS, args)
-            self.assertTrue(all(c[5] and c[5][-1] == "Linear.forward" for c in linear), args)
-        n = int(re.search(r"mm (\d+)", printed[2]).group(1))
-        self.assertEqual(Ops(traces[2]).count()["aten::mm"], n)
-        self.assertEqual([c for c in Ops(traces[2]).calls if not c[1].startswith("aten::")], [])
 
     def check_in_process_module_paths_and_threads(self, python):
         path, _, err = self.record(python, "mlp.py", "--steps", str(STEPS), "--hooks",
