@@ -212,6 +212,8 @@ struct frame_walk {
 	struct window *win;
 	__u64 frame;
 	__u64 hash;
+	__u64 expect; /* 3.11, 3.12: the caller eval loop's frame, which the chain must pass */
+	bool met;
 	bool broken; /* a frame was unreadable: the outer ones are missing */
 };
 
@@ -245,6 +247,7 @@ static long frame_step(__u32 i, void *arg)
 
 	if (!frame)
 		return 1;
+	w->met |= frame == w->expect;
 	/* a frame is larger than the window: localsplus follows these fields */
 	bpf_probe_read_user(fw, PTG_SAMPLE_WINDOW, (const void *)frame);
 	/*
@@ -296,9 +299,9 @@ static long frame_step(__u32 i, void *arg)
  * processes that run the same script.
  */
 static __u64 walk_frames(const struct ptg_sample_proc *p, __u32 tgid, __u64 frame,
-			 struct ptg_sample_stack *s)
+			 __u64 expect, struct ptg_sample_stack *s)
 {
-	struct frame_walk w = {.p = p, .s = s, .frame = frame};
+	struct frame_walk w = {.p = p, .s = s, .frame = frame, .expect = expect};
 	__u32 zero = 0;
 
 	w.win = bpf_map_lookup_elem(&windows, &zero);
@@ -308,6 +311,11 @@ static __u64 walk_frames(const struct ptg_sample_proc *p, __u32 tgid, __u64 fram
 	s->depth = 0;
 	/* shim frames take a step but no slot: one under each frame at most, and a base frame */
 	bpf_loop(2 * PTG_SAMPLE_MAX_DEPTH + 2, frame_step, &w, 0);
+	/* a whole chain that missed its caller's frame is stale (caller_frame()): none of it */
+	if (expect && !w.met && !w.frame && !w.broken) {
+		stat_inc(PTG_SAMPLE_STAT_READ_ERR);
+		return 0;
+	}
 	s->truncated = w.frame != 0 || w.broken;
 	if (w.frame)
 		stat_inc(PTG_SAMPLE_STAT_TRUNCATED);
@@ -323,6 +331,27 @@ static int store_stack(__u32 tgid, __u32 tid, __u64 hash, const struct ptg_sampl
 		return bpf_map_lookup_elem(&py_stacks, &hash) ? 0 : -1;
 	notify(PTG_SAMPLE_NEW_STACK, tgid, tid, hash);
 	return 0;
+}
+
+/*
+ * 3.11 and 3.12 link an eval loop's new _PyCFrame into the thread state a
+ * few instructions before they set its current_frame (docs/sample.md): a
+ * sample in between reads a stale pointer left on the C stack, often to a
+ * frame that is still readable, whose chain looks like a stack and is not
+ * (a generator resumed earlier, its previous cleared). Its frames reach the
+ * caller eval loop's current frame, which the new one was entered from,
+ * when it is not stale: that frame, or 0 (3.13+, the outermost loop).
+ * _PyCFrame.previous follows current_frame in both versions.
+ */
+static __u64 caller_frame(const volatile struct ptg_py_offsets *off, __u64 tstate)
+{
+	__u64 cframe, prev;
+
+	if (off->tstate_cframe == PTG_OFF_NONE)
+		return 0;
+	cframe = py_read_ptr(tstate + off->tstate_cframe);
+	prev = cframe ? py_read_ptr(cframe + off->cframe_current_frame + 8) : 0;
+	return prev ? py_read_ptr(prev + off->cframe_current_frame) : 0;
 }
 
 /* The Python stack of the current thread, into key->py_stack. */
@@ -342,7 +371,7 @@ static void take_python(const struct ptg_sample_proc *p, __u32 tgid, __u32 tid,
 	s = bpf_map_lookup_elem(&scratch, &zero);
 	if (!frame || !s)
 		return;
-	hash = walk_frames(p, tgid, frame, s);
+	hash = walk_frames(p, tgid, frame, caller_frame(&p->off, tstate), s);
 	if (!hash)
 		return;
 	if (store_stack(tgid, tid, hash, s)) {
