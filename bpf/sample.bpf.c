@@ -298,8 +298,8 @@ static long frame_step(__u32 i, void *arg)
  * stacks, though the non-PIE interpreter puts code at the same addresses in
  * processes that run the same script.
  */
-static __u64 walk_frames(const struct ptg_sample_proc *p, __u32 tgid, __u64 frame,
-			 __u64 expect, struct ptg_sample_stack *s)
+static __u64 walk_frames(const struct ptg_sample_proc *p, __u32 tgid, __u64 frame, __u64 expect,
+			 struct ptg_sample_stack *s)
 {
 	struct frame_walk w = {.p = p, .s = s, .frame = frame, .expect = expect};
 	__u32 zero = 0;
