@@ -675,8 +675,7 @@ static void *session_main(void *arg)
 			err = install(msg, sizeof(msg));
 			ops_on = !err && cb_ops && !ops_install(ops_msg, sizeof(ops_msg));
 		} else if (!cb_ops || ops_install(ops_msg, sizeof(ops_msg))) {
-			/* ops were all that was asked: nothing is in, the loader's probes take them
-			 */
+			/* ops alone were asked for: none is in, the probes take them */
 			snprintf(msg, sizeof(msg), "%s", ops_msg);
 			err = -ENOENT;
 		} else {

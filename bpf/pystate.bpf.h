@@ -100,19 +100,27 @@ static __always_inline __u64 py_walk_tstates(const volatile struct ptg_py_offset
 
 /*
  * The innermost frame of a thread state: through _PyCFrame up to 3.12,
- * directly from 3.13. 0 when unreadable.
+ * directly from 3.13. 0 when unreadable. *holder: the struct it was read from
+ * (the _PyCFrame up to 3.12, the thread state after).
  */
+static __always_inline __u64 py_tstate_frame_in(const volatile struct ptg_py_offsets *off,
+						__u64 tstate, __u64 *holder)
+{
+	*holder = tstate;
+	if (off->tstate_cframe != PTG_OFF_NONE) {
+		*holder = py_read_ptr(tstate + off->tstate_cframe);
+		if (!*holder)
+			return 0;
+	}
+	return py_read_ptr(*holder + off->cframe_current_frame);
+}
+
 static __always_inline __u64 py_tstate_frame(const volatile struct ptg_py_offsets *off,
 					     __u64 tstate)
 {
-	__u64 holder = tstate;
+	__u64 holder;
 
-	if (off->tstate_cframe != PTG_OFF_NONE) {
-		holder = py_read_ptr(tstate + off->tstate_cframe);
-		if (!holder)
-			return 0;
-	}
-	return py_read_ptr(holder + off->cframe_current_frame);
+	return py_tstate_frame_in(off, tstate, &holder);
 }
 
 /*

@@ -340,17 +340,13 @@ static int store_stack(__u32 tgid, __u32 tid, __u64 hash, const struct ptg_sampl
  * frame that is still readable, whose chain looks like a stack and is not
  * (a generator resumed earlier, its previous cleared). Its frames reach the
  * caller eval loop's current frame, which the new one was entered from,
- * when it is not stale: that frame, or 0 (3.13+, the outermost loop).
+ * when it is not stale: that frame, or 0 (the outermost loop).
  * _PyCFrame.previous follows current_frame in both versions.
  */
-static __u64 caller_frame(const volatile struct ptg_py_offsets *off, __u64 tstate)
+static __u64 caller_frame(const volatile struct ptg_py_offsets *off, __u64 cframe)
 {
-	__u64 cframe, prev;
+	__u64 prev = py_read_ptr(cframe + off->cframe_current_frame + 8);
 
-	if (off->tstate_cframe == PTG_OFF_NONE)
-		return 0;
-	cframe = py_read_ptr(tstate + off->tstate_cframe);
-	prev = cframe ? py_read_ptr(cframe + off->cframe_current_frame + 8) : 0;
 	return prev ? py_read_ptr(prev + off->cframe_current_frame) : 0;
 }
 
@@ -359,7 +355,7 @@ static void take_python(const struct ptg_sample_proc *p, __u32 tgid, __u32 tid,
 			struct ptg_sample_key *key)
 {
 	struct ptg_sample_stack *s;
-	__u64 tstate, frame, hash;
+	__u64 tstate, frame, hash, cframe, expect = 0;
 	__u32 zero = 0;
 
 	tstate = thread_tstate(p, tgid, tid);
@@ -367,11 +363,13 @@ static void take_python(const struct ptg_sample_proc *p, __u32 tgid, __u32 tid,
 		stat_inc(PTG_SAMPLE_STAT_NO_TSTATE);
 		return;
 	}
-	frame = py_tstate_frame(&p->off, tstate);
+	frame = py_tstate_frame_in(&p->off, tstate, &cframe);
+	if (frame && p->off.tstate_cframe != PTG_OFF_NONE)
+		expect = caller_frame(&p->off, cframe);
 	s = bpf_map_lookup_elem(&scratch, &zero);
 	if (!frame || !s)
 		return;
-	hash = walk_frames(p, tgid, frame, caller_frame(&p->off, tstate), s);
+	hash = walk_frames(p, tgid, frame, expect, s);
 	if (!hash)
 		return;
 	if (store_stack(tgid, tid, hash, s)) {
