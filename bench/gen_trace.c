@@ -20,7 +20,7 @@
  *   CPU runs ahead, so `idle` finds idle gaps, queue depth and falling phases.
  *   GPU records arrive in batches, as CUPTI delivers its buffers.
  *
- *   cc -O2 -D_GNU_SOURCE -Iuser bench/gen_trace.c user/trace/trace_writer.c -lz -o gen_trace
+ *   cc -O2 -D_GNU_SOURCE -Iuser bench/gen_trace.c user/trace/trace_writer.c -lz -lzstd -o gen_trace
  *   gen_trace [-n RECORDS] [-o PATH]     (default 10000000, ptg-gen.ptg)
  *
  * Prints one JSON line: path, records, bytes, steps, kernels.

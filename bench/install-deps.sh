@@ -7,7 +7,7 @@ set -euo pipefail
 
 bench_packages=(austin python3.11 python3-torch)
 # a few of the project's build dependencies: when one is missing, install them all
-build_probe=(cmake clang bpftool libbpf-dev libelf-dev zlib1g-dev pkg-config)
+build_probe=(cmake clang bpftool libbpf-dev libelf-dev zlib1g-dev libzstd-dev pkg-config)
 
 if [ "$(id -u)" -ne 0 ]; then
 	echo "bench/install-deps: run as root (apt-get install)" >&2

@@ -29,7 +29,7 @@ cmake --build "$build" -j"$(nproc)" --target ptrace-gpu >/dev/null
 # cells say so, the others still run.
 mkdir -p "$tools"
 rm -f "$tools"/{gen_trace,trace_stats,trace_write_bench,uprobe_cost}
-libs=$(pkg-config --libs libbpf libelf zlib json-c capstone)
+libs=$(pkg-config --libs libbpf libelf zlib libzstd json-c capstone)
 cflags=(-O2 -Wall -D_GNU_SOURCE -I"$root/user" -I"$root/include")
 for tool in gen_trace trace_stats trace_write_bench; do
 	cc "${cflags[@]}" "$here/$tool.c" -Wl,--start-group "$build"/libptg_*.a -Wl,--end-group $libs -lm -lpthread -o "$tools/$tool" ||

@@ -5,7 +5,8 @@
  * has op, CUDA or scheduler records and to compute bytes per record, without
  * printing millions of lines through `ptrace-gpu dump`.
  *
- *   cc -O2 -D_GNU_SOURCE -Iuser bench/trace_stats.c user/trace/trace_reader.c -lz -o trace_stats
+ *   cc -O2 -D_GNU_SOURCE -Iuser bench/trace_stats.c user/trace/trace_reader.c \
+ *      -lz -lzstd -o trace_stats
  *   trace_stats TRACE.ptg
  *
  * Prints one JSON object: bytes, records, a count per kind, and the loss

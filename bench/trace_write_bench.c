@@ -6,7 +6,7 @@
  * the model walk. Not a test: build and run by hand,
  *
  *   cc -O2 -D_GNU_SOURCE -Iuser bench/trace_write_bench.c user/trace/trace_writer.c \
- *      user/trace/trace_reader.c user/model/model.c -lz -o /tmp/trace_write_bench
+ *      user/trace/trace_reader.c user/model/model.c -lz -lzstd -o /tmp/trace_write_bench
  *   /tmp/trace_write_bench [records (default 10000000)] [path]
  */
 #include <stdio.h>

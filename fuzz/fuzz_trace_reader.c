@@ -8,12 +8,14 @@
  * Mutations of a compressed, checksummed chunk almost never get past its
  * checksum, so an input that starts with RAW_MAGIC instead of the file's
  * magic holds its chunks uncompressed (header lengths and checksum ignored):
- * they are deflated and summed here, and the decoders behind them get fuzzed
+ * they are compressed as its header's version stores them (zstd from version
+ * 3, zlib before) and summed here, and the decoders behind them get fuzzed
  * too. fuzz/seeds/ptg-raw.py turns a .ptg into that form.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include "analysis/cudacalls_report.h"
 #include "analysis/idle.h"
@@ -47,6 +49,7 @@ static uint8_t *pack(const uint8_t *data, size_t size, size_t *len)
 {
 	size_t cap = size + 64, off = PTG_FILE_HDR_LEN;
 	uint8_t *out = malloc(cap), *comp;
+	bool zstd = get_le32(data + 8) >= 3;
 
 	if (!out)
 		fuzz_die("malloc");
@@ -57,15 +60,24 @@ static uint8_t *pack(const uint8_t *data, size_t size, size_t *len)
 		uint8_t h[PTG_CHUNK_HDR_LEN];
 		uint32_t raw = get_le32(data + off + 8);
 		uLongf clen;
+		size_t zlen;
 
 		memcpy(h, data + off, sizeof(h));
 		off += sizeof(h);
 		if (raw > size - off)
 			raw = size - off;
-		clen = compressBound(raw);
+		clen = zstd ? ZSTD_compressBound(raw) : compressBound(raw);
 		comp = malloc(clen);
-		if (!comp || compress2(comp, &clen, data + off, raw, Z_BEST_SPEED) != Z_OK)
+		if (!comp)
+			fuzz_die("malloc");
+		if (zstd) {
+			zlen = ZSTD_compress(comp, clen, data + off, raw, 1);
+			if (ZSTD_isError(zlen))
+				fuzz_die("ZSTD_compress");
+			clen = zlen;
+		} else if (compress2(comp, &clen, data + off, raw, Z_BEST_SPEED) != Z_OK) {
 			fuzz_die("compress2");
+		}
 		put_le32(h + 8, raw);
 		put_le32(h + 12, clen);
 		put_le32(h + 16, crc32(0, comp, clen));

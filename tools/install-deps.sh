@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
 	# build: BPF objects with clang, skeletons with bpftool, one binary
 	cmake make gcc pkg-config clang llvm bpftool
-	libbpf-dev libelf-dev zlib1g-dev libjson-c-dev
+	libbpf-dev libelf-dev zlib1g-dev libzstd-dev libjson-c-dev
 	# op probes: instruction boundaries of at::_ops::<op>::call (uprobes at each ret)
 	libcapstone-dev
 	# targets and tests: Debian's CPython 3.11 and PyTorch (CPU) for real dispatcher tests

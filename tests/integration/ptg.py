@@ -517,6 +517,45 @@ def cuda_counts(trace):
     return {pid: dict(c) for pid, c in got.items()}
 
 
+@functools.lru_cache(maxsize=None)
+def _libzstd():
+    import ctypes
+    import ctypes.util
+    lib = ctypes.CDLL(ctypes.util.find_library("zstd") or "libzstd.so.1")
+    size_t, buf = ctypes.c_size_t, ctypes.c_char_p
+    for name, args in (("ZSTD_compress", [buf, size_t, buf, size_t, ctypes.c_int]),
+                       ("ZSTD_decompress", [buf, size_t, buf, size_t]),
+                       ("ZSTD_compressBound", [size_t]), ("ZSTD_isError", [size_t])):
+        getattr(lib, name).argtypes = args
+        getattr(lib, name).restype = size_t if name != "ZSTD_isError" else ctypes.c_uint
+    return lib
+
+
+def chunk_payload(data, version, raw_len):
+    """A .ptg chunk's stored bytes decompressed (docs/trace-format.md)."""
+    import ctypes
+    import zlib
+    if version < 3:
+        return zlib.decompress(data)
+    out = ctypes.create_string_buffer(raw_len + 1)
+    n = _libzstd().ZSTD_decompress(out, raw_len + 1, data, len(data))
+    assert not _libzstd().ZSTD_isError(n) and n == raw_len, "chunk does not decompress"
+    return out.raw[:n]
+
+
+def chunk_store(payload, version):
+    """A chunk's payload compressed as a file of that version stores it."""
+    import ctypes
+    import zlib
+    if version < 3:
+        return zlib.compress(payload)
+    cap = _libzstd().ZSTD_compressBound(len(payload))
+    out = ctypes.create_string_buffer(cap)
+    n = _libzstd().ZSTD_compress(out, cap, payload, len(payload), 1)
+    assert not _libzstd().ZSTD_isError(n), "ZSTD_compress failed"
+    return out.raw[:n]
+
+
 def wait_until(pred, timeout=30.0):
     end = time.time() + timeout
     while time.time() < end:

@@ -218,14 +218,15 @@ class InvalidUtf8(unittest.TestCase):
         res = ptg.run(["import", "-o", self.ptg, trace])
         self.assertEqual(res.returncode, 0, res.stderr)
         # the value '"y"' made into text of the same length that is no JSON,
-        # in the first chunk (META): header of docs/trace-format.md, zlib payload
+        # in the first chunk (META): header of docs/trace-format.md, compressed payload
         with open(self.ptg, "rb") as f:
             data = f.read()
+        version = struct.unpack_from("<I", data, 8)[0]
         magic, ctype, raw_len, comp_len, _, count = struct.unpack_from("<4sIIIII", data, 16)
         self.assertEqual((magic, ctype), (b"PTGC", 1))
-        payload = zlib.decompress(data[40:40 + comp_len])
+        payload = ptg.chunk_payload(data[40:40 + comp_len], version, raw_len)
         self.assertEqual(payload.count(b'"y"'), 1)
-        payload = zlib.compress(payload.replace(b'"y"', b"}\xff{"))
+        payload = ptg.chunk_store(payload.replace(b'"y"', b"}\xff{"), version)
         header = struct.pack("<4sIIIII", magic, ctype, raw_len, len(payload),
                              zlib.crc32(payload), count)
         with open(self.ptg, "wb") as f:

@@ -273,7 +273,7 @@ class FullDisk(unittest.TestCase):
 
     def test_full_disk_keeps_complete_chunks(self):
         out = os.path.join(self.tmp.name, "full.ptg")
-        # ~6M records: deflated, several times what the file system holds
+        # ~6M records: compressed, several times what the file system holds
         code = "def f(i):\n    return i\nfor i in range(3000000):\n    f(i)\n"
         res = ptg.run(["record", "-q", "-o", out, "--", *PY.argv("-c", code)], timeout=300)
         self.assertEqual(res.returncode, 1, res.stderr)

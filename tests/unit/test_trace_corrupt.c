@@ -11,10 +11,12 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include "model/model.h"
 #include "test.h"
 #include "trace/trace.h"
+#include "trace_recode.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
@@ -283,10 +285,8 @@ static size_t put32(uint8_t *p, uint32_t v)
 static size_t put_chunk(uint8_t *out, uint32_t type, const uint8_t *raw, size_t raw_len,
 			uint32_t count)
 {
-	uLongf comp_len = compressBound(raw_len);
-	size_t n = 0;
+	size_t comp_len = ZSTD_compress(out + 24, 1024, raw, raw_len, 1), n = 0;
 
-	compress(out + 24, &comp_len, raw, raw_len);
 	n += put32(out + n, 0x43475450);
 	n += put32(out + n, type);
 	n += put32(out + n, raw_len);
@@ -321,7 +321,7 @@ static const char *read_crafted(const uint8_t *rec, size_t rec_len, uint32_t cou
 	uint8_t file[4096], end[3] = {count, 1, 2};
 	size_t n;
 
-	memcpy(file, "PTGTRACE\1\0\0\0\0\0\0\0", 16);
+	memcpy(file, "PTGTRACE\3\0\0\0\0\0\0\0", 16);
 	n = 16;
 	n += put_chunk(file + n, 2, sym, sizeof(sym), 1);
 	n += put_chunk(file + n, 3, rec, rec_len, count);
@@ -484,8 +484,8 @@ static void test_late_damage(const uint8_t *data, size_t len)
 int main(void)
 {
 	const char *dir = getenv("TMPDIR");
-	uint8_t *small, *large;
-	size_t small_len, large_len;
+	uint8_t *small, *large, *small2 = NULL, *large2 = NULL;
+	size_t small_len, large_len, small2_len = 0, large2_len = 0;
 
 	snprintf(path, sizeof(path), "%s/ptg-corrupt-%d.ptg", dir ? dir : "/tmp", getpid());
 	small = make_trace(300, &small_len);
@@ -501,8 +501,21 @@ int main(void)
 	test_crafted();
 	test_messages(small, small_len);
 	test_late_damage(large, large_len);
+	/* the same as version 2 wrote them: zlib streams, cut or damaged */
+	small2 = trace_recode(small, small_len, 2, &small2_len);
+	large2 = trace_recode(large, large_len, 2, &large2_len);
+	if (ASSERT_TRUE(small2 && large2, "version 2 images")) {
+		test_truncation(small2, small2_len, 1,
+				"every truncation of a small version 2 trace reads a prefix");
+		test_truncation(large2, large2_len, large2_len / 97,
+				"truncations of a large version 2 trace read a prefix");
+		test_bit_flips(small2, small2_len, 2000);
+		test_late_damage(large2, large2_len);
+	}
 	unlink(path);
 	free(small);
 	free(large);
+	free(small2);
+	free(large2);
 	return TEST_DONE();
 }

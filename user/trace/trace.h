@@ -15,7 +15,7 @@
  * Version 2 added args blobs (trace_writer__record_args) and PTG_REC_EVENT;
  * a version 1 file has neither and still reads.
  */
-#define PTG_TRACE_VERSION     2
+#define PTG_TRACE_VERSION     3
 #define PTG_TRACE_VERSION_MIN 1
 
 /*

@@ -41,10 +41,16 @@ enum ptg_chunk_type {
 /* A symbol's name or file longer than this is refused by the writer. */
 #define PTG_SYM_STR_MAX (1u * 1024 * 1024)
 /*
- * zlib cannot expand data by more than about 1032:1, so a raw_len above this
- * multiple of comp_len is corrupt; checked before allocating raw_len bytes.
+ * zlib (versions 1 and 2) cannot expand data by more than about 1032:1, so a
+ * raw_len above this multiple of comp_len is corrupt; checked before
+ * allocating raw_len bytes.
  */
 #define PTG_ZLIB_MAX_RATIO 1100u
+/*
+ * The same for zstd (version 3): a block of at least 4 bytes (an RLE block,
+ * header and byte) gives at most 128 KiB.
+ */
+#define PTG_ZSTD_MAX_RATIO 32768u
 
 /* Bits of a record's field mask: which fields follow the ts delta. */
 enum ptg_field_bit {

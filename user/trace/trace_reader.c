@@ -2,7 +2,8 @@
 /*
  * Reads .ptg traces (docs/trace-format.md). Open walks every chunk header,
  * loads the small chunks (META, SYMS, LOSS, END) and only indexes RECORDS
- * chunks, which next() inflates one at a time. Every length read from the
+ * chunks, which next() decompresses one at a time (zstd since version 3,
+ * zlib before). Every length read from the
  * file is checked against the file size and PTG_CHUNK_MAX_LEN before use: a
  * damaged trace gives an error message, never a crash or a huge allocation.
  * A trace cut short (no END) reads up to its last complete chunk.
@@ -16,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include "base/array.h"
 #include "trace/losses.h"
@@ -23,8 +25,13 @@
 #include "trace/trace_format.h"
 #include "trace/trace_sniff.h"
 
-/* Buffer size for inflating the payload of a cut chunk piece by piece. */
+/* Buffer size for decompressing the payload of a cut chunk piece by piece. */
 #define CUT_BUF_LEN (64u * 1024)
+/*
+ * Largest zstd window a cut chunk's frame may ask for (32 MiB): what the
+ * writer makes is at most a chunk's size, and streaming keeps a window.
+ */
+#define CUT_ZSTD_WINDOW_LOG 25
 
 struct rchunk {
 	uint64_t off; /* of the payload */
@@ -72,6 +79,7 @@ struct trace_reader {
 	size_t comp_cap;
 	uint8_t *raw;
 	size_t raw_cap;
+	ZSTD_DCtx *dctx; /* version 3+: made at the first chunk */
 
 	/* position of next() */
 	int failed;
@@ -132,16 +140,40 @@ static int read_full(int fd, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
-/* Reads, checks and inflates a chunk's payload into r->raw. */
+/*
+ * Whether the comp_len bytes in r->comp hold exactly one zstd frame that
+ * decompresses to exactly raw_len bytes into r->raw.
+ */
+static bool unzstd(struct trace_reader *r, size_t raw_len, size_t comp_len)
+{
+	size_t n;
+
+	/* one frame, nothing after it (ZSTD_decompressDCtx would take several) */
+	if (ZSTD_findFrameCompressedSize(r->comp, comp_len) != comp_len)
+		return false;
+	n = ZSTD_decompressDCtx(r->dctx, r->raw, raw_len, r->comp, comp_len);
+	return !ZSTD_isError(n) && n == raw_len;
+}
+
+/* The same for the zlib stream of versions 1 and 2. */
+static bool unzlib(struct trace_reader *r, size_t raw_len, size_t comp_len)
+{
+	uLongf out = raw_len;
+	uLong in = comp_len;
+
+	return uncompress2(r->raw, &out, r->comp, &in) == Z_OK && out == raw_len && in == comp_len;
+}
+
+/* Reads, checks and decompresses a chunk's payload into r->raw. */
 static int chunk_load(struct trace_reader *r, const struct rchunk *c)
 {
-	uLongf raw_len = c->raw_len;
-	uLong comp_len = c->comp_len;
+	bool ok;
 	int err;
 
 	/* +1: zlib wants a non-empty output buffer even for an empty payload */
 	if (reserve(&r->comp, &r->comp_cap, c->comp_len + 1) ||
-	    reserve(&r->raw, &r->raw_cap, (size_t)c->raw_len + 1))
+	    reserve(&r->raw, &r->raw_cap, (size_t)c->raw_len + 1) ||
+	    (r->version >= 3 && !r->dctx && !(r->dctx = ZSTD_createDCtx())))
 		return reader_fail(r, -ENOMEM, "out of memory reading chunk %u", c->index);
 	err = read_full(r->fd, r->comp, c->comp_len, c->off);
 	if (err)
@@ -149,10 +181,11 @@ static int chunk_load(struct trace_reader *r, const struct rchunk *c)
 	if (crc32(0, r->comp, c->comp_len) != c->crc)
 		return reader_fail(r, -EBADMSG,
 				   "corrupted trace file: checksum mismatch in chunk %u", c->index);
-	if (uncompress2(r->raw, &raw_len, r->comp, &comp_len) != Z_OK || raw_len != c->raw_len ||
-	    comp_len != c->comp_len)
+	ok = r->version >= 3 ? unzstd(r, c->raw_len, c->comp_len)
+			     : unzlib(r, c->raw_len, c->comp_len);
+	if (!ok)
 		return reader_fail(r, -EBADMSG,
-				   "corrupted trace file: chunk %u does not inflate to %u bytes",
+				   "corrupted trace file: chunk %u does not decompress to %u bytes",
 				   c->index, c->raw_len);
 	return 0;
 }
@@ -366,40 +399,64 @@ static int check_file_header(struct trace_reader *r)
 
 /*
  * Whether the stored bytes of chunk c, from its payload to the end of the
- * file, are what a cut leaves: the beginning of a zlib stream that has not
- * ended and inflates to no more than raw_len bytes. A comp_len damaged to
- * reach past the end of the file fails this: the stream ends early (the next
- * chunk follows it) or the bytes are not deflate data. 1 = cut, 0 = not.
+ * file, are what a cut leaves: the beginning of a compressed stream that has
+ * not ended and decompresses to no more than raw_len bytes. A comp_len
+ * damaged to reach past the end of the file fails this: the stream ends
+ * early (the next chunk follows it) or the bytes are not compressed data.
+ * 1 = cut, 0 = not.
  */
 static int payload_is_cut(struct trace_reader *r, const struct rchunk *c)
 {
-	uint64_t off = c->off;
+	bool zstd = r->version >= 3;
+	uint64_t off = c->off, total = 0;
+	ZSTD_DStream *zd = NULL;
 	z_stream zs = {};
 	int zret = Z_OK, err = 0;
+	size_t left = 1; /* zstd: what the frame still needs; 0 once it ended */
 
 	if (reserve(&r->comp, &r->comp_cap, CUT_BUF_LEN) ||
-	    reserve(&r->raw, &r->raw_cap, CUT_BUF_LEN) || inflateInit(&zs) != Z_OK)
+	    reserve(&r->raw, &r->raw_cap, CUT_BUF_LEN) ||
+	    (zstd ? !(zd = ZSTD_createDStream()) : inflateInit(&zs) != Z_OK))
 		return reader_fail(r, -ENOMEM, "out of memory reading chunk %u", c->index);
+	if (zstd &&
+	    ZSTD_isError(ZSTD_DCtx_setParameter(zd, ZSTD_d_windowLogMax, CUT_ZSTD_WINDOW_LOG)))
+		left = 0;
 	/* stops as soon as the output passes raw_len: a bomb is refused early */
-	while (!err && zret == Z_OK && off < r->size && zs.total_out <= c->raw_len) {
+	while (!err && zret == Z_OK && left && !ZSTD_isError(left) && off < r->size &&
+	       total <= c->raw_len) {
 		size_t n = r->size - off < CUT_BUF_LEN ? r->size - off : CUT_BUF_LEN;
+		ZSTD_inBuffer in = {r->comp, n, 0};
 
 		err = read_full(r->fd, r->comp, n, off);
 		off += n;
 		zs.next_in = r->comp;
 		zs.avail_in = (uInt)n; /* <= CUT_BUF_LEN */
 		/* the output is only counted: each round overwrites the last */
-		while (zret == Z_OK && zs.avail_in && zs.total_out <= c->raw_len) {
+		while (zstd && left && !ZSTD_isError(left) && in.pos < in.size &&
+		       total <= c->raw_len) {
+			ZSTD_outBuffer out = {r->raw, CUT_BUF_LEN, 0};
+
+			left = ZSTD_decompressStream(zd, &out, &in);
+			total += out.pos;
+		}
+		while (!zstd && zret == Z_OK && zs.avail_in && zs.total_out <= c->raw_len) {
 			zs.next_out = r->raw;
 			zs.avail_out = CUT_BUF_LEN;
 			zret = inflate(&zs, Z_NO_FLUSH);
 		}
 	}
-	inflateEnd(&zs);
+	if (zstd) {
+		ZSTD_freeDStream(zd);
+	} else {
+		total = zs.total_out;
+		inflateEnd(&zs);
+	}
 	if (err)
 		return reader_fail(r, err, "cannot read chunk %u: %s", c->index, strerror(-err));
+	if (zstd)
+		return left && !ZSTD_isError(left) && total <= c->raw_len;
 	/* Z_BUF_ERROR: no progress possible on a full buffer, the stream goes on */
-	return (zret == Z_OK || zret == Z_BUF_ERROR) && zs.total_out <= c->raw_len;
+	return (zret == Z_OK || zret == Z_BUF_ERROR) && total <= c->raw_len;
 }
 
 /*
@@ -428,8 +485,10 @@ static int chunk_header(struct trace_reader *r, uint64_t off, struct rchunk *c, 
 	c->count = get_le32(h + 20);
 	c->off = off + PTG_CHUNK_HDR_LEN;
 	/* both lengths are in the first 16 bytes: checked as soon as they are there */
-	if (have >= 16 && (c->raw_len > PTG_CHUNK_MAX_LEN || c->comp_len > PTG_CHUNK_MAX_LEN ||
-			   c->raw_len > (uint64_t)c->comp_len * PTG_ZLIB_MAX_RATIO))
+	if (have >= 16 &&
+	    (c->raw_len > PTG_CHUNK_MAX_LEN || c->comp_len > PTG_CHUNK_MAX_LEN ||
+	     c->raw_len > (uint64_t)c->comp_len *
+			      (r->version >= 3 ? PTG_ZSTD_MAX_RATIO : PTG_ZLIB_MAX_RATIO)))
 		return reader_fail(
 		    r, -EBADMSG, "corrupted trace file: impossible lengths in chunk %u", c->index);
 	if (have < sizeof(h))
@@ -767,6 +826,7 @@ void trace_reader__close(struct trace_reader *r)
 		return;
 	if (r->fd >= 0)
 		close(r->fd);
+	ZSTD_freeDCtx(r->dctx);
 	for (i = 0; i < r->nmeta; i++) {
 		free(r->meta[i].key);
 		free(r->meta[i].value);

@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
  * Writes .ptg traces (docs/trace-format.md). Records are delta-encoded into a
- * raw buffer that is deflated into one RECORDS chunk every
+ * raw buffer that is compressed (zstd) into one RECORDS chunk every
  * PTG_CHUNK_RAW_TARGET bytes; symbols and metadata wait in memory and go out
  * as SYMS/META chunks just before the next RECORDS chunk, so a reader always
  * sees a symbol before the first record that uses it.
  *
- * A full RECORDS chunk is deflated on a thread of its own (chunk_deflate.c)
- * while the caller fills the next one (deflate is about 40% of the loader's
- * CPU per event); the caller writes it, in order, when it hands over the
- * next chunk or closes. Everything else (the file, the counts, every error) stays on
+ * A full RECORDS chunk is compressed on a thread of its own
+ * (chunk_compress.c) while the caller fills the next one (compression was
+ * about 40% of the loader's CPU per event with zlib's deflate, about 15%
+ * with zstd); the caller writes it, in order, when it hands over the next
+ * chunk or closes. Everything else (the file, the counts, every error) stays on
  * the caller's thread.
  *
  * The file is written through outfile: it appears at its name, complete,
@@ -23,12 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "base/buf.h"
 #include "base/log.h"
 #include "base/outfile.h"
-#include "trace/chunk_deflate.h"
+#include "trace/chunk_compress.h"
 #include "trace/losses.h"
 #include "trace/trace.h"
 #include "trace/trace_format.h"
@@ -73,10 +73,11 @@ struct trace_writer {
 	struct ptg_record prev[PTG_REC_NR_KINDS];
 	uint64_t prev_ts;
 
-	uint8_t *comp; /* chunk header + deflated payload */
+	uint8_t *comp; /* chunk header + compressed payload */
 	size_t comp_cap;
-	struct deflater *defl; /* from the first full RECORDS chunk; NULL: none (yet) */
-	bool defl_busy;	       /* a chunk given to it and not yet written */
+	ZSTD_CCtx *cctx;	     /* for the chunks compressed inline */
+	struct compressor *comp_thr; /* from the first full RECORDS chunk; NULL: none (yet) */
+	bool comp_busy;		     /* a chunk given to it and not yet written */
 
 	struct wsym *syms; /* syms[id - 1] */
 	uint32_t nsyms;
@@ -149,24 +150,25 @@ static int write_chunk(struct trace_writer *w, uint32_t type, const uint8_t *raw
 
 	if (w->err)
 		return w->err;
-	err = chunk_deflate(&w->comp, &w->comp_cap, type, raw, raw_len, count, level, &len);
+	err =
+	    chunk_compress(w->cctx, &w->comp, &w->comp_cap, type, raw, raw_len, count, level, &len);
 	if (err)
 		return build_failed(w, err);
 	return chunk_emit(w, type, w->comp, len, count);
 }
 
-/* Writes the chunk given to the deflater, once deflated. */
-static int defl_drain(struct trace_writer *w)
+/* Writes the chunk given to the compressor, once compressed. */
+static int comp_drain(struct trace_writer *w)
 {
 	const uint8_t *chunk;
 	uint32_t count;
 	size_t len;
 	int err;
 
-	if (!w->defl_busy)
+	if (!w->comp_busy)
 		return w->err;
-	err = deflater__take(w->defl, &chunk, &len, &count);
-	w->defl_busy = false;
+	err = compressor__take(w->comp_thr, &chunk, &len, &count);
+	w->comp_busy = false;
 	if (w->err)
 		return w->err;
 	if (err)
@@ -174,13 +176,13 @@ static int defl_drain(struct trace_writer *w)
 	return chunk_emit(w, PTG_CHUNK_RECORDS, chunk, len, count);
 }
 
-/* Gives the RECORDS chunk being filled to the deflater; false without one. */
-static bool defl_give(struct trace_writer *w)
+/* Gives the RECORDS chunk being filled to the compressor; false without one. */
+static bool comp_give(struct trace_writer *w)
 {
-	if (!w->defl && !(w->defl = deflater__new(w->raw_cap)))
+	if (!w->comp_thr && !(w->comp_thr = compressor__new(w->raw_cap)))
 		return false;
-	deflater__give(w->defl, &w->raw, &w->raw_cap, w->raw_len, w->raw_count);
-	w->defl_busy = true;
+	compressor__give(w->comp_thr, &w->raw, &w->raw_cap, w->raw_len, w->raw_count);
+	w->comp_busy = true;
 	return true;
 }
 
@@ -191,7 +193,7 @@ static int wbuf_flush(struct trace_writer *w, struct wbuf *b, uint32_t type)
 	if (!b->count)
 		return w->err;
 	err = write_chunk(w, type, (const uint8_t *)b->b.data, b->b.len, b->count,
-			  Z_DEFAULT_COMPRESSION);
+			  PTG_ZSTD_LEVEL_AUX);
 	buf__reset(&b->b);
 	b->count = 0;
 	return err;
@@ -229,21 +231,21 @@ static int flush_syms(struct trace_writer *w)
 /*
  * Ends the RECORDS chunk being filled: the one before it (on the thread) is
  * written first, then the symbols and metadata its records may use, then
- * this one, deflated on the thread unless inline (the last one).
+ * this one, compressed on the thread unless inline (the last one).
  */
 static int flush_records(struct trace_writer *w, bool inline_)
 {
 	int err;
 
-	err = defl_drain(w);
+	err = comp_drain(w);
 	err = err ?: flush_syms(w);
 	if (!err)
 		err = wbuf_flush(w, &w->meta, PTG_CHUNK_META);
 	if (err || !w->raw_count)
 		return err;
-	if (inline_ || !defl_give(w))
-		/* level 1: deflate at full speed still shrinks delta-encoded records ~2x */
-		err = write_chunk(w, PTG_CHUNK_RECORDS, w->raw, w->raw_len, w->raw_count, 1);
+	if (inline_ || !comp_give(w))
+		err = write_chunk(w, PTG_CHUNK_RECORDS, w->raw, w->raw_len, w->raw_count,
+				  PTG_ZSTD_LEVEL_RECORDS);
 	w->raw_len = 0;
 	w->raw_count = 0;
 	memset(w->prev, 0, sizeof(w->prev));
@@ -263,7 +265,8 @@ int trace_writer__open(const char *path, struct trace_writer **out)
 	w->path = strdup(path);
 	w->raw_cap = PTG_CHUNK_RAW_TARGET + PTG_REC_MAX_BYTES;
 	w->raw = malloc(w->raw_cap);
-	if (!w->path || !w->raw) {
+	w->cctx = ZSTD_createCCtx();
+	if (!w->path || !w->raw || !w->cctx) {
 		err = -ENOMEM;
 		pr_err("trace: open %s: %s", path, strerror(-err));
 		goto cleanup;
@@ -596,7 +599,7 @@ static int write_end(struct trace_writer *w)
 	p = varint_put(p, w->disk_syms);
 	/* chunks before END: a dropped or duplicated whole chunk changes it */
 	p = varint_put(p, w->nchunks);
-	return write_chunk(w, PTG_CHUNK_END, buf, p - buf, 0, Z_DEFAULT_COMPRESSION);
+	return write_chunk(w, PTG_CHUNK_END, buf, p - buf, 0, PTG_ZSTD_LEVEL_AUX);
 }
 
 /* Syncs the file and renames it into place; frees what the reserve holds past its end. */
@@ -664,9 +667,10 @@ void trace_writer__abort(struct trace_writer *w)
 	if (!w)
 		return;
 	/* a chunk it held and was not written is lost, and counted so */
-	deflater__free(w->defl);
+	compressor__free(w->comp_thr);
 	if (w->of && w->keep_partial && w->write_failed)
 		salvage(w);
+	ZSTD_freeCCtx(w->cctx);
 	outfile__abort(w->of);
 	for (i = 0; i < w->nsyms; i++) {
 		free(w->syms[i].name);
