@@ -2,7 +2,8 @@
 """The loader's memory and throughput on a call-dense target, end to end.
 
 Starts --procs Python processes, each running --threads threads of a tight
-recursive fib loop, and one `ptrace-gpu record -p PID` per process for
+recursive fib loop (--work N: N empty loop iterations in each call, for a
+lower rate of calls), and one `ptrace-gpu record -p PID` per process for
 --duration seconds, all at once. For each recorder it prints the command,
 its peak RSS (VmHWM from /proc/PID/status while it runs, and ru_maxrss
 from wait4 when it exits, the larger), the events it wrote per second, the
@@ -23,7 +24,10 @@ import time
 
 FIB = r"""
 import sys, threading
+WORK = range(int(sys.argv[2]))
 def fib(n):
+    for _ in WORK:
+        pass
     return n if n < 2 else fib(n - 1) + fib(n - 2)
 def loop():
     while True:
@@ -60,6 +64,9 @@ def main():
     p.add_argument("--procs", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--duration", type=float, default=5.0)
+    p.add_argument("--work", type=int, default=0,
+                   help="loop iterations in each call of fib, to lower the rate of calls "
+                        "(0: none, the densest)")
     p.add_argument("--record-args", default="",
                    help='more for each recorder, e.g. "--in-process" (the agent\'s ring)')
     args = p.parse_args()
@@ -68,7 +75,7 @@ def main():
 
     targets = []
     for _ in range(args.procs):
-        t = subprocess.Popen([args.python, "-c", FIB, str(args.threads)],
+        t = subprocess.Popen([args.python, "-c", FIB, str(args.threads), str(args.work)],
                              stdout=subprocess.PIPE, text=True)
         if t.stdout.readline().strip() != "ready":
             sys.exit("loader.py: a target did not start")

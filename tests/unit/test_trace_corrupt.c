@@ -281,19 +281,30 @@ static size_t put32(uint8_t *p, uint32_t v)
 	return 4;
 }
 
-/* Appends a chunk whose checksum is right, whatever its payload says. */
-static size_t put_chunk(uint8_t *out, uint32_t type, const uint8_t *raw, size_t raw_len,
-			uint32_t count)
+/* Appends a chunk of the stored bytes given, with a right checksum, whatever they hold. */
+static size_t put_stored(uint8_t *out, uint32_t type, const uint8_t *stored, size_t stored_len,
+			 size_t raw_len, uint32_t count)
 {
-	size_t comp_len = ZSTD_compress(out + 24, 1024, raw, raw_len, 1), n = 0;
+	size_t n = 0;
 
+	memmove(out + 24, stored, stored_len);
 	n += put32(out + n, 0x43475450);
 	n += put32(out + n, type);
 	n += put32(out + n, raw_len);
-	n += put32(out + n, comp_len);
-	n += put32(out + n, crc32(0, out + 24, comp_len));
+	n += put32(out + n, stored_len);
+	n += put32(out + n, crc32(0, out + 24, stored_len));
 	n += put32(out + n, count);
-	return n + comp_len;
+	return n + stored_len;
+}
+
+/* Appends a chunk of raw_len bytes compressed as version 3 stores them. */
+static size_t put_chunk(uint8_t *out, uint32_t type, const uint8_t *raw, size_t raw_len,
+			uint32_t count)
+{
+	uint8_t comp[1024];
+	size_t comp_len = ZSTD_compress(comp, sizeof(comp), raw, raw_len, 1);
+
+	return put_stored(out, type, comp, comp_len, raw_len, count);
 }
 
 /* Reads the file at path to its end; returns the reader's last error message. */
@@ -329,6 +340,48 @@ static const char *read_crafted(const uint8_t *rec, size_t rec_len, uint32_t cou
 	write_file(file, n);
 	ASSERT_EQ(open_and_read(), expect, "crafted file");
 	return read_message();
+}
+
+/*
+ * Version 3 file with a RECORDS chunk of the stored bytes given, said to
+ * hold raw_len bytes of one record: returns the reader's message.
+ */
+static const char *read_stored(const uint8_t *stored, size_t stored_len, size_t raw_len)
+{
+	static const uint8_t sym[] = {1, 1, 0, 1, 'f', 0};
+	uint8_t file[4096], end[3] = {1, 1, 2};
+	size_t n = 16;
+
+	memcpy(file, "PTGTRACE\3\0\0\0\0\0\0\0", 16);
+	n += put_chunk(file + n, 2, sym, sizeof(sym), 1);
+	n += put_stored(file + n, 3, stored, stored_len, raw_len, 1);
+	n += put_chunk(file + n, 5, end, sizeof(end), 0);
+	write_file(file, n);
+	ASSERT_TRUE(open_and_read() < 0, "stored bytes refused");
+	return read_message();
+}
+
+/* What is no single zstd frame of raw_len bytes is refused, and why. */
+static void test_zstd_frames(void)
+{
+	static const uint8_t good[] = {1, 8, 2, 1};
+	uint8_t two[256], bomb[256] = {};
+	size_t a = ZSTD_compress(two, sizeof(two), good, sizeof(good), 1);
+	size_t b = ZSTD_compress(two + a, sizeof(two) - a, "", 0, 1);
+
+	/* ZSTD_decompress() would take both frames: the reader takes one only */
+	ASSERT_STREQ(read_stored(two, a + b, sizeof(good)),
+		     "corrupted trace file: chunk 1 does not decompress to 4 bytes",
+		     "a second frame after the first");
+	ASSERT_STREQ(read_stored(two, a, sizeof(good) + 1),
+		     "corrupted trace file: chunk 1 does not decompress to 5 bytes",
+		     "a frame shorter than raw_len");
+	ASSERT_STREQ(read_stored(two + 1, a - 1, sizeof(good)),
+		     "corrupted trace file: chunk 1 does not decompress to 4 bytes",
+		     "no frame magic");
+	/* more than any zstd block can expand: refused before allocating */
+	ASSERT_STREQ(read_stored(bomb, 8, 8 * 32768 + 1),
+		     "corrupted trace file: impossible lengths in chunk 1", "ratio over 32768");
 }
 
 /* The first record of the file at path, or -1. */
@@ -499,6 +552,7 @@ int main(void)
 	test_bit_flips(small, small_len, 4000);
 	test_bit_flips(large, large_len, 300);
 	test_crafted();
+	test_zstd_frames();
 	test_messages(small, small_len);
 	test_late_damage(large, large_len);
 	/* the same as version 2 wrote them: zlib streams, cut or damaged */
