@@ -56,7 +56,10 @@ struct pymon {
 	struct pymon *route; /* of the first: the process of the previous frame event */
 };
 
-/* tracer.h's source: every agent's records up to upto_ts (ctx: the first pymon). */
+/*
+ * tracer.h's source: every agent's records up to upto_ts (ctx: the first
+ * pymon); 1 when newer ones wait.
+ */
 int pymon_drain(struct tracer *t, void *ctx, uint64_t upto_ts);
 /* tracer.h's finish: the agents' losses and their stack engines'. */
 int pymon_write_losses(struct tracer *t, void *ctx);

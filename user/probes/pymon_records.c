@@ -314,12 +314,13 @@ static void read_ahead(struct pymon *pm)
  * One agent's records up to upto_ts, each checked (the target writes them:
  * a lying one costs it its own trace, nothing more).
  */
+/* 0, 1 when records newer than upto_ts wait in the ring, or a negative errno. */
 static int drain_proc(struct pymon *pm, uint64_t upto_ts)
 {
 	uint64_t now, mask = pm->nrecs - 1;
 	struct rec r;
 	uint32_t n;
-	int err = 0, ready;
+	int err = 0, ready, left = 0;
 
 	if (!pm->ring)
 		return 0;
@@ -337,8 +338,10 @@ static int drain_proc(struct pymon *pm, uint64_t upto_ts)
 		/* no time beyond now: a lying clock cannot push the trace's end out */
 		if (r.ts > now)
 			r.ts = now;
-		if (r.ts > upto_ts)
+		if (r.ts > upto_ts) {
+			left = 1;
 			break;
+		}
 		if (r.kind != PTG_PYMON_STACK && r.kind != PTG_PYMON_NAME &&
 		    r.kind != PTG_PYMON_CODE) {
 			err = on_event(pm, &r);
@@ -354,8 +357,10 @@ static int drain_proc(struct pymon *pm, uint64_t upto_ts)
 			    : group_ready(pm, pm->tail, r.tid, n,
 					  r.kind == PTG_PYMON_STACK ? PTG_PYMON_FRAME
 								    : PTG_PYMON_NAME_BYTES);
-		if (ready == 0 && upto_ts != UINT64_MAX)
+		if (ready == 0 && upto_ts != UINT64_MAX) {
+			left = 1;
 			break; /* the rest of the group is being written */
+		}
 		/* ops alone: a stack or a code object is no record of this session's */
 		if (ready > 0 && pm->ops_only && r.kind != PTG_PYMON_NAME)
 			ready = -EPROTO;
@@ -373,7 +378,7 @@ static int drain_proc(struct pymon *pm, uint64_t upto_ts)
 	__atomic_store_n(&pm->ring->tail, pm->tail, __ATOMIC_RELEASE);
 	/* what waits for its turn: the records handled above had theirs read as they went */
 	read_ahead(pm);
-	return err;
+	return err ?: left;
 }
 
 /*
@@ -383,12 +388,14 @@ static int drain_proc(struct pymon *pm, uint64_t upto_ts)
  */
 int pymon_drain(struct tracer *t, void *ctx, uint64_t upto_ts)
 {
-	int err = 0;
+	int ret = 0, left = 0;
 
 	(void)t;
-	for (struct pymon *pm = ctx; pm && !err; pm = pm->next)
-		err = drain_proc(pm, upto_ts);
-	return err;
+	for (struct pymon *pm = ctx; pm && ret >= 0; pm = pm->next) {
+		ret = drain_proc(pm, upto_ts);
+		left |= ret > 0;
+	}
+	return ret < 0 ? ret : left;
 }
 
 int pymon_write_losses(struct tracer *t, void *ctx)

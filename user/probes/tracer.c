@@ -46,7 +46,8 @@ struct tracer {
 	struct u64map born; /* pid -> when it was forked, for processes forked while recording */
 	tracer_source_fn source; /* events from outside the ring buffer (record --in-process) */
 	void *source_ctx;
-	bool wake; /* tracer__wake_on(): waits with wait_mask */
+	bool source_busy; /* the last pull left events waiting */
+	bool wake;	  /* tracer__wake_on(): waits with wait_mask */
 	sigset_t wait_mask;
 };
 
@@ -70,8 +71,15 @@ int tracer__dispatch(struct tracer *t, const struct ptg_event *e, size_t size)
 /* What a source outside the ring buffer has up to upto_ts goes first. */
 static void pull_source(struct tracer *t, uint64_t upto_ts)
 {
-	if (t->source && !t->err)
-		t->err = t->source(t, t->source_ctx, upto_ts);
+	int ret;
+
+	if (!t->source || t->err)
+		return;
+	ret = t->source(t, t->source_ctx, upto_ts);
+	if (ret < 0)
+		t->err = ret;
+	else
+		t->source_busy = ret > 0;
 }
 
 static int handle_event(void *ctx, void *data, size_t size)
@@ -341,6 +349,9 @@ int tracer__poll(struct tracer *t, int timeout_ms)
 	if (!t->rb)
 		return -EINVAL; /* no ring buffer (tracer__new with ringbuf_mb 0) */
 	before = now_ns(CLOCK_MONOTONIC);
+	/* a source that left events waiting fills on: come back soon for them */
+	if (t->source_busy && timeout_ms > 1)
+		timeout_ms = 1;
 	if (t->wake && timeout_ms > 0)
 		n = wait_ring(t, timeout_ms);
 	else

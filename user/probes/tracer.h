@@ -59,6 +59,9 @@ typedef int (*tracer_finish_fn)(struct tracer *t, void *ctx);
  * their order, to tracer__dispatch(). Called before each ring-buffer event
  * (with its timestamp), so that one thread's events of both stay in order;
  * at each poll, up to a little before the poll began; at the end, for all.
+ * Returns a negative errno, 0, or 1 when it left events newer than upto_ts
+ * waiting: the next tracer__poll() then waits 1 ms at most, so that a busy
+ * source is read as it fills, not only at each timeout.
  */
 typedef int (*tracer_source_fn)(struct tracer *t, void *ctx, uint64_t upto_ts);
 
