@@ -102,6 +102,8 @@ struct libwatch {
 	uint64_t late;	      /* late libraries mapped before they could be probed */
 	libwatch_exec_fn exec_fn;
 	void *exec_ctx;
+	/* libwatch__look_ahead(): inodes the target maps now, left to the first scan */
+	struct u64map *mapped_now;
 };
 
 struct find_ld {
@@ -199,6 +201,9 @@ static int offer_ahead(void *ctx, const char *dir, const char *name)
 	m.inode = st.st_ino;
 	clean_path(m.path); /* named as maps will name it; opened as the loader will open it */
 	if (u64map__get(&lw->seen, m.inode))
+		return 0;
+	/* mapped already: its probes could fire at once, so they wait for the scan */
+	if (lw->mapped_now && u64map__get(lw->mapped_now, m.inode))
 		return 0;
 	if (u64map__put(&lw->seen, m.inode, SEEN_AHEAD))
 		return -ENOMEM;
@@ -704,6 +709,31 @@ static int attach_proc(struct libwatch *lw, struct lw_proc *p)
 	err = err ?: scan(lw, p);
 	p->attached = true;
 	return err;
+}
+
+static int note_mapped(const struct proc_map *m, void *ctx)
+{
+	return m->inode && u64map__put(ctx, m->inode, 1) ? -ENOMEM : 0;
+}
+
+int libwatch__look_ahead(struct libwatch *lw)
+{
+	struct lw_proc *p = &lw->procs[0];
+	struct u64map mapped = {};
+	int err;
+
+	err = proc_maps__for_each(p->pid, note_mapped, &mapped);
+	if (!err) {
+		lw->cur = p;
+		lw->mapped_now = &mapped;
+		err = probe_ahead(lw);
+		lw->mapped_now = NULL;
+		/* the first scan looks again, along the RUNPATHs of what is mapped too */
+		p->search_gen = UINT_MAX;
+	}
+	u64map__free(&mapped);
+	/* gone: the attach says so */
+	return err == -ENOENT || err == -ESRCH ? 0 : err;
 }
 
 int libwatch__attach(struct libwatch *lw)

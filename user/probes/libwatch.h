@@ -65,6 +65,15 @@ void libwatch__on_exec(struct libwatch *lw, libwatch_exec_fn fn, void *ctx);
  */
 typedef int (*libwatch_proc_fn)(void *ctx, pid_t pid, const struct proc_map *m);
 int libwatch__subscribe_proc(struct libwatch *lw, libwatch_proc_fn fn, void *ctx);
+/*
+ * One process, before the probes that fire at once go in: offers ahead the
+ * late libraries that the target has not mapped (their probes cannot fire
+ * before it maps them). Scanning PyTorch's ops takes up to seconds, which a
+ * busy target would spend filling the ring buffer if it came after its
+ * Python probes. libwatch__attach() then looks again (along the RUNPATHs of
+ * what is mapped as well) and offers what is mapped.
+ */
+int libwatch__look_ahead(struct libwatch *lw);
 /* One process: offers the late libraries ahead, attaches to ld.so, reports what is mapped. */
 int libwatch__attach(struct libwatch *lw);
 /*

@@ -191,6 +191,9 @@ static int start(struct recording *rc)
 		cupti__set_join(rc->cupti, cudaprobe__join, rc->cuda);
 	if (!ret)
 		ret = cupti__start(rc->cupti, rc->w, rc->pid, rc->start_time, rc->child);
+	/* -p: the libraries it has not mapped are probed before its calls fill the ring */
+	if (!ret && !rc->child)
+		ret = libwatch__look_ahead(rc->libs);
 	if (!ret) {
 		/* loading (BPF verification) is done: time starts when probes go in */
 		rc->start_ts = now_ns(CLOCK_MONOTONIC);
