@@ -3,9 +3,9 @@
  * Reads .ptg traces (docs/trace-format.md). Open walks every chunk header,
  * loads the small chunks (META, SYMS, LOSS, END) and only indexes RECORDS
  * chunks, which next() decompresses one at a time (zstd since version 3,
- * zlib before). Every length read from the
- * file is checked against the file size and PTG_CHUNK_MAX_LEN before use: a
- * damaged trace gives an error message, never a crash or a huge allocation.
+ * zlib before). Every length read from the file is checked against the file
+ * size and PTG_CHUNK_MAX_LEN before use: a damaged trace gives an error
+ * message, never a crash or a huge allocation.
  * A trace cut short (no END) reads up to its last complete chunk.
  */
 #include <errno.h>
@@ -444,13 +444,13 @@ static int payload_is_cut(struct trace_reader *r, const struct rchunk *c)
 			zs.avail_out = CUT_BUF_LEN;
 			zret = inflate(&zs, Z_NO_FLUSH);
 		}
+		if (!zstd)
+			total = zs.total_out;
 	}
-	if (zstd) {
+	if (zstd)
 		ZSTD_freeDStream(zd);
-	} else {
-		total = zs.total_out;
+	else
 		inflateEnd(&zs);
-	}
 	if (err)
 		return reader_fail(r, err, "cannot read chunk %u: %s", c->index, strerror(-err));
 	if (zstd)
