@@ -42,8 +42,9 @@ struct pymon_stats {
  */
 int pymon__check(const struct py_interp *py, char *err, size_t errlen);
 /*
- * Finds and checks the agent, makes the ring (ring_mb MiB) and the socket,
- * and takes the tracer's Python events. After a message on error.
+ * Finds and checks the agent, makes the ring (ring_mb MiB; 0: 32 MiB, 8 for
+ * ops alone) and the socket, and takes the tracer's Python events. After a
+ * message on error.
  */
 int pymon__open(const struct py_interp *py, struct tracer *t, unsigned int ring_mb,
 		uint64_t start_time, struct pymon **out);

@@ -44,6 +44,8 @@ struct record_opts {
 	double duration;
 	const char *output;
 	unsigned int ringbuf_mb;
+	/* the agent's ring (--in-process, ops alone): --ringbuf-mb if given, else 0 (its own) */
+	unsigned int agent_ring_mb;
 	bool quiet;
 	bool no_cuda;
 	bool no_cupti;

@@ -54,7 +54,8 @@ int record_open_python(struct recording *rc)
 
 	/* --in-process: the same events from the sys.monitoring agent */
 	if (rc->o->in_process)
-		ret = pymon__open(&rc->py, rc->tracer, rc->o->ringbuf_mb, rc->start_time, &rc->pm);
+		ret =
+		    pymon__open(&rc->py, rc->tracer, rc->o->agent_ring_mb, rc->start_time, &rc->pm);
 	else
 		ret = pyframe__open(&rc->py, rc->tracer, &rc->pf);
 	if (!ret && !rc->o->no_ops)

@@ -230,11 +230,11 @@ static int open_agents(struct recording *rc)
 			return -ENOEXEC; /* checked in tree_targets() */
 		if (rc->o->in_process)
 			ret = rc->pm ? pymon__add(rc->pm, py, p.start_time)
-				     : pymon__open(py, rc->tracer, rc->o->ringbuf_mb, p.start_time,
-						   &rc->pm);
+				     : pymon__open(py, rc->tracer, rc->o->agent_ring_mb,
+						   p.start_time, &rc->pm);
 		else if (py && py->pid == p.pid && record_op_callback(rc->o, py))
 			ret = rc->pm ? pymon__add(rc->pm, py, p.start_time)
-				     : pymon__open_ops(py, rc->tracer, rc->o->ringbuf_mb,
+				     : pymon__open_ops(py, rc->tracer, rc->o->agent_ring_mb,
 						       p.start_time, &rc->pm);
 		/* ops alone: a process the agent cannot take keeps its probes */
 		if (ret && ret != -ENOMEM && !rc->o->in_process)

@@ -174,7 +174,7 @@ static int start(struct recording *rc)
 		ret = libwatch__subscribe(rc->libs, torchops__on_lib, rc->ops);
 	/* by default, ops alone from the agent where PyTorch is loaded already (docs/torch.md) */
 	if (!ret && rc->ops && !rc->pm && record_op_callback(rc->o, &rc->py) &&
-	    pymon__open_ops(&rc->py, rc->tracer, rc->o->ringbuf_mb, rc->start_time, &rc->pm))
+	    pymon__open_ops(&rc->py, rc->tracer, rc->o->agent_ring_mb, rc->start_time, &rc->pm))
 		rc->pm = NULL; /* the probes take them */
 	/* the agent's RecordFunction callback, if PyTorch is loaded, else probes */
 	pymon__set_ops(rc->pm, rc->o->op_probes ? NULL : rc->ops);
