@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <bpf/bpf.h>
-#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
 #include "base/clock.h"
@@ -20,91 +19,9 @@
 #include "base/u64map.h"
 #include "libwatch.skel.h"
 #include "probes/libwatch.h"
+#include "probes/libwatch_int.h"
 #include "proc/elf_file.h"
 #include "proc/libsearch.h"
-
-#define MAX_SUBSCRIBERS 8
-
-/* offered ahead, before it was mapped (and offered again once mapped) */
-#define SEEN_AHEAD  1
-#define SEEN_MAPPED 2
-
-struct subscriber {
-	libwatch_fn fn;
-	void *ctx;
-};
-
-struct proc_subscriber {
-	libwatch_proc_fn fn;
-	void *ctx;
-};
-
-/* One process watched: where its loader looks, and whether it was scanned once. */
-struct lw_proc {
-	pid_t pid;
-	struct libsearch *search;
-	unsigned search_gen; /* of the search path last looked ahead in */
-	bool attached;	     /* the first scan is done: what appears now was loaded late */
-	dev_t exe_dev;	     /* the image scanned last (a set): one that differs at a */
-	ino_t exe_ino;	     /* loader event exec'd since, its exec event not read yet */
-};
-
-/* A library a process ran unprobed for a while: said and counted once (lib_unprobed_window). */
-struct lw_window {
-	pid_t pid;
-	uint64_t inode;
-};
-
-/* A loader file probed, in a set: for every process that runs it */
-struct lw_ld {
-	uint64_t inode;
-	struct bpf_link *link;
-};
-
-/* A watched library probed: its name, for a process that had it mapped unprobed. */
-struct lw_probed {
-	uint64_t inode;
-	char *path;
-};
-
-struct libwatch {
-	struct tracer *t;
-	pid_t pid; /* -1: the processes of a traced set (libwatch__open_set) */
-	struct libwatch_bpf *skel;
-	struct lw_ld *lds; /* one process: the one loader it runs now; a set: every one */
-	size_t nlds;
-	struct subscriber subs[MAX_SUBSCRIBERS];
-	int nsubs;
-	struct proc_subscriber psubs[MAX_SUBSCRIBERS];
-	int npsubs;
-	/*
-	 * inode -> SEEN_*. One map for a set too: a probe sits on the file for
-	 * every process of the set, so a file probed for one is probed for all.
-	 */
-	struct u64map seen;
-	/*
-	 * watched library inode -> when its probes went in (CLOCK_MONOTONIC);
-	 * also in the BPF map probed, so that a mapping of one that is not in
-	 * yet is reported (PTG_LIB_MAP), whoever maps it and whenever it is read.
-	 */
-	struct u64map probed_at;
-	struct lw_probed *probed; /* the same, named */
-	size_t nprobed;
-	struct lw_window *windows; /* the unprobed windows said */
-	size_t nwindows;
-	struct lw_proc *procs; /* one process: procs[0] */
-	size_t nprocs;
-	struct u64map by_pid; /* pid -> index + 1 in procs */
-	struct lw_proc *cur;  /* the process being scanned */
-	uint64_t notice_ts;   /* the loader's first notice since the last scan */
-	bool at_exec;	      /* a set's process scanned at its exec ... */
-	uint64_t exec_ts;     /* ... which it made then */
-	uint64_t late;	      /* late libraries mapped before they could be probed */
-	libwatch_exec_fn exec_fn;
-	void *exec_ctx;
-	/* libwatch__look_ahead(): inodes the target maps now, left to the first scan */
-	struct u64map *mapped_now;
-};
 
 struct find_ld {
 	char path[PATH_MAX];
@@ -141,7 +58,7 @@ static const char *const late_libs[] = {"libcuda.so.1", "libcudart.so.1[1-3]*",
 static const char *const watched_libs[] = {"libcuda.so*", "libcudart.so*", "libcudart-*.so*",
 					   "libtorch_cpu.so*"};
 
-static bool is_watched_lib(const char *path)
+bool lw_is_watched_lib(const char *path)
 {
 	const char *base = strrchr(path, '/');
 
@@ -234,56 +151,6 @@ static int probe_ahead(struct libwatch *lw)
 	return err;
 }
 
-static bool window_said(const struct libwatch *lw, pid_t pid, uint64_t inode)
-{
-	for (size_t i = 0; i < lw->nwindows; i++) {
-		if (lw->windows[i].pid == pid && lw->windows[i].inode == inode)
-			return true;
-	}
-	return false;
-}
-
-/* pid ran the library inode unprobed for a while: counted (lib_unprobed_window), once. */
-static int count_window(struct libwatch *lw, pid_t pid, uint64_t inode)
-{
-	struct lw_window *n = realloc(lw->windows, (lw->nwindows + 1) * sizeof(*n));
-
-	if (!n)
-		return -ENOMEM;
-	lw->windows = n;
-	n[lw->nwindows++] = (struct lw_window){.pid = pid, .inode = inode};
-	lw->late++;
-	return 0;
-}
-
-/*
- * A late library mapped without having been found ahead (dlopen of a full
- * path off the search path): its probes went in (at probed) only after the
- * loader's notice reached us, so the calls made meanwhile are missing. The
- * window is said and counted, never left silent; once per process and file.
- */
-static int note_unprobed(struct libwatch *lw, uint64_t inode, const char *path, uint64_t probed)
-{
-	int err = count_window(lw, lw->cur->pid, inode);
-
-	if (err)
-		return err;
-	if (lw->at_exec) {
-		pr_warn("libwatch: pid %d exec'd a program that links %s, not probed before, and "
-			"ran %.1f ms from its exec until it was probed: its calls meanwhile are "
-			"not in the trace",
-			lw->cur->pid, path,
-			probed > lw->exec_ts ? (probed - lw->exec_ts) / 1e6 : 0.0);
-		return 0;
-	}
-	pr_warn("libwatch: %s was loaded from outside the target's search path "
-		"and probed %.1f ms after the loader's notice: its calls meanwhile are not "
-		"in the trace",
-		path,
-		lw->notice_ts && probed > lw->notice_ts ? (probed - lw->notice_ts) / 1e6 : 0.0);
-	return 0;
-}
-
 static int on_map(const struct proc_map *m, void *arg)
 {
 	struct libwatch *lw = arg;
@@ -305,10 +172,10 @@ static int on_map(const struct proc_map *m, void *arg)
 	 * Late: mapped after the first scan (or by a set's process that ran
 	 * on from its exec), and never offered. One probed already, ahead or
 	 * for another process, may still have been mapped before its probes
-	 * went in: the BPF side reports that (on_lib_map()).
+	 * went in: the BPF side reports that (lw_on_lib_map()).
 	 */
-	unprobed = (lw->at_exec || lw->cur->attached) && !seen && is_watched_lib(m->path) &&
-		   !window_said(lw, lw->cur->pid, m->inode);
+	unprobed = (lw->at_exec || lw->cur->attached) && !seen && lw_is_watched_lib(m->path) &&
+		   !lw_window_said(lw, lw->cur->pid, m->inode);
 	if (u64map__put(&lw->seen, m->inode, SEEN_MAPPED))
 		return -ENOMEM;
 	proc_target_path(lw->cur->pid, m->path, m->inode, path, sizeof(path));
@@ -318,10 +185,11 @@ static int on_map(const struct proc_map *m, void *arg)
 	err = libsearch__add_object(lw->cur->search, m->path, path);
 	for (int i = 0; !err && i < lw->nsubs; i++)
 		err = lw->subs[i].fn(lw->subs[i].ctx, m, path, bias);
-	if (!err && is_watched_lib(m->path))
+	if (!err && lw_is_watched_lib(m->path))
 		err = mark_probed(lw, m->inode, m->path);
 	if (!err && unprobed)
-		err = note_unprobed(lw, m->inode, m->path, *u64map__get(&lw->probed_at, m->inode));
+		err =
+		    lw_note_unprobed(lw, m->inode, m->path, *u64map__get(&lw->probed_at, m->inode));
 	return err;
 }
 
@@ -438,70 +306,13 @@ void libwatch__on_exec(struct libwatch *lw, libwatch_exec_fn fn, void *ctx)
 	lw->exec_ctx = ctx;
 }
 
-/* The path the library inode was probed by, else NULL. */
-static const char *probed_path(const struct libwatch *lw, uint64_t inode)
-{
-	for (size_t i = 0; i < lw->nprobed; i++) {
-		if (lw->probed[i].inode == inode)
-			return lw->probed[i].path;
-	}
-	return NULL;
-}
-
-/*
- * The BPF side found that pid had a watched library (inode a) mapped at
- * e->ts with no probe on it: at a loader notice, before the code of what
- * was just mapped ran (b 0), or as the process ended (b 1). Its calls from
- * then until the probes went in are not in the trace, whatever the scans
- * saw: it was probed ahead while it ran on, or it ended before anyone
- * looked. The notice itself was read just before (its scan said what it
- * says of a late library); what no scan said is said here. Once per
- * process and file.
- */
-static int on_lib_map(struct libwatch *lw, const struct ptg_event *e, size_t size)
-{
-	const struct ptg_lib_map_event *m = (const void *)e;
-	pid_t pid = (pid_t)e->pid;
-	char name[PTG_LIB_NAME_LEN];
-	const char *path;
-	char exe[64];
-	struct stat st;
-	uint64_t *at;
-
-	if (size < sizeof(*m))
-		return 0;
-	memcpy(name, m->name, sizeof(name));
-	name[sizeof(name) - 1] = '\0';
-	if (!is_watched_lib(name) || window_said(lw, pid, e->a))
-		return 0;
-	at = u64map__get(&lw->probed_at, e->a);
-	if (at && *at <= e->ts)
-		return 0; /* in before: the BPF map is put just after */
-	path = probed_path(lw, e->a) ?: name;
-	/* a zombie has no exe either: its mappings are gone */
-	snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
-	if (at)
-		pr_warn("libwatch: pid %d had %s mapped %.1f ms before its probes went in: its "
-			"calls meanwhile are not in the trace",
-			pid, path, (*at - e->ts) / 1e6);
-	else if (e->b || stat(exe, &st))
-		pr_warn("libwatch: pid %d had %s (inode %llu) mapped and ended before it could be "
-			"probed: its calls are not in the trace",
-			pid, path, (unsigned long long)e->a);
-	else
-		pr_warn("libwatch: pid %d has %s mapped, which could not be probed: its calls are "
-			"not in the trace",
-			pid, path);
-	return count_window(lw, pid, e->a);
-}
-
 static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
 {
 	struct libwatch *lw = ctx;
 
 	(void)t;
 	if (e->aux == PTG_LIB_MAP)
-		return on_lib_map(lw, e, size);
+		return lw_on_lib_map(lw, e, size);
 	return on_notice(lw, e);
 }
 
@@ -517,46 +328,6 @@ static int write_losses(struct tracer *t, void *ctx)
 		err = trace_writer__lost(tracer__writer(t), PTG_LOST_LIB_UNPROBED_WINDOW,
 					 UINT32_MAX, lw->late);
 	return err;
-}
-
-/* Whether the kernel has the VMA iterator the BPF side reports unprobed libraries with. */
-static bool have_vma_iter(void)
-{
-	struct btf *btf = btf__load_vmlinux_btf();
-	bool ret = btf && btf__find_by_name_kind(btf, "bpf_iter_task_vma_new", BTF_KIND_FUNC) > 0;
-
-	btf__free(btf);
-	return ret;
-}
-
-/*
- * From now on the watched libraries a process has mapped with no probe on
- * them are reported, at its loader's notices (the uprobe reports them) and
- * when it ends (lib_exit). Without that the late libraries are still probed,
- * but a window no scan saw (a process that ran on, or ended, before it was
- * looked at) would go unsaid: that is said once instead.
- */
-static void attach_unprobed(struct libwatch *lw)
-{
-	const char *what = "sched_process_exit";
-	int err = 0;
-
-	if (lw->skel->links.lib_exit)
-		return;
-	lw->skel->links.lib_exit = bpf_program__attach(lw->skel->progs.lib_exit);
-	if (!lw->skel->links.lib_exit) {
-		err = -errno;
-	} else if (!have_vma_iter()) {
-		what = "bpf_iter_task_vma";
-		err = -EOPNOTSUPP;
-	}
-	if (!err)
-		return;
-	log_libbpf_flush();
-	pr_warn("libwatch: cannot see what a process has mapped from the kernel (%s: %s): the "
-		"calls to a CUDA or PyTorch library that a process mapped before its probes "
-		"went in may be missing without a further note",
-		what, strerror(-err));
 }
 
 /* pid -1 with traced_fd: the processes of that set (libwatch__open_set) */
@@ -604,7 +375,7 @@ static int open_common(struct tracer *t, pid_t pid, int traced_fd, struct libwat
 		goto cleanup;
 	/* a set's members are in traced_fd only once their first scan is done */
 	if (pid < 0)
-		attach_unprobed(lw);
+		lw_attach_unprobed(lw);
 	*out = lw;
 	return 0;
 cleanup:
@@ -742,7 +513,7 @@ int libwatch__attach(struct libwatch *lw)
 
 	/* after the first scan: what was mapped before it is no window of the recording */
 	if (!err)
-		attach_unprobed(lw);
+		lw_attach_unprobed(lw);
 	return err;
 }
 
@@ -800,7 +571,7 @@ int libwatch__exec_pid(void *ctx, pid_t pid, uint64_t exec_ts)
 	lw->at_exec = false;
 	/*
 	 * Gone, or a zombie, before its exec was read: what it mapped unprobed
-	 * the BPF side reported, and that is read next (on_lib_map()).
+	 * the BPF side reported, and that is read next (lw_on_lib_map()).
 	 */
 	return err == -ENOENT || err == -ESRCH ? 0 : err;
 }

@@ -17,9 +17,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
-#include <zstd.h>
 
 #include "base/array.h"
+#include "trace/chunk_decompress.h"
 #include "trace/losses.h"
 #include "trace/trace.h"
 #include "trace/trace_format.h"
@@ -27,11 +27,6 @@
 
 /* Buffer size for decompressing the payload of a cut chunk piece by piece. */
 #define CUT_BUF_LEN (64u * 1024)
-/*
- * Largest zstd window a cut chunk's frame may ask for (32 MiB): what the
- * writer makes is at most a chunk's size, and streaming keeps a window.
- */
-#define CUT_ZSTD_WINDOW_LOG 25
 
 struct rchunk {
 	uint64_t off; /* of the payload */
@@ -79,7 +74,7 @@ struct trace_reader {
 	size_t comp_cap;
 	uint8_t *raw;
 	size_t raw_cap;
-	ZSTD_DCtx *dctx; /* version 3+: made at the first chunk */
+	struct chunk_decoder *dec; /* for the file's version, from its header on */
 
 	/* position of next() */
 	int failed;
@@ -140,40 +135,14 @@ static int read_full(int fd, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
-/*
- * Whether the comp_len bytes in r->comp hold exactly one zstd frame that
- * decompresses to exactly raw_len bytes into r->raw.
- */
-static bool unzstd(struct trace_reader *r, size_t raw_len, size_t comp_len)
-{
-	size_t n;
-
-	/* one frame, nothing after it (ZSTD_decompressDCtx would take several) */
-	if (ZSTD_findFrameCompressedSize(r->comp, comp_len) != comp_len)
-		return false;
-	n = ZSTD_decompressDCtx(r->dctx, r->raw, raw_len, r->comp, comp_len);
-	return !ZSTD_isError(n) && n == raw_len;
-}
-
-/* The same for the zlib stream of versions 1 and 2. */
-static bool unzlib(struct trace_reader *r, size_t raw_len, size_t comp_len)
-{
-	uLongf out = raw_len;
-	uLong in = comp_len;
-
-	return uncompress2(r->raw, &out, r->comp, &in) == Z_OK && out == raw_len && in == comp_len;
-}
-
 /* Reads, checks and decompresses a chunk's payload into r->raw. */
 static int chunk_load(struct trace_reader *r, const struct rchunk *c)
 {
-	bool ok;
 	int err;
 
 	/* +1: zlib wants a non-empty output buffer even for an empty payload */
 	if (reserve(&r->comp, &r->comp_cap, c->comp_len + 1) ||
-	    reserve(&r->raw, &r->raw_cap, (size_t)c->raw_len + 1) ||
-	    (r->version >= 3 && !r->dctx && !(r->dctx = ZSTD_createDCtx())))
+	    reserve(&r->raw, &r->raw_cap, (size_t)c->raw_len + 1))
 		return reader_fail(r, -ENOMEM, "out of memory reading chunk %u", c->index);
 	err = read_full(r->fd, r->comp, c->comp_len, c->off);
 	if (err)
@@ -181,9 +150,7 @@ static int chunk_load(struct trace_reader *r, const struct rchunk *c)
 	if (crc32(0, r->comp, c->comp_len) != c->crc)
 		return reader_fail(r, -EBADMSG,
 				   "corrupted trace file: checksum mismatch in chunk %u", c->index);
-	ok = r->version >= 3 ? unzstd(r, c->raw_len, c->comp_len)
-			     : unzlib(r, c->raw_len, c->comp_len);
-	if (!ok)
+	if (!chunk_decoder__whole(r->dec, r->raw, c->raw_len, r->comp, c->comp_len))
 		return reader_fail(r, -EBADMSG,
 				   "corrupted trace file: chunk %u does not decompress to %u bytes",
 				   c->index, c->raw_len);
@@ -394,7 +361,8 @@ static int check_file_header(struct trace_reader *r)
 	if (flags & ~PTG_FILE_FLAGS_KNOWN)
 		return reader_fail(r, -EPROTONOSUPPORT, "unsupported trace flags 0x%x",
 				   flags & ~PTG_FILE_FLAGS_KNOWN);
-	return 0;
+	r->dec = chunk_decoder__new(version);
+	return r->dec ? 0 : reader_fail(r, -ENOMEM, "out of memory");
 }
 
 /*
@@ -407,56 +375,25 @@ static int check_file_header(struct trace_reader *r)
  */
 static int payload_is_cut(struct trace_reader *r, const struct rchunk *c)
 {
-	bool zstd = r->version >= 3;
-	uint64_t off = c->off, total = 0;
-	ZSTD_DStream *zd = NULL;
-	z_stream zs = {};
-	int zret = Z_OK, err = 0;
-	size_t left = 1; /* zstd: what the frame still needs; 0 once it ended */
+	uint64_t off = c->off;
+	int err = 0, going = 1;
 
 	if (reserve(&r->comp, &r->comp_cap, CUT_BUF_LEN) ||
-	    reserve(&r->raw, &r->raw_cap, CUT_BUF_LEN) ||
-	    (zstd ? !(zd = ZSTD_createDStream()) : inflateInit(&zs) != Z_OK))
+	    reserve(&r->raw, &r->raw_cap, CUT_BUF_LEN) || chunk_decoder__stream_begin(r->dec))
 		return reader_fail(r, -ENOMEM, "out of memory reading chunk %u", c->index);
-	if (zstd &&
-	    ZSTD_isError(ZSTD_DCtx_setParameter(zd, ZSTD_d_windowLogMax, CUT_ZSTD_WINDOW_LOG)))
-		left = 0;
-	/* stops as soon as the output passes raw_len: a bomb is refused early */
-	while (!err && zret == Z_OK && left && !ZSTD_isError(left) && off < r->size &&
-	       total <= c->raw_len) {
+	while (!err && going && off < r->size) {
 		size_t n = r->size - off < CUT_BUF_LEN ? r->size - off : CUT_BUF_LEN;
-		ZSTD_inBuffer in = {r->comp, n, 0};
 
 		err = read_full(r->fd, r->comp, n, off);
 		off += n;
-		zs.next_in = r->comp;
-		zs.avail_in = (uInt)n; /* <= CUT_BUF_LEN */
-		/* the output is only counted: each round overwrites the last */
-		while (zstd && left && !ZSTD_isError(left) && in.pos < in.size &&
-		       total <= c->raw_len) {
-			ZSTD_outBuffer out = {r->raw, CUT_BUF_LEN, 0};
-
-			left = ZSTD_decompressStream(zd, &out, &in);
-			total += out.pos;
-		}
-		while (!zstd && zret == Z_OK && zs.avail_in && zs.total_out <= c->raw_len) {
-			zs.next_out = r->raw;
-			zs.avail_out = CUT_BUF_LEN;
-			zret = inflate(&zs, Z_NO_FLUSH);
-		}
-		if (!zstd)
-			total = zs.total_out;
+		if (!err)
+			going = chunk_decoder__stream_feed(r->dec, r->comp, n, r->raw, CUT_BUF_LEN,
+							   c->raw_len);
 	}
-	if (zstd)
-		ZSTD_freeDStream(zd);
-	else
-		inflateEnd(&zs);
+	chunk_decoder__stream_end(r->dec);
 	if (err)
 		return reader_fail(r, err, "cannot read chunk %u: %s", c->index, strerror(-err));
-	if (zstd)
-		return left && !ZSTD_isError(left) && total <= c->raw_len;
-	/* Z_BUF_ERROR: no progress possible on a full buffer, the stream goes on */
-	return (zret == Z_OK || zret == Z_BUF_ERROR) && total <= c->raw_len;
+	return going;
 }
 
 /*
@@ -826,7 +763,7 @@ void trace_reader__close(struct trace_reader *r)
 		return;
 	if (r->fd >= 0)
 		close(r->fd);
-	ZSTD_freeDCtx(r->dctx);
+	chunk_decoder__free(r->dec);
 	for (i = 0; i < r->nmeta; i++) {
 		free(r->meta[i].key);
 		free(r->meta[i].value);
