@@ -11,6 +11,7 @@ import collections
 import ctypes
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -234,14 +235,44 @@ class TreeGpu(unittest.TestCase):
             # one process: Kineto's GPU rows (pid = device), as HTA reads a rank's file
             self.chrome_kernels(path, {0: t.n})
 
+    def check_launch(self, python):
+        """record -- CMD of one process: it loads the agent through the environment, a chroot
+        interpreter (unshare + chroot, as a container) from the copy put at the same path in
+        its root while its exec was held; the copy goes at the end."""
+        out = os.path.join(self.tmp.name, "one.ptg")
+        res = subprocess.run([ptg.PTG, "record", "-o", out, "--",
+                              *python.argv(python.path(os.path.join(self.libdir, "gpu_target.py")),
+                                           "launch", "9", python.path(self.stub))],
+                             capture_output=True, text=True, timeout=120,
+                             env=dict(os.environ, LD_LIBRARY_PATH=self.libdir))
+        self.assertEqual(res.returncode, 0, res.stderr)
+        launched = [x.split() for x in res.stdout.splitlines() if x.startswith("launched")]
+        self.assertEqual(len(launched), 1, res.stdout + res.stderr)
+        pid = int(launched[0][1])
+        trace = read_trace(out)
+        self.assertEqual(kernels(trace), {pid: 9}, res.stderr)
+        self.assert_other_root(python, res.stderr, [pid])
+
+    def assert_other_root(self, python, stderr, pids):
+        """What record says of the agent's copy in a chroot's root, and that it is gone."""
+        copied = [x for x in stderr.splitlines() if "the CUPTI agent is copied to" in x]
+        if python.root is None:
+            self.assertEqual(copied, [], stderr)
+            return
+        # once per root: the processes after the first find it there
+        self.assertEqual(len(copied), 1, stderr)
+        self.assertTrue(any(f"pid {p} runs in another root" in copied[0] for p in pids), stderr)
+        path = copied[0].rpartition(" copied to ")[2].rpartition(" there")[0]
+        self.assertTrue(path.startswith("/tmp/ptg-"), path)
+        self.assertFalse(os.path.exists(python.root + os.path.dirname(path)),
+                         f"{python.root}{path} is left behind")
+
     def check_children_launch(self, python):
-        """--children -- sh -c 'A & B; wait': each loads the agent through the environment;
-        a process outside the set, given the same environment, is refused."""
-        if python.root is not None:
-            self.skipTest("-- CMD's agent copy is in the host's /tmp, which a chroot "
-                          "interpreter does not see (as for one process)")
+        """--children -- sh -c 'A & B; wait': each loads the agent through the environment
+        (in a chroot, from the copy put in its root); a process outside the set, given the
+        same environment, is refused."""
         out = os.path.join(self.tmp.name, "kids.ptg")
-        argv = " ".join(python.argv(os.path.join(self.libdir, "gpu_target.py")))
+        argv = shlex.join(python.argv(os.path.join(self.libdir, "gpu_target.py")))
         script = (f"read go; {argv} launch 30 {self.stub} & "
                   f"{argv} launch 17 {self.stub} & wait")
         env = dict(os.environ, LD_LIBRARY_PATH=self.libdir)
@@ -253,7 +284,9 @@ class TreeGpu(unittest.TestCase):
             # a process of the same user that is not in the set, with the agent and socket
             with open(f"/proc/{sh}/environ", "rb") as f:
                 senv = dict(x.decode().partition("=")[::2] for x in f.read().split(b"\0") if x)
-            foreign = self.target(python, "launch", 5, env=senv)
+            # on the host: a chroot has no copy until a process of the set execs there
+            foreign = self.target(ptg.Python(ptg.ONCE) if python.root else python, "launch", 5,
+                                  env=senv)
             self.assertEqual(foreign.finish(), 0)
             stdout, stderr = rec.communicate("go\n", timeout=120)
         finally:
@@ -272,6 +305,46 @@ class TreeGpu(unittest.TestCase):
         self.assertEqual(kernels(trace), launched, stderr)
         self.assertEqual(gpu_pids(trace), set(launched))
         self.assertIn("from 2 processes", stderr)
+        self.assert_other_root(python, stderr, launched)
+
+    def check_other_root_taken(self, python):
+        """-- CMD into a chroot whose /tmp already has a directory at the agent's path: record
+        says so and leaves it alone, puts nothing of its own there, and the process runs on
+        without GPU activity."""
+        if python.root is None:
+            self.skipTest("needs a chroot interpreter (its root is not the host's)")
+        out = os.path.join(self.tmp.name, "taken.ptg")
+        code = ("import ctypes, os\n"
+                "try:\n    ctypes.CDLL(os.environ['CUDA_INJECTION64_PATH'])\n"
+                "except OSError:\n    print('no agent', flush=True)\n")
+        script = f"read go; exec {shlex.join(python.argv('-c', code))}"
+        rec = subprocess.Popen([ptg.PTG, "record", "-o", out, "--", "sh", "-c", script],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        planted = None
+        try:
+            sh = self.child_with_env(rec.pid)
+            with open(f"/proc/{sh}/environ", "rb") as f:
+                env = dict(x.decode().partition("=")[::2] for x in f.read().split(b"\0") if x)
+            path = env["CUDA_INJECTION64_PATH"]
+            # somebody's directory, at the name the copy would take, with nothing in it
+            planted = python.root + os.path.dirname(path)
+            os.mkdir(planted, 0o755)
+            stdout, stderr = rec.communicate("go\n", timeout=120)
+        finally:
+            if rec.poll() is None:
+                rec.kill()
+                rec.wait()
+        try:
+            self.assertEqual(rec.returncode, 0, stderr)
+            self.assertEqual(stdout.split("\n")[0], "no agent", stdout + stderr)
+            self.assertIn(f"it runs in another root, where {path} cannot be put: "
+                          f"/tmp/{os.path.basename(planted)} exists there already", stderr)
+            self.assertNotIn("the CUPTI agent is copied to", stderr)
+            self.assertEqual(os.listdir(planted), [])
+        finally:
+            if planted and os.path.isdir(planted):
+                os.rmdir(planted)
 
     def child_with_env(self, pid):
         """The command record started, once it runs with the agent's environment."""

@@ -104,9 +104,12 @@ int trusted_open(const char *path, char *err, size_t errlen)
 }
 
 struct lib_copy {
-	int parent;	/* the directory of pid's file system that holds ours */
-	int dir;	/* ours */
-	char dname[32]; /* its name in parent */
+	int parent;	 /* the directory of pid's file system that holds ours */
+	int dir;	 /* ours */
+	char dname[32];	 /* its name in parent */
+	const char *rel; /* parent, from pid's root: one of parents[] */
+	dev_t dev;	 /* the copy's file */
+	ino_t ino;
 	char name[NAME_MAX + 1];
 	char path[PATH_MAX];
 };
@@ -192,11 +195,18 @@ static int open_parent(int root, const char *rel)
 	return fd;
 }
 
-/* A new directory in parent, mode 0700 until the copy is complete. */
-static int make_dir(struct lib_copy *lc, uint64_t hash)
+/*
+ * A new directory in parent, mode 0700 until the copy is complete: named
+ * want, or else by content.
+ */
+static int make_dir(struct lib_copy *lc, uint64_t hash, const char *want)
 {
 	uint32_t rnd;
 
+	if (want) {
+		snprintf(lc->dname, sizeof(lc->dname), "%s", want);
+		return mkdirat(lc->parent, lc->dname, 0700) ? -errno : 0;
+	}
 	/* named by content first: a second load into the same process then finds the first */
 	snprintf(lc->dname, sizeof(lc->dname), "ptg-%016llx", (unsigned long long)hash);
 	if (!mkdirat(lc->parent, lc->dname, 0700))
@@ -211,6 +221,7 @@ static int make_dir(struct lib_copy *lc, uint64_t hash)
 
 static int fill_dir(struct lib_copy *lc, const uint8_t *buf, size_t len)
 {
+	struct stat st;
 	int fd, err;
 
 	lc->dir = openat(lc->parent, lc->dname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -221,8 +232,12 @@ static int fill_dir(struct lib_copy *lc, const uint8_t *buf, size_t len)
 		return -errno;
 	err = write_all(fd, buf, len);
 	/* explicit modes: our umask must not keep the target from reading it */
-	if (!err && fchmod(fd, 0444))
+	if (!err && (fchmod(fd, 0444) || fstat(fd, &st)))
 		err = -errno;
+	if (!err) {
+		lc->dev = st.st_dev;
+		lc->ino = st.st_ino;
+	}
 	close(fd);
 	if (!err && fchmod(lc->dir, 0755))
 		err = -errno;
@@ -245,8 +260,12 @@ static void undo_copy(struct lib_copy *lc)
 	lc->dname[0] = '\0';
 }
 
-/* The copy in rel of root: 0, -EPERM if rel does not qualify, or why it failed there. */
-static int copy_into(struct lib_copy *lc, int root, const char *rel, const uint8_t *buf, size_t len)
+/*
+ * The copy in rel of root (in a directory named dname, or by content when
+ * NULL): 0, -EPERM if rel does not qualify, or why it failed there.
+ */
+static int copy_into(struct lib_copy *lc, int root, const char *rel, const char *dname,
+		     const uint8_t *buf, size_t len)
 {
 	struct stat st;
 	int err;
@@ -255,7 +274,8 @@ static int copy_into(struct lib_copy *lc, int root, const char *rel, const uint8
 	lc->parent = open_parent(root, rel);
 	if (lc->parent < 0)
 		return -EPERM;
-	err = make_dir(lc, u64map_hash(U64MAP_HASH_SEED, buf, len));
+	lc->rel = rel;
+	err = make_dir(lc, u64map_hash(U64MAP_HASH_SEED, buf, len), dname);
 	if (err) {
 		lc->dname[0] = '\0';
 		return err;
@@ -271,36 +291,56 @@ static int copy_into(struct lib_copy *lc, int root, const char *rel, const uint8
 
 static const char *const parents[] = {"tmp", "dev/shm", "var/tmp"};
 
-int lib_copy__new(int fd, pid_t pid, const char *name, struct lib_copy **out, char *err,
-		  size_t errlen)
+/* A lib_copy named name with fd's bytes in *buf, and pid's root open in *root. */
+static int copy_begin(int fd, pid_t pid, const char *name, struct lib_copy **out, uint8_t **buf,
+		      size_t *len, int *root, char *err, size_t errlen)
 {
-	const char *where = NULL;
 	struct lib_copy *lc;
 	char rootp[64];
-	uint8_t *buf = NULL;
-	size_t len = 0, i;
-	int root, ret;
+	int ret;
 
 	*out = NULL;
+	*buf = NULL;
 	lc = calloc(1, sizeof(*lc));
 	if (!lc)
 		return fail(err, errlen, -ENOMEM, "out of memory");
 	lc->parent = lc->dir = -1;
 	snprintf(lc->name, sizeof(lc->name), "%s", name);
-	ret = read_all(fd, &buf, &len);
+	ret = read_all(fd, buf, len);
 	if (ret) {
-		fail(err, errlen, ret, "cannot read the library: %s", strerror(-ret));
-		goto cleanup;
+		free(lc);
+		return fail(err, errlen, ret, "cannot read the library: %s", strerror(-ret));
 	}
 	snprintf(rootp, sizeof(rootp), "/proc/%d/root", pid);
-	root = open(rootp, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (root < 0) {
+	*root = open(rootp, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (*root < 0) {
 		ret = fail(err, errlen, -errno, "%s: %s", rootp, strerror(errno));
-		goto cleanup;
+		free(*buf);
+		*buf = NULL;
+		free(lc);
+		return ret;
 	}
+	*out = lc;
+	return 0;
+}
+
+int lib_copy__new(int fd, pid_t pid, const char *name, struct lib_copy **out, char *err,
+		  size_t errlen)
+{
+	const char *where = NULL;
+	struct lib_copy *lc;
+	uint8_t *buf;
+	size_t len = 0, i;
+	int root, ret;
+
+	ret = copy_begin(fd, pid, name, out, &buf, &len, &root, err, errlen);
+	if (ret)
+		return ret;
+	lc = *out;
+	*out = NULL;
 	/* the first that works: a full or read-only /tmp should not cost the GPU data */
 	for (i = 0; i < sizeof(parents) / sizeof(parents[0]); i++) {
-		ret = copy_into(lc, root, parents[i], buf, len);
+		ret = copy_into(lc, root, parents[i], NULL, buf, len);
 		if (!ret)
 			break;
 		if (ret != -EPERM && !where) {
@@ -311,19 +351,85 @@ int lib_copy__new(int fd, pid_t pid, const char *name, struct lib_copy **out, ch
 		undo_copy(lc);
 	}
 	close(root);
+	free(buf);
 	if (ret && !where)
 		fail(err, errlen, ret,
 		     "pid %d has no /tmp, /dev/shm or /var/tmp owned by root, writable only with "
 		     "the sticky bit, and mounted with exec",
 		     pid);
-	if (ret)
-		goto cleanup;
-	free(buf);
+	if (ret) {
+		lib_copy__free(lc);
+		return ret;
+	}
 	*out = lc;
 	return 0;
-cleanup:
+}
+
+int lib_copy__new_as(int fd, const struct lib_copy *like, pid_t pid, struct lib_copy **out,
+		     char *err, size_t errlen)
+{
+	struct lib_copy *lc;
+	uint8_t *buf;
+	size_t len = 0;
+	int root, ret;
+
+	ret = copy_begin(fd, pid, like->name, out, &buf, &len, &root, err, errlen);
+	if (ret)
+		return ret;
+	lc = *out;
+	*out = NULL;
+	ret = copy_into(lc, root, like->rel, like->dname, buf, len);
+	close(root);
 	free(buf);
-	lib_copy__free(lc);
+	if (ret == -EPERM)
+		fail(err, errlen, ret,
+		     "its /%s is not owned by root, writable only with the sticky bit and "
+		     "mounted with exec",
+		     like->rel);
+	else if (ret == -EEXIST)
+		fail(err, errlen, ret, "/%s/%s exists there already", like->rel, like->dname);
+	else if (ret)
+		fail(err, errlen, ret, "cannot copy the library into its /%s: %s", like->rel,
+		     strerror(-ret));
+	/* a mistake of ours: the same name must give the same path */
+	if (!ret && strcmp(lc->path, like->path))
+		ret = fail(err, errlen, -EINVAL, "the copy is at %s, not %s", lc->path, like->path);
+	if (ret) {
+		/* a directory of that name that was there before is not ours to remove */
+		if (ret == -EEXIST)
+			lc->dname[0] = '\0';
+		lib_copy__free(lc);
+		return ret;
+	}
+	*out = lc;
+	return 0;
+}
+
+int lib_copy__seen_by(const struct lib_copy *lc, pid_t pid)
+{
+	struct open_how how = {
+	    .flags = O_PATH | O_CLOEXEC,
+	    .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	char rootp[64];
+	struct stat st;
+	int root, fd, ret;
+
+	snprintf(rootp, sizeof(rootp), "/proc/%d/root", pid);
+	root = open(rootp, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return -errno;
+	fd = (int)syscall(SYS_openat2, root, lc->path + 1, &how, sizeof(how));
+	ret = fd < 0 ? -errno : 0;
+	close(root);
+	if (ret == -ENOENT)
+		return 0;
+	if (ret)
+		return ret;
+	ret = fstat(fd, &st)				       ? -errno
+	      : (st.st_dev == lc->dev && st.st_ino == lc->ino) ? 1
+							       : -EEXIST;
+	close(fd);
 	return ret;
 }
 

@@ -41,6 +41,19 @@ struct lib_copy;
  */
 int lib_copy__new(int fd, pid_t pid, const char *name, struct lib_copy **out, char *err,
 		  size_t errlen);
+/*
+ * Another copy of fd, as like is, at like's very path in pid's root (for a
+ * process whose root is not the one like was made for: a chroot, a
+ * container), where nothing has that name yet. 0, or a negative errno with
+ * a one-line reason in err (-EEXIST: something is there already).
+ */
+int lib_copy__new_as(int fd, const struct lib_copy *like, pid_t pid, struct lib_copy **out,
+		     char *err, size_t errlen);
+/*
+ * Whether lc's path, resolved in pid's root without links, is lc's file: 1,
+ * 0 when nothing is there, -EEXIST when another file is, or a negative errno.
+ */
+int lib_copy__seen_by(const struct lib_copy *lc, pid_t pid);
 const char *lib_copy__path(const struct lib_copy *lc);
 /* Removes the copy and its directory (mappings of it stay valid). Accepts NULL. */
 void lib_copy__free(struct lib_copy *lc);

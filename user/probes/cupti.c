@@ -139,6 +139,60 @@ int cupti__launch_env(struct cupti *c)
 	return 0;
 }
 
+/* Whether pid's environment names our copy, as the -- CMD child got it. */
+static bool names_our_copy(const struct cupti *c, pid_t pid)
+{
+	char val[PATH_MAX];
+
+	return !proc_environ_get(pid, "CUDA_INJECTION64_PATH", val, sizeof(val)) &&
+	       !strcmp(val, lib_copy__path(c->launch_copy));
+}
+
+/*
+ * A process of -- CMD stopped at its exec, before the new program's first
+ * instruction: when its root is another (chroot DIR python3, a container
+ * of unshare + chroot), CUDA_INJECTION64_PATH names nothing there, and its
+ * cuInit would go on without the agent. So the same bytes are copied to
+ * the same path in its root, once per root, with the care of the first
+ * copy (lib_copy__new_as()), and removed at the end as that one is.
+ */
+void cupti__exec_stop(struct cupti *c, pid_t pid)
+{
+	struct lib_copy *lc;
+	char err[PATH_MAX + 128];
+	int ret, i;
+
+	if (!c || !c->launch_copy || !names_our_copy(c, pid))
+		return;
+	for (i = -1; i < c->nother_roots; i++) {
+		ret = lib_copy__seen_by(i < 0 ? c->launch_copy : c->other_roots[i], pid);
+		if (ret == 1)
+			return;
+		/* ESRCH: it ended; another error, or another file there: said below */
+		if (ret == -ESRCH)
+			return;
+	}
+	if (c->nother_roots == MAX_OTHER_ROOTS) {
+		if (!c->other_roots_full)
+			warn("no GPU activity of pid %d: it runs in another root, and the CUPTI "
+			     "agent was copied into %d other roots already (the most; said once)",
+			     pid, MAX_OTHER_ROOTS);
+		c->other_roots_full = true;
+		return;
+	}
+	ret = lib_copy__new_as(c->agent_fd, c->launch_copy, pid, &lc, err, sizeof(err));
+	if (ret) {
+		warn("no GPU activity of pid %d: it runs in another root, where %s cannot be put: "
+		     "%s",
+		     pid, lib_copy__path(c->launch_copy), err);
+		return;
+	}
+	c->other_roots[c->nother_roots++] = lc;
+	if (!c->quiet)
+		pr_info("pid %d runs in another root: the CUPTI agent is copied to %s there", pid,
+			lib_copy__path(lc));
+}
+
 void cupti__set_join(struct cupti *c, cupti_join_fn fn, void *ctx)
 {
 	if (!c)
@@ -635,6 +689,8 @@ void cupti__free(struct cupti *c)
 	if (c->agent_fd >= 0)
 		close(c->agent_fd);
 	lib_copy__free(c->launch_copy);
+	for (int i = 0; i < c->nother_roots; i++)
+		lib_copy__free(c->other_roots[i]);
 	mtx_destroy(&c->lock);
 	free(c);
 }
@@ -655,6 +711,10 @@ int cupti__open(bool quiet, struct cupti **out)
 int cupti__launch_env(struct cupti *c)
 {
 	return 0;
+}
+
+void cupti__exec_stop(struct cupti *c, pid_t pid)
+{
 }
 
 void cupti__set_target(struct cupti *c, pid_t pid, bool launched)

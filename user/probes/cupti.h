@@ -95,6 +95,12 @@ int cupti__open(bool quiet, struct cupti **out);
  */
 int cupti__launch_env(struct cupti *c);
 /*
+ * A process of record -- CMD stopped at an exec, before its first
+ * instruction: where its root is not ours (a chroot, a container), the
+ * agent is copied to the path its environment names, there too.
+ */
+void cupti__exec_stop(struct cupti *c, pid_t pid);
+/*
  * Who may connect from now on (cupti__start() also sets it): call it as soon
  * as the target is known, so that a peer that is not the target gets no
  * connection slot even while the probes load.

@@ -75,6 +75,9 @@ struct set_proc {
 	char *driver; /* SP_DUE: the libcuda it maps, as we open it; checked at injection */
 };
 
+/* Roots other than ours that -- CMD's processes exec in, each given the agent's copy. */
+#define MAX_OTHER_ROOTS 16
+
 struct cupti {
 	bool quiet;
 	int lfd;
@@ -83,6 +86,10 @@ struct cupti {
 	char agent[PATH_MAX]; /* for messages: the agent is agent_fd */
 	int agent_fd;
 	struct lib_copy *launch_copy; /* record -- CMD: what CUDA_INJECTION64_PATH names */
+	/* cupti__exec_stop(): the same path in other roots (chroots, containers) */
+	struct lib_copy *other_roots[MAX_OTHER_ROOTS];
+	int nother_roots;
+	bool other_roots_full;
 	thrd_t reader;
 	bool reader_running;
 

@@ -16,6 +16,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "probes/cupti.h"
 #include "probes/libwatch.h"
 #include "probes/modpath.h"
 #include "probes/pyframe.h"
@@ -324,6 +325,15 @@ static void python_exec(void *ctx, const struct py_interp *py)
 			rc->pid, py->path, py->version, rc->pid);
 }
 
+/* -- CMD's child at an exec: the agent where its root sees it. */
+static void python_exec_stop(void *ctx, pid_t pid)
+{
+	struct recording *rc = ctx;
+
+	if (rc->child)
+		cupti__exec_stop(rc->cupti, pid);
+}
+
 /* What follows a process with no Python at start: an exec or a libpython later. */
 int record_open_target(struct recording *rc)
 {
@@ -336,6 +346,7 @@ int record_open_target(struct recording *rc)
 	    .fn = late_python,
 	    .ahead = python_ahead,
 	    .exec = python_exec,
+	    .exec_stop = python_exec_stop,
 	    .ctx = rc,
 	};
 	int ret = target__new(&to, &rc->tg);

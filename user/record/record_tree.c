@@ -120,6 +120,19 @@ static int let_go_for_agent(void *ctx, pid_t pid, const struct proc_map *m)
 }
 
 /*
+ * A process of the set stopped at its exec: -- CMD's agent where its root
+ * sees it (cupti__exec_stop), then its new libraries, looked for ahead.
+ */
+static int on_exec(void *ctx, pid_t pid, uint64_t exec_ts)
+{
+	struct recording *rc = ctx;
+
+	if (rc->o->cmd)
+		cupti__exec_stop(rc->cupti, pid);
+	return libwatch__exec_pid(rc->libs, pid, exec_ts);
+}
+
+/*
  * Dispatcher ops and CUDA calls of every process of the set: each library
  * file is probed once, for every process that maps it, and the BPF side
  * passes only the set's events (proctree__set_fd()). The libraries each
@@ -174,7 +187,7 @@ static int open_lib_probes(struct recording *rc)
 		cupti__set_join(rc->cupti, cudaprobe__join, rc->cuda);
 	/* a process that execs is held while proctree looks at it: its libraries are probed then */
 	if (!ret)
-		proctree__on_exec(rc->tree, libwatch__exec_pid, rc->libs);
+		proctree__on_exec(rc->tree, on_exec, rc);
 	free(pids);
 	return ret;
 }

@@ -380,6 +380,8 @@ static void on_exec(struct target *tg, int ret, const struct py_interp *py, cons
 	 * Its new loader, root and libraries before it runs a single
 	 * instruction, and before its Python, as with a Python command.
 	 */
+	if (tg->o.exec_stop)
+		tg->o.exec_stop(tg->o.ctx, tg->o.pid);
 	tg->at_exec = true;
 	rc = libwatch__exec(tg->o.libs);
 	tg->at_exec = false;

@@ -35,6 +35,8 @@ typedef int (*target_ahead_fn)(void *ctx, const struct py_interp *py);
  * mapped anew): what record does of it.
  */
 typedef void (*target_exec_fn)(void *ctx, const struct py_interp *py);
+/* The held child pid stopped at an exec: nothing of the new program ran yet. */
+typedef void (*target_exec_stop_fn)(void *ctx, pid_t pid);
 
 struct target_opts {
 	pid_t pid;
@@ -43,8 +45,9 @@ struct target_opts {
 	bool has_python;       /* Python found at start: nothing left to look for */
 	struct libwatch *libs; /* re-armed at each exec of a held child */
 	target_python_fn fn;
-	target_ahead_fn ahead; /* NULL: nothing is probed ahead */
-	target_exec_fn exec;   /* NULL: an exec after Python is not looked at */
+	target_ahead_fn ahead;	       /* NULL: nothing is probed ahead */
+	target_exec_fn exec;	       /* NULL: an exec after Python is not looked at */
+	target_exec_stop_fn exec_stop; /* NULL: nothing */
 	void *ctx;
 };
 
