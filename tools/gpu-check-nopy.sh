@@ -24,6 +24,8 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(dirname "$HERE")
+# shellcheck source=tools/gpu-check-lib.sh
+. "$HERE/gpu-check-lib.sh"
 PYTHON=${PYTHON:-python3}
 LAUNCHES=${LAUNCHES:-300}
 SYNCS=${SYNCS:-10}
@@ -57,16 +59,6 @@ preflight() {
 	if ! err=$("$NOPY" 1 1 2>&1 >/dev/null); then
 		cannot "gpu_nopy cannot use a GPU here: $err"
 	fi
-}
-
-wait_for() { # FILE TEXT SECONDS PID: until FILE has TEXT; fails if PID ends first
-	local i
-	for ((i = 0; i < $3 * 10; i++)); do
-		grep -q "$2" "$1" 2>/dev/null && return 0
-		kill -0 "$4" 2>/dev/null || return 1
-		sleep 0.1
-	done
-	return 1
 }
 
 run_launch() {
@@ -105,10 +97,12 @@ compare() {
 	for n in launch attach late; do
 		"$PTG" dump "$OUT/$n.ptg" >"$OUT/$n.txt" || fail "cannot read $OUT/$n.ptg"
 	done
-	"$PYTHON" - "$OUT" <<'EOF'
-import collections, re, sys
+	"$PYTHON" - "$OUT" "$HERE" <<'EOF'
+import collections, sys
 
 out = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+import ptg_dump  # noqa: E402
 bad = []
 
 
@@ -120,23 +114,9 @@ def said(name):
 
 
 def dump(name):
-    """(meta, [(kind, fields, symbol)]) of a `ptrace-gpu dump` (as gpu-check.sh reads it)"""
-    meta, recs = {}, []
-    for line in open(f"{out}/{name}.txt", errors="replace"):
-        line = line.rstrip("\n")
-        if line.startswith("# "):
-            k, _, v = line[2:].partition(": ")
-            meta[k] = v
-            continue
-        tok = line.split(" ")
-        if len(tok) < 3:
-            continue
-        i = 3
-        while i < len(tok) and re.fullmatch(r"[a-z0-9_]+=\S*", tok[i]):
-            i += 1
-        sym = " ".join(tok[i:]).partition(" args=")[0]
-        recs.append((tok[2], dict(t.split("=", 1) for t in tok[3:i]), sym))
-    return meta, recs
+    """(meta, [(kind, fields, symbol)]) of a `ptrace-gpu dump`"""
+    meta, recs, _ = ptg_dump.records(f"{out}/{name}.txt")
+    return meta, [(kind, f, sym) for _, _, _, kind, f, sym in recs]
 
 
 for name, label, exact in (("launch", "record -- CMD", True), ("attach", "record -p", True),

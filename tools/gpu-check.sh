@@ -27,6 +27,8 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(dirname "$HERE")
+# shellcheck source=tools/gpu-check-lib.sh
+. "$HERE/gpu-check-lib.sh"
 PYTHON=${PYTHON:-python3}
 export STEPS=${STEPS:-50}
 TOL=${TOL:-0.2}
@@ -128,16 +130,6 @@ print(json.dumps({"t0": t0, "t1": t1}), flush=True)
 EOF
 }
 
-wait_for() { # FILE TEXT SECONDS PID: until FILE has TEXT; fails if PID ends first
-	local i
-	for ((i = 0; i < $3 * 10; i++)); do
-		grep -q "$2" "$1" 2>/dev/null && return 0
-		kill -0 "$4" 2>/dev/null || return 1
-		sleep 0.1
-	done
-	return 1
-}
-
 run_launch() {
 	echo "gpu-check: 1/3 record -- $PYTHON train.py"
 	"$PTG" record -o "$OUT/launch.ptg" -- "$PYTHON" "$OUT/train.py" plain \
@@ -178,10 +170,12 @@ run_profiler() {
 compare() {
 	"$PTG" dump "$OUT/launch.ptg" >"$OUT/launch.txt" || fail "cannot read $OUT/launch.ptg"
 	"$PTG" dump "$OUT/attach.ptg" >"$OUT/attach.txt" || fail "cannot read $OUT/attach.ptg"
-	"$PYTHON" - "$OUT" "$TOL" <<'EOF'
-import collections, json, re, sys
+	"$PYTHON" - "$OUT" "$TOL" "$HERE" <<'EOF'
+import collections, json, sys
 
 out, tol = sys.argv[1], float(sys.argv[2])
+sys.path.insert(0, sys.argv[3])
+import ptg_dump  # noqa: E402
 
 
 def window(name):
@@ -190,27 +184,10 @@ def window(name):
 
 
 def records(name):
-    """The records of a `ptrace-gpu dump`, as (ts, kind, fields, symbol):
-    fields are the key=value words after the kind, the symbol the rest of the
-    line, spaces and all, up to an args= blob (tests/integration/ptg.py's
-    Trace reads the same lines). Also the loss counters, by name."""
-    recs, lost = [], {}
-    for line in open(f"{out}/{name}.txt", errors="replace"):
-        line = line.rstrip("\n")
-        if line.startswith("# lost "):
-            what, _, n = line[7:].rpartition(": ")
-            lost[what.split()[0]] = int(n)
-            continue
-        tok = line.split(" ")
-        if len(tok) < 3 or line.startswith("#"):
-            continue
-        i = 3
-        while i < len(tok) and re.fullmatch(r"[a-z0-9_]+=\S*", tok[i]):
-            i += 1
-        f = dict(t.split("=", 1) for t in tok[3:i])
-        sym = (" " + " ".join(tok[i:])).partition(" args=")[0][1:]
-        recs.append((int(tok[0]), tok[2], f, sym))
-    return recs, lost
+    """The records of a `ptrace-gpu dump` as (ts, kind, fields, symbol)
+    (tools/ptg_dump.py), and the loss counters, by name."""
+    _, recs, lost = ptg_dump.records(f"{out}/{name}.txt")
+    return [(ts, kind, f, sym) for ts, _, _, kind, f, sym in recs], lost
 
 
 def ours(name):

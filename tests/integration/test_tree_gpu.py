@@ -77,6 +77,12 @@ sys.exit(max(k.wait() for k in kids))
 """
 
 
+def environ(pid):
+    """pid's environment, as a dict."""
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        return dict(x.decode().partition("=")[::2] for x in f.read().split(b"\0") if x)
+
+
 def kernels(trace):
     """{pid: kernel records}"""
     return dict(collections.Counter(r.pid for r in trace.records if r.kind == "kernel"))
@@ -282,8 +288,7 @@ class TreeGpu(unittest.TestCase):
         try:
             sh = self.child_with_env(rec.pid)
             # a process of the same user that is not in the set, with the agent and socket
-            with open(f"/proc/{sh}/environ", "rb") as f:
-                senv = dict(x.decode().partition("=")[::2] for x in f.read().split(b"\0") if x)
+            senv = environ(sh)
             # on the host: a chroot has no copy until a process of the set execs there
             foreign = self.target(ptg.Python(ptg.ONCE) if python.root else python, "launch", 5,
                                   env=senv)
@@ -324,9 +329,7 @@ class TreeGpu(unittest.TestCase):
         planted = None
         try:
             sh = self.child_with_env(rec.pid)
-            with open(f"/proc/{sh}/environ", "rb") as f:
-                env = dict(x.decode().partition("=")[::2] for x in f.read().split(b"\0") if x)
-            path = env["CUDA_INJECTION64_PATH"]
+            path = environ(sh)["CUDA_INJECTION64_PATH"]
             # somebody's directory, at the name the copy would take, with nothing in it
             planted = python.root + os.path.dirname(path)
             os.mkdir(planted, 0o755)
