@@ -418,7 +418,7 @@ int lib_copy__seen_by(const struct lib_copy *lc, pid_t pid)
 	snprintf(rootp, sizeof(rootp), "/proc/%d/root", pid);
 	root = open(rootp, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
-		return -errno;
+		return errno == ENOENT ? -ESRCH : -errno;
 	fd = (int)syscall(SYS_openat2, root, lc->path + 1, &how, sizeof(how));
 	ret = fd < 0 ? -errno : 0;
 	close(root);

@@ -51,7 +51,8 @@ int lib_copy__new_as(int fd, const struct lib_copy *like, pid_t pid, struct lib_
 		     char *err, size_t errlen);
 /*
  * Whether lc's path, resolved in pid's root without links, is lc's file: 1,
- * 0 when nothing is there, -EEXIST when another file is, or a negative errno.
+ * 0 when nothing is there, -EEXIST when another file is, -ESRCH when pid
+ * is gone, or a negative errno.
  */
 int lib_copy__seen_by(const struct lib_copy *lc, pid_t pid);
 const char *lib_copy__path(const struct lib_copy *lc);

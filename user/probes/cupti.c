@@ -16,6 +16,7 @@
 #include <threads.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -148,6 +149,26 @@ static bool names_our_copy(const struct cupti *c, pid_t pid)
 	       !strcmp(val, lib_copy__path(c->launch_copy));
 }
 
+/* Whether pid's root is one the agent could not be put in; add: it is now. */
+static bool root_refused(struct cupti *c, pid_t pid, bool add)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/root", pid);
+	if (stat(path, &st))
+		return false;
+	for (int i = 0; i < c->nroots_refused; i++) {
+		if (c->roots_refused[i].dev == st.st_dev && c->roots_refused[i].ino == st.st_ino)
+			return true;
+	}
+	if (add && c->nroots_refused < MAX_OTHER_ROOTS) {
+		c->roots_refused[c->nroots_refused].dev = st.st_dev;
+		c->roots_refused[c->nroots_refused++].ino = st.st_ino;
+	}
+	return false;
+}
+
 /*
  * A process of -- CMD stopped at its exec, before the new program's first
  * instruction: when its root is another (chroot DIR python3, a container
@@ -180,10 +201,13 @@ void cupti__exec_stop(struct cupti *c, pid_t pid)
 		c->other_roots_full = true;
 		return;
 	}
+	if (root_refused(c, pid, false))
+		return;
 	ret = lib_copy__new_as(c->agent_fd, c->launch_copy, pid, &lc, err, sizeof(err));
 	if (ret) {
+		root_refused(c, pid, true);
 		warn("no GPU activity of pid %d: it runs in another root, where %s cannot be put: "
-		     "%s",
+		     "%s (said once for that root)",
 		     pid, lib_copy__path(c->launch_copy), err);
 		return;
 	}

@@ -90,6 +90,11 @@ struct cupti {
 	struct lib_copy *other_roots[MAX_OTHER_ROOTS];
 	int nother_roots;
 	bool other_roots_full;
+	struct {
+		dev_t dev;
+		ino_t ino;
+	} roots_refused[MAX_OTHER_ROOTS]; /* where it could not be put: said once each */
+	int nroots_refused;
 	thrd_t reader;
 	bool reader_running;
 
