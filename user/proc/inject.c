@@ -240,6 +240,19 @@ static int reach_safe_point(struct target *t)
 	}
 }
 
+/* inject_opts.held_tid: the caller's stopped tracee, used where it stands. */
+static int held_point(struct target *t)
+{
+	if (ptrace(PTRACE_GETREGS, t->tid, 0, &t->regs))
+		return errno == ESRCH ? -ESRCH : -errno;
+	if (!safe_point(t, &t->regs))
+		return inject_fail(
+		    t, -EAGAIN,
+		    "thread %d of pid %d is stopped in libc or ld.so, not at a safe point", t->tid,
+		    t->pid);
+	return 0;
+}
+
 static int save_state(struct target *t)
 {
 	t->xstate.iov_base = calloc(1, XSTATE_MAX);
@@ -636,6 +649,7 @@ static void abandon(struct target *t)
 {
 	int status;
 
+	t->released = true;
 	if (!ptrace(PTRACE_DETACH, t->tid, 0, 0))
 		return;
 	if (ptrace(PTRACE_INTERRUPT, t->tid, 0, 0) ||
@@ -659,7 +673,8 @@ static int restore(struct target *t)
 	}
 	if (t->old_len && inject_mem_write(t, t->scratch, t->old_mem, t->old_len))
 		err = -EIO;
-	if (ptrace(PTRACE_DETACH, t->tid, 0, 0))
+	/* the caller's tracee stays in its stop: the caller resumes it */
+	if (!t->held && ptrace(PTRACE_DETACH, t->tid, 0, 0))
 		err = err ?: -errno;
 	return err;
 }
@@ -747,18 +762,22 @@ int inject_run(pid_t pid, struct inject_src *src, const struct inject_opts *opts
 	err[0] = '\0';
 	*res = (struct inject_result){};
 	t.timeout_ms = o->timeout_ms ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
-	t.tid = pick_thread(pid);
+	t.tid = o->held_tid ? o->held_tid : pick_thread(pid);
+	t.held = o->held_tid != 0;
+	/* held: ours already, and what is undone at the end (restore()) */
+	t.seized = t.held;
 	block_stop_signals(&old);
 	ret = open_target(&t, o->start_time);
-	if (!ret)
+	if (!ret && !t.held)
 		ret = seize(&t);
 	if (!ret)
-		ret = reach_safe_point(&t);
+		ret = t.held ? held_point(&t) : reach_safe_point(&t);
 	if (!ret)
 		ret = save_state(&t);
 	if (!ret)
 		ret = load(&t, src, o, res);
 	ret = finish(&t, ret);
+	res->released = t.released;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	free(t.xstate.iov_base);
 	free(t.old_mem);

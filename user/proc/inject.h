@@ -19,6 +19,17 @@ struct inject_opts {
 	const char *arg;	 /* its argument ("" when NULL) */
 	unsigned int timeout_ms; /* for each stage (safe point, each call); 0 = 10 s */
 	uint64_t start_time;	 /* of pid when the caller found it (proc_start_time), 0 = now */
+	/*
+	 * 0: a thread of pid is seized, stopped and let go again. Else this
+	 * thread of pid is our tracee already (with PTRACE_O_TRACESYSGOOD,
+	 * as launch__hold() seizes) and in a ptrace-stop: it is
+	 * used where it stands, which must be a safe point (-EAGAIN if not:
+	 * running it on would move it past what the caller stopped it for),
+	 * and left in a ptrace-stop for the caller to resume (a signal it was
+	 * stopped to deliver is dropped), unless a call that never returned
+	 * made us let it go (inject_result.released).
+	 */
+	pid_t held_tid;
 };
 
 struct inject_result {
@@ -26,6 +37,7 @@ struct inject_result {
 	uint64_t bias;	 /* the library's load bias in the target */
 	int entry_ret;	 /* what entry returned */
 	bool via_copy;	 /* inject_library_fd(): loaded from a copy in the target's /tmp... */
+	bool released;	 /* held_tid: let go (it is ours no more) */
 };
 
 /*

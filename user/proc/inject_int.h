@@ -39,6 +39,8 @@ struct target {
 	uint64_t restorer;		/* libc's __restore_rt */
 	struct region libc_text, ldso_text;
 	bool seized, saved, parked;
+	bool held;		      /* inject_opts.held_tid: the caller's tracee, left stopped */
+	bool released;		      /* held, and let go all the same (abandon()) */
 	bool running;		      /* resumed, not seen stopped since */
 	struct user_regs_struct regs; /* as they were when we stopped the thread */
 	uint64_t sigmask;
