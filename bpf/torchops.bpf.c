@@ -39,6 +39,74 @@ struct {
 
 __u64 lost[PTG_MAX_CPUS] = {};
 
+/*
+ * record -- CMD: ops from the RecordFunction callback instead of these
+ * probes (user/record/ops_handover.c). The command's main thread is under
+ * our ptrace; its first op stops it (a SIGURG, whose delivery is a ptrace
+ * stop of ours), the op agent goes in right there, and the op itself is
+ * then seen by the callback, as is every op after it: this process's
+ * probes record none. recorder_tgid: ours, the tracer the thread must have.
+ */
+const volatile __u32 recorder_tgid = 0;
+
+#define SIGURG_NR      23
+#define PT_PTRACED_BIT 0x1 /* include/linux/ptrace.h */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32); /* tgid */
+	__type(value, struct ptg_op_handover);
+} handover SEC(".maps");
+
+/*
+ * Whether the current thread can be stopped by a SIGURG that, were we to
+ * die before we take the stop, it would ignore: ours under ptrace, SIGURG
+ * at its default (ignore) or ignored, not blocked, none pending to merge with.
+ */
+static __always_inline bool can_stop(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 bit = 1ull << (SIGURG_NR - 1);
+	unsigned long handler;
+
+	if (!(task->ptrace & PT_PTRACED_BIT) || task->parent->tgid != (int)recorder_tgid)
+		return false;
+	handler = (unsigned long)task->sighand->action[SIGURG_NR - 1].sa.sa_handler;
+	if (handler > 1) /* SIG_DFL 0, SIG_IGN 1 */
+		return false;
+	return !(task->blocked.sig[0] & bit) && !(task->pending.signal.sig[0] & bit) &&
+	       !(task->signal->shared_pending.signal.sig[0] & bit);
+}
+
+/* 1 when this op is not the probes' to record (see handover above). */
+static __always_inline int handed_over(__u32 tgid, __u32 tid, bool entry)
+{
+	struct ptg_op_handover *h = bpf_map_lookup_elem(&handover, &tgid);
+
+	if (!h)
+		return 0;
+	if (h->state == PTG_OP_HANDOVER_ARMED && entry) {
+		if (can_stop() &&
+		    __sync_val_compare_and_swap(&h->state, PTG_OP_HANDOVER_ARMED,
+						PTG_OP_HANDOVER_STOPPED) == PTG_OP_HANDOVER_ARMED) {
+			h->tid = tid;
+			h->ts = bpf_ktime_get_ns();
+			bpf_send_signal_thread(SIGURG_NR);
+			return 1;
+		}
+		/* another thread, or the signal could reach it: the probes keep this process */
+		__sync_val_compare_and_swap(&h->state, PTG_OP_HANDOVER_ARMED, PTG_OP_HANDOVER_OFF);
+		return 0;
+	}
+	if (h->state == PTG_OP_HANDOVER_STOPPED) {
+		/* another thread's op while the first waits for the agent: in neither record */
+		__sync_fetch_and_add(&h->missed, 1);
+		return 1;
+	}
+	return h->state == PTG_OP_HANDOVER_AGENT;
+}
+
 static __always_inline int emit(struct pt_regs *ctx)
 {
 	__u64 cookie = bpf_get_attach_cookie(ctx);
@@ -47,7 +115,8 @@ static __always_inline int emit(struct pt_regs *ctx)
 	__u32 tgid = id >> 32;
 	struct ptg_event *e;
 
-	if (ptg_not_traced(tgid))
+	if (ptg_not_traced(tgid) ||
+	    handed_over(tgid, (__u32)id, PTG_OP_COOKIE_SITE(cookie) == PTG_OP_SITE_ENTRY))
 		return 0;
 	/* two plain loads: the verifier refuses a context access at a computed offset */
 	barrier_var(sp);

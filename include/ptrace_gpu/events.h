@@ -92,6 +92,24 @@ enum ptg_op_site {
 #define PTG_OP_COOKIE_DELTA(c) ((__s16)((c) >> 16))
 
 /*
+ * record -- CMD: a process's ops handed from the probes to the
+ * RecordFunction callback at its first op (bpf/torchops.bpf.c, handover).
+ */
+enum ptg_op_handover_state {
+	PTG_OP_HANDOVER_OFF = 0,     /* the probes record this process's ops */
+	PTG_OP_HANDOVER_ARMED = 1,   /* its first op stops its thread, if it can */
+	PTG_OP_HANDOVER_STOPPED = 2, /* stopped: the op agent goes in */
+	PTG_OP_HANDOVER_AGENT = 3,   /* the callback records them */
+};
+struct ptg_op_handover {
+	__u64 state; /* enum ptg_op_handover_state (64 bits: BPF's compare-and-swap) */
+	__u32 tid;   /* the thread its first op stopped */
+	__u32 pad;
+	__u64 ts;     /* when */
+	__u64 missed; /* ops of other threads while it was stopped: in no record */
+};
+
+/*
  * BPF cookie of each Python probe site:
  *   bits  0-7   what the handler at that address does (enum ptg_py_probe)
  *   bits  8-12  the site's number (< PTG_PY_MAX_SITES): its state in BPF
