@@ -80,7 +80,7 @@ static __always_inline bool can_stop(void)
 }
 
 /* 1 when this op is not the probes' to record (see handover above). */
-static __always_inline int handed_over(__u32 tgid, __u32 tid, bool entry)
+static __always_inline int handed_over(__u32 tgid, __u32 tid, bool entry, __u64 op, __u64 key)
 {
 	struct ptg_op_handover *h = bpf_map_lookup_elem(&handover, &tgid);
 
@@ -92,6 +92,9 @@ static __always_inline int handed_over(__u32 tgid, __u32 tid, bool entry)
 						PTG_OP_HANDOVER_STOPPED) == PTG_OP_HANDOVER_ARMED) {
 			h->tid = tid;
 			h->ts = bpf_ktime_get_ns();
+			h->op = op;
+			h->key = key;
+			h->cpu = bpf_get_smp_processor_id();
 			bpf_send_signal_thread(SIGURG_NR);
 			return 1;
 		}
@@ -115,12 +118,14 @@ static __always_inline int emit(struct pt_regs *ctx)
 	__u32 tgid = id >> 32;
 	struct ptg_event *e;
 
-	if (ptg_not_traced(tgid) ||
-	    handed_over(tgid, (__u32)id, PTG_OP_COOKIE_SITE(cookie) == PTG_OP_SITE_ENTRY))
-		return 0;
 	/* two plain loads: the verifier refuses a context access at a computed offset */
 	barrier_var(sp);
 	barrier_var(fp);
+	if (ptg_not_traced(tgid) ||
+	    handed_over(tgid, (__u32)id, PTG_OP_COOKIE_SITE(cookie) == PTG_OP_SITE_ENTRY,
+			PTG_OP_COOKIE_OP(cookie),
+			(PTG_OP_COOKIE_FP(cookie) ? fp : sp) + (__s64)PTG_OP_COOKIE_DELTA(cookie)))
+		return 0;
 
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {

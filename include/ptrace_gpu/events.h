@@ -107,6 +107,11 @@ struct ptg_op_handover {
 	__u32 pad;
 	__u64 ts;     /* when */
 	__u64 missed; /* ops of other threads while it was stopped: in no record */
+	/* the op that stopped it, as its entry event would have said (a, b, cpu) */
+	__u64 op;
+	__u64 key;
+	__u32 cpu;
+	__u32 pad2;
 };
 
 /*

@@ -121,7 +121,11 @@ class TorchOps(unittest.TestCase):
         self.assertEqual(trace.losses, [])
         ops = Ops(trace)
         ops.source = trace.meta["ops.source"]
-        in_process = ops.source.startswith("record_function")
+        self.assert_ops_counts(ops, theirs, ops.source.startswith("record_function"))
+        return ops
+
+    def assert_ops_counts(self, ops, theirs, in_process):
+        """assert_counts() of the calls in ops (in_process: from the callback)."""
         ours, nested = ops.count(), ops.nested_in_same()
         other = collections.Counter(c[1] for c in ops.calls if not c[1].startswith("aten::"))
         if in_process:
@@ -148,7 +152,6 @@ class TorchOps(unittest.TestCase):
             else:
                 self.assertEqual(mine, torch_n, f"{name}: ptrace-gpu {mine}, torch.profiler "
                                                 f"{torch_n}")
-        return ops
 
     def compare_with_torch_profiler(self, python, *args, rec_args=()):
         """Op counts of mlp.py args as recorded, and as torch.profiler counts
@@ -175,6 +178,39 @@ class TorchOps(unittest.TestCase):
         ops, _ = self.compare_with_torch_profiler(python)
         self.assertEqual(ops.source, "record_function")
         self.assert_linear_nesting(ops)
+
+    def check_command_ops_handed_to_callback(self, python):
+        """record -- CMD: the command's first op stops its main thread, the op
+        agent goes in right there, and its callback has every op, that first
+        one included. The same program recorded with --ops-from probes gives
+        the same aten ops in the same order (less c10's unobserved ones, which
+        no callback sees), and the training steps torch.profiler's counts."""
+        theirs = self.torch_profiler_counts(python)
+        mlp = python.path(os.path.join(ptg.WORKLOADS, "mlp.py"))
+        seqs = {}
+        for how in ("callback", "probes"):
+            out = os.path.join(self.tmp.name, how + ".ptg")
+            extra = ["--ops-from", "probes"] if how == "probes" else []
+            res = ptg.run(["record", "-o", out, *extra, "--",
+                           *python.argv(mlp, "--steps", str(STEPS))])
+            self.assertEqual(res.returncode, 0, res.stderr)
+            trace = ptg.Trace(out)
+            self.assertEqual(trace.losses, [])
+            calls = sorted(Ops(trace).calls, key=lambda c: c[6].ts)
+            seqs[how] = [c[1] for c in calls
+                         if c[1].startswith("aten::") and c[1] not in UNOBSERVED]
+            if how == "callback":
+                self.assertIn("PyTorch ops by its RecordFunction callback, from its first "
+                              "op on", res.stderr)
+                self.assertEqual(trace.meta["ops.source"], "record_function")
+                ops = Ops(trace)
+                ops.calls = [c for c in ops.calls if "train" in c[5]]
+                self.assert_ops_counts(ops, theirs, True)
+                self.assert_linear_nesting(ops)
+            else:
+                self.assertEqual(trace.meta["ops.source"], "uprobes")
+        self.assertGreater(len(seqs["probes"]), 100)
+        self.assertEqual(seqs["callback"], seqs["probes"])
 
     def check_probe_counts_match_torch_profiler(self, python):
         ops, _ = self.compare_with_torch_profiler(python, rec_args=("--ops-from", "probes"))

@@ -401,8 +401,10 @@ static int read_status(struct pymon *pm, struct ptg_pymon_status *st, char *err,
 /* One process's agent injected and started. After a message on error. */
 static int attach_proc(struct pymon *pm)
 {
-	struct inject_opts o = {
-	    .entry = PTG_PYMON_ATTACH_SYM, .arg = pm->name, .start_time = pm->start_time};
+	struct inject_opts o = {.entry = PTG_PYMON_ATTACH_SYM,
+				.arg = pm->name,
+				.start_time = pm->start_time,
+				.held_tid = pm->held_tid};
 	struct inject_result res;
 	struct ptg_pymon_status st;
 	char err[PATH_MAX + 640];
@@ -490,6 +492,12 @@ void pymon__stop(struct pymon *pm)
 {
 	for (; pm; pm = pm->next)
 		hang_up(pm);
+}
+
+void pymon__hold(struct pymon *pm, pid_t tid)
+{
+	if (pm)
+		pm->held_tid = tid;
 }
 
 bool pymon__ops_on(const struct pymon *pm)

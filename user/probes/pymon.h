@@ -92,6 +92,12 @@ int pymon__open_ops(const struct py_interp *py, struct tracer *t, unsigned int r
 		    uint64_t start_time, struct pymon **out);
 /* Whether every agent's RecordFunction callback is in (false for NULL). */
 bool pymon__ops_on(const struct pymon *pm);
+/*
+ * The agent goes into thread tid of the process, our tracee already and
+ * stopped (inject_opts.held_tid), and it stays stopped: record -- CMD's
+ * hand-over of ops at the first one (torchops__handover_arm()).
+ */
+void pymon__hold(struct pymon *pm, pid_t tid);
 /* All zero for NULL. */
 void pymon__stats(const struct pymon *pm, struct pymon_stats *st);
 /*

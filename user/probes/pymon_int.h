@@ -27,6 +27,7 @@ struct pymon {
 	struct tracer *t;
 	struct pystack *ps;
 	uint64_t start_time; /* of py.pid (proc_start_time): injection checks it is the same */
+	pid_t held_tid;	     /* pymon__hold(): injected into this held, stopped thread */
 	int agent_fd;	     /* the agent file, checked by trusted_open() */
 	char agent[PATH_MAX];
 	int lfd;  /* listening socket (abstract name) */

@@ -53,6 +53,8 @@ struct torchops {
 	bool quiet;
 	bool multi_loaded; /* op_multi is loaded: the kernel has uprobe_multi */
 	bool in_process;   /* every process's ops come from its agent (--in-process): no probes */
+	uint64_t
+	    handover_missed; /* ops of other threads during a hand-over (torchops__handover_done) */
 	struct torchops_bpf *skel;
 	struct op_lib *libs;
 	size_t nlibs;
@@ -188,6 +190,60 @@ static void unprobe_pid(struct op_lib *lib, pid_t pid)
 	lib->nlinks = n;
 }
 
+int torchops__handover_arm(struct torchops *ops, pid_t pid)
+{
+	struct ptg_op_handover h = {.state = PTG_OP_HANDOVER_ARMED};
+	__u32 key = (__u32)pid;
+
+	if (!ops)
+		return -ENOENT;
+	return bpf_map_update_elem(bpf_map__fd(ops->skel->maps.handover), &key, &h, BPF_ANY)
+		   ? -errno
+		   : 0;
+}
+
+bool torchops__handover_stopped(struct torchops *ops, pid_t pid, pid_t tid)
+{
+	struct ptg_op_handover h;
+	__u32 key = (__u32)pid;
+
+	return ops && !bpf_map_lookup_elem(bpf_map__fd(ops->skel->maps.handover), &key, &h) &&
+	       h.state == PTG_OP_HANDOVER_STOPPED && h.tid == (__u32)tid;
+}
+
+int torchops__handover_done(struct torchops *ops, pid_t pid, bool agent)
+{
+	int fd = bpf_map__fd(ops->skel->maps.handover);
+	struct ptg_op_handover h;
+	struct ptg_event e = {0};
+	__u32 key = (__u32)pid;
+	int err;
+
+	if (bpf_map_lookup_elem(fd, &key, &h))
+		return -errno;
+	ops->handover_missed += h.missed;
+	h.missed = 0;
+	h.state = agent ? PTG_OP_HANDOVER_AGENT : PTG_OP_HANDOVER_OFF;
+	if (bpf_map_update_elem(fd, &key, &h, BPF_ANY))
+		return -errno;
+	if (agent) {
+		/* its callback has every op from the one that stopped it on */
+		torchops__in_process(ops, pid);
+		return 0;
+	}
+	/* the probes keep it: the op that stopped it is theirs, as its probe would have said */
+	e.ts = h.ts;
+	e.pid = (__u32)pid;
+	e.tid = h.tid;
+	e.kind = PTG_EV_OP_ENTER;
+	e.cpu = (__u16)h.cpu;
+	e.aux = PTG_OP_SITE_ENTRY;
+	e.a = h.op;
+	e.b = h.key;
+	err = handle_event(ops->t, ops, &e, sizeof(e));
+	return err;
+}
+
 void torchops__in_process(struct torchops *ops, pid_t pid)
 {
 	size_t n = 0;
@@ -227,6 +283,10 @@ static int write_losses(struct tracer *t, void *ctx)
 			err = trace_writer__lost(tracer__writer(t), PTG_LOST_OP_EVENT, cpu,
 						 ops->skel->bss->lost[cpu]);
 	}
+	/* ops of other threads while one waited for the op agent: not per CPU */
+	if (!err && ops->handover_missed)
+		err = trace_writer__lost(tracer__writer(t), PTG_LOST_OP_EVENT, UINT32_MAX,
+					 ops->handover_missed);
 	return err;
 }
 
@@ -243,6 +303,7 @@ static int load(struct torchops *ops, bool multi, int traced_fd)
 	else
 		err = bpf_program__set_autoload(ops->skel->progs.op_multi, false);
 	ops->skel->rodata->filter_tgids = traced_fd >= 0;
+	ops->skel->rodata->recorder_tgid = (__u32)getpid();
 	err = err ?: bpf_map__reuse_fd(ops->skel->maps.events, tracer__ringbuf_fd(ops->t));
 	if (!err && traced_fd >= 0)
 		err = bpf_map__reuse_fd(ops->skel->maps.traced, traced_fd);

@@ -58,6 +58,17 @@ void torchops__set_modpath(struct torchops *ops, struct modpath *mp);
  */
 void torchops__in_process(struct torchops *ops, pid_t pid);
 /*
+ * record -- CMD: pid's ops go to the RecordFunction callback at its first
+ * op (bpf/torchops.bpf.c, handover): that op stops its thread, if the
+ * thread is our tracee, with a SIGURG it would ignore.
+ * torchops__handover_stopped(): whether tid's SIGURG stop is that;
+ * torchops__handover_done(): the agent's callback is in (agent), or it is
+ * not and the probes keep the process, the stopping op included.
+ */
+int torchops__handover_arm(struct torchops *ops, pid_t pid);
+bool torchops__handover_stopped(struct torchops *ops, pid_t pid, pid_t tid);
+int torchops__handover_done(struct torchops *ops, pid_t pid, bool agent);
+/*
  * An op's entry or exit recorded in the target (user/probes/pymon.c): sym
  * names an entry (PTG_SYM_OP; unused for an exit); key orders it as a
  * stack pointer would (a nested op's is lower) and pairs the exit with the

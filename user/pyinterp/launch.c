@@ -320,6 +320,15 @@ static int pass_stop(pid_t pid, int status)
  * the signal, one only seen keeps it (tests/integration/test_ptrace_stop.py).
  * 1 when one was passed on, 0 when there is none.
  */
+static launch_urg_fn urg_fn;
+static void *urg_ctx;
+
+void launch__on_urg(launch_urg_fn fn, void *ctx)
+{
+	urg_fn = fn;
+	urg_ctx = ctx;
+}
+
 static int peek_signal(pid_t pid)
 {
 	siginfo_t si = {};
@@ -329,6 +338,9 @@ static int peek_signal(pid_t pid)
 	if (!si.si_pid || si.si_code != CLD_TRAPPED || (si.si_status >> 8) ||
 	    si.si_status == SYSCALL_STOP)
 		return 0;
+	/* a stop we asked for (launch__on_urg()): done with it, the signal is dropped */
+	if (si.si_status == SIGURG && urg_fn && urg_fn(urg_ctx, pid))
+		return cont(pid, PTRACE_CONT, 0) ?: 1;
 	return cont(pid, PTRACE_CONT, si.si_status) ?: 1;
 }
 

@@ -65,6 +65,14 @@ int launch__resume(pid_t pid);
  * reason in err, the child stopped.
  */
 int launch__poll(pid_t pid, struct py_interp *py, int *wstatus, char *err, size_t errlen);
+/*
+ * A held process stopped by a SIGURG (its signal-delivery stop): fn says
+ * whether it was one we sent to stop it, and handles it before returning
+ * true; the process is then resumed without the signal. Otherwise the
+ * signal goes on to it, as every other signal does.
+ */
+typedef bool (*launch_urg_fn)(void *ctx, pid_t pid);
+void launch__on_urg(launch_urg_fn fn, void *ctx);
 /* Detaches a child under ptrace that is running; -ECHILD if it ended meanwhile (*wstatus). */
 int launch__let_go(pid_t pid, int *wstatus);
 

@@ -71,6 +71,8 @@ struct recording {
 	pid_t pid;
 	bool child; /* started by us: -- CMD */
 	bool child_reaped;
+	bool ops_handover;	/* -- CMD: ops to the callback at the first (record_handover()) */
+	bool ops_handover_done; /* it happened, or failed: the child's hold can end */
 	int child_status;
 	int pidfd;
 	uint64_t start_time; /* of pid: another process that gets its pid is not the target */
@@ -114,6 +116,13 @@ void note_leftover(const char *out);
 int record_open_python(struct recording *rc);
 /* What follows a process with no Python at start: an exec or a libpython later. */
 int record_open_target(struct recording *rc);
+/*
+ * record -- CMD of one process: its ops go to the RecordFunction callback
+ * at its first op (torchops__handover_arm()), its main thread held under
+ * ptrace until then. record_arm_handover() once the op probes are open.
+ */
+bool record_handover(const struct record_opts *o);
+int record_arm_handover(struct recording *rc);
 /* What record_open_target probed ahead; rc->pf is not among it. */
 void record_python_free(struct recording *rc);
 /* -p A,B, --children, --per-process, --uid, --cgroup: user/probes/proctree.c records them. */

@@ -22,6 +22,7 @@
 #include "probes/pyframe.h"
 #include "probes/pymon.h"
 #include "probes/torchops.h"
+#include "pyinterp/launch.h"
 #include "proc/procfs.h"
 #include "record/record.h"
 #include "record/steps.h"
@@ -334,12 +335,71 @@ static void python_exec_stop(void *ctx, pid_t pid)
 		cupti__exec_stop(rc->cupti, pid);
 }
 
+bool record_handover(const struct record_opts *o)
+{
+	return o->cmd && !o->children && !o->op_probes && !o->no_ops && !o->in_process;
+}
+
+/*
+ * The command's first op stopped its main thread (a SIGURG of ours, see
+ * bpf/torchops.bpf.c): the op agent goes into that very thread, which
+ * stays stopped until its callback is in, so the op that stopped it is
+ * the callback's first. Where the agent cannot go in, the probes keep the
+ * process, that op included. Either way the hold ends after.
+ */
+static bool on_urg(void *ctx, pid_t pid)
+{
+	struct recording *rc = ctx;
+	struct pymon *pm = NULL;
+	bool agent = false;
+	int err;
+
+	if (pid != rc->pid || !torchops__handover_stopped(rc->ops, pid, pid))
+		return false;
+	if (!rc->pm && rc->py.info &&
+	    !pymon__open_ops(&rc->py, rc->tracer, rc->o->agent_ring_mb, rc->start_time, &pm)) {
+		pymon__set_ops(pm, rc->ops);
+		pymon__hold(pm, pid);
+		/* one that did not start said why, and stays, hung up, as at a -p attach */
+		agent = !pymon__attach(pm) && pymon__ops_on(pm);
+		rc->pm = pm;
+	}
+	err = torchops__handover_done(rc->ops, pid, agent);
+	if (err)
+		pr_warn("pid %d: the hand-over of its ops: %s", pid, strerror(-err));
+	if (agent && !rc->o->quiet)
+		pr_info("pid %d: PyTorch ops by its RecordFunction callback, from its first op on",
+			pid);
+	else if (!agent)
+		pr_info("pid %d: no op callback at its first op: its ops come from the probes",
+			pid);
+	rc->ops_handover_done = true;
+	return true;
+}
+
+int record_arm_handover(struct recording *rc)
+{
+	int err;
+
+	if (!rc->ops_handover || !rc->ops)
+		return 0;
+	err = torchops__handover_arm(rc->ops, rc->pid);
+	if (err) {
+		/* the probes take the ops, as before */
+		rc->ops_handover_done = true;
+		return 0;
+	}
+	launch__on_urg(on_urg, rc);
+	return 0;
+}
+
 /* What follows a process with no Python at start: an exec or a libpython later. */
 int record_open_target(struct recording *rc)
 {
 	struct target_opts to = {
 	    .pid = rc->pid,
-	    .held = rc->child && !rc->py.info,
+	    .held = rc->child && (!rc->py.info || rc->ops_handover),
+	    .keep_held = rc->ops_handover,
 	    .seize = !rc->child && !rc->py.info,
 	    .has_python = rc->py.info,
 	    .libs = rc->libs,

@@ -57,6 +57,7 @@ static int setup_target(struct recording *rc, char *err, size_t errlen)
 	if (rc->o->cmd) {
 		ret = launch__start(rc->o->cmd, &rc->pid, &rc->py, err, errlen);
 		rc->child = !ret;
+		rc->ops_handover = rc->child && record_handover(rc->o);
 		if (!ret)
 			proc_start_time(rc->pid, &rc->start_time);
 		return ret;
@@ -172,6 +173,9 @@ static int start(struct recording *rc)
 		ret = torchops__open(rc->tracer, rc->pid, rc->mp, rc->o->quiet, &rc->ops);
 	if (!ret && rc->ops)
 		ret = libwatch__subscribe(rc->libs, torchops__on_lib, rc->ops);
+	/* -- CMD: its ops to the callback at its first (record_handover()) */
+	if (!ret)
+		ret = record_arm_handover(rc);
 	/* by default, ops alone from the agent where PyTorch is loaded already (docs/torch.md) */
 	if (!ret && rc->ops && !rc->pm && record_op_callback(rc->o, &rc->py) &&
 	    pymon__open_ops(&rc->py, rc->tracer, rc->o->agent_ring_mb, rc->start_time, &rc->pm))
@@ -255,6 +259,9 @@ static bool target_exited(struct recording *rc)
 		else if (waitpid(rc->pid, &rc->child_status, WNOHANG) == rc->pid)
 			rc->child_reaped = true;
 	}
+	/* held for the hand-over of its ops alone: that is done */
+	if (rc->child && !rc->child_reaped && rc->ops_handover_done && target__held(rc->tg))
+		rc->child_reaped = target__let_go(rc->tg, &rc->child_status) == 1;
 	/* a Python target that exec'd: what it runs now */
 	target__poll_exec(rc->tg);
 	/* -p held at its exec: its stops are handled here, its end is the pidfd's */

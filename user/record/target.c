@@ -399,7 +399,7 @@ static void on_exec(struct target *tg, int ret, const struct py_interp *py, cons
 		found(tg, ret, py, "exec", err);
 	tg->exec_stop = false;
 	/* once Python runs, it runs untouched as with a Python command (launch.h) */
-	if (tg->has_python || tg->gave_up) {
+	if ((tg->has_python && !tg->o.keep_held) || tg->gave_up) {
 		launch__release(tg->o.pid);
 		tg->held = false;
 	} else {

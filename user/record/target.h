@@ -48,6 +48,7 @@ struct target_opts {
 	target_ahead_fn ahead;	       /* NULL: nothing is probed ahead */
 	target_exec_fn exec;	       /* NULL: an exec after Python is not looked at */
 	target_exec_stop_fn exec_stop; /* NULL: nothing */
+	bool keep_held; /* held: stays so once it runs Python (until target__let_go()) */
 	void *ctx;
 };
 
