@@ -8,6 +8,7 @@ import collections
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -211,6 +212,34 @@ class TorchOps(unittest.TestCase):
                 self.assertEqual(trace.meta["ops.source"], "uprobes")
         self.assertGreater(len(seqs["probes"]), 100)
         self.assertEqual(seqs["callback"], seqs["probes"])
+
+    def check_command_handover_falls_back(self, python):
+        """record -- CMD whose op agent cannot go in at the first op (here refused:
+        not root's): the probes keep the process, the op that stopped it written
+        from the entry the BPF side saved; the same aten ops in the same order as
+        with --ops-from probes, nothing twice, nothing lost."""
+        mlp = python.path(os.path.join(ptg.WORKLOADS, "mlp.py"))
+        bad = os.path.join(self.tmp.name, "libptg_pymon.so")
+        shutil.copyfile(os.path.join(ptg.BUILD, "libptg_pymon.so"), bad)
+        seqs = {}
+        for how in ("refused", "probes"):
+            out = os.path.join(self.tmp.name, how + ".ptg")
+            extra = ["--ops-from", "probes"] if how == "probes" else []
+            env = dict(os.environ, PTG_PYMON_AGENT=bad) if how == "refused" else None
+            res = ptg.run(["record", "-o", out, *extra, "--",
+                           *python.argv(mlp, "--steps", str(STEPS))], env=env)
+            self.assertEqual(res.returncode, 0, res.stderr)
+            trace = ptg.Trace(out)
+            self.assertEqual(trace.losses, [])
+            self.assertEqual(trace.meta["ops.source"], "uprobes")
+            calls = sorted(Ops(trace).calls, key=lambda c: c[6].ts)
+            seqs[how] = [c[1] for c in calls if c[1].startswith("aten::")]
+            if how == "refused":
+                self.assertIn("refusing the agent", res.stderr)
+                self.assertIn("no op callback at its first op: its ops come from the probes",
+                              res.stderr)
+        self.assertGreater(len(seqs["probes"]), 100)
+        self.assertEqual(seqs["refused"], seqs["probes"])
 
     def check_probe_counts_match_torch_profiler(self, python):
         ops, _ = self.compare_with_torch_profiler(python, rec_args=("--ops-from", "probes"))

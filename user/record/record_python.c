@@ -364,7 +364,13 @@ static bool on_urg(void *ctx, pid_t pid)
 		agent = !pymon__attach(pm) && pymon__ops_on(pm);
 		rc->pm = pm;
 	}
-	err = torchops__handover_done(rc->ops, pid, agent);
+	/*
+	 * The probes keep it: what its threads did before the stop is read
+	 * first, so that the op that stopped it opens above the frames that
+	 * called it (its entry is written from what the BPF side saved)
+	 */
+	err = agent ? 0 : tracer__poll(rc->tracer, 0);
+	err = err < 0 ? err : torchops__handover_done(rc->ops, pid, agent);
 	if (err)
 		pr_warn("pid %d: the hand-over of its ops: %s", pid, strerror(-err));
 	if (agent && !rc->o->quiet)
