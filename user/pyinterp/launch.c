@@ -313,13 +313,6 @@ static int pass_stop(pid_t pid, int status)
 	return cont(pid, PTRACE_CONT, stop_signal(status));
 }
 
-/*
- * A signal sent to the held process (not an event, not a group stop) is
- * passed on without consuming its stop (WNOWAIT): were ptrace-gpu killed
- * between the wait and the resume, a stop already waited for would lose
- * the signal, one only seen keeps it (tests/integration/test_ptrace_stop.py).
- * 1 when one was passed on, 0 when there is none.
- */
 static launch_urg_fn urg_fn;
 static void *urg_ctx;
 
@@ -329,6 +322,13 @@ void launch__on_urg(launch_urg_fn fn, void *ctx)
 	urg_ctx = ctx;
 }
 
+/*
+ * A signal sent to the held process (not an event, not a group stop) is
+ * passed on without consuming its stop (WNOWAIT): were ptrace-gpu killed
+ * between the wait and the resume, a stop already waited for would lose
+ * the signal, one only seen keeps it (tests/integration/test_ptrace_stop.py).
+ * 1 when one was passed on, 0 when there is none.
+ */
 static int peek_signal(pid_t pid)
 {
 	siginfo_t si = {};

@@ -389,12 +389,11 @@ int record_arm_handover(struct recording *rc)
 
 	if (!rc->ops_handover || !rc->ops)
 		return 0;
+	/* not armed: the probes take the ops, as before (the child stays held, as one with no
+	 * Python is) */
 	err = torchops__handover_arm(rc->ops, rc->pid);
-	if (err) {
-		/* the probes take the ops, as before */
-		rc->ops_handover_done = true;
+	if (err)
 		return 0;
-	}
 	launch__on_urg(on_urg, rc);
 	return 0;
 }
