@@ -48,6 +48,8 @@ __u64 lost[PTG_MAX_CPUS] = {};
  * probes record none. recorder_tgid: ours, the tracer the thread must have.
  */
 const volatile __u32 recorder_tgid = 0;
+/* set by user space once a process is armed: until then no op pays the map lookup */
+bool handover_any = false;
 
 #define SIGURG_NR      23
 #define PT_PTRACED_BIT 0x1 /* include/linux/ptrace.h */
@@ -122,9 +124,11 @@ static __always_inline int emit(struct pt_regs *ctx)
 	barrier_var(sp);
 	barrier_var(fp);
 	if (ptg_not_traced(tgid) ||
-	    handed_over(tgid, (__u32)id, PTG_OP_COOKIE_SITE(cookie) == PTG_OP_SITE_ENTRY,
-			PTG_OP_COOKIE_OP(cookie),
-			(PTG_OP_COOKIE_FP(cookie) ? fp : sp) + (__s64)PTG_OP_COOKIE_DELTA(cookie)))
+	    (handover_any &&
+	     handed_over(tgid, (__u32)id, PTG_OP_COOKIE_SITE(cookie) == PTG_OP_SITE_ENTRY,
+			 PTG_OP_COOKIE_OP(cookie),
+			 (PTG_OP_COOKIE_FP(cookie) ? fp : sp) +
+			     (__s64)PTG_OP_COOKIE_DELTA(cookie))))
 		return 0;
 
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);

@@ -197,9 +197,10 @@ int torchops__handover_arm(struct torchops *ops, pid_t pid)
 
 	if (!ops)
 		return -ENOENT;
-	return bpf_map_update_elem(bpf_map__fd(ops->skel->maps.handover), &key, &h, BPF_ANY)
-		   ? -errno
-		   : 0;
+	if (bpf_map_update_elem(bpf_map__fd(ops->skel->maps.handover), &key, &h, BPF_ANY))
+		return -errno;
+	ops->skel->bss->handover_any = true;
+	return 0;
 }
 
 bool torchops__handover_stopped(struct torchops *ops, pid_t pid, pid_t tid)
