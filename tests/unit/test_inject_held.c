@@ -100,14 +100,24 @@ int main(void)
 		waitpid(pid, NULL, 0);
 		return 77;
 	}
-	/* stopped as the BPF side would stop it: the signal's delivery is our stop */
-	syscall(SYS_tgkill, pid, pid, SIGURG);
-	ASSERT_EQ(waitpid(pid, &status, __WALL), pid, "the stop is ours");
-	ASSERT_TRUE(WIFSTOPPED(status) && WSTOPSIG(status) == SIGURG && !(status >> 16),
-		    "a SIGURG signal-delivery stop");
-
+	/*
+	 * Stopped as the BPF side would stop it: the signal's delivery is our
+	 * stop. One that lands in a system call of libc's (the child's access())
+	 * is no safe point: refused (-EAGAIN), and the child is let run a little.
+	 */
 	o.held_tid = pid;
-	ret = inject_library(pid, lib, &o, &res, err, sizeof(err));
+	for (int tries = 0;; tries++) {
+		syscall(SYS_tgkill, pid, pid, SIGURG);
+		ASSERT_EQ(waitpid(pid, &status, __WALL), pid, "the stop is ours");
+		ASSERT_TRUE(WIFSTOPPED(status) && WSTOPSIG(status) == SIGURG && !(status >> 16),
+			    "a SIGURG signal-delivery stop");
+		err[0] = '\0';
+		ret = inject_library(pid, lib, &o, &res, err, sizeof(err));
+		if (ret != -EAGAIN || tries == 100)
+			break;
+		ptrace(PTRACE_CONT, pid, 0, 0);
+		usleep(1000);
+	}
 	ASSERT_EQ(ret, 0, err);
 	ASSERT_TRUE(!res.released, "still ours");
 	snprintf(marker, sizeof(marker), "/tmp/ptg-inject-marker.%d", pid);
