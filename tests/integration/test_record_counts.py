@@ -1,4 +1,5 @@
 """record on real Python processes of every interpreter (ptg.INTERPRETERS): exact call counts."""
+import collections
 import os
 import tempfile
 import unittest
@@ -155,6 +156,32 @@ class RecordCounts(unittest.TestCase):
         # 3.12, one for all three since 3.13 (dataclasses' _FuncBuilder)
         per_class = 3 if python.version < (3, 13) else 1
         self.assertEqual(trace.count()["__create_fn__:1"], 60 * per_class)
+
+    def check_reused_code_addresses(self, python):
+        """Code objects freed and others made at their addresses: each call and
+        each resumption under its own name (the probes' code cache forgets
+        what a freed code object was)."""
+        out = os.path.join(self.tmp.name, "codereuse.ptg")
+        w = ptg.Workload(python, "codereuse.py")
+        try:
+            rec = ptg.Recorder(["-p", str(w.pid)], out)
+            w.go()
+            said = w.finish()
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+        finally:
+            w.kill()
+        reused = int(said.split("reused ")[1].split()[0])
+        self.assertGreater(reused, 0, "no code object took a freed one's address")
+        trace = ptg.Trace(out)
+        self.assertEqual(trace.losses, [])
+        segs = collections.Counter(c[1] for c in trace.calls() if c[2] == "<string>")
+        want = {"<module>": 200}  # each exec()
+        for i in range(200):
+            want[f"g{i}"] = 3  # three calls
+            want[f"h{i}"] = 4  # its start and three resumptions
+        self.assertEqual(dict(segs), want)
+        starts = trace.count()
+        self.assertEqual([i for i in range(200) if starts[f"h{i}:3"] != 1], [])
 
 
 ptg.per_interpreter(RecordCounts)
