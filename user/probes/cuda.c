@@ -129,6 +129,7 @@ struct cuda_thread {
 	uint32_t depth;
 	struct {
 		uint64_t id;
+		uint64_t ts; /* its start */
 		uint8_t api;
 	} calls[PTG_CUDA_MAX_NEST];
 	struct cuda_host_call *hist;
@@ -239,6 +240,7 @@ static int call_enter(struct cudaprobe *cp, const struct ptg_event *e, uint32_t 
 	if (depth >= PTG_CUDA_MAX_NEST)
 		return 0;
 	ct->calls[depth].id = e->a;
+	ct->calls[depth].ts = e->ts;
 	ct->calls[depth].api = (uint8_t)api;
 	ct->depth = depth + 1;
 	return 0;
@@ -287,17 +289,20 @@ static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, 
 	return 0;
 }
 
-void cudaprobe__current(struct cudaprobe *cp, uint32_t pid, uint32_t tid, uint32_t *sym,
-			uint64_t *call_id)
+void cudaprobe__current(struct cudaprobe *cp, uint32_t pid, uint32_t tid, uint64_t since,
+			uint32_t *sym, uint64_t *call_id)
 {
 	struct cuda_thread *ct = cp ? thread_of(cp, pid, tid, false) : NULL;
+	uint32_t d = ct ? ct->depth : 0;
 
 	*sym = 0;
 	*call_id = 0;
-	if (!ct || !ct->depth)
+	while (d && ct->calls[d - 1].ts > since)
+		d--;
+	if (!d)
 		return;
-	*sym = api_sym(cp, ct->calls[ct->depth - 1].api);
-	*call_id = ct->calls[ct->depth - 1].id;
+	*sym = api_sym(cp, ct->calls[d - 1].api);
+	*call_id = ct->calls[d - 1].id;
 }
 
 static int write_losses(struct tracer *t, void *ctx)

@@ -50,11 +50,12 @@ bool cudaprobe__has_pid(void *ctx, pid_t pid);
 /* record's closing line about CUDA calls; nothing for NULL. */
 void cudaprobe__summary(const struct cudaprobe *cp);
 /*
- * The innermost CUDA call that thread (pid, tid) is in, as its API symbol
- * and call id (aux[3] of its record); 0 and 0 when none.
+ * The innermost CUDA call that thread (pid, tid) is in and that had begun
+ * by since, as its API symbol and call id (aux[3] of its record); 0 and 0
+ * when none.
  */
-void cudaprobe__current(struct cudaprobe *cp, uint32_t pid, uint32_t tid, uint32_t *sym,
-			uint64_t *call_id);
+void cudaprobe__current(struct cudaprobe *cp, uint32_t pid, uint32_t tid, uint64_t since,
+			uint32_t *sym, uint64_t *call_id);
 /*
  * A cupti_join_fn (cupti.h), ctx a struct cudaprobe: the host call of thread
  * (pid, tid) that CUPTI's record of API name, [start, end] (CLOCK_MONOTONIC)

@@ -32,7 +32,11 @@ static uint64_t op_ext(const struct tracer_thread *th)
 
 /*
  * The thread has not run since it left the CPU: the frames, op and CUDA
- * call open on it now are the ones it was in while off.
+ * call open on it now are the ones it was in while off. Except where the
+ * kernel left its switch back in out of the tracepoint: then the interval
+ * is sent at its next switch out (close_unseen() in bpf/sched.bpf.c), after
+ * what it did in between, and a CUDA call it began meanwhile is not the
+ * one it was off in.
  */
 static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
 {
@@ -55,7 +59,7 @@ static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, 
 	if (!th)
 		return -ENOMEM;
 	r.ext = op_ext(th);
-	cudaprobe__current(s->cuda, e->pid, e->tid, &r.sym, &call_id);
+	cudaprobe__current(s->cuda, e->pid, e->tid, e->ts, &r.sym, &call_id);
 	r.aux[3] = (int64_t)call_id;
 	s->intervals++;
 	return tracer__record(t, &r);
