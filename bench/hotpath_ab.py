@@ -2,7 +2,7 @@
 """A/B of ptrace-gpu binaries on the hot path of exact Python call tracing.
 
   sudo python3 bench/hotpath_ab.py [--stats] [--rounds 5] [--scale 2]
-                                   --python NAME BINARY...
+                                   --python NAME|PATH BINARY...
 
 One process of bench/workloads/fib.py (interpreter NAME of
 tests/integration/ptg.py) serves every run. Per round: the work untraced,
@@ -46,6 +46,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 import ptg  # noqa: E402  (the interpreters and how to run each)
+import versions  # noqa: E402  (PathPython)
 
 FIB = os.path.join(HERE, "workloads", "fib.py")
 SYS_BPF = 321  # x86_64
@@ -184,9 +185,21 @@ def traced(target, binary, tmp, stats, extra=()):
     return ns / runs, runs / calls
 
 
+def path_python(exe):
+    """An interpreter given by its path (a machine without ptg.INTERPRETERS'), with its version."""
+    python = versions.PathPython(exe)
+    python.version = (0, 0)
+    if not python.missing:
+        out = subprocess.run([exe, "-c", "import sys; print(*sys.version_info[:2])"],
+                             capture_output=True, text=True).stdout.split()
+        python.version = tuple(int(x) for x in out) if len(out) == 2 else (0, 0)
+    return python
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--python", required=True, help="an interpreter of ptg.INTERPRETERS")
+    ap.add_argument("--python", required=True,
+                    help="an interpreter of ptg.INTERPRETERS, or an interpreter's absolute path")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--scale", type=float, default=2.0)
     ap.add_argument("--stats", action="store_true", help="BPF run time per py_probe run")
@@ -196,7 +209,7 @@ def main():
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench/hotpath_ab.py: needs root (record -p, BPF statistics)")
-    python = ptg.Python(a.python)
+    python = path_python(a.python) if os.path.isabs(a.python) else ptg.Python(a.python)
     if python.missing:
         sys.exit(f"bench/hotpath_ab.py: {a.python}: {python.missing}")
     res = {b: [] for b in a.binaries}
