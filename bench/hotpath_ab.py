@@ -2,9 +2,12 @@
 """A/B of ptrace-gpu binaries on the hot path of exact Python call tracing.
 
   sudo python3 bench/hotpath_ab.py [--stats] [--rounds 5] [--scale 2]
+                                   [--workload fib|spread]
                                    --python NAME|PATH BINARY...
 
-One process of bench/workloads/fib.py (interpreter NAME of
+One process of bench/workloads/fib.py (or spread.py: calls over many code
+objects, SPREAD_FUNCS of them; give it --scale 64 for 128, as many calls as
+fib's) (interpreter NAME of
 tests/integration/ptg.py) serves every run. Per round: the work untraced,
 then under `record -p` of each BINARY in turn, so that the load of a shared
 machine hits each binary alike. Without --stats: the CPU time each binary
@@ -49,6 +52,7 @@ import ptg  # noqa: E402  (the interpreters and how to run each)
 import versions  # noqa: E402  (PathPython)
 
 FIB = os.path.join(HERE, "workloads", "fib.py")
+WORKLOADS = {"fib": FIB, "spread": os.path.join(HERE, "workloads", "spread.py")}
 SYS_BPF = 321  # x86_64
 BPF_ENABLE_STATS = 32
 BPF_STATS_RUN_TIME = 0
@@ -117,9 +121,9 @@ def build_moncost(python):
 
 
 class Target:
-    def __init__(self, python, scale, env=None):
+    def __init__(self, python, scale, env=None, workload=FIB):
         self.proc = subprocess.Popen(
-            python.argv(python.path(FIB), "--wait", "--scale", str(scale)),
+            python.argv(python.path(workload), "--wait", "--scale", str(scale)),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         line = self.proc.stdout.readline()
         if not line.startswith("ready"):
@@ -205,8 +209,13 @@ def main():
     ap.add_argument("--stats", action="store_true", help="BPF run time per py_probe run")
     ap.add_argument("--inprocess", action="store_true",
                     help="also cProfile and a sys.monitoring recorder (3.12+) in each round")
+    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="fib",
+                    help="fib (one code object, always cached) or spread (4,096 small "
+                    "functions called in turn: code objects mostly not in the caches)")
     ap.add_argument("binaries", nargs="+")
     a = ap.parse_args()
+    if a.inprocess and a.workload != "fib":
+        sys.exit("bench/hotpath_ab.py: --inprocess checks its counts on fib only")
     if os.geteuid() != 0:
         sys.exit("bench/hotpath_ab.py: needs root (record -p, BPF statistics)")
     python = path_python(a.python) if os.path.isabs(a.python) else ptg.Python(a.python)
@@ -225,7 +234,7 @@ def main():
     # 3.11 has no sys.monitoring: the agent's C profile function instead
     agent = a.inprocess and not a.stats
     res_agent = {b: [] for b in a.binaries}
-    target = Target(python, a.scale, env)
+    target = Target(python, a.scale, env, WORKLOADS[a.workload])
     try:
         target.run()  # warm-up: specialization, caches
         with tempfile.TemporaryDirectory() as tmp:

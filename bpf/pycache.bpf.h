@@ -39,23 +39,13 @@ struct thread_entry {
 	struct tid_info ti;
 };
 
-#define CODE_SLOTS	256
-#define CODE_START_NONE 0xffffffffu
+#define CODE_SLOTS 256
 
-/*
- * A code object read on this CPU: its fingerprint, and where its call's
- * RESUME is (byte offset in the code block; CODE_START_NONE while no call
- * of it was seen). With code_epoch (pyframe.bpf.c) an entry stands for the
- * object itself while no code object was freed since it was read.
- */
 struct code_entry {
 	__u64 seq;
 	__u64 code;
-	__u64 epoch;
 	__u32 fingerprint;
 	__u32 tgid;
-	__u32 start;
-	__u32 pad;
 };
 
 struct cpu_cache {
@@ -93,22 +83,6 @@ static __always_inline struct code_entry *code_slot(struct cpu_cache *cc, __u64 
 	return &cc->code[((code ^ code >> 12) >> 4) & (CODE_SLOTS - 1)];
 }
 
-/* What an entry says of (code, tgid), if it was read at this epoch. */
-static __always_inline bool code_known(struct code_entry *e, __u64 code, __u32 tgid, __u64 epoch,
-				       __u32 *fingerprint, __u32 *start)
-{
-	__u64 seq = *(volatile __u64 *)&e->seq;
-	bool hit;
-
-	barrier();
-	hit = e->code == code && e->tgid == tgid && e->epoch == epoch;
-	*fingerprint = e->fingerprint;
-	*start = e->start;
-	barrier();
-	return hit && !(seq & 1) && *(volatile __u64 *)&e->seq == seq;
-}
-
-/* Without epochs: the code object at code was sent with this fingerprint. */
 static __always_inline bool code_cached(struct code_entry *e, __u64 code, __u32 fingerprint,
 					__u32 tgid)
 {
@@ -122,7 +96,7 @@ static __always_inline bool code_cached(struct code_entry *e, __u64 code, __u32 
 }
 
 static __always_inline void code_put(struct code_entry *e, __u64 code, __u32 fingerprint,
-				     __u32 tgid, __u64 epoch, __u32 start)
+				     __u32 tgid)
 {
 	__u64 was;
 
@@ -131,8 +105,6 @@ static __always_inline void code_put(struct code_entry *e, __u64 code, __u32 fin
 	e->code = code;
 	e->fingerprint = fingerprint;
 	e->tgid = tgid;
-	e->epoch = epoch;
-	e->start = start;
 	seq_unlock(&e->seq, was);
 }
 

@@ -236,21 +236,6 @@ __u64 reg_checked[PTG_MAX_CPUS] = {};
 __u64 reg_mismatched[PTG_MAX_CPUS] = {};
 
 /*
- * Code objects are freed and their addresses reused. With code_epochs (a
- * probe on the interpreter's code_dealloc), every free of a code object in
- * a traced process, every exec and every process exit moves code_epoch, and
- * a CPU's cache entry of a code object read at the current epoch is that
- * object still: a RESUME of it reads no code object (its fingerprint and
- * where its call's RESUME is come from the entry). Without, each RESUME
- * reads the object's names and first instructions to check it.
- */
-const volatile bool code_epochs = false;
-__u64 code_epoch = 0;
-/* verify mode: RESUMEs the cache could have told, and of those, told wrong */
-__u64 code_checked[PTG_MAX_CPUS] = {};
-__u64 code_mismatched[PTG_MAX_CPUS] = {};
-
-/*
  * The thread's current frame at the probe (what current_frame() reads). *from_reg
  * says it came from the register that holds the handler's own frame: that
  * frame executes the handler, so it is no shim. A PTG_PY_REG_TSTATE
@@ -584,32 +569,24 @@ static __always_inline bool is_resume_op(__u8 op)
 /*
  * The two units from prev_instr on: in the code block read already when
  * they lie in it (a call's RESUME), else in one read (the RESUME is never a
- * code object's last instruction, so the unit after either is there). *at
- * becomes the RESUME's offset from the code block's start.
+ * code object's last instruction, so the unit after either is there).
  */
 static __always_inline int resume_unit(__u64 prev_instr, __u64 code, const __u64 *cblk, __u32 n,
-				       __u16 *unit, __u64 *at)
+				       __u16 *unit)
 {
+	__u64 at = prev_instr - (code + off.code_block);
 	__u16 units[2];
 
-	*at = prev_instr - (code + off.code_block);
-	if (prev_instr >= code + off.code_block && *at + 4 <= n &&
-	    *at <= PTG_PY_CODE_BLOCK_MAX - 4) {
+	if (prev_instr >= code + off.code_block && at + 4 <= n && at <= PTG_PY_CODE_BLOCK_MAX - 4) {
 		/* units are 2-aligned, and so is the block's start: tell the verifier */
-		__u64 i = *at & ~1ull;
-
-		units[0] = *(const __u16 *)((const __u8 *)cblk + i);
-		units[1] = *(const __u16 *)((const __u8 *)cblk + i + 2);
+		at &= ~1ull;
+		units[0] = *(const __u16 *)((const __u8 *)cblk + at);
+		units[1] = *(const __u16 *)((const __u8 *)cblk + at + 2);
 	} else if (!prev_instr ||
 		   bpf_probe_read_user(units, sizeof(units), (const void *)prev_instr)) {
 		return -1;
 	}
-	if (is_resume_op((__u8)units[0])) {
-		*unit = units[0];
-	} else {
-		*unit = units[1];
-		*at += 2;
-	}
+	*unit = is_resume_op((__u8)units[0]) ? units[0] : units[1];
 	return 0;
 }
 
@@ -636,39 +613,16 @@ static __always_inline bool maybe_shim(struct hit *h, const struct pt_regs *ctx,
 	return near_sp(ctx, previous);
 }
 
-/*
- * What the CPU's cache says of the RESUME at prev_instr in code, read at
- * this epoch: 1 a call starts (its RESUME is at the offset cached), 2 a
- * generator or coroutine resumes (elsewhere), 0 the cache cannot say (no
- * entry, no call seen yet, or 3.15's RESUME that is no call, which only its
- * oparg tells).
- */
-static __always_inline int resume_cached(struct code_entry *slot, __u64 code, __u64 prev_instr,
-					 __u32 tgid, __u64 epoch, __u32 *fingerprint)
-{
-	__u64 at = prev_instr - (code + off.code_block);
-	__u32 start;
-
-	if (!code_epochs || !code_known(slot, code, tgid, epoch, fingerprint, &start) ||
-	    start == CODE_START_NONE)
-		return 0;
-	/* prev_instr is at the RESUME or the unit before it; two RESUMEs never follow each other */
-	if (at == start || at + 2 == start)
-		return 1;
-	return resume_not_a_call == 0xff ? 2 : 0;
-}
-
 static __always_inline int on_resume(struct hit *h, const struct pt_regs *ctx, __u64 cookie)
 {
-	__u64 frame, code, prev_instr, previous, self, epoch, at = 0;
+	__u64 frame, code, prev_instr, previous, self;
 	__u64 blk[PTG_PY_FRAME_BLOCK_MAX / 8];
 	__u64 cblk[PTG_PY_CODE_BLOCK_MAX / 8];
-	__u32 oparg, n, fingerprint = 0, start = CODE_START_NONE;
 	struct code_entry *slot;
 	struct code_id id;
+	__u32 oparg, n;
 	__u16 unit = 0;
 	bool from_reg;
-	int cached;
 
 	frame = probe_frame(h, ctx, cookie, &from_reg);
 	if (!frame || read_frame(frame, blk, true)) {
@@ -686,43 +640,19 @@ static __always_inline int on_resume(struct hit *h, const struct pt_regs *ctx, _
 			__sync_fetch_and_add(&reg_mismatched[h->cpu & (PTG_MAX_CPUS - 1)], 1);
 		previous = frame_u64(blk, off.frame_previous);
 	}
-	/* before the code object is read: a free after this moves it, and the entry is stale */
-	epoch = *(volatile __u64 *)&code_epoch;
-	slot = code_slot(h->cc, code);
-	cached = resume_cached(slot, code, prev_instr, h->tgid, epoch, &fingerprint);
-	if (cached == 1 && !verify_regs)
-		return emit(h, PTG_EV_PY_START, fingerprint, frame, code, self, previous, previous);
-	if (cached == 2 && !verify_regs)
-		return emit(h, PTG_EV_PY_RESUME, fingerprint, frame, code, 0, previous, previous);
 	n = read_code_id(code, &id, cblk, true);
-	if (resume_unit(prev_instr, code, cblk, n, &unit, &at)) {
+	if (resume_unit(prev_instr, code, cblk, n, &unit)) {
 		count_loss(PTG_LOSS_PY_READ);
 		return 0;
 	}
 	/* 3.13+ keep a flag above (RESUME_OPARG_DEPTH1_MASK): only the low bits say where */
 	oparg = (unit >> 8) & resume_where_mask;
-	if (cached) {
-		/* verify mode: what the cache said, against the code object itself */
-		__u32 cpu = h->cpu & (PTG_MAX_CPUS - 1);
-
-		code_checked[cpu]++;
-		if (fingerprint != id.fingerprint || (cached == 1) != (oparg == 0))
-			__sync_fetch_and_add(&code_mismatched[cpu], 1);
-	}
 	if (oparg == resume_not_a_call)
 		return 0;
-	/* where its call's RESUME is: found now, or kept from the entry of this object */
-	if (oparg == 0)
-		start = at < CODE_START_NONE ? (__u32)at : CODE_START_NONE;
-	else if (!code_known(slot, code, h->tgid, epoch, &fingerprint, &start) ||
-		 fingerprint != id.fingerprint)
-		start = CODE_START_NONE;
-	if (code_cached(slot, code, id.fingerprint, h->tgid)) {
-		if (code_epochs)
-			code_put(slot, code, id.fingerprint, h->tgid, epoch, start);
-	} else if (!send_code(code, id.fingerprint, id.name, id.file, id.line)) {
-		code_put(slot, code, id.fingerprint, h->tgid, epoch, start);
-	}
+	slot = code_slot(h->cc, code);
+	if (!code_cached(slot, code, id.fingerprint, h->tgid) &&
+	    !send_code(code, id.fingerprint, id.name, id.file, id.line))
+		code_put(slot, code, id.fingerprint, h->tgid);
 	if (oparg == 0)
 		return emit(h, PTG_EV_PY_START, id.fingerprint, frame, code, self, previous,
 			    previous);
@@ -792,9 +722,6 @@ int py_probe(struct pt_regs *ctx)
 		return on_leave(&h, PTG_EV_PY_YIELD, ctx, cookie);
 	case PTG_PY_PROBE_TRACEBACK:
 		return on_traceback(&h, PT_REGS_PARM1(ctx));
-	case PTG_PY_PROBE_CODE_FREE:
-		__sync_fetch_and_add(&code_epoch, 1);
-		return 0;
 	}
 	return 0;
 }
@@ -829,9 +756,6 @@ int BPF_PROG(py_thread_exit, struct task_struct *task)
 	__u32 tid = task->pid;
 	bool known;
 
-	/* its pid may come back with other code objects at the same addresses */
-	if (code_epochs && task->pid == task->tgid)
-		__sync_fetch_and_add(&code_epoch, 1);
 	known = !bpf_map_delete_elem(&threads, &tid);
 	known |= !bpf_map_delete_elem(&tid_state, &tid);
 	if (known)
@@ -849,9 +773,6 @@ int BPF_PROG(py_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 {
 	__u32 tids[2] = {p->pid, old_pid};
 	bool known = false;
-
-	if (code_epochs)
-		__sync_fetch_and_add(&code_epoch, 1);
 
 	for (int i = 0; i < 2; i++) {
 		known |= !bpf_map_delete_elem(&threads, &tids[i]);

@@ -4,8 +4,7 @@ opcode handler's register (user/proc/probesite.c) equals the thread state's
 current frame on every hit, and the counts stay exact against the in-process
 oracle. Workloads: fib (calls), mixed (methods, closures, comprehensions,
 generators, exceptions, C calls back into Python), generator, threads, and
-code objects at reused addresses (the code cache: every RESUME it could
-tell, checked against the code object)."""
+code objects at reused addresses."""
 import collections
 import os
 import re
@@ -15,7 +14,6 @@ import unittest
 import ptg
 
 VERIFIED = re.compile(r"frame registers: (\d+) hits checked, 0 mismatched")
-CODE_VERIFIED = re.compile(r"code cache: (\d+) RESUMEs checked, 0 mismatched")
 
 
 class FrameRegs(unittest.TestCase):
@@ -39,13 +37,8 @@ class FrameRegs(unittest.TestCase):
         finally:
             w.kill()
         self.assertNotIn("disagreed", rec.stderr)
-        self.assertNotIn("told wrong", rec.stderr)
         m = VERIFIED.search(rec.stderr)
         self.assertIsNotNone(m, rec.stderr)
-        # what the code cache would have said of each RESUME, against the code object
-        c = CODE_VERIFIED.search(rec.stderr)
-        self.assertIsNotNone(c, rec.stderr)
-        self.code_checked = int(c.group(1))
         trace = ptg.Trace(out)
         self.assertEqual(trace.losses, [], "events were lost")
         return trace, int(m.group(1))
@@ -55,8 +48,6 @@ class FrameRegs(unittest.TestCase):
         self.assertEqual(trace.count("fib.py")["f:7"], 5919)
         # every call's RESUME site has a register on every build (test_frame_regs.c)
         self.assertGreaterEqual(checked, 5919)
-        # all but the first call of f on each CPU's cache slot
-        self.assertGreater(self.code_checked, 5000)
 
     def check_mixed(self, python):
         oracle = ptg.oracle(python, "mixed.py")
@@ -80,13 +71,12 @@ class FrameRegs(unittest.TestCase):
                              1000, leaf)
 
     def check_code_reuse(self, python):
-        """Code objects freed and others made at their addresses: the code
-        cache told every RESUME right (start or resumption, which object)."""
+        """Code objects freed and others made at their addresses: each call
+        and each resumption under its own name."""
         trace, _ = self.record_verified(python, "codereuse.py")
         segs = collections.Counter(c[1] for c in trace.calls() if c[2] == "<string>")
         want = {f"{f}{i}": n for i in range(200) for f, n in (("g", 3), ("h", 4))}
         self.assertEqual(segs, collections.Counter(want, **{"<module>": 200}))
-        self.assertGreater(self.code_checked, 0)
 
 
 ptg.per_interpreter(FrameRegs)

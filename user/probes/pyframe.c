@@ -22,7 +22,7 @@
 #include "pyinterp/pycode.h"
 
 /* RESUME, return and yield handlers, and PyTraceBack_Here */
-#define MAX_SITES (3 * PY_MAX_HANDLERS + 2)
+#define MAX_SITES (3 * PY_MAX_HANDLERS + 1)
 _Static_assert(MAX_SITES <= PTG_PY_MAX_SITES, "a site's number must fit its cookie");
 _Static_assert(PROBESITE_NR_REGS == PTG_PY_NR_REGS, "one register numbering for both sides");
 
@@ -157,8 +157,6 @@ static int open_common(const struct py_interp *py, struct tracer *t, int traced_
 	}
 	pf->skel->rodata->filter_tgids = pf->shared;
 	pf->skel->rodata->verify_regs = env_is_1("PTG_PYFRAME_VERIFY");
-	/* PTG_PYCODE_NO_EPOCHS=1: read every code object at each RESUME, as before (A/B) */
-	pf->skel->rodata->code_epochs = py->code_free_off && !env_is_1("PTG_PYCODE_NO_EPOCHS");
 	err = bpf_map__reuse_fd(pf->skel->maps.events, tracer__ringbuf_fd(t));
 	if (!err && pf->shared)
 		err = bpf_map__reuse_fd(pf->skel->maps.traced, traced_fd);
@@ -264,10 +262,6 @@ static int probe_sites(const struct py_interp *py, uint64_t *offs, uint64_t *coo
 	}
 	offs[n] = py->traceback_off;
 	cookies[n] = site_cookie(PTG_PY_PROBE_TRACEBACK, n, -1);
-	if (py->code_free_off) {
-		offs[++n] = py->code_free_off;
-		cookies[n] = site_cookie(PTG_PY_PROBE_CODE_FREE, n, -1);
-	}
 	return ++n;
 }
 
@@ -419,8 +413,6 @@ void pyframe__stats(const struct pyframe *pf, struct pyframe_stats *st)
 		    bss->losses[cpu][PTG_LOSS_PY_EVENT] + bss->losses[cpu][PTG_LOSS_PY_STACK];
 		st->reg_checked += bss->reg_checked[cpu];
 		st->reg_mismatched += bss->reg_mismatched[cpu];
-		st->code_checked += bss->code_checked[cpu];
-		st->code_mismatched += bss->code_mismatched[cpu];
 	}
 }
 
@@ -444,17 +436,6 @@ static void report_regs(const struct pyframe *pf)
 	else if (pf->skel->rodata->verify_regs)
 		pr_info("pyframe: frame registers: %llu hits checked, 0 mismatched",
 			(unsigned long long)st.reg_checked);
-	if (!pf->skel->rodata->verify_regs)
-		return;
-	if (!pf->skel->rodata->code_epochs)
-		pr_info("pyframe: code cache: off, every code object read");
-	else if (st.code_mismatched)
-		pr_warn("pyframe: code cache: %llu of %llu RESUMEs checked told wrong",
-			(unsigned long long)st.code_mismatched,
-			(unsigned long long)st.code_checked);
-	else
-		pr_info("pyframe: code cache: %llu RESUMEs checked, 0 mismatched",
-			(unsigned long long)st.code_checked);
 }
 
 void pyframe__destroy(struct pyframe *pf)

@@ -22,10 +22,8 @@ struct pyframe_stats {
 	uint64_t unmatched;    /* returns of frames that were not on the stack */
 	uint64_t redispatched; /* RESUMEs executed twice (3.12+ re-instrumentation): one call */
 	uint64_t hidden; /* frames that run no RESUME (3.13+ __init__ cleanup), kept unrecorded */
-	uint64_t reg_checked;	  /* frames read from a register and checked against the tstate */
-	uint64_t reg_mismatched;  /* of those, that differed (the site then reads the tstate) */
-	uint64_t code_checked;	  /* verify mode: RESUMEs the code cache could tell */
-	uint64_t code_mismatched; /* of those, told wrong */
+	uint64_t reg_checked;	 /* frames read from a register and checked against the tstate */
+	uint64_t reg_mismatched; /* of those, that differed (the site then reads the tstate) */
 };
 
 /* Loads the probes for py (the process py->pid) into the tracer's ring buffer. */
