@@ -662,19 +662,27 @@ static __always_inline int on_resume(struct hit *h, const struct pt_regs *ctx, _
 /*
  * RETURN_VALUE or YIELD_VALUE: the current frame leaves, or, where the
  * probe sits after the handler made the caller current, the frame above
- * the current one (user/probes/pyframe.c tells which). A shim frame is sent as 0.
+ * the current one (user/probes/pyframe.c tells which). A shim frame is sent
+ * as 0. The shim such a caller can be is this eval loop's entry_frame, on
+ * the C stack just above the handler's stack pointer (as for RESUME's
+ * previous frame): a caller elsewhere is not read.
  */
 static __always_inline int on_leave(struct hit *h, __u16 kind, const struct pt_regs *ctx,
 				    __u64 cookie)
 {
-	bool from_reg;
+	bool from_reg, shim = false;
 	__u64 frame = probe_frame(h, ctx, cookie, &from_reg);
 
 	if (!frame) {
 		count_loss(PTG_LOSS_PY_READ);
 		return 0;
 	}
-	return emit(h, kind, 0, !from_reg && is_shim(frame) ? 0 : frame, 0, 0, 0, frame);
+	if (!from_reg && maybe_shim(h, ctx, frame) && is_shim(frame)) {
+		if (!near_sp(ctx, frame))
+			__sync_fetch_and_add(&reg_mismatched[h->cpu & (PTG_MAX_CPUS - 1)], 1);
+		shim = true;
+	}
+	return emit(h, kind, 0, shim ? 0 : frame, 0, 0, 0, frame);
 }
 
 /* PyTraceBack_Here(PyFrameObject *f): the exception now is in f's frame. */
