@@ -5,12 +5,12 @@
                                    [--workload fib|spread]
                                    --python NAME|PATH BINARY...
 
-One process of bench/workloads/fib.py (or spread.py: calls over many code
-objects, SPREAD_FUNCS of them; give it --scale 64 for 128, as many calls as
-fib's) (interpreter NAME of
-tests/integration/ptg.py) serves every run. Per round: the work untraced,
-then under `record -p` of each BINARY in turn, so that the load of a shared
-machine hits each binary alike. Without --stats: the CPU time each binary
+One process of bench/workloads/fib.py, or with --workload spread of
+spread.py (calls over SPREAD_FUNCS code objects, 4,096 unless the
+environment says; with 128, --scale 64 makes as many calls as fib's), under
+interpreter NAME of tests/integration/ptg.py (or PATH), serves every run.
+Per round: the work untraced, then under `record -p` of each BINARY in
+turn, so that the load of a shared machine hits each binary alike. Without --stats: the CPU time each binary
 adds per Python call (BPF statistics off). With --stats: the run time of
 py_probe per program run, from the kernel's BPF statistics, turned on
 through a BPF_ENABLE_STATS file descriptor only while the work runs (it

@@ -3,8 +3,8 @@ in the environment), each called in turn, 20 rounds (x --scale / 2). Where
 fib keeps one code object hot in every cache, here each call's code object
 is one of 4,096 (about 1 MiB of code objects and their bytecode), as in a
 program of many functions: what a probe reads of it is most often a cache
-miss. With 128 or 256 the code objects fit the probes' per-CPU cache of
-them (256 slots) but not the CPU's L1.
+miss. With SPREAD_FUNCS=128 most of them fit the probes' per-CPU cache of
+code objects (256 slots, by address) but not the CPU's L1.
 
 The work returns the exact count of calls of the small functions.
 """
