@@ -10,8 +10,9 @@ spread.py (calls over SPREAD_FUNCS code objects, 4,096 unless the
 environment says; with 128, --scale 64 makes as many calls as fib's), under
 interpreter NAME of tests/integration/ptg.py (or PATH), serves every run.
 Per round: the work untraced, then under `record -p` of each BINARY in
-turn, so that the load of a shared machine hits each binary alike. Without --stats: the CPU time each binary
-adds per Python call (BPF statistics off). With --stats: the run time of
+turn, so that the load of a shared machine hits each binary alike.
+Without --stats: the CPU time each binary adds per Python call (BPF
+statistics off). With --stats: the run time of
 py_probe per program run, from the kernel's BPF statistics, turned on
 through a BPF_ENABLE_STATS file descriptor only while the work runs (it
 counts with the sysctl, so another user's statistics are never turned off).
