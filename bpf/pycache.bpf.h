@@ -44,6 +44,7 @@ struct thread_entry {
 struct code_entry {
 	__u64 seq;
 	__u64 code;
+	__u64 epoch; /* code_epoch of pyframe.bpf.c when it was put */
 	__u32 fingerprint;
 	__u32 tgid;
 };
@@ -84,19 +85,20 @@ static __always_inline struct code_entry *code_slot(struct cpu_cache *cc, __u64 
 }
 
 static __always_inline bool code_cached(struct code_entry *e, __u64 code, __u32 fingerprint,
-					__u32 tgid)
+					__u32 tgid, __u64 epoch)
 {
 	__u64 seq = *(volatile __u64 *)&e->seq;
 	bool hit;
 
 	barrier();
-	hit = e->code == code && e->fingerprint == fingerprint && e->tgid == tgid;
+	hit = e->code == code && e->fingerprint == fingerprint && e->tgid == tgid &&
+	      e->epoch == epoch;
 	barrier();
 	return hit && !(seq & 1) && *(volatile __u64 *)&e->seq == seq;
 }
 
 static __always_inline void code_put(struct code_entry *e, __u64 code, __u32 fingerprint,
-				     __u32 tgid)
+				     __u32 tgid, __u64 epoch)
 {
 	__u64 was;
 
@@ -105,6 +107,7 @@ static __always_inline void code_put(struct code_entry *e, __u64 code, __u32 fin
 	e->code = code;
 	e->fingerprint = fingerprint;
 	e->tgid = tgid;
+	e->epoch = epoch;
 	seq_unlock(&e->seq, was);
 }
 

@@ -88,6 +88,18 @@ struct {
 	__type(value, __u8);
 } seen_code SEC(".maps");
 
+/*
+ * A code object that is freed leaves its address to the next, whose
+ * fingerprint can be the same: its name string may take the freed name's
+ * address too (functions made one after another by exec() in a loop, same
+ * file, same line). With code_frees (a probe on code_dealloc), a free
+ * deletes the freed object's seen_code entry and moves code_epoch, which
+ * makes every CPU's cached entry stale (pycache.bpf.h): the next object at
+ * that address sends its names again.
+ */
+const volatile bool code_frees = false;
+__u64 code_epoch = 0;
+
 __u64 losses[PTG_MAX_CPUS][PTG_LOSS_NR_KINDS] = {};
 
 static __always_inline void count_loss(int kind)
@@ -428,6 +440,28 @@ __noinline int send_code(__u64 code, __u32 fingerprint, __u64 name, __u64 file, 
 	return 0;
 }
 
+/*
+ * code_dealloc(PyCodeObject *co): co is about to be freed, still whole.
+ * Its names must be sent again for whatever takes its address (code_frees).
+ * A global function, like send_code: verified once, on its own stack.
+ */
+__noinline int code_freed(__u64 code)
+{
+	__u64 cblk[PTG_PY_CODE_BLOCK_MAX / 8];
+	struct code_key key = {};
+	struct code_id id;
+
+	if (!code)
+		return 0;
+	__sync_fetch_and_add(&code_epoch, 1);
+	read_code_id(code, &id, cblk, false);
+	key.code = code;
+	key.fingerprint = id.fingerprint;
+	key.tgid = bpf_get_current_pid_tgid() >> 32;
+	bpf_map_delete_elem(&seen_code, &key);
+	return 0;
+}
+
 struct snap_walk {
 	__u64 frame;
 	__u32 n;
@@ -615,7 +649,7 @@ static __always_inline bool maybe_shim(struct hit *h, const struct pt_regs *ctx,
 
 static __always_inline int on_resume(struct hit *h, const struct pt_regs *ctx, __u64 cookie)
 {
-	__u64 frame, code, prev_instr, previous, self;
+	__u64 frame, code, prev_instr, previous, self, epoch;
 	__u64 blk[PTG_PY_FRAME_BLOCK_MAX / 8];
 	__u64 cblk[PTG_PY_CODE_BLOCK_MAX / 8];
 	struct code_entry *slot;
@@ -640,6 +674,8 @@ static __always_inline int on_resume(struct hit *h, const struct pt_regs *ctx, _
 			__sync_fetch_and_add(&reg_mismatched[h->cpu & (PTG_MAX_CPUS - 1)], 1);
 		previous = frame_u64(blk, off.frame_previous);
 	}
+	/* before the code object is read: a free after this makes what is put below stale */
+	epoch = *(volatile __u64 *)&code_epoch;
 	n = read_code_id(code, &id, cblk, true);
 	if (resume_unit(prev_instr, code, cblk, n, &unit)) {
 		count_loss(PTG_LOSS_PY_READ);
@@ -650,9 +686,9 @@ static __always_inline int on_resume(struct hit *h, const struct pt_regs *ctx, _
 	if (oparg == resume_not_a_call)
 		return 0;
 	slot = code_slot(h->cc, code);
-	if (!code_cached(slot, code, id.fingerprint, h->tgid) &&
+	if (!code_cached(slot, code, id.fingerprint, h->tgid, epoch) &&
 	    !send_code(code, id.fingerprint, id.name, id.file, id.line))
-		code_put(slot, code, id.fingerprint, h->tgid);
+		code_put(slot, code, id.fingerprint, h->tgid, epoch);
 	if (oparg == 0)
 		return emit(h, PTG_EV_PY_START, id.fingerprint, frame, code, self, previous,
 			    previous);
@@ -730,6 +766,8 @@ int py_probe(struct pt_regs *ctx)
 		return on_leave(&h, PTG_EV_PY_YIELD, ctx, cookie);
 	case PTG_PY_PROBE_TRACEBACK:
 		return on_traceback(&h, PT_REGS_PARM1(ctx));
+	case PTG_PY_PROBE_CODE_FREE:
+		return code_frees ? code_freed(PT_REGS_PARM1(ctx)) : 0;
 	}
 	return 0;
 }

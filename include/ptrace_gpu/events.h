@@ -144,6 +144,7 @@ enum ptg_py_probe {
 	PTG_PY_PROBE_RETURN = 2,    /* RETURN_VALUE handler */
 	PTG_PY_PROBE_YIELD = 3,	    /* YIELD_VALUE handler */
 	PTG_PY_PROBE_TRACEBACK = 4, /* PyTraceBack_Here() */
+	PTG_PY_PROBE_CODE_FREE = 5, /* code_dealloc(), PyCode_Type's tp_dealloc */
 };
 
 /* Why a stack snapshot was taken. */

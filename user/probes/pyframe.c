@@ -21,8 +21,8 @@
 #include "pyframe.skel.h"
 #include "pyinterp/pycode.h"
 
-/* RESUME, return and yield handlers, and PyTraceBack_Here */
-#define MAX_SITES (3 * PY_MAX_HANDLERS + 1)
+/* RESUME, return and yield handlers, PyTraceBack_Here and code_dealloc */
+#define MAX_SITES (3 * PY_MAX_HANDLERS + 2)
 _Static_assert(MAX_SITES <= PTG_PY_MAX_SITES, "a site's number must fit its cookie");
 _Static_assert(PROBESITE_NR_REGS == PTG_PY_NR_REGS, "one register numbering for both sides");
 
@@ -157,6 +157,12 @@ static int open_common(const struct py_interp *py, struct tracer *t, int traced_
 	}
 	pf->skel->rodata->filter_tgids = pf->shared;
 	pf->skel->rodata->verify_regs = env_is_1("PTG_PYFRAME_VERIFY");
+	pf->skel->rodata->code_frees = py->code_free_off != 0;
+	if (!py->code_free_off)
+		pr_warn("pyframe: %s: code_dealloc not found: a code object made where a freed one "
+			"was, with a name string where the freed name was, may get the freed one's "
+			"name",
+			py->path);
 	err = bpf_map__reuse_fd(pf->skel->maps.events, tracer__ringbuf_fd(t));
 	if (!err && pf->shared)
 		err = bpf_map__reuse_fd(pf->skel->maps.traced, traced_fd);
@@ -262,6 +268,10 @@ static int probe_sites(const struct py_interp *py, uint64_t *offs, uint64_t *coo
 	}
 	offs[n] = py->traceback_off;
 	cookies[n] = site_cookie(PTG_PY_PROBE_TRACEBACK, n, -1);
+	if (py->code_free_off) {
+		offs[++n] = py->code_free_off;
+		cookies[n] = site_cookie(PTG_PY_PROBE_CODE_FREE, n, -1);
+	}
 	return ++n;
 }
 

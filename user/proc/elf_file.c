@@ -431,3 +431,46 @@ int elf_file__find_ptr_table(const struct elf_file *ef, elf_ptr_table_fn accept,
 	}
 	return scan_raw_tables(ef, accept, ctx, table);
 }
+
+/* The addend of the R_X86_64_RELATIVE relocation of the word at vaddr; -ENOENT if none. */
+static int relative_addend(const struct elf_file *ef, uint64_t vaddr, uint64_t *addend)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr shdr;
+
+	while ((scn = elf_nextscn(ef->elf, scn))) {
+		Elf_Data *data;
+		int n;
+
+		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_RELA || !shdr.sh_entsize ||
+		    !(data = elf_getdata(scn, NULL)) || table_len(ef, data, ELF_T_RELA, &n))
+			continue;
+		for (int i = 0; i < n; i++) {
+			GElf_Rela rela;
+
+			if (gelf_getrela(data, i, &rela) && rela.r_offset == vaddr &&
+			    GELF_R_TYPE(rela.r_info) == R_X86_64_RELATIVE) {
+				*addend = rela.r_addend;
+				return 0;
+			}
+		}
+	}
+	return -ENOENT;
+}
+
+int elf_file__code_ptr(const struct elf_file *ef, uint64_t vaddr, uint64_t *out)
+{
+	uint64_t ptr;
+	int err;
+
+	if (elf_file__is_dyn(ef))
+		err = relative_addend(ef, vaddr, &ptr);
+	else
+		err = elf_file__read(ef, vaddr, &ptr, sizeof(ptr));
+	if (err)
+		return err;
+	if (!is_code(ef, ptr))
+		return -ENOENT;
+	*out = ptr;
+	return 0;
+}

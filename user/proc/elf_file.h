@@ -29,6 +29,13 @@ int elf_file__find_sym(const struct elf_file *ef, const char *name, bool prefix,
 int elf_file__vaddr_to_offset(const struct elf_file *ef, uint64_t vaddr, uint64_t *off);
 /* Reads len bytes of initialized data at link-time address vaddr. */
 int elf_file__read(const struct elf_file *ef, uint64_t vaddr, void *buf, size_t len);
+/*
+ * The code address a pointer in initialized data at link-time address vaddr
+ * holds (a type's slot, say): the R_X86_64_RELATIVE addend in a PIE or
+ * shared object, the word itself in an ET_EXEC one. -ENOENT unless it lies
+ * in an executable segment.
+ */
+int elf_file__code_ptr(const struct elf_file *ef, uint64_t vaddr, uint64_t *out);
 /* The DT_NEEDED entry that starts with prefix, copied to buf; -ENOENT if none. */
 int elf_file__needed(const struct elf_file *ef, const char *prefix, char *buf, size_t len);
 /*

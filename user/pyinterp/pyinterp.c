@@ -280,6 +280,30 @@ static void handler_code(const struct elf_file *ef, const struct elf_sym_info *e
 	}
 }
 
+/*
+ * PyTypeObject's tp_dealloc: after the variable-size object head (refcount,
+ * type, size) and tp_name, tp_basicsize, tp_itemsize, in every build we
+ * read (64-bit, neither free-threaded nor Py_TRACE_REFS).
+ */
+#define TP_DEALLOC_AT 48
+
+/*
+ * The file offset of code_dealloc, a static function: the pointer in
+ * PyCode_Type, which every build exports. 0 when it cannot be found; the
+ * probes then check each code object they meet.
+ */
+static uint64_t code_free_off(const struct elf_file *ef)
+{
+	struct elf_sym_info type;
+	uint64_t fn, off;
+
+	if (elf_file__find_sym(ef, "PyCode_Type", false, &type) || type.size < TP_DEALLOC_AT + 8 ||
+	    elf_file__code_ptr(ef, type.addr + TP_DEALLOC_AT, &fn) ||
+	    elf_file__vaddr_to_offset(ef, fn, &off))
+		return 0;
+	return off;
+}
+
 static int find_handlers(const struct elf_file *ef, struct py_interp *py, char *err, size_t errlen)
 {
 	struct probesite_code code = {};
@@ -345,6 +369,7 @@ static int find_handlers(const struct elf_file *ef, struct py_interp *py, char *
 	if (elf_file__vaddr_to_offset(ef, eval.addr, &py->eval_off) ||
 	    elf_file__vaddr_to_offset(ef, tb.addr, &py->traceback_off))
 		return fail(err, errlen, -ENOENT, "%s: bad symbol addresses", py->path);
+	py->code_free_off = code_free_off(ef);
 	return 0;
 }
 

@@ -126,6 +126,11 @@ struct py_interp {
 	uint64_t handlers_lo, handlers_hi;
 	uint64_t eval_off; /* file offsets, for uprobes */
 	uint64_t traceback_off;
+	/*
+	 * code_dealloc (PyCode_Type's tp_dealloc), where a code object is
+	 * freed: lets the probes trust what they cached of one. 0: not found.
+	 */
+	uint64_t code_free_off;
 	uint64_t resume_offs[PY_MAX_HANDLERS];
 	uint64_t return_offs[PY_MAX_HANDLERS];
 	uint64_t yield_offs[PY_MAX_HANDLERS];
