@@ -353,17 +353,15 @@ static int cmp_slot(const void *a, const void *b)
 	return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
-/* Relocated pointers of a PIE object: R_X86_64_RELATIVE addends into [lo, hi). */
-static int scan_rela_tables(const struct elf_file *ef, elf_ptr_table_fn accept, void *ctx,
-			    uint64_t table[PTR_TABLE_LEN])
+/*
+ * Each R_X86_64_RELATIVE relocation of the object's SHT_RELA sections, to fn
+ * until it returns non-zero (that value); 0 when all were seen.
+ */
+static int for_each_relative(const struct elf_file *ef, int (*fn)(const GElf_Rela *r, void *ctx),
+			     void *ctx)
 {
-	struct rel_slot *slots = NULL;
-	size_t nslots = 0, cap = 0;
 	Elf_Scn *scn = NULL;
-	int err = -ENOENT;
 	GElf_Shdr shdr;
-	uint64_t cand[PTR_TABLE_LEN];
-	int best = 0;
 
 	while ((scn = elf_nextscn(ef->elf, scn))) {
 		Elf_Data *data;
@@ -373,49 +371,82 @@ static int scan_rela_tables(const struct elf_file *ef, elf_ptr_table_fn accept, 
 			continue;
 		if (!(data = elf_getdata(scn, NULL)))
 			continue;
-		/* like a section with no data: one libelf cannot index holds no table for us */
+		/* like a section with no data: one libelf cannot index holds nothing for us */
 		if (table_len(ef, data, ELF_T_RELA, &n))
 			continue;
 		for (int i = 0; i < n; i++) {
 			GElf_Rela rela;
+			int ret;
 
 			if (!gelf_getrela(data, i, &rela) ||
-			    GELF_R_TYPE(rela.r_info) != R_X86_64_RELATIVE ||
-			    !is_code(ef, rela.r_addend))
+			    GELF_R_TYPE(rela.r_info) != R_X86_64_RELATIVE)
 				continue;
-			if (nslots == cap) {
-				struct rel_slot *n;
-
-				cap = cap ? cap * 2 : 1024;
-				n = realloc(slots, cap * sizeof(*slots));
-				if (!n) {
-					err = -ENOMEM;
-					goto cleanup;
-				}
-				slots = n;
-			}
-			slots[nslots].offset = rela.r_offset;
-			slots[nslots++].addend = rela.r_addend;
+			ret = fn(&rela, ctx);
+			if (ret)
+				return ret;
 		}
 	}
-	array_sort(slots, nslots, sizeof(*slots), cmp_slot);
-	for (size_t i = 0, run = 0; i < nslots; i++) {
-		run = i && slots[i].offset == slots[i - 1].offset + 8 ? run + 1 : 1;
+	return 0;
+}
+
+struct slots {
+	const struct elf_file *ef;
+	struct rel_slot *v;
+	size_t n, cap;
+};
+
+/* Keeps the relocations that point at code. */
+static int add_slot(const GElf_Rela *r, void *ctx)
+{
+	struct slots *s = ctx;
+
+	if (!is_code(s->ef, r->r_addend))
+		return 0;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 1024;
+		struct rel_slot *v = realloc(s->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		s->v = v;
+		s->cap = cap;
+	}
+	s->v[s->n].offset = r->r_offset;
+	s->v[s->n++].addend = r->r_addend;
+	return 0;
+}
+
+/* Relocated pointers of a PIE object: R_X86_64_RELATIVE addends into [lo, hi). */
+static int scan_rela_tables(const struct elf_file *ef, elf_ptr_table_fn accept, void *ctx,
+			    uint64_t table[PTR_TABLE_LEN])
+{
+	struct slots slots = {.ef = ef};
+	uint64_t cand[PTR_TABLE_LEN];
+	int err, best = 0;
+
+	err = for_each_relative(ef, add_slot, &slots);
+	if (err) {
+		free(slots.v);
+		return err;
+	}
+	err = -ENOENT;
+	array_sort(slots.v, slots.n, sizeof(*slots.v), cmp_slot);
+	for (size_t i = 0, run = 0; i < slots.n; i++) {
+		run = i && slots.v[i].offset == slots.v[i - 1].offset + 8 ? run + 1 : 1;
 		if (run < PTR_TABLE_LEN)
 			continue;
 		int score;
 
 		for (size_t k = 0; k < PTR_TABLE_LEN; k++)
-			cand[k] = slots[i + 1 - PTR_TABLE_LEN + k].addend;
-		score = accept(cand, slots[i + 1 - PTR_TABLE_LEN].offset, ctx);
+			cand[k] = slots.v[i + 1 - PTR_TABLE_LEN + k].addend;
+		score = accept(cand, slots.v[i + 1 - PTR_TABLE_LEN].offset, ctx);
 		if (score > best) {
 			best = score;
 			memcpy(table, cand, sizeof(cand));
 			err = 0;
 		}
 	}
-cleanup:
-	free(slots);
+	free(slots.v);
 	return err;
 }
 
@@ -432,30 +463,30 @@ int elf_file__find_ptr_table(const struct elf_file *ef, elf_ptr_table_fn accept,
 	return scan_raw_tables(ef, accept, ctx, table);
 }
 
+struct addend_at {
+	uint64_t vaddr;
+	uint64_t addend;
+};
+
+static int match_addend(const GElf_Rela *r, void *ctx)
+{
+	struct addend_at *a = ctx;
+
+	if (r->r_offset != a->vaddr)
+		return 0;
+	a->addend = r->r_addend;
+	return 1;
+}
+
 /* The addend of the R_X86_64_RELATIVE relocation of the word at vaddr; -ENOENT if none. */
 static int relative_addend(const struct elf_file *ef, uint64_t vaddr, uint64_t *addend)
 {
-	Elf_Scn *scn = NULL;
-	GElf_Shdr shdr;
+	struct addend_at a = {.vaddr = vaddr};
 
-	while ((scn = elf_nextscn(ef->elf, scn))) {
-		Elf_Data *data;
-		int n;
-
-		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_RELA || !shdr.sh_entsize ||
-		    !(data = elf_getdata(scn, NULL)) || table_len(ef, data, ELF_T_RELA, &n))
-			continue;
-		for (int i = 0; i < n; i++) {
-			GElf_Rela rela;
-
-			if (gelf_getrela(data, i, &rela) && rela.r_offset == vaddr &&
-			    GELF_R_TYPE(rela.r_info) == R_X86_64_RELATIVE) {
-				*addend = rela.r_addend;
-				return 0;
-			}
-		}
-	}
-	return -ENOENT;
+	if (for_each_relative(ef, match_addend, &a) != 1)
+		return -ENOENT;
+	*addend = a.addend;
+	return 0;
 }
 
 int elf_file__code_ptr(const struct elf_file *ef, uint64_t vaddr, uint64_t *out)
