@@ -8,12 +8,16 @@
  * the CUDA and PyTorch libraries the process has mapped that no probe of
  * ours is on yet (PTG_LIB_MAP): their calls go unrecorded until the probes
  * are in, and user space says so even when it looks too late to see it.
+ * A thread we hold under ptrace that maps one is stopped right there, at
+ * the notice, until the probes are in (bpf/hold.bpf.h): its first call into
+ * the library is then recorded however it was loaded.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "hold.bpf.h"
 #include "ptrace_gpu/events.h"
 
 struct {
@@ -53,9 +57,24 @@ extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it, struct task_struc
 extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __ksym __weak;
 extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __ksym __weak;
 
+/* ours: a thread of the recorded processes under our ptrace (a held one) may be stopped */
+const volatile __u32 recorder_tgid = 0;
+
+/*
+ * tid -> when: the threads stopped at a notice, so that user space tells
+ * our SIGURG from another's at the stop (user/probes/libwatch.c
+ * libwatch__held_stop()), whether or not it has read the notice yet.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u64);
+} held SEC(".maps");
+
 __u64 lost = 0;
 
-static __always_inline int notify(__u32 aux)
+static __always_inline struct ptg_event *reserve_notice(__u32 aux)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct ptg_event *e;
@@ -63,7 +82,7 @@ static __always_inline int notify(__u32 aux)
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		__sync_fetch_and_add(&lost, 1);
-		return 0;
+		return NULL;
 	}
 	__builtin_memset(e, 0, sizeof(*e));
 	e->ts = bpf_ktime_get_ns();
@@ -72,8 +91,16 @@ static __always_inline int notify(__u32 aux)
 	e->kind = PTG_EV_LIB_CHANGE;
 	e->aux = aux;
 	e->cpu = bpf_get_smp_processor_id();
+	return e;
+}
+
+static __always_inline int notify(__u32 aux)
+{
+	struct ptg_event *e = reserve_notice(aux);
+
 	/* rare, and probes for the new library should go in at once */
-	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	if (e)
+		bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 
@@ -99,7 +126,7 @@ static __always_inline bool watched_name(const char *s)
 	       prefix(s, "libtorch_cpu.so", 15);
 }
 
-static __always_inline void send_unprobed(__u32 tgid, __u64 ino, const char *name, __u64 at_exit)
+static __always_inline void send_unprobed(__u32 tgid, __u64 ino, const char *name, __u64 when)
 {
 	struct ptg_lib_map_event *m;
 
@@ -117,7 +144,7 @@ static __always_inline void send_unprobed(__u32 tgid, __u64 ino, const char *nam
 	m->e.aux = PTG_LIB_MAP;
 	m->e.cpu = bpf_get_smp_processor_id();
 	m->e.a = ino;
-	m->e.b = at_exit;
+	m->e.b = when;
 	bpf_ringbuf_submit(m, BPF_RB_FORCE_WAKEUP);
 }
 
@@ -127,15 +154,18 @@ static __always_inline void send_unprobed(__u32 tgid, __u64 ino, const char *nam
  * notice after mapping comes before relocation and constructors), so one
  * not reported here had its probes in before its first call; at the end of
  * the process, for one whose loader has no probe of ours (a chroot's ld.so).
+ * when: PTG_LIB_MAP_* (events.h). Returns whether any was reported (a
+ * flag, not a count: a count would be a new verifier state at each VMA).
  */
-static __always_inline void report_unprobed(struct task_struct *task, __u32 tgid, __u64 at_exit)
+static __always_inline bool report_unprobed(struct task_struct *task, __u32 tgid, __u64 when)
 {
 	struct bpf_iter_task_vma it;
 	struct vm_area_struct *v;
 	char name[PTG_LIB_NAME_LEN];
+	bool any = false;
 
 	if (!bpf_iter_task_vma_new) /* libbpf sets a missing weak kfunc to 0 */
-		return;
+		return false;
 	bpf_iter_task_vma_new(&it, task, 0);
 	/* the iterator ends by itself, at the last of the process's VMAs */
 	while ((v = bpf_iter_task_vma_next(&it))) {
@@ -151,20 +181,45 @@ static __always_inline void report_unprobed(struct task_struct *task, __u32 tgid
 					      BPF_CORE_READ(f, f_path.dentry, d_name.name)) < 0 ||
 		    !watched_name(name))
 			continue;
-		send_unprobed(tgid, ino, name, at_exit);
+		send_unprobed(tgid, ino, name, when);
+		any = true;
 	}
 	bpf_iter_task_vma_destroy(&it);
+	return any;
 }
 
+/*
+ * The notice is reserved first and sent last, so that it is read before the
+ * reports it comes with (a record reserved earlier is read first). A thread
+ * of ours that mapped an unprobed watched library stops at the notice: the
+ * notice says so (a = 1), and user space resumes it once the probes are in.
+ */
 SEC("uprobe")
 int dl_debug_state(void *ctx)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct ptg_event *e;
+	bool stop;
 
 	if (filter_tgids && !bpf_map_lookup_elem(&tgids, &tgid))
 		return 0;
-	notify(0);
-	report_unprobed(bpf_get_current_task_btf(), tgid, 0);
+	e = reserve_notice(0);
+	/* without the notice (ring buffer full) nothing would tell user space to resume it */
+	stop = e && ptg_can_stop(recorder_tgid);
+	if (report_unprobed(bpf_get_current_task_btf(), tgid,
+			    stop ? PTG_LIB_MAP_HELD : PTG_LIB_MAP_NOTICE) &&
+	    stop && e /* known to the verifier */) {
+		__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+		/* a thread not stopped after all is said as one probed late (a = 0) */
+		if (!bpf_map_update_elem(&held, &tid, &e->ts, BPF_ANY) &&
+		    !bpf_send_signal_thread(SIGURG_NR))
+			e->a = 1;
+		else
+			bpf_map_delete_elem(&held, &tid);
+	}
+	if (e)
+		bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 
@@ -193,7 +248,7 @@ int BPF_PROG(lib_exit, struct task_struct *p, bool group_dead)
 
 	if (!group_dead || !bpf_map_lookup_elem(&tgids, &tgid))
 		return 0;
-	report_unprobed(p, tgid, 1);
+	report_unprobed(p, tgid, PTG_LIB_MAP_EXIT);
 	return 0;
 }
 

@@ -21,6 +21,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "hold.bpf.h"
 #include "ptrace_gpu/events.h"
 #include "ringbuf.bpf.h"
 #include "traced.bpf.h"
@@ -51,35 +52,12 @@ const volatile __u32 recorder_tgid = 0;
 /* set by user space once a process is armed: until then no op pays the map lookup */
 bool handover_any = false;
 
-#define SIGURG_NR      23
-#define PT_PTRACED_BIT 0x1 /* include/linux/ptrace.h */
-
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 64);
 	__type(key, __u32); /* tgid */
 	__type(value, struct ptg_op_handover);
 } handover SEC(".maps");
-
-/*
- * Whether the current thread can be stopped by a SIGURG that, were we to
- * die before we take the stop, it would ignore: ours under ptrace, SIGURG
- * at its default (ignore) or ignored, not blocked, none pending to merge with.
- */
-static __always_inline bool can_stop(void)
-{
-	struct task_struct *task = bpf_get_current_task_btf();
-	__u64 bit = 1ull << (SIGURG_NR - 1);
-	unsigned long handler;
-
-	if (!(task->ptrace & PT_PTRACED_BIT) || task->parent->tgid != (int)recorder_tgid)
-		return false;
-	handler = (unsigned long)task->sighand->action[SIGURG_NR - 1].sa.sa_handler;
-	if (handler > 1) /* SIG_DFL 0, SIG_IGN 1 */
-		return false;
-	return !(task->blocked.sig[0] & bit) && !(task->pending.signal.sig[0] & bit) &&
-	       !(task->signal->shared_pending.signal.sig[0] & bit);
-}
 
 /* 1 when this op is not the probes' to record (see handover above). */
 static __always_inline int handed_over(__u32 tgid, __u32 tid, bool entry, __u64 op, __u64 key)
@@ -89,7 +67,7 @@ static __always_inline int handed_over(__u32 tgid, __u32 tid, bool entry, __u64 
 	if (!h)
 		return 0;
 	if (h->state == PTG_OP_HANDOVER_ARMED && entry) {
-		if (can_stop() &&
+		if (ptg_can_stop(recorder_tgid) &&
 		    __sync_val_compare_and_swap(&h->state, PTG_OP_HANDOVER_ARMED,
 						PTG_OP_HANDOVER_STOPPED) == PTG_OP_HANDOVER_ARMED) {
 			h->tid = tid;

@@ -49,10 +49,15 @@ enum ptg_ev_kind {
 #define PTG_LIB_EXEC 1
 /*
  * aux = PTG_LIB_MAP: the process mapped a CUDA or PyTorch library executable
- * while no probe of ours was on that file (struct ptg_lib_map_event); a = its inode
+ * while no probe of ours was on that file (struct ptg_lib_map_event); a = its
+ * inode, b = when it was seen: PTG_LIB_MAP_*. A loader notice (aux 0) with
+ * a = 1 stopped its thread there until the recorder resumes it.
  */
-#define PTG_LIB_MAP	 2
-#define PTG_LIB_NAME_LEN 64
+#define PTG_LIB_MAP	   2
+#define PTG_LIB_MAP_NOTICE 0 /* at a loader notice */
+#define PTG_LIB_MAP_EXIT   1 /* as the process ended */
+#define PTG_LIB_MAP_HELD   2 /* at a loader notice that stopped its thread */
+#define PTG_LIB_NAME_LEN   64
 
 /*
  * bpf_cookie of a CUDA entry point's uprobe: which API it is and where its

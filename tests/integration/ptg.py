@@ -289,8 +289,9 @@ class Recorder:
                 break
 
     def wait(self, timeout=300):
-        rest = self.proc.stderr.read()
-        self.lines.append(rest)
+        if not self.proc.stderr.closed:
+            self.lines.append(self.proc.stderr.read())
+            self.proc.stderr.close()
         return self.proc.wait(timeout=timeout)
 
     @property
@@ -554,6 +555,17 @@ def chunk_store(payload, version):
     n = _libzstd().ZSTD_compress(out, cap, payload, len(payload), 1)
     assert not _libzstd().ZSTD_isError(n), "ZSTD_compress failed"
     return out.raw[:n]
+
+
+def proc_status(pid):
+    """(State letter, TracerPid) of pid; (None, 0) once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            text = f.read()
+    except OSError:
+        return None, 0
+    return (re.search(r"^State:\s+(\S)", text, re.M).group(1),
+            int(re.search(r"^TracerPid:\s+(\d+)", text, re.M).group(1)))
 
 
 def wait_until(pred, timeout=30.0):

@@ -25,9 +25,16 @@ found ahead: it is probed when the loader's notice (_dl_debug_state)
 arrives. The workload waits once it is loaded, so the count is exact, and
 the trace must still say that a window went unprobed: the loss
 `lib_unprobed_window` = 1 and a note on stderr that names the library.
+
+Where record holds the loading thread under ptrace (`-p PID --hold`; a
+process with no Python, helpers/nopy_dlopen.c, is held by `-p` alone), the
+loader's notice stops that thread until the probes are in: every call, the
+burst right after the dlopen included, nothing lost, no warning. A kill -9
+of record while the thread waits there lets it run on, untraced.
 """
 import collections
 import os
+import signal
 import shutil
 import subprocess
 import sys
@@ -42,6 +49,8 @@ sys.path.insert(0, ptg.WORKLOADS)
 import cuda_late as plan  # noqa: E402
 
 SCRIPT = os.path.join(ptg.WORKLOADS, "cuda_late.py")
+NOPY_DLOPEN = os.path.join(ptg.BUILD, "tests", "nopy_dlopen")
+HELD_NOTE = "waited at the loader's notice until probed"
 LAUNCHER = os.path.join(ptg.WORKLOADS, "pylaunch.c")
 DLOPENER = os.path.join(ptg.WORKLOADS, "dlopener.c")
 LIB = "libcuda.so.1"
@@ -94,9 +103,9 @@ class LateSearch(unittest.TestCase):
         self.assertTrue([x for x in dyn.splitlines() if tag in x and "$ORIGIN/lib" in x], dyn)
         return exe
 
-    def record(self, argv, expect_path, loaded_gate=False):
-        """Runs argv (a cuda_late.py), records it with -p from its ready line;
-        returns (pid, recorder) once it is done."""
+    def record(self, argv, expect_path, loaded_gate=False, flags=(), ahead=True):
+        """Runs argv (a cuda_late.py), records it with -p (and flags) from its
+        ready line; returns (pid, recorder) once it is done."""
         env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                 env=env)
@@ -104,11 +113,11 @@ class LateSearch(unittest.TestCase):
             line = proc.stdout.readline()
             self.assertTrue(line.startswith("ready"), line)
             pid = int(line.split()[1])
-            rec = ptg.Recorder(["-p", str(pid)], self.out)
+            rec = ptg.Recorder(["-p", str(pid), *flags], self.out)
             with open(f"/proc/{pid}/maps") as f:
                 self.assertNotIn(LIB, f.read(), "not mapped before go")
-            ahead = f"cuda: probing 19 entry points of {expect_path}\n"
-            self.assertEqual(ahead in rec.stderr, not loaded_gate, rec.stderr)
+            probing = f"cuda: probing 19 entry points of {expect_path}\n"
+            self.assertEqual(probing in rec.stderr, ahead and not loaded_gate, rec.stderr)
             proc.stdin.write("go\n")
             proc.stdin.flush()
             if loaded_gate:
@@ -227,6 +236,84 @@ class LateSearch(unittest.TestCase):
                                loaded_gate=True)
         self.verify(pid, path, losses=["lib_unprobed_window cpu=-1: 1"])
         self.assertEqual(rec.stderr.count("libwatch:"), 1, rec.stderr)
+
+    def verify_held(self, pid, path, rec):
+        """Every call, the first ones right after the dlopen too; the hold said."""
+        self.verify(pid, path)
+        self.assertNotIn("warning: libwatch", rec.stderr)
+        self.assertIn(f"libwatch: pid {pid} loaded {path} from outside its search path: "
+                      f"it {HELD_NOTE}", rec.stderr)
+
+    def test_full_path_held(self):
+        """-p PID --hold: the driver by full path, called at once, every call."""
+        path = self.place("hidden")
+        pid, rec = self.record([HOST.exe, SCRIPT, "--wait", path], path, flags=["--hold"],
+                               ahead=False)
+        self.verify_held(pid, path, rec)
+
+    def nopy_dlopen(self, path):
+        """helpers/nopy_dlopen loading path once told; (process, pid)."""
+        proc = subprocess.Popen([NOPY_DLOPEN, path, str(plan.LAUNCHES), str(plan.SYNCS)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = proc.stdout.readline()
+        self.assertTrue(line.startswith("ready"), line)
+        return proc, int(line.split()[1])
+
+    def test_full_path_held_nopy(self):
+        """-p of a C program with no Python, held by -p alone: every call."""
+        path = self.place("hidden")
+        proc, pid = self.nopy_dlopen(path)
+        try:
+            rec = ptg.Recorder(["-p", str(pid)], self.out)
+            self.assertIn("held at the exec until probed", rec.stderr)
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            self.assertEqual(proc.stdout.read(), "done\n")
+            self.assertEqual(proc.wait(timeout=300), 0)
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdin.close()
+            proc.stdout.close()
+        self.verify_held(pid, path, rec)
+
+    @staticmethod
+    def maps(pid):
+        with open(f"/proc/{pid}/maps") as f:
+            return f.read()
+
+    def test_held_notice_kill_safe(self):
+        """record stopped (SIGSTOP) before the dlopen: the thread waits at the
+        loader's notice for it, in a ptrace stop; record killed (SIGKILL)
+        then, it runs on untraced and makes all its calls."""
+        path = self.place("hidden")
+        proc, pid = self.nopy_dlopen(path)
+        rec = None
+        try:
+            rec = ptg.Recorder(["-p", str(pid)], self.out)
+            os.kill(rec.proc.pid, signal.SIGSTOP)
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            # a bound on a hang, not a timing: the stop comes within the dlopen
+            self.assertTrue(ptg.wait_until(lambda: ptg.proc_status(pid) == ("t", rec.proc.pid)
+                                           and LIB in self.maps(pid)), ptg.proc_status(pid))
+            os.kill(rec.proc.pid, signal.SIGKILL)
+            rec.proc.wait()
+            self.assertEqual(proc.stdout.read(), "done\n")
+            self.assertEqual(proc.wait(timeout=300), 0)
+        finally:
+            if rec and rec.proc.poll() is None:
+                rec.proc.kill()
+                rec.proc.wait()
+            if rec:
+                rec.proc.stderr.close()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdin.close()
+            proc.stdout.close()
 
 
 if __name__ == "__main__":

@@ -37,17 +37,6 @@ t.join()
 CHILD = "import os\ndef g(i):\n    return i\nfor i in range(500):\n    g(i)\nprint('child', os.getpid(), flush=True)\n"
 
 
-def status(pid):
-    """(State letter, TracerPid) of pid; (None, 0) once it is gone."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            text = f.read()
-    except OSError:
-        return None, 0
-    return (re.search(r"^State:\s+(\S)", text, re.M).group(1),
-            int(re.search(r"^TracerPid:\s+(\d+)", text, re.M).group(1)))
-
-
 def exe(pid):
     try:
         return os.readlink(f"/proc/{pid}/exe")
@@ -71,8 +60,8 @@ class HeldRecorder:
                                 env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.pid = int(re.search(r"(?:recording|started) pid (\d+)", self.rec.stderr).group(1))
         # let go to run (it waits for go), under the recorder's ptrace all the same
-        test.assertTrue(ptg.wait_until(lambda: status(self.pid) == ("S", self.rec.proc.pid)),
-                        status(self.pid))
+        test.assertTrue(ptg.wait_until(lambda: ptg.proc_status(self.pid) == ("S", self.rec.proc.pid)),
+                        ptg.proc_status(self.pid))
         os.kill(self.rec.proc.pid, signal.SIGSTOP)
 
     def go(self):
@@ -116,8 +105,8 @@ class TreeExec(unittest.TestCase):
             h.go()
             # the exec stops it: a new image, stopped, under the recorder, not run
             self.assertTrue(ptg.wait_until(lambda: exe(h.pid) != shell and
-                                           status(h.pid) == ("t", h.rec.proc.pid)),
-                            (exe(h.pid), status(h.pid)))
+                                           ptg.proc_status(h.pid) == ("t", h.rec.proc.pid)),
+                            (exe(h.pid), ptg.proc_status(h.pid)))
             h.cont()
             code, stdout = h.finish()
         finally:
@@ -162,8 +151,8 @@ class TreeExecOnce(unittest.TestCase):
         try:
             h.go()
             self.assertTrue(ptg.wait_until(lambda: exe(h.pid) == NOPY_CUDA and
-                                           status(h.pid) == ("t", h.rec.proc.pid)),
-                            (exe(h.pid), status(h.pid)))
+                                           ptg.proc_status(h.pid) == ("t", h.rec.proc.pid)),
+                            (exe(h.pid), ptg.proc_status(h.pid)))
             self.assertNotIn(LIB, maps(h.pid), "its loader ran before it was held")
             h.cont()
             code, stdout = h.finish()
@@ -181,9 +170,9 @@ class TreeExecOnce(unittest.TestCase):
     def assert_let_go(self, pids):
         """Each of pids runs on, untraced, never left stopped by the recorder."""
         for pid in pids:
-            self.assertTrue(ptg.wait_until(lambda: status(pid)[0] not in ("t", "T") and
-                                           status(pid)[1] == 0, timeout=10),
-                            (pid, status(pid)))
+            self.assertTrue(ptg.wait_until(lambda: ptg.proc_status(pid)[0] not in ("t", "T") and
+                                           ptg.proc_status(pid)[1] == 0, timeout=10),
+                            (pid, ptg.proc_status(pid)))
 
     def test_killed_in_exec_stop(self):
         """kill -9 of the recorder while a member waits at its exec stop: it runs
@@ -193,7 +182,7 @@ class TreeExecOnce(unittest.TestCase):
         h = HeldRecorder(self, f"LD_LIBRARY_PATH={lib} exec {NOPY_CUDA} 40 15 0 0", out, env)
         try:
             h.go()
-            self.assertTrue(ptg.wait_until(lambda: status(h.pid) == ("t", h.rec.proc.pid) and
+            self.assertTrue(ptg.wait_until(lambda: ptg.proc_status(h.pid) == ("t", h.rec.proc.pid) and
                                            exe(h.pid) == NOPY_CUDA))
             h.rec.proc.kill()
             h.rec.proc.wait()
@@ -216,14 +205,14 @@ class TreeExecOnce(unittest.TestCase):
             self.assertEqual(sh.stdout.readline(), "ready\n")
             rec = ptg.Recorder(["-p", str(sh.pid), "--children"],
                                os.path.join(self.tmp.name, "f.ptg"))
-            self.assertEqual(status(sh.pid)[1], rec.proc.pid, "the shell is held")
+            self.assertEqual(ptg.proc_status(sh.pid)[1], rec.proc.pid, "the shell is held")
             os.kill(rec.proc.pid, signal.SIGSTOP)
             sh.stdin.write("go\n")
             sh.stdin.flush()
-            self.assertTrue(ptg.wait_until(lambda: status(sh.pid)[0] == "t" and
-                                           ptg.descendants(sh.pid)), status(sh.pid))
+            self.assertTrue(ptg.wait_until(lambda: ptg.proc_status(sh.pid)[0] == "t" and
+                                           ptg.descendants(sh.pid)), ptg.proc_status(sh.pid))
             kids = ptg.descendants(sh.pid)
-            self.assertEqual([status(k) for k in kids], [("t", rec.proc.pid)],
+            self.assertEqual([ptg.proc_status(k) for k in kids], [("t", rec.proc.pid)],
                              "the child is held from its birth")
             rec.proc.kill()
             rec.proc.wait()
@@ -274,18 +263,18 @@ class TreeExecOnce(unittest.TestCase):
         try:
             pid = int(proc.stdout.readline().split()[1])
             rec = ptg.Recorder(["-p", str(pid), "--children"], out)
-            self.assertEqual(status(pid)[1], rec.proc.pid)
+            self.assertEqual(ptg.proc_status(pid)[1], rec.proc.pid)
             for i in range(1, 21):
                 os.kill(pid, signal.SIGUSR1)
                 self.assertEqual(proc.stdout.readline(), f"usr1 {i}\n")
             os.kill(pid, signal.SIGSTOP)
-            self.assertTrue(ptg.wait_until(lambda: status(pid)[0] in "tT"), status(pid))
+            self.assertTrue(ptg.wait_until(lambda: ptg.proc_status(pid)[0] in "tT"), ptg.proc_status(pid))
             os.kill(pid, signal.SIGUSR1)
             self.assertFalse(ptg.wait_until(lambda: False, timeout=0.3))
-            self.assertIn(status(pid)[0], "tT", "a stopped process stays stopped")
+            self.assertIn(ptg.proc_status(pid)[0], "tT", "a stopped process stays stopped")
             os.kill(pid, signal.SIGCONT)
             self.assertEqual(proc.stdout.readline(), "usr1 21\n")
-            self.assertEqual(status(pid)[1], rec.proc.pid)
+            self.assertEqual(ptg.proc_status(pid)[1], rec.proc.pid)
             proc.stdin.write("go\n")
             proc.stdin.close()
             self.assertEqual(proc.stdout.read(), "done\n")
@@ -315,7 +304,7 @@ class TreeExecOnce(unittest.TestCase):
             w.stdin.write("go\n")
             w.stdin.flush()
             self.assertEqual(w.stdout.readline(), f"child {w.pid}\n")
-            self.assertTrue(ptg.wait_until(lambda: status(w.pid)[1] == rec.proc.pid),
+            self.assertTrue(ptg.wait_until(lambda: ptg.proc_status(w.pid)[1] == rec.proc.pid),
                             "held again after its exec")
             w.stdin.write("end\n")
             w.stdin.flush()
@@ -347,7 +336,7 @@ class TreeExecOnce(unittest.TestCase):
         out = os.path.join(self.tmp.name, "t.ptg")
         try:
             rec = ptg.Recorder(["-p", f"{a.pid},{b.pid}"], out)
-            self.assertEqual(status(a.pid)[1], rec.proc.pid)
+            self.assertEqual(ptg.proc_status(a.pid)[1], rec.proc.pid)
             a.go()
             self.assertIn("done", a.finish())
             libc.ptrace(PTRACE_DETACH, b.pid, None, None)

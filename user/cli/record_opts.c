@@ -21,7 +21,8 @@ static void usage(FILE *f)
 	fprintf(
 	    f,
 	    "usage: ptrace-gpu record [-p PID[,PID...] | --uid USER | --cgroup DIR | -- CMD ...]\n"
-	    "                         [--children] [--per-process] [-o FILE] [-d SECONDS]\n\n"
+	    "                         [--children] [--hold] [--per-process] [-o FILE]\n"
+	    "                         [-d SECONDS]\n\n"
 	    "Records every Python call of a running CPython process, with no restart\n"
 	    "and no change in it, or of a command started under the tracer; and, when the\n"
 	    "process has them, PyTorch dispatcher ops, CUDA driver/runtime calls, GPU\n"
@@ -51,6 +52,17 @@ static void usage(FILE *f)
 	    "                        (meanwhile its interpreter's probes trap in every\n"
 	    "                        process that runs that interpreter file: about\n"
 	    "                        1 us per Python call of the others; docs/design.md)\n"
+	    "      --hold            hold each process given under ptrace, as\n"
+	    "                        --children does, without following what it\n"
+	    "                        starts: a CUDA or PyTorch library it loads by a\n"
+	    "                        full path from off its search path then waits at\n"
+	    "                        the loader's notice until probed, its first call\n"
+	    "                        recorded (unheld, the calls made until the probes\n"
+	    "                        are in are missing, and said); its exec waits too.\n"
+	    "                        Meanwhile its signals pass through record, and no\n"
+	    "                        debugger can attach to it (docs/late-libs.md).\n"
+	    "                        A set (-p A,B, --children, --uid, --cgroup) is\n"
+	    "                        held always; a process with no Python (-p) too\n"
 	    "      --uid USER        every Python process of USER (a name or a uid):\n"
 	    "                        those running, those that start (exec) while\n"
 	    "                        recording, and what they fork; until -d or Ctrl-C\n"
@@ -157,6 +169,7 @@ int record_parse_opts(int argc, char **argv, struct record_opts *o)
 	    {"children", no_argument, NULL, 'I'},
 	    {"inherit", no_argument, NULL, 'I'},
 	    {"per-process", no_argument, NULL, 'E'},
+	    {"hold", no_argument, NULL, 'H'},
 	    {"uid", required_argument, NULL, 'U'},
 	    {"cgroup", required_argument, NULL, 'g'},
 	    {"output", required_argument, NULL, 'o'},
@@ -203,6 +216,9 @@ int record_parse_opts(int argc, char **argv, struct record_opts *o)
 			break;
 		case 'E':
 			o->per_process = true;
+			break;
+		case 'H':
+			o->hold = true;
 			break;
 		case 'U':
 			if (parse_user(optarg, &o->uid)) {
@@ -306,7 +322,7 @@ int record_parse_opts(int argc, char **argv, struct record_opts *o)
 	}
 	if (record_is_tree(o) && (o->steps.max_steps || o->steps.schedule)) {
 		pr_err("record: --steps and --schedule take one process, "
-		       "not several, --children or --per-process");
+		       "not several, --children, --hold or --per-process");
 		return -EINVAL;
 	}
 	return 0;

@@ -151,20 +151,28 @@ static int probe_ahead(struct libwatch *lw)
 	return err;
 }
 
-static int on_map(const struct proc_map *m, void *arg)
+/*
+ * Whether the process's main thread (the one a holder has under ptrace)
+ * waits at a loader notice now, until libwatch__held_stop() resumes it: a
+ * scan for an earlier notice, read late, may be the one that finds what it
+ * mapped, and that is no window either.
+ */
+static bool waits_at_notice(const struct libwatch *lw, pid_t pid)
 {
-	struct libwatch *lw = arg;
+	__u32 key = (__u32)pid;
+	__u64 ts;
+
+	return !bpf_map_lookup_elem(bpf_map__fd(lw->skel->maps.held), &key, &ts);
+}
+
+/* m, the first time it is seen mapped: to the subscribers, and said if it came late. */
+static int offer_mapped(struct libwatch *lw, const struct proc_map *m)
+{
 	char path[PATH_MAX + 32];
 	uint64_t bias, *seen;
-	bool unprobed;
+	bool unprobed, held;
 	int err = 0;
 
-	if (m->perms[2] != 'x' || m->path[0] != '/' || !m->inode)
-		return 0;
-	for (int i = 0; !err && i < lw->npsubs; i++)
-		err = lw->psubs[i].fn(lw->psubs[i].ctx, lw->cur->pid, m);
-	if (err)
-		return err;
 	seen = u64map__get(&lw->seen, m->inode);
 	if (seen && *seen == SEEN_MAPPED)
 		return 0;
@@ -187,9 +195,32 @@ static int on_map(const struct proc_map *m, void *arg)
 		err = lw->subs[i].fn(lw->subs[i].ctx, m, path, bias);
 	if (!err && lw_is_watched_lib(m->path))
 		err = mark_probed(lw, m->inode, m->path);
-	if (!err && unprobed)
+	held = unprobed && (lw->notice_held || waits_at_notice(lw, lw->cur->pid));
+	if (!err && held)
+		pr_info("libwatch: pid %d loaded %s from outside its search path: it waited at "
+			"the loader's notice until probed",
+			lw->cur->pid, m->path);
+	else if (!err && unprobed)
 		err =
 		    lw_note_unprobed(lw, m->inode, m->path, *u64map__get(&lw->probed_at, m->inode));
+	return err;
+}
+
+/*
+ * Each executable mapping: to the per-process subscribers after the others,
+ * so that one that lets go of a held process (to give it the CUPTI agent)
+ * does so once the library's probes are in.
+ */
+static int on_map(const struct proc_map *m, void *arg)
+{
+	struct libwatch *lw = arg;
+	int err;
+
+	if (m->perms[2] != 'x' || m->path[0] != '/' || !m->inode)
+		return 0;
+	err = offer_mapped(lw, m);
+	for (int i = 0; !err && i < lw->npsubs; i++)
+		err = lw->psubs[i].fn(lw->psubs[i].ctx, lw->cur->pid, m);
 	return err;
 }
 
@@ -255,8 +286,26 @@ static bool exe_changed(struct lw_proc *p)
 	return changed;
 }
 
-/* The loader's notice (or an exec): what the process maps now. */
+static int notice(struct libwatch *lw, const struct ptg_event *e);
+
+/*
+ * The loader's notice (or an exec): what the process maps now. A notice
+ * that stopped its thread (a = 1) is handled while the thread waits: what
+ * it maps is probed before its first instruction, however it was loaded.
+ */
 static int on_notice(struct libwatch *lw, const struct ptg_event *e)
+{
+	int err;
+
+	if (e->aux != PTG_LIB_EXEC && u64map__put(&lw->last_notice, e->tid, e->a == 1 ? e->ts : 0))
+		return -ENOMEM;
+	lw->notice_held = e->aux != PTG_LIB_EXEC && e->a == 1;
+	err = notice(lw, e);
+	lw->notice_held = false;
+	return err;
+}
+
+static int notice(struct libwatch *lw, const struct ptg_event *e)
 {
 	struct lw_proc *p = &lw->procs[0];
 	int err;
@@ -357,6 +406,7 @@ static int open_common(struct tracer *t, pid_t pid, int traced_fd, struct libwat
 		goto cleanup;
 	}
 	lw->skel->rodata->filter_tgids = traced_fd >= 0;
+	lw->skel->rodata->recorder_tgid = (__u32)getpid();
 	err = bpf_map__reuse_fd(lw->skel->maps.events, tracer__ringbuf_fd(t));
 	if (!err && traced_fd >= 0)
 		err = bpf_map__reuse_fd(lw->skel->maps.tgids, traced_fd);
@@ -576,6 +626,46 @@ int libwatch__exec_pid(void *ctx, pid_t pid, uint64_t exec_ts)
 	return err == -ENOENT || err == -ESRCH ? 0 : err;
 }
 
+bool libwatch__held_stop(struct libwatch *lw, pid_t tid)
+{
+	struct ptg_event e = {
+	    .pid = (__u32)tid, .tid = (__u32)tid, .kind = PTG_EV_LIB_CHANGE, .a = 1};
+	__u32 key = (__u32)tid;
+	uint64_t *last;
+	int fd, err = 0;
+
+	if (!lw)
+		return false;
+	fd = bpf_map__fd(lw->skel->maps.held);
+	if (bpf_map_lookup_elem(fd, &key, &e.ts))
+		return false;
+	/*
+	 * The notice, in its place among the events before it; else (the stop
+	 * was met while an event was being handled, or the notice was lost)
+	 * the process as it is now. Only the main thread is held: its tid is
+	 * the process's. It waits until the entry goes (an earlier notice's
+	 * scan, read now, may be what finds the library: no window either).
+	 */
+	if (!tracer__dispatching(lw->t))
+		tracer__poll(lw->t, 0);
+	last = u64map__get(&lw->last_notice, (uint64_t)tid);
+	if (!last || *last != e.ts)
+		err = on_notice(lw, &e);
+	bpf_map_delete_elem(fd, &key);
+	if (err)
+		pr_warn("libwatch: pid %d, stopped at the loader's notice: %s", tid,
+			strerror(-err));
+	return true;
+}
+
+void libwatch__held_gone(struct libwatch *lw, pid_t tid)
+{
+	__u32 key = (__u32)tid;
+
+	if (lw)
+		bpf_map_delete_elem(bpf_map__fd(lw->skel->maps.held), &key);
+}
+
 void libwatch__detach(struct libwatch *lw)
 {
 	for (size_t i = 0; i < lw->nlds; i++)
@@ -605,5 +695,6 @@ void libwatch__destroy(struct libwatch *lw)
 	free(lw->procs);
 	free(lw->lds);
 	u64map__free(&lw->by_pid);
+	u64map__free(&lw->last_notice);
 	free(lw);
 }

@@ -8,6 +8,7 @@
 #ifndef PTG_LIBWATCH_H
 #define PTG_LIBWATCH_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "probes/tracer.h"
@@ -60,8 +61,10 @@ void libwatch__on_exec(struct libwatch *lw, libwatch_exec_fn fn, void *ctx);
  * Which process maps what, for a subscriber that acts in each process (the
  * CUPTI agent goes into every process of a set that maps libcuda), where a
  * libwatch_fn hears of a file once for all: fn hears of each executable
- * mapping of pid at each scan of pid (so: cheap checks only), and with m
- * NULL when pid exec'd (what it had mapped is gone). Returns as libwatch_fn.
+ * mapping of pid at each scan of pid (so: cheap checks only), after the
+ * libwatch_fn subscribers heard of it (a new library's probes are in), and
+ * with m NULL when pid exec'd (what it had mapped is gone). Returns as
+ * libwatch_fn.
  */
 typedef int (*libwatch_proc_fn)(void *ctx, pid_t pid, const struct proc_map *m);
 int libwatch__subscribe_proc(struct libwatch *lw, libwatch_proc_fn fn, void *ctx);
@@ -92,6 +95,22 @@ int libwatch__exec(struct libwatch *lw);
  * from the process's mappings at its loader notices and at its end.
  */
 int libwatch__exec_pid(void *lw, pid_t pid, uint64_t exec_ts);
+/*
+ * A thread tid that we hold under ptrace took a SIGURG stop: whether the
+ * loader probe stopped it (bpf/libwatch.bpf.c), at a notice where it had
+ * mapped a CUDA or PyTorch library no probe was on yet, a full-path dlopen
+ * from off its search path. If so, that library is probed before this
+ * returns true, and the caller resumes the thread without the signal: its
+ * first call into the library is then recorded.
+ */
+bool libwatch__held_stop(struct libwatch *lw, pid_t tid);
+/*
+ * The holder let go of tid: a stop at a notice that it took on the way
+ * (its signal passed on, ignored) is over, and no later scan is to take
+ * the thread as waiting.
+ */
+void libwatch__held_gone(struct libwatch *lw, pid_t tid);
+
 void libwatch__detach(struct libwatch *lw);
 void libwatch__destroy(struct libwatch *lw);
 

@@ -90,6 +90,12 @@ struct libwatch {
 	bool at_exec;	      /* a set's process scanned at its exec ... */
 	uint64_t exec_ts;     /* ... which it made then */
 	uint64_t late;	      /* late libraries mapped before they could be probed */
+	bool notice_held;     /* the notice being handled stopped its thread until now */
+	/*
+	 * tid -> its last notice's ts when that notice stopped it, else 0:
+	 * the reports that follow a notice tell whether its thread waited
+	 */
+	struct u64map last_notice;
 	libwatch_exec_fn exec_fn;
 	void *exec_ctx;
 	/* libwatch__look_ahead(): inodes the target maps now, left to the first scan */

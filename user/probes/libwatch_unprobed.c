@@ -81,7 +81,8 @@ static const char *probed_path(const struct libwatch *lw, uint64_t inode)
 /*
  * The BPF side found that pid had a watched library (inode a) mapped at
  * e->ts with no probe on it: at a loader notice, before the code of what
- * was just mapped ran (b 0), or as the process ended (b 1). Its calls from
+ * was just mapped ran (b PTG_LIB_MAP_NOTICE, or _HELD when that notice
+ * stopped the thread), or as the process ended (b PTG_LIB_MAP_EXIT). Its calls from
  * then until the probes went in are not in the trace, whatever the scans
  * saw: it was probed ahead while it ran on, or it ended before anyone
  * looked. The notice itself was read just before (its scan said what it
@@ -107,6 +108,14 @@ int lw_on_lib_map(struct libwatch *lw, const struct ptg_event *e, size_t size)
 	at = u64map__get(&lw->probed_at, e->a);
 	if (at && *at <= e->ts)
 		return 0; /* in before: the BPF map is put just after */
+	/*
+	 * Its thread waited at the notice (read just before) until the notice
+	 * was handled: probed then, before it ran on. The last notice of the
+	 * thread is this report's: the two are read in the order they were made.
+	 */
+	if (at && m->e.b == PTG_LIB_MAP_HELD && u64map__get(&lw->last_notice, e->tid) &&
+	    *u64map__get(&lw->last_notice, e->tid))
+		return 0;
 	path = probed_path(lw, e->a) ?: name;
 	/* a zombie has no exe either: its mappings are gone */
 	snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
@@ -114,7 +123,7 @@ int lw_on_lib_map(struct libwatch *lw, const struct ptg_event *e, size_t size)
 		pr_warn("libwatch: pid %d had %s mapped %.1f ms before its probes went in: its "
 			"calls meanwhile are not in the trace",
 			pid, path, (*at - e->ts) / 1e6);
-	else if (e->b || stat(exe, &st))
+	else if (e->b == PTG_LIB_MAP_EXIT || stat(exe, &st))
 		pr_warn("libwatch: pid %d had %s (inode %llu) mapped and ended before it could be "
 			"probed: its calls are not in the trace",
 			pid, path, (unsigned long long)e->a);

@@ -138,6 +138,13 @@ int proctree__split(const struct proctree *pt, const char *in, const char *out, 
  */
 void proctree__let_go(struct proctree *pt, pid_t pid);
 /*
+ * A SIGURG stop of held process pid is being handled (begin), or was
+ * (end): a let-go meanwhile waits for its end, which says whether there
+ * was one (the process is to be detached there, not resumed).
+ */
+void proctree__stop_begin(struct proctree *pt, pid_t pid);
+bool proctree__stop_end(struct proctree *pt, pid_t pid);
+/*
  * The -- CMD child pid (proctree__add()) ended: true with its wait status.
  * While it is held, its end is read by proctree__poll(), nowhere else.
  */

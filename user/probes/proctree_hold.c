@@ -354,13 +354,31 @@ void proctree__let_go(struct proctree *pt, pid_t pid)
 		p->no_hold = true;
 	if (!h)
 		return;
-	if (h->in_exec || h->at_exec) {
+	if (h->in_exec || h->at_exec || h->in_stop) {
 		h->let_go = true;
 		return;
 	}
 	ret = launch__let_go(pid, &wstatus);
 	on_gone(pt, h, ret == -ECHILD ? ret : 0, wstatus);
 	pr_debug("pid %d maps the CUDA driver: its execs are no longer held", pid);
+}
+
+void proctree__stop_begin(struct proctree *pt, pid_t pid)
+{
+	struct tree_held *h = tree_held_of(pt, pid);
+
+	if (h)
+		h->in_stop = true;
+}
+
+bool proctree__stop_end(struct proctree *pt, pid_t pid)
+{
+	struct tree_held *h = tree_held_of(pt, pid);
+
+	if (!h)
+		return false;
+	h->in_stop = false;
+	return h->let_go;
 }
 
 bool proctree__reap(struct proctree *pt, pid_t pid, int *wstatus)

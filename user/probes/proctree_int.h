@@ -62,7 +62,8 @@ struct tree_held {
 	pid_t pid;
 	bool at_exec;	       /* stopped at an exec, the new image not looked at yet */
 	bool in_exec;	       /* that stop is being handled */
-	bool let_go;	       /* let go once its exec stop is handled (the CUPTI agent's turn) */
+	bool let_go;	       /* let go once its stop is handled (the CUPTI agent's turn) */
+	bool in_stop;	       /* a stop of ours at a loader notice is being handled */
 	bool own;	       /* the -- CMD child: its exit status is the recording's */
 	uint64_t exec_stop_ts; /* its last exec stop: an exec event before that is handled */
 	uint64_t held_since;   /* seized while it ran (0: from birth, or launched) */

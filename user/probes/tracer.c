@@ -49,6 +49,7 @@ struct tracer {
 	bool source_busy; /* the last pull left events waiting */
 	bool wake;	  /* tracer__wake_on(): waits with wait_mask */
 	sigset_t wait_mask;
+	int dispatching; /* inside a handler: the ring buffer must not be read again */
 };
 
 int tracer__dispatch(struct tracer *t, const struct ptg_event *e, size_t size)
@@ -59,13 +60,20 @@ int tracer__dispatch(struct tracer *t, const struct ptg_event *e, size_t size)
 	if (e->ts > t->last_ts)
 		t->last_ts = e->ts;
 	/* every module whose range holds the kind, in the order they registered */
+	t->dispatching++;
 	for (int i = 0; i < t->nhandlers && !t->err; i++) {
 		const struct handler *h = &t->handlers[i];
 
 		if (h->fn && e->kind >= h->lo && e->kind <= h->hi)
 			t->err = h->fn(t, h->ctx, e, size);
 	}
+	t->dispatching--;
 	return t->err;
+}
+
+bool tracer__dispatching(const struct tracer *t)
+{
+	return t->dispatching > 0;
 }
 
 /* What a source outside the ring buffer has up to upto_ts goes first. */

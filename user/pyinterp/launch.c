@@ -313,13 +313,49 @@ static int pass_stop(pid_t pid, int status)
 	return cont(pid, PTRACE_CONT, stop_signal(status));
 }
 
-static launch_urg_fn urg_fn;
-static void *urg_ctx;
+static struct {
+	launch_urg_fn fn;
+	void *ctx;
+} urg[LAUNCH_URG_MAX];
+static int nurg;
 
-void launch__on_urg(launch_urg_fn fn, void *ctx)
+int launch__on_urg(launch_urg_fn fn, void *ctx)
 {
-	urg_fn = fn;
-	urg_ctx = ctx;
+	for (int i = 0; i < nurg; i++) {
+		if (urg[i].fn == fn && urg[i].ctx == ctx)
+			return 0;
+	}
+	if (nurg == LAUNCH_URG_MAX)
+		return -E2BIG;
+	urg[nurg].fn = fn;
+	urg[nurg++].ctx = ctx;
+	return 0;
+}
+
+void launch__off_urg(launch_urg_fn fn, void *ctx)
+{
+	for (int i = 0; i < nurg; i++) {
+		if (urg[i].fn == fn && urg[i].ctx == ctx) {
+			urg[i] = urg[--nurg];
+			return;
+		}
+	}
+}
+
+/* A SIGURG stop we asked for (launch__on_urg()): done with it, the signal is dropped. */
+static int our_urg(pid_t pid)
+{
+	for (int i = 0; i < nurg; i++) {
+		switch (urg[i].fn(urg[i].ctx, pid)) {
+		case LAUNCH_URG_RESUME:
+			return cont(pid, PTRACE_CONT, 0) ?: 1;
+		case LAUNCH_URG_RELEASE:
+			return ptrace(PTRACE_DETACH, pid, 0, 0) ? -errno : 2;
+		case LAUNCH_URG_NOT_OURS:
+			break;
+		}
+	}
+	return 0;
 }
 
 /*
@@ -327,31 +363,32 @@ void launch__on_urg(launch_urg_fn fn, void *ctx)
  * passed on without consuming its stop (WNOWAIT): were ptrace-gpu killed
  * between the wait and the resume, a stop already waited for would lose
  * the signal, one only seen keeps it (tests/integration/test_ptrace_stop.py).
- * 1 when one was passed on, 0 when there is none.
+ * 1 when one was passed on, 2 when the process was let go at a stop of
+ * ours, 0 when there is none.
  */
 static int peek_signal(pid_t pid)
 {
 	siginfo_t si = {};
+	int ret;
 
 	if (waitid(P_PID, (id_t)pid, &si, WEXITED | WSTOPPED | WNOHANG | WNOWAIT | __WALL))
 		return -errno;
 	if (!si.si_pid || si.si_code != CLD_TRAPPED || (si.si_status >> 8) ||
 	    si.si_status == SYSCALL_STOP)
 		return 0;
-	/* a stop we asked for (launch__on_urg()): done with it, the signal is dropped */
-	if (si.si_status == SIGURG && urg_fn && urg_fn(urg_ctx, pid))
-		return cont(pid, PTRACE_CONT, 0) ?: 1;
+	if (si.si_status == SIGURG && (ret = our_urg(pid)))
+		return ret;
 	return cont(pid, PTRACE_CONT, si.si_status) ?: 1;
 }
 
 /* What next_stop() found. */
-enum held_state { HELD_RUNS, HELD_STOPPED, HELD_ENDED };
+enum held_state { HELD_RUNS, HELD_STOPPED, HELD_ENDED, HELD_LET_GO };
 
 /*
  * The next stop of held process pid, the signals sent to it passed on first
  * (peek_signal()): HELD_STOPPED with its *status, HELD_RUNS when none is
- * pending, HELD_ENDED with *wstatus when it ended; or -errno (-ECHILD: no
- * tracee of ours by that pid).
+ * pending, HELD_ENDED with *wstatus when it ended, HELD_LET_GO when a stop
+ * of ours let it go; or -errno (-ECHILD: no tracee of ours by that pid).
  */
 static int next_stop(pid_t pid, int *status, int *wstatus)
 {
@@ -361,6 +398,8 @@ static int next_stop(pid_t pid, int *status, int *wstatus)
 
 		if (ret == 1)
 			continue;
+		if (ret == 2)
+			return HELD_LET_GO;
 		if (ret < 0 && ret != -ESRCH)
 			return ret;
 		got = waitpid(pid, status, WNOHANG | __WALL);
@@ -384,10 +423,11 @@ int launch__poll(pid_t pid, struct py_interp *py, int *wstatus, char *err, size_
 	err[0] = '\0';
 	for (;;) {
 		ret = next_stop(pid, &status, wstatus);
+		/* let go at a stop of ours: whoever did knows */
 		if (ret != HELD_STOPPED)
-			return ret == HELD_RUNS	   ? LAUNCH_NOTHING
-			       : ret == HELD_ENDED ? -ECHILD
-						   : ret;
+			return ret == HELD_RUNS || ret == HELD_LET_GO ? LAUNCH_NOTHING
+			       : ret == HELD_ENDED		      ? -ECHILD
+								      : ret;
 		if ((status >> 8) != EXEC_EVENT) {
 			ret = pass_stop(pid, status);
 			/* ESRCH: killed meanwhile; its exit is the next status */
@@ -463,6 +503,8 @@ int launch__poll_held(pid_t pid, pid_t *child, int *wstatus)
 		/* ECHILD: no tracee of ours by that pid (any more) */
 		if (ret < 0)
 			return ret == -ECHILD ? -ESRCH : ret;
+		if (ret == HELD_LET_GO)
+			return -ESRCH;
 		if (ret != HELD_STOPPED)
 			return ret == HELD_RUNS ? LAUNCH_NOTHING : -ECHILD;
 		ev = status >> 16;

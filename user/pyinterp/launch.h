@@ -68,11 +68,16 @@ int launch__poll(pid_t pid, struct py_interp *py, int *wstatus, char *err, size_
 /*
  * A held process stopped by a SIGURG (its signal-delivery stop): fn says
  * whether it was one we sent to stop it, and handles it before returning
- * true; the process is then resumed without the signal. Otherwise the
- * signal goes on to it, as every other signal does.
+ * LAUNCH_URG_RESUME (the process is resumed without the signal) or
+ * LAUNCH_URG_RELEASE (detached without it: it is ours no more). Otherwise
+ * (LAUNCH_URG_NOT_OURS from each fn) the signal goes on to it, as every
+ * other signal does. Up to LAUNCH_URG_MAX functions, asked in the order given.
  */
-typedef bool (*launch_urg_fn)(void *ctx, pid_t pid);
-void launch__on_urg(launch_urg_fn fn, void *ctx);
+enum launch_urg { LAUNCH_URG_NOT_OURS, LAUNCH_URG_RESUME, LAUNCH_URG_RELEASE };
+#define LAUNCH_URG_MAX 4
+typedef enum launch_urg (*launch_urg_fn)(void *ctx, pid_t pid);
+int launch__on_urg(launch_urg_fn fn, void *ctx);
+void launch__off_urg(launch_urg_fn fn, void *ctx);
 /* Detaches a child under ptrace that is running; -ECHILD if it ended meanwhile (*wstatus). */
 int launch__let_go(pid_t pid, int *wstatus);
 

@@ -38,6 +38,7 @@ struct record_opts {
 	int npids;
 	bool children;	  /* --children: the processes they start too */
 	bool per_process; /* --per-process: a trace of each, not one of all */
+	bool hold;	  /* --hold: each process under ptrace while recorded (a set of them) */
 	bool by_uid;	  /* --uid: every Python process of a user */
 	uid_t uid;
 	const char *cgroup; /* --cgroup: every Python process of a cgroup */
@@ -125,7 +126,8 @@ bool record_handover(const struct record_opts *o);
 int record_arm_handover(struct recording *rc);
 /* What record_open_target probed ahead; rc->pf is not among it. */
 void record_python_free(struct recording *rc);
-/* -p A,B, --children, --per-process, --uid, --cgroup: user/probes/proctree.c records them. */
+/* -p A,B, --children, --hold, --per-process, --uid, --cgroup: user/probes/proctree.c records them.
+ */
 int start_tree(struct recording *rc);
 
 #endif /* PTG_RECORD_H */

@@ -347,7 +347,7 @@ bool record_handover(const struct record_opts *o)
  * the callback's first. Where the agent cannot go in, the probes keep the
  * process, that op included. Either way the hold ends after.
  */
-static bool on_urg(void *ctx, pid_t pid)
+static enum launch_urg on_urg(void *ctx, pid_t pid)
 {
 	struct recording *rc = ctx;
 	struct pymon *pm = NULL;
@@ -355,7 +355,7 @@ static bool on_urg(void *ctx, pid_t pid)
 	int err;
 
 	if (pid != rc->pid || !torchops__handover_stopped(rc->ops, pid, pid))
-		return false;
+		return LAUNCH_URG_NOT_OURS;
 	if (!rc->pm && rc->py.info &&
 	    !pymon__open_ops(&rc->py, rc->tracer, rc->o->agent_ring_mb, rc->start_time, &pm)) {
 		pymon__set_ops(pm, rc->ops);
@@ -380,7 +380,7 @@ static bool on_urg(void *ctx, pid_t pid)
 		pr_info("pid %d: no op callback at its first op: its ops come from the probes",
 			pid);
 	rc->ops_handover_done = true;
-	return true;
+	return LAUNCH_URG_RESUME;
 }
 
 int record_arm_handover(struct recording *rc)
@@ -394,8 +394,7 @@ int record_arm_handover(struct recording *rc)
 	err = torchops__handover_arm(rc->ops, rc->pid);
 	if (err)
 		return 0;
-	launch__on_urg(on_urg, rc);
-	return 0;
+	return launch__on_urg(on_urg, rc);
 }
 
 /* What follows a process with no Python at start: an exec or a libpython later. */

@@ -23,7 +23,7 @@
 
 bool record_is_tree(const struct record_opts *o)
 {
-	return o->npids > 1 || o->children || o->per_process || o->by_uid || o->cgroup;
+	return o->npids > 1 || o->children || o->per_process || o->hold || o->by_uid || o->cgroup;
 }
 
 /* The processes, all checked before a file is made; -- CMD is started, stopped. */
@@ -112,11 +112,32 @@ static const struct py_interp *interp_of(void *ctx, pid_t pid)
  */
 static int let_go_for_agent(void *ctx, pid_t pid, const struct proc_map *m)
 {
+	struct recording *rc = ctx;
 	const char *base = m ? strrchr(m->path, '/') : NULL;
 
-	if (base && !strncmp(base + 1, "libcuda.so", 10))
-		proctree__let_go(ctx, pid);
+	if (!base || strncmp(base + 1, "libcuda.so", 10))
+		return 0;
+	/* let go here, or at the end of the notice stop it waits at (on_urg()) */
+	proctree__let_go(rc->tree, pid);
+	libwatch__held_gone(rc->libs, pid);
 	return 0;
+}
+
+/*
+ * A held process of the set stopped at a loader notice where it mapped a
+ * library not probed yet (libwatch__held_stop()): probed, then resumed, or
+ * let go there when the CUDA driver it mapped is for the CUPTI agent.
+ */
+static enum launch_urg on_urg(void *ctx, pid_t pid)
+{
+	struct recording *rc = ctx;
+	bool ours;
+
+	proctree__stop_begin(rc->tree, pid);
+	ours = libwatch__held_stop(rc->libs, pid);
+	if (proctree__stop_end(rc->tree, pid) && ours)
+		return LAUNCH_URG_RELEASE;
+	return ours ? LAUNCH_URG_RESUME : LAUNCH_URG_NOT_OURS;
 }
 
 /*
@@ -180,7 +201,7 @@ static int open_lib_probes(struct recording *rc)
 		    cudaprobe__open_shared(rc->tracer, rc->libs, fd, pids, n, o->quiet, &rc->cuda);
 	/* -p, --uid, --cgroup: injected; -- CMD's processes load it through the environment */
 	if (!ret && rc->cupti && !o->cmd)
-		ret = libwatch__subscribe_proc(rc->libs, let_go_for_agent, rc->tree);
+		ret = libwatch__subscribe_proc(rc->libs, let_go_for_agent, rc);
 	if (!ret && rc->cupti && !o->cmd)
 		ret = libwatch__subscribe_proc(rc->libs, cupti__on_proc_map, rc->cupti);
 	if (!ret && rc->cuda)
@@ -188,6 +209,8 @@ static int open_lib_probes(struct recording *rc)
 	/* a process that execs is held while proctree looks at it: its libraries are probed then */
 	if (!ret)
 		proctree__on_exec(rc->tree, on_exec, rc);
+	if (!ret)
+		ret = launch__on_urg(on_urg, rc);
 	free(pids);
 	return ret;
 }

@@ -248,7 +248,6 @@ static int start(struct recording *rc)
 static bool target_exited(struct recording *rc)
 {
 	struct pollfd p = {.fd = rc->pidfd, .events = POLLIN};
-	int status;
 
 	if (rc->child && !rc->child_reaped) {
 		/* held until it runs Python: its stops (and end) come through ptrace */
@@ -264,9 +263,6 @@ static bool target_exited(struct recording *rc)
 		rc->child_reaped = target__let_go(rc->tg, &rc->child_status) == 1;
 	/* a Python target that exec'd: what it runs now */
 	target__poll_exec(rc->tg);
-	/* -p held at its exec: its stops are handled here, its end is the pidfd's */
-	if (!rc->child && target__held(rc->tg))
-		target__poll(rc->tg, &status);
 	/* several processes: until the last ends (-- CMD's status is still the exit status) */
 	if (rc->tree)
 		return !rc->o->by_uid && !rc->o->cgroup && !proctree__live(rc->tree);
@@ -350,7 +346,7 @@ static int run_loop(struct recording *rc)
 {
 	uint64_t limit = rc->o->duration > 0 ? (uint64_t)(rc->o->duration * 1e9) : 0;
 	uint64_t last_ts = rc->start_ts, last_ev = 0, now;
-	int ret;
+	int ret, status;
 
 	for (;;) {
 		/*
@@ -361,6 +357,12 @@ static int run_loop(struct recording *rc)
 		ret = tracer__poll(rc->tracer, 10);
 		if (ret < 0)
 			return ret;
+		/*
+		 * -p held at its exec: its stops are handled here, its end is the
+		 * pidfd's; before the CUPTI agent goes in, which needs it let go
+		 */
+		if (!rc->child && target__held(rc->tg))
+			target__poll(rc->tg, &status);
 		ret = cupti__poll(rc->cupti);
 		if (ret < 0)
 			return ret;

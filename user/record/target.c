@@ -30,6 +30,8 @@ struct target {
 	bool at_exec;	/* the held child's exec stop is being handled: it says what is Python */
 	bool seized;	/* a -p target taken under ptrace while it runs (launch__seize) */
 	bool exec_stop; /* o.fn is called at the exec stop: nothing of the new program ran */
+	bool in_stop;	/* a stop of ours at a loader notice is being handled ... */
+	bool let_go;	/* ... and the hold is to end there */
 	struct ahead_file *ahead; /* libpython files offered ahead */
 	size_t nahead;
 	struct libsearch *search; /* while target__probe_ahead runs */
@@ -56,6 +58,30 @@ static void hold(struct target *tg)
 			tg->o.pid, ret == -EPERM ? "another tracer holds it" : strerror(-ret));
 }
 
+/*
+ * The held process stopped at a loader notice where it mapped a library
+ * not probed yet (libwatch__held_stop()): probed now, then resumed; or let
+ * go there, when what was mapped ends the hold (the CUDA driver).
+ */
+static enum launch_urg on_urg(void *ctx, pid_t pid)
+{
+	struct target *tg = ctx;
+	bool ours;
+
+	if (!tg->held || pid != tg->o.pid)
+		return LAUNCH_URG_NOT_OURS;
+	tg->in_stop = true;
+	ours = libwatch__held_stop(tg->o.libs, pid);
+	tg->in_stop = false;
+	if (!ours)
+		return LAUNCH_URG_NOT_OURS;
+	if (!tg->let_go)
+		return LAUNCH_URG_RESUME;
+	tg->let_go = false;
+	tg->held = tg->seized = false;
+	return LAUNCH_URG_RELEASE;
+}
+
 int target__new(const struct target_opts *o, struct target **out)
 {
 	struct target *tg = calloc(1, sizeof(*tg));
@@ -65,6 +91,10 @@ int target__new(const struct target_opts *o, struct target **out)
 	tg->o = *o;
 	tg->held = o->held;
 	tg->has_python = o->has_python;
+	if (o->libs && launch__on_urg(on_urg, tg)) {
+		free(tg);
+		return -E2BIG;
+	}
 	*out = tg;
 	if (o->seize && !o->has_python)
 		hold(tg);
@@ -137,19 +167,27 @@ static void end_hold(struct target *tg)
 
 	if (!tg->seized || !tg->held)
 		return;
+	/* stopped at a notice of ours: let go there, once that stop is handled */
+	if (tg->in_stop) {
+		tg->let_go = true;
+		return;
+	}
 	target__let_go(tg, &status);
+	libwatch__held_gone(tg->o.libs, tg->o.pid);
 	tg->seized = false;
 }
 
 /*
  * A -p target that maps the CUDA driver gets the CUPTI agent, which borrows
  * its main thread under ptrace (user/proc/inject.c): a thread has one
- * tracer, so the hold ends here, and an exec after it is found as when
- * another tracer holds it.
+ * tracer, so the hold ends, and an exec after it is found as when another
+ * tracer holds it. It ends at the next target__poll(), once the scan that
+ * found the driver has put its probes in: the process may be stopped at
+ * the loader's notice until then.
  */
 static void let_go_for_cuda(struct target *tg)
 {
-	end_hold(tg);
+	tg->let_go = true;
 	pr_debug("pid %d maps the CUDA driver: its exec is no longer held", tg->o.pid);
 }
 
@@ -415,6 +453,10 @@ int target__poll(struct target *tg, int *wstatus)
 
 	while (tg && tg->held) {
 		ret = launch__poll(tg->o.pid, &py, wstatus, err, sizeof(err));
+		if (ret == LAUNCH_NOTHING && tg->let_go && tg->held) {
+			tg->let_go = false;
+			end_hold(tg);
+		}
 		if (ret == LAUNCH_NOTHING)
 			return 0;
 		if (ret == -ECHILD) {
@@ -445,7 +487,9 @@ int target__let_go(struct target *tg, int *wstatus)
 
 void target__free(struct target *tg)
 {
-	if (tg)
+	if (tg) {
+		launch__off_urg(on_urg, tg);
 		free(tg->ahead);
+	}
 	free(tg);
 }
