@@ -72,6 +72,18 @@ struct {
 	__type(value, __u64);
 } held SEC(".maps");
 
+/*
+ * tgid -> 1: a held process that runs no Python yet (an embedding program):
+ * a libpython it maps unprobed stops it as well, until its interpreter is
+ * found and probed (user/record/target.c).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u8);
+} nopy SEC(".maps");
+
 __u64 lost = 0;
 
 static __always_inline struct ptg_event *reserve_notice(__u32 aux)
@@ -157,7 +169,8 @@ static __always_inline void send_unprobed(__u32 tgid, __u64 ino, const char *nam
  * when: PTG_LIB_MAP_* (events.h). Returns whether any was reported (a
  * flag, not a count: a count would be a new verifier state at each VMA).
  */
-static __always_inline bool report_unprobed(struct task_struct *task, __u32 tgid, __u64 when)
+static __always_inline bool report_unprobed(struct task_struct *task, __u32 tgid, __u64 when,
+					    bool python)
 {
 	struct bpf_iter_task_vma it;
 	struct vm_area_struct *v;
@@ -179,7 +192,7 @@ static __always_inline bool report_unprobed(struct task_struct *task, __u32 tgid
 			continue;
 		if (bpf_probe_read_kernel_str(name, sizeof(name),
 					      BPF_CORE_READ(f, f_path.dentry, d_name.name)) < 0 ||
-		    !watched_name(name))
+		    !(watched_name(name) || (python && prefix(name, "libpython3", 10))))
 			continue;
 		send_unprobed(tgid, ino, name, when);
 		any = true;
@@ -207,7 +220,8 @@ int dl_debug_state(void *ctx)
 	/* without the notice (ring buffer full) nothing would tell user space to resume it */
 	stop = e && ptg_can_stop(recorder_tgid);
 	if (report_unprobed(bpf_get_current_task_btf(), tgid,
-			    stop ? PTG_LIB_MAP_HELD : PTG_LIB_MAP_NOTICE) &&
+			    stop ? PTG_LIB_MAP_HELD : PTG_LIB_MAP_NOTICE,
+			    stop && bpf_map_lookup_elem(&nopy, &tgid)) &&
 	    stop && e /* known to the verifier */) {
 		__u32 tid = (__u32)bpf_get_current_pid_tgid();
 
@@ -248,7 +262,7 @@ int BPF_PROG(lib_exit, struct task_struct *p, bool group_dead)
 
 	if (!group_dead || !bpf_map_lookup_elem(&tgids, &tgid))
 		return 0;
-	report_unprobed(p, tgid, PTG_LIB_MAP_EXIT);
+	report_unprobed(p, tgid, PTG_LIB_MAP_EXIT, false);
 	return 0;
 }
 

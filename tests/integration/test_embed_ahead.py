@@ -12,10 +12,11 @@ importlib._bootstrap>) and exactly CALLS calls of f, no frame "opened at
 attach", nothing lost.
 
 A libpython loaded by full path from a folder on no search path cannot be
-found ahead: it is found when the loader's notice is read, as before, and
-record says so and counts the window (loss lib_unprobed_window = 1);
-tests/helpers/nopy_embed.c waits once the interpreter runs, so the calls
-made after that are all there.
+found ahead. The program is held under ptrace, though (-p of a process with
+no Python), so the loader's notice stops it there until its interpreter is
+found and probed (docs/late-libs.md): tests/helpers/nopy_embed.c, recorded
+so, has the interpreter from its first frame too, every call of f, nothing
+lost and no warning.
 """
 import os
 import subprocess
@@ -165,9 +166,9 @@ ptg.per_interpreter(EmbedAhead)
 
 @ptg.once
 class OffSearchPath(unittest.TestCase):
-    """A full-path dlopen from a folder on no search path: found at the notice, said, counted."""
+    """A full-path dlopen from a folder on no search path: held at the notice, exact."""
 
-    def test_full_path_falls_back(self):
+    def test_full_path_held(self):
         lib, reason = libpython(ptg.Python("pyenv-3.11"))
         if reason:
             self.skipTest(reason)
@@ -193,13 +194,20 @@ class OffSearchPath(unittest.TestCase):
                 rec.proc.stderr.close()
             finally:
                 close(proc)
-            self.assertIn(f"warning: {os.path.realpath(lib[2])} was not found ahead on the "
-                          "target's search path", rec.stderr)
+            self.assertNotIn("was not found ahead", rec.stderr)
+            self.assertIn(f"pid {pid} runs Python", rec.stderr)
+            self.assertIn("recording its calls from the first (held at the loader's notice)",
+                          rec.stderr)
             trace = ptg.Trace(out)
             self.assertEqual(trace.meta["python"], "mapped")
-            self.assertIn("lib_unprobed_window cpu=-1: 1", trace.losses)
-            # from the gate on, every call: the window is before it
+            lost = [x for x in trace.losses if not x.startswith("py_code_unresolved")]
+            self.assertEqual(lost, [], "nothing lost")
             self.assertEqual(trace.count("<string>")["f:1"], calls)
+            self.assertEqual([c for c in trace.calls() if c[6] & ptg.ENTER_PREEXISTING], [])
+            first = next(r for r in trace.records if r.kind == "py_enter")
+            self.assertEqual((first.name, first.file),
+                             ("<module>", "<frozen importlib._bootstrap>"),
+                             "the interpreter's start-up is in the trace from its first frame")
 
 
 if __name__ == "__main__":

@@ -157,12 +157,12 @@ static int probe_ahead(struct libwatch *lw)
  * scan for an earlier notice, read late, may be the one that finds what it
  * mapped, and that is no window either.
  */
-static bool waits_at_notice(const struct libwatch *lw, pid_t pid)
+bool libwatch__waits_at_notice(const struct libwatch *lw, pid_t pid)
 {
 	__u32 key = (__u32)pid;
 	__u64 ts;
 
-	return !bpf_map_lookup_elem(bpf_map__fd(lw->skel->maps.held), &key, &ts);
+	return lw && !bpf_map_lookup_elem(bpf_map__fd(lw->skel->maps.held), &key, &ts);
 }
 
 /* m, the first time it is seen mapped: to the subscribers, and said if it came late. */
@@ -195,7 +195,7 @@ static int offer_mapped(struct libwatch *lw, const struct proc_map *m)
 		err = lw->subs[i].fn(lw->subs[i].ctx, m, path, bias);
 	if (!err && lw_is_watched_lib(m->path))
 		err = mark_probed(lw, m->inode, m->path);
-	held = unprobed && (lw->notice_held || waits_at_notice(lw, lw->cur->pid));
+	held = unprobed && (lw->notice_held || libwatch__waits_at_notice(lw, lw->cur->pid));
 	if (!err && held)
 		pr_info("libwatch: pid %d loaded %s from outside its search path: it waited at "
 			"the loader's notice until probed",
@@ -664,6 +664,24 @@ void libwatch__held_gone(struct libwatch *lw, pid_t tid)
 
 	if (lw)
 		bpf_map_delete_elem(bpf_map__fd(lw->skel->maps.held), &key);
+}
+
+int libwatch__watch_python(struct libwatch *lw, pid_t pid, bool on)
+{
+	int fd = lw ? bpf_map__fd(lw->skel->maps.nopy) : -1;
+	__u32 key = (__u32)pid;
+	__u8 one = 1;
+
+	if (fd < 0)
+		return 0;
+	if (!on)
+		return bpf_map_delete_elem(fd, &key) && errno != ENOENT ? -errno : 0;
+	return bpf_map_update_elem(fd, &key, &one, BPF_ANY) ? -errno : 0;
+}
+
+int libwatch__probed_ahead(struct libwatch *lw, uint64_t inode, const char *path)
+{
+	return lw ? mark_probed(lw, inode, path) : 0;
 }
 
 void libwatch__detach(struct libwatch *lw)

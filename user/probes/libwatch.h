@@ -110,7 +110,16 @@ bool libwatch__held_stop(struct libwatch *lw, pid_t tid);
  * the thread as waiting.
  */
 void libwatch__held_gone(struct libwatch *lw, pid_t tid);
-
+/* Whether held process pid's main thread waits at a loader notice now. */
+bool libwatch__waits_at_notice(const struct libwatch *lw, pid_t pid);
+/*
+ * Held process pid runs no Python yet (on), or does now (off): while on, a
+ * libpython it maps with no probe on it stops it at the notice as well, so
+ * that its interpreter is found and probed before its first instruction.
+ */
+int libwatch__watch_python(struct libwatch *lw, pid_t pid, bool on);
+/* A file whose probes are in already (a libpython probed ahead): no stop for it. */
+int libwatch__probed_ahead(struct libwatch *lw, uint64_t inode, const char *path);
 void libwatch__detach(struct libwatch *lw);
 void libwatch__destroy(struct libwatch *lw);
 

@@ -132,6 +132,8 @@ static int late_python(void *ctx, const struct py_interp *py, const char *how)
 {
 	struct recording *rc = ctx;
 	struct py_ahead_file *f = strcmp(how, "exec") ? ahead_of(rc->ahead, py) : NULL;
+	/* it waits at the loader's notice that mapped it (a held process): nothing missed */
+	bool held = strcmp(how, "exec") && libwatch__waits_at_notice(rc->libs, rc->pid);
 	char buf[4096];
 	uint64_t ts;
 	int ret;
@@ -158,7 +160,7 @@ static int late_python(void *ctx, const struct py_interp *py, const char *how)
 	}
 	/* not found ahead (a full path off the search path): the calls before our probes are
 	 * missing */
-	if (!f && rc->ahead && strcmp(how, "exec")) {
+	if (!f && !held && rc->ahead && strcmp(how, "exec")) {
 		rc->ahead->unprobed++;
 		pr_warn("%s was not found ahead on the target's search path and was probed only "
 			"once mapped: its first Python calls may not be in the trace",
@@ -186,7 +188,8 @@ static int late_python(void *ctx, const struct py_interp *py, const char *how)
 			strcmp(how, "exec") ? "it mapped it" : "its exec",
 			f			       ? " from the first (probed ahead)"
 			: target__at_exec_stop(rc->tg) ? " from the first (held at its exec)"
-						       : "");
+			: held ? " from the first (held at the loader's notice)"
+			       : "");
 	return ret;
 }
 

@@ -98,6 +98,11 @@ int target__new(const struct target_opts *o, struct target **out)
 	*out = tg;
 	if (o->seize && !o->has_python)
 		hold(tg);
+	/* a libpython it maps from off its search path: waits at the loader's notice */
+	if (tg->held && !tg->has_python && libwatch__watch_python(o->libs, o->pid, true))
+		pr_warn("pid %d: a libpython it loads from off its search path will not wait to "
+			"be probed",
+			o->pid);
 	return 0;
 }
 
@@ -117,6 +122,7 @@ static int found(struct target *tg, int ret, const struct py_interp *py, const c
 {
 	if (ret == -ENOEXEC)
 		return 0;
+	libwatch__watch_python(tg->o.libs, tg->o.pid, false);
 	if (!ret) {
 		ret = tg->o.fn(tg->o.ctx, py, how);
 		if (!ret) {
@@ -174,6 +180,7 @@ static void end_hold(struct target *tg)
 	}
 	target__let_go(tg, &status);
 	libwatch__held_gone(tg->o.libs, tg->o.pid);
+	libwatch__watch_python(tg->o.libs, tg->o.pid, false);
 	tg->seized = false;
 }
 
@@ -305,6 +312,9 @@ static int offer_ahead(void *ctx, const char *dir, const char *name)
 		return ret == -ENOMEM ? ret : 0;
 	}
 	ret = tg->o.ahead(tg->o.ctx, &py);
+	/* probed: mapped, it needs no stop at the loader's notice */
+	if (!ret)
+		ret = libwatch__probed_ahead(tg->o.libs, st.st_ino, path);
 	/* a file that cannot be probed now is left to the detection when it is mapped */
 	if (ret == -ENOMEM)
 		return ret;
