@@ -557,6 +557,22 @@ def chunk_store(payload, version):
     return out.raw[:n]
 
 
+def go(proc):
+    """Releases a workload that waits for a line on its stdin."""
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+
+
+def close(proc):
+    """Kills proc if it still runs, and closes its pipes."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for f in (proc.stdin, proc.stdout, proc.stderr):
+        if f:
+            f.close()
+
+
 def proc_status(pid):
     """(State letter, TracerPid) of pid; (None, 0) once it is gone."""
     try:

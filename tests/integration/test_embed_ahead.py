@@ -72,15 +72,6 @@ def wait_stderr(rec, text):
         rec.lines.append(line)
 
 
-def close(proc):
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
-    for f in (proc.stdin, proc.stdout, proc.stderr):
-        if f:
-            f.close()
-
-
 class EmbedAhead(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -140,7 +131,7 @@ class EmbedAhead(unittest.TestCase):
             self.assertEqual(rec.wait(), 0, rec.stderr)
             rec.proc.stderr.close()
         finally:
-            close(proc)
+            ptg.close(proc)
         self.verify(python, lib, rec, pid)
 
     def check_command(self, python):
@@ -157,7 +148,7 @@ class EmbedAhead(unittest.TestCase):
             self.assertEqual(rec.proc.stdout.read(), f"done {CALLS}\n")
             self.assertEqual(rec.wait(), 0, rec.stderr)
         finally:
-            close(rec.proc)
+            ptg.close(rec.proc)
         self.verify(python, lib, rec, pid)
 
 
@@ -193,7 +184,7 @@ class OffSearchPath(unittest.TestCase):
                 self.assertEqual(rec.wait(), 0, rec.stderr)
                 rec.proc.stderr.close()
             finally:
-                close(proc)
+                ptg.close(proc)
             self.assertNotIn("was not found ahead", rec.stderr)
             self.assertIn(f"pid {pid} runs Python", rec.stderr)
             self.assertIn("recording its calls from the first (held at the loader's notice)",

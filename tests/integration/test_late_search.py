@@ -118,23 +118,21 @@ class LateSearch(unittest.TestCase):
                 self.assertNotIn(LIB, f.read(), "not mapped before go")
             probing = f"cuda: probing 19 entry points of {expect_path}\n"
             self.assertEqual(probing in rec.stderr, ahead and not loaded_gate, rec.stderr)
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
+            ptg.go(proc)
             if loaded_gate:
                 self.assertEqual(proc.stdout.readline(), "loaded\n")
                 self.wait_note(rec, expect_path, proc)
-                proc.stdin.write("go\n")
-                proc.stdin.flush()
-            self.assertIn("done", proc.stdout.read())
-            self.assertEqual(proc.wait(timeout=300), 0)
-            self.assertEqual(rec.wait(), 0, rec.stderr)
+                ptg.go(proc)
+            self.finish(proc, rec)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            proc.stdin.close()
-            proc.stdout.close()
+            ptg.close(proc)
         return pid, rec
+
+    def finish(self, proc, rec):
+        """The workload and record, both to their end, with success."""
+        self.assertIn("done", proc.stdout.read())
+        self.assertEqual(proc.wait(timeout=300), 0)
+        self.assertEqual(rec.wait(), 0, rec.stderr)
 
     def wait_note(self, rec, path, proc):
         """record's stderr up to its note that path went unprobed for a while.
@@ -266,17 +264,10 @@ class LateSearch(unittest.TestCase):
         try:
             rec = ptg.Recorder(["-p", str(pid)], self.out)
             self.assertIn("held at the exec until probed", rec.stderr)
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
-            self.assertEqual(proc.stdout.read(), "done\n")
-            self.assertEqual(proc.wait(timeout=300), 0)
-            self.assertEqual(rec.wait(), 0, rec.stderr)
+            ptg.go(proc)
+            self.finish(proc, rec)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            proc.stdin.close()
-            proc.stdout.close()
+            ptg.close(proc)
         self.verify_held(pid, path, rec)
 
     @staticmethod
@@ -294,8 +285,7 @@ class LateSearch(unittest.TestCase):
         try:
             rec = ptg.Recorder(["-p", str(pid)], self.out)
             os.kill(rec.proc.pid, signal.SIGSTOP)
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
+            ptg.go(proc)
             # a bound on a hang, not a timing: the stop comes within the dlopen
             self.assertTrue(ptg.wait_until(lambda: ptg.proc_status(pid) == ("t", rec.proc.pid)
                                            and LIB in self.maps(pid)), ptg.proc_status(pid))
@@ -304,16 +294,9 @@ class LateSearch(unittest.TestCase):
             self.assertEqual(proc.stdout.read(), "done\n")
             self.assertEqual(proc.wait(timeout=300), 0)
         finally:
-            if rec and rec.proc.poll() is None:
-                rec.proc.kill()
-                rec.proc.wait()
             if rec:
-                rec.proc.stderr.close()
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            proc.stdin.close()
-            proc.stdout.close()
+                ptg.close(rec.proc)
+            ptg.close(proc)
 
 
 if __name__ == "__main__":

@@ -53,14 +53,6 @@ def read_line(proc, word):
     return int(line.split()[1])
 
 
-def close(proc):
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
-    for f in (proc.stdin, proc.stdout):
-        f.close()
-
-
 def status_field(pid, name):
     """A field of /proc/PID/status, or None when the process is gone (or a zombie's is)."""
     try:
@@ -72,11 +64,6 @@ def status_field(pid, name):
     except FileNotFoundError:
         pass
     return None
-
-
-def go(proc):
-    proc.stdin.write("go\n")
-    proc.stdin.flush()
 
 
 def wait_stderr(rec, text):
@@ -163,12 +150,12 @@ class NoPython(unittest.TestCase):
         try:
             pid = read_line(proc, "ready")
             rec = ptg.Recorder(["-p", str(pid)], self.out)
-            go(proc)
+            ptg.go(proc)
             self.assertIn("done", proc.stdout.read())
             self.assertEqual(proc.wait(timeout=300), 0)
             self.assertEqual(rec.wait(), 0, rec.stderr)
         finally:
-            close(proc)
+            ptg.close(proc)
         self.check_cuda_trace(pid, rec)
 
     def test_plain_command(self):
@@ -202,12 +189,11 @@ class NoPython(unittest.TestCase):
             rec.proc.wait()
             self.assertTrue(ptg.wait_until(lambda: status_field(pid, "TracerPid") == "0"))
             self.assertNotIn(status_field(pid, "State")[0], "tT")
-            go(rec.proc)
+            ptg.go(rec.proc)
             self.assertEqual(rec.proc.stdout.read(), "done\n")
             self.assertTrue(ptg.wait_until(lambda: not os.path.exists(f"/proc/{pid}")))
         finally:
-            close(rec.proc)
-            rec.proc.stderr.close()
+            ptg.close(rec.proc)
 
     def test_steps_need_python(self):
         proc = subprocess.Popen([PLAIN_PROG, "--wait", "1", "1"], stdin=subprocess.PIPE,
@@ -222,7 +208,7 @@ class NoPython(unittest.TestCase):
                              "runs none")
             self.assertFalse(os.path.exists(self.out))
         finally:
-            close(proc)
+            ptg.close(proc)
 
     def record_gated(self, argv, first_word):
         """Starts argv (it says 'ready PID' and waits), records it with -p, lets
@@ -231,15 +217,15 @@ class NoPython(unittest.TestCase):
         try:
             pid = read_line(proc, "ready")
             rec = ptg.Recorder(["-p", str(pid)], self.out)
-            go(proc)
+            ptg.go(proc)
             read_line(proc, first_word)
             wait_stderr(rec, f"pid {pid} runs Python")
-            go(proc)
+            ptg.go(proc)
             self.assertIn("done", proc.stdout.read())
             self.assertEqual(proc.wait(timeout=300), 0)
             self.assertEqual(rec.wait(), 0, rec.stderr)
         finally:
-            close(proc)
+            ptg.close(proc)
         return pid, ptg.Trace(self.out)
 
     def test_attached_exec(self):
@@ -292,15 +278,14 @@ class NoPython(unittest.TestCase):
                             stdout=subprocess.PIPE)
         try:
             pid = read_line(rec.proc, "ready")
-            go(rec.proc)
+            ptg.go(rec.proc)
             read_line(rec.proc, "python")
             wait_stderr(rec, f"pid {pid} runs Python")
-            go(rec.proc)
+            ptg.go(rec.proc)
             self.assertEqual(rec.proc.stdout.read(), "done\n")
             self.assertEqual(rec.wait(), 0, rec.stderr)
         finally:
-            close(rec.proc)
-            rec.proc.stderr.close()
+            ptg.close(rec.proc)
         self.check_embedded(ptg.Trace(self.out), lib, calls)
 
 
