@@ -101,6 +101,9 @@ class Errors(unittest.TestCase):
                                    "give one of -p PID, --uid USER, --cgroup DIR or -- CMD",
                                    code=2)
         self.assert_one_line_error(["record", "-p", "abc"], "bad PID", code=2)
+        # --hold records a set of one, cut into no steps
+        self.assert_one_line_error(["record", "-p", "1", "--hold", "--steps", "2"],
+                                   "--steps and --schedule take one process", code=2)
         self.assert_one_line_error(["frobnicate"], "unknown command", code=2)
 
     def test_numeric_flags(self):
