@@ -21,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 
+import reclib
+
 WORK = r"""
 import os, sys, time
 n = int(sys.argv[1])
@@ -54,27 +56,16 @@ def one(python, forks, ptg, tmp):
     try:
         assert w.stdout.readline() == "ready\n"
         if ptg:
-            rec = subprocess.Popen([ptg, "record", "-p", str(w.pid), "--children", "-o",
-                                    os.path.join(tmp, "f.ptg"), "--no-sched"],
-                                   stderr=subprocess.PIPE, text=True)
-            for line in rec.stderr:
-                if "recording pid" in line:
-                    break
-            else:
-                raise RuntimeError(f"{ptg} record failed")
+            rec = reclib.attach(ptg, w.pid, ["--children", "--no-sched"],
+                                os.path.join(tmp, "f.ptg"))
         w.stdin.write("go\n")
         w.stdin.flush()
         out = w.stdout.readline().split()
         w.wait()
-        if rec:
-            rec.stderr.read()
-            rec.wait()
+        reclib.finish(rec)
         return float(out[0]), float(out[1])
     finally:
-        for p in (w, rec):
-            if p and p.poll() is None:
-                p.kill()
-                p.wait()
+        reclib.kill(w, rec)
 
 
 def main():

@@ -23,6 +23,8 @@ import subprocess
 import sys
 import tempfile
 
+import reclib
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = os.environ.get("PTG_BUILD_DIR", os.path.join(HERE, "..", "build"))
 
@@ -56,28 +58,15 @@ def one(o, flags, lib, tmp):
     try:
         assert w.stdout.readline() == "ready\n"
         if flags is not None:
-            rec = subprocess.Popen([o.ptg, "record", "-p", str(w.pid), *flags, "-o", trace,
-                                    "--no-sched", "--no-cupti"],
-                                   stderr=subprocess.PIPE, text=True)
-            for line in rec.stderr:
-                if "recording pid" in line:
-                    break
-            else:
-                raise RuntimeError(f"{o.ptg} record failed")
+            rec = reclib.attach(o.ptg, w.pid, [*flags, "--no-sched", "--no-cupti"], trace)
         w.stdin.write("go\n")
         w.stdin.flush()
         load = float(w.stdout.readline())
         w.wait()
-        if rec:
-            rec.stderr.read()
-            rec.wait()
-            return load, launches(o.ptg, trace)
-        return load, None
+        reclib.finish(rec)
+        return load, launches(o.ptg, trace) if rec else None
     finally:
-        for p in (w, rec):
-            if p and p.poll() is None:
-                p.kill()
-                p.wait()
+        reclib.kill(w, rec)
 
 
 def main():
