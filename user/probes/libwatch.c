@@ -646,7 +646,7 @@ bool libwatch__held_stop(struct libwatch *lw, pid_t tid)
 	 * the process's. It waits until the entry goes (an earlier notice's
 	 * scan, read now, may be what finds the library: no window either).
 	 */
-	if (!tracer__dispatching(lw->t))
+	if (!tracer__reading(lw->t))
 		tracer__poll(lw->t, 0);
 	last = u64map__get(&lw->last_notice, (uint64_t)tid);
 	if (!last || *last != e.ts)

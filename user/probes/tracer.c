@@ -49,7 +49,7 @@ struct tracer {
 	bool source_busy; /* the last pull left events waiting */
 	bool wake;	  /* tracer__wake_on(): waits with wait_mask */
 	sigset_t wait_mask;
-	int dispatching; /* inside a handler: the ring buffer must not be read again */
+	bool reading; /* the ring buffer is being read: a handler must not read it again */
 };
 
 int tracer__dispatch(struct tracer *t, const struct ptg_event *e, size_t size)
@@ -60,20 +60,18 @@ int tracer__dispatch(struct tracer *t, const struct ptg_event *e, size_t size)
 	if (e->ts > t->last_ts)
 		t->last_ts = e->ts;
 	/* every module whose range holds the kind, in the order they registered */
-	t->dispatching++;
 	for (int i = 0; i < t->nhandlers && !t->err; i++) {
 		const struct handler *h = &t->handlers[i];
 
 		if (h->fn && e->kind >= h->lo && e->kind <= h->hi)
 			t->err = h->fn(t, h->ctx, e, size);
 	}
-	t->dispatching--;
 	return t->err;
 }
 
-bool tracer__dispatching(const struct tracer *t)
+bool tracer__reading(const struct tracer *t)
 {
-	return t->dispatching > 0;
+	return t->reading;
 }
 
 /* What a source outside the ring buffer has up to upto_ts goes first. */
@@ -347,7 +345,20 @@ static int wait_ring(struct tracer *t, int timeout_ms)
 	return ring_buffer__consume(t->rb);
 }
 
+static int poll_ring(struct tracer *t, int timeout_ms);
+
 int tracer__poll(struct tracer *t, int timeout_ms)
+{
+	int n;
+
+	/* once per read, not per event: the consumer's per-event path stays as it was */
+	t->reading = true;
+	n = poll_ring(t, timeout_ms);
+	t->reading = false;
+	return n;
+}
+
+static int poll_ring(struct tracer *t, int timeout_ms)
 {
 	int n = map_ring(t);
 	uint64_t before;
@@ -398,8 +409,11 @@ int tracer__catch_up(struct tracer *t, uint64_t ts)
 
 int tracer__finish(struct tracer *t, uint64_t stop_ts)
 {
-	int err = map_ring(t) ?: (t->rb ? ring_buffer__consume(t->rb) : 0);
+	int err = map_ring(t);
 
+	t->reading = true;
+	err = err ?: (t->rb ? ring_buffer__consume(t->rb) : 0);
+	t->reading = false;
 	if (err < 0)
 		return err;
 	pull_source(t, UINT64_MAX);

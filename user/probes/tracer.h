@@ -113,11 +113,11 @@ int tracer__end_process(struct tracer *t, uint32_t pid, uint64_t ts, uint16_t fl
 /* Consumes events, waiting up to timeout_ms. Returns records consumed or -errno. */
 int tracer__poll(struct tracer *t, int timeout_ms);
 /*
- * Whether an event is being handled now: a handler that ends up wanting
- * the events after its own must not poll (the ring buffer's read position
- * moves past an event only once its handler returned).
+ * Whether tracer__poll() is reading now: a handler it called that ends up
+ * wanting the events after its own must not poll (the ring buffer's read
+ * position moves past an event only once its handler returned).
  */
-bool tracer__dispatching(const struct tracer *t);
+bool tracer__reading(const struct tracer *t);
 /*
  * Consumes every event up to ts, the source's too (after waiting out the
  * little it lags the ring buffer: at most 2 ms). Returns records consumed

@@ -63,6 +63,14 @@ static void hold(struct target *tg)
  * not probed yet (libwatch__held_stop()): probed now, then resumed; or let
  * go there, when what was mapped ends the hold (the CUDA driver).
  */
+/* The hold is over (let go): what the loader probe kept for the held process goes too. */
+static void hold_ended(struct target *tg)
+{
+	tg->held = tg->seized = false;
+	libwatch__held_gone(tg->o.libs, tg->o.pid);
+	libwatch__watch_python(tg->o.libs, tg->o.pid, false);
+}
+
 static enum launch_urg on_urg(void *ctx, pid_t pid)
 {
 	struct target *tg = ctx;
@@ -78,7 +86,7 @@ static enum launch_urg on_urg(void *ctx, pid_t pid)
 	if (!tg->let_go)
 		return LAUNCH_URG_RESUME;
 	tg->let_go = false;
-	tg->held = tg->seized = false;
+	hold_ended(tg);
 	return LAUNCH_URG_RELEASE;
 }
 
@@ -179,9 +187,7 @@ static void end_hold(struct target *tg)
 		return;
 	}
 	target__let_go(tg, &status);
-	libwatch__held_gone(tg->o.libs, tg->o.pid);
-	libwatch__watch_python(tg->o.libs, tg->o.pid, false);
-	tg->seized = false;
+	hold_ended(tg);
 }
 
 /*
