@@ -61,15 +61,15 @@ extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __ksym __wea
 const volatile __u32 recorder_tgid = 0;
 
 /*
- * tid -> when: the threads stopped at a notice, so that user space tells
- * our SIGURG from another's at the stop (user/probes/libwatch.c
+ * tid -> when, and whose: the threads stopped at a notice, so that user
+ * space tells our SIGURG from another's at the stop (user/probes/libwatch.c
  * libwatch__held_stop()), whether or not it has read the notice yet.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 256);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct ptg_lib_held);
 } held SEC(".maps");
 
 /*
@@ -224,9 +224,10 @@ int dl_debug_state(void *ctx)
 			    stop && bpf_map_lookup_elem(&nopy, &tgid)) &&
 	    stop && e /* known to the verifier */) {
 		__u32 tid = (__u32)bpf_get_current_pid_tgid();
+		struct ptg_lib_held h = {.ts = e->ts, .tgid = tgid};
 
 		/* a thread not stopped after all is said as one probed late (a = 0) */
-		if (!bpf_map_update_elem(&held, &tid, &e->ts, BPF_ANY) &&
+		if (!bpf_map_update_elem(&held, &tid, &h, BPF_ANY) &&
 		    !bpf_send_signal_thread(SIGURG_NR))
 			e->a = 1;
 		else

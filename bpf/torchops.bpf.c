@@ -67,7 +67,8 @@ static __always_inline int handed_over(__u32 tgid, __u32 tid, bool entry, __u64 
 	if (!h)
 		return 0;
 	if (h->state == PTG_OP_HANDOVER_ARMED && entry) {
-		if (ptg_can_stop(recorder_tgid) &&
+		/* its main thread: the one the agent goes in through (user/proc/inject.c) */
+		if (tid == tgid && ptg_can_stop(recorder_tgid) &&
 		    __sync_val_compare_and_swap(&h->state, PTG_OP_HANDOVER_ARMED,
 						PTG_OP_HANDOVER_STOPPED) == PTG_OP_HANDOVER_ARMED) {
 			h->tid = tid;

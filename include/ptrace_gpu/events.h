@@ -59,6 +59,13 @@ enum ptg_ev_kind {
 #define PTG_LIB_MAP_HELD   2 /* at a loader notice that stopped its thread */
 #define PTG_LIB_NAME_LEN   64
 
+/* A thread stopped at a loader notice (bpf/libwatch.bpf.c, map held: tid -> this). */
+struct ptg_lib_held {
+	__u64 ts;   /* the notice's */
+	__u32 tgid; /* its process, whose threads are let go together */
+	__u32 pad;
+};
+
 /*
  * bpf_cookie of a CUDA entry point's uprobe: which API it is and where its
  * arguments are. An argument "slot" is its eightbyte in the SysV x86-64 call

@@ -249,18 +249,26 @@ class LateSearch(unittest.TestCase):
                                ahead=False)
         self.verify_held(pid, path, rec)
 
-    def nopy_dlopen(self, path):
-        """helpers/nopy_dlopen loading path once told; (process, pid)."""
-        proc = subprocess.Popen([NOPY_DLOPEN, path, str(plan.LAUNCHES), str(plan.SYNCS)],
+    def test_full_path_held_py_thread(self):
+        """--hold: a Python thread started after the attach loads it."""
+        path = self.place("hidden")
+        pid, rec = self.record([HOST.exe, SCRIPT, "--wait", "--thread", path], path,
+                               flags=["--hold"], ahead=False)
+        self.verify_held(pid, path, rec)
+
+    def nopy_dlopen(self, path, mode="main"):
+        """helpers/nopy_dlopen loading path once told, from its thread mode;
+        (process, pid)."""
+        proc = subprocess.Popen([NOPY_DLOPEN, path, str(plan.LAUNCHES), str(plan.SYNCS), mode],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         line = proc.stdout.readline()
         self.assertTrue(line.startswith("ready"), line)
         return proc, int(line.split()[1])
 
-    def test_full_path_held_nopy(self):
+    def test_full_path_held_nopy(self, mode="main"):
         """-p of a C program with no Python, held by -p alone: every call."""
         path = self.place("hidden")
-        proc, pid = self.nopy_dlopen(path)
+        proc, pid = self.nopy_dlopen(path, mode)
         try:
             rec = ptg.Recorder(["-p", str(pid)], self.out)
             self.assertIn("held at the exec until probed", rec.stderr)
@@ -270,25 +278,44 @@ class LateSearch(unittest.TestCase):
             ptg.close(proc)
         self.verify_held(pid, path, rec)
 
+    def test_full_path_held_thread(self):
+        """The same from a thread that was there when record attached: each
+        thread is held, not the main one alone."""
+        self.test_full_path_held_nopy("early")
+
+    def test_full_path_held_new_thread(self):
+        """The same from a thread started after the attach: held from birth."""
+        self.test_full_path_held_nopy("late")
+
     @staticmethod
     def maps(pid):
         with open(f"/proc/{pid}/maps") as f:
             return f.read()
 
-    def test_held_notice_kill_safe(self):
+    @staticmethod
+    def stopped_thread(pid, tracer):
+        """The thread of pid in a ptrace stop of tracer's, or None."""
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            if ptg.proc_status(int(tid)) == ("t", tracer):
+                return int(tid)
+        return None
+
+    def test_held_notice_kill_safe(self, mode="main"):
         """record stopped (SIGSTOP) before the dlopen: the thread waits at the
         loader's notice for it, in a ptrace stop; record killed (SIGKILL)
         then, it runs on untraced and makes all its calls."""
         path = self.place("hidden")
-        proc, pid = self.nopy_dlopen(path)
+        proc, pid = self.nopy_dlopen(path, mode)
         rec = None
         try:
             rec = ptg.Recorder(["-p", str(pid)], self.out)
             os.kill(rec.proc.pid, signal.SIGSTOP)
             ptg.go(proc)
             # a bound on a hang, not a timing: the stop comes within the dlopen
-            self.assertTrue(ptg.wait_until(lambda: ptg.proc_status(pid) == ("t", rec.proc.pid)
+            self.assertTrue(ptg.wait_until(lambda: self.stopped_thread(pid, rec.proc.pid)
                                            and LIB in self.maps(pid)), ptg.proc_status(pid))
+            if mode != "main":
+                self.assertNotEqual(self.stopped_thread(pid, rec.proc.pid), pid)
             os.kill(rec.proc.pid, signal.SIGKILL)
             rec.proc.wait()
             self.assertEqual(proc.stdout.read(), "done\n")
@@ -297,6 +324,10 @@ class LateSearch(unittest.TestCase):
             if rec:
                 ptg.close(rec.proc)
             ptg.close(proc)
+
+    def test_held_notice_kill_safe_thread(self):
+        """The same where the waiting thread is not the main one."""
+        self.test_held_notice_kill_safe("early")
 
 
 if __name__ == "__main__":

@@ -3,16 +3,17 @@ it at once: LAUNCHES cuLaunchKernel and SYNCS cuStreamSynchronize, with no
 pause for a tracer to catch up, as PyTorch calls libcuda right after mapping
 it at its first CUDA use.
 
-usage: cuda_late.py [--wait] [--via-exe | --via OBJ] [--gate-loaded] LIB
+usage: cuda_late.py [--wait] [--via-exe | --via OBJ] [--gate-loaded] [--thread] LIB
 LIB: a name the loader looks up ("libcuda.so.1", through LD_LIBRARY_PATH)
 or a path. --via-exe: loaded by the executable's own ptg_dlopen
 (workloads/pylaunch.c and dlopener.c), so that its RUNPATH applies; --via
 OBJ: by the ptg_dlopen of the shared library OBJ, loaded at start.
 --gate-loaded: once loaded, say "loaded" and wait for a second go before
-calling it.
+calling it. --thread: loaded and called by a thread started once released.
 """
 import ctypes
 import sys
+import threading
 
 import gate
 
@@ -52,11 +53,16 @@ def main():
         via = ctypes.CDLL(sys.argv[sys.argv.index("--via") + 1])
     if "--wait" in sys.argv:
         gate.wait_for_go()
-    cu = load(sys.argv[-1], via)
-    if "--gate-loaded" in sys.argv:
-        print("loaded", flush=True)
-        sys.stdin.readline()
-    run(cu)
+    if "--thread" in sys.argv:
+        th = threading.Thread(target=lambda: run(load(sys.argv[-1], via)))
+        th.start()
+        th.join()
+    else:
+        cu = load(sys.argv[-1], via)
+        if "--gate-loaded" in sys.argv:
+            print("loaded", flush=True)
+            sys.stdin.readline()
+        run(cu)
     gate.done()
 
 

@@ -152,17 +152,40 @@ static int probe_ahead(struct libwatch *lw)
 }
 
 /*
- * Whether the process's main thread (the one a holder has under ptrace)
+ * Each thread of process pid stopped at a loader notice now (the held map
+ * has a few entries: one per thread that waits): fn, until it returns true.
+ */
+static bool for_each_held(const struct libwatch *lw, pid_t pid,
+			  bool (*fn)(int fd, __u32 tid, void *arg), void *arg)
+{
+	int fd = bpf_map__fd(lw->skel->maps.held);
+	__u32 key, next, *prev = NULL;
+	struct ptg_lib_held h;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (!bpf_map_lookup_elem(fd, &key, &h) && h.tgid == (__u32)pid && fn(fd, key, arg))
+			return true;
+	}
+	return false;
+}
+
+static bool any_held(int fd, __u32 tid, void *arg)
+{
+	(void)fd, (void)tid, (void)arg;
+	return true;
+}
+
+/*
+ * Whether a thread of the process (each one a holder has under ptrace)
  * waits at a loader notice now, until libwatch__held_stop() resumes it: a
  * scan for an earlier notice, read late, may be the one that finds what it
  * mapped, and that is no window either.
  */
 bool libwatch__waits_at_notice(const struct libwatch *lw, pid_t pid)
 {
-	__u32 key = (__u32)pid;
-	__u64 ts;
-
-	return lw && !bpf_map_lookup_elem(bpf_map__fd(lw->skel->maps.held), &key, &ts);
+	return lw && for_each_held(lw, pid, any_held, NULL);
 }
 
 /* m, the first time it is seen mapped: to the subscribers, and said if it came late. */
@@ -626,25 +649,27 @@ int libwatch__exec_pid(void *ctx, pid_t pid, uint64_t exec_ts)
 	return err == -ENOENT || err == -ESRCH ? 0 : err;
 }
 
-bool libwatch__held_stop(struct libwatch *lw, pid_t tid)
+bool libwatch__held_stop(struct libwatch *lw, pid_t pid, pid_t tid)
 {
 	struct ptg_event e = {
-	    .pid = (__u32)tid, .tid = (__u32)tid, .kind = PTG_EV_LIB_CHANGE, .a = 1};
+	    .pid = (__u32)pid, .tid = (__u32)tid, .kind = PTG_EV_LIB_CHANGE, .a = 1};
 	__u32 key = (__u32)tid;
+	struct ptg_lib_held h;
 	uint64_t *last;
 	int fd, err = 0;
 
 	if (!lw)
 		return false;
 	fd = bpf_map__fd(lw->skel->maps.held);
-	if (bpf_map_lookup_elem(fd, &key, &e.ts))
+	if (bpf_map_lookup_elem(fd, &key, &h) || h.tgid != (__u32)pid)
 		return false;
+	e.ts = h.ts;
 	/*
 	 * The notice, in its place among the events before it; else (the stop
 	 * was met while an event was being handled, or the notice was lost)
-	 * the process as it is now. Only the main thread is held: its tid is
-	 * the process's. It waits until the entry goes (an earlier notice's
-	 * scan, read now, may be what finds the library: no window either).
+	 * the process as it is now. The thread waits until the entry goes (an
+	 * earlier notice's scan, read now, may be what finds the library: no
+	 * window either).
 	 */
 	if (!tracer__reading(lw->t))
 		tracer__poll(lw->t, 0);
@@ -653,17 +678,22 @@ bool libwatch__held_stop(struct libwatch *lw, pid_t tid)
 		err = on_notice(lw, &e);
 	bpf_map_delete_elem(fd, &key);
 	if (err)
-		pr_warn("libwatch: pid %d, stopped at the loader's notice: %s", tid,
+		pr_warn("libwatch: pid %d, stopped at the loader's notice: %s", pid,
 			strerror(-err));
 	return true;
 }
 
-void libwatch__held_gone(struct libwatch *lw, pid_t tid)
+static bool delete_held(int fd, __u32 tid, void *arg)
 {
-	__u32 key = (__u32)tid;
+	(void)arg;
+	bpf_map_delete_elem(fd, &tid);
+	return false;
+}
 
+void libwatch__held_gone(struct libwatch *lw, pid_t pid)
+{
 	if (lw)
-		bpf_map_delete_elem(bpf_map__fd(lw->skel->maps.held), &key);
+		for_each_held(lw, pid, delete_held, NULL);
 }
 
 int libwatch__watch_python(struct libwatch *lw, pid_t pid, bool on)

@@ -96,21 +96,21 @@ int libwatch__exec(struct libwatch *lw);
  */
 int libwatch__exec_pid(void *lw, pid_t pid, uint64_t exec_ts);
 /*
- * A thread tid that we hold under ptrace took a SIGURG stop: whether the
+ * Thread tid of process pid, which we hold under ptrace, took a SIGURG stop: whether the
  * loader probe stopped it (bpf/libwatch.bpf.c), at a notice where it had
  * mapped a CUDA or PyTorch library no probe was on yet, a full-path dlopen
  * from off its search path. If so, that library is probed before this
  * returns true, and the caller resumes the thread without the signal: its
  * first call into the library is then recorded.
  */
-bool libwatch__held_stop(struct libwatch *lw, pid_t tid);
+bool libwatch__held_stop(struct libwatch *lw, pid_t pid, pid_t tid);
 /*
- * The holder let go of tid: a stop at a notice that it took on the way
- * (its signal passed on, ignored) is over, and no later scan is to take
- * the thread as waiting.
+ * The holder let go of pid: a stop at a notice that one of its threads
+ * took on the way (its signal passed on, ignored) is over, and no later
+ * scan is to take a thread as waiting.
  */
-void libwatch__held_gone(struct libwatch *lw, pid_t tid);
-/* Whether held process pid's main thread waits at a loader notice now. */
+void libwatch__held_gone(struct libwatch *lw, pid_t pid);
+/* Whether a thread of held process pid waits at a loader notice now. */
 bool libwatch__waits_at_notice(const struct libwatch *lw, pid_t pid);
 /*
  * Held process pid runs no Python yet (on), or does now (off): while on, a

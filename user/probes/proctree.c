@@ -189,7 +189,7 @@ void tree_exec(struct proctree *pt, struct tree_proc *p)
 /*
  * A process of the set exec()'d before it could be held: one that joined
  * the set by that exec (--uid, --cgroup), one another tracer holds, one
- * whose exec came from a thread other than the one held. It is stopped
+ * whose exec came from a thread that could not be held. It is stopped
  * now, as soon as can be, while its new interpreter is found and probed,
  * and held from then on; it ran from its exec until then.
  */
@@ -695,9 +695,9 @@ void proctree__summary(const struct proctree *pt, const char *reason, double sec
 			st.exec_unrecorded);
 	if (st.exec_unheld)
 		pr_warn("%u of %u execs of the set ran before they could be held (a process that "
-			"joined the set by its exec, one under another tracer, an exec by a thread "
-			"other than the main one, or of a process such a thread forked): each was "
-			"looked at as soon as could be, and what it ran meanwhile may be missing",
+			"joined the set by its exec, one under another tracer, or one let go for "
+			"the CUPTI agent): each was looked at as soon as could be, and what it ran "
+			"meanwhile may be missing",
 			st.exec_unheld, st.exec_unheld + st.exec_held);
 	if (st.lost_procs || st.unrouted)
 		pr_warn("%llu process events lost, %llu Python events of "

@@ -119,6 +119,34 @@ static pid_t pick_thread(pid_t pid)
  * Waits for the next stop of the borrowed thread. Returns 0 with *status,
  * -ESRCH if it exited, -ETIMEDOUT at the deadline.
  */
+/*
+ * A thread started while we run the target's (the agent's own): under ptrace
+ * from birth where the holder takes a process's new threads
+ * (PTRACE_O_TRACECLONE, user/pyinterp/launch_threads.c), and no one of
+ * ours would resume it. It is let go at its first stop.
+ */
+static void let_go_clone(const struct target *t, int status, uint64_t deadline)
+{
+	unsigned long tid = 0;
+	int st;
+
+	if ((status >> 16) != PTRACE_EVENT_CLONE || ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &tid) ||
+	    !tid)
+		return;
+	for (;;) {
+		pid_t w = waitpid((pid_t)tid, &st, __WALL | WNOHANG);
+
+		if (w == (pid_t)tid && WIFSTOPPED(st)) {
+			ptrace(PTRACE_DETACH, (pid_t)tid, 0, 0);
+			return;
+		}
+		if ((w < 0 && errno != EINTR) || w == (pid_t)tid ||
+		    now_ms(CLOCK_MONOTONIC) >= deadline)
+			return;
+		sleep_ms(1);
+	}
+}
+
 static int wait_stop(struct target *t, int *status, uint64_t deadline)
 {
 	pid_t w;
@@ -131,8 +159,10 @@ static int wait_stop(struct target *t, int *status, uint64_t deadline)
 			return errno == ECHILD ? -ESRCH : -errno;
 		if (w == t->tid && (WIFEXITED(*status) || WIFSIGNALED(*status)))
 			return -ESRCH;
-		if (w == t->tid && WIFSTOPPED(*status))
+		if (w == t->tid && WIFSTOPPED(*status)) {
+			let_go_clone(t, *status, deadline);
 			return 0;
+		}
 		if (now_ms(CLOCK_MONOTONIC) >= deadline)
 			return -ETIMEDOUT;
 		sleep_ms(1);

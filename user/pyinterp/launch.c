@@ -15,10 +15,12 @@
 #include "proc/elf_file.h"
 #include "proc/procfs.h"
 #include "pyinterp/launch.h"
+#include "pyinterp/launch_int.h"
 
-#define EXEC_EVENT    (SIGTRAP | (PTRACE_EVENT_EXEC << 8))
-#define SYSCALL_STOP  (SIGTRAP | 0x80) /* with PTRACE_O_TRACESYSGOOD */
-#define SC_INFO_ENTRY 1		       /* <linux/ptrace.h>, which clashes with <sys/ptrace.h> */
+#define EXEC_EVENT (SIGTRAP | (PTRACE_EVENT_EXEC << 8))
+/* a held process's threads are held too, those it starts from birth (launch_threads.c) */
+#define HOLD_OPTS     (PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACECLONE)
+#define SC_INFO_ENTRY 1 /* <linux/ptrace.h>, which clashes with <sys/ptrace.h> */
 
 static int read_auxv_entry(pid_t pid, uint64_t type, uint64_t *val)
 {
@@ -53,18 +55,20 @@ static int wait_stop(pid_t pid, int *status)
 		}
 		if (WIFEXITED(*status) || WIFSIGNALED(*status))
 			return -ECHILD;
-		if (WIFSTOPPED(*status))
+		if (WIFSTOPPED(*status)) {
+			threads_note_clone(pid, pid, *status);
 			return 0;
+		}
 	}
 }
 
 /* The signal a stop holds for the child: none for events and system-call stops. */
-static int stop_signal(int status)
+int launch_stop_signal(int status)
 {
 	return (status >> 16) || WSTOPSIG(status) == SYSCALL_STOP ? 0 : WSTOPSIG(status);
 }
 
-static int cont(pid_t pid, int request, int sig)
+int launch_cont(pid_t pid, int request, int sig)
 {
 	return ptrace(request, pid, 0, (void *)(long)sig) ? -errno : 0;
 }
@@ -124,12 +128,12 @@ static int run_past_ldso(pid_t pid)
 	if (err || !l.hi)
 		return err ?: -ENOENT;
 	for (;;) {
-		err = cont(pid, PTRACE_SYSCALL, sig);
+		err = launch_cont(pid, PTRACE_SYSCALL, sig);
 		if (!err)
 			err = wait_stop(pid, &status);
 		if (err)
 			return err;
-		sig = stop_signal(status);
+		sig = launch_stop_signal(status);
 		if (WSTOPSIG(status) != SYSCALL_STOP || (status >> 16) || !syscall_entry(pid))
 			continue;
 		if (ptrace(PTRACE_GETREGS, pid, 0, &regs))
@@ -241,9 +245,7 @@ int launch__start(char **argv, pid_t *pidp, struct py_interp *py, char *err, siz
 	 * ptrace-gpu dies would leave the child stopped. No PTRACE_O_EXITKILL:
 	 * the child runs on if ptrace-gpu dies.
 	 */
-	ret = ptrace(PTRACE_SEIZE, pid, 0, (void *)(PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD))
-		  ? -errno
-		  : 0;
+	ret = ptrace(PTRACE_SEIZE, pid, 0, (void *)HOLD_OPTS) ? -errno : 0;
 	if (write(sync[1], "", 1) != 1 && !ret)
 		ret = -errno;
 	close(sync[1]);
@@ -252,7 +254,7 @@ int launch__start(char **argv, pid_t *pidp, struct py_interp *py, char *err, siz
 		if (ret)
 			break;
 		if ((status >> 8) != EXEC_EVENT) {
-			ret = cont(pid, PTRACE_CONT, stop_signal(status));
+			ret = launch_cont(pid, PTRACE_CONT, launch_stop_signal(status));
 			continue;
 		}
 		/*
@@ -280,19 +282,20 @@ int launch__start(char **argv, pid_t *pidp, struct py_interp *py, char *err, siz
 int launch__seize(pid_t pid)
 {
 	/* as launch__start(): a killed recorder leaves it running, untraced and unchanged */
-	return ptrace(PTRACE_SEIZE, pid, 0, (void *)(PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD))
-		   ? -errno
-		   : 0;
+	if (ptrace(PTRACE_SEIZE, pid, 0, (void *)HOLD_OPTS))
+		return -errno;
+	return threads_seize(pid, HOLD_OPTS);
 }
 
 int launch__release(pid_t pid)
 {
+	threads_release(pid, pid);
 	return ptrace(PTRACE_DETACH, pid, 0, 0) ? -errno : 0;
 }
 
 int launch__resume(pid_t pid)
 {
-	return cont(pid, PTRACE_CONT, 0);
+	return launch_cont(pid, PTRACE_CONT, 0);
 }
 
 static bool is_stop_signal(int sig)
@@ -305,12 +308,12 @@ static bool is_stop_signal(int sig)
  * (held, it waits for us to pass it); a group stop stays a stop, as it would
  * untraced (PTRACE_LISTEN: SIGCONT still ends it).
  */
-static int pass_stop(pid_t pid, int status)
+int launch_pass_stop(pid_t pid, int status)
 {
 	if ((status >> 16) == PTRACE_EVENT_STOP)
-		return is_stop_signal(WSTOPSIG(status)) ? cont(pid, PTRACE_LISTEN, 0)
-							: cont(pid, PTRACE_CONT, 0);
-	return cont(pid, PTRACE_CONT, stop_signal(status));
+		return is_stop_signal(WSTOPSIG(status)) ? launch_cont(pid, PTRACE_LISTEN, 0)
+							: launch_cont(pid, PTRACE_CONT, 0);
+	return launch_cont(pid, PTRACE_CONT, launch_stop_signal(status));
 }
 
 static struct {
@@ -342,15 +345,32 @@ void launch__off_urg(launch_urg_fn fn, void *ctx)
 	}
 }
 
-/* A SIGURG stop we asked for (launch__on_urg()): done with it, the signal is dropped. */
-static int our_urg(pid_t pid)
+static int let_go_main(pid_t pid, int *wstatus);
+
+/*
+ * Let go at the stop of thread tid: the other threads first, the main one
+ * (stopped to be detached), and tid last, which, stopped, keeps the
+ * process from ending meanwhile. 2, or 3 when it ended all the same.
+ */
+static int release_at(pid_t pid, pid_t tid, int *wstatus)
+{
+	int ret = 0;
+
+	threads_release(pid, tid);
+	if (tid != pid)
+		ret = let_go_main(pid, wstatus);
+	ptrace(PTRACE_DETACH, tid, 0, 0);
+	return ret == -ECHILD ? URG_ENDED : URG_LET_GO;
+}
+
+int launch_our_urg(pid_t pid, pid_t tid, int *wstatus)
 {
 	for (int i = 0; i < nurg; i++) {
-		switch (urg[i].fn(urg[i].ctx, pid)) {
+		switch (urg[i].fn(urg[i].ctx, pid, tid)) {
 		case LAUNCH_URG_RESUME:
-			return cont(pid, PTRACE_CONT, 0) ?: 1;
+			return launch_cont(tid, PTRACE_CONT, 0) ?: URG_RESUMED;
 		case LAUNCH_URG_RELEASE:
-			return ptrace(PTRACE_DETACH, pid, 0, 0) ? -errno : 2;
+			return release_at(pid, tid, wstatus);
 		case LAUNCH_URG_NOT_OURS:
 			break;
 		}
@@ -363,10 +383,10 @@ static int our_urg(pid_t pid)
  * passed on without consuming its stop (WNOWAIT): were ptrace-gpu killed
  * between the wait and the resume, a stop already waited for would lose
  * the signal, one only seen keeps it (tests/integration/test_ptrace_stop.py).
- * 1 when one was passed on, 2 when the process was let go at a stop of
- * ours, 0 when there is none.
+ * 1 when one was passed on (or one of ours handled), URG_LET_GO or
+ * URG_ENDED as launch_our_urg(), 0 when there is none.
  */
-static int peek_signal(pid_t pid)
+static int peek_signal(pid_t pid, int *wstatus)
 {
 	siginfo_t si = {};
 	int ret;
@@ -376,30 +396,35 @@ static int peek_signal(pid_t pid)
 	if (!si.si_pid || si.si_code != CLD_TRAPPED || (si.si_status >> 8) ||
 	    si.si_status == SYSCALL_STOP)
 		return 0;
-	if (si.si_status == SIGURG && (ret = our_urg(pid)))
+	if (si.si_status == SIGURG && (ret = launch_our_urg(pid, pid, wstatus)))
 		return ret;
-	return cont(pid, PTRACE_CONT, si.si_status) ?: 1;
+	return launch_cont(pid, PTRACE_CONT, si.si_status) ?: 1;
 }
 
 /* What next_stop() found. */
-enum held_state { HELD_RUNS, HELD_STOPPED, HELD_ENDED, HELD_LET_GO };
+enum held_state { HELD_RUNS, HELD_STOPPED, HELD_ENDED, HELD_LET_GO, HELD_FORK };
 
 /*
- * The next stop of held process pid, the signals sent to it passed on first
- * (peek_signal()): HELD_STOPPED with its *status, HELD_RUNS when none is
- * pending, HELD_ENDED with *wstatus when it ended, HELD_LET_GO when a stop
- * of ours let it go; or -errno (-ECHILD: no tracee of ours by that pid).
+ * The next stop of held process pid, its other threads' stops handled and
+ * the signals sent to it passed on first (peek_signal()): HELD_STOPPED
+ * with its *status, HELD_RUNS when none is pending, HELD_ENDED with
+ * *wstatus when it ended, HELD_LET_GO when a stop of ours let it go,
+ * HELD_FORK when a thread other than the main one forked (*child); or
+ * -errno (-ECHILD: no tracee of ours by that pid).
  */
-static int next_stop(pid_t pid, int *status, int *wstatus)
+static int next_stop(pid_t pid, int *status, int *wstatus, pid_t *child)
 {
 	for (;;) {
-		int ret = peek_signal(pid);
+		int ret = threads_poll(pid, child, wstatus);
 		pid_t got;
 
+		ret = ret ?: peek_signal(pid, wstatus);
 		if (ret == 1)
 			continue;
-		if (ret == 2)
-			return HELD_LET_GO;
+		if (ret == URG_LET_GO || ret == URG_ENDED)
+			return ret == URG_LET_GO ? HELD_LET_GO : HELD_ENDED;
+		if (ret == LAUNCH_FORK)
+			return HELD_FORK;
 		if (ret < 0 && ret != -ESRCH)
 			return ret;
 		got = waitpid(pid, status, WNOHANG | __WALL);
@@ -409,7 +434,16 @@ static int next_stop(pid_t pid, int *status, int *wstatus)
 			return HELD_RUNS;
 		if (WIFEXITED(*status) || WIFSIGNALED(*status)) {
 			*wstatus = *status;
+			threads_forget(pid);
 			return HELD_ENDED;
+		}
+		if (WIFSTOPPED(*status) && (*status >> 16) == PTRACE_EVENT_CLONE) {
+			/* a thread started: ours from birth, its stops handled with the others' */
+			threads_note_clone(pid, pid, *status);
+			ret = launch_cont(pid, PTRACE_CONT, 0);
+			if (ret && ret != -ESRCH)
+				return ret;
+			continue;
 		}
 		if (WIFSTOPPED(*status))
 			return HELD_STOPPED;
@@ -419,17 +453,23 @@ static int next_stop(pid_t pid, int *status, int *wstatus)
 int launch__poll(pid_t pid, struct py_interp *py, int *wstatus, char *err, size_t errlen)
 {
 	int status, ret;
+	pid_t child;
 
 	err[0] = '\0';
 	for (;;) {
-		ret = next_stop(pid, &status, wstatus);
+		ret = next_stop(pid, &status, wstatus, &child);
+		/* forks are not followed here (no PTRACE_O_TRACEFORK): were one, it goes */
+		if (ret == HELD_FORK) {
+			launch__drop_new(child);
+			continue;
+		}
 		/* let go at a stop of ours: whoever did knows */
 		if (ret != HELD_STOPPED)
 			return ret == HELD_RUNS || ret == HELD_LET_GO ? LAUNCH_NOTHING
 			       : ret == HELD_ENDED		      ? -ECHILD
 								      : ret;
 		if ((status >> 8) != EXEC_EVENT) {
-			ret = pass_stop(pid, status);
+			ret = launch_pass_stop(pid, status);
 			/* ESRCH: killed meanwhile; its exit is the next status */
 			if (ret && ret != -ESRCH)
 				return ret;
@@ -439,7 +479,8 @@ int launch__poll(pid_t pid, struct py_interp *py, int *wstatus, char *err, size_
 	}
 }
 
-int launch__let_go(pid_t pid, int *wstatus)
+/* launch__let_go() of the main thread alone. */
+static int let_go_main(pid_t pid, int *wstatus)
 {
 	int status, sig = 0;
 
@@ -468,8 +509,9 @@ int launch__let_go(pid_t pid, int *wstatus)
 		if (WIFSTOPPED(status))
 			break;
 	}
+	threads_note_clone(pid, pid, status);
 	if (!(status >> 16))
-		sig = stop_signal(status);
+		sig = launch_stop_signal(status);
 	/* a fork stop (launch__hold()): the child is ours from birth, and goes too */
 	if ((status >> 16) == PTRACE_EVENT_FORK || (status >> 16) == PTRACE_EVENT_VFORK) {
 		unsigned long child = 0;
@@ -480,17 +522,35 @@ int launch__let_go(pid_t pid, int *wstatus)
 	return ptrace(PTRACE_DETACH, pid, 0, (void *)(long)sig) ? -errno : 0;
 }
 
+int launch__main_only(pid_t pid)
+{
+	threads_release(pid, pid);
+	return ptrace(PTRACE_SETOPTIONS, pid, 0,
+		      (void *)(PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD))
+		   ? -errno
+		   : 0;
+}
+
+int launch__let_go(pid_t pid, int *wstatus)
+{
+	int ret = let_go_main(pid, wstatus);
+
+	threads_release(pid, pid);
+	return ret;
+}
+
 int launch__hold(pid_t pid, bool forks, bool stopped)
 {
-	long opts = PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD;
+	long opts = HOLD_OPTS;
 
 	/* a child born seized is seized too: its own exec and forks stop it, its SIGSTOP none */
 	if (forks)
 		opts |= PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK;
-	if (stopped)
-		return ptrace(PTRACE_SETOPTIONS, pid, 0, (void *)opts) ? -errno : 0;
-	/* as launch__seize(): no SIGSTOP, no PTRACE_O_EXITKILL */
-	return ptrace(PTRACE_SEIZE, pid, 0, (void *)opts) ? -errno : 0;
+	if (stopped ? ptrace(PTRACE_SETOPTIONS, pid, 0, (void *)opts)
+		    /* as launch__seize(): no SIGSTOP, no PTRACE_O_EXITKILL */
+		    : ptrace(PTRACE_SEIZE, pid, 0, (void *)opts))
+		return -errno;
+	return threads_seize(pid, opts);
 }
 
 int launch__poll_held(pid_t pid, pid_t *child, int *wstatus)
@@ -499,12 +559,14 @@ int launch__poll_held(pid_t pid, pid_t *child, int *wstatus)
 	int status, ret, ev;
 
 	for (;;) {
-		ret = next_stop(pid, &status, wstatus);
+		ret = next_stop(pid, &status, wstatus, child);
 		/* ECHILD: no tracee of ours by that pid (any more) */
 		if (ret < 0)
 			return ret == -ECHILD ? -ESRCH : ret;
 		if (ret == HELD_LET_GO)
 			return -ESRCH;
+		if (ret == HELD_FORK)
+			return LAUNCH_FORK;
 		if (ret != HELD_STOPPED)
 			return ret == HELD_RUNS ? LAUNCH_NOTHING : -ECHILD;
 		ev = status >> 16;
@@ -514,14 +576,14 @@ int launch__poll_held(pid_t pid, pid_t *child, int *wstatus)
 			if (ptrace(PTRACE_GETEVENTMSG, pid, 0, &msg))
 				msg = 0;
 			*child = (pid_t)msg;
-			ret = cont(pid, PTRACE_CONT, 0);
+			ret = launch_cont(pid, PTRACE_CONT, 0);
 			if (ret && ret != -ESRCH)
 				return ret;
 			if (msg)
 				return LAUNCH_FORK;
 			continue;
 		}
-		ret = pass_stop(pid, status);
+		ret = launch_pass_stop(pid, status);
 		/* ESRCH: killed meanwhile; its exit is the next status */
 		if (ret && ret != -ESRCH)
 			return ret;
@@ -567,7 +629,7 @@ int launch__wait_interrupt(pid_t pid, bool *at_exec, pid_t *child)
 		if (ev == PTRACE_EVENT_FORK || ev == PTRACE_EVENT_VFORK) {
 			msg = 0;
 			ptrace(PTRACE_GETEVENTMSG, pid, 0, &msg);
-			ret = cont(pid, PTRACE_CONT, 0);
+			ret = launch_cont(pid, PTRACE_CONT, 0);
 			if (ret)
 				return ret;
 			if (!msg)
@@ -576,7 +638,7 @@ int launch__wait_interrupt(pid_t pid, bool *at_exec, pid_t *child)
 			return LAUNCH_FORK;
 		}
 		/* a signal that stops it first is its own: passed on */
-		ret = cont(pid, PTRACE_CONT, stop_signal(status));
+		ret = launch_cont(pid, PTRACE_CONT, launch_stop_signal(status));
 		if (ret)
 			return ret;
 	}
@@ -589,7 +651,7 @@ int launch__drop_new(pid_t pid)
 	ret = wait_stop(pid, &status);
 	if (ret)
 		return ret;
-	return ptrace(PTRACE_DETACH, pid, 0, (void *)(long)stop_signal(status)) ? -errno : 0;
+	return ptrace(PTRACE_DETACH, pid, 0, (void *)(long)launch_stop_signal(status)) ? -errno : 0;
 }
 
 int launch__start_any(char **argv, pid_t *pidp, struct py_interp *py, char *err, size_t errlen)
@@ -611,7 +673,7 @@ static int catch_common(pid_t pid, struct py_interp *py, bool hold_any, char *er
 	ret = ptrace(PTRACE_INTERRUPT, pid, 0, 0) ? -errno : 0;
 	/* a signal that stops it first is its own: passed on, then wait for our stop */
 	while (!ret && !(ret = wait_stop(pid, &status)) && (status >> 16) != PTRACE_EVENT_STOP)
-		ret = cont(pid, PTRACE_CONT, stop_signal(status));
+		ret = launch_cont(pid, PTRACE_CONT, launch_stop_signal(status));
 	if (!ret)
 		ret = check_image(pid, py, err, errlen);
 	if (ret == 1)

@@ -43,8 +43,9 @@ int launch__start_any(char **argv, pid_t *pid, struct py_interp *py, char *err, 
 /*
  * record -p: takes a running process under ptrace without stopping it
  * (PTRACE_SEIZE: no SIGSTOP, no PTRACE_O_EXITKILL), so that its next exec
- * stops it before its first instruction (launch__poll). Only the thread
- * pid: an exec by another thread of a process that has several is not held.
+ * stops it before its first instruction (launch__poll). Each of its
+ * threads is taken so (those it starts later from birth), so that an exec
+ * by any is held, and any can be stopped at a loader notice (SIGURG).
  * -EPERM when another tracer (strace, gdb) holds it.
  */
 int launch__seize(pid_t pid);
@@ -66,18 +67,25 @@ int launch__resume(pid_t pid);
  */
 int launch__poll(pid_t pid, struct py_interp *py, int *wstatus, char *err, size_t errlen);
 /*
- * A held process stopped by a SIGURG (its signal-delivery stop): fn says
- * whether it was one we sent to stop it, and handles it before returning
- * LAUNCH_URG_RESUME (the process is resumed without the signal) or
- * LAUNCH_URG_RELEASE (detached without it: it is ours no more). Otherwise
+ * Thread tid of held process pid stopped by a SIGURG (its signal-delivery
+ * stop): fn says whether it was one we sent to stop it, and handles it
+ * before returning LAUNCH_URG_RESUME (the thread is resumed without the
+ * signal) or LAUNCH_URG_RELEASE (the process let go, each thread, the
+ * signal dropped: it is ours no more). Otherwise
  * (LAUNCH_URG_NOT_OURS from each fn) the signal goes on to it, as every
  * other signal does. Up to LAUNCH_URG_MAX functions, asked in the order given.
  */
 enum launch_urg { LAUNCH_URG_NOT_OURS, LAUNCH_URG_RESUME, LAUNCH_URG_RELEASE };
 #define LAUNCH_URG_MAX 4
-typedef enum launch_urg (*launch_urg_fn)(void *ctx, pid_t pid);
+typedef enum launch_urg (*launch_urg_fn)(void *ctx, pid_t pid, pid_t tid);
 int launch__on_urg(launch_urg_fn fn, void *ctx);
 void launch__off_urg(launch_urg_fn fn, void *ctx);
+/*
+ * Held process pid, stopped, is to lend its main thread (the op agent goes
+ * in through it, user/proc/inject.c): its other threads are let go, and
+ * those it starts from now on are not taken. Its exec still stops it.
+ */
+int launch__main_only(pid_t pid);
 /* Detaches a child under ptrace that is running; -ECHILD if it ended meanwhile (*wstatus). */
 int launch__let_go(pid_t pid, int *wstatus);
 
@@ -86,9 +94,9 @@ int launch__let_go(pid_t pid, int *wstatus);
  * under ptrace as launch__seize() takes record -p's target, so that each
  * exec stops it before the new image's first instruction, and with forks
  * (--children) each child it forks is under ptrace from birth, its exec
- * held too. stopped: pid is ours already, stopped at its exec (the -- CMD
- * child of launch__start): only the options change. -EPERM: another tracer
- * holds it.
+ * held too. Every thread is held, as launch__seize() holds them. stopped: pid is ours already,
+ * stopped at its exec (the -- CMD child of launch__start): only the options change. -EPERM: another
+ * tracer holds it.
  */
 int launch__hold(pid_t pid, bool forks, bool stopped);
 
@@ -97,9 +105,10 @@ int launch__hold(pid_t pid, bool forks, bool stopped);
 /*
  * launch__poll() for a process of launch__hold(), one stop at a time,
  * without blocking: signals and group stops passed on as launch__poll()
- * does. -ECHILD when it ended (its exit reaped, *wstatus); -ESRCH or
- * another -errno when it is ours no more (an exec by a thread other than
- * the one held takes its pid, untraced).
+ * does, for each of its threads. LAUNCH_FORK: a thread of it forked.
+ * -ECHILD when it ended (its exit reaped, *wstatus); -ESRCH or another
+ * -errno when it is ours no more (let go at a stop of ours, or an exec by
+ * a thread that could not be held took its pid, untraced).
  */
 int launch__poll_held(pid_t pid, pid_t *child, int *wstatus);
 /*

@@ -350,15 +350,22 @@ bool record_handover(const struct record_opts *o)
  * the callback's first. Where the agent cannot go in, the probes keep the
  * process, that op included. Either way the hold ends after.
  */
-static enum launch_urg on_urg(void *ctx, pid_t pid)
+static enum launch_urg on_urg(void *ctx, pid_t pid, pid_t tid)
 {
 	struct recording *rc = ctx;
 	struct pymon *pm = NULL;
 	bool agent = false;
 	int err;
 
-	if (pid != rc->pid || !torchops__handover_stopped(rc->ops, pid, pid))
+	/* only the main thread is stopped at the first op (bpf/torchops.bpf.c) */
+	if (pid != rc->pid || tid != pid || !torchops__handover_stopped(rc->ops, pid, tid))
 		return LAUNCH_URG_NOT_OURS;
+	/*
+	 * The hold ends after this stop: its other threads go now, so that none
+	 * waits for us in a stop (holding a lock the agent's dlopen needs)
+	 * while the agent goes in
+	 */
+	launch__main_only(pid);
 	if (!rc->pm && rc->py.info &&
 	    !pymon__open_ops(&rc->py, rc->tracer, rc->o->agent_ring_mb, rc->start_time, &pm)) {
 		pymon__set_ops(pm, rc->ops);

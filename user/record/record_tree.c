@@ -128,13 +128,13 @@ static int let_go_for_agent(void *ctx, pid_t pid, const struct proc_map *m)
  * library not probed yet (libwatch__held_stop()): probed, then resumed, or
  * let go there when the CUDA driver it mapped is for the CUPTI agent.
  */
-static enum launch_urg on_urg(void *ctx, pid_t pid)
+static enum launch_urg on_urg(void *ctx, pid_t pid, pid_t tid)
 {
 	struct recording *rc = ctx;
 	bool ours;
 
 	proctree__stop_begin(rc->tree, pid);
-	ours = libwatch__held_stop(rc->libs, pid);
+	ours = libwatch__held_stop(rc->libs, pid, tid);
 	if (proctree__stop_end(rc->tree, pid) && ours)
 		return LAUNCH_URG_RELEASE;
 	return ours ? LAUNCH_URG_RESUME : LAUNCH_URG_NOT_OURS;

@@ -71,7 +71,7 @@ static void hold_ended(struct target *tg)
 	libwatch__watch_python(tg->o.libs, tg->o.pid, false);
 }
 
-static enum launch_urg on_urg(void *ctx, pid_t pid)
+static enum launch_urg on_urg(void *ctx, pid_t pid, pid_t tid)
 {
 	struct target *tg = ctx;
 	bool ours;
@@ -79,7 +79,7 @@ static enum launch_urg on_urg(void *ctx, pid_t pid)
 	if (!tg->held || pid != tg->o.pid)
 		return LAUNCH_URG_NOT_OURS;
 	tg->in_stop = true;
-	ours = libwatch__held_stop(tg->o.libs, pid);
+	ours = libwatch__held_stop(tg->o.libs, pid, tid);
 	tg->in_stop = false;
 	if (!ours)
 		return LAUNCH_URG_NOT_OURS;

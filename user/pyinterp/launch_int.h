@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Inside launch: the main thread's stops (launch.c) and those of the other
+ * threads of a held process (launch_threads.c).
+ */
+#ifndef PTG_LAUNCH_INT_H
+#define PTG_LAUNCH_INT_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#define SYSCALL_STOP (SIGTRAP | 0x80) /* with PTRACE_O_TRACESYSGOOD */
+
+int launch_cont(pid_t tid, int request, int sig);
+/* The signal a stop holds for the thread: none for events and system-call stops. */
+int launch_stop_signal(int status);
+/* A stop that is no event of ours passed on: a group stop stays one, a signal goes on. */
+int launch_pass_stop(pid_t tid, int status);
+/* What launch_our_urg() did (apart from LAUNCH_* codes). */
+#define URG_RESUMED 1
+#define URG_LET_GO  16
+#define URG_ENDED   17
+/*
+ * A SIGURG stop of thread tid of held process pid: URG_RESUMED when one of
+ * ours (launch__on_urg()) and the thread resumed, URG_LET_GO when the
+ * process was let go there (all its threads), URG_ENDED when it ended
+ * meanwhile (*wstatus), 0 when it is not ours: the signal is the process's.
+ */
+int launch_our_urg(pid_t pid, pid_t tid, int *wstatus);
+
+/*
+ * Every other thread of held process pid under ptrace too, with the main
+ * thread's options (opts has PTRACE_O_TRACECLONE: the threads they start
+ * are ours from birth). One that cannot be taken (gone, another tracer's)
+ * runs on unheld.
+ */
+int threads_seize(pid_t pid, long opts);
+/* A stop of thread tid of pid: at a clone, the new thread is one of pid's to handle. */
+void threads_note_clone(pid_t pid, pid_t tid, int status);
+/*
+ * The stops of pid's other threads, without blocking: a signal passed on,
+ * a SIGURG of ours handled (launch_our_urg()), a new thread taken in, an
+ * ended one reaped. 0 when nothing is left to report; LAUNCH_FORK with
+ * *child (one forked, under ptrace from birth); URG_LET_GO or URG_ENDED
+ * as launch_our_urg().
+ */
+int threads_poll(pid_t pid, pid_t *child, int *wstatus);
+/* Lets go of pid's other threads but keep (stopped: the caller's to detach). */
+void threads_release(pid_t pid, pid_t keep);
+/* pid ended, or is let go: its threads are no more ours to handle. */
+void threads_forget(pid_t pid);
+
+#endif /* PTG_LAUNCH_INT_H */
