@@ -75,18 +75,9 @@ static void held_remove(struct proctree *pt, pid_t pid)
 /* "pid T (comm)" of the tracer that holds pid, for the one warning; 0 when none does. */
 static int name_tracer(pid_t pid, char *buf, size_t len)
 {
-	char path[64], line[128], comm[32] = "?";
-	int tp = 0;
-	FILE *f;
+	char comm[32] = "?";
+	int tp = proc_tracer_pid(pid);
 
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	f = fopen(path, "re");
-	while (f && fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "TracerPid: %d", &tp) == 1)
-			break;
-	}
-	if (f)
-		fclose(f);
 	if (tp > 0)
 		proc_comm(tp, tp, comm, sizeof(comm));
 	snprintf(buf, len, "pid %d, %s", tp, comm);

@@ -94,6 +94,24 @@ static int proc_uids(pid_t pid, uid_t *real, uid_t *effective)
 	return err;
 }
 
+int proc_tracer_pid(pid_t pid)
+{
+	char path[64], line[128];
+	int tp = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "TracerPid: %d", &tp) == 1)
+			break;
+	}
+	fclose(f);
+	return tp;
+}
+
 int proc_uid(pid_t pid, uid_t *uid)
 {
 	uid_t e;
@@ -155,6 +173,19 @@ int proc_start_time(pid_t pid, uint64_t *ticks)
 		return -EINVAL;
 	*ticks = strtoull(p + 1, NULL, 10);
 	return 0;
+}
+
+int proc_thread_state(pid_t pid, pid_t tid)
+{
+	char path[64], buf[1024], *p;
+	int n;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
+	n = read_small_file(path, buf, sizeof(buf));
+	if (n < 0)
+		return n;
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] ? p[2] : -EINVAL;
 }
 
 int proc_cmdline(pid_t pid, char *buf, size_t len)

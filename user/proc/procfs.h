@@ -21,6 +21,8 @@ struct proc_map {
 /* Calls cb for each line of /proc/PID/maps; a non-zero return of cb stops and is returned. */
 int proc_maps__for_each(pid_t pid, int (*cb)(const struct proc_map *m, void *ctx), void *ctx);
 bool proc_exists(pid_t pid);
+/* The process whose ptrace holds pid (a tid works too): 0 when none, or -errno. */
+int proc_tracer_pid(pid_t pid);
 /* The real uid of pid (/proc/PID/status), the one bpf_get_current_uid_gid() gives. */
 int proc_uid(pid_t pid, uid_t *uid);
 /* The effective uid of pid (what SO_PEERCRED gives), or -errno. */
@@ -37,6 +39,8 @@ int parse_pid(const char *s, pid_t *pid);
 int parse_pid_list(const char *s, pid_t *pids, int max, int *n);
 /* Field 22 of /proc/PID/stat: with the pid, what names one process (pids are reused). */
 int proc_start_time(pid_t pid, uint64_t *ticks);
+/* Field 3 of /proc/PID/task/TID/stat, the state letter ('R', 'S', 't', 'Z'...), or -errno. */
+int proc_thread_state(pid_t pid, pid_t tid);
 /* Reads len bytes of the target's memory at addr through an fd of /proc/PID/mem. */
 int proc_mem_read(int memfd, uint64_t addr, void *buf, size_t len);
 /* The command line with arguments separated by spaces. */

@@ -10,6 +10,7 @@
 #include <sys/ptrace.h>
 #include <sys/user.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "proc/elf_file.h"
@@ -350,15 +351,18 @@ static int let_go_main(pid_t pid, int *wstatus);
 /*
  * Let go at the stop of thread tid: the other threads first, the main one
  * (stopped to be detached), and tid last, which, stopped, keeps the
- * process from ending meanwhile. 2, or 3 when it ended all the same.
+ * process from ending meanwhile. URG_LET_GO, or URG_ENDED (*wstatus) when
+ * it ended all the same.
  */
 static int release_at(pid_t pid, pid_t tid, int *wstatus)
 {
 	int ret = 0;
 
 	threads_release(pid, tid);
-	if (tid != pid)
+	if (tid != pid) {
 		ret = let_go_main(pid, wstatus);
+		threads_release(pid, tid); /* one it started meanwhile */
+	}
 	ptrace(PTRACE_DETACH, tid, 0, 0);
 	return ret == -ECHILD ? URG_ENDED : URG_LET_GO;
 }
@@ -497,17 +501,30 @@ static int let_go_main(pid_t pid, int *wstatus)
 		return 0;
 	}
 	for (;;) {
-		if (waitpid(pid, &status, __WALL) < 0) {
-			if (errno == EINTR)
-				continue;
+		struct timespec pause = {0, 100000};
+		pid_t got = waitpid(pid, &status, __WALL | WNOHANG);
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
 			return -errno;
-		}
-		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+		if (got == pid && (WIFEXITED(status) || WIFSIGNALED(status))) {
 			*wstatus = status;
+			threads_forget(pid);
 			return -ECHILD;
 		}
-		if (WIFSTOPPED(status))
+		if (got == pid && WIFSTOPPED(status))
 			break;
+		/*
+		 * A main thread that exited while others run never stops, and its
+		 * exit waits for theirs, each ours to reap: the others go (the
+		 * ended ones reaped), and it stays ours until the process ends
+		 */
+		if (proc_thread_state(pid, pid) == 'Z') {
+			threads_release(pid, pid);
+			return 0;
+		}
+		nanosleep(&pause, NULL);
 	}
 	threads_note_clone(pid, pid, status);
 	if (!(status >> 16))
@@ -533,9 +550,12 @@ int launch__main_only(pid_t pid)
 
 int launch__let_go(pid_t pid, int *wstatus)
 {
-	int ret = let_go_main(pid, wstatus);
+	int ret;
 
+	/* the others first: one that ended is reaped, or the main thread's exit would wait */
 	threads_release(pid, pid);
+	ret = let_go_main(pid, wstatus);
+	threads_release(pid, pid); /* one it started meanwhile */
 	return ret;
 }
 

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "base/array.h"
+#include "proc/procfs.h"
 #include "pyinterp/launch.h"
 #include "pyinterp/launch_int.h"
 
@@ -84,27 +85,6 @@ void threads_forget(pid_t pid)
 	*pt = procs[--nprocs];
 }
 
-/* Whether tid is under our ptrace already: a thread started by one we had seized. */
-static bool traced_by_us(pid_t tid)
-{
-	char path[64], line[128];
-	bool ours = false;
-	FILE *f;
-	int tp;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", tid);
-	f = fopen(path, "re");
-	while (f && fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "TracerPid: %d", &tp) == 1) {
-			ours = tp == getpid();
-			break;
-		}
-	}
-	if (f)
-		fclose(f);
-	return ours;
-}
-
 /* One pass over /proc/PID/task: how many threads it took. */
 static int seize_pass(pid_t pid, long opts)
 {
@@ -123,8 +103,9 @@ static int seize_pass(pid_t pid, long opts)
 
 		if (tid <= 0 || tid == pid || (pt && has_tid(pt, tid)))
 			continue;
+		/* EPERM, ours: started by one we had seized already */
 		if (ptrace(PTRACE_SEIZE, tid, 0, (void *)opts) &&
-		    (errno != EPERM || !traced_by_us(tid)))
+		    (errno != EPERM || proc_tracer_pid(tid) != getpid()))
 			continue; /* gone, or another tracer's: it runs on unheld */
 		if (add_tid(pid, tid)) {
 			ptrace(PTRACE_INTERRUPT, tid, 0, 0);
@@ -232,6 +213,22 @@ int threads_poll(pid_t pid, pid_t *child, int *wstatus)
 	return 0;
 }
 
+/*
+ * Thread tid of pid, stopped at event ev, is let go: a thread it started
+ * goes in its turn (noted), a child it forked (under ptrace from birth)
+ * goes now, as launch__let_go() does for the main thread.
+ */
+static void let_go_event(pid_t pid, pid_t tid, int ev, int sig)
+{
+	unsigned long child = 0;
+
+	threads_note_clone(pid, tid, ev << 16);
+	if ((ev == PTRACE_EVENT_FORK || ev == PTRACE_EVENT_VFORK) &&
+	    !ptrace(PTRACE_GETEVENTMSG, tid, 0, &child) && child)
+		launch__drop_new((pid_t)child);
+	ptrace(PTRACE_DETACH, tid, 0, (void *)(long)sig);
+}
+
 /* Detaches tid, stopped first if it runs, with the signal it stopped for. */
 static void release_one(pid_t pid, pid_t tid)
 {
@@ -240,7 +237,7 @@ static void release_one(pid_t pid, pid_t tid)
 
 	if (!waitid(P_PID, (id_t)tid, &si, WEXITED | WSTOPPED | WNOHANG | WNOWAIT | __WALL) &&
 	    si.si_pid && si.si_code == CLD_TRAPPED) {
-		ptrace(PTRACE_DETACH, tid, 0, (void *)(long)peeked_signal(&si));
+		let_go_event(pid, tid, si.si_status >> 8, peeked_signal(&si));
 		return;
 	}
 	/* a running tracee cannot be detached */
@@ -257,8 +254,7 @@ static void release_one(pid_t pid, pid_t tid)
 		if (WIFSTOPPED(status))
 			break;
 	}
-	threads_note_clone(pid, tid, status);
-	ptrace(PTRACE_DETACH, tid, 0, (void *)(long)launch_stop_signal(status));
+	let_go_event(pid, tid, status >> 16, launch_stop_signal(status));
 }
 
 void threads_release(pid_t pid, pid_t keep)

@@ -215,28 +215,12 @@ static int found_running(struct target *tg, int ret, const struct py_interp *py,
 }
 
 /*
- * Whether pid is still under our ptrace: an exec by another thread than the
- * one seized (-p) makes that thread the process's, untraced.
+ * Whether pid is still under our ptrace: an exec by a thread that could not
+ * be seized (-p) makes that thread the process's, untraced.
  */
 static bool traced_by_us(pid_t pid)
 {
-	char path[64], line[128];
-	bool ret = false;
-	FILE *f;
-	int tp;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "TracerPid: %d", &tp) == 1) {
-			ret = tp == getpid();
-			break;
-		}
-	}
-	fclose(f);
-	return ret;
+	return proc_tracer_pid(pid) == getpid();
 }
 
 /*
