@@ -79,7 +79,7 @@ struct {
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 64);
+	__uint(max_entries, 4096); /* a set's held members (PROCTREE_MAX) */
 	__type(key, __u32);
 	__type(value, __u8);
 } nopy SEC(".maps");

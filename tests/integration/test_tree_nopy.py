@@ -1,6 +1,7 @@
 """Sets of processes where some run no Python (issue 15): `-p A,B` with B a C
-program, a member that execs Python later, `-p SHELL --children` whose
-Python child starts after the attach, and kill -9 of record meanwhile.
+program, a member that execs Python later, one that loads libpython itself
+(tests/helpers/nopy_embed.c), `-p SHELL --children` whose Python child
+starts after the attach, and kill -9 of record meanwhile.
 
 Each Python process's calls are counted exactly against its known plan (as
 test_tree.py does), each C program's CUDA calls against what it was told to
@@ -10,6 +11,7 @@ import os
 import shlex
 import subprocess
 import tempfile
+import threading
 import unittest
 
 import ptg
@@ -18,10 +20,11 @@ from test_tree import new_calls
 HELPERS = os.path.join(ptg.BUILD, "tests")
 NOPY_CUDA = os.path.join(HELPERS, "nopy_cuda")
 NOPY_PLAIN = os.path.join(HELPERS, "nopy_plain")
+NOPY_EMBED = os.path.join(HELPERS, "nopy_embed")
 LAUNCHES, SYNCS, SLEEPS, SLEEP_MS = 40, 15, 3, 30
 # the Python a shell member starts, or execs: 500 calls of g
 CODE = "import os\ndef g(i): return i\nfor i in range(500): g(i)\nprint('child', os.getpid())\n"
-NOPY_LINE = "no Python: CUDA calls, ops and off-CPU time; its exec of Python is followed"
+NOPY_LINE = "no Python: CUDA calls, ops and off-CPU time; Python it execs or loads is followed"
 
 
 def state(pid):
@@ -314,6 +317,50 @@ class NoPythonSetOnce(unittest.TestCase):
             self.assertEqual(res.returncode, 0, (args, res.stderr))
         self.assertEqual(new_calls(ptg.Trace(os.path.join(self.tmp.name, f"run.pid{a.pid}.ptg")),
                                    "fib.py")[a.pid]["f"], 5919)
+
+    def test_member_loads_libpython(self):
+        """-p A,B where B, a C program, dlopen()s pyenv's libpython3.11 by full
+        path after the attach and runs f CALLS times: B waits at the loader's
+        notice while its interpreter is found and probed, so its calls are
+        there from the interpreter's first frame; A's exactly."""
+        exe = ptg.pyenv_exe("3.11")
+        lib = os.path.join(os.path.dirname(os.path.dirname(exe)), "lib",
+                           "libpython3.11.so.1.0") if exe else ""
+        if not os.path.exists(lib):
+            self.skipTest(f"no shared libpython3.11 from pyenv ({lib or ptg.PYENV})")
+        calls = 29
+        out = os.path.join(self.tmp.name, "embed.ptg")
+        a = ptg.Workload(ptg.Python(ptg.ONCE), "fib.py")
+        b = Gated([NOPY_EMBED, lib, str(calls)])
+        try:
+            rec = ptg.Recorder(["-p", f"{a.pid},{b.pid}"], out)
+            wait_line(rec, f"recording pid {b.pid} (nopy_embed): {NOPY_LINE}\n")
+            a.go()
+            b.go()
+            self.assertEqual(b.proc.stdout.readline(), f"python {b.pid}\n")
+            # a bound on a hang, not a timing: should record never say it, B is killed
+            guard = threading.Timer(120, b.proc.kill)
+            guard.start()
+            try:
+                wait_line(rec, f"pid {b.pid} runs Python 3.11")
+            finally:
+                guard.cancel()
+            b.go()
+            self.assertIn("done", a.finish())
+            self.assertEqual(b.finish(), "done\n")
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+        finally:
+            a.kill()
+            b.kill()
+        self.assertIn(f"pid {b.pid} runs Python 3.11", rec.stderr)
+        self.assertIn("since it mapped it: recording its calls from the first (held at the "
+                      "loader's notice)", rec.stderr)
+        trace = ptg.Trace(out)
+        self.assertEqual(trace.losses, [])
+        self.assertEqual(new_calls(trace, "fib.py")[a.pid]["f"], 5919)
+        self.assertEqual(new_calls(trace, "<string>")[b.pid]["f"], calls)
+        first = next(r for r in trace.records if r.kind == "py_enter" and r.pid == b.pid)
+        self.assertEqual((first.name, first.file), ("<module>", "<frozen importlib._bootstrap>"))
 
     def test_errors(self):
         """One line each: a kernel thread, a member with no Python given twice,

@@ -118,10 +118,17 @@ static int interp_for(struct proctree *pt, const struct py_interp *py, uint32_t 
 	return 0;
 }
 
+void tree_nopy(struct proctree *pt, pid_t pid, bool on)
+{
+	if (pt->nopy_fn)
+		pt->nopy_fn(pt->nopy_ctx, pid, on);
+}
+
 static void found(struct proctree *pt, struct tree_proc *p, const struct py_interp *py)
 {
 	p->exec_ts = 0;
 	p->ran_python = true;
+	tree_nopy(pt, p->pid, false);
 	tree_read_identity(p);
 	/* --in-process: the agent was in the image the exec replaced */
 	if (pt->frames_elsewhere) {
@@ -155,6 +162,8 @@ static void take_image(struct proctree *pt, struct tree_proc *p, int ret,
 		return;
 	p->not_python = true;
 	p->exec_ts = 0;
+	/* held on: a libpython it loads stops it at the notice (proctree__mapped_python()) */
+	tree_nopy(pt, p->pid, true);
 	/* --uid, --cgroup: its next exec puts it back; room is kept for the Pythons */
 	if (pt->uid >= 0 || pt->cg_fd >= 0) {
 		bpf_map_delete_elem(pt->set_fd, &pid);
@@ -497,6 +506,52 @@ void proctree__on_exec(struct proctree *pt, proctree_exec_fn fn, void *ctx)
 	pt->exec_ctx = ctx;
 }
 
+void proctree__on_nopy(struct proctree *pt, proctree_nopy_fn fn, void *ctx)
+{
+	pt->nopy_fn = fn;
+	pt->nopy_ctx = ctx;
+}
+
+int proctree__mapped_python(struct proctree *pt, pid_t pid, bool held)
+{
+	struct tree_proc *p = tree_find_proc(pt, pid);
+	struct py_interp py;
+	char err[512];
+	int ret;
+
+	/* runs Python already (a fork shares its parent's), or is gone */
+	if (!p || p->interp || p->exited || !pt->attached)
+		return 0;
+	ret = py_interp__find(pid, &py, err, sizeof(err));
+	if (ret == -ESRCH || ret == -ENOENT)
+		return 0;
+	/* --in-process: no agent is in a process that ran no Python */
+	if (!ret && pt->frames_elsewhere)
+		snprintf(err, sizeof(err), "no in-process agent is in it");
+	ret = ret ?: pt->frames_elsewhere ? -ENOEXEC : interp_for(pt, &py, &p->interp);
+	if (ret) {
+		if (!p->mapped_said)
+			pr_warn("pid %d mapped a libpython: its Python calls are not recorded (%s)",
+				pid, err[0] ? err : strerror(-ret));
+		p->not_python = p->mapped_said = true;
+		p->interp = 0;
+		tree_nopy(pt, pid, false);
+		return 0;
+	}
+	p->not_python = false;
+	p->exec_ts = 0;
+	p->ran_python = true;
+	tree_nopy(pt, pid, false);
+	tree_read_identity(p);
+	if (!pt->quiet)
+		pr_info("pid %d runs Python %s (%s) since it mapped it: recording its calls%s", pid,
+			py.version, py.path,
+			held ? " from the first (held at the loader's notice)" : "");
+	if (!pt->quiet && py.warning[0])
+		pr_warn("pid %d: %s", pid, py.warning);
+	return 0;
+}
+
 int proctree__set_fd(const struct proctree *pt)
 {
 	return pt->set_fd;
@@ -545,8 +600,8 @@ static void say_recording(const struct proctree *pt, const struct tree_proc *p)
 		return;
 	}
 	proc_comm(p->pid, p->pid, comm, sizeof(comm));
-	pr_info("recording pid %d (%s): no Python: %s; its exec of Python is followed%s", p->pid,
-		comm, pt->nopy_what, pt->children ? ", and the processes it starts" : "");
+	pr_info("recording pid %d (%s): no Python: %s; Python it execs or loads is followed%s",
+		p->pid, comm, pt->nopy_what, pt->children ? ", and the processes it starts" : "");
 }
 
 int proctree__attach(struct proctree *pt)

@@ -95,6 +95,21 @@ int proctree__write_meta(const struct proctree *pt, struct trace_writer *w);
 typedef int (*proctree_exec_fn)(void *ctx, pid_t pid, uint64_t exec_ts);
 void proctree__on_exec(struct proctree *pt, proctree_exec_fn fn, void *ctx);
 /*
+ * fn(ctx, pid, on): held process pid of the set runs no Python (on), so
+ * that a libpython it maps itself (a program that embeds Python) is to
+ * stop it at the loader's notice; or it runs Python, or is ours no more
+ * (off).
+ */
+typedef void (*proctree_nopy_fn)(void *ctx, pid_t pid, bool on);
+void proctree__on_nopy(struct proctree *pt, proctree_nopy_fn fn, void *ctx);
+/*
+ * Process pid of the set mapped a libpython: when it ran no Python, its
+ * interpreter is found and probed now, and its calls recorded from here on
+ * (held: it waits at the loader's notice that mapped it, so from its
+ * first). 0 also when it is no supported interpreter (said once).
+ */
+int proctree__mapped_python(struct proctree *pt, pid_t pid, bool held);
+/*
  * The interpreter process pid of the set runs now, or NULL (none known, not
  * of the set); before proctree__load(), that of a process added.
  */

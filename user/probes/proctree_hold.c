@@ -64,6 +64,7 @@ static void held_remove(struct proctree *pt, pid_t pid)
 
 	if (!i || !*i)
 		return;
+	tree_nopy(pt, pid, false);
 	at = *i - 1;
 	*i = 0;
 	if (at != --pt->nheld) {
@@ -99,6 +100,8 @@ void tree_hold(struct proctree *pt, struct tree_proc *p, bool forks)
 			launch__release(p->pid); /* out of memory: as if it could not be held */
 		else
 			h->held_since = now_ns(CLOCK_MONOTONIC);
+		if (h && !p->interp)
+			tree_nopy(pt, p->pid, true);
 		return;
 	}
 	if (ret != -EPERM || p->other_tracer)
@@ -106,7 +109,8 @@ void tree_hold(struct proctree *pt, struct tree_proc *p, bool forks)
 	tp = name_tracer(p->pid, who, sizeof(who));
 	/* ours already: born under ptrace, its parent's fork stop not read yet */
 	if (tp == getpid()) {
-		held_add(pt, p->pid);
+		if (held_add(pt, p->pid) && !p->interp)
+			tree_nopy(pt, p->pid, true);
 		return;
 	}
 	/* EPERM with no tracer: it is exiting, and its exit event says so */
@@ -159,6 +163,8 @@ void tree_hold_all(struct proctree *pt)
 		h = held_add(pt, p->pid);
 		if (h)
 			h->own = true;
+		if (h && !p->interp)
+			tree_nopy(pt, p->pid, true);
 	}
 }
 

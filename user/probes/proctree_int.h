@@ -47,6 +47,7 @@ struct tree_proc {
 	bool named;	 /* given with -p: a --per-process trace of its own, Python or not */
 	bool no_hold;	 /* let go for the CUPTI agent: not held again in this image */
 	bool other_tracer; /* another tracer holds it: said once */
+	bool mapped_said;  /* a libpython it mapped that cannot be recorded: said once */
 	/* read while it runs, for its own trace (--per-process) */
 	char *cmdline;
 	char rank[24];	    /* RANK, else LOCAL_RANK: names its file */
@@ -93,6 +94,8 @@ struct proctree {
 	char nopy_what[128];	  /* proctree__nopy_what() */
 	proctree_exec_fn exec_fn; /* proctree__on_exec() */
 	void *exec_ctx;
+	proctree_nopy_fn nopy_fn; /* proctree__on_nopy() */
+	void *nopy_ctx;
 	struct tree_held *held;
 	size_t nheld;
 	struct u64map held_by_pid; /* pid -> index + 1 in held; 0: not held */
@@ -121,6 +124,8 @@ void tree_hold_all(struct proctree *pt);
 void tree_hold(struct proctree *pt, struct tree_proc *p, bool forks);
 /* The held entry of pid, or NULL. */
 struct tree_held *tree_held_of(struct proctree *pt, pid_t pid);
+/* Held p runs no Python (on: proctree__on_nopy()), or does, or is gone (off). */
+void tree_nopy(struct proctree *pt, pid_t pid, bool on);
 /*
  * pid's exec event was read (at exec_ts): with pid held, waits for the exec
  * stop that follows it. 1 when pid is at that stop, for tree_exec_done();

@@ -123,6 +123,30 @@ static int let_go_for_agent(void *ctx, pid_t pid, const struct proc_map *m)
 	return 0;
 }
 
+/* A held member runs no Python (on): a libpython it maps unprobed stops it at the notice. */
+static void watch_python(void *ctx, pid_t pid, bool on)
+{
+	struct recording *rc = ctx;
+
+	libwatch__watch_python(rc->libs, pid, on);
+}
+
+/*
+ * A member mapped a libpython (an embedding program's dlopen): followed
+ * into Python from there, from its first frame where it waits at the
+ * notice that mapped it.
+ */
+static int python_mapped(void *ctx, pid_t pid, const struct proc_map *m)
+{
+	struct recording *rc = ctx;
+	/* m NULL: it exec'd, and tree_exec() looks at the new image */
+	const char *base = m ? strrchr(m->path, '/') : NULL;
+
+	if (!base || strncmp(base + 1, "libpython3", 10))
+		return 0;
+	return proctree__mapped_python(rc->tree, pid, libwatch__waits_at_notice(rc->libs, pid));
+}
+
 /*
  * A held process of the set stopped at a loader notice where it mapped a
  * library not probed yet (libwatch__held_stop()): probed, then resumed, or
@@ -209,6 +233,11 @@ static int open_lib_probes(struct recording *rc)
 	/* a process that execs is held while proctree looks at it: its libraries are probed then */
 	if (!ret)
 		proctree__on_exec(rc->tree, on_exec, rc);
+	/* one that loads libpython itself is followed into Python from there */
+	if (!ret)
+		ret = libwatch__subscribe_proc(rc->libs, python_mapped, rc);
+	if (!ret)
+		proctree__on_nopy(rc->tree, watch_python, rc);
 	if (!ret)
 		ret = launch__on_urg(on_urg, rc);
 	free(pids);
