@@ -34,6 +34,8 @@ of record while the thread waits there lets it run on, untraced.
 """
 import collections
 import os
+import re
+import shlex
 import signal
 import shutil
 import subprocess
@@ -255,6 +257,19 @@ class LateSearch(unittest.TestCase):
         pid, rec = self.record([HOST.exe, SCRIPT, "--wait", "--thread", path], path,
                                flags=["--hold"], ahead=False)
         self.verify_held(pid, path, rec)
+
+    def test_full_path_held_command_shim(self):
+        """record --hold -- SHIM, where the shim (sh, as pyenv's is bash) execs
+        Python: followed into it, held; the driver loaded by full path from a
+        thread, every call."""
+        path = self.place("hidden")
+        cmd = shlex.join([HOST.exe, SCRIPT, "--thread", path])
+        env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+        res = ptg.run(["record", "--hold", "-o", self.out, "--", "sh", "-c", "exec " + cmd],
+                      env=env, timeout=600)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        pid = int(re.search(r"recording pid (\d+) too \(Python", res.stderr).group(1))
+        self.verify_held(pid, path, res)
 
     def nopy_dlopen(self, path, mode="main"):
         """helpers/nopy_dlopen loading path once told, from its thread mode;

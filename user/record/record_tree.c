@@ -47,22 +47,15 @@ static int tree_targets(struct recording *rc)
 				    err[0] ? err : "nothing (--no-cuda, --no-ops, --no-sched)");
 		err[0] = '\0';
 	}
-	/* --children -- ./train.sh: a command that is no Python is followed all the same */
+	/*
+	 * --children -- ./train.sh, --hold -- pyenv's shim: a command that is no
+	 * Python is followed all the same, into the Python it execs (or loads)
+	 */
 	if (!ret && o->cmd) {
 		ret = launch__start_any(o->cmd, &rc->pid, &rc->py, err, sizeof(err));
 		rc->child = !ret || ret == -ENOEXEC;
 		if (ret == -ENOEXEC)
 			err[0] = '\0';
-		/* without --children, the process the trace is cut from must be Python itself */
-		if (ret == -ENOEXEC && !o->children) {
-			snprintf(err, sizeof(err),
-				 "%s is no Python interpreter: --children follows the Python it "
-				 "starts",
-				 o->cmd[0]);
-			launch__release(rc->pid);
-			rc->child = false;
-			ret = -EINVAL;
-		}
 		ret = ret == -ENOEXEC ? proctree__add(rc->tree, rc->pid, NULL)
 				      : ret ?: proctree__add(rc->tree, rc->pid, &rc->py);
 	}
