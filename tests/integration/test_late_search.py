@@ -154,7 +154,8 @@ class LateSearch(unittest.TestCase):
             rec.lines.append(line)
             if "libwatch:" in line and path in line:
                 self.assertIn("loaded from outside the target's search path", line)
-                self.assertIn("not in the trace", line)
+                self.assertIn("not in the trace (record --hold makes the loading thread "
+                              "wait for its probes)", line)
                 return
 
     def verify(self, pid, path, losses=()):

@@ -49,6 +49,7 @@ static int count_window(struct libwatch *lw, pid_t pid, uint64_t inode)
 int lw_note_unprobed(struct libwatch *lw, uint64_t inode, const char *path, uint64_t probed)
 {
 	int err = count_window(lw, lw->cur->pid, inode);
+	const char *hint;
 
 	if (err)
 		return err;
@@ -60,11 +61,14 @@ int lw_note_unprobed(struct libwatch *lw, uint64_t inode, const char *path, uint
 			probed > lw->exec_ts ? (probed - lw->exec_ts) / 1e6 : 0.0);
 		return 0;
 	}
+	/* one process, not held: --hold would have made the loading thread wait */
+	hint = lw->pid >= 0 ? " (record --hold makes the loading thread wait for its probes)" : "";
 	pr_warn("libwatch: %s was loaded from outside the target's search path "
 		"and probed %.1f ms after the loader's notice: its calls meanwhile are not "
-		"in the trace",
+		"in the trace%s",
 		path,
-		lw->notice_ts && probed > lw->notice_ts ? (probed - lw->notice_ts) / 1e6 : 0.0);
+		lw->notice_ts && probed > lw->notice_ts ? (probed - lw->notice_ts) / 1e6 : 0.0,
+		hint);
 	return 0;
 }
 
