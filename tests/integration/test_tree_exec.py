@@ -34,6 +34,15 @@ t = threading.Thread(target=os.execv, args=(sys.executable, [sys.executable, "-c
 t.start()
 t.join()
 """
+# a thread other than the main one starts CHILD (subprocess: vfork + exec)
+THREAD_SPAWN = """import subprocess, sys, threading
+print("ready", flush=True)
+sys.stdin.readline()
+t = threading.Thread(target=subprocess.run, args=([sys.executable, "-c", sys.argv[1]],),
+                     kwargs={"check": True})
+t.start()
+t.join()
+"""
 CHILD = "import os\ndef g(i):\n    return i\nfor i in range(500):\n    g(i)\nprint('child', os.getpid(), flush=True)\n"
 
 
@@ -287,42 +296,60 @@ class TreeExecOnce(unittest.TestCase):
         counts = ptg.Trace(out).count("fib.py")
         self.assertEqual((counts["f:7"], counts["<module>:1"]), (5919, 1))
 
+    def threaded(self, script, arg, between):
+        """python -c script arg, recorded with -p PID --children from its ready
+        line and let go; between(w, rec) once it is, whose value comes back
+        with record (its end waited for) and the trace."""
+        python = ptg.Python(ptg.ONCE)
+        w = subprocess.Popen([python.exe, "-c", script, arg], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+        out = os.path.join(self.tmp.name, "thread.ptg")
+        try:
+            self.assertEqual(w.stdout.readline(), "ready\n")
+            rec = ptg.Recorder(["-p", str(w.pid), "--children"], out)
+            ptg.go(w)
+            got = between(w, rec)
+            self.assertEqual(w.wait(timeout=60), 0)
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+            rec.proc.stderr.close()
+        finally:
+            ptg.close(w)
+        self.assertNotIn("could be held", rec.stderr)
+        trace = ptg.Trace(out)
+        self.assertEqual(trace.losses, [])
+        return got, rec, trace
+
+    @staticmethod
+    def new_g(trace, pid):
+        return sum(1 for r in trace.records if r.kind == "py_enter" and r.name == "g"
+                   and r.pid == pid and not r.flags & ptg.ENTER_RESUME)
+
     def test_exec_by_another_thread(self):
         """-p PID --children where a thread other than the main one execs: each
         thread of a member is held, so that exec stops as the main thread's
         would (the kernel gives the pid to the thread that execs), and the
         new image is held from its first instruction: nothing said, every
         call of it in."""
-        python = ptg.Python(ptg.ONCE)
-        wait = CHILD + "import sys\nsys.stdin.readline()\n"
-        w = subprocess.Popen([python.exe, "-c", THREAD_EXEC, wait], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
-        out = os.path.join(self.tmp.name, "thread.ptg")
-        try:
-            self.assertEqual(w.stdout.readline(), "ready\n")
-            rec = ptg.Recorder(["-p", str(w.pid), "--children"], out)
-            w.stdin.write("go\n")
-            w.stdin.flush()
+        def between(w, rec):
             self.assertEqual(w.stdout.readline(), f"child {w.pid}\n")
             self.assertTrue(ptg.wait_until(lambda: ptg.proc_status(w.pid)[1] == rec.proc.pid),
                             "held again after its exec")
-            w.stdin.write("end\n")
-            w.stdin.flush()
-            self.assertEqual(w.wait(timeout=60), 0)
-            self.assertEqual(rec.wait(), 0, rec.stderr)
-            rec.proc.stderr.close()
-        finally:
-            if w.poll() is None:
-                w.kill()
-                w.wait()
-            w.stdin.close()
-            w.stdout.close()
-        self.assertNotIn("could be held", rec.stderr)
-        trace = ptg.Trace(out)
-        self.assertEqual(trace.losses, [])
-        g = sum(1 for r in trace.records if r.kind == "py_enter" and r.name == "g"
-                and not r.flags & ptg.ENTER_RESUME)
-        self.assertEqual(g, 500, rec.stderr)
+            ptg.go(w)
+            return w.pid
+
+        wait = CHILD + "import sys\nsys.stdin.readline()\n"
+        pid, rec, trace = self.threaded(THREAD_EXEC, wait, between)
+        self.assertEqual(self.new_g(trace, pid), 500, rec.stderr)
+
+    def test_spawn_by_another_thread(self):
+        """-p PID --children where a thread other than the main one starts a
+        Python child: the child is born under ptrace (each thread of a member
+        is held, its forks followed), so its exec is held: every call of it,
+        nothing said."""
+        child, rec, trace = self.threaded(
+            THREAD_SPAWN, CHILD, lambda w, rec: int(w.stdout.readline().split()[1]))
+        self.assertIn(f"recording pid {child} too (Python", rec.stderr)
+        self.assertEqual(self.new_g(trace, child), 500, rec.stderr)
 
     def test_member_under_another_tracer(self):
         """-p A,B where another tracer holds B: one warning that names it and its
