@@ -303,8 +303,11 @@ class PidList(unittest.TestCase):
         res = ptg.run(["record", "--children", "-o", out, "--", "sh", "-c", script])
         self.assertEqual(res.returncode, 0, res.stderr)
         self.assertEqual(res.stdout, "end\n")
-        self.assertIn("(sh): no Python: CUDA calls, ops and off-CPU time; its exec of Python "
-                      "is followed, and the processes it starts", res.stderr)
+        self.assertIn("(sh): no Python: CUDA calls, ops and off-CPU time; Python it execs or "
+                      "loads is followed, and the processes it starts", res.stderr)
+        # each interpreter found at its exec, once: none taken for a libpython it loaded
+        self.assertEqual(res.stderr.count("too (Python "), 2, res.stderr)
+        self.assertNotIn("since it mapped it", res.stderr)
         self.assertIn("1 of them ran no supported Python", res.stderr)
         trace = ptg.Trace(out)
         self.assertEqual(trace.losses, [])

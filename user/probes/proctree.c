@@ -519,8 +519,12 @@ int proctree__mapped_python(struct proctree *pt, pid_t pid, bool held)
 	char err[512];
 	int ret;
 
-	/* runs Python already (a fork shares its parent's), or is gone */
-	if (!p || p->interp || p->exited || !pt->attached)
+	/*
+	 * Runs Python already (a fork shares its parent's), or is gone; or it
+	 * exec'd and the new image, whose loader mapped libpython, is looked at
+	 * as an exec (tree_exec(), resolve())
+	 */
+	if (!p || p->interp || p->exited || p->exec_ts || !pt->attached)
 		return 0;
 	ret = py_interp__find(pid, &py, err, sizeof(err));
 	if (ret == -ESRCH || ret == -ENOENT)
