@@ -406,6 +406,16 @@ int target__run(struct target *tg)
 	 * recorder's poll at once instead of at its next timeout.
 	 */
 	sigaction(SIGCHLD, &sa, NULL);
+	/*
+	 * It mapped the CUDA driver before the attach: its hold ends now, before
+	 * record says it records, not at the first poll, where stopping it to
+	 * let it go would cut into what it runs (a sleep in two)
+	 */
+	if (tg->seized && tg->let_go) {
+		tg->let_go = false;
+		end_hold(tg);
+		return 0;
+	}
 	return tg->seized ? 0 : launch__resume(tg->o.pid);
 }
 
