@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,46 +71,50 @@ int parse_pid_list(const char *s, pid_t *pids, int max, int *n)
 	return 0;
 }
 
-/* The Uid line of /proc/PID/status: real, effective, saved, filesystem. */
-static int proc_uids(pid_t pid, uid_t *real, uid_t *effective)
+/*
+ * The first line of /proc/PID/status that fmt (a key, then conversions)
+ * reads n values from: 0, -ENOENT when no line has them, or -errno.
+ */
+static int status_scan(pid_t pid, const char *fmt, int n, ...)
 {
 	char path[64], line[256];
-	unsigned int r, e;
 	int err = -ENOENT;
+	va_list ap;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
 	f = fopen(path, "re");
 	if (!f)
 		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "Uid: %u %u", &r, &e) == 2) {
-			*real = r;
-			*effective = e;
+	while (err && fgets(line, sizeof(line), f)) {
+		va_start(ap, n);
+		if (vsscanf(line, fmt, ap) == n)
 			err = 0;
-			break;
-		}
+		va_end(ap);
 	}
 	fclose(f);
 	return err;
 }
 
+/* The Uid line of /proc/PID/status: real, effective, saved, filesystem. */
+static int proc_uids(pid_t pid, uid_t *real, uid_t *effective)
+{
+	unsigned int r, e;
+	int err = status_scan(pid, "Uid: %u %u", 2, &r, &e);
+
+	if (!err) {
+		*real = r;
+		*effective = e;
+	}
+	return err;
+}
+
 int proc_tracer_pid(pid_t pid)
 {
-	char path[64], line[128];
 	int tp = 0;
-	FILE *f;
+	int err = status_scan(pid, "TracerPid: %d", 1, &tp);
 
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "TracerPid: %d", &tp) == 1)
-			break;
-	}
-	fclose(f);
-	return tp;
+	return err == -ENOENT ? 0 : err ?: tp;
 }
 
 int proc_uid(pid_t pid, uid_t *uid)

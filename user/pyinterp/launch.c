@@ -309,6 +309,20 @@ static bool is_stop_signal(int sig)
  * (held, it waits for us to pass it); a group stop stays a stop, as it would
  * untraced (PTRACE_LISTEN: SIGCONT still ends it).
  */
+int launch_forked(pid_t tid, pid_t *child)
+{
+	unsigned long msg = 0;
+	int ret;
+
+	if (ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg))
+		msg = 0;
+	*child = (pid_t)msg;
+	ret = launch_cont(tid, PTRACE_CONT, 0);
+	if (ret && ret != -ESRCH)
+		return ret;
+	return msg ? LAUNCH_FORK : 0;
+}
+
 int launch_pass_stop(pid_t pid, int status)
 {
 	if ((status >> 16) == PTRACE_EVENT_STOP)
@@ -575,7 +589,6 @@ int launch__hold(pid_t pid, bool forks, bool stopped)
 
 int launch__poll_held(pid_t pid, pid_t *child, int *wstatus)
 {
-	unsigned long msg = 0;
 	int status, ret, ev;
 
 	for (;;) {
@@ -593,14 +606,9 @@ int launch__poll_held(pid_t pid, pid_t *child, int *wstatus)
 		if (ev == PTRACE_EVENT_EXEC)
 			return LAUNCH_AT_EXEC;
 		if (ev == PTRACE_EVENT_FORK || ev == PTRACE_EVENT_VFORK) {
-			if (ptrace(PTRACE_GETEVENTMSG, pid, 0, &msg))
-				msg = 0;
-			*child = (pid_t)msg;
-			ret = launch_cont(pid, PTRACE_CONT, 0);
-			if (ret && ret != -ESRCH)
+			ret = launch_forked(pid, child);
+			if (ret)
 				return ret;
-			if (msg)
-				return LAUNCH_FORK;
 			continue;
 		}
 		ret = launch_pass_stop(pid, status);

@@ -14,6 +14,12 @@
 int launch_cont(pid_t tid, int request, int sig);
 /* The signal a stop holds for the thread: none for events and system-call stops. */
 int launch_stop_signal(int status);
+/*
+ * A fork stop of thread tid taken: it runs on, and *child (0 if unknown)
+ * is under ptrace from birth. LAUNCH_FORK when there is a child, 0 when
+ * not, -errno when it cannot be resumed.
+ */
+int launch_forked(pid_t tid, pid_t *child);
 /* A stop that is no event of ours passed on: a group stop stays one, a signal goes on. */
 int launch_pass_stop(pid_t tid, int status);
 /* What launch_our_urg() did (apart from LAUNCH_* codes). */

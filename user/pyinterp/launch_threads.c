@@ -151,19 +151,11 @@ static int peeked_signal(const siginfo_t *si)
 /* One event stop of thread tid, taken: LAUNCH_FORK with *child, 0, or -errno. */
 static int thread_event(pid_t pid, pid_t tid, int status, pid_t *child)
 {
-	unsigned long msg = 0;
 	int ev = status >> 16, ret;
 
 	threads_note_clone(pid, tid, status);
-	if (ev == PTRACE_EVENT_FORK || ev == PTRACE_EVENT_VFORK) {
-		if (ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg))
-			msg = 0;
-		ret = launch_cont(tid, PTRACE_CONT, 0);
-		if (ret && ret != -ESRCH)
-			return ret;
-		*child = (pid_t)msg;
-		return msg ? LAUNCH_FORK : 0;
-	}
+	if (ev == PTRACE_EVENT_FORK || ev == PTRACE_EVENT_VFORK)
+		return launch_forked(tid, child);
 	ret = launch_pass_stop(tid, status);
 	return ret && ret != -ESRCH ? ret : 0;
 }

@@ -135,7 +135,8 @@ static int python_mapped(void *ctx, pid_t pid, const struct proc_map *m)
 	/* m NULL: it exec'd, and tree_exec() looks at the new image */
 	const char *base = m ? strrchr(m->path, '/') : NULL;
 
-	if (!base || strncmp(base + 1, "libpython3", 10))
+	/* every scan offers it: one that runs Python already costs no walk of the held map */
+	if (!base || strncmp(base + 1, "libpython3", 10) || proctree__interp_of(rc->tree, pid))
 		return 0;
 	return proctree__mapped_python(rc->tree, pid, libwatch__waits_at_notice(rc->libs, pid));
 }
