@@ -10,6 +10,8 @@
 #ifndef PTG_HOLD_BPF_H
 #define PTG_HOLD_BPF_H
 
+#include "task.bpf.h"
+
 #define SIGURG_NR      23
 #define PT_PTRACED_BIT 0x1 /* include/linux/ptrace.h */
 
@@ -21,17 +23,19 @@
  */
 static __always_inline bool ptg_can_stop(__u32 recorder)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
+	struct task_struct *task = ptg_current_task();
 	__u64 bit = 1ull << (SIGURG_NR - 1);
 	unsigned long handler;
 
-	if (!recorder || !(task->ptrace & PT_PTRACED_BIT) || task->parent->tgid != (int)recorder)
+	if (!recorder || !(BPF_CORE_READ(task, ptrace) & PT_PTRACED_BIT) ||
+	    BPF_CORE_READ(task, parent, tgid) != (int)recorder)
 		return false;
-	handler = (unsigned long)task->sighand->action[SIGURG_NR - 1].sa.sa_handler;
+	handler = (unsigned long)BPF_CORE_READ(task, sighand, action[SIGURG_NR - 1].sa.sa_handler);
 	if (handler > 1) /* SIG_DFL 0, SIG_IGN 1 */
 		return false;
-	return !(task->blocked.sig[0] & bit) && !(task->pending.signal.sig[0] & bit) &&
-	       !(task->signal->shared_pending.signal.sig[0] & bit);
+	return !(BPF_CORE_READ(task, blocked.sig[0]) & bit) &&
+	       !(BPF_CORE_READ(task, pending.signal.sig[0]) & bit) &&
+	       !(BPF_CORE_READ(task, signal, shared_pending.signal.sig[0]) & bit);
 }
 
 #endif /* PTG_HOLD_BPF_H */

@@ -219,8 +219,7 @@ int dl_debug_state(void *ctx)
 	e = reserve_notice(0);
 	/* without the notice (ring buffer full) nothing would tell user space to resume it */
 	stop = e && ptg_can_stop(recorder_tgid);
-	if (report_unprobed(bpf_get_current_task_btf(), tgid,
-			    stop ? PTG_LIB_MAP_HELD : PTG_LIB_MAP_NOTICE,
+	if (report_unprobed(ptg_current_task(), tgid, stop ? PTG_LIB_MAP_HELD : PTG_LIB_MAP_NOTICE,
 			    stop && bpf_map_lookup_elem(&nopy, &tgid)) &&
 	    stop && e /* known to the verifier */) {
 		__u32 tid = (__u32)bpf_get_current_pid_tgid();
@@ -257,11 +256,11 @@ int BPF_PROG(lib_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm
  * before proctree's exit program, which takes the process out of the set.
  */
 SEC("tp_btf/sched_process_exit")
-int BPF_PROG(lib_exit, struct task_struct *p, bool group_dead)
+int BPF_PROG(lib_exit, struct task_struct *p)
 {
 	__u32 tgid = p->tgid;
 
-	if (!group_dead || !bpf_map_lookup_elem(&tgids, &tgid))
+	if (!ptg_group_dead(p) || !bpf_map_lookup_elem(&tgids, &tgid))
 		return 0;
 	report_unprobed(p, tgid, PTG_LIB_MAP_EXIT, false);
 	return 0;

@@ -13,6 +13,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "ptrace_gpu/events.h"
+#include "task.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -108,11 +109,11 @@ int BPF_PROG(tree_exec, struct task_struct *p, pid_t old_pid, struct linux_binpr
 }
 
 SEC("tp_btf/sched_process_exit")
-int BPF_PROG(tree_exit, struct task_struct *p, bool group_dead)
+int BPF_PROG(tree_exit, struct task_struct *p)
 {
 	__u32 tgid = p->tgid;
 
-	if (!group_dead || bpf_map_delete_elem(&traced, &tgid))
+	if (!ptg_group_dead(p) || bpf_map_delete_elem(&traced, &tgid))
 		return 0;
 	send(PTG_EV_PROC_EXIT, tgid, p->pid, 0);
 	return 0;

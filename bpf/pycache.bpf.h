@@ -49,12 +49,55 @@ struct code_entry {
 	__u32 tgid;
 };
 
+/*
+ * What one probe hit reads of the target in one go (the thread state's
+ * fields, a frame's head, a code object's fields and first instructions):
+ * 400 bytes, more than the 512-byte stack that a program and the functions
+ * it calls share on kernels without private stacks (all before 6.13, and
+ * builds after that which do not grant them) leaves room for. So they go
+ * in a slot of the CPU's cache instead.
+ *
+ * A preempted program keeps its slot: the one that preempted it on this
+ * CPU takes the next. Taking a slot is an add and a read back, no cmpxchg
+ * (5.10 has none): a program that reads 1 owns the slot until it takes
+ * its 1 away again, and while it does, no other program's read can see 1.
+ */
+#define SCRATCH_SLOTS 4
+
+struct scratch {
+	__u64 busy;
+	__u64 tstate[PTG_PY_TSTATE_BLOCK_MAX / 8];
+	__u64 frame[PTG_PY_FRAME_BLOCK_MAX / 8];
+	__u64 code[PTG_PY_CODE_BLOCK_MAX / 8];
+};
+
 struct cpu_cache {
+	struct scratch scratch[SCRATCH_SLOTS];
 	struct thread_entry thread;
 	struct code_entry code[CODE_SLOTS];
 	__u64 events; /* for ptg_wakeup_flags_every(); a lost count on preemption is harmless */
 	__u32 site_hits[PTG_PY_MAX_SITES]; /* register-read hits of each site: when to check */
 };
+
+/* A free slot of this CPU's scratch, or NULL when all are taken (then the caller counts a loss). */
+static __always_inline struct scratch *scratch_get(struct cpu_cache *cc)
+{
+#pragma unroll
+	for (int i = 0; i < SCRATCH_SLOTS; i++) {
+		struct scratch *s = &cc->scratch[i];
+
+		__sync_fetch_and_add(&s->busy, 1);
+		if (*(volatile __u64 *)&s->busy == 1)
+			return s;
+		__sync_fetch_and_add(&s->busy, -1);
+	}
+	return 0;
+}
+
+static __always_inline void scratch_put(struct scratch *s)
+{
+	__sync_fetch_and_add(&s->busy, -1);
+}
 
 static __always_inline bool seq_lock(__u64 *seq, __u64 *was)
 {

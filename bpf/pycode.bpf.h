@@ -160,14 +160,24 @@ __noinline int send_code(__u64 code, __u32 fingerprint, __u64 name, __u64 file, 
  */
 __noinline int code_freed(__u64 code)
 {
-	__u64 cblk[PTG_PY_CODE_BLOCK_MAX / 8];
 	struct code_key key = {};
+	struct cpu_cache *cc;
 	struct code_id id;
+	struct scratch *s;
+	__u32 zero = 0;
 
 	if (!code)
 		return 0;
 	__sync_fetch_and_add(&code_epoch, 1);
-	read_code_id(code, &id, cblk, false);
+	cc = bpf_map_lookup_elem(&cpu_cache, &zero);
+	s = cc ? scratch_get(cc) : 0;
+	if (!s) {
+		/* its entry stays: a successor with its fingerprint would go unnamed */
+		count_loss(PTG_LOSS_PY_CODE);
+		return 0;
+	}
+	read_code_id(code, &id, s->code, false);
+	scratch_put(s);
 	key.code = code;
 	key.fingerprint = id.fingerprint;
 	key.tgid = bpf_get_current_pid_tgid() >> 32;

@@ -54,12 +54,23 @@ struct {
 	__uint(max_entries, 16 << 20); /* resized by the loader */
 } events SEC(".maps");
 
-/* where a snapshot is assembled: too large for the BPF stack */
+/*
+ * where a snapshot is assembled: too large for the BPF stack. Two per CPU,
+ * taken as scratch slots are (pycache.bpf.h): a program that preempts
+ * another's snapshot on this CPU assembles its own in the other.
+ */
+struct snap_slot {
+	__u64 busy;
+	struct ptg_stack_event ev;
+};
+
+#define SNAP_SLOTS 2 /* snap_get() tries each */
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, SNAP_SLOTS);
 	__type(key, __u32);
-	__type(value, struct ptg_stack_event);
+	__type(value, struct snap_slot);
 } snap_buf SEC(".maps");
 
 struct {
@@ -95,9 +106,10 @@ struct {
 
 __u64 thread_gen = 0;
 
-/* One probe hit: its thread, this CPU's cache and where _PyRuntime is. */
+/* One probe hit: its thread, this CPU's cache and scratch slot, and where _PyRuntime is. */
 struct hit {
 	struct cpu_cache *cc;
+	struct scratch *s;
 	struct tid_info ti;
 	__u64 runtime;
 	__u64 id; /* bpf_get_current_pid_tgid() */
@@ -116,12 +128,34 @@ static __always_inline bool thread_cached(struct cpu_cache *cc, __u32 tid, struc
 	       ti->gen == *(volatile __u64 *)&thread_gen;
 }
 
-/* Fills h for the current thread; -1 when it cannot (never: a per-CPU array of one). */
+static __always_inline void set_state(struct hit *h, __u32 state);
+
+/* The thread's entries in the maps, as h->ti holds them, into this CPU's cache. */
+static __always_inline void hit_thread(struct hit *h)
+{
+	__u32 tid = h->ti.tid, *st;
+	struct py_thread *t;
+
+	/* before the lookups: a change that races with them leaves the copy stale */
+	h->ti.gen = *(volatile __u64 *)&thread_gen;
+	t = bpf_map_lookup_elem(&threads, &tid);
+	h->ti.tstate = t ? t->tstate : 0;
+	h->ti.ns_tid = t ? t->ns_tid : 0;
+	st = bpf_map_lookup_elem(&tid_state, &tid);
+	h->ti.state = st ? *st : 0;
+	h->ti.pad = 0;
+	thread_put(h->cc, &h->ti);
+}
+
+/*
+ * Fills h for the current thread and takes a scratch slot; -1 when it
+ * cannot. Without a slot the hit is lost: counted, and the thread's next
+ * event sends its stack again. hit_end() gives the slot back.
+ */
 static __always_inline int hit_begin(struct hit *h)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)id, zero = 0, *st;
-	struct py_thread *t;
+	__u32 tid = (__u32)id, zero = 0;
 
 	h->id = id;
 	h->tgid = id >> 32;
@@ -130,19 +164,22 @@ static __always_inline int hit_begin(struct hit *h)
 	h->cc = bpf_map_lookup_elem(&cpu_cache, &zero);
 	if (!h->cc)
 		return -1;
-	if (thread_cached(h->cc, tid, &h->ti))
+	if (!thread_cached(h->cc, tid, &h->ti)) {
+		h->ti.tid = tid;
+		hit_thread(h);
+	}
+	h->s = scratch_get(h->cc);
+	if (h->s)
 		return 0;
-	/* before the lookups: a change that races with them leaves the copy stale */
-	h->ti.gen = *(volatile __u64 *)&thread_gen;
-	h->ti.tid = tid;
-	t = bpf_map_lookup_elem(&threads, &tid);
-	h->ti.tstate = t ? t->tstate : 0;
-	h->ti.ns_tid = t ? t->ns_tid : 0;
-	st = bpf_map_lookup_elem(&tid_state, &tid);
-	h->ti.state = st ? *st : 0;
-	h->ti.pad = 0;
-	thread_put(h->cc, &h->ti);
-	return 0;
+	count_loss(PTG_LOSS_PY_EVENT);
+	if (h->ti.state)
+		set_state(h, h->ti.state | TID_DIRTY);
+	return -1;
+}
+
+static __always_inline void hit_end(struct hit *h)
+{
+	scratch_put(h->s);
 }
 
 /* The maps' entries of the thread changed: every CPU's copy of it is stale. */
@@ -156,22 +193,21 @@ static __always_inline void thread_changed(struct hit *h)
  * The innermost frame of the thread state, if it is still the thread's
  * (native_thread_id): one read for both. -1 when it is not.
  */
-static __always_inline int tstate_frame(__u64 tstate, __u32 ns_tid, __u64 *frame)
+static __always_inline int tstate_frame(__u64 *blk, __u64 tstate, __u32 ns_tid, __u64 *frame)
 {
-	__u64 blk[PTG_PY_TSTATE_BLOCK_MAX / 8];
 	__u32 n = off.tstate_block_size, start = off.tstate_block;
 
-	if (!tstate || n > sizeof(blk) ||
+	if (!tstate || n > PTG_PY_TSTATE_BLOCK_MAX ||
 	    bpf_probe_read_user(blk, n, (const void *)(tstate + start)))
 		return -1;
-	if ((__u32)blk_u64(blk, sizeof(blk), off.tstate_native_tid - start) != ns_tid)
+	if ((__u32)blk_u64(blk, PTG_PY_TSTATE_BLOCK_MAX, off.tstate_native_tid - start) != ns_tid)
 		return -1;
 	if (off.tstate_cframe == PTG_OFF_NONE) {
-		*frame = blk_u64(blk, sizeof(blk), off.cframe_current_frame - start);
+		*frame = blk_u64(blk, PTG_PY_TSTATE_BLOCK_MAX, off.cframe_current_frame - start);
 		return 0;
 	}
 	/* 3.11, 3.12: through the _PyCFrame */
-	*frame = py_read_ptr(blk_u64(blk, sizeof(blk), off.tstate_cframe - start) +
+	*frame = py_read_ptr(blk_u64(blk, PTG_PY_TSTATE_BLOCK_MAX, off.tstate_cframe - start) +
 			     off.cframe_current_frame);
 	return 0;
 }
@@ -187,7 +223,7 @@ static __always_inline __u64 current_frame(struct hit *h)
 	struct py_thread fresh = {};
 	__u64 frame = 0;
 
-	if (!tstate_frame(h->ti.tstate, h->ti.ns_tid, &frame))
+	if (!tstate_frame(h->s->tstate, h->ti.tstate, h->ti.ns_tid, &frame))
 		return frame;
 	fresh.ns_tid = py_ns_tid();
 	fresh.tstate = py_walk_tstates(o, h->runtime, fresh.ns_tid);
@@ -197,7 +233,7 @@ static __always_inline __u64 current_frame(struct hit *h)
 	h->ti.tstate = fresh.tstate;
 	h->ti.ns_tid = fresh.ns_tid;
 	thread_changed(h);
-	tstate_frame(fresh.tstate, fresh.ns_tid, &frame);
+	tstate_frame(h->s->tstate, fresh.tstate, fresh.ns_tid, &frame);
 	return frame;
 }
 
@@ -248,7 +284,7 @@ static __always_inline __u64 probe_frame(struct hit *h, const struct pt_regs *ct
 	}
 	if (*hits < REG_CHECK_FIRST)
 		(*hits)++;
-	reg_checked[cpu]++;
+	__sync_fetch_and_add(&reg_checked[cpu], 1);
 	if (truth == frame) {
 		*from_reg = own;
 		return frame;
@@ -302,6 +338,8 @@ static __always_inline bool is_shim(__u64 frame)
 
 struct snap_walk {
 	__u64 frame;
+	struct scratch *s; /* the blocks each step reads into */
+	struct ptg_stack_event *ev;
 	__u32 n;
 };
 
@@ -313,26 +351,24 @@ struct snap_walk {
 static long snap_step(__u32 i, void *arg)
 {
 	struct snap_walk *w = arg;
-	__u64 blk[PTG_PY_FRAME_BLOCK_MAX / 8];
-	struct ptg_stack_event *s;
-	__u64 cblk[PTG_PY_CODE_BLOCK_MAX / 8];
+	struct ptg_stack_event *s = w->ev;
+	struct scratch *sc = w->s;
 	struct code_id id;
-	__u32 zero = 0;
+	__u64 *blk;
 
-	if (!w->frame)
+	if (!w->frame || !s || !sc)
 		return 1;
-	s = bpf_map_lookup_elem(&snap_buf, &zero);
-	if (!s)
-		return 1;
+	blk = sc->frame;
 	/* with the first local: modpath reads a module call's self from it */
 	if (read_frame(w->frame, blk, true))
-		__builtin_memset(blk, 0, sizeof(blk)); /* the chain ends here, as it did */
+		__builtin_memset(blk, 0,
+				 PTG_PY_FRAME_BLOCK_MAX); /* the chain ends here, as it did */
 	if (!blk_is_shim(blk)) {
 		struct ptg_frame_ref *f = &s->frames[w->n & (PTG_MAX_SNAPSHOT_DEPTH - 1)];
 
 		f->frame = w->frame;
 		f->code = frame_u64(blk, off.frame_code) & PTG_PY_REF_MASK;
-		read_code_id(f->code, &id, cblk, false);
+		read_code_id(f->code, &id, sc->code, false);
 		f->fingerprint = id.fingerprint;
 		f->local0 = frame_u64(blk, off.frame_localsplus) & PTG_PY_REF_MASK;
 		/* frames that were running before recording began: named now too */
@@ -343,19 +379,68 @@ static long snap_step(__u32 i, void *arg)
 	return 0;
 }
 
+/* Snapshot slot i of this CPU if it is free, taken as scratch_get() takes one. */
+static __always_inline struct snap_slot *snap_try(__u32 i)
+{
+	struct snap_slot *b = bpf_map_lookup_elem(&snap_buf, &i);
+
+	if (!b)
+		return 0;
+	__sync_fetch_and_add(&b->busy, 1);
+	if (*(volatile __u64 *)&b->busy == 1)
+		return b;
+	__sync_fetch_and_add(&b->busy, -1);
+	return 0;
+}
+
+static __always_inline struct snap_slot *snap_get(void)
+{
+	struct snap_slot *b = snap_try(0);
+
+	return b ? b : snap_try(1);
+}
+
+/* The snapshot of the chain from `frame` outwards, in b; a scratch slot for the reads. */
+static __always_inline int snapshot_walk(struct snap_slot *b, __u64 frame, struct snap_walk *w)
+{
+	struct cpu_cache *cc;
+	__u32 zero = 0;
+
+	cc = bpf_map_lookup_elem(&cpu_cache, &zero);
+	if (!cc)
+		return -1;
+	w->frame = frame;
+	w->ev = &b->ev;
+	w->n = 0;
+	w->s = scratch_get(cc);
+	if (!w->s)
+		return -1;
+	bpf_loop(PTG_MAX_SNAPSHOT_DEPTH, snap_step, w, 0);
+	scratch_put(w->s);
+	return 0;
+}
+
 /* Sends the chain of frames from `frame` outwards. Returns 0 when sent. */
 __noinline int send_snapshot(__u64 ts, __u64 id, __u64 frame, __u32 reason)
 {
-	struct snap_walk w = {.frame = frame};
+	struct snap_walk w = {};
 	struct ptg_stack_event *s;
-	__u32 zero = 0;
+	struct snap_slot *b;
+	int err;
 
-	s = bpf_map_lookup_elem(&snap_buf, &zero);
-	if (!s)
+	b = snap_get();
+	if (!b) {
+		count_loss(PTG_LOSS_PY_STACK);
 		return -1;
-	bpf_loop(PTG_MAX_SNAPSHOT_DEPTH, snap_step, &w, 0);
+	}
+	if (snapshot_walk(b, frame, &w)) {
+		__sync_fetch_and_add(&b->busy, -1);
+		count_loss(PTG_LOSS_PY_STACK);
+		return -1;
+	}
 	if (w.frame)
 		count_loss(PTG_LOSS_PY_DEPTH);
+	s = &b->ev;
 	s->hdr.ts = ts;
 	s->hdr.pid = id >> 32;
 	s->hdr.tid = (__u32)id;
@@ -366,7 +451,9 @@ __noinline int send_snapshot(__u64 ts, __u64 id, __u64 frame, __u32 reason)
 	s->hdr.b = w.frame != 0;
 	s->hdr.c = 0;
 	s->hdr.d = 0;
-	if (bpf_ringbuf_output(&events, s, sizeof(*s), BPF_RB_FORCE_WAKEUP)) {
+	err = bpf_ringbuf_output(&events, s, sizeof(*s), BPF_RB_FORCE_WAKEUP);
+	__sync_fetch_and_add(&b->busy, -1);
+	if (err) {
 		count_loss(PTG_LOSS_PY_STACK);
 		return -1;
 	}
@@ -488,8 +575,7 @@ static __always_inline bool maybe_shim(struct hit *h, const struct pt_regs *ctx,
 static __always_inline int on_resume(struct hit *h, const struct pt_regs *ctx, __u64 cookie)
 {
 	__u64 frame, code, prev_instr, previous, self, epoch;
-	__u64 blk[PTG_PY_FRAME_BLOCK_MAX / 8];
-	__u64 cblk[PTG_PY_CODE_BLOCK_MAX / 8];
+	__u64 *blk = h->s->frame, *cblk = h->s->code;
 	struct code_entry *slot;
 	struct code_id id;
 	__u32 oparg, n;
@@ -586,27 +672,37 @@ static __always_inline void hit_runtime(struct hit *h, void *ctx, __u64 cookie)
 		h->runtime = bpf_get_func_ip(ctx) + PTG_PY_COOKIE_DELTA(cookie);
 }
 
+static __always_inline int on_probe(struct hit *h, struct pt_regs *ctx, __u64 cookie, __u32 probe)
+{
+	switch (probe) {
+	case PTG_PY_PROBE_RESUME:
+		return on_resume(h, ctx, cookie);
+	case PTG_PY_PROBE_RETURN:
+		return on_leave(h, PTG_EV_PY_RETURN, ctx, cookie);
+	case PTG_PY_PROBE_YIELD:
+		return on_leave(h, PTG_EV_PY_YIELD, ctx, cookie);
+	case PTG_PY_PROBE_TRACEBACK:
+		return on_traceback(h, PT_REGS_PARM1(ctx));
+	}
+	return 0;
+}
+
 SEC("uprobe")
 int py_probe(struct pt_regs *ctx)
 {
 	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 probe = PTG_PY_COOKIE_PROBE(cookie);
 	struct hit h;
 
-	if (filtered_out() || hit_begin(&h))
+	if (filtered_out())
+		return 0;
+	if (probe == PTG_PY_PROBE_CODE_FREE)
+		return code_frees ? code_freed(PT_REGS_PARM1(ctx)) : 0;
+	if (hit_begin(&h))
 		return 0;
 	hit_runtime(&h, ctx, cookie);
-	switch (PTG_PY_COOKIE_PROBE(cookie)) {
-	case PTG_PY_PROBE_RESUME:
-		return on_resume(&h, ctx, cookie);
-	case PTG_PY_PROBE_RETURN:
-		return on_leave(&h, PTG_EV_PY_RETURN, ctx, cookie);
-	case PTG_PY_PROBE_YIELD:
-		return on_leave(&h, PTG_EV_PY_YIELD, ctx, cookie);
-	case PTG_PY_PROBE_TRACEBACK:
-		return on_traceback(&h, PT_REGS_PARM1(ctx));
-	case PTG_PY_PROBE_CODE_FREE:
-		return code_frees ? code_freed(PT_REGS_PARM1(ctx)) : 0;
-	}
+	on_probe(&h, ctx, cookie, probe);
+	hit_end(&h);
 	return 0;
 }
 
@@ -626,7 +722,9 @@ int BPF_KRETPROBE(py_eval_ret, void *ret)
 		return 0;
 	hit_runtime(&h, ctx, bpf_get_attach_cookie(ctx));
 	frame = current_frame(&h);
-	return emit(&h, PTG_EV_PY_UNWIND, 2, frame, 0, 0, 0, frame);
+	emit(&h, PTG_EV_PY_UNWIND, 2, frame, 0, 0, 0, frame);
+	hit_end(&h);
+	return 0;
 }
 
 /*

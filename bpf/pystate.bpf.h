@@ -14,6 +14,7 @@
 #include <bpf/bpf_core_read.h>
 
 #include "ptrace_gpu/pyoffsets.h"
+#include "task.bpf.h"
 
 #define PY_MAX_TSTATE_WALK 1024
 
@@ -45,7 +46,7 @@ static __always_inline __u64 py_read_ptr(__u64 addr)
  */
 static __always_inline __u32 py_ns_tid(void)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
+	struct task_struct *task = ptg_current_task();
 	struct pid *pid = BPF_CORE_READ(task, thread_pid);
 	unsigned int level = BPF_CORE_READ(pid, level);
 	struct upid up = {};
