@@ -3,6 +3,7 @@ ptrace (what `record -p` does with the CUPTI agent) runs there, and the
 process goes on exactly as before: same output, same exit status, system
 calls it was blocked in still complete. Failures leave it unharmed too.
 """
+# ptg: per version (tests/CMakeLists.txt): one interpreter of each CPython version
 import collections
 import json
 import os

@@ -4,6 +4,7 @@ through ptrace leaves that process as it was: an injection (`inject`, what
 Each is killed at random points over and over; the target must go on and
 compute exactly what it computes alone.
 """
+# ptg: per version (tests/CMakeLists.txt): one interpreter of each CPython version
 import ctypes
 import os
 import random

@@ -8,6 +8,7 @@ before it is mapped, so the trace must hold every call: exactly LAUNCHES
 cuLaunchKernel and SYNCS cuStreamSynchronize. Checked with `-p` and with
 `-- CMD`.
 """
+# ptg: per version (tests/CMakeLists.txt): one interpreter of each CPython version
 import collections
 import os
 import subprocess

@@ -16,6 +16,7 @@
   times through PyRun_SimpleString: exact counts from the first call made
   after record says it found the interpreter.
 """
+# ptg: per version (tests/CMakeLists.txt): one interpreter of each CPython version
 import collections
 import json
 import os

@@ -2,6 +2,7 @@
 
 In every case the target runs on unchanged and no probe stays behind.
 """
+# ptg: per version (tests/CMakeLists.txt): one interpreter of each CPython version
 import json
 import os
 import signal

@@ -1,5 +1,6 @@
 """A stalled loader: the ring buffer fills, events are dropped, counted, reported,
 and every thread's stack stays consistent through the loss."""
+# ptg: per version (tests/CMakeLists.txt): one interpreter of each CPython version
 import os
 import re
 import signal

@@ -1,6 +1,7 @@
 """record at its default settings on a target making calls as fast as it can:
 the recorder's peak memory stays small (the ring buffer is mapped twice, and
 a 64 MiB one held 148 MiB), and every call is in the trace, none lost."""
+# ptg: per version (tests/CMakeLists.txt): one interpreter of each CPython version
 import os
 import tempfile
 import unittest

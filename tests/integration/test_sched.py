@@ -7,6 +7,7 @@ SLEEPS x SLEEP_S is blocked at least that long inside sleep_loop() and never
 longer than sleep_loop() ran; a spinning thread is never blocked; two threads
 pinned to one CPU preempt each other and wait on its run queue.
 """
+# ptg: per version (tests/CMakeLists.txt): one interpreter of each CPython version
 import collections
 import os
 import sys

@@ -4,6 +4,7 @@ cuLaunchKernel and cuStreamSynchronize counts per process, whether the
 library was mapped before the attach, loaded after it (dlopen at the first
 call), inherited through fork or loaded again after an exec.
 """
+# ptg: per version (tests/CMakeLists.txt): one interpreter of each CPython version
 import os
 import re
 import shutil

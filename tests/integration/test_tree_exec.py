@@ -5,6 +5,7 @@ birth. The recorder is stopped (SIGSTOP) while a member execs: the member must
 be found waiting at its exec, run nothing of its new image, and then have every
 call in the trace. A kill -9 of the recorder while members wait at such stops
 lets each run on, untraced."""
+# ptg: per version (tests/CMakeLists.txt): one interpreter of each CPython version
 import collections
 import ctypes
 import os

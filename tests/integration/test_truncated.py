@@ -2,6 +2,7 @@
 SIGKILL leaves its temporary file, every report reads it with one warning and
 the next recording of that name says where it is; a complete trace cut at any
 offset reads a prefix of its records."""
+# ptg: per version (tests/CMakeLists.txt): one interpreter of each CPython version
 import glob
 import json
 import os
