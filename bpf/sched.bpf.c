@@ -13,6 +13,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 
 #include "ptrace_gpu/events.h"
 #include "ringbuf.bpf.h"
@@ -54,6 +55,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct off_cpu);
 } off_cpu SEC(".maps");
+
+/*
+ * Whether sched_switch passes prev_state, its 4th argument since 5.18; set by
+ * the loader from the kernel's BTF. Frozen, it is a constant to the verifier,
+ * which then never checks the 4th argument's read on a kernel without it.
+ * Off by default, so the object loads anywhere as it is (bpftool).
+ */
+const volatile bool switch_has_state = false;
 
 __u64 lost_events = 0; /* ring buffer full */
 __u64 lost_state = 0;  /* a thread's state could not be stored */
@@ -155,10 +164,32 @@ static __always_inline void arrive(struct task_struct *p, __u64 ts)
 	oc->off_ts = 0;
 }
 
-SEC("tp_btf/sched_switch")
-int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
-	     unsigned int prev_state)
+/* task_struct's state before 5.14 renamed it __state (and made it unsigned int) */
+struct task_struct___old {
+	long state;
+} __attribute__((preserve_access_index));
+
+/*
+ * Before 5.18 the tracepoint has no prev_state; its own TP_printk then read
+ * prev->state at this same point, so that is the same value here.
+ */
+static __always_inline unsigned int prev_state_of(__u64 *ctx, struct task_struct *prev)
 {
+	struct task_struct___old *old = (void *)prev;
+
+	if (switch_has_state)
+		return (unsigned int)*(volatile __u64 *)&ctx[3];
+	if (bpf_core_field_exists(old->state))
+		return BPF_CORE_READ(old, state);
+	return BPF_CORE_READ(prev, __state);
+}
+
+/* Not BPF_PROG: that reads all four arguments up front, the 4th one included. */
+SEC("tp_btf/sched_switch")
+int sched_switch(__u64 *ctx)
+{
+	bool preempt = (bool)ctx[0];
+	struct task_struct *prev = (void *)ctx[1], *next = (void *)ctx[2];
 	__u64 ts = bpf_ktime_get_ns();
 
 	/*
@@ -166,6 +197,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	 * sleeping prev_state but stays on the run queue: preempt says so.
 	 */
 	if (traced(prev)) {
+		unsigned int prev_state = prev_state_of(ctx, prev);
 		__u32 tid = prev->pid;
 		struct off_cpu *oc = bpf_map_lookup_elem(&off_cpu, &tid);
 

@@ -9,6 +9,7 @@
 #include <bpf/libbpf.h>
 
 #include "base/log.h"
+#include "probes/kfeat.h"
 #include "probes/sched.h"
 #include "ptrace_gpu/events.h"
 #include "sched.skel.h"
@@ -102,6 +103,8 @@ static int open_common(struct tracer *t, pid_t pid, int tgids_fd, struct cudapro
 		err = -errno;
 		goto cleanup;
 	}
+	/* prev_state: sched_switch's 4th argument since 5.18 */
+	s->skel->rodata->switch_has_state = kfeat_tp_btf_args("sched_switch") >= 4;
 	err = bpf_map__reuse_fd(s->skel->maps.events, tracer__ringbuf_fd(t));
 	if (!err && tgids_fd >= 0)
 		err = bpf_map__reuse_fd(s->skel->maps.tgids, tgids_fd);
