@@ -14,9 +14,11 @@
 #include <bpf/bpf_core_read.h>
 
 #include "ptrace_gpu/pyoffsets.h"
+#include "loop.bpf.h"
 #include "task.bpf.h"
 
-#define PY_MAX_TSTATE_WALK 1024
+#define PY_MAX_TSTATE_WALK	  1024
+#define PY_MAX_TSTATE_WALK_LEGACY 64 /* loop.bpf.h */
 
 /*
  * The offsets are passed as pointers to volatile: record keeps them in a
@@ -95,7 +97,7 @@ static __always_inline __u64 py_walk_tstates(const volatile struct ptg_py_offset
 		return 0;
 	w.t = py_read_ptr(w.interp + off->interp_threads_head);
 	/* bpf_loop: the verifier checks the step once, not each iteration */
-	bpf_loop(PY_MAX_TSTATE_WALK, py_tstate_step, &w, 0);
+	PTG_LOOP(PY_MAX_TSTATE_WALK, PY_MAX_TSTATE_WALK_LEGACY, py_tstate_step, &w);
 	return w.found;
 }
 

@@ -24,9 +24,13 @@
 /* a thread without a thread state is looked for again after this long */
 #define TSTATE_RETRY_NS (100 * 1000000ull)
 #define TASK_DEAD	0x80
+/* the legacy variant's frame walk (loop.bpf.h): the 5.10 verifier walks each step */
+#define SAMPLE_DEPTH_LEGACY 32
 
 const volatile __u64 period_ns = 0;
 const volatile bool native = false;
+/* sched_switch's prev_state argument (5.18): task.bpf.h, ptg_switch_prev_state() */
+const volatile bool switch_has_state = false;
 
 /* the interval being counted; user space moves it on in continuous mode */
 __u32 gen = 0;
@@ -55,8 +59,13 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+#ifdef PTG_BPF_LEGACY
+	/* before 5.11 perf_event programs take preallocated hash maps only */
+	__uint(max_entries, 4096);
+#else
 	__uint(map_flags, BPF_F_NO_PREALLOC); /* 2 KiB values: pay for the stacks seen */
 	__uint(max_entries, 32768);
+#endif
 	__type(key, __u64);
 	__type(value, struct ptg_sample_stack);
 } py_stacks SEC(".maps");
@@ -310,7 +319,7 @@ static __u64 walk_frames(const struct ptg_sample_proc *p, __u32 tgid, __u64 fram
 	w.hash = mix(0xcbf29ce484222325ull, tgid);
 	s->depth = 0;
 	/* shim frames take a step but no slot: one under each frame at most, and a base frame */
-	bpf_loop(2 * PTG_SAMPLE_MAX_DEPTH + 2, frame_step, &w, 0);
+	PTG_LOOP(2 * PTG_SAMPLE_MAX_DEPTH + 2, 2 * SAMPLE_DEPTH_LEGACY + 2, frame_step, &w);
 	/* a whole chain that missed its caller's frame is stale (caller_frame()): none of it */
 	if (expect && !w.met && !w.frame && !w.broken) {
 		stat_inc(PTG_SAMPLE_STAT_READ_ERR);
@@ -443,10 +452,13 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
  * taken now; when it is switched in again, the time in between is added
  * under them.
  */
+/* Not BPF_PROG: that reads all four arguments up front, the 4th one included. */
 SEC("tp_btf/sched_switch")
-int BPF_PROG(sample_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
-	     unsigned int prev_state)
+int sample_switch(__u64 *ctx)
 {
+	bool preempt = (bool)ctx[0];
+	struct task_struct *prev = (void *)ctx[1], *next = (void *)ctx[2];
+	unsigned int prev_state;
 	__u64 now = bpf_ktime_get_ns();
 	struct offcpu_start *st, start = {};
 	struct ptg_sample_proc *p;
@@ -461,7 +473,10 @@ int BPF_PROG(sample_switch, bool preempt, struct task_struct *prev, struct task_
 		bpf_map_delete_elem(&offcpu, &pid);
 	}
 	/* runnable (preempted) is not blocked; a dying task never comes back */
-	if (preempt || prev_state == 0 || (prev_state & TASK_DEAD))
+	if (preempt)
+		return 0;
+	prev_state = ptg_switch_prev_state(ctx, switch_has_state, prev);
+	if (prev_state == 0 || (prev_state & TASK_DEAD))
 		return 0;
 	p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p)

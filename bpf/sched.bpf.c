@@ -13,10 +13,10 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
-#include <bpf/bpf_core_read.h>
 
 #include "ptrace_gpu/events.h"
 #include "ringbuf.bpf.h"
+#include "task.bpf.h"
 
 #define TASK_DEAD 0x80 /* include/linux/sched.h */
 
@@ -164,26 +164,6 @@ static __always_inline void arrive(struct task_struct *p, __u64 ts)
 	oc->off_ts = 0;
 }
 
-/* task_struct's state before 5.14 renamed it __state (and made it unsigned int) */
-struct task_struct___old {
-	long state;
-} __attribute__((preserve_access_index));
-
-/*
- * Before 5.18 the tracepoint has no prev_state; its own TP_printk then read
- * prev->state at this same point, so that is the same value here.
- */
-static __always_inline unsigned int prev_state_of(__u64 *ctx, struct task_struct *prev)
-{
-	struct task_struct___old *old = (void *)prev;
-
-	if (switch_has_state)
-		return (unsigned int)*(volatile __u64 *)&ctx[3];
-	if (bpf_core_field_exists(old->state))
-		return BPF_CORE_READ(old, state);
-	return BPF_CORE_READ(prev, __state);
-}
-
 /* Not BPF_PROG: that reads all four arguments up front, the 4th one included. */
 SEC("tp_btf/sched_switch")
 int sched_switch(__u64 *ctx)
@@ -197,7 +177,7 @@ int sched_switch(__u64 *ctx)
 	 * sleeping prev_state but stays on the run queue: preempt says so.
 	 */
 	if (traced(prev)) {
-		unsigned int prev_state = prev_state_of(ctx, prev);
+		unsigned int prev_state = ptg_switch_prev_state(ctx, switch_has_state, prev);
 		__u32 tid = prev->pid;
 		struct off_cpu *oc = bpf_map_lookup_elem(&off_cpu, &tid);
 

@@ -31,4 +31,27 @@ static __always_inline bool ptg_group_dead(struct task_struct *p)
 	return BPF_CORE_READ(p, signal, live.counter) == 0;
 }
 
+/* task_struct's state before 5.14 renamed it __state (and made it unsigned int) */
+struct task_struct___old {
+	long state;
+} __attribute__((preserve_access_index));
+
+/*
+ * prev_state at tp_btf/sched_switch (ctx): its 4th argument since 5.18
+ * (has_arg, a frozen rodata flag the loader sets from the kernel's BTF, so
+ * the verifier never sees the read where the argument is missing). Before,
+ * the tracepoint's own TP_printk read prev's state at this same point.
+ */
+static __always_inline unsigned int ptg_switch_prev_state(__u64 *ctx, bool has_arg,
+							  struct task_struct *prev)
+{
+	struct task_struct___old *old = (void *)prev;
+
+	if (has_arg)
+		return (unsigned int)*(volatile __u64 *)&ctx[3];
+	if (bpf_core_field_exists(old->state))
+		return BPF_CORE_READ(old, state);
+	return BPF_CORE_READ(prev, __state);
+}
+
 #endif /* PTG_TASK_BPF_H */

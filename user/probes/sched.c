@@ -9,7 +9,7 @@
 #include <bpf/libbpf.h>
 
 #include "base/log.h"
-#include "probes/kfeat.h"
+#include "proc/kfeat.h"
 #include "probes/sched.h"
 #include "ptrace_gpu/events.h"
 #include "sched.skel.h"

@@ -27,6 +27,7 @@
 #include "base/array.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "proc/kfeat.h"
 #include "proc/procfs.h"
 #include "proc/syscheck.h"
 #include "sample.skel.h"
@@ -98,9 +99,23 @@ static int open_perf_events(struct sampler *s)
 	return attached ? 0 : -ENODEV;
 }
 
+KFEAT_SKEL_OPEN_VARIANT(sample_bpf)
+
+/* The object as built, or before bpf_loop (5.17) its legacy build. */
+static struct sample_bpf *open_bpf(void)
+{
+	size_t size;
+	const void *data;
+
+	if (kfeat_loop())
+		return sample_bpf__open();
+	data = sample_legacy_elf(&size);
+	return sample_bpf__open_variant(data, size);
+}
+
 static int load_bpf(struct sampler *s)
 {
-	struct sample_bpf *skel = sample_bpf__open();
+	struct sample_bpf *skel = open_bpf();
 	int err;
 
 	if (!skel) {
@@ -112,6 +127,8 @@ static int load_bpf(struct sampler *s)
 	s->skel = skel;
 	skel->rodata->period_ns = s->o.offcpu ? 0 : s->period_ns;
 	skel->rodata->native = s->o.native;
+	/* prev_state: sched_switch's 4th argument since 5.18 */
+	skel->rodata->switch_has_state = kfeat_tp_btf_args("sched_switch") >= 4;
 	bpf_map__set_max_entries(skel->maps.counts, COUNTS_MAX);
 	bpf_map__set_max_entries(skel->maps.native_stacks, s->o.native ? NATIVE_STACKS_MAX : 1);
 	bpf_map__set_max_entries(skel->maps.offcpu, s->o.offcpu ? 65536 : 1);

@@ -97,6 +97,9 @@ struct interp_tmpl {
 
 struct sample_bpf;
 
+/* sample_legacy.c: the ELF bytes of bpf/sample.bpf.c built without bpf_loop */
+const void *sample_legacy_elf(size_t *size);
+
 struct sampler {
 	struct sample_opts o;
 	struct sample_bpf *skel;

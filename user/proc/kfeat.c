@@ -7,7 +7,7 @@
 #include <bpf/libbpf.h>
 
 #include "base/log.h"
-#include "probes/kfeat.h"
+#include "proc/kfeat.h"
 
 int kfeat_tp_btf_args(const char *name)
 {

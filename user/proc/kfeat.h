@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the running kernel offers the BPF objects, for the loaders that pick a
+ * variant or a setting per kernel (docs: DESIGN.md, "Kernels"), and the one
+ * line that names what a kernel lacks.
+ */
+#ifndef PTG_KFEAT_H
+#define PTG_KFEAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Arguments of a BTF tracepoint (btf_trace_NAME), or a negative errno. */
+int kfeat_tp_btf_args(const char *name);
+/* bpf_loop (Linux 5.17) */
+bool kfeat_loop(void);
+/* BPF cookies: bpf_get_attach_cookie (Linux 5.15) */
+bool kfeat_cookies(void);
+/*
+ * Logs "WHAT: needs FEATURE (Linux SINCE); this kernel is RELEASE" and
+ * returns -EOPNOTSUPP, for a loader to return.
+ */
+int kfeat_missing(const char *what, const char *feature, const char *since);
+
+/*
+ * Defines static struct NAME *NAME__open_variant(data, size): the skeleton
+ * NAME (e.g. sample_bpf) opened from the ELF bytes of another build of its
+ * object, NAME.legacy.skel.h's (the CMakeLists.txt's BPF_LEGACY), which has
+ * the same maps, programs and globals in the same order. NULL and errno on
+ * failure.
+ */
+#define KFEAT_SKEL_OPEN_VARIANT(NAME)                                                              \
+	static struct NAME *NAME##__open_variant(const void *data, size_t size)                    \
+	{                                                                                          \
+		struct NAME *obj = calloc(1, sizeof(*obj));                                        \
+		int err;                                                                           \
+                                                                                                   \
+		if (!obj) {                                                                        \
+			errno = ENOMEM;                                                            \
+			return NULL;                                                               \
+		}                                                                                  \
+		err = NAME##__create_skeleton(obj);                                                \
+		if (!err) {                                                                        \
+			obj->skeleton->data = (void *)data;                                        \
+			obj->skeleton->data_sz = size;                                             \
+			err = bpf_object__open_skeleton(obj->skeleton, NULL);                      \
+		}                                                                                  \
+		if (err) {                                                                         \
+			NAME##__destroy(obj);                                                      \
+			errno = -err;                                                              \
+			return NULL;                                                               \
+		}                                                                                  \
+		return obj;                                                                        \
+	}
+
+#endif /* PTG_KFEAT_H */
