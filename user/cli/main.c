@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/fdlimit.h"
 #include "base/log.h"
 #include "cli/commands.h"
 
@@ -58,6 +59,7 @@ int main(int argc, char **argv)
 	int skip;
 
 	log_init();
+	fdlimit_raise();
 	skip = global_options(argc, argv);
 	argc -= skip;
 	argv += skip;

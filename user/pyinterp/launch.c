@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fdlimit.h"
 #include "proc/elf_file.h"
 #include "proc/procfs.h"
 #include "pyinterp/launch.h"
@@ -190,6 +191,8 @@ static void child_exec(char **argv, int sync)
 	/* the recorder ignores it (record/session.c); an ignored signal stays so across exec */
 	signal(SIGXFSZ, SIG_DFL);
 	char c;
+
+	fdlimit_restore();
 
 	while (read(sync, &c, 1) < 0 && errno == EINTR) {
 	}
