@@ -148,6 +148,7 @@ class TestAgentTrust(unittest.TestCase):
         GPU activity, and the recording goes on (only the agent a user names is an error)."""
         where = tempfile.mkdtemp(prefix="ptg-untrusted.", dir="/tmp")
         self.addCleanup(shutil.rmtree, where)
+        os.chmod(where, 0o777)
         exe = os.path.join(where, "ptrace-gpu")
         shutil.copy2(ptg.PTG, exe)
         shutil.copy2(ti.AGENT, os.path.join(where, "libptg_cupti.so"))
@@ -157,19 +158,16 @@ class TestAgentTrust(unittest.TestCase):
                              capture_output=True, text=True, env=env, timeout=120)
         self.assertEqual(res.returncode, 0, res.stderr)
         self.assertEqual(res.stdout, "42\n")
-        self.assertIn("ptrace-gpu: warning: no usable CUPTI agent: /tmp is writable by others",
-                      res.stderr)
+        self.assertIn(f"ptrace-gpu: warning: no usable CUPTI agent: {where} is writable by "
+                      "others (mode 0777)", res.stderr)
         self.assertGreater(os.path.getsize(self.out), 0)
 
     def test_refused(self):
         """Each file someone else could have written: one line, no recording, no command."""
-        tmp = tempfile.mkdtemp(prefix="ptg-agent-trust.")
-        os.chmod(tmp, 0o755)
-        self.addCleanup(shutil.rmtree, tmp)
         fifo = os.path.join(self.subdir("fifo"), "libptg_cupti.so")
         os.mkfifo(fifo, 0o644)
         link = os.path.join(self.dir, "link.so")
-        os.symlink(self.agent_copy(tmp), link)
+        os.symlink(self.agent_copy(self.subdir("open", mode=0o777)), link)
         cases = [
             (self.agent_copy(self.subdir("nobody"), uid=NOBODY),
              "libptg_cupti.so is owned by uid 65534, not by root"),
@@ -177,12 +175,12 @@ class TestAgentTrust(unittest.TestCase):
              "libptg_cupti.so is writable by its group (mode 0775)"),
             (self.agent_copy(self.subdir("others"), mode=0o646),
              "libptg_cupti.so is writable by others (mode 0646)"),
-            (self.agent_copy(self.subdir("sticky", mode=0o1777)),
-             "/sticky is writable by others (mode 1777)"),
+            (self.agent_copy(self.subdir("sticky-others", mode=0o1777), uid=NOBODY),
+             "libptg_cupti.so is owned by uid 65534, not by root"),
             (self.agent_copy(self.subdir("dir-nobody", uid=NOBODY)),
              "/dir-nobody is owned by uid 65534, not by root"),
             # the link is root's, in a root-only directory: what counts is where it leads
-            (link, "/tmp is writable by others (mode 1777)"),
+            (link, "/open is writable by others (mode 0777)"),
             (os.path.join(self.dir, "missing.so"), "No such file or directory"),
             (self.subdir("adir"), "is not a regular file"),
             (fifo, "is not a regular file"),
@@ -200,6 +198,22 @@ class TestAgentTrust(unittest.TestCase):
                 self.assertIn(why, lines[0])
                 self.assertFalse(os.path.exists(marker), "the command ran")
                 self.assertFalse(os.path.exists(self.out), "a trace was written")
+
+    def test_sticky_parent(self):
+        """Root's agent in root's directory inside a sticky one others write (/tmp, or
+        one like it): nobody else can rename or remove it there, so it is used."""
+        tmp = tempfile.mkdtemp(prefix="ptg-agent-trust.", dir="/tmp")
+        os.chmod(tmp, 0o755)
+        self.addCleanup(shutil.rmtree, tmp)
+        marker = os.path.join(self.dir, "ran")
+        for agent in (self.agent_copy(self.subdir("sticky", mode=0o1777)), self.agent_copy(tmp)):
+            with self.subTest(agent=agent):
+                res = self.record_cmd(agent, "touch", marker)
+                self.assertEqual(res.returncode, 0, res.stderr)
+                self.assertNotIn("refusing", res.stderr)
+                self.assertNotIn("no usable CUPTI agent", res.stderr)
+                self.assertTrue(os.path.exists(marker), "the command did not run")
+                os.unlink(marker)
 
     def test_trusted_link_swapped(self):
         """A link swapped after the check: the command still loads the agent checked."""

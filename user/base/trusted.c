@@ -40,7 +40,12 @@ static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
 	return ret;
 }
 
-/* Whether what fd is could only have been written by root; else why not, in err. */
+/*
+ * Whether what fd is could only have been written by root; else why not, in
+ * err. A directory of root's that others may write but with the sticky bit
+ * (/tmp) passes: nobody but root can rename or remove root's entries in it,
+ * and each entry is checked in its turn (as systemd's safe path walk does).
+ */
 static int check_owner(int fd, const char *what, bool dir, char *err, size_t errlen)
 {
 	struct stat st;
@@ -53,7 +58,7 @@ static int check_owner(int fd, const char *what, bool dir, char *err, size_t err
 	if (st.st_uid != 0)
 		return fail(err, errlen, -EPERM, "%s is owned by uid %u, not by root", what,
 			    (unsigned int)st.st_uid);
-	if (st.st_mode & (S_IWGRP | S_IWOTH))
+	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(dir && (st.st_mode & S_ISVTX)))
 		return fail(err, errlen, -EPERM, "%s is writable by %s (mode %04o)", what,
 			    st.st_mode & S_IWOTH ? "others" : "its group",
 			    (unsigned int)(st.st_mode & 07777));
