@@ -17,6 +17,7 @@
 #include "cuda.skel.h"
 #include "probes/cuda.h"
 #include "probes/uprobe_multi.h"
+#include "proc/kfeat.h"
 #include "proc/elf_file.h"
 #include "ptrace_gpu/events.h"
 #include "trace/cuda_match.h"
@@ -546,6 +547,10 @@ static int open_common(struct tracer *t, struct libwatch *lw, pid_t pid, int tra
 		return -ENOMEM;
 	}
 	cp->quiet = quiet;
+	if (!kfeat_cookies()) {
+		err = kfeat_missing("cuda: CUDA calls", "BPF cookies", "5.15");
+		goto cleanup;
+	}
 	cp->skel = cuda_bpf__open();
 	if (!cp->skel) {
 		err = -errno;

@@ -14,6 +14,7 @@
 #include "probes/pyframe.h"
 #include "probes/pystack.h"
 #include "probes/uprobe_multi.h"
+#include "proc/kfeat.h"
 #include "proc/elf_file.h"
 #include "proc/probesite.h"
 #include "proc/procfs.h"
@@ -128,6 +129,13 @@ static int open_common(const struct py_interp *py, struct tracer *t, int traced_
 		goto cleanup;
 	if (!pf->shared && (err = pystack__add_proc(pf->ps, (uint32_t)py->pid))) {
 		pr_err("pyframe: cannot open /proc/%d/mem: %s", py->pid, strerror(-err));
+		goto cleanup;
+	}
+	/* the features the object uses that arrived last (docs: DESIGN.md, "Kernels") */
+	if (!kfeat_loop() || !kfeat_cookies()) {
+		err = kfeat_missing("pyframe: Python calls",
+				    kfeat_loop() ? "BPF cookies" : "bpf_loop",
+				    kfeat_loop() ? "5.15" : "5.17");
 		goto cleanup;
 	}
 	pf->skel = pyframe_bpf__open();

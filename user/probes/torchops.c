@@ -24,6 +24,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/u64map.h"
+#include "proc/kfeat.h"
 #include "probes/opscan.h"
 #include "probes/torchops.h"
 #include "probes/uprobe_multi.h"
@@ -295,6 +296,8 @@ static int load(struct torchops *ops, bool multi, int traced_fd)
 {
 	int err;
 
+	if (!kfeat_cookies())
+		return kfeat_missing("torchops: PyTorch ops", "BPF cookies", "5.15");
 	ops->skel = torchops_bpf__open();
 	if (!ops->skel)
 		return -errno;
