@@ -14,29 +14,62 @@
 #include "base/numarg.h"
 #include "proc/procfs.h"
 
+/*
+ * One line of maps, its newline gone, into m: 0, or -EINVAL for a line that
+ * is not a mapping or whose path does not fit m->path (such a mapping is
+ * skipped whole: never can a part of its path pass for a line of its own).
+ */
+static int parse_map_line(const char *line, size_t len, struct proc_map *m)
+{
+	int pos = 0;
+
+	memset(m, 0, sizeof(*m));
+	if (strlen(line) != len) /* a NUL inside: not what the kernel writes */
+		return -EINVAL;
+	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %*x:%*x %" SCNu64 " %n",
+		   &m->start, &m->end, m->perms, &m->offset, &m->inode, &pos) < 5)
+		return -EINVAL;
+	if (pos > 0) {
+		if (len - (size_t)pos >= sizeof(m->path))
+			return -EINVAL;
+		memcpy(m->path, line + pos, len - (size_t)pos + 1);
+	}
+	return 0;
+}
+
+int proc_maps__read(FILE *f, int (*cb)(const struct proc_map *m, void *ctx), void *ctx)
+{
+	struct proc_map *m = malloc(sizeof(*m));
+	size_t cap = 0;
+	char *line = NULL;
+	ssize_t n;
+	int err = 0;
+
+	if (!m)
+		return -ENOMEM;
+	/* whole lines, however long: a path is the rest of its line */
+	while (!err && (n = getline(&line, &cap, f)) > 0) {
+		if (line[n - 1] == '\n')
+			line[--n] = '\0';
+		if (!parse_map_line(line, (size_t)n, m))
+			err = cb(m, ctx);
+	}
+	free(line);
+	free(m);
+	return err;
+}
+
 int proc_maps__for_each(pid_t pid, int (*cb)(const struct proc_map *m, void *ctx), void *ctx)
 {
-	char path[64], line[PATH_MAX + 128];
-	int err = 0;
+	char path[64];
+	int err;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
 	f = fopen(path, "re");
 	if (!f)
 		return -errno;
-	while (!err && fgets(line, sizeof(line), f)) {
-		struct proc_map m = {};
-		int pos = 0;
-
-		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %*x:%*x %" SCNu64 " %n",
-			   &m.start, &m.end, m.perms, &m.offset, &m.inode, &pos) < 5)
-			continue;
-		if (pos > 0) {
-			snprintf(m.path, sizeof(m.path), "%s", line + pos);
-			m.path[strcspn(m.path, "\n")] = '\0';
-		}
-		err = cb(&m, ctx);
-	}
+	err = proc_maps__read(f, cb, ctx);
 	fclose(f);
 	return err;
 }

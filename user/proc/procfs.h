@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 struct proc_map {
@@ -20,6 +21,11 @@ struct proc_map {
 
 /* Calls cb for each line of /proc/PID/maps; a non-zero return of cb stops and is returned. */
 int proc_maps__for_each(pid_t pid, int (*cb)(const struct proc_map *m, void *ctx), void *ctx);
+/*
+ * The same over a maps text from f, read in whole lines: a line that is no
+ * mapping, or whose path is PATH_MAX bytes or more, is skipped whole.
+ */
+int proc_maps__read(FILE *f, int (*cb)(const struct proc_map *m, void *ctx), void *ctx);
 bool proc_exists(pid_t pid);
 /* The process whose ptrace holds pid (a tid works too): 0 when none, or -errno. */
 int proc_tracer_pid(pid_t pid);
