@@ -25,6 +25,9 @@ packages=(
 	libclang-rt-14-dev
 	# tests: every C file in .clang-format's style (tools/check-format.sh)
 	clang-format
+	# tests: the kernel matrix (tools/kmatrix.sh): Debian's kernels booted under
+	# QEMU (TCG) with a busybox initramfs of their own modules (xz/zstd-packed)
+	qemu-system-x86 busybox-static cpio xz-utils zstd
 )
 
 if [ "$(id -u)" -ne 0 ]; then
