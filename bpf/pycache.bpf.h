@@ -102,7 +102,20 @@ static __always_inline void scratch_put(struct scratch *s)
 static __always_inline bool seq_lock(__u64 *seq, __u64 *was)
 {
 	*was = *(volatile __u64 *)seq;
+#ifdef PTG_BPF_LEGACY
+	/*
+	 * No cmpxchg before 5.12; there (and up to 5.17, where this build is
+	 * loaded) uprobe programs run with preemption off (__uprobe_perf_func):
+	 * no other program on this CPU writes between the read and the store.
+	 */
+	if (*was & 1)
+		return false;
+	*(volatile __u64 *)seq = *was + 1;
+	barrier();
+	return true;
+#else
 	return !(*was & 1) && __sync_val_compare_and_swap(seq, *was, *was + 1) == *was;
+#endif
 }
 
 static __always_inline void seq_unlock(__u64 *seq, __u64 was)

@@ -185,9 +185,37 @@ static __always_inline void hit_end(struct hit *h)
 /* The maps' entries of the thread changed: every CPU's copy of it is stale. */
 static __always_inline void thread_changed(struct hit *h)
 {
+#ifdef PTG_BPF_LEGACY
+	/*
+	 * No fetching add before 5.12: the count read before the add, plus
+	 * one. Another CPU's add in between leaves the copy stale, as it should.
+	 */
+	__u64 gen = *(volatile __u64 *)&thread_gen;
+
+	__sync_fetch_and_add(&thread_gen, 1);
+	h->ti.gen = gen + 1;
+#else
 	h->ti.gen = __sync_add_and_fetch(&thread_gen, 1);
+#endif
 	thread_put(h->cc, &h->ti);
 }
+
+#ifdef PTG_BPF_LEGACY
+/*
+ * The legacy build's thread-state walk is a bounded loop, which the 5.10
+ * verifier walks step by step at every call site, in every path that leads
+ * there: a global function is verified once, on its own.
+ */
+__noinline __u64 walk_tstates(__u64 runtime, __u32 ns_tid)
+{
+	return py_walk_tstates(&off, runtime, ns_tid);
+}
+#else
+static __always_inline __u64 walk_tstates(__u64 runtime, __u32 ns_tid)
+{
+	return py_walk_tstates(&off, runtime, ns_tid);
+}
+#endif
 
 /*
  * The innermost frame of the thread state, if it is still the thread's
@@ -219,14 +247,13 @@ static __always_inline int tstate_frame(__u64 *blk, __u64 tstate, __u32 ns_tid, 
  */
 static __always_inline __u64 current_frame(struct hit *h)
 {
-	const volatile struct ptg_py_offsets *o = &off;
 	struct py_thread fresh = {};
 	__u64 frame = 0;
 
 	if (!tstate_frame(h->s->tstate, h->ti.tstate, h->ti.ns_tid, &frame))
 		return frame;
 	fresh.ns_tid = py_ns_tid();
-	fresh.tstate = py_walk_tstates(o, h->runtime, fresh.ns_tid);
+	fresh.tstate = walk_tstates(h->runtime, fresh.ns_tid);
 	if (!fresh.tstate)
 		return 0;
 	bpf_map_update_elem(&threads, &h->ti.tid, &fresh, BPF_ANY);
@@ -336,6 +363,23 @@ static __always_inline bool is_shim(__u64 frame)
 /* code objects: their names, sent once, forgotten when freed (after off, events, count_loss) */
 #include "pycode.bpf.h"
 
+#ifdef PTG_BPF_LEGACY
+/*
+ * The sites' cookies where the kernel has none (ptg_py_site_key), filled by
+ * the loader per process. The last map: the skeleton is the normal build's,
+ * whose maps come first in the same order.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct ptg_py_site_key);
+	__type(value, __u64);
+} py_sites SEC(".maps");
+
+/* the 5.10 verifier walks each step of the snapshot's loop (loop.bpf.h) */
+#define SNAPSHOT_DEPTH_LEGACY 64
+#endif
+
 struct snap_walk {
 	__u64 frame;
 	struct scratch *s; /* the blocks each step reads into */
@@ -415,7 +459,8 @@ static __always_inline int snapshot_walk(struct snap_slot *b, __u64 frame, struc
 	w->s = scratch_get(cc);
 	if (!w->s)
 		return -1;
-	bpf_loop(PTG_MAX_SNAPSHOT_DEPTH, snap_step, w, 0);
+	/* a deeper chain is cut, and counted (PTG_LOSS_PY_DEPTH) */
+	PTG_LOOP(PTG_MAX_SNAPSHOT_DEPTH, SNAPSHOT_DEPTH_LEGACY, snap_step, w);
 	scratch_put(w->s);
 	return 0;
 }
@@ -665,11 +710,48 @@ static __always_inline bool filtered_out(void)
 	return ptg_not_traced(bpf_get_current_pid_tgid() >> 32);
 }
 
-/* bpf_get_func_ip(): the probed address, for uprobes and uretprobes alike */
+/*
+ * bpf_get_func_ip(): the probed address, for uprobes and uretprobes alike.
+ * The legacy build is loaded for one process at a time only (runtime_addr).
+ */
 static __always_inline void hit_runtime(struct hit *h, void *ctx, __u64 cookie)
 {
+#ifndef PTG_BPF_LEGACY
 	if (filter_tgids)
 		h->runtime = bpf_get_func_ip(ctx) + PTG_PY_COOKIE_DELTA(cookie);
+#endif
+}
+
+/*
+ * The site's cookie. The legacy build's comes from py_sites: the int3 has
+ * run, but handle_swbp() sets ip back to the probed address before the
+ * handlers (5.10 as 6.18). A site not there (cannot be: the loader put each
+ * before attaching it) is a lost event, 0.
+ */
+static __always_inline __u64 probe_cookie(struct pt_regs *ctx)
+{
+#ifdef PTG_BPF_LEGACY
+	struct ptg_py_site_key key = {.tgid = bpf_get_current_pid_tgid() >> 32,
+				      .addr = ctx_reg(ctx, ip)};
+	__u64 *cookie = bpf_map_lookup_elem(&py_sites, &key);
+
+	if (cookie)
+		return *cookie;
+	count_loss(PTG_LOSS_PY_EVENT);
+	return 0;
+#else
+	return bpf_get_attach_cookie(ctx);
+#endif
+}
+
+/* the eval loop's return probe: only a shared one's cookie says anything (hit_runtime) */
+static __always_inline __u64 ret_cookie(struct pt_regs *ctx)
+{
+#ifdef PTG_BPF_LEGACY
+	return 0;
+#else
+	return bpf_get_attach_cookie(ctx);
+#endif
 }
 
 static __always_inline int on_probe(struct hit *h, struct pt_regs *ctx, __u64 cookie, __u32 probe)
@@ -690,18 +772,23 @@ static __always_inline int on_probe(struct hit *h, struct pt_regs *ctx, __u64 co
 SEC("uprobe")
 int py_probe(struct pt_regs *ctx)
 {
-	__u64 cookie = bpf_get_attach_cookie(ctx);
-	__u32 probe = PTG_PY_COOKIE_PROBE(cookie);
+	__u64 cookie;
+	__u32 probe;
 	struct hit h;
 
 	if (filtered_out())
 		return 0;
+	cookie = probe_cookie(ctx);
+	probe = PTG_PY_COOKIE_PROBE(cookie);
 	if (probe == PTG_PY_PROBE_CODE_FREE)
 		return code_frees ? code_freed(PT_REGS_PARM1(ctx)) : 0;
 	if (hit_begin(&h))
 		return 0;
 	hit_runtime(&h, ctx, cookie);
-	on_probe(&h, ctx, cookie, probe);
+	if (probe)
+		on_probe(&h, ctx, cookie, probe);
+	else if (h.ti.state)
+		set_state(&h, h.ti.state | TID_DIRTY); /* lost (probe_cookie): resend the stack */
 	hit_end(&h);
 	return 0;
 }
@@ -720,7 +807,7 @@ int BPF_KRETPROBE(py_eval_ret, void *ret)
 
 	if (ret || filtered_out() || hit_begin(&h))
 		return 0;
-	hit_runtime(&h, ctx, bpf_get_attach_cookie(ctx));
+	hit_runtime(&h, ctx, ret_cookie(ctx));
 	frame = current_frame(&h);
 	emit(&h, PTG_EV_PY_UNWIND, 2, frame, 0, 0, 0, frame);
 	hit_end(&h);

@@ -151,6 +151,16 @@ struct ptg_op_handover {
 #define PTG_PY_REG_TSTATE      0x80 /* in the register byte */
 #define PTG_PY_COOKIE_OWN(c)   (!((c) >> 16 & PTG_PY_REG_TSTATE))
 #define PTG_PY_COOKIE_DELTA(c) ((__s64)(__s32)((c) >> 32))
+/*
+ * The legacy build of pyframe.bpf.c (kernels before bpf_loop, 5.17; before
+ * cookies, 5.15) finds a site's cookie in a map the loader fills as it
+ * attaches to a process: (tgid, the site's address in it) -> cookie.
+ */
+struct ptg_py_site_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 addr;
+};
 enum ptg_py_probe {
 	PTG_PY_PROBE_RESUME = 1,    /* RESUME / RESUME_QUICK handler */
 	PTG_PY_PROBE_RETURN = 2,    /* RETURN_VALUE handler */

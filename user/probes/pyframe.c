@@ -12,6 +12,7 @@
 
 #include "base/log.h"
 #include "probes/pyframe.h"
+#include "probes/pyframe_legacy.h"
 #include "probes/pystack.h"
 #include "probes/uprobe_multi.h"
 #include "proc/kfeat.h"
@@ -38,6 +39,7 @@ struct pyframe_att {
 struct pyframe {
 	struct pyframe_bpf *skel;
 	bool multi;		  /* the kernel has multi-uprobe links */
+	bool legacy;		  /* the build without bpf_loop and cookies (pyframe_legacy.c) */
 	struct pyframe_att *atts; /* one per process probed, or one for the file (pid -1) */
 	size_t natts;
 	struct py_interp py;
@@ -107,6 +109,52 @@ static bool env_is_1(const char *name)
 	return v && !strcmp(v, "1");
 }
 
+KFEAT_SKEL_OPEN_VARIANT(pyframe_bpf)
+
+/* PTG_PYFRAME_LEGACY=1: the legacy build on any kernel, for its tests */
+static bool use_legacy(void)
+{
+	return !kfeat_loop() || env_is_1("PTG_PYFRAME_LEGACY");
+}
+
+bool pyframe__can_share(void)
+{
+	return !use_legacy();
+}
+
+/*
+ * The object as built, or before bpf_loop (5.17) its legacy build, which
+ * takes each site's cookie from the py_sites map (attach_probes) and so
+ * serves one process at a time: probes on a file, for a set of processes,
+ * need cookies and bpf_get_func_ip.
+ */
+static int open_bpf(struct pyframe *pf)
+{
+	const void *data;
+	size_t size;
+	int err;
+
+	pf->legacy = use_legacy();
+	if (pf->legacy && pf->shared)
+		return kfeat_missing(
+		    "pyframe: Python calls of several processes (-p A,B, --children, --uid, "
+		    "--cgroup)",
+		    kfeat_cookies() ? "bpf_loop" : "BPF cookies",
+		    kfeat_cookies() ? "5.17" : "5.15");
+	if (pf->legacy) {
+		data = pyframe_legacy_elf(&size);
+		pf->skel = pyframe_bpf__open_variant(data, size);
+	} else {
+		pf->skel = pyframe_bpf__open();
+	}
+	if (pf->skel)
+		return 0;
+	err = -errno;
+	log_libbpf_flush();
+	pr_err("pyframe: cannot open BPF object: %s", strerror(-err));
+	return err;
+}
+
 static int open_common(const struct py_interp *py, struct tracer *t, int traced_fd,
 		       struct pyframe **out)
 {
@@ -131,20 +179,9 @@ static int open_common(const struct py_interp *py, struct tracer *t, int traced_
 		pr_err("pyframe: cannot open /proc/%d/mem: %s", py->pid, strerror(-err));
 		goto cleanup;
 	}
-	/* the features the object uses that arrived last (docs: DESIGN.md, "Kernels") */
-	if (!kfeat_loop() || !kfeat_cookies()) {
-		err = kfeat_missing("pyframe: Python calls",
-				    kfeat_loop() ? "BPF cookies" : "bpf_loop",
-				    kfeat_loop() ? "5.15" : "5.17");
+	err = open_bpf(pf);
+	if (err)
 		goto cleanup;
-	}
-	pf->skel = pyframe_bpf__open();
-	if (!pf->skel) {
-		err = -errno;
-		log_libbpf_flush();
-		pr_err("pyframe: cannot open BPF object: %s", strerror(-err));
-		goto cleanup;
-	}
 	pf->skel->rodata->off = py->info->off;
 	err = py_offsets_blocks(&pf->skel->rodata->off, py->info->code_adaptive);
 	if (err) {
@@ -283,6 +320,36 @@ static int probe_sites(const struct py_interp *py, uint64_t *offs, uint64_t *coo
 	return ++n;
 }
 
+/*
+ * The legacy build's cookies (pf->legacy): each site's, under its address
+ * in process pid, before the site is attached. The sites are link-time
+ * file offsets; py->bias is pid's load bias.
+ */
+static int put_sites(struct pyframe *pf, pid_t pid, const uint64_t *offs, const uint64_t *cookies,
+		     int n)
+{
+	int fd = bpf_map__fd(bpf_object__find_map_by_name(pf->skel->obj, "py_sites"));
+	struct elf_file *ef;
+	uint64_t vmo;
+	int err;
+
+	if (fd < 0)
+		return -ENOENT;
+	err = elf_file__open(pf->py.attach_path, &ef);
+	if (err)
+		return err;
+	for (int i = 0; !err && i < n; i++) {
+		struct ptg_py_site_key key = {.tgid = (uint32_t)pid};
+
+		err = elf_file__segment_bias(ef, offs[i], &vmo);
+		key.addr = offs[i] + vmo + pf->py.bias;
+		if (!err && bpf_map_update_elem(fd, &key, &cookies[i], BPF_ANY))
+			err = -errno;
+	}
+	elf_file__close(ef);
+	return err;
+}
+
 static int attach_one(struct pyframe_att *a, const char *path, struct bpf_program *prog, bool ret,
 		      uint64_t off, uint64_t cookie)
 {
@@ -331,7 +398,10 @@ static int attach_probes(struct pyframe *pf, struct pyframe_att *a)
 		err = add_deltas(&pf->py, offs, cookies, n + 1);
 	if (err)
 		return err; /* cannot be: the interpreter's finder read the sites from this file */
-	if (pf->multi)
+	/* the legacy build's in py_sites: a kernel without cookies refuses one on a link */
+	if (pf->legacy && !(err = put_sites(pf, a->pid, offs, cookies, n)))
+		memset(cookies, 0, sizeof(cookies));
+	if (!err && pf->multi)
 		return attach_multi(pf, a, offs, cookies, n, cookies[n]);
 	for (int i = 0; !err && i < n; i++)
 		err = attach_one(a, pf->py.attach_path, pf->skel->progs.py_probe, false, offs[i],

@@ -9,6 +9,7 @@
 #ifndef PTG_PYFRAME_H
 #define PTG_PYFRAME_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "probes/tracer.h"
@@ -28,6 +29,11 @@ struct pyframe_stats {
 
 /* Loads the probes for py (the process py->pid) into the tracer's ring buffer. */
 int pyframe__open(const struct py_interp *py, struct tracer *t, struct pyframe **out);
+/*
+ * Whether pyframe__open_shared() can work on this kernel: the legacy build
+ * (before bpf_loop, 5.17) serves one process at a time only.
+ */
+bool pyframe__can_share(void);
 /*
  * The same for the file py->attach_path in every process that maps it, of
  * which only those in the BPF hash traced_fd (tgid -> 1) are recorded; the

@@ -263,6 +263,9 @@ static int python_ahead(void *ctx, const struct py_interp *py)
 	struct stat st;
 	int ret;
 
+	/* a kernel before bpf_loop: probed once mapped, by the object for one process */
+	if (!pyframe__can_share())
+		return 0;
 	if (stat(py->attach_path, &st))
 		return -errno;
 	n = realloc(rc->ahead->files, (rc->ahead->nfiles + 1) * sizeof(*n));
