@@ -350,6 +350,18 @@ static __always_inline bool blk_is_shim(const __u64 *blk)
 	return blk_u8(blk, PTG_PY_FRAME_BLOCK_MAX, off.frame_owner) >= off.owner_cstack;
 }
 
+/* 1 when blk_is_shim() is false, else 0, computed without a branch */
+static __always_inline __u32 blk_not_shim(const __u64 *blk)
+{
+	__u64 d = (__u64)blk_u8(blk, PTG_PY_FRAME_BLOCK_MAX, off.frame_owner) - off.owner_cstack;
+
+	if (off.owner_cstack == 0xff)
+		return 1;
+	/* owner < owner_cstack: both small, so the difference's sign bit; clang would compare */
+	asm volatile("" : "+r"(d));
+	return d >> 63;
+}
+
 static __always_inline bool is_shim(__u64 frame)
 {
 	__u8 owner = 0;
@@ -397,7 +409,9 @@ static long snap_step(__u32 i, void *arg)
 	struct snap_walk *w = arg;
 	struct ptg_stack_event *s = w->ev;
 	struct scratch *sc = w->s;
+	struct ptg_frame_ref *f;
 	struct code_id id;
+	__u32 real;
 	__u64 *blk;
 
 	if (!w->frame || !s || !sc)
@@ -407,18 +421,22 @@ static long snap_step(__u32 i, void *arg)
 	if (read_frame(w->frame, blk, true))
 		__builtin_memset(blk, 0,
 				 PTG_PY_FRAME_BLOCK_MAX); /* the chain ends here, as it did */
-	if (!blk_is_shim(blk)) {
-		struct ptg_frame_ref *f = &s->frames[w->n & (PTG_MAX_SNAPSHOT_DEPTH - 1)];
-
-		f->frame = w->frame;
-		f->code = frame_u64(blk, off.frame_code) & PTG_PY_REF_MASK;
-		read_code_id(f->code, &id, sc->code, false);
-		f->fingerprint = id.fingerprint;
-		f->local0 = frame_u64(blk, off.frame_localsplus) & PTG_PY_REF_MASK;
-		/* frames that were running before recording began: named now too */
+	f = &s->frames[w->n & (PTG_MAX_SNAPSHOT_DEPTH - 1)];
+	f->frame = w->frame;
+	f->code = frame_u64(blk, off.frame_code) & PTG_PY_REF_MASK;
+	read_code_id(f->code, &id, sc->code, false);
+	f->fingerprint = id.fingerprint;
+	f->local0 = frame_u64(blk, off.frame_localsplus) & PTG_PY_REF_MASK;
+	/*
+	 * A shim frame's slot is taken by the next frame: n moves on without a
+	 * branch, so that the verifier of a bounded loop (loop.bpf.h) follows
+	 * one path per step, not one per count of shims so far.
+	 */
+	real = blk_not_shim(blk);
+	w->n += real;
+	/* frames that were running before recording began: named now too */
+	if (real)
 		send_code(f->code, id.fingerprint, id.name, id.file, id.line);
-		w->n++;
-	}
 	w->frame = frame_u64(blk, off.frame_previous);
 	return 0;
 }
