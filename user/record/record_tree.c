@@ -12,10 +12,12 @@
 #include "probes/libwatch.h"
 #include "probes/modpath.h"
 #include "probes/proctree.h"
+#include "probes/pyframe.h"
 #include "probes/pymon.h"
 #include "probes/sched.h"
 #include "probes/torchops.h"
 #include "probes/tracer.h"
+#include "proc/kfeat.h"
 #include "proc/syscheck.h"
 #include "pyinterp/launch.h"
 #include "record/record.h"
@@ -26,6 +28,26 @@ bool record_is_tree(const struct record_opts *o)
 	return o->npids > 1 || o->children || o->per_process || o->hold || o->by_uid || o->cgroup;
 }
 
+/*
+ * Python calls of a set come from probes on the interpreter's file, which
+ * need BPF cookies and bpf_loop (pyframe__can_share): without them, one line
+ * that names the option, before anything starts.
+ */
+static int tree_supported(const struct record_opts *o)
+{
+	const char *what = o->children	    ? "record --children"
+			   : o->by_uid	    ? "record --uid"
+			   : o->cgroup	    ? "record --cgroup"
+			   : o->hold	    ? "record --hold"
+			   : o->per_process ? "record --per-process"
+					    : "record -p A,B";
+
+	if (o->in_process || pyframe__can_share())
+		return 0;
+	return kfeat_missing(what, kfeat_cookies() ? "bpf_loop" : "BPF cookies",
+			     kfeat_cookies() ? "5.17" : "5.15");
+}
+
 /* The processes, all checked before a file is made; -- CMD is started, stopped. */
 static int tree_targets(struct recording *rc)
 {
@@ -34,6 +56,9 @@ static int tree_targets(struct recording *rc)
 	char err[512] = "";
 	int ret;
 
+	ret = tree_supported(o);
+	if (ret)
+		return ret;
 	ret = syscheck_tracing(err, sizeof(err));
 	ret = ret ?: proctree__new(o->children, o->quiet, &rc->tree);
 	/* a member with no Python: what its line says is recorded of it is what the flags leave */
