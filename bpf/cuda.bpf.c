@@ -3,7 +3,8 @@
  * CUDA host-side calls: one uprobe and one uretprobe per entry point of
  * libcuda (driver API) and libcudart (runtime API). The attach cookie says
  * which API it is and where its stream and size arguments are, so one pair
- * of programs serves every signature.
+ * of programs serves every signature. Before 5.15 the legacy build finds it
+ * by the probed site instead (sitecookie.bpf.h); the return needs none.
  *
  *   entry  -> CUDA_ENTER (call id, stream, bytes, depth): lets user space
  *             say which call a thread was in when it blocked
@@ -60,6 +61,52 @@ __u64 next_id = 0;
 __u64 lost_events = 0; /* ring buffer full */
 __u64 lost_nest = 0;   /* calls nested deeper than PTG_CUDA_MAX_NEST */
 __u64 lost_state = 0;  /* a thread's state could not be created */
+
+#ifdef PTG_BPF_LEGACY
+/*
+ * Before 5.12 (atomics) no fetch-and-add: a count per CPU, the CPU number in
+ * its low bits. Uprobe programs of those kernels run with preemption off
+ * (__uprobe_perf_func), so nothing comes between the read and the write.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} call_ids SEC(".maps");
+
+#include "sitecookie.bpf.h"
+
+static __always_inline __u64 new_call_id(void)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&call_ids, &zero);
+
+	if (!n)
+		return 0;
+	return ++*n << 16 | (bpf_get_smp_processor_id() & 0xffff);
+}
+
+/* an entry point with no cookie is kept on the thread's stack, under no API user space knows */
+static __always_inline __u64 entry_cookie(struct pt_regs *ctx)
+{
+	__u64 cookie;
+
+	return ptg_site_cookie(ctx, &cookie)
+		   ? PTG_CUDA_COOKIE(0xff, PTG_CUDA_SLOT_NONE, 0, PTG_CUDA_SLOT_NONE, 0)
+		   : cookie;
+}
+#else
+static __always_inline __u64 new_call_id(void)
+{
+	return __sync_fetch_and_add(&next_id, 1) + 1;
+}
+
+static __always_inline __u64 entry_cookie(struct pt_regs *ctx)
+{
+	return bpf_get_attach_cookie(ctx);
+}
+#endif
 
 /* Argument slot n of the call, read at the function's first instruction. */
 static __always_inline __u64 arg_slot(struct pt_regs *ctx, __u32 n)
@@ -141,11 +188,11 @@ static __always_inline void emit(__u16 kind, __u64 ts, __u64 pid_tgid, __u32 aux
 SEC("uprobe")
 int cuda_enter(struct pt_regs *ctx)
 {
-	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u64 id = bpf_get_current_pid_tgid();
 	struct open_calls *oc;
 	__u32 tgid = id >> 32;
 	struct call *c;
+	__u64 cookie;
 	__u32 d;
 
 	/* the exit needs no filter: a thread not let in here has no open call */
@@ -160,8 +207,9 @@ int cuda_enter(struct pt_regs *ctx)
 		return 0;
 	}
 	c = &oc->calls[d];
+	cookie = entry_cookie(ctx);
 	c->ts = bpf_ktime_get_ns();
-	c->id = __sync_fetch_and_add(&next_id, 1) + 1;
+	c->id = new_call_id();
 	c->api = PTG_CUDA_API(cookie);
 	c->stream = read_stream(ctx, cookie);
 	c->bytes = read_bytes(ctx, cookie);

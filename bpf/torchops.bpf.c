@@ -8,7 +8,8 @@
  *
  * The bpf_cookie of each site says which op it belongs to, whether it is the
  * entry or an exit, and where the stack pointer of the op's entry is at that
- * site (PTG_OP_COOKIE in events.h). The event carries that stack pointer: it
+ * site (PTG_OP_COOKIE in events.h); before 5.15 the legacy build finds it by
+ * the site (sitecookie.bpf.h). The event carries that stack pointer: it
  * is the same at the entry and at every exit of one invocation, so user
  * space pairs an exit with its entry by it, and knows that an op whose entry
  * stack pointer is at or below a later event's was left by an exception.
@@ -59,6 +60,56 @@ struct {
 	__type(value, struct ptg_op_handover);
 } handover SEC(".maps");
 
+#ifdef PTG_BPF_LEGACY
+/*
+ * Before 5.12 (atomics) no compare-and-swap: the first thread to create its
+ * process's claim moves the hand-over (an update with BPF_NOEXIST is atomic),
+ * and the claim says to those after it where it went, though h's state may
+ * not say so yet. torchops__handover_arm() deletes it.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);   /* tgid */
+	__type(value, __u64); /* enum ptg_op_handover_state */
+} handover_claim SEC(".maps");
+
+#include "sitecookie.bpf.h"
+
+/* Moves h from ARMED to want, 1, unless another thread moved it first: 0, where to in *now. */
+static __always_inline int handover_move(struct ptg_op_handover *h, __u32 tgid, __u64 want,
+					 __u64 *now)
+{
+	__u64 *won;
+
+	if (!bpf_map_update_elem(&handover_claim, &tgid, &want, BPF_NOEXIST)) {
+		h->state = want;
+		return 1;
+	}
+	won = bpf_map_lookup_elem(&handover_claim, &tgid);
+	*now = won ? *won : PTG_OP_HANDOVER_OFF;
+	return 0;
+}
+
+static __always_inline int site_cookie(struct pt_regs *ctx, __u64 *cookie)
+{
+	return ptg_site_cookie(ctx, cookie);
+}
+#else
+static __always_inline int handover_move(struct ptg_op_handover *h, __u32 tgid, __u64 want,
+					 __u64 *now)
+{
+	*now = __sync_val_compare_and_swap(&h->state, PTG_OP_HANDOVER_ARMED, want);
+	return *now == PTG_OP_HANDOVER_ARMED;
+}
+
+static __always_inline int site_cookie(struct pt_regs *ctx, __u64 *cookie)
+{
+	*cookie = bpf_get_attach_cookie(ctx);
+	return 0;
+}
+#endif
+
 /* 1 when this op is not the probes' to record (see handover above). */
 static __always_inline int handed_over(__u32 tgid, __u32 tid, bool entry, __u64 op, __u64 key)
 {
@@ -67,21 +118,30 @@ static __always_inline int handed_over(__u32 tgid, __u32 tid, bool entry, __u64 
 	if (!h)
 		return 0;
 	if (h->state == PTG_OP_HANDOVER_ARMED && entry) {
-		/* its main thread: the one the agent goes in through (user/proc/inject.c) */
-		if (tid == tgid && ptg_can_stop(recorder_tgid) &&
-		    __sync_val_compare_and_swap(&h->state, PTG_OP_HANDOVER_ARMED,
-						PTG_OP_HANDOVER_STOPPED) == PTG_OP_HANDOVER_ARMED) {
-			h->tid = tid;
-			h->ts = bpf_ktime_get_ns();
-			h->op = op;
-			h->key = key;
-			h->cpu = bpf_get_smp_processor_id();
-			bpf_send_signal_thread(SIGURG_NR);
+		/*
+		 * its main thread: the one the agent goes in through (user/proc/inject.c);
+		 * another thread, or the signal could reach it: the probes keep this process
+		 */
+		bool stop = tid == tgid && ptg_can_stop(recorder_tgid);
+		__u64 now;
+
+		if (!handover_move(h, tgid, stop ? PTG_OP_HANDOVER_STOPPED : PTG_OP_HANDOVER_OFF,
+				   &now)) {
+			/* another thread's op came first: as below, had it seen that */
+			if (now != PTG_OP_HANDOVER_STOPPED)
+				return 0;
+			__sync_fetch_and_add(&h->missed, 1);
 			return 1;
 		}
-		/* another thread, or the signal could reach it: the probes keep this process */
-		__sync_val_compare_and_swap(&h->state, PTG_OP_HANDOVER_ARMED, PTG_OP_HANDOVER_OFF);
-		return 0;
+		if (!stop)
+			return 0;
+		h->tid = tid;
+		h->ts = bpf_ktime_get_ns();
+		h->op = op;
+		h->key = key;
+		h->cpu = bpf_get_smp_processor_id();
+		bpf_send_signal_thread(SIGURG_NR);
+		return 1;
 	}
 	if (h->state == PTG_OP_HANDOVER_STOPPED) {
 		/* another thread's op while the first waits for the agent: in neither record */
@@ -93,16 +153,16 @@ static __always_inline int handed_over(__u32 tgid, __u32 tid, bool entry, __u64 
 
 static __always_inline int emit(struct pt_regs *ctx)
 {
-	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u64 id = bpf_get_current_pid_tgid();
 	__u64 sp = PT_REGS_SP(ctx), fp = PT_REGS_FP(ctx);
 	__u32 tgid = id >> 32;
 	struct ptg_event *e;
+	__u64 cookie;
 
 	/* two plain loads: the verifier refuses a context access at a computed offset */
 	barrier_var(sp);
 	barrier_var(fp);
-	if (ptg_not_traced(tgid) ||
+	if (ptg_not_traced(tgid) || site_cookie(ctx, &cookie) ||
 	    (handover_any &&
 	     handed_over(tgid, (__u32)id, PTG_OP_COOKIE_SITE(cookie) == PTG_OP_SITE_ENTRY,
 			 PTG_OP_COOKIE_OP(cookie),

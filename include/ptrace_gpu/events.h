@@ -104,6 +104,17 @@ enum ptg_op_site {
 #define PTG_OP_COOKIE_DELTA(c) ((__s16)((c) >> 16))
 
 /*
+ * Where a kernel has no BPF cookies (before 5.15), the legacy builds find a
+ * uprobe's cookie by its site: the probed file's inode and the site's offset
+ * in the file (bpf/sitecookie.bpf.h's site_cookies, filled by the loader).
+ */
+#define PTG_SITE_COOKIES_MAX (1 << 20)
+struct ptg_site_key {
+	__u64 ino;
+	__u64 off;
+};
+
+/*
  * record -- CMD: a process's ops handed from the probes to the
  * RecordFunction callback at its first op (bpf/torchops.bpf.c, handover).
  */

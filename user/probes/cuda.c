@@ -16,6 +16,7 @@
 #include "base/u64map.h"
 #include "cuda.skel.h"
 #include "probes/cuda.h"
+#include "probes/sitecookie.h"
 #include "probes/uprobe_multi.h"
 #include "proc/kfeat.h"
 #include "proc/elf_file.h"
@@ -146,6 +147,8 @@ struct cudaprobe {
 	size_t npids;
 	bool quiet;
 	bool multi; /* uprobe_multi links: link_fds, else links */
+	/* the legacy build's site cookies (a kernel without BPF cookies), else -1 */
+	int cookies_fd;
 	int *link_fds;
 	size_t nlink_fds;
 	struct bpf_link **links;
@@ -388,7 +391,8 @@ static int attach_one(struct cudaprobe *cp, const char *path, uint64_t off, uint
 	int err = 0;
 
 	for (int i = 0; i < 2 && !err; i++) {
-		LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = i == 0, .bpf_cookie = cookie);
+		LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = i == 0,
+			    .bpf_cookie = cp->cookies_fd < 0 ? cookie : 0);
 		struct bpf_link *link;
 
 		link = bpf_program__attach_uprobe_opts(progs[i], pid, path, off, &opts);
@@ -470,14 +474,32 @@ static void find_probes(struct elf_file *ef, bool runtime, struct probe_set *ps)
 	}
 }
 
-static int probe_library(struct cudaprobe *cp, struct elf_file *ef, const char *path,
+/* The legacy build: the cookies by site, before any of them can be hit. */
+static int put_cookies(struct cudaprobe *cp, const char *path, uint64_t ino,
+		       const struct probe_set *ps)
+{
+	int err = 0;
+
+	for (uint32_t i = 0; cp->cookies_fd >= 0 && i < ps->n && !err; i++)
+		err = sitecookie_put(cp->cookies_fd, ino, ps->offs[i], ps->cookies[i]);
+	if (err)
+		pr_err("cuda: cannot probe the entry points of %s: %s", path, strerror(-err));
+	return err;
+}
+
+static int probe_library(struct cudaprobe *cp, struct elf_file *ef, const struct proc_map *m,
 			 const char *attach_path, bool runtime)
 {
+	const char *path = m->path;
 	struct probe_set ps;
 	uint32_t before = cp->st.entry_points;
 	int err;
 
 	find_probes(ef, runtime, &ps);
+	if (put_cookies(cp, path, m->inode, &ps)) {
+		cp->st.attach_failed += ps.n;
+		return 0;
+	}
 	err = attach_set(cp, path, attach_path, &ps);
 	if (err)
 		return err;
@@ -521,9 +543,26 @@ static int on_library(void *ctx, const struct proc_map *m, const char *attach_pa
 		cp->st.attach_failed++;
 		return 0;
 	}
-	err = probe_library(cp, ef, m->path, attach_path, kind == 1);
+	err = probe_library(cp, ef, m, attach_path, kind == 1);
 	elf_file__close(ef);
 	return err ?: note_library(cp, m->path);
+}
+
+KFEAT_SKEL_OPEN_VARIANT(cuda_bpf)
+
+/*
+ * The object as built, or before BPF cookies (5.15) and fetching atomics
+ * (5.12) its legacy build, which finds a site's cookie by its address.
+ */
+static struct cuda_bpf *open_bpf(void)
+{
+	size_t size;
+	const void *data;
+
+	if (kfeat_cookies())
+		return cuda_bpf__open();
+	data = cuda_legacy_elf(&size);
+	return cuda_bpf__open_variant(data, size);
 }
 
 /*
@@ -547,11 +586,8 @@ static int open_common(struct tracer *t, struct libwatch *lw, pid_t pid, int tra
 		return -ENOMEM;
 	}
 	cp->quiet = quiet;
-	if (!kfeat_cookies()) {
-		err = kfeat_missing("cuda: CUDA calls", "BPF cookies", "5.15");
-		goto cleanup;
-	}
-	cp->skel = cuda_bpf__open();
+	cp->cookies_fd = -1;
+	cp->skel = open_bpf();
 	if (!cp->skel) {
 		err = -errno;
 		goto cleanup;
@@ -570,6 +606,8 @@ static int open_common(struct tracer *t, struct libwatch *lw, pid_t pid, int tra
 	err = err ?: cuda_bpf__load(cp->skel);
 	if (err)
 		goto cleanup;
+	if (!kfeat_cookies())
+		cp->cookies_fd = sitecookie_map(cp->skel->obj);
 	err = tracer__on(t, PTG_EV_CUDA_ENTER, PTG_EV_CUDA_EXIT, handle_event, write_losses, cp);
 	err = err ?: libwatch__subscribe(lw, on_library, cp);
 	if (err)

@@ -26,6 +26,7 @@
 #include "base/u64map.h"
 #include "proc/kfeat.h"
 #include "probes/opscan.h"
+#include "probes/sitecookie.h"
 #include "probes/torchops.h"
 #include "probes/uprobe_multi.h"
 #include "torchops.skel.h"
@@ -35,6 +36,7 @@
 
 struct op_lib {
 	struct opscan *scan;
+	uint64_t ino;	  /* of the file probed */
 	uint32_t base;	  /* global index of its first op */
 	int *link_fds;	  /* uprobe_multi links, one per process attached to */
 	pid_t *link_pids; /* the process of each */
@@ -53,7 +55,9 @@ struct torchops {
 	size_t npids;
 	bool quiet;
 	bool multi_loaded; /* op_multi is loaded: the kernel has uprobe_multi */
-	bool in_process;   /* every process's ops come from its agent (--in-process): no probes */
+	/* the legacy build's site cookies (a kernel without BPF cookies), else -1 */
+	int cookies_fd;
+	bool in_process; /* every process's ops come from its agent (--in-process): no probes */
 	uint64_t
 	    handover_missed; /* ops of other threads during a hand-over (torchops__handover_done) */
 	struct torchops_bpf *skel;
@@ -198,6 +202,14 @@ int torchops__handover_arm(struct torchops *ops, pid_t pid)
 
 	if (!ops)
 		return -ENOENT;
+	/* the legacy build's claim of an earlier hand-over (bpf/torchops.bpf.c) */
+	if (ops->cookies_fd >= 0) {
+		struct bpf_map *claim =
+		    bpf_object__find_map_by_name(ops->skel->obj, "handover_claim");
+
+		if (claim)
+			bpf_map_delete_elem(bpf_map__fd(claim), &key);
+	}
 	if (bpf_map_update_elem(bpf_map__fd(ops->skel->maps.handover), &key, &h, BPF_ANY))
 		return -errno;
 	ops->skel->bss->handover_any = true;
@@ -292,13 +304,28 @@ static int write_losses(struct tracer *t, void *ctx)
 	return err;
 }
 
+KFEAT_SKEL_OPEN_VARIANT(torchops_bpf)
+
+/*
+ * The object as built, or before BPF cookies (5.15) and atomics (5.12) its
+ * legacy build, which finds a site's cookie by its address.
+ */
+static struct torchops_bpf *open_bpf(void)
+{
+	size_t size;
+	const void *data;
+
+	if (kfeat_cookies())
+		return torchops_bpf__open();
+	data = torchops_legacy_elf(&size);
+	return torchops_bpf__open_variant(data, size);
+}
+
 static int load(struct torchops *ops, bool multi, int traced_fd)
 {
 	int err;
 
-	if (!kfeat_cookies())
-		return kfeat_missing("torchops: PyTorch ops", "BPF cookies", "5.15");
-	ops->skel = torchops_bpf__open();
+	ops->skel = open_bpf();
 	if (!ops->skel)
 		return -errno;
 	if (multi)
@@ -312,6 +339,8 @@ static int load(struct torchops *ops, bool multi, int traced_fd)
 	if (!err && traced_fd >= 0)
 		err = bpf_map__reuse_fd(ops->skel->maps.traced, traced_fd);
 	err = err ?: torchops_bpf__load(ops->skel);
+	if (!err && !kfeat_cookies())
+		ops->cookies_fd = sitecookie_map(ops->skel->obj);
 	if (err) {
 		torchops_bpf__destroy(ops->skel);
 		ops->skel = NULL;
@@ -335,6 +364,7 @@ static int open_common(struct tracer *t, pid_t pid, int traced_fd, const pid_t *
 		return -ENOMEM;
 	ops->t = t;
 	ops->pid = pid;
+	ops->cookies_fd = -1;
 	if (uprobe_pids(pid, pids, npids, &ops->pids, &ops->npids)) {
 		free(ops);
 		return -ENOMEM;
@@ -440,7 +470,14 @@ cleanup:
 static int attach_each(struct torchops *ops, struct op_lib *lib, const char *path)
 {
 	const struct opscan *s = lib->scan;
+	int err = 0;
 
+	/* the legacy build: the cookies by site, before any of them can be hit */
+	for (size_t i = 0; ops->cookies_fd >= 0 && i < s->nsites && !err; i++)
+		err = sitecookie_put(ops->cookies_fd, lib->ino, s->sites[i].offset,
+				     site_cookie(lib, &s->sites[i]));
+	if (err)
+		return err;
 	lib->links = calloc(s->nsites * ops->npids, sizeof(*lib->links));
 	lib->links_pid = calloc(s->nsites * ops->npids, sizeof(*lib->links_pid));
 	if (!lib->links || !lib->links_pid)
@@ -448,7 +485,8 @@ static int attach_each(struct torchops *ops, struct op_lib *lib, const char *pat
 	for (size_t p = 0; p < ops->npids; p++) {
 		for (size_t i = 0; i < s->nsites; i++) {
 			LIBBPF_OPTS(bpf_uprobe_opts, opts,
-				    .bpf_cookie = site_cookie(lib, &s->sites[i]));
+				    .bpf_cookie =
+					ops->cookies_fd < 0 ? site_cookie(lib, &s->sites[i]) : 0);
 			struct bpf_link *l = bpf_program__attach_uprobe_opts(
 			    ops->skel->progs.op_single, ops->pids[p], path, s->sites[i].offset,
 			    &opts);
@@ -564,6 +602,7 @@ int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_pat
 		opscan__free(scan);
 		return err;
 	}
+	lib->ino = m->inode;
 	t0 = now_ns(CLOCK_MONOTONIC);
 	err = attach_lib(ops, lib, attach_path);
 	/* of a set: the process it was found in is gone, another one may offer it again */
