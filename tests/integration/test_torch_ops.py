@@ -221,6 +221,7 @@ class TorchOps(unittest.TestCase):
         mlp = python.path(os.path.join(ptg.WORKLOADS, "mlp.py"))
         bad = os.path.join(self.tmp.name, "libptg_pymon.so")
         shutil.copyfile(os.path.join(ptg.BUILD, "libptg_pymon.so"), bad)
+        os.chown(bad, 65534, 65534)  # nobody's: where it lies (/tmp) would not refuse it
         seqs = {}
         for how in ("refused", "probes"):
             out = os.path.join(self.tmp.name, how + ".ptg")
