@@ -602,6 +602,10 @@ static __always_inline int resume_unit(__u64 prev_instr, __u64 code, const __u64
 	if (prev_instr >= code + off.code_block && at + 4 <= n && at <= PTG_PY_CODE_BLOCK_MAX - 4) {
 		/* units are 2-aligned, and so is the block's start: tell the verifier */
 		at &= ~1ull;
+		/* 6.1-6.12 lose the bound above through the copy compared with +4: check again */
+		barrier_var(at);
+		if (at > PTG_PY_CODE_BLOCK_MAX - 4)
+			return -1;
 		units[0] = *(const __u16 *)((const __u8 *)cblk + at);
 		units[1] = *(const __u16 *)((const __u8 *)cblk + at + 2);
 	} else if (!prev_instr ||
