@@ -36,8 +36,10 @@
 # fetched. With -o, the console's log is kept in OUTDIR/console.
 #
 # env: PTG_KMATRIX_TIMEOUT (seconds per boot, 600), PTG_KMATRIX_MEM (3G),
-#      PTG_KMATRIX_SMP (2), PTG_KERNEL_CACHE, PTG_DEBIAN_MIRROR (default: the
-#      one /etc/apt/sources.list.d/debian.sources names).
+#      PTG_KMATRIX_SMP (2), PTG_KMATRIX_ACCEL (tcg; e.g. tcg,thread=single),
+#      PTG_KMATRIX_GRACE (seconds the guest may still run after an oops, 60),
+#      PTG_KERNEL_CACHE, PTG_DEBIAN_MIRROR (default: the one
+#      /etc/apt/sources.list.d/debian.sources names).
 #
 # By hand (as root), e.g. the checks ctest runs (tests/kernels/guest.py):
 #   tools/kmatrix.sh sid -- python3 tests/kernels/guest.py
@@ -376,7 +378,7 @@ while IFS= read -r line; do
 		esac
 		;;
 	esac
-done < <(timeout "$TMO" qemu-system-x86_64 -accel tcg -cpu max -m "${PTG_KMATRIX_MEM:-3G}" \
+done < <(timeout "$TMO" qemu-system-x86_64 -accel "${PTG_KMATRIX_ACCEL:-tcg}" -cpu max -m "${PTG_KMATRIX_MEM:-3G}" \
 	-pidfile "$W/qemu.pid" \
 	-smp "${PTG_KMATRIX_SMP:-2}" -kernel "$kernel" -initrd "$W/initrd.gz" \
 	-append "console=ttyS0 panic=-1 quiet ${append[*]}" \
