@@ -36,7 +36,12 @@
 # fetched. With -o, the console's log is kept in OUTDIR/console.
 #
 # env: PTG_KMATRIX_TIMEOUT (seconds per boot, 600), PTG_KMATRIX_MEM (3G),
-#      PTG_KMATRIX_SMP (2), PTG_KMATRIX_ACCEL (tcg; e.g. tcg,thread=single),
+#      PTG_KMATRIX_SMP (2), PTG_KMATRIX_ACCEL (tcg,thread=single: with one
+#      thread per CPU, "tcg", kernels that patch their text while the other
+#      CPU runs it (static keys: every perf_event_open of a task's event,
+#      every tracepoint attached) die of "Oops: int3" within a minute or two
+#      (6.12 with preempt=full and 7.2 here; QEMU 7.2), so the two CPUs
+#      take turns on one host thread),
 #      PTG_KMATRIX_GRACE (seconds the guest may still run after an oops, 60),
 #      PTG_KERNEL_CACHE, PTG_DEBIAN_MIRROR (default: the one
 #      /etc/apt/sources.list.d/debian.sources names).
@@ -378,9 +383,9 @@ while IFS= read -r line; do
 		esac
 		;;
 	esac
-done < <(timeout "$TMO" qemu-system-x86_64 -accel "${PTG_KMATRIX_ACCEL:-tcg}" -cpu max -m "${PTG_KMATRIX_MEM:-3G}" \
-	-pidfile "$W/qemu.pid" \
-	-smp "${PTG_KMATRIX_SMP:-2}" -kernel "$kernel" -initrd "$W/initrd.gz" \
+done < <(timeout "$TMO" qemu-system-x86_64 -accel "${PTG_KMATRIX_ACCEL:-tcg,thread=single}" \
+	-cpu max -m "${PTG_KMATRIX_MEM:-3G}" -smp "${PTG_KMATRIX_SMP:-2}" -pidfile "$W/qemu.pid" \
+	-kernel "$kernel" -initrd "$W/initrd.gz" \
 	-append "console=ttyS0 panic=-1 quiet ${append[*]}" \
 	-nographic -nic none -no-reboot -serial mon:stdio \
 	-serial "file:$W/stdout" -serial "file:$W/stderr" \
@@ -411,7 +416,8 @@ if [ -z "$t_exit" ]; then
 	tail -n 30 "$W/console" | sed 's/^/  | /' >&2
 fi
 # a kernel splat fails the run, whatever the command said: its first 100 lines
-splat=$(grep -n -m1 -E 'BUG:|Oops|WARNING:|Kernel panic|general protection' "$W/console" | cut -d: -f1)
+splat=$(grep -n -m1 -E 'BUG:|Oops|WARNING:|Kernel panic|general protection' "$W/console" |
+	cut -d: -f1)
 if [ -n "$splat" ]; then
 	echo "kmatrix: $tag: the kernel complained; the console from there:" >&2
 	tail -n +"$splat" "$W/console" | head -n 100 | sed 's/^/  | /' >&2
