@@ -417,7 +417,7 @@ if [ -z "$t_exit" ]; then
 fi
 # a kernel splat fails the run, whatever the command said: its first 100 lines
 splat=$(grep -n -m1 -E 'BUG:|Oops|WARNING:|Kernel panic|general protection' "$W/console" |
-	cut -d: -f1)
+	cut -d: -f1 || true)
 if [ -n "$splat" ]; then
 	echo "kmatrix: $tag: the kernel complained; the console from there:" >&2
 	tail -n +"$splat" "$W/console" | head -n 100 | sed 's/^/  | /' >&2
