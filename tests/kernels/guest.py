@@ -3,7 +3,8 @@
 
   tools/kmatrix.sh [-a preempt=full] SUITE -- python3 tests/kernels/guest.py [NAME...]
 
-NAMEs (substrings of the check names below) select checks; by default all run:
+NAMEs (the start or the end of the check names below: "a.", "f", "pyenv-3.12")
+select checks; by default all run:
 
   a.record_pid.PY   record -p: exact call counts of mixed.py == its sys.setprofile
                     oracle, on Debian's 3.11, a pyenv 3.12 (or 3.13) and one chroot
@@ -201,9 +202,15 @@ def off_cpu(test, python):
     blocked = sum(r.fields["dur"] for r in inside if r.fields["aux0"] == BLOCKED)
     test.assertGreaterEqual(blocked, 0.98 * naps.NAPS * naps.NAP_S * NS, seen)
     test.assertLessEqual(sum(r.fields["dur"] for r in inside), end - start, seen)
-    long = [r for r in inside if r.fields["dur"] >= 0.9 * naps.NAP_S * NS]
-    test.assertGreaterEqual(len(long), naps.NAPS, f"one long interval per sleep: {seen}")
-    test.assertTrue(all(r.fields["aux0"] == BLOCKED for r in long), "sleeping is blocked")
+    # each sleep blocked inside its nap(): mostly in one interval, but under
+    # TCG with preempt=full the thread can be preempted, and even run for
+    # milliseconds of emulated time, between arming its timer and blocking
+    test.assertEqual(len(spans[pid]["nap"]), naps.NAPS, "nap() once per sleep")
+    for nap_start, nap_end in spans[pid]["nap"]:
+        mine = [r for r in inside if nap_start <= r.ts < nap_end]
+        slept = sum(r.fields["dur"] for r in mine if r.fields["aux0"] == BLOCKED)
+        test.assertGreaterEqual(slept, 0.8 * naps.NAP_S * NS,
+                                f"a sleep blocked inside its nap() at {nap_start - start}: {seen}")
     feeders = [tid for tid, funcs in spans.items() if "feed" in funcs]
     test.assertEqual(len(feeders), 1, "one thread ran feed()")
     (start, end), = spans[pid]["read_pipe"]
@@ -655,7 +662,8 @@ def main():
         return run_one(sys.argv[2])
     wanted = [a for a in sys.argv[1:] if not a.startswith("-")]
     os.environ["PTG_KMATRIX_WANTED"] = " ".join(wanted)  # a check named runs anywhere (h)
-    chosen = [[c for c in lane if not wanted or any(w in c.name for w in wanted)]
+    chosen = [[c for c in lane if not wanted
+               or any(c.name.startswith(w) or c.name.endswith(w) for w in wanted)]
               for lane in lanes()]
     if os.environ.get("PTG_KMATRIX_LANES") == "1":  # one after the other, for timings
         chosen = [[c for lane in chosen for c in lane]]
