@@ -385,7 +385,7 @@ def preempt_pinned(test, python, explicit=False):
 # on. The parent watches the kernel's log: an oops or a warning while a check
 # ran fails it; after an oops, the checks still running get OOPS_GRACE seconds.
 
-CHECK_TIMEOUT = float(os.environ.get("PTG_KMATRIX_CHECK_TIMEOUT", 240))
+CHECK_TIMEOUT = float(os.environ.get("PTG_KMATRIX_CHECK_TIMEOUT", 150))
 OOPS_GRACE = 20
 # When the last check must have ended, in the guest's uptime: tools/kmatrix.sh
 # stops the guest PTG_KMATRIX_TIMEOUT s after its start; the summary comes
