@@ -386,7 +386,7 @@ while IFS= read -r line; do
 done < <(timeout "$TMO" qemu-system-x86_64 -accel "${PTG_KMATRIX_ACCEL:-tcg,thread=single}" \
 	-cpu max -m "${PTG_KMATRIX_MEM:-3G}" -smp "${PTG_KMATRIX_SMP:-2}" -pidfile "$W/qemu.pid" \
 	-kernel "$kernel" -initrd "$W/initrd.gz" \
-	-append "console=ttyS0 panic=-1 quiet ${append[*]}" \
+	-append "console=ttyS0 panic=-1 loglevel=5 ${append[*]}" \
 	-nographic -nic none -no-reboot -serial mon:stdio \
 	-serial "file:$W/stdout" -serial "file:$W/stderr" \
 	-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \

@@ -503,15 +503,16 @@ def run_one(name):
 
 class KernelLog(threading.Thread):
     """Collects what the kernel logs that says it went wrong (BUG, Oops,
-    WARNING, panic) while the checks run; fatal: when it first said BUG,
-    Oops or panic (time.monotonic()), else None."""
+    WARNING, panic), with the 40 lines after (its call trace), while the
+    checks run; fatal: when it first said BUG, Oops or panic
+    (time.monotonic()), else None."""
 
     SPLAT = re.compile(r"BUG:|Oops|WARNING:|Kernel panic|general protection|RIP: 0010:")
     FATAL = re.compile(r"BUG:|Oops|Kernel panic|general protection")
 
     def __init__(self):
         super().__init__(daemon=True)
-        self.lines, self.fatal = [], None
+        self.lines, self.fatal, self.after = [], None, 0
         try:
             self.fd = os.open("/dev/kmsg", os.O_RDONLY)
             os.lseek(self.fd, 0, os.SEEK_END)
@@ -526,9 +527,12 @@ class KernelLog(threading.Thread):
                 continue
             line = rec.decode(errors="replace").partition(";")[2].split("\n")[0]
             if self.SPLAT.search(line):
-                self.lines.append(line)
+                self.after = 40
                 if self.fatal is None and self.FATAL.search(line):
                     self.fatal = time.monotonic()
+            if self.after:
+                self.lines.append(line)
+                self.after -= 1
 
 
 def waiting_on(pids):
@@ -571,7 +575,7 @@ class Lanes:
             why = "kernel (while it ran): " + " / ".join(splat[:1] + rip) + \
                 (f"; and: {why}" if why else "")
             status = "FAIL" if status != "SKIP" else status
-            detail = "\n".join(["the kernel said:", *splat[:20], detail])
+            detail = "\n".join(["the kernel said:", *splat[:80], detail])
         self.rows.append((name, status, secs, why))
         print(f"{status:4}  {name:34} {secs:6.1f} s  {why}".rstrip(), flush=True)
         if status == "FAIL" and detail.strip():
