@@ -106,16 +106,6 @@ static __always_inline struct ptg_event *reserve_notice(__u32 aux)
 	return e;
 }
 
-static __always_inline int notify(__u32 aux)
-{
-	struct ptg_event *e = reserve_notice(aux);
-
-	/* rare, and probes for the new library should go in at once */
-	if (e)
-		bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
-	return 0;
-}
-
 #define VM_EXEC 0x00000004 /* include/linux/mm.h: a #define, not in BTF */
 
 /*
@@ -245,10 +235,23 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(lib_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	__u32 tgid = p->tgid;
+	struct ptg_event *e;
+	struct inode *ino;
 
 	if (!bpf_map_lookup_elem(&tgids, &tgid))
 		return 0;
-	return notify(PTG_LIB_EXEC);
+	e = reserve_notice(PTG_LIB_EXEC);
+	if (!e)
+		return 0;
+	/*
+	 * The file it now runs: user space decides with it alone whether the
+	 * probes still fit a process that ended before its new image was read
+	 */
+	ino = BPF_CORE_READ(bprm, file, f_inode);
+	e->a = BPF_CORE_READ(ino, i_ino);
+	e->b = BPF_CORE_READ(ino, i_sb, s_dev);
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	return 0;
 }
 
 /*

@@ -38,7 +38,8 @@ enum ptg_ev_kind {
 		 * b = run-queue delay ns, c = waker tid, aux = enum ptg_sched_reason */
 
 	PTG_EV_LIB_CHANGE = 64, /* the dynamic loader changed the set of mapped objects;
-				 * aux = PTG_LIB_EXEC: the process exec'd a new image */
+				 * aux = PTG_LIB_EXEC: the process exec'd a new image,
+				 * the file a = inode, b = device (the kernel's dev_t) */
 
 	/* record --children (bpf/proctree.bpf.c): pid = the process, a = its parent */
 	PTG_EV_PROC_FORK = 72, /* a recorded process forked pid: recorded too, from its start */

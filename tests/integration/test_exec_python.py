@@ -7,9 +7,14 @@ non-PIE file exec'd again (Debian's /usr/bin/python3.11) maps at the same
 addresses and is recorded on exactly; another interpreter, or a
 position-independent one mapped anew, is not followed, and that is said
 at once on stderr and counted in the trace (`py_exec_unfollowed`), never
-silent. `--children` follows it: both images' calls, exactly.
+silent. `--children` follows it: both images' calls, exactly. A target that
+execs and ends before the recorder reads its exec (here: the recorder
+stopped meanwhile) is judged by the file it exec'd, which the exec event
+carries: the same fixed-address interpreter is followed, anything else is
+said and counted as above.
 """
 import os
+import signal
 import subprocess
 import tempfile
 import unittest
@@ -21,8 +26,9 @@ WORKLOAD = os.path.join(ptg.WORKLOADS, "exec_python.py")
 
 @ptg.once
 class ExecPython(unittest.TestCase):
-    def record(self, first, second, *args):
-        """(trace, record's stderr) of first running the workload and exec'ing second."""
+    def record(self, first, second, *args, paused=False):
+        """(trace, record's stderr) of first running the workload and exec'ing second;
+        paused: the recorder stopped from before the workload's calls to after its end."""
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "run.ptg")
             w = subprocess.Popen([first.exe, WORKLOAD, second.exe], stdin=subprocess.PIPE,
@@ -30,10 +36,14 @@ class ExecPython(unittest.TestCase):
             try:
                 self.assertTrue(w.stdout.readline().startswith("ready"))
                 rec = ptg.Recorder(["-p", str(w.pid), *args], out)
+                if paused:
+                    os.kill(rec.proc.pid, signal.SIGSTOP)
                 w.stdin.write("go\n")
                 w.stdin.flush()
                 self.assertEqual(w.stdout.read(), "done\n")
                 self.assertEqual(w.wait(timeout=60), 0)
+                if paused:
+                    os.kill(rec.proc.pid, signal.SIGCONT)
                 self.assertEqual(rec.wait(), 0, rec.stderr)
             finally:
                 w.kill()
@@ -57,6 +67,28 @@ class ExecPython(unittest.TestCase):
         self.assertEqual(trace.losses, [])
         counts = trace.count("exec_python.py")
         self.assertEqual((counts["g:9"], counts["f:13"]), (50, 300))
+
+    def test_same_static_interpreter_read_late(self):
+        (py,) = self.interpreters("debian-3.11")
+        trace, err = self.record(py, py, paused=True)
+        self.assertNotIn("exec'd", err)
+        self.assertEqual(trace.losses, [])
+        counts = trace.count("exec_python.py")
+        self.assertEqual((counts["g:9"], counts["f:13"]), (50, 300))
+
+    def test_another_interpreter_read_late(self):
+        trace, err = self.record(*self.interpreters("debian-3.11", "pyenv-3.12"), paused=True)
+        self.assertIn("exec'd and ended before its new image was looked at", err)
+        self.assertIn("from here on the new program's Python calls are not recorded", err)
+        self.assertIn("py_exec_unfollowed cpu=-1: 1", trace.losses)
+        self.assertEqual(trace.count("exec_python.py")["g:9"], 50)
+
+    def test_same_pie_interpreter_read_late(self):
+        py = self.interpreters("pyenv-3.12")[0]
+        trace, err = self.record(py, py, paused=True)
+        self.assertIn("exec'd and ended before its new image was looked at", err)
+        self.assertIn("py_exec_unfollowed cpu=-1: 1", trace.losses)
+        self.assertEqual(trace.count("exec_python.py")["g:9"], 50)
 
     def check_unfollowed(self, first, second):
         trace, err = self.record(first, second)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -354,8 +355,9 @@ static int notice(struct libwatch *lw, const struct ptg_event *e)
 	}
 	if (e->aux == PTG_LIB_EXEC) {
 		err = exec_proc(lw, p);
+		/* the kernel's dev_t: 12 bits of major above 20 of minor */
 		if (lw->pid >= 0 && lw->exec_fn)
-			lw->exec_fn(lw->exec_ctx);
+			lw->exec_fn(lw->exec_ctx, makedev(e->b >> 20, e->b & 0xfffff), (ino_t)e->a);
 		return err;
 	}
 	/*

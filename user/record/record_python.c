@@ -309,19 +309,37 @@ void record_python_free(struct recording *rc)
  * said, counted, and the old probes taken out before they misread it.
  * In-process, no image is: the agent went with the one the exec replaced.
  */
-static void python_exec(void *ctx, const struct py_interp *py)
+static void python_exec(void *ctx, const struct py_interp *py, dev_t dev, ino_t ino)
 {
 	struct recording *rc = ctx;
 	struct stat a, b;
 
 	if ((!rc->pf && !rc->pm) || rc->py_exec_lost)
 		return;
-	if (rc->pf && !stat(py->attach_path, &a) && !stat(rc->py.attach_path, &b) &&
+	if (rc->pf && py && !stat(py->attach_path, &a) && !stat(rc->py.attach_path, &b) &&
 	    a.st_dev == b.st_dev && a.st_ino == b.st_ino && py->runtime_addr == rc->py.runtime_addr)
+		return;
+	/*
+	 * Ended before its new image was looked at: the same executable that
+	 * holds the interpreter, linked at fixed addresses, ran where the
+	 * probes are; anything else (another file, a position-independent one
+	 * or a libpython mapped anew) may not have
+	 */
+	if (rc->pf && !py && !rc->py.bias && !stat(rc->py.attach_path, &b) && b.st_dev == dev &&
+	    b.st_ino == ino)
 		return;
 	rc->py_exec_lost++;
 	pyframe__detach(rc->pf);
-	if (rc->o->in_process)
+	if (!py)
+		pr_warn("pid %d exec'd and ended before its new image was looked at: "
+			"%s; from here on the new program's Python calls are not recorded "
+			"(record -p %d --children follows execs)",
+			rc->pid,
+			rc->o->in_process ? "the in-process agent went with the program it replaced"
+					  : "a one-process recording follows the interpreter it "
+					    "started with",
+			rc->pid);
+	else if (rc->o->in_process)
 		pr_warn("pid %d exec'd %s (Python %s): from here on its Python calls are not "
 			"recorded, the in-process agent went with the program it replaced",
 			rc->pid, py->path, py->version);

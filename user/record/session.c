@@ -508,6 +508,8 @@ static int finish(struct recording *rc)
 	 * last flush is decoded, so that CUPTI's records of them find them.
 	 */
 	ret = caught < 0 ? caught : tracer__poll(rc->tracer, 0);
+	/* an exec read only in that last poll is still looked at (and said) */
+	target__poll_exec(rc->tg);
 	/* the agents flush what CUPTI still holds, then hang up */
 	ret = cupti__stop(rc->cupti, 5000) ?: (ret < 0 ? ret : 0);
 	ret = tracer__finish(rc->tracer, stop_ts) ?: ret;

@@ -36,6 +36,8 @@ struct target {
 	size_t nahead;
 	struct libsearch *search; /* while target__probe_ahead runs */
 	uint64_t exec_ms;	  /* an exec after Python, not looked at yet: when read */
+	dev_t exec_dev;		  /* ... the file it exec'd */
+	ino_t exec_ino;
 };
 
 /*
@@ -340,12 +342,16 @@ int target__probe_ahead(struct target *tg)
 	return ret;
 }
 
-void target__exec_seen(void *ctx)
+void target__exec_seen(void *ctx, dev_t dev, ino_t ino)
 {
 	struct target *tg = ctx;
 
-	if (tg->has_python && tg->o.exec)
-		tg->exec_ms = now_ms(CLOCK_MONOTONIC);
+	if (!tg->has_python || !tg->o.exec)
+		return;
+	/* exec'd again before the last was looked at: the last one counts */
+	tg->exec_ms = now_ms(CLOCK_MONOTONIC);
+	tg->exec_dev = dev;
+	tg->exec_ino = ino;
 }
 
 /*
@@ -366,9 +372,12 @@ void target__poll_exec(struct target *tg)
 	ret = py_interp__find(tg->o.pid, &py, err, sizeof(err));
 	if (!ret) {
 		tg->exec_ms = 0;
-		tg->o.exec(tg->o.ctx, &py);
-	} else if (ret == -ESRCH || ret == -ENOENT ||
-		   now_ms(CLOCK_MONOTONIC) - tg->exec_ms > EXEC_LOOK_MS) {
+		tg->o.exec(tg->o.ctx, &py, tg->exec_dev, tg->exec_ino);
+	} else if (ret == -ESRCH || ret == -ENOENT) {
+		/* it ran its new image to the end between two polls */
+		tg->exec_ms = 0;
+		tg->o.exec(tg->o.ctx, NULL, tg->exec_dev, tg->exec_ino);
+	} else if (now_ms(CLOCK_MONOTONIC) - tg->exec_ms > EXEC_LOOK_MS) {
 		tg->exec_ms = 0;
 	}
 }

@@ -32,9 +32,10 @@ typedef int (*target_python_fn)(void *ctx, const struct py_interp *py, const cha
 typedef int (*target_ahead_fn)(void *ctx, const struct py_interp *py);
 /*
  * The target ran Python and exec'd an interpreter (py; maybe the same file,
- * mapped anew): what record does of it.
+ * mapped anew), or exec'd the file dev, ino and ended before its new image
+ * could be looked at (py NULL): what record does of it.
  */
-typedef void (*target_exec_fn)(void *ctx, const struct py_interp *py);
+typedef void (*target_exec_fn)(void *ctx, const struct py_interp *py, dev_t dev, ino_t ino);
 /* The held child pid stopped at an exec: nothing of the new program ran yet. */
 typedef void (*target_exec_stop_fn)(void *ctx, pid_t pid);
 
@@ -72,7 +73,7 @@ int target__look(struct target *tg, const struct py_interp *gone);
  * A libwatch exec subscriber (libwatch__on_exec): a target that runs Python
  * exec'd; target__poll_exec then looks at what it runs now.
  */
-void target__exec_seen(void *ctx);
+void target__exec_seen(void *ctx, dev_t dev, ino_t ino);
 /* Without blocking: after target__exec_seen, whether the new image runs Python (o.exec). */
 void target__poll_exec(struct target *tg);
 /* A libwatch subscriber: a mapped object that may be Python (an exec'd interpreter, libpython). */
