@@ -3,6 +3,7 @@
 Traces are read through `ptrace-gpu dump`, the same reader every report uses.
 """
 import collections
+import faulthandler
 import functools
 import glob
 import json
@@ -593,8 +594,37 @@ def wait_until(pred, timeout=30.0):
     return False
 
 
+class TestHung(Exception):
+    """A test ran past PTG_TEST_TIMEOUT: raised where it waited."""
+
+
+def _watched(run):
+    """unittest.TestCase.run with a deadline: a test that waits past it (a read
+    of a pipe nobody closes, a wait on a process left stopped) fails there with
+    its traceback, and every thread's stack is printed, instead of holding the
+    whole file until ctest kills it with nothing said."""
+    limit = int(os.environ.get("PTG_TEST_TIMEOUT", "240"))
+
+    def expired(signum, frame):
+        faulthandler.dump_traceback(file=sys.stderr)
+        signal.alarm(30)  # its cleanup gets 30 s more, then is cut short too
+        raise TestHung(f"test still running after {limit} s (PTG_TEST_TIMEOUT)")
+
+    @functools.wraps(run)
+    def wrapper(self, result=None):
+        old = signal.signal(signal.SIGALRM, expired)
+        signal.alarm(limit)
+        try:
+            return run(self, result)
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, old)
+    return wrapper
+
+
 def main(testcase_module="__main__"):
     if os.geteuid() != 0:
         print("integration tests need root", file=sys.stderr)
         sys.exit(1)
+    unittest.TestCase.run = _watched(unittest.TestCase.run)
     unittest.main(module=testcase_module, verbosity=2)
