@@ -12,8 +12,9 @@ packages=(
 	libcapstone-dev
 	# targets and tests: Debian's CPython 3.11 and PyTorch (CPU) for real dispatcher tests
 	python3 python3.11 python3-torch libpython3.11-dev
-	# tests: setpriv (util-linux) to check the unprivileged error path
-	util-linux
+	# tests: setpriv (util-linux) to check the unprivileged error path and the
+	# service's capability bound; systemd-analyze verify on the sampler's unit
+	util-linux systemd
 	# tests: an independent pprof decoder (protoc + pprof's profile.proto) for sample,
 	# and Go to build the pprof tool from those sources offline (test_pprof_tool, ~11 s)
 	protobuf-compiler golang-github-google-pprof-dev golang-go
