@@ -20,12 +20,17 @@ packages=(
 	protobuf-compiler golang-github-google-pprof-dev golang-go
 	# tests: Debian chroots with CPython 3.13-3.15 and PyTorch 2.x (tools/make-chroots.sh)
 	mmdebstrap
+	# the Debian package: cpack -G DEB computes its Depends with dpkg-shlibdeps
+	dpkg-dev
 	# tests: clang's libFuzzer, ASan and UBSan runtimes for the harnesses of fuzz/
 	# (tools/fuzz.sh, the fuzz.smoke test); clang only recommends them, and
 	# recommends are not installed here
 	libclang-rt-14-dev
 	# tests: every C file in .clang-format's style (tools/check-format.sh)
 	clang-format
+	# tests: the man pages render without warnings (groff) and open with man
+	# once installed (tests/install/)
+	groff-base man-db
 	# tests: the kernel matrix (tools/kmatrix.sh): Debian's kernels booted under
 	# QEMU (TCG) with a busybox initramfs of their own modules (xz/zstd-packed)
 	qemu-system-x86 busybox-static cpio xz-utils zstd

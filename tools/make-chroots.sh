@@ -20,6 +20,14 @@ declare -A pkgs=(
 	[trixie]="python3 python3-torch libpython3.13-dev"
 	[forky]="python3 python3-torch libpython3.14-dev"
 	[sid]="python3 python3.15 libpython3.14-dev libpython3.15-dev"
+	# the package test (test_package): Debian 12 with its Python alone; the
+	# libraries ptrace-gpu's package depends on are downloaded into its apt
+	# cache, not installed, so that `apt-get install ./ptrace-gpu_*.deb` there
+	# installs them as on a user's machine, without the network
+	[bookworm]="python3"
+)
+declare -A fetch=(
+	[bookworm]="libbpf1 libelf1 zlib1g libzstd1 libjson-c5 libcapstone4"
 )
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -37,7 +45,7 @@ mirror=$(sed -n 's/^URIs: *\([^ ]*debian\)$/\1/p' /etc/apt/sources.list.d/debian
 mirror=${PTG_DEBIAN_MIRROR:-${mirror:-http://deb.debian.org/debian}}
 
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(trixie forky sid)
+[ ${#suites[@]} -gt 0 ] || suites=(trixie forky sid bookworm)
 
 # Root-owned and not writable by others: the tests run these interpreters as root.
 install -d -m 0755 -o root -g root "$dir"
@@ -62,7 +70,12 @@ build_suite() {
 	fi
 	rm -rf "$root" "$root.tmp"
 	echo "make-chroots: $s: building in $root (${pkgs[$s]})"
-	if [ "$s" != trixie ]; then
+	if [ -n "${fetch[$s]+x}" ]; then
+		# keep the package lists and the downloaded .debs for apt in there
+		opts+=(--skip=cleanup/apt/lists --skip=cleanup/apt/cache
+			--customize-hook="chroot \"\$1\" sh -c \"apt-get clean && apt-get install -y -qq --download-only ${fetch[$s]}\"")
+	fi
+	if [ "$s" != trixie ] && [ "$s" != bookworm ]; then
 		# forky and sid Release files can be past Valid-Until on a snapshot mirror.
 		opts+=(--aptopt='Acquire::Check-Valid-Until "false"')
 	fi
