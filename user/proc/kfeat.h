@@ -16,6 +16,17 @@ int kfeat_tp_btf_args(const char *name);
 bool kfeat_loop(void);
 /* BPF cookies: bpf_get_attach_cookie (Linux 5.15) */
 bool kfeat_cookies(void);
+/* The BPF ring buffer map (Linux 5.8) */
+bool kfeat_ringbuf(void);
+/* bpf_get_current_task_btf (Linux 5.11), as bpf/task.bpf.h's CO-RE check sees it */
+bool kfeat_task_btf(void);
+/* Atomic operations with fetch and cmpxchg (Linux 5.12) */
+bool kfeat_atomics(void);
+/*
+ * Private stacks for uprobe programs (Linux 6.13, where the JIT has them):
+ * a call chain of more than 512 bytes is taken. No object relies on it.
+ */
+bool kfeat_private_stack(void);
 /*
  * Logs "WHAT: needs FEATURE (Linux SINCE); this kernel is RELEASE" and
  * returns -EOPNOTSUPP, for a loader to return.
