@@ -27,6 +27,10 @@
 
 #define MAX_LIB_SIZE (256u << 20) /* a copy larger than this is not a library of ours */
 
+#ifndef PTG_AGENT_RELDIR
+#define PTG_AGENT_RELDIR "" /* not from CMake: only beside the executable */
+#endif
+
 static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
@@ -451,27 +455,62 @@ void lib_copy__free(struct lib_copy *lc)
 	free(lc);
 }
 
+/*
+ * The directory of this executable, or of its agents when installed:
+ * PTG_AGENT_RELDIR (from CMake's install dirs, e.g. "../lib/ptrace-gpu") taken
+ * from it, each leading ".." dropping a component so that messages name the
+ * real place.
+ */
+static int own_dir(bool installed, char *dir, size_t len, char *err, size_t errlen)
+{
+	const char *rel = installed ? PTG_AGENT_RELDIR : "";
+	char *slash;
+	ssize_t n;
+
+	n = readlink("/proc/self/exe", dir, len - 1);
+	if (n <= 0)
+		return fail(err, errlen, -ENOENT, "/proc/self/exe: %s", strerror(errno));
+	dir[n] = '\0';
+	slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	while (!strncmp(rel, "../", 3) || !strcmp(rel, "..")) {
+		slash = strrchr(dir, '/');
+		if (slash)
+			*slash = '\0';
+		rel += rel[2] ? 3 : 2;
+	}
+	n = (ssize_t)strlen(dir);
+	if (rel[0] && snprintf(dir + n, len - (size_t)n, "/%s", rel) >= (int)(len - (size_t)n))
+		return fail(err, errlen, -ENAMETOOLONG, "%s/%s: too long", dir, rel);
+	return 0;
+}
+
 int trusted_open_own(const char *env, const char *name, char *path, size_t len, char *err,
 		     size_t errlen)
 {
 	const char *set = getenv(env);
-	char exe[PATH_MAX - 32];
-	ssize_t n;
-	char *slash;
+	char dir[PATH_MAX - 32], first[PATH_MAX - 32];
+	int ret;
 
 	if (set && set[0]) {
 		snprintf(path, len, "%s", set);
 		return trusted_open(path, err, errlen);
 	}
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0) {
-		snprintf(err, errlen, "/proc/self/exe: %s", strerror(errno));
-		return -ENOENT;
-	}
-	exe[n] = '\0';
-	slash = strrchr(exe, '/');
-	if (slash)
-		*slash = '\0';
-	snprintf(path, len, "%s/%s", exe, name);
-	return trusted_open(path, err, errlen);
+	/* beside the executable (a build tree), else where an install puts agents */
+	ret = own_dir(false, first, sizeof(first), err, errlen);
+	if (ret)
+		return ret;
+	snprintf(path, len, "%s/%s", first, name);
+	ret = trusted_open(path, err, errlen);
+	if (ret != -ENOENT || !PTG_AGENT_RELDIR[0])
+		return ret;
+	ret = own_dir(true, dir, sizeof(dir), err, errlen);
+	if (ret)
+		return ret;
+	snprintf(path, len, "%s/%s", dir, name);
+	ret = trusted_open(path, err, errlen);
+	if (ret == -ENOENT)
+		fail(err, errlen, ret, "%s is neither in %s nor in %s", name, first, dir);
+	return ret;
 }

@@ -23,9 +23,10 @@ int trusted_open(const char *path, char *err, size_t errlen);
 /*
  * A library of ptrace-gpu's own (an agent that runs in targets): the file
  * $env names, else name next to this executable (where a build tree puts
- * it too); never a build path compiled in, which an installed ptrace-gpu
- * must not load from. Its path goes to path, for messages; returns
- * trusted_open()'s fd or its error.
+ * it), else in the agents' directory of an install, found from this
+ * executable's (../lib/ptrace-gpu); never a build path compiled in, which an
+ * installed ptrace-gpu must not load from. Its path goes to path, for
+ * messages; returns trusted_open()'s fd or its error.
  */
 int trusted_open_own(const char *env, const char *name, char *path, size_t len, char *err,
 		     size_t errlen);

@@ -74,7 +74,7 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "--version")) {
 #ifdef PTG_HAVE_CUPTI
 		printf("ptrace-gpu %s (CUPTI agent: $PTG_CUPTI_AGENT, else libptg_cupti.so next to "
-		       "this executable)\n",
+		       "this executable, else in ../lib/ptrace-gpu from it)\n",
 		       PTG_VERSION);
 #else
 		printf("ptrace-gpu %s (no CUPTI agent: GPU activity is not recorded)\n",
