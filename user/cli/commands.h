@@ -12,5 +12,6 @@ int cmd_import(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_inject(int argc, char **argv);
+int cmd_check(int argc, char **argv);
 
 #endif /* PTG_COMMANDS_H */

@@ -23,6 +23,7 @@ static const struct command commands[] = {
     {"dump", cmd_dump, "print every record of a trace as text"},
     {"sample", cmd_sample, "sample Python stacks of some (-p) or all (-a) processes into pprof"},
     {"inject", cmd_inject, "diagnostic: load a shared library into a running process"},
+    {"check", cmd_check, "whether record works here (kernel, privileges, agents; -p: a process)"},
 };
 
 static void usage(FILE *f)
