@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# GPU check of a program with no Python in it (README, "Programs with no
+# GPU check of a program with no Python in it (docs/usage.md, "Programs with no
 # Python"), for a machine with an NVIDIA GPU: tests/helpers/gpu_nopy.c, a C
 # program that JIT-compiles a PTX kernel through NVIDIA's driver API and
 # launches it LAUNCHES times, recorded three ways:
