@@ -32,6 +32,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/user.h>
@@ -55,6 +56,7 @@
 #define SYSCALL_STOP	   (SIGTRAP | 0x80) /* with PTRACE_O_TRACESYSGOOD */
 #define SC_INFO_ENTRY	   1 /* <linux/ptrace.h>, which clashes with <sys/ptrace.h> */
 #define PAGE		   4096
+#define SOCK_ARG_ROOM	   "fd:-2147483648" /* pass_socket: room for the entry's "fd:N" */
 
 /* where a call returns: mov %rax,%r12, then the same rt_sigreturn as libc's __restore_rt */
 static const uint8_t stub_code[] = {0x49, 0x89, 0xc4, 0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0, 0x0f, 0x05};
@@ -425,7 +427,8 @@ static int park(struct target *t, const char *a, const char *b)
  * after which the thread goes back to the trampoline. Returns at the
  * syscall-exit stop, with the result in *ret.
  */
-int inject_syscall(struct target *t, long nr, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t *ret)
+static int syscall4(struct target *t, long nr, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
+		    uint64_t *ret)
 {
 	struct user_regs_struct r;
 	int err;
@@ -436,7 +439,7 @@ int inject_syscall(struct target *t, long nr, uint64_t a0, uint64_t a1, uint64_t
 	r.rdi = a0;
 	r.rsi = a1;
 	r.rdx = a2;
-	r.r10 = MAP_PRIVATE | MAP_ANONYMOUS; /* for mmap; ignored by the others */
+	r.r10 = a3;
 	r.r8 = (unsigned long long)-1;
 	r.r9 = 0;
 	r.rip = t->restorer;
@@ -446,6 +449,27 @@ int inject_syscall(struct target *t, long nr, uint64_t a0, uint64_t a1, uint64_t
 	err = inject_run_to(t, SYSCALL_EXIT, &r);
 	*ret = r.rax;
 	return err;
+}
+
+int inject_syscall(struct target *t, long nr, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t *ret)
+{
+	/* the 4th argument for mmap; ignored by the others */
+	return syscall4(t, nr, a0, a1, a2, MAP_PRIVATE | MAP_ANONYMOUS, ret);
+}
+
+int inject_target_fd(struct target *t, int tfd)
+{
+	int pidfd, fd;
+
+	pidfd = (int)syscall(SYS_pidfd_open, t->pid, 0);
+	if (pidfd < 0)
+		return inject_fail(t, -errno, "pidfd_open(%d): %s", t->pid, strerror(errno));
+	fd = (int)syscall(SYS_pidfd_getfd, pidfd, tfd, 0);
+	close(pidfd);
+	if (fd < 0)
+		return inject_fail(t, -errno, "cannot get fd %d of pid %d: %s", tfd, t->pid,
+				   strerror(errno));
+	return fd;
 }
 
 /*
@@ -579,19 +603,64 @@ static int entry_address(struct target *t, const struct inject_src *src, uint64_
 	return 0;
 }
 
-/* Parked: closes the target's descriptor of our memfd. */
-static int close_tfd(struct target *t)
+/* Parked: closes the target's descriptor *fd (of our memfd, of the pair), then -1. */
+static int close_target_fd(struct target *t, int *fd)
 {
 	struct user_regs_struct r;
 	uint64_t ret;
 	int err;
 
-	err = inject_syscall(t, SYS_close, (uint64_t)t->tfd, 0, 0, &ret);
+	err = inject_syscall(t, SYS_close, (uint64_t)*fd, 0, 0, &ret);
 	if (!err)
 		err = inject_run_to(t, PARKED, &r);
 	if (!err)
-		t->tfd = -1;
+		*fd = -1;
 	return err;
+}
+
+static int close_tfd(struct target *t)
+{
+	return close_target_fd(t, &t->tfd);
+}
+
+/*
+ * Parked: the thread makes a socketpair (its int[2] at str_b, the
+ * argument's room), one end comes to us by pidfd_getfd and is closed
+ * there, and the argument becomes "fd:N" for the other. Nobody but the
+ * target can reach either end: there is no name to connect to.
+ */
+static int pass_socket(struct target *t, struct inject_result *res)
+{
+	struct user_regs_struct r;
+	struct ucred cred = {};
+	socklen_t len = sizeof(cred);
+	char arg[sizeof(SOCK_ARG_ROOM)];
+	int32_t sv[2] = {-1, -1};
+	uint64_t ret = 0;
+	int err;
+
+	err = syscall4(t, SYS_socketpair, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, t->str_b, &ret);
+	err = err ?: inject_run_to(t, PARKED, &r);
+	if (err)
+		return err;
+	if ((int64_t)ret < 0)
+		return inject_fail(t, (int)ret, "socketpair in pid %d failed: %s", t->pid,
+				   strerror(-(int)ret));
+	err = proc_mem_read(t->memfd, t->str_b, sv, sizeof(sv));
+	if (err || sv[0] < 0 || sv[1] < 0)
+		return inject_fail(t, err ?: -EIO, "cannot read the socketpair of pid %d", t->pid);
+	t->tsock[0] = sv[0];
+	t->tsock[1] = sv[1];
+	res->sock = inject_target_fd(t, sv[0]);
+	if (res->sock < 0)
+		return res->sock;
+	/* another thread of the target may have put something else at that number meanwhile */
+	if (getsockopt(res->sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) || cred.pid != t->pid)
+		return inject_fail(t, -EPERM, "fd %d of pid %d is not the socketpair it made",
+				   sv[0], t->pid);
+	err = close_target_fd(t, &t->tsock[0]);
+	snprintf(arg, sizeof(arg), "fd:%d", sv[1]);
+	return err ?: inject_mem_write(t, t->str_b, arg, strlen(arg) + 1);
 }
 
 static int load(struct target *t, struct inject_src *src, const struct inject_opts *o,
@@ -600,7 +669,10 @@ static int load(struct target *t, struct inject_src *src, const struct inject_op
 	uint64_t fn = 0, ret = 0, bias = src->loaded_bias;
 	int err;
 
-	err = park(t, src->path ? src->path : src->memfd_name, o->arg ? o->arg : "");
+	err = park(t, src->path ? src->path : src->memfd_name,
+		   o->pass_socket ? SOCK_ARG_ROOM
+		   : o->arg	  ? o->arg
+				  : "");
 	if (!err)
 		err = map_stub(t);
 	if (!err && !src->path && !bias)
@@ -623,10 +695,15 @@ static int load(struct target *t, struct inject_src *src, const struct inject_op
 	if (err || !o->entry)
 		return err;
 	err = entry_address(t, src, bias, o->entry, &fn);
+	if (!err && o->pass_socket)
+		err = pass_socket(t, res);
 	if (!err)
 		err = remote_call(t, fn, t->str_b, 0, &ret);
 	if (!err)
 		res->entry_ret = (int)ret;
+	/* the entry dup'ed its end if it keeps it */
+	if (!err && t->tsock[1] >= 0)
+		err = close_target_fd(t, &t->tsock[1]);
 	return err;
 }
 
@@ -642,6 +719,8 @@ static int unpark(struct target *t)
 
 	if (t->tfd >= 0)
 		err = close_tfd(t);
+	for (int i = 0; i < 2 && !err; i++)
+		err = t->tsock[i] >= 0 ? close_target_fd(t, &t->tsock[i]) : 0;
 	if (err)
 		return err;
 	if (t->stub && !inject_syscall(t, SYS_munmap, t->stub, PAGE, 0, &ret))
@@ -784,13 +863,14 @@ int inject_run(pid_t pid, struct inject_src *src, const struct inject_opts *opts
 	       struct inject_result *res, char *err, size_t errlen)
 {
 	struct inject_opts none = {};
-	struct target t = {.pid = pid, .memfd = -1, .tfd = -1, .err = err, .errlen = errlen};
+	struct target t = {
+	    .pid = pid, .memfd = -1, .tfd = -1, .tsock = {-1, -1}, .err = err, .errlen = errlen};
 	const struct inject_opts *o = opts ? opts : &none;
 	sigset_t old;
 	int ret;
 
 	err[0] = '\0';
-	*res = (struct inject_result){};
+	*res = (struct inject_result){.sock = -1};
 	t.timeout_ms = o->timeout_ms ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
 	t.tid = o->held_tid ? o->held_tid : pick_thread(pid);
 	t.held = o->held_tid != 0;
@@ -808,6 +888,11 @@ int inject_run(pid_t pid, struct inject_src *src, const struct inject_opts *opts
 		ret = load(&t, src, o, res);
 	ret = finish(&t, ret);
 	res->released = t.released;
+	/* a socket only with an entry that ran */
+	if (ret && res->sock >= 0) {
+		close(res->sock);
+		res->sock = -1;
+	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	free(t.xstate.iov_base);
 	free(t.old_mem);

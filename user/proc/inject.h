@@ -30,6 +30,13 @@ struct inject_opts {
 	 * made us let it go (inject_result.released).
 	 */
 	pid_t held_tid;
+	/*
+	 * The entry gets "fd:N" instead of arg: N, its end of a socketpair
+	 * that the borrowed thread made (closed again in the target once entry
+	 * returns: an entry that keeps it dups it), whose other end comes back
+	 * in inject_result.sock. No name anyone else could connect to.
+	 */
+	bool pass_socket;
 };
 
 struct inject_result {
@@ -38,6 +45,7 @@ struct inject_result {
 	int entry_ret;	 /* what entry returned */
 	bool via_copy;	 /* inject_library_fd(): loaded from a copy in the target's /tmp... */
 	bool released;	 /* held_tid: let go (it is ours no more) */
+	int sock;	 /* pass_socket: our end (SOCK_CLOEXEC), -1 when none */
 };
 
 /*

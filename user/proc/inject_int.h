@@ -34,6 +34,7 @@ struct target {
 	pid_t pid, tid;
 	int memfd;
 	int tfd;			/* the target's fd of our memfd, -1 when none */
+	int tsock[2];			/* pass_socket: the target's fds of the pair, -1 */
 	uint64_t start_time;		/* of pid: another process with its pid is not it */
 	uint64_t dlopen_fn, dlerror_fn; /* dlerror_fn = 0 with __libc_dlopen_mode */
 	uint64_t restorer;		/* libc's __restore_rt */
@@ -70,6 +71,9 @@ int inject_run_to(struct target *t, enum stop_wanted want, struct user_regs_stru
 int inject_syscall(struct target *t, long nr, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t *ret);
 int inject_run(pid_t pid, struct inject_src *src, const struct inject_opts *opts,
 	       struct inject_result *res, char *err, size_t errlen);
+
+/* The target's fd tfd, which it has just made, as a descriptor of ours (pidfd_getfd). */
+int inject_target_fd(struct target *t, int tfd);
 
 /* inject_syms.c: dlopen, dlerror and the signal trampoline in the target's libc. */
 int inject_find_functions(struct target *t);

@@ -38,22 +38,6 @@
 
 #ifdef __x86_64__
 
-/* The target's fd t->tfd, which it has just made, as a descriptor of ours. */
-static int target_fd(struct target *t)
-{
-	int pidfd, fd;
-
-	pidfd = (int)syscall(SYS_pidfd_open, t->pid, 0);
-	if (pidfd < 0)
-		return inject_fail(t, -errno, "pidfd_open(%d): %s", t->pid, strerror(errno));
-	fd = (int)syscall(SYS_pidfd_getfd, pidfd, t->tfd, 0);
-	close(pidfd);
-	if (fd < 0)
-		return inject_fail(t, -errno, "cannot get fd %d of pid %d: %s", t->tfd, t->pid,
-				   strerror(errno));
-	return fd;
-}
-
 /*
  * Another thread of the target may have put something else at that fd
  * number meanwhile: only an empty, unlinked, unsealed shmem file (what
@@ -69,7 +53,7 @@ static int fill(struct target *t, const struct inject_src *src)
 	ssize_t n;
 	int fd, err = 0;
 
-	fd = target_fd(t);
+	fd = inject_target_fd(t, t->tfd);
 	if (fd < 0)
 		return fd;
 	if (fstat(fd, &st) || fstatfs(fd, &sfs) || !S_ISREG(st.st_mode) || st.st_size ||
@@ -251,7 +235,7 @@ int inject_library_fd(pid_t pid, int fd, const char *name, const struct inject_o
 	char first[512] = "";
 	int ret;
 
-	*res = (struct inject_result){};
+	*res = (struct inject_result){.sock = -1};
 	ret = map_src(fd, name, &src, err, errlen);
 	if (ret)
 		return ret;
@@ -290,6 +274,7 @@ int memfd_check_loaded(struct target *t, const struct inject_src *src, uint64_t 
 int inject_library_fd(pid_t pid, int fd, const char *name, const struct inject_opts *opts,
 		      struct inject_result *res, char *err, size_t errlen)
 {
+	*res = (struct inject_result){.sock = -1};
 	snprintf(err, errlen, "injection is implemented for x86-64 only");
 	return -ENOTSUP;
 }
