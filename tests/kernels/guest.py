@@ -19,6 +19,9 @@ select checks; by default all run:
                     on a kernel with preempt=full, where uprobe programs can be
                     preempted: two processes pinned to one CPU, recorded at once
                     by one recorder, exact counts and names for each
+  i.check          ptrace-gpu check: each feature line agrees with this kernel
+                    (bpftool's probes, its BTF, the verifier), the exit status
+                    with the lines (1 before bpf_loop, 5.17: bullseye's 5.10)
 
 Most reuse the integration tests' own checks (tests/integration). Under QEMU's
 TCG everything runs about ten times slower and the verifier needs seconds per
@@ -219,6 +222,18 @@ def off_cpu(test, python):
     wait = max(waits, key=lambda r: r.fields["dur"])
     test.assertGreaterEqual(wait.fields["dur"], 0.5 * naps.PIPE_DELAY_S * NS)
     test.assertEqual(wait.fields.get("aux2"), feeders[0], "the feeder woke the reader")
+
+
+def check_cmd(test):
+    """As test_check.py's root check, in this kernel; and before bpf_loop (5.17)
+    record runs degraded (the legacy programs), so check exits 1."""
+    tc = integration("test_check")
+    borrow(tc.Check, "test_root_lines_agree")
+    res = tc.check("--no-trap")
+    lines = tc.lines_of(res.stdout)
+    if tc.kernel_version() < (5, 17):
+        test.assertEqual(tc.status_of(lines, "bpf_loop (5.17)"), "degraded", res.stdout)
+        test.assertEqual(res.returncode, 1, res.stdout)
 
 
 def cuda(test, python):
@@ -441,7 +456,8 @@ def lanes():
            Check(f"c.sample.{pyenv}", sample, pyenv),
            Check(f"e.cuda.{pyenv}", cuda, pyenv),
            Check(f"d.off_cpu.{pyenv13}", off_cpu, pyenv13),
-           Check(f"g.children.{pyenv}", children, pyenv)]
+           Check(f"g.children.{pyenv}", children, pyenv),
+           Check("i.check", check_cmd)]
     return one, two
 
 
