@@ -192,7 +192,7 @@ class Errors(unittest.TestCase):
     def test_help_and_bad_options(self):
         """--help goes alone to stdout, whole lines; a bad option is one line on stderr."""
         for cmd in ("record", "report", "idle", "flamegraph", "export", "import", "dump",
-                    "sample", "inject"):
+                    "sample", "inject", "check"):
             res = ptg.run([cmd, "--help"])
             self.assertEqual(res.returncode, 0, res.stderr)
             self.assertEqual(res.stderr, "")
