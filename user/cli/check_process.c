@@ -145,9 +145,10 @@ static void check_path(struct check *c, const struct py_interp *py, const struct
 			   "record --in-process -p %d: refused: no trusted libptg_pymon.so (above)",
 			   py->pid);
 	else
-		check_line(c, CHECK_OK, false,
-			   "record --in-process -p %d: would work too (the sys.monitoring agent)",
-			   py->pid);
+		check_line(
+		    c, CHECK_OK, false,
+		    "record --in-process -p %d: would work too (libptg_pymon.so in the target)",
+		    py->pid);
 }
 
 void check_process(struct check *c, pid_t pid)
