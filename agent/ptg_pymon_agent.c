@@ -42,10 +42,10 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "ptg_agent_fd.h"
 #include "ptg_pymon_agent.h"
 
 #define PTG_EXPORT __attribute__((visibility("default")))
@@ -457,27 +457,13 @@ out:
 	return err;
 }
 
-static int connect_loader(void)
+/* The loader's end never waits for long: it may be gone. */
+static void loader_timeouts(void)
 {
-	struct sockaddr_un a = {.sun_family = AF_UNIX};
 	struct timeval tv = {SETUP_WAIT_S, 0};
-	size_t n = strlen(ag.sock_name);
-	int fd;
 
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	/* an abstract name: no file to clean up if either side dies */
-	memcpy(a.sun_path + 1, ag.sock_name, n);
-	if (connect(fd, (struct sockaddr *)&a,
-		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n))) {
-		close(fd);
-		return -errno;
-	}
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	ag.sock = fd;
-	return 0;
+	setsockopt(ag.sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(ag.sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
 /* The setup message and the ring's memfd; the ring mapped. */
@@ -636,11 +622,7 @@ static void *session_main(void *arg)
 	int err, g;
 
 	(void)arg;
-	err = connect_loader();
-	if (err) {
-		session_end();
-		return NULL;
-	}
+	loader_timeouts();
 	err = receive_ring(&setup, msg, sizeof(msg))
 		  ?: api_resolve(setup.libpython, msg, sizeof(msg));
 	if (!err && finalizing()) {
@@ -744,15 +726,18 @@ static void agent_init(void)
 	pthread_atfork(NULL, NULL, fork_child);
 }
 
-/* record --in-process: called through ptrace after dlopen. 0 started, 1 busy, < 0 -errno. */
-PTG_EXPORT int ptg_pymon_attach(const char *socket_name)
+/*
+ * record --in-process: called through ptrace after dlopen, with "fd:N"
+ * (ptg_agent_fd.h). 0 started, 1 busy, < 0 -errno.
+ */
+PTG_EXPORT int ptg_pymon_attach(const char *loader)
 {
 	pthread_attr_t attr;
 	sigset_t all, old;
 	pthread_t t;
-	int err;
+	int err, fd;
 
-	if (!socket_name || !socket_name[0] || strlen(socket_name) >= sizeof(ag.sock_name) - 1)
+	if (!loader || strncmp(loader, "fd:", 3))
 		return -EINVAL;
 	pthread_once(&init_once, agent_init);
 	/*
@@ -768,9 +753,14 @@ PTG_EXPORT int ptg_pymon_attach(const char *socket_name)
 		pthread_mutex_unlock(&ag.lock);
 		return 1;
 	}
+	fd = ptg_agent_take_fd(loader);
+	if (fd < 0) {
+		pthread_mutex_unlock(&ag.lock);
+		return fd;
+	}
+	ag.sock = fd;
 	ag.state = S_BUSY;
 	pthread_mutex_unlock(&ag.lock);
-	strcpy(ag.sock_name, socket_name);
 	/* the caller is a thread stopped anywhere: everything happens on the agent's thread */
 	sigfillset(&all);
 	pthread_attr_init(&attr);
@@ -780,6 +770,8 @@ PTG_EXPORT int ptg_pymon_attach(const char *socket_name)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	if (err) {
+		close(ag.sock);
+		ag.sock = -1;
 		pthread_mutex_lock(&ag.lock);
 		ag.state = S_IDLE;
 		pthread_mutex_unlock(&ag.lock);

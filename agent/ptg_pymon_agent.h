@@ -75,8 +75,7 @@ struct codeset {
 struct pymon_agent {
 	pthread_mutex_t lock; /* state, and the code set's writers */
 	enum session_state state;
-	char sock_name[108];
-	int sock;
+	int sock; /* the loader's socketpair (ptg_agent_fd.h) */
 	struct ptg_pymon_ring *ring;
 	size_t map_len;
 	int tool;

@@ -17,17 +17,16 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "ptg_agent_fd.h"
 #include "ptg_pymon_proto.h"
 
 #define EXPORT	  __attribute__((visibility("default")))
 #define MANY_TIDS 66000 /* distinct threads: the loader takes 65536 at most */
 #define GOOD_TID  5
 
-static char name[108];
 static struct ptg_pymon_rec *recs;
 static uint64_t mask, head;
 
@@ -101,7 +100,6 @@ static void lie(struct ptg_pymon_ring *ring)
 
 static void *liar(void *arg)
 {
-	struct sockaddr_un a = {.sun_family = AF_UNIX};
 	static struct ptg_pymon_setup setup;
 	struct ptg_pymon_status st = {.version = PTG_PYMON_PROTO_VERSION,
 				      .state = PTG_PYMON_ACTIVE,
@@ -119,16 +117,9 @@ static void *liar(void *arg)
 	struct ptg_pymon_ring *ring;
 	struct pollfd p;
 	struct stat sb;
-	int s, fd = -1;
+	int s = (int)(intptr_t)arg, fd = -1;
 	char c;
 
-	(void)arg;
-	s = socket(AF_UNIX, SOCK_STREAM, 0);
-	memcpy(a.sun_path + 1, name, strlen(name));
-	if (s < 0 ||
-	    connect(s, (struct sockaddr *)&a,
-		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name))))
-		return NULL;
 	if (recvmsg(s, &mh, MSG_WAITALL) != (ssize_t)sizeof(setup) || !CMSG_FIRSTHDR(&mh))
 		return NULL;
 	memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof(fd));
@@ -148,16 +139,17 @@ static void *liar(void *arg)
 	return NULL;
 }
 
-EXPORT int ptg_pymon_attach(const char *socket_name)
+EXPORT int ptg_pymon_attach(const char *loader)
 {
 	sigset_t all, old;
 	pthread_t t;
-	int err;
+	int err, s = ptg_agent_take_fd(loader);
 
-	strncpy(name, socket_name, sizeof(name) - 1);
+	if (s < 0)
+		return s;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&t, NULL, liar, NULL);
+	err = pthread_create(&t, NULL, liar, (void *)(intptr_t)s);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!err)
 		pthread_detach(t);

@@ -15,6 +15,27 @@ import ptg
 
 # what this file checks is the Python calls: the other probes only cost time here
 QUIET_PROBES = ["--no-cuda", "--no-ops", "--no-sched", "--no-cupti"]
+NOBODY = 65534
+# As another user: every abstract socket of /proc/net/unix whose name says
+# ptrace-gpu and the pid argv[2] (as ours did), tried argv[1] times over;
+# prints the names and how many connected.
+FLOOD = """
+import socket, sys
+names = sorted({l.split()[-1][1:] for l in open("/proc/net/unix")
+                if l.split()[-1].startswith("@ptrace-gpu-")
+                and f"-{sys.argv[2]}-" in l.split()[-1]})
+got = 0
+for _ in range(int(sys.argv[1])):
+    for n in names:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect("\\0" + n)
+            got += 1
+        except OSError:
+            pass
+        s.close()
+print(names, got, flush=True)
+"""
 
 
 class InProcess(unittest.TestCase):
@@ -171,6 +192,31 @@ class InProcess(unittest.TestCase):
         for fc in ("fc1", "fc2"):
             self.assertRegex(res.stdout, rf"aten::addmm\s.*\s2\s+TOP\(Net\)::forward\.{fc}"
                                          rf"\(Linear\)::forward")
+
+    def check_no_socket_to_flood(self, python):
+        """The agent's connection is a socketpair the target made: /proc/net/unix
+        names nothing of ours for another user to connect to while the agent is in,
+        and 100 tries of another user's change nothing in the exact counts."""
+        out = os.path.join(self.tmp.name, "flood.ptg")
+        w, rec = ptg.Workload(python, "fib.py"), None
+        try:
+            rec = ptg.Recorder(["--in-process", "-p", str(w.pid), *QUIET_PROBES], out)
+            self.assertIn(", in-process: ", rec.stderr)
+            flood = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                                    "--clear-groups", "/usr/bin/python3", "-c", FLOOD, "100",
+                                    str(rec.proc.pid)],
+                                   capture_output=True, text=True, timeout=120)
+            self.assertEqual(flood.stdout, "[] 0\n", flood.stderr)
+            w.go()
+            self.assertIn("done", w.finish())
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+        finally:
+            w.close(rec)
+        self.assertNotIn("not the target", rec.stderr)
+        trace = ptg.Trace(out)
+        self.assertEqual(trace.losses, [])
+        calls = [c for c in trace.calls() if c[1] == "f" and c[2].endswith("fib.py")]
+        self.assertEqual(len(calls), 5919)
 
     def check_killed_then_again(self, python):
         """SIGKILL of the recorder: the target goes on, its tool id is freed; a

@@ -8,10 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -26,9 +24,8 @@
 #include "ptg_pymon_proto.h"
 #include "pyinterp/pycode.h"
 
-#define AGENT_NAME  "libptg_pymon.so"
-#define WAIT_MS	    10000 /* for the agent to connect, and to get the GIL */
-#define MAX_FOREIGN 64	  /* connections that are not the target's, before giving up */
+#define AGENT_NAME "libptg_pymon.so"
+#define WAIT_MS	   10000 /* for the agent to get the GIL */
 
 int pymon__check(const struct py_interp *py, char *err, size_t errlen)
 {
@@ -98,28 +95,6 @@ static int make_ring(struct pymon *pm, unsigned int ring_mb)
 	return 0;
 }
 
-static int listen_socket(struct pymon *pm)
-{
-	struct sockaddr_un a = {.sun_family = AF_UNIX};
-	uint32_t rnd = 0;
-	size_t n;
-
-	/* unguessable, so that no other local process takes the name first */
-	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
-		rnd = (uint32_t)now_ns(CLOCK_MONOTONIC) ^ (uint32_t)getpid() << 16;
-	snprintf(pm->name, sizeof(pm->name), "ptrace-gpu-pymon-%d-%08x", getpid(), rnd);
-	n = strlen(pm->name);
-	memcpy(a.sun_path + 1, pm->name, n);
-	pm->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (pm->lfd < 0)
-		return -errno;
-	if (bind(pm->lfd, (struct sockaddr *)&a,
-		 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) ||
-	    listen(pm->lfd, 8))
-		return -errno;
-	return 0;
-}
-
 /* The resolver of the stack engine: code objects read from /proc/PID/mem. */
 static int read_code(void *ctx, int fd, uint64_t code, struct py_code_info *out)
 {
@@ -141,7 +116,7 @@ static int open_proc(const struct py_interp *py, struct tracer *t, unsigned int 
 	pm = calloc(1, sizeof(*pm));
 	if (!pm)
 		return -ENOMEM;
-	pm->lfd = pm->sock = pm->memfd = pm->memfd_target = -1;
+	pm->sock = pm->memfd = pm->memfd_target = -1;
 	pm->tool_id = -1;
 	pm->py = *py;
 	pm->t = t;
@@ -158,11 +133,6 @@ static int open_proc(const struct py_interp *py, struct tracer *t, unsigned int 
 	err = make_ring(pm, ring_mb);
 	if (err) {
 		pr_err("%s: cannot make the shared ring: %s", who(pm), strerror(-err));
-		goto cleanup;
-	}
-	err = listen_socket(pm);
-	if (err) {
-		pr_err("%s: cannot open the agent's socket: %s", who(pm), strerror(-err));
 		goto cleanup;
 	}
 	if (ops_only) {
@@ -252,44 +222,6 @@ int pymon__add(struct pymon *pm, const struct py_interp *py, uint64_t start_time
 	if (!err)
 		last->next = n;
 	return err;
-}
-
-/* The target's connection (SO_PEERCRED: its pid and uid), others closed. */
-static int accept_agent(struct pymon *pm, char *err, size_t errlen)
-{
-	uint64_t end = now_ns(CLOCK_MONOTONIC) + WAIT_MS * 1000000ull, now;
-	struct pollfd p = {.fd = pm->lfd, .events = POLLIN};
-	int foreign = 0;
-	uid_t uid;
-
-	if (proc_euid(pm->py.pid, &uid)) {
-		snprintf(err, errlen, "cannot read the uid of pid %d", pm->py.pid);
-		return -ESRCH;
-	}
-	while ((now = now_ns(CLOCK_MONOTONIC)) < end && foreign < MAX_FOREIGN) {
-		struct ucred cred = {};
-		socklen_t len = sizeof(cred);
-		int fd;
-
-		if (poll(&p, 1, (int)((end - now) / 1000000 + 1)) <= 0)
-			continue;
-		fd = accept4(pm->lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			continue;
-		if (!getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) &&
-		    cred.pid == pm->py.pid && cred.uid == uid) {
-			pm->sock = fd;
-			return 0;
-		}
-		foreign++;
-		pr_warn("pid %d (uid %u) connected to the in-process agent's socket and is not "
-			"the target: closed",
-			cred.pid, (unsigned int)cred.uid);
-		close(fd);
-	}
-	snprintf(err, errlen, "the agent in pid %d did not connect within %d s", pm->py.pid,
-		 WAIT_MS / 1000);
-	return -ETIMEDOUT;
 }
 
 /* An offset of pyoffsets.h for the agent: -1 for none (or one no struct has). */
@@ -401,16 +333,18 @@ static int read_status(struct pymon *pm, struct ptg_pymon_status *st, char *err,
 /* One process's agent injected and started. After a message on error. */
 static int attach_proc(struct pymon *pm)
 {
+	/* a socketpair the target makes: no name others could connect to, nothing to accept */
 	struct inject_opts o = {.entry = PTG_PYMON_ATTACH_SYM,
-				.arg = pm->name,
 				.start_time = pm->start_time,
-				.held_tid = pm->held_tid};
+				.held_tid = pm->held_tid,
+				.pass_socket = true};
 	struct inject_result res;
 	struct ptg_pymon_status st;
 	char err[PATH_MAX + 640];
 	int ret;
 
 	ret = inject_library_fd(pm->py.pid, pm->agent_fd, AGENT_NAME, &o, &res, err, sizeof(err));
+	pm->sock = ret ? -1 : res.sock;
 	if (!ret && res.entry_ret == 1) {
 		snprintf(err, sizeof(err), "the agent in pid %d is busy with another recording",
 			 pm->py.pid);
@@ -420,7 +354,6 @@ static int attach_proc(struct pymon *pm)
 			 strerror(-res.entry_ret));
 		ret = res.entry_ret;
 	}
-	ret = ret ?: accept_agent(pm, err, sizeof(err));
 	if (!ret && send_setup(pm)) {
 		snprintf(err, sizeof(err), "the agent in pid %d hung up", pm->py.pid);
 		ret = -EPIPE;
@@ -450,9 +383,7 @@ static void hang_up(struct pymon *pm)
 {
 	if (pm->sock >= 0)
 		close(pm->sock);
-	if (pm->lfd >= 0)
-		close(pm->lfd);
-	pm->sock = pm->lfd = -1;
+	pm->sock = -1;
 }
 
 int pymon__attach(struct pymon *pm)

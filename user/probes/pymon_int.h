@@ -30,9 +30,7 @@ struct pymon {
 	pid_t held_tid;	     /* pymon__hold(): injected into this held, stopped thread */
 	int agent_fd;	     /* the agent file, checked by trusted_open() */
 	char agent[PATH_MAX];
-	int lfd;  /* listening socket (abstract name) */
-	int sock; /* the agent's connection */
-	char name[64];
+	int sock; /* the agent's end of a socketpair the target made (inject_opts.pass_socket) */
 	int memfd;
 	struct ptg_pymon_ring *ring;
 	struct ptg_pymon_rec *recs;
