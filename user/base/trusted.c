@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/nsfs.h>
 #include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -300,6 +302,42 @@ static int copy_into(struct lib_copy *lc, int root, const char *rel, const char 
 
 static const char *const parents[] = {"tmp", "dev/shm", "var/tmp"};
 
+/*
+ * Whether pid's mounts are our user namespace's: else whoever owns that
+ * namespace (anyone, with unshare -Urm) can bind any directory of root's
+ * over its /tmp, and a copy made there as root would land in it. Asked
+ * after pid's root is open: a process that leaves a namespace of ours for
+ * one of its own keeps that root of ours, and none comes back.
+ */
+static int mounts_ours(pid_t pid, char *err, size_t errlen)
+{
+	struct stat owner, ours;
+	char path[64];
+	int mnt, user, ret = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", pid);
+	mnt = open(path, O_RDONLY | O_CLOEXEC);
+	if (mnt < 0)
+		return fail(err, errlen, -errno, "%s: %s", path, strerror(errno));
+	user = ioctl(mnt, NS_GET_USERNS);
+	if (user < 0 || fstat(user, &owner) || stat("/proc/self/ns/user", &ours))
+		ret = -errno;
+	close(mnt);
+	if (user >= 0)
+		close(user);
+	/* EPERM: a namespace above ours, no less foreign */
+	if (ret && ret != -EPERM)
+		return fail(err, errlen, ret, "the user namespace of pid %d's mounts: %s", pid,
+			    strerror(-ret));
+	if (!ret && owner.st_dev == ours.st_dev && owner.st_ino == ours.st_ino)
+		return 0;
+	return fail(err, errlen, -EPERM,
+		    "pid %d's mounts belong to another user namespace (unshare -U, a rootless "
+		    "container), whose owner can put any directory at its /tmp: no copy of the "
+		    "library is made there",
+		    pid);
+}
+
 /* A lib_copy named name with fd's bytes in *buf, and pid's root open in *root. */
 static int copy_begin(int fd, pid_t pid, const char *name, struct lib_copy **out, uint8_t **buf,
 		      size_t *len, int *root, char *err, size_t errlen)
@@ -322,8 +360,13 @@ static int copy_begin(int fd, pid_t pid, const char *name, struct lib_copy **out
 	}
 	snprintf(rootp, sizeof(rootp), "/proc/%d/root", pid);
 	*root = open(rootp, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (*root < 0) {
+	if (*root < 0)
 		ret = fail(err, errlen, -errno, "%s: %s", rootp, strerror(errno));
+	else
+		ret = mounts_ours(pid, err, errlen);
+	if (ret) {
+		if (*root >= 0)
+			close(*root);
 		free(*buf);
 		*buf = NULL;
 		free(lc);

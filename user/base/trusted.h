@@ -38,7 +38,9 @@ struct lib_copy;
  * in the first of /tmp, /dev/shm and /var/tmp of pid's root that can hold
  * it (owned by root, writable by others only with the sticky bit, not
  * mounted noexec, and the copy written there), as name. The copy's path as pid sees it:
- * lib_copy__path(). Returns 0, or a negative errno with a one-line reason in err.
+ * lib_copy__path(). Returns 0, or a negative errno with a one-line reason in err
+ * (-EPERM, and none is made, when pid's mount namespace belongs to a user
+ * namespace other than ours: its owner chose what its /tmp is).
  */
 int lib_copy__new(int fd, pid_t pid, const char *name, struct lib_copy **out, char *err,
 		  size_t errlen);
