@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ptg_agent_fd.h"
 #include "ptg_cupti_proto.h"
 #include "ptg_cupti_records.h"
 
@@ -430,19 +431,22 @@ static int connect_loader(void)
 	size_t n = strlen(ag.sock_name);
 	int fd, sndbuf = 4 << 20;
 
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	/* an abstract name: no file to clean up if either side dies */
-	memcpy(a.sun_path + 1, ag.sock_name, n);
-	if (connect(fd, (struct sockaddr *)&a,
-		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n))) {
-		close(fd);
-		return -errno;
+	/* injected, the socketpair is there already (ptg_agent_fd.h) */
+	if (ag.sock < 0) {
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+		/* an abstract name: no file to clean up if either side dies */
+		memcpy(a.sun_path + 1, ag.sock_name, n);
+		if (connect(fd, (struct sockaddr *)&a,
+			    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n))) {
+			close(fd);
+			return -errno;
+		}
+		ag.sock = fd;
 	}
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
-	ag.sock = fd;
+	setsockopt(ag.sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	setsockopt(ag.sock, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
 	return 0;
 }
 
@@ -725,6 +729,12 @@ static int agent_start(const char *name, bool sync)
 	if (ag.wake < 0)
 		ag.wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	err = ag.wake < 0 ? -errno : 0;
+	/* injected (not sync): "fd:N", a socketpair's end; else a name to connect to */
+	if (!err && !sync) {
+		ag.sock = ptg_agent_take_fd(name);
+		err = ag.sock < 0 ? ag.sock : 0;
+		ag.sock = err ? -1 : ag.sock;
+	}
 	if (!err)
 		ag.state = S_STARTING;
 	pthread_mutex_unlock(&ag.lock);
@@ -739,17 +749,24 @@ static int agent_start(const char *name, bool sync)
 		}
 	}
 	err = spawn_session(!sync);
-	if (err && sync)
+	if (err && sync) {
 		session_teardown();
-	else if (err)
+	} else if (err) {
+		hang_up();
 		session_idle();
+	}
 	return err;
 }
 
-/* record -p: called through ptrace right after dlopen. 0 started, 1 already running, < 0 -errno. */
-PTG_EXPORT int ptg_cupti_attach(const char *socket_name)
+/*
+ * record -p: called through ptrace right after dlopen, with "fd:N"
+ * (ptg_agent_fd.h). 0 started, 1 already running, < 0 -errno.
+ */
+PTG_EXPORT int ptg_cupti_attach(const char *loader)
 {
-	return agent_start(socket_name, false);
+	if (!loader || strncmp(loader, "fd:", 3))
+		return -EINVAL;
+	return agent_start(loader, false);
 }
 
 /* record -- CMD: CUDA calls this from cuInit when CUDA_INJECTION64_PATH names this library. */

@@ -3,6 +3,7 @@ run: it loads only a file that no one but root can have written, every
 process loads the very bytes that were checked, and the agent's socket
 takes records from the target alone.
 """
+import ctypes
 import os
 import shutil
 import signal
@@ -97,6 +98,30 @@ except socket.timeout:
 print("closed" if closed else "open", flush=True)
 """
 SESSION = os.path.join(ptg.SRC, "fuzz", "corpus", "agent_proto", "session.bin")
+# Waits in a read as a user namespace's root (nobody outside) that put the
+# directory argv[1] (root's, 0755) at its /tmp and a tmpfs at its /proc, which
+# rules out the memfd.
+USERNS_TARGET = """
+import sys
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def watch_creates(path):
+    """An inotify descriptor that sees anything made or moved into path."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    if fd < 0 or libc.inotify_add_watch(fd, path.encode(), 0x100 | 0x80) < 0:
+        raise OSError(ctypes.get_errno(), "inotify")
+    return fd
+
+
+def created(fd):
+    try:
+        return len(os.read(fd, 65536)) > 0
+    except BlockingIOError:
+        return False
 
 
 @ptg.once
@@ -385,6 +410,49 @@ class TestAgentTrust(unittest.TestCase):
                       f"pid {pid} has no /tmp, /dev/shm or /var/tmp owned by root, writable "
                       "only with the sticky bit, and mounted with exec\n", stderr)
 
+    def userns_target(self, victim):
+        """A target of nobody's in a user and mount namespace of its own, with
+        victim bound at its /tmp and a tmpfs at its /proc."""
+        sh = (f"mount --bind {victim} /tmp && mount -t tmpfs tmpfs /proc && "
+              'exec "$@"')
+        p = subprocess.Popen(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                              "--clear-groups", "unshare", "--user", "--map-root-user",
+                              "--mount", "sh", "-c", sh, "sh", "/usr/bin/python3", "-c",
+                              USERNS_TARGET],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        self.procs.append(p)
+        line = p.stdout.readline()
+        if line != "ready\n":
+            p.kill()
+            self.skipTest(f"no unprivileged user namespace here: {p.communicate()[1]}")
+        return p
+
+    def test_userns_tmp_refused(self):
+        """A user's own user namespace binds a directory of root's over its /tmp: the
+        copy of an agent is refused in one line, and nothing is made in that directory."""
+        # root's and 0755: what the copy's checks take for a /tmp only root can write
+        victim = tempfile.mkdtemp(prefix="ptg-victim.", dir="/var/tmp")
+        self.addCleanup(shutil.rmtree, victim, True)
+        os.chmod(victim, 0o755)
+        p = self.userns_target(victim)
+        w = watch_creates(victim)
+        self.addCleanup(os.close, w)
+        line = (f"pid {p.pid}'s mounts belong to another user namespace (unshare -U, a "
+                "rootless container), whose owner can put any directory at its /tmp: no "
+                "copy of the library is made there\n")
+        res = ptg.run(["inject", "-p", str(p.pid), ti.MARKER_LIB], timeout=60)
+        self.assertEqual(res.returncode, 1, res.stderr)
+        self.assertEqual(res.stderr, "ptrace-gpu: inject: " + line)
+        rec = ptg.run(["record", "-p", str(p.pid), "--in-process", "-d", "0.5", "-o",
+                       self.out], timeout=120)
+        self.assertEqual(rec.returncode, 1, rec.stderr)
+        self.assertIn("ptrace-gpu: record --in-process: " + line, rec.stderr)
+        self.assertFalse(created(w), "something was made in the directory at its /tmp")
+        self.assertEqual(os.listdir(victim), [])
+        p.stdin.close()
+        p.wait(timeout=30)
+
     def socket_name(self, pid):
         with open("/proc/net/unix") as f:
             for line in f:
@@ -393,12 +461,39 @@ class TestAgentTrust(unittest.TestCase):
                     return path[1:]
         return None
 
-    def test_foreign_connections(self):
-        """Others who find the socket in /proc/net/unix: closed at once, their records ignored."""
-        p = self.start_target("loop", 0, 0)
-        rec = ptg.Recorder(["-p", str(p.pid)], self.out, env=self.env)
+    def test_attach_no_socket_name(self):
+        """record -p: the injected agent's connection is a socketpair the target made,
+        so /proc/net/unix names no socket of the recording for others to flood, and
+        every kernel is recorded."""
+        p = self.start_target("attach", 20, 20)
+        rec = ptg.Recorder(["-p", str(p.pid), "-d", "1.5"], self.out)
         self.procs.append(rec.proc)
-        name = self.socket_name(rec.proc.pid)
+        # the agent is in and recording: what it connected to is in no list
+        self.assertEqual(p.stdout.readline().strip(), "state 106")
+        self.assertIsNone(self.socket_name(rec.proc.pid))
+        self.assertEqual(rec.wait(), 0, rec.stderr)
+        lines = [x.strip() for x in p.stdout]
+        self.assertEqual(p.wait(timeout=30), 0)
+        self.assertEqual(len(ti.TestAgent.launches(self, lines)), 20)
+        kernels = [r for r in ti.read_trace(self.out).records if r.kind == "kernel"]
+        self.assertEqual(len(kernels), 20)
+        self.assertEqual({r.pid for r in kernels}, {p.pid})
+
+    def test_foreign_connections(self):
+        """record -- CMD, whose agents find the socket by name: others who find it in
+        /proc/net/unix are closed at once, their records ignored."""
+        gated = os.path.join(self.dir, "gated.py")
+        with open(gated, "w") as f:
+            f.write(GATED)
+        go = os.path.join(self.dir, "go")
+        proc = subprocess.Popen([ptg.PTG, "record", "-o", self.out, "--",
+                                 *self.python.argv(gated, go, *self.argv("launch", 20, 5)[1:])],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                env=self.env)
+        self.procs.append(proc)
+        while "recording pid" not in proc.stderr.readline():
+            self.assertIsNone(proc.poll())
+        name = self.socket_name(proc.pid)
         self.assertIsNotNone(name, "no socket in /proc/net/unix")
         with open(SESSION, "rb") as f:
             session = f.read()
@@ -408,22 +503,23 @@ class TestAgentTrust(unittest.TestCase):
                   for pre in (["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
                                "--clear-groups"], [])]
         said = [o.communicate(session, timeout=30)[0].decode().strip() for o in others]
-        time.sleep(1)  # the target's own agent records meanwhile
-        rec.proc.send_signal(signal.SIGINT)
-        self.assertEqual(rec.wait(), 0, rec.stderr)
-        p.stdin.write("stop\n")
-        p.stdin.flush()
-        self.assertEqual(p.wait(timeout=30), 0)
-        self.assertEqual(said, ["closed", "closed"], rec.stderr)
+        with open(go, "w"):
+            pass
+        stderr = proc.stderr.read()
+        self.assertEqual(proc.wait(timeout=120), 0, stderr)
+        self.assertEqual(said, ["closed", "closed"], stderr)
         for o, uid in zip(others, (NOBODY, 0)):
             self.assertIn(f"pid {o.pid} (uid {uid}) connected to the CUPTI agents' socket "
-                          "and is not the target: closed, ignored", rec.stderr)
-        self.assertIn(f"recording GPU activity of pid {p.pid}", rec.stderr)
+                          "and is not the target: closed, ignored", stderr)
+        self.assertIn("GPU: 20 kernels", stderr)
         trace = ti.read_trace(self.out)
         kernels = [r for r in trace.records if r.kind == "kernel"]
-        self.assertGreater(len(kernels), 10)
+        self.assertEqual(len(kernels), 20)
         self.assertEqual({r.pid for r in trace.records if r.kind in ("kernel", "cuda_call")},
-                         {p.pid})
+                         {int(trace.meta["pid"])})
+        # the names and threads of the session the others sent
+        self.assertFalse([r for r in kernels if r.name == "volta_sgemm_128x64_nn"])
+        self.assertFalse([r for r in trace.records if r.tid in (777, 778)])
         # the names and threads of the session the others sent
         self.assertFalse([r for r in kernels if r.name == "volta_sgemm_128x64_nn"])
         self.assertFalse([r for r in trace.records if r.tid in (777, 778)])

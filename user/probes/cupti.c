@@ -91,16 +91,13 @@ int cupti__open(bool quiet, struct cupti **out)
 		warn("no usable CUPTI agent: %s: no GPU activity", why);
 		goto cleanup;
 	}
-	err = cupti_listen_socket(c);
-	if (!err) {
-		c->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		err = c->wake < 0 ? -errno : 0;
-	}
+	/* -- CMD's socket comes with cupti__launch_env(); -p's agents get a socketpair each */
+	c->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	err = c->wake < 0 ? -errno : 0;
 	if (!err && thrd_create(&c->reader, cupti_reader_main, c) != thrd_success)
 		err = -EAGAIN;
 	if (err) {
-		warn("cannot open the socket for the CUPTI agent: %s: no GPU activity",
-		     strerror(-err));
+		warn("cannot start the CUPTI agents' reader: %s: no GPU activity", strerror(-err));
 		goto cleanup;
 	}
 	c->reader_running = true;
@@ -126,6 +123,12 @@ int cupti__launch_env(struct cupti *c)
 		return 0;
 	if (cur && cur[0]) {
 		warn("CUDA_INJECTION64_PATH is set already (%s): leaving it, no GPU activity", cur);
+		return 0;
+	}
+	ret = cupti_listen_socket(c);
+	if (ret) {
+		warn("cannot open the socket for the CUPTI agent: %s: no GPU activity",
+		     strerror(-ret));
 		return 0;
 	}
 	ret = lib_copy__new(c->agent_fd, getpid(), "libptg_cupti.so", &c->launch_copy, err,
@@ -295,8 +298,9 @@ int cupti__on_lib(void *ctx, const struct proc_map *m, const char *attach_path, 
 
 int cupti_inject(struct cupti *c, pid_t pid, uint64_t start_time)
 {
+	/* a socketpair the target makes: no name for others to connect to */
 	struct inject_opts o = {
-	    .entry = PTG_CUPTI_ATTACH_SYM, .arg = c->name, .start_time = start_time};
+	    .entry = PTG_CUPTI_ATTACH_SYM, .start_time = start_time, .pass_socket = true};
 	struct inject_result res;
 	char err[PATH_MAX + 640], who[32] = "";
 	int ret;
@@ -316,23 +320,29 @@ int cupti_inject(struct cupti *c, pid_t pid, uint64_t start_time)
 		return ret;
 	}
 	if (res.entry_ret < 0) {
+		close(res.sock);
 		warn("no GPU activity: the CUPTI agent in pid %d did not start: %s", pid,
 		     strerror(-res.entry_ret));
 		return res.entry_ret;
 	}
 	if (res.entry_ret == 1) {
+		close(res.sock);
 		warn("no GPU activity: the CUPTI agent in pid %d is busy with another recording",
 		     pid);
 		return -EBUSY;
 	}
-	return 0;
+	ret = cupti_adopt(c, res.sock);
+	if (ret) {
+		close(res.sock);
+		warn("no GPU activity of pid %d: cannot take the CUPTI agent's socket: %s", pid,
+		     strerror(-ret));
+	}
+	return ret;
 }
 
 void cupti_warn_no_connect(pid_t pid)
 {
-	warn("no GPU activity: the CUPTI agent in pid %d did not connect (another network "
-	     "namespace?)",
-	     pid);
+	warn("no GPU activity: the CUPTI agent in pid %d did not connect", pid);
 }
 
 static void inject_agent(struct cupti *c)

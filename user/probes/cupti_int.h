@@ -19,7 +19,8 @@
 #define MAX_QUEUED	(256ull << 20) /* bytes read and not decoded yet: then agents wait */
 #define CONNECT_WAIT_MS 3000	       /* an injected agent connects within this, or never */
 
-#define MAX_FOREIGN_WARNINGS 8 /* connections not the target's: then they are closed quietly */
+#define MAX_FOREIGN_WARNINGS 8	/* connections not the target's: then they are closed quietly */
+#define MAX_ADOPT	     16 /* sockets of injected agents not yet taken by the reader */
 
 /* CH_FOREIGN: a peer closed at accept (data: its struct ucred), with no conn slot. */
 enum chunk_kind { CH_OPEN, CH_DATA, CH_EOF, CH_FOREIGN };
@@ -102,6 +103,8 @@ struct cupti {
 	struct chunk *head, *tail;
 	uint64_t queued;
 	bool quit, hangup;
+	int adopt[MAX_ADOPT]; /* cupti_adopt(): for the reader to take */
+	int nadopt;
 
 	struct conn conns[MAX_CONNS];
 	int nconns; /* reader thread: slots handed out */
@@ -127,8 +130,14 @@ struct cupti {
 int cupti_reader_main(void *arg);
 /* Makes the reader look at c's flags and rule again. */
 void cupti_wake_reader(struct cupti *c);
-/* Listens on a new abstract socket with an unguessable name: c->lfd, c->name. */
+/* Listens on a new abstract socket with an unguessable name: c->lfd, c->name (-- CMD only). */
 int cupti_listen_socket(struct cupti *c);
+/*
+ * Hands the reader a connection to an agent that has no name to connect
+ * to (an injected agent's socketpair): fd is the reader's from then on.
+ * 0, or -errno (fd is then still the caller's).
+ */
+int cupti_adopt(struct cupti *c, int fd);
 /*
  * Whether peer (with uid) is the target of r or, for -- CMD, a process it
  * started; for a set, a process in it whose effective uid is still uid.

@@ -6,6 +6,7 @@
  * out peers that are not the target; record's thread decodes (cupti.c).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -73,16 +74,13 @@ static bool foreign_peer(struct cupti *c, const struct ucred *cred, bool *checke
 	return true;
 }
 
-static void accept_conn(struct cupti *c, bool hangup)
+/* A connection accepted, or adopted (the socketpair of an injected agent): a slot, or closed. */
+static void add_conn(struct cupti *c, int fd, bool hangup)
 {
 	struct ucred cred = {};
 	socklen_t len = sizeof(cred);
 	bool checked;
-	int fd;
 
-	fd = accept4(c->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	if (fd < 0)
-		return;
 	/* pid 0 (unknown) is nobody's: rejected */
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len))
 		cred.pid = 0;
@@ -104,6 +102,45 @@ static void accept_conn(struct cupti *c, bool hangup)
 	mtx_lock(&c->lock);
 	c->nconns++;
 	mtx_unlock(&c->lock);
+}
+
+static void accept_conn(struct cupti *c, int lfd, bool hangup)
+{
+	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+	if (fd >= 0)
+		add_conn(c, fd, hangup);
+}
+
+/* The sockets cupti_adopt() handed over, taken into slots. */
+static void adopt_conns(struct cupti *c, bool hangup)
+{
+	int fds[MAX_ADOPT], n;
+
+	mtx_lock(&c->lock);
+	n = c->nadopt;
+	memcpy(fds, c->adopt, sizeof(fds[0]) * (size_t)n);
+	c->nadopt = 0;
+	mtx_unlock(&c->lock);
+	for (int i = 0; i < n; i++)
+		add_conn(c, fds[i], hangup);
+}
+
+int cupti_adopt(struct cupti *c, int fd)
+{
+	int flags = fcntl(fd, F_GETFL);
+
+	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK))
+		return -errno;
+	mtx_lock(&c->lock);
+	if (c->nadopt == MAX_ADOPT) {
+		mtx_unlock(&c->lock);
+		return -EBUSY;
+	}
+	c->adopt[c->nadopt++] = fd;
+	mtx_unlock(&c->lock);
+	cupti_wake_reader(c);
+	return 0;
 }
 
 static void read_conn(struct cupti *c, int i)
@@ -136,7 +173,7 @@ static void hangup_all(struct cupti *c)
 	}
 }
 
-static void reader_flags(struct cupti *c, bool *quit, bool *hangup, bool *full, bool *open)
+static void reader_flags(struct cupti *c, bool *quit, bool *hangup, bool *full, int *lfd)
 {
 	mtx_lock(&c->lock);
 	for (int i = 0; i < c->nconns; i++) {
@@ -148,7 +185,11 @@ static void reader_flags(struct cupti *c, bool *quit, bool *hangup, bool *full, 
 	*quit = c->quit;
 	*hangup = c->hangup;
 	*full = c->queued >= MAX_QUEUED;
-	*open = c->rule.set;
+	/*
+	 * until the target is known no peer can be checked: they wait in
+	 * the backlog (no agent connects before that), not in our slots
+	 */
+	*lfd = c->rule.set ? c->lfd : -1;
 	mtx_unlock(&c->lock);
 }
 
@@ -156,24 +197,23 @@ int cupti_reader_main(void *arg)
 {
 	struct pollfd p[MAX_CONNS + 2];
 	int idx[MAX_CONNS + 2], n;
-	bool quit, hangup, full, open, hung = false;
+	bool quit, hangup, full, hung = false;
 	struct cupti *c = arg;
+	int lfd;
 	uint64_t v;
 
 	for (;;) {
-		reader_flags(c, &quit, &hangup, &full, &open);
+		reader_flags(c, &quit, &hangup, &full, &lfd);
 		if (quit)
 			return 0;
+		adopt_conns(c, hangup);
 		if (hangup && !hung)
 			hangup_all(c);
 		hung = hangup;
 		n = 0;
 		p[n++] = (struct pollfd){.fd = c->wake, .events = POLLIN};
-		/*
-		 * until the target is known no peer can be checked: they wait in
-		 * the backlog (no agent connects before that), not in our slots
-		 */
-		p[n++] = (struct pollfd){.fd = open ? c->lfd : -1, .events = POLLIN};
+		/* -1 (ignored) without a listening socket: -p's agents come by socketpair */
+		p[n++] = (struct pollfd){.fd = lfd, .events = POLLIN};
 		for (int i = 0; i < c->nconns && !full; i++) {
 			if (c->conns[i].fd < 0)
 				continue;
@@ -187,7 +227,7 @@ int cupti_reader_main(void *arg)
 			/* EAGAIN: nothing to clear */
 		}
 		if (p[1].revents & POLLIN)
-			accept_conn(c, hangup);
+			accept_conn(c, lfd, hangup);
 		for (int j = 2; j < n; j++) {
 			if (p[j].revents)
 				read_conn(c, idx[j]);
@@ -204,12 +244,17 @@ void cupti_wake_reader(struct cupti *c)
 	}
 }
 
-/* An abstract socket: no file for anyone to replace. */
+/*
+ * An abstract socket: no file for anyone to replace. Only -- CMD has one
+ * (CUDA_INJECTION64_PATH's agents find it by name); who connects is
+ * checked at accept, and others are closed at once.
+ */
 int cupti_listen_socket(struct cupti *c)
 {
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
 	uint32_t rnd = 0;
 	size_t n;
+	int fd;
 
 	/* unguessable, so that no other local process takes the name first */
 	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
@@ -217,13 +262,20 @@ int cupti_listen_socket(struct cupti *c)
 	snprintf(c->name, sizeof(c->name), "ptrace-gpu-cupti-%d-%08x", getpid(), rnd);
 	n = strlen(c->name);
 	memcpy(a.sun_path + 1, c->name, n);
-	c->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (c->lfd < 0)
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
 		return -errno;
-	if (bind(c->lfd, (struct sockaddr *)&a,
+	if (bind(fd, (struct sockaddr *)&a,
 		 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) ||
-	    listen(c->lfd, 64))
-		return -errno;
+	    listen(fd, 64)) {
+		n = (size_t)errno;
+		close(fd);
+		return -(int)n;
+	}
+	mtx_lock(&c->lock);
+	c->lfd = fd;
+	mtx_unlock(&c->lock);
+	cupti_wake_reader(c);
 	return 0;
 }
 
