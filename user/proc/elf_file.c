@@ -36,9 +36,17 @@ int elf_file__open(const char *path, struct elf_file **out)
 	ef = calloc(1, sizeof(*ef));
 	if (!ef)
 		return -ENOMEM;
-	ef->fd = open(path, O_RDONLY | O_CLOEXEC);
+	/*
+	 * Callers pass a checked file (procopen.h); should one not, a FIFO
+	 * must not hang us here, nor a tty become our terminal.
+	 */
+	ef->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (ef->fd < 0 || fstat(ef->fd, &st)) {
 		err = -errno;
+		goto cleanup;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		err = -EPERM;
 		goto cleanup;
 	}
 	ef->size = (uint64_t)st.st_size;

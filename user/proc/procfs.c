@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "base/numarg.h"
@@ -21,14 +22,16 @@
  */
 static int parse_map_line(const char *line, size_t len, struct proc_map *m)
 {
+	unsigned int major, minor;
 	int pos = 0;
 
 	memset(m, 0, sizeof(*m));
 	if (strlen(line) != len) /* a NUL inside: not what the kernel writes */
 		return -EINVAL;
-	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %*x:%*x %" SCNu64 " %n",
-		   &m->start, &m->end, m->perms, &m->offset, &m->inode, &pos) < 5)
+	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %x:%x %" SCNu64 " %n", &m->start,
+		   &m->end, m->perms, &m->offset, &major, &minor, &m->inode, &pos) < 7)
 		return -EINVAL;
+	m->dev = makedev(major, minor);
 	if (pos > 0) {
 		if (len - (size_t)pos >= sizeof(m->path))
 			return -EINVAL;
@@ -330,32 +333,6 @@ int proc_ns_ids(pid_t pid, pid_t tid, struct proc_ns_ids *ids)
 		return -ENOENT;
 	ids->levels = np;
 	return 0;
-}
-
-void proc_target_path(pid_t pid, const char *path, uint64_t inode, char *buf, size_t len)
-{
-	char link[64], root[PATH_MAX];
-	struct stat st;
-	ssize_t n;
-
-	/* a target in another mount namespace sees other files at the same path */
-	if (stat(path, &st) == 0 && st.st_ino == inode) {
-		snprintf(buf, len, "%s", path);
-		return;
-	}
-	/*
-	 * maps names files from our root: for a chrooted target whose file is
-	 * on a mount of its own namespace (a bind mount into the chroot) that is
-	 * <its root>/<path it sees>, which only its root resolves.
-	 */
-	snprintf(link, sizeof(link), "/proc/%d/root", pid);
-	n = readlink(link, root, sizeof(root) - 1);
-	if (n > 1) {
-		root[n] = '\0';
-		if (!strncmp(path, root, (size_t)n) && path[n] == '/')
-			path += n;
-	}
-	snprintf(buf, len, "/proc/%d/root%s", pid, path);
 }
 
 int proc_environ_number(pid_t pid, const char *name, char *buf, size_t len)

@@ -15,6 +15,7 @@ struct proc_map {
 	uint64_t end;
 	uint64_t offset;
 	uint64_t inode;
+	uint64_t dev; /* the line's MAJOR:MINOR as makedev() gives it: st_dev of the file */
 	char perms[5];
 	char path[PATH_MAX];
 };
@@ -78,7 +79,5 @@ struct proc_ns_ids {
 	uint32_t tid[PROC_NS_MAX];
 };
 int proc_ns_ids(pid_t pid, pid_t tid, struct proc_ns_ids *ids);
-/* A path of `path` as the target sees it that can be opened from here. */
-void proc_target_path(pid_t pid, const char *path, uint64_t inode, char *buf, size_t len);
 
 #endif /* PTG_PROCFS_H */
