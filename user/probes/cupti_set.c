@@ -18,6 +18,7 @@
 #include "probes/cupti.h"
 #include "probes/cupti_int.h"
 #include "proc/procfs.h"
+#include "proc/procopen.h"
 
 #ifdef PTG_HAVE_CUPTI
 
@@ -62,6 +63,19 @@ static struct set_proc *new_proc(struct cupti *c)
 	return &c->procs[c->nprocs++];
 }
 
+/* The path we open, then the one maps shows (for messages) after its NUL, in one allocation. */
+static char *driver_names(const char *open_path, const char *name)
+{
+	size_t a = strlen(open_path) + 1, b = strlen(name) + 1;
+	char *s = malloc(a + b);
+
+	if (s) {
+		memcpy(s, open_path, a);
+		memcpy(s + a, name, b);
+	}
+	return s;
+}
+
 int cupti__on_proc_map(void *ctx, pid_t pid, const struct proc_map *m)
 {
 	struct cupti *c = ctx;
@@ -69,6 +83,7 @@ int cupti__on_proc_map(void *ctx, pid_t pid, const struct proc_map *m)
 	struct set_proc *p;
 	const char *base;
 	uint64_t start;
+	int err;
 
 	/* -- CMD: each process loads the agent itself, through CUDA_INJECTION64_PATH */
 	if (!c || !c->is_set || c->launched)
@@ -100,9 +115,13 @@ int cupti__on_proc_map(void *ctx, pid_t pid, const struct proc_map *m)
 	 * libwatch's scan, it would delay the probes of what the process just
 	 * mapped, and its first calls would go unseen.
 	 */
-	proc_target_path(pid, m->path, m->inode, path, sizeof(path));
-	*p = (struct set_proc){.pid = pid, .start_time = start, .state = SP_DUE};
-	p->driver = strdup(path);
+	*p = (struct set_proc){.pid = pid, .start_time = start, .state = SP_DONE};
+	/* opened as mapped and kept (procopen.h): read after the process may be gone */
+	err = proc_map_path(pid, m, path, sizeof(path));
+	if (err)
+		return err == -ENOMEM ? err : 0;
+	p->driver = driver_names(path, m->path);
+	p->state = SP_DUE;
 	return p->driver ? 0 : -ENOMEM;
 }
 
@@ -112,7 +131,8 @@ static bool is_nvidia(struct cupti *c, struct set_proc *p)
 	bool ret = cupti_nvidia_driver(p->driver);
 
 	if (!ret && !c->quiet && !c->not_nvidia_said)
-		pr_info("%s is not NVIDIA's driver: no CUPTI agent", p->driver);
+		pr_info("%s is not NVIDIA's driver: no CUPTI agent",
+			p->driver + strlen(p->driver) + 1);
 	c->not_nvidia_said |= !ret;
 	free(p->driver);
 	p->driver = NULL;

@@ -23,10 +23,10 @@
 #include "probes/libwatch_int.h"
 #include "proc/elf_file.h"
 #include "proc/libsearch.h"
+#include "proc/procopen.h"
 
 struct find_ld {
-	char path[PATH_MAX];
-	uint64_t inode;
+	struct proc_map m;
 };
 
 static int find_ld(const struct proc_map *m, void *arg)
@@ -36,8 +36,7 @@ static int find_ld(const struct proc_map *m, void *arg)
 
 	if (!base || strncmp(base + 1, "ld-linux", 8))
 		return 0;
-	snprintf(f->path, sizeof(f->path), "%s", m->path);
-	f->inode = m->inode;
+	f->m = *m;
 	return 1;
 }
 
@@ -113,10 +112,14 @@ static int offer_ahead(void *ctx, const char *dir, const char *name)
 	int err = 0;
 
 	snprintf(m.path, sizeof(m.path), "%s/%s", strcmp(dir, "/") ? dir : "", name);
-	snprintf(path, sizeof(path), "/proc/%d/root%s", lw->cur->pid, m.path);
-	if (stat(path, &st) || !S_ISREG(st.st_mode))
+	/*
+	 * Resolved inside the target's root (its links lead nowhere outside)
+	 * and kept open: the probes go on the file looked at here.
+	 */
+	if (proc_root_path(lw->cur->pid, m.path, true, path, sizeof(path)) || stat(path, &st))
 		return 0;
 	m.inode = st.st_ino;
+	m.dev = st.st_dev;
 	clean_path(m.path); /* named as maps will name it; opened as the loader will open it */
 	if (u64map__get(&lw->seen, m.inode))
 		return 0;
@@ -210,8 +213,9 @@ static int offer_mapped(struct libwatch *lw, const struct proc_map *m)
 		   !lw_window_said(lw, lw->cur->pid, m->inode);
 	if (u64map__put(&lw->seen, m->inode, SEEN_MAPPED))
 		return -ENOMEM;
-	proc_target_path(lw->cur->pid, m->path, m->inode, path, sizeof(path));
-	if (elf_load_bias(path, m->start, m->offset, &bias))
+	/* opened as mapped (procopen.h), and kept: subscribers attach to that very file */
+	if (proc_map_path(lw->cur->pid, m, path, sizeof(path)) ||
+	    elf_load_bias(path, m->start, m->offset, &bias))
 		return 0; /* not an ELF object we can read: nothing to probe there */
 	/* what it loads next is looked up along its own RPATH/RUNPATH */
 	err = libsearch__add_object(lw->cur->search, m->path, path);
@@ -493,7 +497,7 @@ int libwatch__subscribe_proc(struct libwatch *lw, libwatch_proc_fn fn, void *ctx
  */
 static int attach_ld(struct libwatch *lw, struct lw_proc *p)
 {
-	struct find_ld ld = {};
+	struct find_ld ld;
 	char path[PATH_MAX + 32];
 	struct bpf_link *link;
 	struct lw_ld *n;
@@ -503,17 +507,26 @@ static int attach_ld(struct libwatch *lw, struct lw_proc *p)
 	if (proc_maps__for_each(p->pid, find_ld, &ld) != 1)
 		return 0;
 	for (size_t i = 0; i < lw->nlds; i++) {
-		if (lw->lds[i].inode == ld.inode)
+		if (lw->lds[i].inode == ld.m.inode)
 			return 0;
 	}
-	proc_target_path(p->pid, ld.path, ld.inode, path, sizeof(path));
+	/* the probe goes on the loader file mapped there, kept open (procopen.h) */
+	err = proc_map_path(p->pid, &ld.m, path, sizeof(path));
+	if (err == -ENOMEM)
+		return err;
+	if (err) {
+		if (err != -ENOENT && err != -ESRCH)
+			pr_warn("libwatch: libraries pid %d loads later are not watched: %s: %s",
+				p->pid, ld.m.path, strerror(-err));
+		return 0;
+	}
 	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "_dl_debug_state");
 	link = bpf_program__attach_uprobe_opts(lw->skel->progs.dl_debug_state, lw->pid, path, 0,
 					       &opts);
 	if (!link) {
 		err = -errno;
 		log_libbpf_flush();
-		pr_err("libwatch: cannot attach to %s: %s", ld.path, strerror(-err));
+		pr_err("libwatch: cannot attach to %s: %s", ld.m.path, strerror(-err));
 		return err;
 	}
 	if (lw->pid >= 0 && lw->nlds) {
@@ -526,7 +539,7 @@ static int attach_ld(struct libwatch *lw, struct lw_proc *p)
 		return -ENOMEM;
 	}
 	lw->lds = n;
-	lw->lds[lw->nlds++] = (struct lw_ld){.inode = ld.inode, .link = link};
+	lw->lds[lw->nlds++] = (struct lw_ld){.inode = ld.m.inode, .link = link};
 	return 0;
 }
 

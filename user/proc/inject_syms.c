@@ -13,6 +13,7 @@
 #include "proc/elf_file.h"
 #include "proc/inject_int.h"
 #include "proc/procfs.h"
+#include "proc/procopen.h"
 #include "proc/sigframe.h"
 
 #ifdef __x86_64__
@@ -28,17 +29,17 @@ static bool is_ldso(const char *base)
 }
 
 /*
- * The file mapped at m, as we can open it: map_files names the mapping
- * itself, so no path of a container, where its root may have put a link to
- * one of our files or another libc since, is resolved; the path where
- * map_files is closed (no CAP_SYS_ADMIN).
+ * The file mapped at m, as mapped (procopen.h): through map_files, or its
+ * path inside the target's root with no link followed, and checked to be
+ * the mapped file. An O_PATH fd (to close) and its /proc/self/fd path.
  */
-static void mapped_file(pid_t pid, const struct proc_map *m, char *path, size_t len)
+static int mapped_file(pid_t pid, const struct proc_map *m, char *path, size_t len)
 {
-	snprintf(path, len, "/proc/%d/map_files/%llx-%llx", pid, (unsigned long long)m->start,
-		 (unsigned long long)m->end);
-	if (access(path, R_OK))
-		proc_target_path(pid, m->path, m->inode, path, len);
+	int fd = proc_map_open(pid, m);
+
+	if (fd >= 0)
+		proc_fd_path(fd, path, len);
+	return fd;
 }
 
 /* libc's dlopen (glibc >= 2.34) or __libc_dlopen_mode (older glibc), and dlerror. */
@@ -47,10 +48,13 @@ static int find_dlopen(struct target *t, const struct proc_map *m, uint64_t bias
 	char path[PATH_MAX];
 	struct elf_file *ef;
 	struct elf_sym_info s;
-	int err;
+	int err, fd;
 
-	mapped_file(t->pid, m, path, sizeof(path));
+	fd = mapped_file(t->pid, m, path, sizeof(path));
+	if (fd < 0)
+		return fd;
 	err = elf_file__open(path, &ef);
+	close(fd);
 	if (err)
 		return err;
 	if (!elf_file__find_sym(ef, "dlopen", false, &s) && s.addr) {
@@ -67,9 +71,14 @@ static int find_dlopen(struct target *t, const struct proc_map *m, uint64_t bias
 static int map_bias(pid_t pid, const struct proc_map *m, uint64_t *bias)
 {
 	char path[PATH_MAX];
+	int err, fd;
 
-	mapped_file(pid, m, path, sizeof(path));
-	return elf_load_bias(path, m->start, m->offset, bias);
+	fd = mapped_file(pid, m, path, sizeof(path));
+	if (fd < 0)
+		return fd;
+	err = elf_load_bias(path, m->start, m->offset, bias);
+	close(fd);
+	return err;
 }
 
 static int scan_map(const struct proc_map *m, void *ctx)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "proc/ldcache.h"
+#include "proc/procopen.h"
 
 #define OLD_MAGIC    "ld.so-1.7.0"
 #define NEW_MAGIC    "glibc-ld.so.cache1.1"
@@ -146,21 +147,25 @@ static int read_all(int fd, char *buf, size_t len)
 
 int ldcache__load_target(pid_t pid, struct ldcache **out)
 {
-	char path[64];
 	struct stat st;
 	char *buf = NULL;
-	int fd, err;
+	int pathfd, fd, err;
 
 	/*
 	 * Not trusted_open(): the cache is only read, by a parser made for
 	 * hostile bytes, and only names files the target's loader would map
-	 * anyway; its own loader trusts it whoever wrote it. O_NONBLOCK: a FIFO
-	 * put there must not hang us before fstat says what it is.
+	 * anyway; its own loader trusts it whoever wrote it. Resolved inside
+	 * the target's root: a container's absolute link (/etc -> /host/etc)
+	 * must not lead to ours. Opened O_PATH first: a FIFO or a device put
+	 * there is refused before it is opened.
 	 */
-	snprintf(path, sizeof(path), "/proc/%d/root/etc/ld.so.cache", pid);
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	pathfd = proc_root_open(pid, "/etc/ld.so.cache", true, false);
+	if (pathfd < 0)
+		return pathfd == -EPERM ? -EINVAL : pathfd;
+	fd = proc_fd_reopen(pathfd);
+	close(pathfd);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if (fstat(fd, &st)) {
 		err = -errno;
 		goto cleanup;

@@ -18,6 +18,7 @@
 #include "proc/libsearch.h"
 #include "proc/libsearch_int.h"
 #include "proc/procfs.h"
+#include "proc/procopen.h"
 
 /* The loader's own directories (Debian's and the FHS' x86-64 ones), searched last. */
 static const char *const trusted_dirs[] = {"/lib/x86_64-linux-gnu",
@@ -238,29 +239,29 @@ struct find {
 	void *ctx;
 };
 
+/*
+ * Looked at inside the target's root (procopen.h): a container's absolute
+ * links resolve in it, never on our side.
+ */
 static int find_in_dir(struct find *f, const char *dir)
 {
-	char path[PATH_MAX + 32];
+	char path[PATH_MAX + 256];
 	struct dirent *de;
-	struct stat st;
 	int ret = 0;
 	DIR *d;
 
 	if (!strpbrk(f->pattern, "*?[")) {
-		snprintf(path, sizeof(path), "/proc/%d/root%s/%s", f->s->pid, dir, f->pattern);
-		if (stat(path, &st) || !S_ISREG(st.st_mode))
+		snprintf(path, sizeof(path), "%s/%s", dir, f->pattern);
+		if (!proc_root_is(f->s->pid, path, false))
 			return 0;
 		return f->cb(f->ctx, dir, f->pattern);
 	}
-	snprintf(path, sizeof(path), "/proc/%d/root%s", f->s->pid, dir);
-	d = opendir(path);
+	d = proc_root_opendir(f->s->pid, dir);
 	while (d && !ret && (de = readdir(d))) {
-		char file[PATH_MAX + 32 + 256];
-
 		if (fnmatch(f->pattern, de->d_name, 0))
 			continue;
-		snprintf(file, sizeof(file), "%s/%s", path, de->d_name);
-		if (!stat(file, &st) && S_ISREG(st.st_mode))
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (proc_root_is(f->s->pid, path, false))
 			ret = f->cb(f->ctx, dir, de->d_name);
 	}
 	if (d)

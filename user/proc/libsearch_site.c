@@ -13,15 +13,15 @@
 #include "proc/libsearch.h"
 #include "proc/libsearch_int.h"
 #include "proc/procfs.h"
+#include "proc/procopen.h"
 
-/* Whether dir (the target's view) is a folder of the target's. */
+/*
+ * Whether dir (the target's view) is a folder of the target's: looked at
+ * inside its root (procopen.h), where its absolute links resolve.
+ */
 static bool is_target_dir(const struct libsearch *s, const char *dir)
 {
-	char path[PATH_MAX + 32];
-	struct stat st;
-
-	snprintf(path, sizeof(path), "/proc/%d/root%s", s->pid, dir);
-	return !stat(path, &st) && S_ISDIR(st.st_mode);
+	return proc_root_is(s->pid, dir, true);
 }
 
 /* site/torch/lib, when the target has it. */
@@ -44,8 +44,8 @@ static int add_prefix(struct libsearch *s, const char *prefix)
 	int err = 0, n = 0;
 	DIR *d;
 
-	snprintf(path, sizeof(path), "/proc/%d/root%s/lib", s->pid, prefix);
-	d = opendir(path);
+	snprintf(path, sizeof(path), "%s/lib", prefix);
+	d = proc_root_opendir(s->pid, path);
 	/* a bound on the work a hostile folder costs */
 	while (d && !err && n < 64 && (de = readdir(d))) {
 		if (strncmp(de->d_name, "python3", 7) || strchr(de->d_name, '/'))
@@ -106,15 +106,13 @@ static void argv0_path(const struct libsearch *s, char *out, size_t len)
 		return;
 	}
 	for (char *p = env, *end; *p; p = *end ? end + 1 : end) {
-		struct stat st;
-
 		end = p + strcspn(p, ":");
 		if (*p != '/')
 			continue;
-		if (snprintf(path, sizeof(path), "/proc/%d/root%.*s/%s", s->pid, (int)(end - p), p,
-			     arg0) >= (int)sizeof(path))
+		if (snprintf(path, sizeof(path), "%.*s/%s", (int)(end - p), p, arg0) >=
+		    (int)sizeof(path))
 			continue;
-		if (!stat(path, &st) && S_ISREG(st.st_mode)) {
+		if (proc_root_is(s->pid, path, false)) {
 			if (snprintf(out, len, "%.*s/%s", (int)(end - p), p, arg0) >= (int)len)
 				out[0] = '\0';
 			break;
@@ -150,7 +148,6 @@ int libsearch_add_site_dirs(struct libsearch *s, const char *exe)
 {
 	char prefix[PATH_MAX], path[PATH_MAX + 32], *env;
 	const char *base = strrchr(exe, '/');
-	struct stat st;
 	int err = 0;
 
 	/* a program that is no Python (its name says) has no site folders of its own */
@@ -168,8 +165,8 @@ int libsearch_add_site_dirs(struct libsearch *s, const char *exe)
 	}
 	argv0_path(s, prefix, sizeof(prefix));
 	if (!err && parent_of_dir(prefix)) {
-		snprintf(path, sizeof(path), "/proc/%d/root%s/pyvenv.cfg", s->pid, prefix);
-		if (!stat(path, &st) && S_ISREG(st.st_mode))
+		snprintf(path, sizeof(path), "%s/pyvenv.cfg", prefix);
+		if (proc_root_is(s->pid, path, false))
 			err = add_prefix(s, prefix);
 	}
 	env = malloc(65536);

@@ -13,6 +13,7 @@
 #include "proc/elf_file.h"
 #include "proc/probesite.h"
 #include "proc/procfs.h"
+#include "proc/procopen.h"
 #include "pyinterp/pydebugoffsets.h"
 #include "pyinterp/pyinterp.h"
 #include "pyinterp/pyopcodes.h"
@@ -558,7 +559,15 @@ static int find_in_map(const struct proc_map *m, void *arg)
 	if (m->path[0] != '/' || !looks_like_python(ctx, m->path) || already_tried(ctx, m->path))
 		return 0;
 	snprintf(py->path, sizeof(py->path), "%s", m->path);
-	proc_target_path(py->pid, m->path, m->inode, py->attach_path, sizeof(py->attach_path));
+	/* opened as mapped, not by its path (procopen.h); kept open for the probes */
+	ret = proc_map_path(py->pid, m, py->attach_path, sizeof(py->attach_path));
+	if (ret == -ENOENT || ret == -ESRCH || ret == -ENOMEM) {
+		ctx->last_err = fail(ctx->err, ctx->errlen, ret, "%s: cannot open: %s", m->path,
+				     strerror(-ret));
+		return ret;
+	}
+	if (ret)
+		return 0; /* refused, and said why: keep looking */
 	inner = target_view(py->pid, m->path, root, sizeof(root));
 	ret = inspect_object(m->path, root, inner, py, ctx->err, ctx->errlen);
 	if (ret == -ENOEXEC)

@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "proc/libsearch.h"
 #include "proc/procfs.h"
+#include "proc/procopen.h"
 #include "pyinterp/launch.h"
 #include "record/target.h"
 
@@ -261,12 +262,19 @@ int target__on_lib(void *ctx, const struct proc_map *m, const char *attach_path,
 static int add_mapped(const struct proc_map *m, void *arg)
 {
 	struct target *tg = arg;
-	char path[PATH_MAX + 32];
+	char path[64];
+	int fd, err;
 
 	if (m->perms[2] != 'x' || m->path[0] != '/' || !m->inode)
 		return 0;
-	proc_target_path(tg->o.pid, m->path, m->inode, path, sizeof(path));
-	return libsearch__add_object(tg->search, m->path, path);
+	/* read as mapped (procopen.h); one refused or gone adds nothing */
+	fd = proc_map_open(tg->o.pid, m);
+	if (fd < 0)
+		return fd == -ENOMEM ? fd : 0;
+	proc_fd_path(fd, path, sizeof(path));
+	err = libsearch__add_object(tg->search, m->path, path);
+	close(fd);
+	return err;
 }
 
 /* One libpython file of the search path: analyzed from the file, then probed through o.ahead. */
@@ -280,8 +288,12 @@ static int offer_ahead(void *ctx, const char *dir, const char *name)
 	int ret;
 
 	snprintf(path, sizeof(path), "%s/%s", strcmp(dir, "/") ? dir : "", name);
-	snprintf(open_path, sizeof(open_path), "/proc/%d/root%s", tg->o.pid, path);
-	if (stat(open_path, &st) || !S_ISREG(st.st_mode))
+	/*
+	 * Inside the target's root, whose links lead nowhere outside it, and
+	 * kept open: the probes go on the very file read here.
+	 */
+	if (proc_root_path(tg->o.pid, path, true, open_path, sizeof(open_path)) ||
+	    stat(open_path, &st))
 		return 0;
 	for (size_t i = 0; i < tg->nahead; i++) {
 		if (tg->ahead[i].dev == st.st_dev && tg->ahead[i].ino == st.st_ino)

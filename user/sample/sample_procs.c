@@ -20,6 +20,7 @@
 #include "base/array.h"
 #include "base/log.h"
 #include "proc/procfs.h"
+#include "proc/procopen.h"
 #include "sample.skel.h"
 #include "sample/sample_int.h"
 
@@ -96,7 +97,7 @@ static int proc_register(struct sampler *s, struct sproc *sp)
 struct tmpl_match {
 	struct sampler *s;
 	struct py_interp *py;
-	uint64_t inode;
+	struct proc_map *map; /* the interpreter's first mapping in this process */
 };
 
 static int match_tmpl(const struct proc_map *m, void *arg)
@@ -112,7 +113,7 @@ static int match_tmpl(const struct proc_map *m, void *arg)
 			continue;
 		/* the same file: only where it is loaded differs (0 for a non-PIE executable) */
 		*tm->py = t->py;
-		tm->inode = m->inode;
+		*tm->map = *m;
 		tm->py->bias = t->py.bias + (m->start - t->start);
 		tm->py->runtime_addr = t->py.runtime_addr - t->py.bias + tm->py->bias;
 		return 1;
@@ -138,15 +139,24 @@ static int tmpl_start(const struct proc_map *m, void *arg)
  */
 static int find_interp(struct sampler *s, pid_t pid, struct py_interp *py, char *err, size_t errlen)
 {
-	struct tmpl_match tm = {s, py, 0};
+	struct tmpl_match tm = {s, py, NULL};
 	struct interp_tmpl *t;
 	int ret;
 
-	if (s->ntmpls && proc_maps__for_each(pid, match_tmpl, &tm) == 1) {
+	if (s->ntmpls && !(tm.map = malloc(sizeof(*tm.map))))
+		return -ENOMEM;
+	ret = s->ntmpls ? proc_maps__for_each(pid, match_tmpl, &tm) : 0;
+	if (ret == 1) {
 		py->pid = pid;
-		proc_target_path(pid, py->path, tm.inode, py->attach_path, sizeof(py->attach_path));
-		return 0;
+		/* the same path and inode, but its own mapping: opened as mapped, checked again */
+		ret = proc_map_path(pid, tm.map, py->attach_path, sizeof(py->attach_path));
+		free(tm.map);
+		if (ret)
+			snprintf(err, errlen, "cannot open %s of process %d: %s", py->path, pid,
+				 strerror(-ret));
+		return ret;
 	}
+	free(tm.map);
 	ret = py_interp__find(pid, py, err, errlen);
 	if (ret || s->ntmpls >= MAX_TMPLS)
 		return ret;

@@ -16,6 +16,7 @@
 #include "base/clock.h"
 #include "base/u64map.h"
 #include "proc/procfs.h"
+#include "proc/procopen.h"
 #include "sample/sample_syms.h"
 
 struct obj_sym {
@@ -31,7 +32,8 @@ struct obj_seg {
 struct obj_file {
 	char *path;
 	uint64_t inode;
-	int loaded; /* 0 not yet, 1 read, < 0 unreadable */
+	uint64_t dev; /* of the first mapping seen: the file it was opened as */
+	int loaded;   /* 0 not yet, 1 read, < 0 unreadable */
 	struct obj_sym *syms;
 	size_t nsyms;
 	struct buf names; /* NUL-terminated, at obj_sym.name */
@@ -228,10 +230,36 @@ static int read_segments(struct obj_file *o, Elf *elf)
 	return 0;
 }
 
-/* Reads the object's segments and function symbols, once. */
-static int obj_load(struct obj_file *o, pid_t pid)
+/*
+ * The file mapped at e, opened as mapped (procopen.h): the object's path is
+ * the target's to choose, and a FIFO or a link there must neither hang nor
+ * redirect us.
+ */
+static int obj_open(const struct obj_file *o, const struct proc_map_ent *e, pid_t pid)
 {
-	char path[PATH_MAX + 64];
+	struct proc_map *m = calloc(1, sizeof(*m));
+	int pathfd, fd;
+
+	if (!m)
+		return -ENOMEM;
+	*m = (struct proc_map){.start = e->start,
+			       .end = e->end,
+			       .offset = e->offset,
+			       .inode = o->inode,
+			       .dev = o->dev};
+	snprintf(m->path, sizeof(m->path), "%s", o->path);
+	pathfd = proc_map_open(pid, m);
+	free(m);
+	if (pathfd < 0)
+		return pathfd;
+	fd = proc_fd_reopen(pathfd);
+	close(pathfd);
+	return fd;
+}
+
+/* Reads the object's segments and function symbols, once. */
+static int obj_load(struct obj_file *o, const struct proc_map_ent *e, pid_t pid)
+{
 	Elf *elf = NULL;
 	int fd, err = -ENOEXEC;
 	struct stat st;
@@ -240,9 +268,12 @@ static int obj_load(struct obj_file *o, pid_t pid)
 		return o->loaded < 0 ? o->loaded : 0;
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -EINVAL;
-	proc_target_path(pid, o->path, o->inode, path, sizeof(path));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st)) {
+	fd = obj_open(o, e, pid);
+	if (fd < 0) {
+		err = fd;
+		goto cleanup;
+	}
+	if (fstat(fd, &st)) {
 		err = -errno;
 		goto cleanup;
 	}
@@ -310,6 +341,8 @@ static int add_map(const struct proc_map *m, void *arg)
 		e->obj = cache_get(ps->cache, m->path, m->inode);
 		if (!e->obj)
 			return -ENOMEM;
+		if (!e->obj->dev)
+			e->obj->dev = m->dev;
 	} else {
 		e->special = !strcmp(m->path, "[vdso]") ? "[vdso]" : "[anon]";
 	}
@@ -408,7 +441,7 @@ int proc_syms__resolve(struct proc_syms *ps, uint64_t addr, struct sym_result *o
 	}
 	o = m->obj;
 	out->obj = o->path;
-	if (obj_load(o, ps->pid)) {
+	if (obj_load(o, m, ps->pid)) {
 		out->vaddr = addr - m->start + m->offset;
 		return 0;
 	}
