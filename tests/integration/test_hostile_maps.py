@@ -132,6 +132,7 @@ class TestHostileMaps(unittest.TestCase):
         err = self.bounded("sample -p -d 2, no map_files", ["sample", "-p", p, "-d", "2"], 2,
                            NO_MAP_FILES)
         self.assertIn("libpython3.11.so.1.0 (deleted): deleted", err)
+        self.assertIn("files of the targets were not read", err)
         self.bounded("sample -a -d 2, no map_files", ["sample", "-a", "-d", "2"], 2,
                      NO_MAP_FILES)
 

@@ -58,7 +58,10 @@ int proc_keep_fd(int fd, char *buf, size_t len);
 int proc_map_path(pid_t pid, const struct proc_map *m, char *buf, size_t len);
 /* proc_root_open() of a regular file, then proc_keep_fd(). */
 int proc_root_path(pid_t pid, const char *path, bool follow, char *buf, size_t len);
-/* How many objects were refused so far (not regular, or not the mapped file). */
+/*
+ * How many files were refused so far, each said (mapped objects that are not
+ * the mapped file, or not regular; files the target may not read).
+ */
 unsigned long proc_open_refusals(void);
 
 #endif /* PTG_PROCOPEN_H */

@@ -29,6 +29,7 @@
 #include "probes/torchops.h"
 #include "probes/tracer.h"
 #include "proc/procfs.h"
+#include "proc/procopen.h"
 #include "proc/syscheck.h"
 #include "pyinterp/launch.h"
 #include "pyinterp/pyinterp.h"
@@ -397,6 +398,9 @@ static void print_ops_summary(struct recording *rc)
 
 	if (rc->steps && steps__count(rc->steps))
 		pr_info("%u training steps ended", steps__count(rc->steps));
+	if (proc_open_refusals())
+		pr_warn("%lu files of the targets were not read (each said why)",
+			proc_open_refusals());
 	if (!rc->ops)
 		return;
 	torchops__stats(rc->ops, &ops);

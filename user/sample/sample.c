@@ -29,6 +29,7 @@
 #include "base/log.h"
 #include "proc/kfeat.h"
 #include "proc/procfs.h"
+#include "proc/procopen.h"
 #include "proc/syscheck.h"
 #include "sample.skel.h"
 #include "sample/sample_int.h"
@@ -581,4 +582,7 @@ void sampler__print_stats(const struct sampler *s)
 	if (s->unresolved_code)
 		pr_warn("sample: %llu frames name code that was gone when read",
 			(unsigned long long)s->unresolved_code);
+	if (proc_open_refusals())
+		pr_warn("sample: %lu files of the targets were not read (each said why)",
+			proc_open_refusals());
 }
