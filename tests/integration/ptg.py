@@ -426,12 +426,15 @@ def descendants(pid):
 def end(*procs):
     """Kills what still runs of procs (Popen objects; None is skipped) and
     closes their pipes: a test's cleanup, whatever state it failed in."""
+    procs = [p for p in procs if p is not None]
+    # all are killed before any is waited for: a process traced by a recorder
+    # that is stopped (SIGSTOP) is only reported to its parent once that
+    # recorder is gone, so waiting for it first would wait for ever
     for p in procs:
-        if p is None:
-            continue
         if p.poll() is None:
             p.kill()
-            p.wait()
+    for p in procs:
+        p.wait()
         for f in (p.stdin, p.stdout, p.stderr):
             if f:
                 f.close()

@@ -219,8 +219,13 @@ class TreeExecOnce(unittest.TestCase):
             os.kill(rec.proc.pid, signal.SIGSTOP)
             sh.stdin.write("go\n")
             sh.stdin.flush()
+            # the child is ours from its birth, and soon in its first stop
             self.assertTrue(ptg.wait_until(lambda: ptg.proc_status(sh.pid)[0] == "t" and
-                                           ptg.descendants(sh.pid)), ptg.proc_status(sh.pid))
+                                           ptg.descendants(sh.pid) and
+                                           all(ptg.proc_status(k)[0] == "t"
+                                               for k in ptg.descendants(sh.pid))),
+                            (ptg.proc_status(sh.pid),
+                             [ptg.proc_status(k) for k in ptg.descendants(sh.pid)]))
             kids = ptg.descendants(sh.pid)
             self.assertEqual([ptg.proc_status(k) for k in kids], [("t", rec.proc.pid)],
                              "the child is held from its birth")
