@@ -290,9 +290,12 @@ static int scan_open(struct scan *s, const char *path)
 {
 	struct stat st;
 
-	s->fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* path is a checked file (procopen.h); a FIFO must not hang us even so */
+	s->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (s->fd < 0 || fstat(s->fd, &st))
 		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EPERM;
 	s->size = (uint64_t)st.st_size;
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -EINVAL;
