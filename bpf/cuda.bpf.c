@@ -19,6 +19,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "ptrace_gpu/events.h"
+#include "preempt.bpf.h"
 #include "ringbuf.bpf.h"
 #include "traced.bpf.h"
 
@@ -185,8 +186,7 @@ static __always_inline void emit(__u16 kind, __u64 ts, __u64 pid_tgid, __u32 aux
 	bpf_ringbuf_submit(e, ptg_wakeup_flags(&events));
 }
 
-SEC("uprobe")
-int cuda_enter(struct pt_regs *ctx)
+static __always_inline int cuda_enter_body(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct open_calls *oc;
@@ -217,8 +217,13 @@ int cuda_enter(struct pt_regs *ctx)
 	return 0;
 }
 
-SEC("uretprobe")
-int cuda_exit(struct pt_regs *ctx)
+SEC("uprobe")
+int cuda_enter(struct pt_regs *ctx)
+{
+	return PTG_NO_PREEMPT(cuda_enter_body(ctx));
+}
+
+static __always_inline int cuda_exit_body(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id, d, result;
@@ -239,6 +244,12 @@ int cuda_exit(struct pt_regs *ctx)
 		result = 0xffff;
 	emit(PTG_EV_CUDA_EXIT, bpf_ktime_get_ns(), id, c->api | d << 8 | result << 16, c);
 	return 0;
+}
+
+SEC("uretprobe")
+int cuda_exit(struct pt_regs *ctx)
+{
+	return PTG_NO_PREEMPT(cuda_exit_body(ctx));
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -19,6 +19,7 @@
 
 #include "hold.bpf.h"
 #include "ptrace_gpu/events.h"
+#include "preempt.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -197,8 +198,7 @@ static __always_inline bool report_unprobed(struct task_struct *task, __u32 tgid
  * of ours that mapped an unprobed watched library stops at the notice: the
  * notice says so (a = 1), and user space resumes it once the probes are in.
  */
-SEC("uprobe")
-int dl_debug_state(void *ctx)
+static __always_inline int dl_debug_state_body(void *ctx)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct ptg_event *e;
@@ -225,6 +225,12 @@ int dl_debug_state(void *ctx)
 	if (e)
 		bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	return 0;
+}
+
+SEC("uprobe")
+int dl_debug_state(void *ctx)
+{
+	return PTG_NO_PREEMPT(dl_debug_state_body(ctx));
 }
 
 /*

@@ -26,6 +26,7 @@
 #include "ptrace_gpu/events.h"
 #include "ptrace_gpu/pyoffsets.h"
 #include "pycache.bpf.h"
+#include "preempt.bpf.h"
 #include "pystate.bpf.h"
 #include "ringbuf.bpf.h"
 #include "traced.bpf.h"
@@ -791,8 +792,7 @@ static __always_inline int on_probe(struct hit *h, struct pt_regs *ctx, __u64 co
 	return 0;
 }
 
-SEC("uprobe")
-int py_probe(struct pt_regs *ctx)
+static __always_inline int py_probe_body(struct pt_regs *ctx)
 {
 	__u64 cookie;
 	__u32 probe;
@@ -815,15 +815,21 @@ int py_probe(struct pt_regs *ctx)
 	return 0;
 }
 
+SEC("uprobe")
+int py_probe(struct pt_regs *ctx)
+{
+	return PTG_NO_PREEMPT(py_probe_body(ctx));
+}
+
 /*
  * _PyEval_EvalFrameDefault returned NULL: its entry frame (and any frame it
  * ran) was left by an exception that C code now holds, and may swallow
  * (StopIteration from __next__, hasattr, ...) without any further traceback
  * entry. Everything above the thread's current frame has exited.
  */
-SEC("uretprobe")
-int BPF_KRETPROBE(py_eval_ret, void *ret)
+static __always_inline int py_eval_ret_body(struct pt_regs *ctx)
 {
+	void *ret = (void *)PT_REGS_RC(ctx);
 	struct hit h;
 	__u64 frame;
 
@@ -834,6 +840,12 @@ int BPF_KRETPROBE(py_eval_ret, void *ret)
 	emit(&h, PTG_EV_PY_UNWIND, 2, frame, 0, 0, 0, frame);
 	hit_end(&h);
 	return 0;
+}
+
+SEC("uretprobe")
+int py_eval_ret(struct pt_regs *ctx)
+{
+	return PTG_NO_PREEMPT(py_eval_ret_body(ctx));
 }
 
 /*

@@ -16,6 +16,7 @@
 #include "base/u64map.h"
 #include "cuda.skel.h"
 #include "probes/cuda.h"
+#include "probes/preempt_builds.h"
 #include "probes/sitecookie.h"
 #include "probes/uprobe_multi.h"
 #include "proc/kfeat.h"
@@ -552,16 +553,17 @@ KFEAT_SKEL_OPEN_VARIANT(cuda_bpf)
 
 /*
  * The object as built, or before BPF cookies (5.15) and fetching atomics
- * (5.12) its legacy build, which finds a site's cookie by its address.
+ * (5.12) its legacy build, which finds a site's cookie by its address; from
+ * 6.10 its preempt build.
  */
 static struct cuda_bpf *open_bpf(void)
 {
 	size_t size;
 	const void *data;
 
-	if (kfeat_cookies())
+	if (kfeat_cookies() && !kfeat_preempt_kfunc())
 		return cuda_bpf__open();
-	data = cuda_legacy_elf(&size);
+	data = kfeat_cookies() ? cuda_preempt_elf(&size) : cuda_legacy_elf(&size);
 	return cuda_bpf__open_variant(data, size);
 }
 

@@ -21,13 +21,17 @@
 #include "libwatch.skel.h"
 #include "probes/libwatch.h"
 #include "probes/libwatch_int.h"
+#include "probes/preempt_builds.h"
 #include "proc/elf_file.h"
+#include "proc/kfeat.h"
 #include "proc/libsearch.h"
 #include "proc/procopen.h"
 
 struct find_ld {
 	struct proc_map m;
 };
+
+KFEAT_SKEL_OPEN_VARIANT(libwatch_bpf)
 
 static int find_ld(const struct proc_map *m, void *arg)
 {
@@ -429,7 +433,14 @@ static int open_common(struct tracer *t, pid_t pid, int traced_fd, struct libwat
 			return err;
 		}
 	}
-	lw->skel = libwatch_bpf__open();
+	if (kfeat_preempt_kfunc()) {
+		size_t size;
+		const void *data = libwatch_preempt_elf(&size);
+
+		lw->skel = libwatch_bpf__open_variant(data, size);
+	} else {
+		lw->skel = libwatch_bpf__open();
+	}
 	if (!lw->skel) {
 		err = -errno;
 		goto cleanup;

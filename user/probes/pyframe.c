@@ -12,6 +12,7 @@
 
 #include "base/log.h"
 #include "probes/pyframe.h"
+#include "probes/preempt_builds.h"
 #include "probes/pyframe_legacy.h"
 #include "probes/pystack.h"
 #include "probes/uprobe_multi.h"
@@ -126,7 +127,7 @@ bool pyframe__can_share(void)
  * The object as built, or before bpf_loop (5.17) its legacy build, which
  * takes each site's cookie from the py_sites map (attach_probes) and so
  * serves one process at a time: probes on a file, for a set of processes,
- * need cookies and bpf_get_func_ip.
+ * need cookies and bpf_get_func_ip. From 6.10 its preempt build.
  */
 static int open_bpf(struct pyframe *pf)
 {
@@ -143,6 +144,9 @@ static int open_bpf(struct pyframe *pf)
 		    kfeat_cookies() ? "5.17" : "5.15");
 	if (pf->legacy) {
 		data = pyframe_legacy_elf(&size);
+		pf->skel = pyframe_bpf__open_variant(data, size);
+	} else if (kfeat_preempt_kfunc()) {
+		data = pyframe_preempt_elf(&size);
 		pf->skel = pyframe_bpf__open_variant(data, size);
 	} else {
 		pf->skel = pyframe_bpf__open();

@@ -34,6 +34,20 @@ int kfeat_tp_btf_args(const char *name)
 	return n;
 }
 
+bool kfeat_preempt_kfunc(void)
+{
+	static int known = -1;
+	struct btf *btf;
+
+	if (known >= 0)
+		return known;
+	btf = btf__load_vmlinux_btf();
+	known = btf && btf__find_by_name_kind(btf, "bpf_preempt_disable", BTF_KIND_FUNC) > 0 &&
+		btf__find_by_name_kind(btf, "bpf_preempt_enable", BTF_KIND_FUNC) > 0;
+	btf__free(btf);
+	return known;
+}
+
 bool kfeat_loop(void)
 {
 	static int known = -1;

@@ -28,6 +28,11 @@ bool kfeat_atomics(void);
  */
 bool kfeat_private_stack(void);
 /*
+ * The kfuncs bpf_preempt_disable and bpf_preempt_enable (Linux 6.10): the
+ * uprobe objects' preempt builds (bpf/preempt.bpf.h) run with preemption off.
+ */
+bool kfeat_preempt_kfunc(void);
+/*
  * Logs "WHAT: needs FEATURE (Linux SINCE); this kernel is RELEASE" and
  * returns -EOPNOTSUPP, for a loader to return.
  */
