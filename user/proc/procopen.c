@@ -236,8 +236,8 @@ static int open_by_path(pid_t pid, const struct proc_map *m)
 {
 	char link[64], root[PATH_MAX];
 	const char *rel = m->path;
+	int dirfd, fd = -ENOENT;
 	ssize_t n;
-	int dirfd, fd;
 
 	snprintf(link, sizeof(link), "/proc/%d/root", pid);
 	n = readlink(link, root, sizeof(root) - 1);
@@ -247,13 +247,17 @@ static int open_by_path(pid_t pid, const struct proc_map *m)
 			rel += n;
 	}
 	dirfd = open_root(pid);
-	if (dirfd < 0)
-		return dirfd;
-	fd = openat2_path(dirfd, rel, false, false);
-	close(dirfd);
-	if (fd != -ENOENT || n <= 1 || rel != m->path)
-		return fd;
-	/* a chroot's file on a mount only our root reaches */
+	if (dirfd >= 0) {
+		fd = openat2_path(dirfd, rel, false, false);
+		close(dirfd);
+		/* in our root: nowhere else to look */
+		if (fd != -ENOENT || n == 1)
+			return fd;
+	}
+	/*
+	 * Gone (its objects are still read for its samples), or a chroot's file
+	 * on a mount only our root reaches: as maps names it, from our root.
+	 */
 	dirfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return -errno;
