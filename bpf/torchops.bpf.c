@@ -16,7 +16,7 @@
  *
  * The same program is loaded twice: op_multi for one BPF_TRACE_UPROBE_MULTI
  * link per library (kernel 6.6+), op_single for the fallback of one perf
- * event per site.
+ * event per site. op_trigger is record -- CMD's one probe (below).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -43,11 +43,14 @@ __u64 lost[PTG_MAX_CPUS] = {};
 
 /*
  * record -- CMD: ops from the RecordFunction callback instead of these
- * probes (user/record/ops_handover.c). The command's main thread is under
- * our ptrace; its first op stops it (a SIGURG, whose delivery is a ptrace
- * stop of ours), the op agent goes in right there, and the op itself is
- * then seen by the callback, as is every op after it: this process's
- * probes record none. recorder_tgid: ours, the tracer the thread must have.
+ * probes (user/record/record_python.c, on_urg()). The command's main
+ * thread is under our ptrace; its first op stops it at op_trigger (a
+ * SIGURG, whose delivery is a ptrace stop of ours), the op agent goes in
+ * right there, and the op itself is then seen by the callback, as is every
+ * op after it. The op probes go in only where the agent does not: none of
+ * the thousands of sites is attached (or, without uprobe_multi, closed one
+ * grace period each) for a command that gets the agent or never runs an op.
+ * recorder_tgid: ours, the tracer the thread must have.
  */
 const volatile __u32 recorder_tgid = 0;
 /* set by user space once a process is armed: until then no op pays the map lookup */
@@ -110,45 +113,16 @@ static __always_inline int site_cookie(struct pt_regs *ctx, __u64 *cookie)
 }
 #endif
 
-/* 1 when this op is not the probes' to record (see handover above). */
-static __always_inline int handed_over(__u32 tgid, __u32 tid, bool entry, __u64 op, __u64 key)
+/*
+ * 1 when this op is not the probes' to record (see handover above): the
+ * callback's, or its process waits for the agent or for these probes to go
+ * in (op_trigger counts the ops meanwhile).
+ */
+static __always_inline int handed_over(__u32 tgid)
 {
 	struct ptg_op_handover *h = bpf_map_lookup_elem(&handover, &tgid);
 
-	if (!h)
-		return 0;
-	if (h->state == PTG_OP_HANDOVER_ARMED && entry) {
-		/*
-		 * its main thread: the one the agent goes in through (user/proc/inject.c);
-		 * another thread, or the signal could reach it: the probes keep this process
-		 */
-		bool stop = tid == tgid && ptg_can_stop(recorder_tgid);
-		__u64 now;
-
-		if (!handover_move(h, tgid, stop ? PTG_OP_HANDOVER_STOPPED : PTG_OP_HANDOVER_OFF,
-				   &now)) {
-			/* another thread's op came first: as below, had it seen that */
-			if (now != PTG_OP_HANDOVER_STOPPED)
-				return 0;
-			__sync_fetch_and_add(&h->missed, 1);
-			return 1;
-		}
-		if (!stop)
-			return 0;
-		h->tid = tid;
-		h->ts = bpf_ktime_get_ns();
-		h->op = op;
-		h->key = key;
-		h->cpu = bpf_get_smp_processor_id();
-		bpf_send_signal_thread(SIGURG_NR);
-		return 1;
-	}
-	if (h->state == PTG_OP_HANDOVER_STOPPED) {
-		/* another thread's op while the first waits for the agent: in neither record */
-		__sync_fetch_and_add(&h->missed, 1);
-		return 1;
-	}
-	return h->state == PTG_OP_HANDOVER_AGENT;
+	return h && h->state >= PTG_OP_HANDOVER_STOPPED;
 }
 
 static __always_inline int emit(struct pt_regs *ctx)
@@ -163,11 +137,7 @@ static __always_inline int emit(struct pt_regs *ctx)
 	barrier_var(sp);
 	barrier_var(fp);
 	if (ptg_not_traced(tgid) || site_cookie(ctx, &cookie) ||
-	    (handover_any &&
-	     handed_over(tgid, (__u32)id, PTG_OP_COOKIE_SITE(cookie) == PTG_OP_SITE_ENTRY,
-			 PTG_OP_COOKIE_OP(cookie),
-			 (PTG_OP_COOKIE_FP(cookie) ? fp : sp) +
-			     (__s64)PTG_OP_COOKIE_DELTA(cookie))))
+	    (handover_any && handed_over(tgid)))
 		return 0;
 
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
@@ -203,6 +173,61 @@ SEC("uprobe")
 int op_single(struct pt_regs *ctx)
 {
 	return emit(ctx);
+}
+
+/*
+ * The hand-over's one probe, at the entry of at::getStepCallbacksUnlessEmpty(),
+ * which c10::Dispatcher::call (inlined in every at::_ops::<op>::call) calls
+ * before it runs the op and before it reads the RecordFunction callbacks: the
+ * main thread stopped here reads them only once resumed, after the agent
+ * registered its own, so the op that stopped it is the callback's first. Its
+ * return address names that op, for the probes when the agent cannot go in.
+ */
+SEC("uprobe")
+int op_trigger(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u64 sp = PT_REGS_SP(ctx), fp = PT_REGS_FP(ctx);
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct ptg_op_handover *h;
+	__u64 now;
+	bool stop;
+
+	barrier_var(sp);
+	barrier_var(fp);
+	h = bpf_map_lookup_elem(&handover, &tgid);
+	if (!h)
+		return 0;
+	if (h->state != PTG_OP_HANDOVER_ARMED) {
+		/* another thread's op while the first waits for the agent or the probes */
+		if (h->state == PTG_OP_HANDOVER_STOPPED || h->state == PTG_OP_HANDOVER_UNSTOPPED)
+			__sync_fetch_and_add(&h->missed, 1);
+		return 0;
+	}
+	/*
+	 * its main thread: the one the agent goes in through (user/proc/inject.c);
+	 * another thread, or the signal could reach it: the probes go in instead
+	 */
+	stop = tid == tgid && ptg_can_stop(recorder_tgid);
+	if (!handover_move(h, tgid, stop ? PTG_OP_HANDOVER_STOPPED : PTG_OP_HANDOVER_UNSTOPPED,
+			   &now)) {
+		/* another thread moved it first: as above, had it seen that */
+		if (now == PTG_OP_HANDOVER_STOPPED || now == PTG_OP_HANDOVER_UNSTOPPED)
+			__sync_fetch_and_add(&h->missed, 1);
+		return 0;
+	}
+	h->tid = tid;
+	h->ts = bpf_ktime_get_ns();
+	h->cpu = bpf_get_smp_processor_id();
+	h->sp = sp + 8; /* the caller's, before its call pushed the return address */
+	h->fp = fp;
+	if (bpf_probe_read_user(&h->ret, sizeof(h->ret), (void *)sp))
+		h->ret = 0;
+	if (stop)
+		bpf_send_signal_thread(SIGURG_NR);
+	else /* this op runs on unrecorded: nothing is probed yet */
+		__sync_fetch_and_add(&h->missed, 1);
+	return 0;
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

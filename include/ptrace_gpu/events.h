@@ -116,26 +116,30 @@ struct ptg_site_key {
 };
 
 /*
- * record -- CMD: a process's ops handed from the probes to the
- * RecordFunction callback at its first op (bpf/torchops.bpf.c, handover).
+ * record -- CMD: a process's ops handed to the RecordFunction callback at
+ * its first op (bpf/torchops.bpf.c, handover). What stops the thread is one
+ * uprobe, on at::getStepCallbacksUnlessEmpty(), which every op's dispatch
+ * calls before the op runs: no op probe is needed for it.
  */
 enum ptg_op_handover_state {
 	PTG_OP_HANDOVER_OFF = 0,     /* the probes record this process's ops */
 	PTG_OP_HANDOVER_ARMED = 1,   /* its first op stops its thread, if it can */
 	PTG_OP_HANDOVER_STOPPED = 2, /* stopped: the op agent goes in */
 	PTG_OP_HANDOVER_AGENT = 3,   /* the callback records them */
+	/* its first op could not stop it (another thread, a SIGURG handler): the probes go in */
+	PTG_OP_HANDOVER_UNSTOPPED = 4,
 };
 struct ptg_op_handover {
 	__u64 state; /* enum ptg_op_handover_state (64 bits: BPF's compare-and-swap) */
 	__u32 tid;   /* the thread its first op stopped */
-	__u32 pad;
-	__u64 ts;     /* when */
-	__u64 missed; /* ops of other threads while it was stopped: in no record */
-	/* the op that stopped it, as its entry event would have said (a, b, cpu) */
-	__u64 op;
-	__u64 key;
 	__u32 cpu;
-	__u32 pad2;
+	__u64 ts; /* when */
+	/* ops of other threads while it was stopped (or the probes went in): in no record */
+	__u64 missed;
+	/* the first op, as the trigger saw it: return address, stack and frame pointers */
+	__u64 ret;
+	__u64 sp; /* the caller's stack pointer at the call */
+	__u64 fp;
 };
 
 /*

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import ptg
@@ -186,14 +187,29 @@ class TorchOps(unittest.TestCase):
         one included. The same program recorded with --ops-from probes gives
         the same aten ops in the same order (less c10's unobserved ones, which
         no callback sees), and the training steps torch.profiler's counts."""
+        self.command_handover(python, None)
+
+    def check_command_handover_without_uprobe_multi(self, python):
+        """The same on the per-site path of kernels before 6.6
+        (PTG_NO_UPROBE_MULTI=1), where closing each probe site waits for a
+        grace period: the hand-over takes one probe, not PyTorch's thousands
+        of op sites, and the recorder ends soon after its command (a
+        generous bound: with the sites it took over ten minutes here). The
+        reference, --ops-from probes, is recorded with uprobe_multi."""
+        self.command_handover(python, dict(os.environ, PTG_NO_UPROBE_MULTI="1"))
+
+    def command_handover(self, python, env):
         theirs = self.torch_profiler_counts(python)
         mlp = python.path(os.path.join(ptg.WORKLOADS, "mlp.py"))
         seqs = {}
         for how in ("callback", "probes"):
             out = os.path.join(self.tmp.name, how + ".ptg")
             extra = ["--ops-from", "probes"] if how == "probes" else []
+            t0 = time.monotonic()
             res = ptg.run(["record", "-o", out, *extra, "--",
-                           *python.argv(mlp, "--steps", str(STEPS))])
+                           *python.argv(mlp, "--steps", str(STEPS))],
+                          env=env if how == "callback" else None)
+            elapsed = time.monotonic() - t0
             self.assertEqual(res.returncode, 0, res.stderr)
             trace = ptg.Trace(out)
             self.assertEqual(trace.losses, [])
@@ -203,6 +219,9 @@ class TorchOps(unittest.TestCase):
             if how == "callback":
                 self.assertIn("PyTorch ops by its RecordFunction callback, from its first "
                               "op on", res.stderr)
+                # no op probe went in: one probe stopped the thread
+                self.assertNotIn("PyTorch ops of", res.stderr)
+                self.assertLess(elapsed, 60, res.stderr)
                 self.assertEqual(trace.meta["ops.source"], "record_function")
                 ops = Ops(trace)
                 ops.calls = [c for c in ops.calls if "train" in c[5]]
@@ -509,7 +528,12 @@ class TorchOps(unittest.TestCase):
             self.assertEqual(res.returncode, 0, res.stderr)
             path, printed, err = out, res.stdout, res.stderr
         n = int(re.search(r"mm (\d+)", printed).group(1))
-        self.assertIn("PyTorch ops of", err, "libtorch was probed")
+        if via_pid:
+            self.assertIn("PyTorch ops of", err, "libtorch was probed")
+        else:
+            # -- CMD: the hand-over's one probe, put on by path like the op probes
+            self.assertIn("PyTorch ops by its RecordFunction callback, from its first op on",
+                          err)
         # probed by path before `import torch` maps it: every call, the first included
         self.assertEqual(Ops(ptg.Trace(path)).count()["aten::mm"], n)
 

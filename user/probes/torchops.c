@@ -24,7 +24,9 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/u64map.h"
+#include "proc/elf_file.h"
 #include "proc/kfeat.h"
+#include "proc/procfs.h"
 #include "probes/opscan.h"
 #include "probes/sitecookie.h"
 #include "probes/torchops.h"
@@ -46,6 +48,16 @@ struct op_lib {
 	size_t nlinks;
 };
 
+/* at::getStepCallbacksUnlessEmpty(at::RecordScope): record -- CMD's one probe (op_trigger) */
+#define TRIGGER_SYM "_ZN2at27getStepCallbacksUnlessEmptyENS_11RecordScopeE"
+
+/* A library with the hand-over's one probe on it, and not (yet) its op probes. */
+struct op_trig {
+	struct proc_map m; /* as offered: start and end 0 when offered ahead */
+	char *path;	   /* the file the probe is on, scanned if the op probes go in */
+	struct bpf_link *link;
+};
+
 struct torchops {
 	struct tracer *t;
 	struct modpath *mp;
@@ -60,6 +72,10 @@ struct torchops {
 	bool in_process; /* every process's ops come from its agent (--in-process): no probes */
 	uint64_t
 	    handover_missed; /* ops of other threads during a hand-over (torchops__handover_done) */
+	/* record -- CMD (torchops__handover_arm): libraries get op_trigger alone, until needed */
+	bool handover;
+	struct op_trig *trigs;
+	size_t ntrigs;
 	struct torchops_bpf *skel;
 	struct op_lib *libs;
 	size_t nlibs;
@@ -213,6 +229,8 @@ int torchops__handover_arm(struct torchops *ops, pid_t pid)
 	if (bpf_map_update_elem(bpf_map__fd(ops->skel->maps.handover), &key, &h, BPF_ANY))
 		return -errno;
 	ops->skel->bss->handover_any = true;
+	/* from now on a library gets the one probe of op_trigger, not its thousands */
+	ops->handover = true;
 	return 0;
 }
 
@@ -225,37 +243,141 @@ bool torchops__handover_stopped(struct torchops *ops, pid_t pid, pid_t tid)
 	       h.state == PTG_OP_HANDOVER_STOPPED && h.tid == (__u32)tid;
 }
 
+struct ret_map {
+	uint64_t addr;
+	uint64_t ino;
+	struct proc_map m;
+};
+
+static int map_of_ret(const struct proc_map *m, void *ctx)
+{
+	struct ret_map *r = ctx;
+
+	if (m->inode != r->ino || r->addr < m->start || r->addr >= m->end)
+		return 0;
+	r->m = *m;
+	return 1;
+}
+
+/*
+ * The op whose call() called the trigger at h->ret (c10::Dispatcher::call
+ * is inlined there), and the stack pointer its entry had: the stack-protector
+ * check before its ret sees the body's stack, as the call did, so the
+ * check's cookie rule gives it. 0 when the caller is no op of ours (a boxed
+ * call), or the op has no such check: its exit then closes nothing.
+ */
+static int trigger_op(struct torchops *ops, pid_t pid, const struct op_lib *lib, const char *path,
+		      const struct ptg_op_handover *h, struct ptg_event *e)
+{
+	const struct opscan *s = lib->scan;
+	struct ret_map r = {.addr = h->ret, .ino = lib->ino};
+	uint64_t bias, vaddr;
+	size_t op;
+
+	if (!h->ret || proc_maps__for_each(pid, map_of_ret, &r) != 1 ||
+	    elf_load_bias(path, r.m.start, r.m.offset, &bias))
+		return 0;
+	vaddr = h->ret - bias;
+	for (op = 0; op < s->nops; op++) {
+		if (vaddr > s->ops[op].addr && vaddr <= s->ops[op].addr + s->ops[op].size)
+			break;
+	}
+	if (op == s->nops)
+		return 0;
+	for (size_t i = 0; i < s->nsites; i++) {
+		const struct opscan_site *site = &s->sites[i];
+
+		if (site->op != op || site->site != PTG_OP_SITE_CHECK)
+			continue;
+		e->a = lib->base + op;
+		e->b = (site->fp ? h->fp : h->sp) + (uint64_t)(int64_t)site->delta;
+		return 1;
+	}
+	return 0;
+}
+
+static int probe_lib(struct torchops *ops, const struct proc_map *m, const char *attach_path);
+
+/*
+ * The agent did not take pid's ops: the op probes go on the libraries that
+ * had the trigger alone, and (stopped) the op that stopped it is written as
+ * its entry probe would have written it, from what the trigger saw.
+ */
+static int handover_probe(struct torchops *ops, pid_t pid, const struct ptg_op_handover *h,
+			  bool stopped)
+{
+	struct ptg_event e = {0};
+	int err = 0, found = 0;
+
+	for (size_t i = 0; !err && i < ops->ntrigs; i++) {
+		size_t nlibs = ops->nlibs;
+
+		err = probe_lib(ops, &ops->trigs[i].m, ops->trigs[i].path);
+		if (!err && stopped && !found && ops->nlibs > nlibs)
+			found = trigger_op(ops, pid, &ops->libs[nlibs], ops->trigs[i].path, h, &e);
+	}
+	if (err || !found)
+		return err;
+	e.ts = h->ts;
+	e.pid = (__u32)pid;
+	e.tid = h->tid;
+	e.kind = PTG_EV_OP_ENTER;
+	e.cpu = (__u16)h->cpu;
+	e.aux = PTG_OP_SITE_ENTRY;
+	return handle_event(ops->t, ops, &e, sizeof(e));
+}
+
+/* The hand-over ends in state: the ops its other threads ran meanwhile are counted. */
+static int handover_end(struct torchops *ops, pid_t pid, struct ptg_op_handover *h,
+			enum ptg_op_handover_state state)
+{
+	int fd = bpf_map__fd(ops->skel->maps.handover);
+	__u32 key = (__u32)pid;
+
+	h->state = state;
+	h->missed = 0;
+	if (bpf_map_update_elem(fd, &key, h, BPF_ANY))
+		return -errno;
+	/* what op_trigger counted after the lookup before ours, up to the update */
+	if (!bpf_map_lookup_elem(fd, &key, h))
+		ops->handover_missed += h->missed;
+	return 0;
+}
+
 int torchops__handover_done(struct torchops *ops, pid_t pid, bool agent)
 {
 	int fd = bpf_map__fd(ops->skel->maps.handover);
 	struct ptg_op_handover h;
-	struct ptg_event e = {0};
 	__u32 key = (__u32)pid;
 	int err;
 
 	if (bpf_map_lookup_elem(fd, &key, &h))
 		return -errno;
 	ops->handover_missed += h.missed;
-	h.missed = 0;
-	h.state = agent ? PTG_OP_HANDOVER_AGENT : PTG_OP_HANDOVER_OFF;
-	if (bpf_map_update_elem(fd, &key, &h, BPF_ANY))
-		return -errno;
 	if (agent) {
 		/* its callback has every op from the one that stopped it on */
 		torchops__in_process(ops, pid);
-		return 0;
+		return handover_end(ops, pid, &h, PTG_OP_HANDOVER_AGENT);
 	}
-	/* the probes keep it: the op that stopped it is theirs, as its probe would have said */
-	e.ts = h.ts;
-	e.pid = (__u32)pid;
-	e.tid = h.tid;
-	e.kind = PTG_EV_OP_ENTER;
-	e.cpu = (__u16)h.cpu;
-	e.aux = PTG_OP_SITE_ENTRY;
-	e.a = h.op;
-	e.b = h.key;
-	err = handle_event(ops->t, ops, &e, sizeof(e));
-	return err;
+	/* the probes keep it: in before the thread resumes, with the op that stopped it */
+	err = handover_probe(ops, pid, &h, true);
+	return handover_end(ops, pid, &h, PTG_OP_HANDOVER_OFF) ?: err;
+}
+
+int torchops__handover_poll(struct torchops *ops, pid_t pid)
+{
+	struct ptg_op_handover h;
+	__u32 key = (__u32)pid;
+	int err;
+
+	if (!ops || !ops->handover ||
+	    bpf_map_lookup_elem(bpf_map__fd(ops->skel->maps.handover), &key, &h) ||
+	    h.state != PTG_OP_HANDOVER_UNSTOPPED)
+		return 0;
+	ops->handover_missed += h.missed;
+	err = handover_probe(ops, pid, &h, false);
+	err = handover_end(ops, pid, &h, PTG_OP_HANDOVER_OFF) ?: err;
+	return err ?: 1;
 }
 
 void torchops__in_process(struct torchops *ops, pid_t pid)
@@ -572,14 +694,52 @@ static bool is_torch_lib(const char *path)
 	return base && !strncmp(base + 1, "libtorch", 8);
 }
 
+/*
+ * record -- CMD: the hand-over's one probe on the library, 0; -ENOENT when
+ * it has no trigger function (its op probes go in, as with --ops-from probes).
+ */
+static int attach_trigger(struct torchops *ops, const struct proc_map *m, const char *attach_path)
+{
+	struct elf_sym_info sym;
+	struct elf_file *ef = NULL;
+	struct op_trig *trigs, *tr;
+	uint64_t off;
+	int err;
+
+	err = elf_file__open(attach_path, &ef);
+	err = err ?: elf_file__find_sym(ef, TRIGGER_SYM, false, &sym);
+	err = err ?: elf_file__vaddr_to_offset(ef, sym.addr, &off);
+	elf_file__close(ef);
+	if (err)
+		return err;
+	trigs = realloc(ops->trigs, (ops->ntrigs + 1) * sizeof(*trigs));
+	if (!trigs)
+		return -ENOMEM;
+	ops->trigs = trigs;
+	tr = &trigs[ops->ntrigs];
+	*tr = (struct op_trig){.m = *m, .path = strdup(attach_path)};
+	if (!tr->path)
+		return -ENOMEM;
+	tr->link = bpf_program__attach_uprobe_opts(ops->skel->progs.op_trigger, ops->pid,
+						   attach_path, off, NULL);
+	if (!tr->link) {
+		err = -errno;
+		free(tr->path);
+		return err;
+	}
+	ops->ntrigs++;
+	if (!ops->quiet)
+		pr_debug("torchops: %s: the hand-over's one probe, at offset 0x%llx", m->path,
+			 (unsigned long long)off);
+	return 0;
+}
+
 int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_path, uint64_t bias)
 {
 	struct torchops *ops = ctx;
-	struct opscan *scan = NULL;
-	struct op_lib *lib;
-	uint64_t t0, *probed;
-	int err;
+	uint64_t *probed;
 
+	(void)bias;
 	if (!is_torch_lib(m->path))
 		return 0;
 	/* libtorch_cpu found on the search path is probed ahead: m->end is 0 then */
@@ -591,6 +751,21 @@ int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_pat
 		return 0;
 	if (u64map__put(&ops->probed, m->inode, 1))
 		return -ENOMEM;
+	/* -- CMD: one probe until the agent goes in, or does not (torchops__handover_done) */
+	if (ops->handover && !attach_trigger(ops, m, attach_path))
+		return 0;
+	log_libbpf_discard();
+	return probe_lib(ops, m, attach_path);
+}
+
+/* Scans the library and attaches its op probes. */
+static int probe_lib(struct torchops *ops, const struct proc_map *m, const char *attach_path)
+{
+	struct opscan *scan = NULL;
+	struct op_lib *lib;
+	uint64_t t0;
+	int err;
+
 	err = opscan__run(attach_path, &scan);
 	if (err || !scan->nops) {
 		/* a library we cannot read is not worth ending the recording */
@@ -635,6 +810,10 @@ void torchops__detach(struct torchops *ops)
 {
 	if (!ops)
 		return;
+	for (size_t i = 0; i < ops->ntrigs; i++) {
+		bpf_link__destroy(ops->trigs[i].link);
+		ops->trigs[i].link = NULL;
+	}
 	for (size_t i = 0; i < ops->nlibs; i++) {
 		struct op_lib *lib = &ops->libs[i];
 
@@ -670,6 +849,9 @@ void torchops__destroy(struct torchops *ops)
 	torchops__detach(ops);
 	for (size_t i = 0; i < ops->nlibs; i++)
 		opscan__free(ops->libs[i].scan);
+	for (size_t i = 0; i < ops->ntrigs; i++)
+		free(ops->trigs[i].path);
+	free(ops->trigs);
 	free(ops->libs);
 	free(ops->names);
 	free(ops->syms);

@@ -60,14 +60,20 @@ void torchops__in_process(struct torchops *ops, pid_t pid);
 /*
  * record -- CMD: pid's ops go to the RecordFunction callback at its first
  * op (bpf/torchops.bpf.c, handover): that op stops its thread, if the
- * thread is our tracee, with a SIGURG it would ignore.
+ * thread is our tracee, with a SIGURG it would ignore. Once armed, a
+ * PyTorch library gets one probe (on at::getStepCallbacksUnlessEmpty),
+ * not its op probes, unless it lacks that function.
  * torchops__handover_stopped(): whether tid's SIGURG stop is that;
  * torchops__handover_done(): the agent's callback is in (agent), or it is
- * not and the probes keep the process, the stopping op included.
+ * not and the op probes go in, the stopping op written from what the
+ * trigger saw; torchops__handover_poll(): 1 when the first op could not
+ * stop its thread and the op probes went in now (its ops until then are
+ * counted lost), 0 when nothing happened.
  */
 int torchops__handover_arm(struct torchops *ops, pid_t pid);
 bool torchops__handover_stopped(struct torchops *ops, pid_t pid, pid_t tid);
 int torchops__handover_done(struct torchops *ops, pid_t pid, bool agent);
+int torchops__handover_poll(struct torchops *ops, pid_t pid);
 /*
  * An op's entry or exit recorded in the target (user/probes/pymon.c): sym
  * names an entry (PTG_SYM_OP; unused for an exit); key orders it as a

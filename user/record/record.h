@@ -124,6 +124,8 @@ int record_open_target(struct recording *rc);
  */
 bool record_handover(const struct record_opts *o);
 int record_arm_handover(struct recording *rc);
+/* The first op could not stop the command's thread: the op probes go in now. */
+void record_poll_handover(struct recording *rc);
 /* What record_open_target probed ahead; rc->pf is not among it. */
 void record_python_free(struct recording *rc);
 /* -p A,B, --children, --hold, --per-process, --uid, --cgroup: user/probes/proctree.c records them.

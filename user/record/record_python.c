@@ -414,6 +414,24 @@ static enum launch_urg on_urg(void *ctx, pid_t pid, pid_t tid)
 	return LAUNCH_URG_RESUME;
 }
 
+void record_poll_handover(struct recording *rc)
+{
+	int err;
+
+	if (!rc->ops_handover || rc->ops_handover_done)
+		return;
+	err = torchops__handover_poll(rc->ops, rc->pid);
+	if (err < 0)
+		pr_warn("pid %d: the hand-over of its ops: %s", rc->pid, strerror(-err));
+	if (err == 1)
+		pr_info("pid %d: its first op could not stop it (another thread's, or a SIGURG "
+			"handler): its ops come from the probes, put in now; those before are "
+			"counted lost",
+			rc->pid);
+	if (err)
+		rc->ops_handover_done = true;
+}
+
 int record_arm_handover(struct recording *rc)
 {
 	int err;

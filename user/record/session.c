@@ -358,6 +358,7 @@ static int run_loop(struct recording *rc)
 		ret = tracer__poll(rc->tracer, 10);
 		if (ret < 0)
 			return ret;
+		record_poll_handover(rc);
 		/*
 		 * -p held at its exec: its stops are handled here, its end is the
 		 * pidfd's; before the CUPTI agent goes in, which needs it let go
