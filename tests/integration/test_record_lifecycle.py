@@ -74,7 +74,10 @@ class Lifecycle(unittest.TestCase):
         out = w.finish().split()
         self.assertEqual(out, expected_ticks(400) + ["done"])
         self.assertEqual(w.proc.returncode, 0)
-        self.assertEqual(progs & loaded_programs(), set(), "programs left behind")
+        # before 6.6 (PTG_NO_UPROBE_MULTI=1 here) a child of the recorder closes the
+        # per-site probes after it, one grace period each: gone once it is done
+        self.assertTrue(ptg.wait_until(lambda: not progs & loaded_programs(), 60),
+                        "programs left behind")
 
     def check_ctrl_c(self, python):
         self.stop_with_signal(python, signal.SIGINT, "interrupted")

@@ -16,6 +16,7 @@
 #include "base/u64map.h"
 #include "cuda.skel.h"
 #include "probes/cuda.h"
+#include "probes/teardown.h"
 #include "probes/preempt_builds.h"
 #include "probes/sitecookie.h"
 #include "probes/uprobe_multi.h"
@@ -640,10 +641,10 @@ void cudaprobe__detach(struct cudaprobe *cp)
 	if (!cp)
 		return;
 	for (size_t i = 0; i < cp->nlink_fds; i++)
-		close(cp->link_fds[i]);
+		teardown_fd(cp->link_fds[i]);
 	cp->nlink_fds = 0;
 	for (size_t i = 0; i < cp->nlinks; i++)
-		bpf_link__destroy(cp->links[i]);
+		teardown_link(cp->links[i]);
 	cp->nlinks = 0;
 }
 

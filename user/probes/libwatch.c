@@ -20,6 +20,7 @@
 #include "base/u64map.h"
 #include "libwatch.skel.h"
 #include "probes/libwatch.h"
+#include "probes/teardown.h"
 #include "probes/libwatch_int.h"
 #include "probes/preempt_builds.h"
 #include "proc/elf_file.h"
@@ -743,7 +744,7 @@ int libwatch__probed_ahead(struct libwatch *lw, uint64_t inode, const char *path
 void libwatch__detach(struct libwatch *lw)
 {
 	for (size_t i = 0; i < lw->nlds; i++)
-		bpf_link__destroy(lw->lds[i].link);
+		teardown_link(lw->lds[i].link);
 	lw->nlds = 0;
 	bpf_link__destroy(lw->skel->links.lib_exec);
 	lw->skel->links.lib_exec = NULL;

@@ -12,6 +12,7 @@
 
 #include "base/log.h"
 #include "probes/pyframe.h"
+#include "probes/teardown.h"
 #include "probes/preempt_builds.h"
 #include "probes/pyframe_legacy.h"
 #include "probes/pystack.h"
@@ -468,12 +469,10 @@ void pyframe__detach(struct pyframe *pf)
 	for (size_t i = 0; i < pf->natts; i++) {
 		struct pyframe_att *a = &pf->atts[i];
 
-		for (int j = 0; j < 2; j++) {
-			if (a->fds[j] >= 0)
-				close(a->fds[j]);
-		}
+		for (int j = 0; j < 2; j++)
+			teardown_fd(a->fds[j]);
 		for (int j = 0; j < a->nlinks; j++)
-			bpf_link__destroy(a->links[j]);
+			teardown_link(a->links[j]);
 	}
 	free(pf->atts);
 	pf->atts = NULL;

@@ -29,6 +29,7 @@
 #include "proc/procfs.h"
 #include "probes/opscan.h"
 #include "probes/sitecookie.h"
+#include "probes/teardown.h"
 #include "probes/torchops.h"
 #include "probes/uprobe_multi.h"
 #include "torchops.skel.h"
@@ -811,21 +812,21 @@ void torchops__detach(struct torchops *ops)
 	if (!ops)
 		return;
 	for (size_t i = 0; i < ops->ntrigs; i++) {
-		bpf_link__destroy(ops->trigs[i].link);
+		teardown_link(ops->trigs[i].link);
 		ops->trigs[i].link = NULL;
 	}
 	for (size_t i = 0; i < ops->nlibs; i++) {
 		struct op_lib *lib = &ops->libs[i];
 
 		for (size_t j = 0; j < lib->nlink_fds; j++)
-			close(lib->link_fds[j]);
+			teardown_fd(lib->link_fds[j]);
 		free(lib->link_fds);
 		free(lib->link_pids);
 		lib->link_fds = NULL;
 		lib->link_pids = NULL;
 		lib->nlink_fds = 0;
 		for (size_t j = 0; j < lib->nlinks; j++)
-			bpf_link__destroy(lib->links[j]);
+			teardown_link(lib->links[j]);
 		free(lib->links);
 		free(lib->links_pid);
 		lib->links = NULL;

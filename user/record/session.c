@@ -26,6 +26,7 @@
 #include "probes/pyframe.h"
 #include "probes/pymon.h"
 #include "probes/sched.h"
+#include "probes/teardown.h"
 #include "probes/torchops.h"
 #include "probes/tracer.h"
 #include "proc/procfs.h"
@@ -497,6 +498,12 @@ static int finish(struct recording *rc)
 	 * for PyTorch's and CUDA's), long enough for a target to exit.
 	 */
 	caught = tracer__catch_up(rc->tracer, stop_ts);
+	/*
+	 * What the uprobes are attached with is closed once the trace is
+	 * written, mostly by a child left behind (teardown_run()): without
+	 * uprobe_multi each site's close waits for a grace period, 0.1 s here
+	 */
+	teardown_defer(true);
 	pyframe__detach(rc->pf);
 	/* the agent takes its callbacks out; what it wrote until then is still read */
 	pymon__stop(rc->pm);
@@ -647,6 +654,8 @@ int record_run(const struct record_opts *opts, int *cmd_status)
 	trace_writer__abort(rc.w);
 	if (rc.pidfd >= 0)
 		close(rc.pidfd);
+	/* last: the agents' sockets are closed, so the child that closes the probes holds none */
+	teardown_run();
 	*cmd_status = command_status(&rc);
 	return ret;
 }
