@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -590,6 +591,36 @@ cleanup:
 	return err;
 }
 
+/*
+ * Each site a perf event: closing one waits for a grace period (0.1-0.2 s
+ * on the VMs measured), so taking thousands out takes minutes. Said once,
+ * before they go in, from one probe's close measured here.
+ */
+static void say_close_cost(struct torchops *ops, const struct opscan *s, const char *path)
+{
+	struct bpf_link *l;
+	struct utsname u;
+	uint64_t ns;
+
+	/* an op index no event is taken for (handle_event()), should it fire meanwhile */
+	LIBBPF_OPTS(bpf_uprobe_opts, opts,
+		    .bpf_cookie = PTG_OP_COOKIE(UINT32_MAX, PTG_OP_SITE_ENTRY, 0, 0));
+
+	if (ops->quiet || !s->nsites || ops->st.sites)
+		return;
+	l = bpf_program__attach_uprobe_opts(ops->skel->progs.op_single, ops->pids[0], path,
+					    s->sites[0].offset, &opts);
+	ns = uprobe_site_close_ns(l);
+	if (!ns)
+		return;
+	if (uname(&u))
+		snprintf(u.release, sizeof(u.release), "?");
+	pr_info("op probes: %zu sites without uprobe_multi (Linux %s): taking them out costs "
+		"~%.0f s here (%.0f ms a site), once the trace is written; --no-ops avoids it",
+		s->nsites * ops->npids, u.release, (double)(s->nsites * ops->npids) * ns / 1e9,
+		ns / 1e6);
+}
+
 static int attach_each(struct torchops *ops, struct op_lib *lib, const char *path)
 {
 	const struct opscan *s = lib->scan;
@@ -605,6 +636,7 @@ static int attach_each(struct torchops *ops, struct op_lib *lib, const char *pat
 	lib->links_pid = calloc(s->nsites * ops->npids, sizeof(*lib->links_pid));
 	if (!lib->links || !lib->links_pid)
 		return -ENOMEM;
+	say_close_cost(ops, s, path);
 	for (size_t p = 0; p < ops->npids; p++) {
 		for (size_t i = 0; i < s->nsites; i++) {
 			LIBBPF_OPTS(bpf_uprobe_opts, opts,
@@ -638,9 +670,10 @@ static int attach_lib(struct torchops *ops, struct op_lib *lib, const char *path
 		}
 	}
 	log_libbpf_discard();
-	pr_warn("torchops: no uprobe_multi link (%s): attaching %zu uprobes one by one, "
-		"which takes a while",
-		strerror(-err), lib->scan->nsites);
+	/* a kernel without uprobe_multi is no surprise: say_close_cost() says what it costs */
+	if (ops->multi_loaded)
+		pr_warn("torchops: no uprobe_multi link (%s): attaching %zu uprobes one by one",
+			strerror(-err), lib->scan->nsites);
 	return attach_each(ops, lib, path);
 }
 

@@ -7,6 +7,9 @@
 
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
+#include <bpf/libbpf.h>
+
+#include "base/clock.h"
 
 #include "probes/uprobe_multi.h"
 
@@ -89,4 +92,15 @@ int uprobe_pids(pid_t pid, const pid_t *pids, size_t npids, pid_t **out, size_t 
 	*out = p;
 	*n = cnt;
 	return 0;
+}
+
+uint64_t uprobe_site_close_ns(struct bpf_link *link)
+{
+	static uint64_t ns;
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+
+	bpf_link__destroy(link);
+	if (!ns && link)
+		ns = now_ns(CLOCK_MONOTONIC) - t0;
+	return ns;
 }

@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct bpf_link;
+
 /* expected_attach_type of a program attached this way */
 #define PTG_BPF_TRACE_UPROBE_MULTI 48
 
@@ -31,5 +33,13 @@ int uprobe_multi_attach(int prog_fd, const char *path, const uint64_t *offsets,
  * (one entry, -1: a probe on the file alone). *out is the caller's to free.
  */
 int uprobe_pids(pid_t pid, const pid_t *pids, size_t npids, pid_t **out, size_t *n);
+
+/*
+ * Without uprobe_multi: what closing one per-site uprobe costs on this
+ * kernel (a tracepoint grace period), measured once by destroying link, a
+ * probe the caller attached for it; later calls destroy link and return
+ * the first measure. ns.
+ */
+uint64_t uprobe_site_close_ns(struct bpf_link *link);
 
 #endif /* PTG_UPROBE_MULTI_H */
