@@ -14,4 +14,4 @@ if ! timeout 3000 ./tools/make-chroots.sh; then
 	echo "test: tools/make-chroots.sh failed: the tests of its missing interpreters are skipped" >&2
 fi
 cd "${PTG_BUILD_DIR:-build}"
-ctest --output-on-failure -j1
+ctest --output-on-failure -j2
