@@ -2,7 +2,7 @@
 /*
  * Chrome trace writer. A Python function or op becomes one "X" event when its
  * EXIT arrives, so events come out of the records children first; they are
- * kept in memory and written sorted by start, longer first, so that every
+ * written sorted by start, longer first (chrome_sort.c), so that every
  * reader (Perfetto nests equal starts in file order) sees parents before
  * their children. Field conventions are those of trace_kineto.h.
  */
@@ -23,9 +23,7 @@
 #include "output/chrome_export.h"
 #include "trace/trace_kineto.h"
 
-#define FLUSH_AT (64 * 1024)
-
-static int out_flush(struct chrome *c)
+int chrome_out_flush(struct chrome *c)
 {
 	if (c->b.err)
 		return c->b.err;
@@ -58,8 +56,9 @@ void chrome_ev_new(struct chrome *c, bool meta)
 		return;
 	}
 	e = &c->evs[c->nevs];
-	*e = (struct cevent){.off = c->b.len, .seq = c->nevs, .meta = meta};
+	*e = (struct cevent){.off = c->b.len, .k = {.seq = c->nseq, .meta = meta}};
 	c->nevs++;
+	c->nseq++;
 }
 
 /* Starts an event object: {"ph": ..., "cat": ..., "name": ... */
@@ -77,7 +76,7 @@ void chrome_ev_where(struct chrome *c, uint32_t pid, uint32_t tid, uint64_t ts)
 	buf__printf(&c->b, ", \"pid\": %d, \"tid\": %d, \"ts\": ", (int32_t)pid, (int32_t)tid);
 	jb_us(&c->b, ts);
 	if (c->nevs)
-		c->evs[c->nevs - 1].ts = ts;
+		c->evs[c->nevs - 1].k.ts = ts;
 }
 
 /*
@@ -113,7 +112,7 @@ static void ev_x(struct chrome *c, const char *cat, const char *name, uint32_t p
 	buf__puts(&c->b, ", \"dur\": ");
 	jb_us(&c->b, dur);
 	if (c->nevs)
-		c->evs[c->nevs - 1].dur = dur;
+		c->evs[c->nevs - 1].k.dur = dur;
 }
 
 /* Python names as Kineto writes them: "file(line): function". */
@@ -370,7 +369,7 @@ static int write_record(struct chrome *c, const struct ptg_record *rec)
 		if (c->args) {
 			chrome_ev_new(c, false);
 			if (c->nevs)
-				c->evs[c->nevs - 1].ts = rec->ts;
+				c->evs[c->nevs - 1].k.ts = rec->ts;
 			buf__puts(&c->b, c->args);
 		}
 		break;
@@ -384,48 +383,13 @@ static int write_record(struct chrome *c, const struct ptg_record *rec)
 	return c->b.err;
 }
 
-/* Metadata first, then by start, longer first, then in the order they were made. */
-static int cmp_cevent(const void *pa, const void *pb)
-{
-	const struct cevent *a = pa, *b = pb;
-
-	if (a->meta != b->meta)
-		return a->meta ? -1 : 1;
-	if (!a->meta && a->ts != b->ts)
-		return a->ts < b->ts ? -1 : 1;
-	if (!a->meta && a->dur != b->dur)
-		return a->dur > b->dur ? -1 : 1;
-	return (a->seq > b->seq) - (a->seq < b->seq);
-}
-
-/* Writes the events of c->b in order, through out, flushed as it fills. */
-static int write_sorted(struct chrome *c)
-{
-	struct buf events = c->b;
-	size_t i;
-	int err = 0;
-
-	/* events lie back to back: each ends where the next one made begins */
-	for (i = 0; i < c->nevs; i++)
-		c->evs[i].end = i + 1 < c->nevs ? c->evs[i + 1].off : events.len;
-	array_sort(c->evs, c->nevs, sizeof(*c->evs), cmp_cevent);
-	c->b = (struct buf){};
-	for (i = 0; i < c->nevs && !err; i++) {
-		buf__puts(&c->b, i ? ",\n  " : "\n  ");
-		buf__put(&c->b, events.data + c->evs[i].off, c->evs[i].end - c->evs[i].off);
-		if (c->b.len >= FLUSH_AT)
-			err = out_flush(c);
-	}
-	buf__free(&events);
-	return err ?: c->b.err;
-}
-
 static void on_span(void *ctx, const struct model_span *s, const struct model_frame *stack,
 		    unsigned int depth)
 {
 	(void)stack;
 	(void)depth;
 	write_span(ctx, s);
+	chrome_run_check(ctx);
 }
 
 static void on_record(void *ctx, const struct ptg_record *rec, const struct model_frame *stack,
@@ -438,6 +402,7 @@ static void on_record(void *ctx, const struct ptg_record *rec, const struct mode
 	/* the model hands each record as soon as it is read: the reader still holds its args */
 	c->args = trace_reader__args(c->r, NULL);
 	write_record(c, rec);
+	chrome_run_check(c);
 }
 
 /*
@@ -456,16 +421,16 @@ static int write_all(struct chrome *c)
 	int err;
 
 	chrome_write_header(c);
-	err = out_flush(c);
+	err = chrome_out_flush(c);
 	/* an error of the event buffer stops nothing in the walk: it is checked after it */
 	if (!err && (err = model__walk(c->r, &chrome_visitor, c, NULL)) < 0 && err != -ENOMEM) {
 		pr_err("chrome: %s", trace_reader__error(c->r));
 		return err;
 	}
-	if (err || (err = c->b.err) || (err = write_sorted(c)))
+	if (err || (err = c->b.err) || (err = chrome_write_events(c)))
 		return err;
 	chrome_write_footer(c);
-	return out_flush(c);
+	return chrome_out_flush(c);
 }
 
 static bool ends_with(const char *s, const char *suffix)
@@ -480,6 +445,7 @@ static void chrome_free(struct chrome *c)
 	buf__free(&c->b);
 	cuda_links_free(&c->links);
 	free(c->evs);
+	chrome_spill_free(c->spill);
 	u64map__free(&c->tracks);
 }
 
@@ -500,10 +466,10 @@ static int open_gz(struct chrome *c, int fd)
 	return 0;
 }
 
-int chrome_export(struct trace_reader *r, const char *out_path)
+int chrome_export_runs(struct trace_reader *r, const char *out_path, size_t run_bytes)
 {
 	const char *source = trace_reader__meta(r, "source"), *procs;
-	struct chrome c = {.r = r, .path = out_path};
+	struct chrome c = {.r = r, .path = out_path, .run_bytes = run_bytes};
 	struct outfile *of = NULL;
 	int err, zerr;
 
@@ -537,4 +503,9 @@ int chrome_export(struct trace_reader *r, const char *out_path)
 	}
 	chrome_free(&c);
 	return err;
+}
+
+int chrome_export(struct trace_reader *r, const char *out_path)
+{
+	return chrome_export_runs(r, out_path, CHROME_RUN_BYTES);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The Chrome exporter's state, shared by its files: chrome.c turns records
- * into events and writes them sorted, chrome_tracks.c writes the metadata
+ * into events, chrome_sort.c writes them in order (in memory, or through
+ * runs spilled to disk and merged), chrome_tracks.c writes the metadata
  * that names processes and tracks and the trace's top-level keys. Not for
  * use outside the exporter (chrome.h is its interface).
  */
@@ -38,22 +39,41 @@
 /* a thread's name (at most 15 bytes from the kernel, more from a trace) and its container tid */
 #define PTG_NAME_IN_NS_MAX 320
 
+/* the output is written in pieces of about this size */
+#define CHROME_FLUSH_AT (64 * 1024)
+/*
+ * Event bytes kept in memory before they are sorted and spilled as one run;
+ * below a power of two, so that c->b's doubling stops at 8 MiB.
+ */
+#define CHROME_RUN_BYTES ((8u << 20) - (256u << 10))
+
+/* Where an event goes in the output (chrome_sort.c); a spilled event's header too. */
+struct cevent_key {
+	uint64_t ts, dur;
+	uint64_t seq;  /* events made before it, in the whole export */
+	uint32_t len;  /* its bytes, once spilled */
+	uint32_t meta; /* "M": ahead of every other event */
+};
+
 /* One event in c->b: it runs from off to the next one's off. */
 struct cevent {
 	size_t off, end;
-	uint64_t ts, dur;
-	size_t seq;
-	bool meta; /* "M": ahead of every other event */
+	struct cevent_key k;
 };
+
+struct chrome_spill;
 
 struct chrome {
 	struct trace_reader *r;
 	gzFile gz;
 	const char *path;
-	struct buf b; /* every event, in the order they were made */
+	struct buf b; /* the events of this run, in the order they were made */
 	struct cevent *evs;
 	size_t nevs, evs_cap;
-	struct u64map tracks;	 /* pid << 32 | track tid of the tracks named so far */
+	uint64_t nseq;		    /* events made so far */
+	size_t run_bytes;	    /* CHROME_RUN_BYTES, or what a test asks */
+	struct chrome_spill *spill; /* the runs written to disk; NULL while none is */
+	struct u64map tracks;	    /* pid << 32 | track tid of the tracks named so far */
 	bool kineto;		 /* META source=kineto: pid/tid and flows are stored as they were */
 	bool gpu_by_pid;	 /* GPU activity of several processes: GPU_TRACK rows */
 	struct cuda_links links; /* a recorded trace's joins, cbids, External ids */
@@ -62,6 +82,16 @@ struct chrome {
 };
 
 const char *chrome_sym_name(const struct chrome *c, uint32_t id);
+/* Writes c->b to the output and empties it. */
+int chrome_out_flush(struct chrome *c);
+
+/* After each record's events: when they fill a run, sorts it and spills it to disk. */
+void chrome_run_check(struct chrome *c);
+/* Every event made, in order, to the output; the runs spilled are merged. */
+int chrome_write_events(struct chrome *c);
+void chrome_spill_free(struct chrome_spill *s);
+/* chrome_export() with runs of run_bytes: tests make them small to merge many. */
+int chrome_export_runs(struct trace_reader *r, const char *out_path, size_t run_bytes);
 
 /* Indexes the event that starts at the end of c->b; meta: an "M" event. */
 void chrome_ev_new(struct chrome *c, bool meta);
