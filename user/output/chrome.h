@@ -2,7 +2,8 @@
 /*
  * Chrome / Perfetto JSON in Kineto's schema (what torch.profiler writes), for
  * Perfetto (ui.perfetto.dev) and HTA. One pass over the records; the events
- * are held in memory and written sorted, parents before children.
+ * are written sorted, parents before children, through sorted runs spilled
+ * beside the output when they outgrow a few MiB (chrome_sort.c).
  */
 #ifndef PTG_CHROME_H
 #define PTG_CHROME_H
