@@ -73,7 +73,11 @@ static void ev_begin(struct chrome *c, const char *ph, const char *cat)
 
 void chrome_ev_where(struct chrome *c, uint32_t pid, uint32_t tid, uint64_t ts)
 {
-	buf__printf(&c->b, ", \"pid\": %d, \"tid\": %d, \"ts\": ", (int32_t)pid, (int32_t)tid);
+	buf__puts(&c->b, ", \"pid\": ");
+	jb_int(&c->b, (int32_t)pid);
+	buf__puts(&c->b, ", \"tid\": ");
+	jb_int(&c->b, (int32_t)tid);
+	buf__puts(&c->b, ", \"ts\": ");
 	jb_us(&c->b, ts);
 	if (c->nevs)
 		c->evs[c->nevs - 1].k.ts = ts;

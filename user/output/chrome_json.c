@@ -17,19 +17,25 @@
 /* A JSON string literal; a byte that starts no valid UTF-8 sequence becomes U+FFFD. */
 void jb_json(struct buf *b, const char *s)
 {
-	const unsigned char *p = (const unsigned char *)s;
+	const unsigned char *p = (const unsigned char *)s, *run;
 	char esc[8];
 	size_t n;
 
 	buf__put(b, "\"", 1);
-	for (; *p; p += n) {
+	for (;;) {
+		/* what needs no care goes in one piece: most names are plain ASCII */
+		for (run = p; *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\'; p++)
+			;
+		buf__put(b, run, (size_t)(p - run));
+		if (!*p)
+			break;
 		n = utf8_seq_len(p);
 		if (!n) {
 			buf__put(b, UTF8_REPLACEMENT, 3);
 			n = 1;
 		} else if (*p == '"' || *p == '\\') {
 			esc[0] = '\\';
-			esc[1] = *p;
+			esc[1] = (char)*p;
 			buf__put(b, esc, 2);
 		} else if (*p < 0x20) {
 			snprintf(esc, sizeof(esc), "\\u%04x", *p);
@@ -37,14 +43,40 @@ void jb_json(struct buf *b, const char *s)
 		} else {
 			buf__put(b, (const char *)p, n);
 		}
+		p += n;
 	}
 	buf__put(b, "\"", 1);
+}
+
+/* The decimal digits of v, ending at end; returns where they start. */
+static char *digits(char *end, uint64_t v)
+{
+	do {
+		*--end = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	return end;
+}
+
+/* printf's %" PRId64 ", without printf: the exporter writes several per event */
+void jb_int(struct buf *b, int64_t v)
+{
+	char t[24], *p = digits(t + sizeof(t), v < 0 ? -(uint64_t)v : (uint64_t)v);
+
+	if (v < 0)
+		*--p = '-';
+	buf__put(b, p, (size_t)(t + sizeof(t) - p));
 }
 
 /* ns -> µs with exactly 3 decimals: the importer reads it back to the same ns */
 void jb_us(struct buf *b, uint64_t ns)
 {
-	buf__printf(b, "%" PRIu64 ".%03u", ns / 1000, (unsigned int)(ns % 1000));
+	char t[32], *p = digits(t + sizeof(t), 1000 + ns % 1000);
+
+	/* 1000 + the remainder gives its 3 digits with their zeros; the 1 becomes the point */
+	*p = '.';
+	p = digits(p, ns / 1000);
+	buf__put(b, p, (size_t)(t + sizeof(t) - p));
 }
 
 void jarg_key(struct jargs *a, const char *key)
@@ -58,7 +90,7 @@ void jarg_key(struct jargs *a, const char *key)
 void jarg_int(struct jargs *a, const char *key, int64_t v)
 {
 	jarg_key(a, key);
-	buf__printf(a->b, "%" PRId64, v);
+	jb_int(a->b, v);
 }
 
 /* An id stored as value + 1 (0 = absent). */

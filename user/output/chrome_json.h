@@ -17,6 +17,9 @@
 /* A JSON string literal; a byte that starts no valid UTF-8 sequence becomes U+FFFD. */
 void jb_json(struct buf *b, const char *s);
 
+/* A signed integer in decimal. */
+void jb_int(struct buf *b, int64_t v);
+
 /* ns -> µs with exactly 3 decimals: the importer reads it back to the same ns */
 void jb_us(struct buf *b, uint64_t ns);
 
