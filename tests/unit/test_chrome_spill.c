@@ -261,8 +261,11 @@ int main(void)
 	close(fd);
 	snprintf(json, sizeof(json), "%s.json", ptg);
 	check_rss(ptg, json);
-	if (!make_trace(ptg, 6000))
+	if (!make_trace(ptg, 6000)) {
 		check_same("synthetic", ptg, json, 16 * 1024);
+		/* a run per record: more runs than one merge takes, merged by groups first */
+		check_same("synthetic, merged twice", ptg, json, 1);
+	}
 	if (shared)
 		check_kineto(shared, json);
 	unlink(ptg);

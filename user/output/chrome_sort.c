@@ -27,6 +27,7 @@
 #define MERGE_BYTES (16u << 20)
 #define WINDOW_MIN  (4u << 10)
 #define WINDOW_MAX  (256u << 10)
+#define MERGE_FANIN (MERGE_BYTES / WINDOW_MIN)
 
 struct chrome_spill {
 	int fd;
@@ -227,8 +228,16 @@ static int rr_fill(const struct chrome_spill *s, struct run_reader *rr)
 	return 0;
 }
 
-/* n bytes of the run to dst, or to the output when dst is NULL. */
-static int rr_read(struct chrome *c, struct run_reader *rr, void *dst, size_t n)
+/* Writes what of to is due: to is the output's buffer or the spill file's. */
+static int to_flush(struct chrome *c, struct buf *to)
+{
+	if (to == &c->b)
+		return to->len >= CHROME_FLUSH_AT ? chrome_out_flush(c) : 0;
+	return to->len >= SPILL_FLUSH_AT ? spill_flush(c) : 0;
+}
+
+/* n bytes of the run to dst, or appended to to when dst is NULL. */
+static int rr_read(struct chrome *c, struct run_reader *rr, void *dst, struct buf *to, size_t n)
 {
 	size_t k;
 	int err;
@@ -240,10 +249,8 @@ static int rr_read(struct chrome *c, struct run_reader *rr, void *dst, size_t n)
 		if (dst) {
 			memcpy(dst, rr->win + rr->lo, k);
 			dst = (uint8_t *)dst + k;
-		} else {
-			buf__put(&c->b, rr->win + rr->lo, k);
-			if (c->b.len >= CHROME_FLUSH_AT && (err = chrome_out_flush(c)))
-				return err;
+		} else if (buf__put(to, rr->win + rr->lo, k) || (err = to_flush(c, to))) {
+			return to->err ?: err;
 		}
 		rr->lo += k;
 		n -= k;
@@ -255,7 +262,7 @@ static int rr_read(struct chrome *c, struct run_reader *rr, void *dst, size_t n)
 static int rr_head(struct chrome *c, struct run_reader *rr, bool *more)
 {
 	*more = rr->lo < rr->hi || rr->next < rr->end;
-	return *more ? rr_read(c, rr, &rr->k, sizeof(rr->k)) : 0;
+	return *more ? rr_read(c, rr, &rr->k, NULL, sizeof(rr->k)) : 0;
 }
 
 /* Restores the heap of runs (by their next event) below position i. */
@@ -278,48 +285,68 @@ static void sift_down(struct run_reader **h, size_t n, size_t i)
 	}
 }
 
-/* Merges the spilled runs to the output. */
-static int merge_runs(struct chrome *c, struct run_reader *rrs, struct run_reader **heap)
+/* The next event of the heap's first run: to the output, or with its key to a new run. */
+static int merge_one(struct chrome *c, struct run_reader *rr, bool to_spill, uint64_t *written)
+{
+	struct buf *to = to_spill ? &c->spill->w : &c->b;
+
+	if (to_spill) {
+		buf__put(to, &rr->k, sizeof(rr->k));
+		c->spill->size += (off_t)(sizeof(rr->k) + rr->k.len);
+	} else {
+		buf__puts(to, *written ? ",\n  " : "\n  ");
+	}
+	(*written)++;
+	return to->err ?: rr_read(c, rr, NULL, to, rr->k.len);
+}
+
+/* Merges runs [first, first + n) to the output, or to a new run at the end of the spill file. */
+static int merge_runs(struct chrome *c, size_t first, size_t nr, bool to_spill)
 {
 	struct chrome_spill *s = c->spill;
-	size_t i, n = 0, cap = MERGE_BYTES / s->nruns, written = 0;
+	struct run_reader *rrs = calloc(nr, sizeof(*rrs)), **heap = calloc(nr, sizeof(*heap));
+	size_t i, n = 0, cap = MERGE_BYTES / nr;
+	uint64_t written = 0;
 	bool more;
-	int err = 0;
+	int err = rrs && heap ? 0 : -ENOMEM;
 
 	cap = cap < WINDOW_MIN ? WINDOW_MIN : cap > WINDOW_MAX ? WINDOW_MAX : cap;
-	for (i = 0; i < s->nruns; i++) {
+	for (i = 0; i < nr && !err; i++) {
 		struct run_reader *rr = &rrs[i];
 
-		rr->next = s->runs[i];
-		rr->end = i + 1 < s->nruns ? s->runs[i + 1] : s->size;
+		rr->next = s->runs[first + i];
+		rr->end = first + i + 1 < s->nruns ? s->runs[first + i + 1] : s->size;
 		rr->cap = cap;
 		rr->win = malloc(cap);
-		if (!rr->win)
-			return -ENOMEM;
-		if ((err = rr_head(c, rr, &more)))
-			return err;
-		if (more)
+		err = rr->win ? rr_head(c, rr, &more) : -ENOMEM;
+		if (!err && more)
 			heap[n++] = rr;
 	}
+	if (!err && to_spill &&
+	    array_grow((void **)&s->runs, &s->runs_cap, s->nruns + 1, sizeof(*s->runs)))
+		err = -ENOMEM;
+	if (!err && to_spill)
+		s->runs[s->nruns++] = s->size;
 	for (i = n; i-- > 0;)
 		sift_down(heap, n, i);
 	while (n && !err) {
-		struct run_reader *rr = heap[0];
-
-		buf__puts(&c->b, written++ ? ",\n  " : "\n  ");
-		err = rr_read(c, rr, NULL, rr->k.len) ?: rr_head(c, rr, &more);
+		err = merge_one(c, heap[0], to_spill, &written) ?: rr_head(c, heap[0], &more);
 		if (!more)
 			heap[0] = heap[--n];
 		sift_down(heap, n, 0);
 	}
+	for (i = 0; rrs && i < nr; i++)
+		free(rrs[i].win);
+	free(rrs);
+	free(heap);
+	if (!err && to_spill)
+		err = spill_flush(c);
 	return err ?: c->b.err;
 }
 
 int chrome_write_events(struct chrome *c)
 {
-	struct run_reader *rrs;
-	struct run_reader **heap;
-	size_t i;
+	size_t first = 0;
 	int err;
 
 	if (!c->spill)
@@ -331,14 +358,12 @@ int chrome_write_events(struct chrome *c)
 	free(c->evs);
 	c->evs = NULL;
 	c->evs_cap = 0;
-	rrs = calloc(c->spill->nruns, sizeof(*rrs));
-	heap = calloc(c->spill->nruns, sizeof(*heap));
-	err = rrs && heap ? merge_runs(c, rrs, heap) : -ENOMEM;
-	for (i = 0; rrs && i < c->spill->nruns; i++)
-		free(rrs[i].win);
-	free(rrs);
-	free(heap);
-	return err;
+	/* more runs than windows of WINDOW_MIN fit in MERGE_BYTES: merged by groups into longer */
+	while (!err && c->spill->nruns - first > MERGE_FANIN) {
+		err = merge_runs(c, first, MERGE_FANIN, true);
+		first += MERGE_FANIN;
+	}
+	return err ?: merge_runs(c, first, c->spill->nruns - first, false);
 }
 
 void chrome_spill_free(struct chrome_spill *s)
