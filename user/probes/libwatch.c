@@ -366,7 +366,8 @@ static int notice(struct libwatch *lw, const struct ptg_event *e)
 		err = exec_proc(lw, p);
 		/* the kernel's dev_t: 12 bits of major above 20 of minor */
 		if (lw->pid >= 0 && lw->exec_fn)
-			lw->exec_fn(lw->exec_ctx, makedev(e->b >> 20, e->b & 0xfffff), (ino_t)e->a);
+			lw->exec_fn(lw->exec_ctx, makedev(e->b >> 20, e->b & 0xfffff), (ino_t)e->a,
+				    e->ts);
 		return err;
 	}
 	/*

@@ -52,11 +52,12 @@ int libwatch__add_pid(struct libwatch *lw, pid_t pid);
 
 int libwatch__subscribe(struct libwatch *lw, libwatch_fn fn, void *ctx);
 /*
- * One process: fn(ctx, dev, ino) after each exec of it was scanned (its
+ * One process: fn(ctx, dev, ino, ts) after each exec of it was scanned (its
  * event read, the process may have run on, or ended, since), with the file
- * the exec ran (as stat(2) names it). One subscriber.
+ * the exec ran (as stat(2) names it) and when (CLOCK_MONOTONIC ns). One
+ * subscriber.
  */
-typedef void (*libwatch_exec_fn)(void *ctx, dev_t dev, ino_t ino);
+typedef void (*libwatch_exec_fn)(void *ctx, dev_t dev, ino_t ino, uint64_t ts);
 void libwatch__on_exec(struct libwatch *lw, libwatch_exec_fn fn, void *ctx);
 /*
  * Which process maps what, for a subscriber that acts in each process (the

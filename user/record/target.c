@@ -37,6 +37,7 @@ struct target {
 	size_t nahead;
 	struct libsearch *search; /* while target__probe_ahead runs */
 	uint64_t exec_ms;	  /* an exec after Python, not looked at yet: when read */
+	uint64_t python_ns;	  /* when Python was found in it (CLOCK_MONOTONIC) */
 	dev_t exec_dev;		  /* ... the file it exec'd */
 	ino_t exec_ino;
 };
@@ -138,6 +139,7 @@ static int found(struct target *tg, int ret, const struct py_interp *py, const c
 		ret = tg->o.fn(tg->o.ctx, py, how);
 		if (!ret) {
 			tg->has_python = true;
+			tg->python_ns = now_ns(CLOCK_MONOTONIC);
 			return 0;
 		}
 		err = ""; /* what the finder tried on the way is not why recording failed */
@@ -354,11 +356,17 @@ int target__probe_ahead(struct target *tg)
 	return ret;
 }
 
-void target__exec_seen(void *ctx, dev_t dev, ino_t ino)
+void target__exec_seen(void *ctx, dev_t dev, ino_t ino, uint64_t ts)
 {
 	struct target *tg = ctx;
 
 	if (!tg->has_python || !tg->o.exec)
+		return;
+	/*
+	 * The exec that started the image Python was then found in, its event
+	 * read late (a busy host): not an exec away from that Python
+	 */
+	if (ts < tg->python_ns)
 		return;
 	/* exec'd again before the last was looked at: the last one counts */
 	tg->exec_ms = now_ms(CLOCK_MONOTONIC);

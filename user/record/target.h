@@ -73,7 +73,7 @@ int target__look(struct target *tg, const struct py_interp *gone);
  * A libwatch exec subscriber (libwatch__on_exec): a target that runs Python
  * exec'd; target__poll_exec then looks at what it runs now.
  */
-void target__exec_seen(void *ctx, dev_t dev, ino_t ino);
+void target__exec_seen(void *ctx, dev_t dev, ino_t ino, uint64_t ts);
 /* Without blocking: after target__exec_seen, whether the new image runs Python (o.exec). */
 void target__poll_exec(struct target *tg);
 /* A libwatch subscriber: a mapped object that may be Python (an exec'd interpreter, libpython). */
