@@ -65,19 +65,19 @@ void chrome_ev_new(struct chrome *c, bool meta)
 static void ev_begin(struct chrome *c, const char *ph, const char *cat)
 {
 	chrome_ev_new(c, false);
-	buf__puts(&c->b, "{\"ph\": \"");
+	jb_lit(&c->b, "{\"ph\": \"");
 	buf__puts(&c->b, ph);
-	buf__puts(&c->b, "\", \"cat\": ");
+	jb_lit(&c->b, "\", \"cat\": ");
 	jb_json(&c->b, cat);
 }
 
 void chrome_ev_where(struct chrome *c, uint32_t pid, uint32_t tid, uint64_t ts)
 {
-	buf__puts(&c->b, ", \"pid\": ");
+	jb_lit(&c->b, ", \"pid\": ");
 	jb_int(&c->b, (int32_t)pid);
-	buf__puts(&c->b, ", \"tid\": ");
+	jb_lit(&c->b, ", \"tid\": ");
 	jb_int(&c->b, (int32_t)tid);
-	buf__puts(&c->b, ", \"ts\": ");
+	jb_lit(&c->b, ", \"ts\": ");
 	jb_us(&c->b, ts);
 	if (c->nevs)
 		c->evs[c->nevs - 1].k.ts = ts;
@@ -93,7 +93,7 @@ static void ev_extra(struct chrome *c, const char *blob)
 
 	/* "{}" has none; the blob is an object, so its members lie between the braces */
 	if (n > 2 && blob[0] == '{' && blob[n - 1] == '}') {
-		buf__puts(&c->b, ", ");
+		jb_lit(&c->b, ", ");
 		buf__put(&c->b, blob + 1, n - 2);
 	}
 }
@@ -101,19 +101,19 @@ static void ev_extra(struct chrome *c, const char *blob)
 void chrome_ev_end(struct chrome *c, struct jargs *a, const char *blob)
 {
 	if (a->open)
-		buf__puts(&c->b, "}");
+		jb_lit(&c->b, "}");
 	ev_extra(c, blob);
-	buf__puts(&c->b, "}");
+	jb_lit(&c->b, "}");
 }
 
 static void ev_x(struct chrome *c, const char *cat, const char *name, uint32_t pid, uint32_t tid,
 		 uint64_t ts, uint64_t dur)
 {
 	ev_begin(c, "X", cat);
-	buf__puts(&c->b, ", \"name\": ");
+	jb_lit(&c->b, ", \"name\": ");
 	jb_json(&c->b, name);
 	chrome_ev_where(c, pid, tid, ts);
-	buf__puts(&c->b, ", \"dur\": ");
+	jb_lit(&c->b, ", \"dur\": ");
 	jb_us(&c->b, dur);
 	if (c->nevs)
 		c->evs[c->nevs - 1].k.dur = dur;
@@ -124,9 +124,32 @@ static void py_name(const struct chrome *c, uint32_t id, char *buf, size_t len)
 {
 	const struct ptg_sym *s = trace_reader__sym(c->r, id);
 
-	if (s && s->file && s->file[0])
-		snprintf(buf, len, "%s(%u): %s", s->file, s->line, s->name);
-	else
+	char num[12], *d = num + sizeof(num);
+	unsigned int line;
+	size_t nf, nn;
+	char *p;
+
+	if (s && s->file && s->file[0]) {
+		nf = strlen(s->file);
+		nn = strlen(s->name);
+		/* what snprintf() would write, without it (every Python span has one) */
+		if (nf + nn + 16 > len) {
+			snprintf(buf, len, "%s(%u): %s", s->file, s->line, s->name);
+			return;
+		}
+		line = s->line;
+		do {
+			*--d = (char)('0' + line % 10);
+			line /= 10;
+		} while (line);
+		memcpy(buf, s->file, nf);
+		p = buf + nf;
+		*p++ = '(';
+		memcpy(p, d, (size_t)(num + sizeof(num) - d));
+		p += num + sizeof(num) - d;
+		memcpy(p, "): ", 3);
+		memcpy(p + 3, s->name, nn + 1);
+	} else
 		snprintf(buf, len, "%s", s ? s->name : "");
 }
 
@@ -301,14 +324,15 @@ static void write_flow(struct chrome *c, char ph, const char *cat, const char *n
 	char phs[2] = {ph, '\0'};
 
 	ev_begin(c, phs, cat);
-	buf__puts(&c->b, ", \"name\": ");
+	jb_lit(&c->b, ", \"name\": ");
 	jb_json(&c->b, name);
-	buf__printf(&c->b, ", \"id\": %" PRIu64, id);
+	jb_lit(&c->b, ", \"id\": ");
+	jb_uint(&c->b, id);
 	chrome_ev_where(c, pid, tid, ts);
 	if (bp_enclosing)
-		buf__puts(&c->b, ", \"bp\": \"e\"");
+		jb_lit(&c->b, ", \"bp\": \"e\"");
 	ev_extra(c, blob);
-	buf__puts(&c->b, "}");
+	jb_lit(&c->b, "}");
 }
 
 static void write_flow_rec(struct chrome *c, const struct ptg_record *rec)

@@ -21,31 +21,31 @@ void jb_json(struct buf *b, const char *s)
 	char esc[8];
 	size_t n;
 
-	buf__put(b, "\"", 1);
+	jb_put(b, "\"", 1);
 	for (;;) {
 		/* what needs no care goes in one piece: most names are plain ASCII */
 		for (run = p; *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\'; p++)
 			;
-		buf__put(b, run, (size_t)(p - run));
+		jb_put(b, run, (size_t)(p - run));
 		if (!*p)
 			break;
 		n = utf8_seq_len(p);
 		if (!n) {
-			buf__put(b, UTF8_REPLACEMENT, 3);
+			jb_put(b, UTF8_REPLACEMENT, 3);
 			n = 1;
 		} else if (*p == '"' || *p == '\\') {
 			esc[0] = '\\';
 			esc[1] = (char)*p;
-			buf__put(b, esc, 2);
+			jb_put(b, esc, 2);
 		} else if (*p < 0x20) {
 			snprintf(esc, sizeof(esc), "\\u%04x", *p);
-			buf__put(b, esc, 6);
+			jb_put(b, esc, 6);
 		} else {
-			buf__put(b, (const char *)p, n);
+			jb_put(b, (const char *)p, n);
 		}
 		p += n;
 	}
-	buf__put(b, "\"", 1);
+	jb_put(b, "\"", 1);
 }
 
 /* The decimal digits of v, ending at end; returns where they start. */
@@ -65,7 +65,14 @@ void jb_int(struct buf *b, int64_t v)
 
 	if (v < 0)
 		*--p = '-';
-	buf__put(b, p, (size_t)(t + sizeof(t) - p));
+	jb_put(b, p, (size_t)(t + sizeof(t) - p));
+}
+
+void jb_uint(struct buf *b, uint64_t v)
+{
+	char t[24], *p = digits(t + sizeof(t), v);
+
+	jb_put(b, p, (size_t)(t + sizeof(t) - p));
 }
 
 /* ns -> µs with exactly 3 decimals: the importer reads it back to the same ns */
@@ -76,15 +83,18 @@ void jb_us(struct buf *b, uint64_t ns)
 	/* 1000 + the remainder gives its 3 digits with their zeros; the 1 becomes the point */
 	*p = '.';
 	p = digits(p, ns / 1000);
-	buf__put(b, p, (size_t)(t + sizeof(t) - p));
+	jb_put(b, p, (size_t)(t + sizeof(t) - p));
 }
 
 void jarg_key(struct jargs *a, const char *key)
 {
-	buf__puts(a->b, a->open ? ", " : ", \"args\": {");
+	if (a->open)
+		jb_lit(a->b, ", ");
+	else
+		jb_lit(a->b, ", \"args\": {");
 	a->open = true;
 	jb_json(a->b, key);
-	buf__puts(a->b, ": ");
+	jb_lit(a->b, ": ");
 }
 
 void jarg_int(struct jargs *a, const char *key, int64_t v)
@@ -122,7 +132,7 @@ void jarg_double(struct jargs *a, const char *key, double v)
 	/* a whole number stays a JSON float, as 7.0 */
 	buf__puts(a->b, buf);
 	if (!strpbrk(buf, ".eEn"))
-		buf__puts(a->b, ".0");
+		jb_lit(a->b, ".0");
 }
 
 void jarg_str(struct jargs *a, const char *key, const char *v)

@@ -160,8 +160,8 @@ static int spill_run(struct chrome *c)
 
 		/* 32 bits: an event of 4 GiB would need a record (an args blob) as big */
 		e->k.len = (uint32_t)(e->end - e->off);
-		buf__put(&s->w, &e->k, sizeof(e->k));
-		buf__put(&s->w, c->b.data + e->off, e->k.len);
+		jb_put(&s->w, &e->k, sizeof(e->k));
+		jb_put(&s->w, c->b.data + e->off, e->k.len);
 		s->size += (off_t)(sizeof(e->k) + e->k.len);
 		if (s->w.len >= SPILL_FLUSH_AT && (err = spill_flush(c)))
 			return err;
@@ -182,6 +182,15 @@ void chrome_run_check(struct chrome *c)
 		c->b.err = err;
 }
 
+/* What comes before the event after n others in traceEvents. */
+static void separate(struct buf *b, uint64_t n)
+{
+	if (n)
+		jb_lit(b, ",\n  ");
+	else
+		jb_lit(b, "\n  ");
+}
+
 /* The events of c->b, sorted, to the output. */
 static int write_memory(struct chrome *c)
 {
@@ -192,8 +201,8 @@ static int write_memory(struct chrome *c)
 	sort_run(c);
 	c->b = (struct buf){};
 	for (i = 0; i < c->nevs && !err; i++) {
-		buf__puts(&c->b, i ? ",\n  " : "\n  ");
-		buf__put(&c->b, events.data + c->evs[i].off, c->evs[i].end - c->evs[i].off);
+		separate(&c->b, i);
+		jb_put(&c->b, events.data + c->evs[i].off, c->evs[i].end - c->evs[i].off);
 		if (c->b.len >= CHROME_FLUSH_AT)
 			err = chrome_out_flush(c);
 	}
@@ -249,8 +258,10 @@ static int rr_read(struct chrome *c, struct run_reader *rr, void *dst, struct bu
 		if (dst) {
 			memcpy(dst, rr->win + rr->lo, k);
 			dst = (uint8_t *)dst + k;
-		} else if (buf__put(to, rr->win + rr->lo, k) || (err = to_flush(c, to))) {
-			return to->err ?: err;
+		} else {
+			jb_put(to, rr->win + rr->lo, k);
+			if (to->err || (err = to_flush(c, to)))
+				return to->err ?: err;
 		}
 		rr->lo += k;
 		n -= k;
@@ -291,10 +302,10 @@ static int merge_one(struct chrome *c, struct run_reader *rr, bool to_spill, uin
 	struct buf *to = to_spill ? &c->spill->w : &c->b;
 
 	if (to_spill) {
-		buf__put(to, &rr->k, sizeof(rr->k));
+		jb_put(to, &rr->k, sizeof(rr->k));
 		c->spill->size += (off_t)(sizeof(rr->k) + rr->k.len);
 	} else {
-		buf__puts(to, *written ? ",\n  " : "\n  ");
+		separate(to, *written);
 	}
 	(*written)++;
 	return to->err ?: rr_read(c, rr, NULL, to, rr->k.len);

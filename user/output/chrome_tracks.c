@@ -38,13 +38,13 @@ static void name_track(struct chrome *c, uint32_t pid, uint32_t track, const cha
 	if (!first_sight(c, u64map_key((uint64_t)pid << 32 | track)))
 		return;
 	chrome_ev_new(c, true);
-	buf__puts(&c->b, "{\"ph\": \"M\", \"name\": \"thread_name\"");
+	jb_lit(&c->b, "{\"ph\": \"M\", \"name\": \"thread_name\"");
 	chrome_ev_where(c, pid, track, ts);
 	jarg_str(&a, "name", name);
 	chrome_ev_end(c, &a, NULL);
 	a.open = false;
 	chrome_ev_new(c, true);
-	buf__puts(&c->b, "{\"ph\": \"M\", \"name\": \"thread_sort_index\"");
+	jb_lit(&c->b, "{\"ph\": \"M\", \"name\": \"thread_sort_index\"");
 	chrome_ev_where(c, pid, track, ts);
 	jarg_int(&a, "sort_index", (int64_t)sort);
 	chrome_ev_end(c, &a, NULL);
@@ -86,7 +86,7 @@ static void name_ns_process(struct chrome *c, const struct ptg_record *rec)
 		return;
 	snprintf(name, sizeof(name), "pid %u (container pid %u)", rec->pid, (uint32_t)rec->aux[2]);
 	chrome_ev_new(c, true);
-	buf__puts(&c->b, "{\"ph\": \"M\", \"name\": \"process_name\"");
+	jb_lit(&c->b, "{\"ph\": \"M\", \"name\": \"process_name\"");
 	chrome_ev_where(c, rec->pid, 0, rec->ts);
 	jarg_str(&a, "name", name);
 	chrome_ev_end(c, &a, NULL);
@@ -105,7 +105,7 @@ void chrome_write_thread(struct chrome *c, const struct ptg_record *rec)
 			 (uint32_t)rec->aux[3]);
 	}
 	chrome_ev_new(c, true);
-	buf__puts(&c->b, "{\"ph\": \"M\", \"name\": ");
+	jb_lit(&c->b, "{\"ph\": \"M\", \"name\": ");
 	jb_json(&c->b, kineto_meta_names[m]);
 	chrome_ev_where(c, rec->pid, rec->tid, rec->ts);
 	if (m == KINETO_M_PROCESS_SORT_INDEX || m == KINETO_M_THREAD_SORT_INDEX)
@@ -129,7 +129,7 @@ static void top_key(struct chrome *c, const char *key, const char *val)
 
 	buf__puts(&c->b, c->nkeys++ ? ",\n  " : "\n  ");
 	jb_json(&c->b, key);
-	buf__puts(&c->b, ": ");
+	jb_lit(&c->b, ": ");
 	/* any .ptg can hold any text there: what is no JSON is written as a string */
 	if (valid)
 		buf__puts(&c->b, valid);
@@ -203,7 +203,7 @@ static void recorded_keys(struct chrome *c)
 
 void chrome_write_header(struct chrome *c)
 {
-	buf__puts(&c->b, "{");
+	jb_lit(&c->b, "{");
 	if (c->kineto)
 		kineto_keys(c, false);
 	else
@@ -213,13 +213,13 @@ void chrome_write_header(struct chrome *c)
 
 void chrome_write_footer(struct chrome *c)
 {
-	buf__puts(&c->b, "\n  ]");
+	jb_lit(&c->b, "\n  ]");
 	c->nkeys = 1; /* the events' array came first */
 	if (c->kineto) {
 		kineto_keys(c, true);
 	} else {
-		buf__puts(&c->b, ",\n  \"traceName\": ");
+		jb_lit(&c->b, ",\n  \"traceName\": ");
 		jb_json(&c->b, c->path);
 	}
-	buf__puts(&c->b, "\n}\n");
+	jb_lit(&c->b, "\n}\n");
 }
