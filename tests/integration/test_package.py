@@ -19,11 +19,13 @@ ROOT = os.path.join(ptg.CHROOTS, "bookworm")
 # what a purge may leave changed: package manager state and logs
 VOLATILE = ("./var/lib/dpkg/", "./var/lib/apt/", "./var/cache/", "./var/log/", "./tmp/",
             "./proc/", "./sys/", "./dev/", "./run/")
-# in a private mount namespace, with /proc, /sys and /dev of the host
+# in a private mount namespace, with /proc, /sys and /dev of the host, and
+# the environment of a login there (none of the tests' settings, such as the
+# agents' paths of this build)
 IN_CHROOT = """r=$1
 shift
 mount -t proc proc "$r/proc" && mount --rbind /sys "$r/sys" && mount --rbind /dev "$r/dev" || exit 125
-exec chroot "$r" "$@"
+exec chroot "$r" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"
 """
 
 
