@@ -113,6 +113,7 @@ static int offer_ahead(void *ctx, const char *dir, const char *name)
 	struct libwatch *lw = ctx;
 	struct proc_map m = {.perms = "r-xp"};
 	char path[PATH_MAX + 32];
+	bool later = false;
 	struct stat st;
 	int err = 0;
 
@@ -134,8 +135,15 @@ static int offer_ahead(void *ctx, const char *dir, const char *name)
 	if (u64map__put(&lw->seen, m.inode, SEEN_AHEAD))
 		return -ENOMEM;
 	err = libsearch__add_object(lw->cur->search, m.path, path);
-	for (int j = 0; !err && j < lw->nsubs; j++)
+	for (int j = 0; !err && j < lw->nsubs; j++) {
 		err = lw->subs[j].fn(lw->subs[j].ctx, &m, path, 0);
+		if (err == LIBWATCH_WHEN_MAPPED)
+			later = true;
+		err = err > 0 ? 0 : err;
+	}
+	/* not in the BPF side's probed map: a held thread that maps it waits at the notice */
+	if (!err && later)
+		return u64map__put(&lw->seen, m.inode, SEEN_WHEN_MAPPED);
 	return err ?: mark_probed(lw, m.inode, m.path);
 }
 
@@ -202,20 +210,21 @@ static int offer_mapped(struct libwatch *lw, const struct proc_map *m)
 {
 	char path[PATH_MAX + 32];
 	uint64_t bias, *seen;
-	bool unprobed, held;
+	bool unprobed, held, later;
 	int err = 0;
 
 	seen = u64map__get(&lw->seen, m->inode);
 	if (seen && *seen == SEEN_MAPPED)
 		return 0;
+	later = seen && *seen == SEEN_WHEN_MAPPED;
 	/*
 	 * Late: mapped after the first scan (or by a set's process that ran
 	 * on from its exec), and never offered. One probed already, ahead or
 	 * for another process, may still have been mapped before its probes
 	 * went in: the BPF side reports that (lw_on_lib_map()).
 	 */
-	unprobed = (lw->at_exec || lw->cur->attached) && !seen && lw_is_watched_lib(m->path) &&
-		   !lw_window_said(lw, lw->cur->pid, m->inode);
+	unprobed = (lw->at_exec || lw->cur->attached) && (!seen || later) &&
+		   lw_is_watched_lib(m->path) && !lw_window_said(lw, lw->cur->pid, m->inode);
 	if (u64map__put(&lw->seen, m->inode, SEEN_MAPPED))
 		return -ENOMEM;
 	/* opened as mapped (procopen.h), and kept: subscribers attach to that very file */
@@ -230,12 +239,13 @@ static int offer_mapped(struct libwatch *lw, const struct proc_map *m)
 		err = mark_probed(lw, m->inode, m->path);
 	held = unprobed && (lw->notice_held || libwatch__waits_at_notice(lw, lw->cur->pid));
 	if (!err && held)
-		pr_info("libwatch: pid %d loaded %s from outside its search path: it waited at "
-			"the loader's notice until probed",
-			lw->cur->pid, m->path);
+		pr_info("libwatch: pid %d loaded %s %s: it waited at the loader's notice until "
+			"probed",
+			lw->cur->pid, m->path,
+			later ? "(probed only once mapped)" : "from outside its search path");
 	else if (!err && unprobed)
-		err =
-		    lw_note_unprobed(lw, m->inode, m->path, *u64map__get(&lw->probed_at, m->inode));
+		err = lw_note_unprobed(lw, m->inode, m->path,
+				       *u64map__get(&lw->probed_at, m->inode), later);
 	return err;
 }
 

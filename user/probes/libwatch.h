@@ -25,8 +25,11 @@ struct libwatch;
  * it is offered again when mapped. One mapped after attach that was not
  * found ahead, or mapped before its probes went in, is said on stderr and
  * counted (loss lib_unprobed_window), once per process and file.
- * Returns 0, or -errno to stop recording.
+ * Returns 0, or -errno to stop recording; offered ahead, LIBWATCH_WHEN_MAPPED
+ * says it was not probed: it is offered once mapped as one not found ahead
+ * (a held thread waits at the loader's notice, another's window is said).
  */
+#define LIBWATCH_WHEN_MAPPED 1
 typedef int (*libwatch_fn)(void *ctx, const struct proc_map *m, const char *attach_path,
 			   uint64_t bias);
 

@@ -18,6 +18,8 @@
 /* offered ahead, before it was mapped (and offered again once mapped) */
 #define SEEN_AHEAD  1
 #define SEEN_MAPPED 2
+/* offered ahead and not probed (LIBWATCH_WHEN_MAPPED): probed only once mapped */
+#define SEEN_WHEN_MAPPED 3
 
 struct subscriber {
 	libwatch_fn fn;
@@ -110,7 +112,9 @@ bool lw_window_said(const struct libwatch *lw, pid_t pid, uint64_t inode);
  * The late library inode (path) mapped by lw->cur was probed only at probed
  * (CLOCK_MONOTONIC), after the loader's notice or its exec: said and counted.
  */
-int lw_note_unprobed(struct libwatch *lw, uint64_t inode, const char *path, uint64_t probed);
+/* later: found ahead, but probed only once mapped (LIBWATCH_WHEN_MAPPED) */
+int lw_note_unprobed(struct libwatch *lw, uint64_t inode, const char *path, uint64_t probed,
+		     bool later);
 /* The BPF side's PTG_LIB_MAP report: a watched library mapped with no probe on it. */
 int lw_on_lib_map(struct libwatch *lw, const struct ptg_event *e, size_t size);
 /* From the first scan on, the BPF side reports such mappings (or says once that it cannot). */

@@ -46,7 +46,8 @@ static int count_window(struct libwatch *lw, pid_t pid, uint64_t inode)
  * loader's notice reached us, so the calls made meanwhile are missing. The
  * window is said and counted, never left silent; once per process and file.
  */
-int lw_note_unprobed(struct libwatch *lw, uint64_t inode, const char *path, uint64_t probed)
+int lw_note_unprobed(struct libwatch *lw, uint64_t inode, const char *path, uint64_t probed,
+		     bool later)
 {
 	int err = count_window(lw, lw->cur->pid, inode);
 	const char *hint;
@@ -63,12 +64,22 @@ int lw_note_unprobed(struct libwatch *lw, uint64_t inode, const char *path, uint
 	}
 	/* one process, not held: --hold would have made the loading thread wait */
 	hint = lw->pid >= 0 ? " (record --hold makes the loading thread wait for its probes)" : "";
-	pr_warn("libwatch: %s was loaded from outside the target's search path "
-		"and probed %.1f ms after the loader's notice: its calls meanwhile are not "
-		"in the trace%s",
-		path,
-		lw->notice_ts && probed > lw->notice_ts ? (probed - lw->notice_ts) / 1e6 : 0.0,
-		hint);
+	if (later)
+		pr_warn("libwatch: %s was probed %.1f ms after the loader's notice of its mapping "
+			"(without uprobe_multi its probes are not put on ahead: minutes to take "
+			"out): its calls meanwhile are not in the trace%s",
+			path,
+			lw->notice_ts && probed > lw->notice_ts ? (probed - lw->notice_ts) / 1e6
+								: 0.0,
+			hint);
+	else
+		pr_warn("libwatch: %s was loaded from outside the target's search path "
+			"and probed %.1f ms after the loader's notice: its calls meanwhile are "
+			"not in the trace%s",
+			path,
+			lw->notice_ts && probed > lw->notice_ts ? (probed - lw->notice_ts) / 1e6
+								: 0.0,
+			hint);
 	return 0;
 }
 

@@ -783,6 +783,12 @@ int torchops__on_lib(void *ctx, const struct proc_map *m, const char *attach_pat
 	probed = u64map__get(&ops->probed, m->inode);
 	if (probed && *probed)
 		return 0;
+	/*
+	 * Without uprobe_multi its thousands of sites are perf events that take
+	 * minutes to close: not on a library that may never be mapped
+	 */
+	if (!m->end && !ops->handover && !ops->multi_loaded)
+		return LIBWATCH_WHEN_MAPPED;
 	if (u64map__put(&ops->probed, m->inode, 1))
 		return -ENOMEM;
 	/* -- CMD: one probe until the agent goes in, or does not (torchops__handover_done) */

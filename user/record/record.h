@@ -74,6 +74,8 @@ struct recording {
 	bool child_reaped;
 	bool ops_handover;	/* -- CMD: ops to the callback at the first (record_handover()) */
 	bool ops_handover_done; /* it happened, or failed: the child's hold can end */
+	/* -- CMD, op probes without uprobe_multi: held until they are in (record_ops_held()) */
+	bool ops_held_to_map;
 	int child_status;
 	int pidfd;
 	uint64_t start_time; /* of pid: another process that gets its pid is not the target */
@@ -123,8 +125,18 @@ int record_open_target(struct recording *rc);
  * ptrace until then. record_arm_handover() once the op probes are open.
  */
 bool record_handover(const struct record_opts *o);
+/*
+ * record -- CMD whose ops come from the probes, on a kernel without
+ * uprobe_multi: they go in when PyTorch is mapped, not ahead, so the
+ * command is held until then (its loading thread waits at the loader's
+ * notice while they go in).
+ */
+bool record_ops_held(const struct record_opts *o);
 int record_arm_handover(struct recording *rc);
-/* The first op could not stop the command's thread: the op probes go in now. */
+/*
+ * The first op could not stop the command's thread: the op probes go in
+ * now. And record_ops_held()'s hold ends once the op probes are in.
+ */
 void record_poll_handover(struct recording *rc);
 /* What record_open_target probed ahead; rc->pf is not among it. */
 void record_python_free(struct recording *rc);

@@ -22,6 +22,7 @@
 #include "probes/pyframe.h"
 #include "probes/pymon.h"
 #include "probes/torchops.h"
+#include "probes/uprobe_multi.h"
 #include "pyinterp/launch.h"
 #include "proc/procfs.h"
 #include "record/record.h"
@@ -364,6 +365,13 @@ bool record_handover(const struct record_opts *o)
 	return o->cmd && !o->children && !o->op_probes && !o->no_ops && !o->in_process;
 }
 
+bool record_ops_held(const struct record_opts *o)
+{
+	/* the others are record_handover()'s, but --in-process (its agent borrows the thread) */
+	return o->cmd && o->op_probes && !o->children && !o->no_ops && !o->in_process &&
+	       !uprobe_multi_supported();
+}
+
 /*
  * The command's first op stopped its main thread (a SIGURG of ours, see
  * bpf/torchops.bpf.c): the op agent goes into that very thread, which
@@ -418,6 +426,13 @@ void record_poll_handover(struct recording *rc)
 {
 	int err;
 
+	if (rc->ops_held_to_map && !rc->ops_handover_done && rc->ops) {
+		struct torchops_stats st;
+
+		/* PyTorch mapped and its op probes in: the hold is done */
+		torchops__stats(rc->ops, &st);
+		rc->ops_handover_done = st.libs > 0;
+	}
 	if (!rc->ops_handover || rc->ops_handover_done)
 		return;
 	err = torchops__handover_poll(rc->ops, rc->pid);
@@ -451,8 +466,8 @@ int record_open_target(struct recording *rc)
 {
 	struct target_opts to = {
 	    .pid = rc->pid,
-	    .held = rc->child && (!rc->py.info || rc->ops_handover),
-	    .keep_held = rc->ops_handover,
+	    .held = rc->child && (!rc->py.info || rc->ops_handover || rc->ops_held_to_map),
+	    .keep_held = rc->ops_handover || rc->ops_held_to_map,
 	    .seize = !rc->child && !rc->py.info,
 	    .has_python = rc->py.info,
 	    .libs = rc->libs,

@@ -60,6 +60,7 @@ static int setup_target(struct recording *rc, char *err, size_t errlen)
 		ret = launch__start(rc->o->cmd, &rc->pid, &rc->py, err, errlen);
 		rc->child = !ret;
 		rc->ops_handover = rc->child && record_handover(rc->o);
+		rc->ops_held_to_map = rc->child && !rc->ops_handover && record_ops_held(rc->o);
 		if (!ret)
 			proc_start_time(rc->pid, &rc->start_time);
 		return ret;
