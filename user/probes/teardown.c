@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -95,6 +97,35 @@ static void free_lists(void)
 	nlinks = links_cap = nfds = fds_cap = 0;
 }
 
+/*
+ * The child keeps the kernel objects the links are made of (perf events,
+ * BPF links, programs and maps: anonymous inodes) and nothing else: a pipe
+ * or a socket kept open would hold up whoever waits for its other end
+ * (a shell's pipeline, an agent that hangs up when we do).
+ */
+static void close_others(void)
+{
+	char path[64], target[64];
+	struct dirent *d;
+	DIR *dir = opendir("/proc/self/fd");
+	ssize_t n;
+	int fd;
+
+	if (!dir)
+		return;
+	while ((d = readdir(dir))) {
+		fd = atoi(d->d_name);
+		if (d->d_name[0] == '.' || fd <= 2 || fd == dirfd(dir))
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		n = readlink(path, target, sizeof(target) - 1);
+		target[n > 0 ? n : 0] = '\0';
+		if (strncmp(target, "anon_inode:", 11))
+			close(fd);
+	}
+	closedir(dir);
+}
+
 int teardown_run(void)
 {
 	pid_t pid;
@@ -113,6 +144,7 @@ int teardown_run(void)
 		null = open("/dev/null", O_RDWR);
 		for (int fd = 0; null >= 0 && fd <= 2; fd++)
 			dup2(null, fd);
+		close_others();
 		close_all();
 		_exit(0);
 	}

@@ -625,7 +625,8 @@ int record_run(const struct record_opts *opts, int *cmd_status)
 	/* a copy: start_tree() turns off the probes that take one process only */
 	struct record_opts o = *opts;
 	struct recording rc = {.o = &o, .pidfd = -1};
-	int ret;
+	size_t closing;
+	int ret, closer;
 
 	install_signals();
 	ret = record_is_tree(&o) ? start_tree(&rc) : start(&rc);
@@ -656,7 +657,12 @@ int record_run(const struct record_opts *opts, int *cmd_status)
 	if (rc.pidfd >= 0)
 		close(rc.pidfd);
 	/* last: the agents' sockets are closed, so the child that closes the probes holds none */
-	teardown_run();
+	closing = teardown_pending();
+	closer = teardown_run();
+	if (closer > 0 && !o.quiet)
+		pr_info("%zu probe links are closed by pid %d, left behind (one grace period each "
+			"without uprobe_multi)",
+			closing, closer);
 	*cmd_status = command_status(&rc);
 	return ret;
 }
