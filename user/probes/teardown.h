@@ -37,10 +37,10 @@ void teardown_fd(int fd);
 size_t teardown_pending(void);
 /*
  * Closes what waits: here when they are few, else in a detached child (its
- * own session, stdio on /dev/null) that this process does not wait for.
- * Call it last, once every socket a target watches is closed: the child
- * inherits this process's open files. Returns the child's pid, 0 when
- * none was needed, or a negative errno (then everything was closed here).
+ * own session, stdio on /dev/null, every descriptor but the anonymous
+ * inodes the links are made of closed) that this process does not wait
+ * for. Call it last. Returns the child's pid, 0 when none was needed, or a
+ * negative errno (then everything was closed here).
  */
 int teardown_run(void);
 
