@@ -119,38 +119,42 @@ static void ev_x(struct chrome *c, const char *cat, const char *name, uint32_t p
 		c->evs[c->nevs - 1].k.dur = dur;
 }
 
+/* v in decimal at p; returns the end. */
+static char *put_uint(char *p, unsigned int v)
+{
+	char num[12], *d = num + sizeof(num);
+
+	do {
+		*--d = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	memcpy(p, d, (size_t)(num + sizeof(num) - d));
+	return p + (num + sizeof(num) - d);
+}
+
 /* Python names as Kineto writes them: "file(line): function". */
 static void py_name(const struct chrome *c, uint32_t id, char *buf, size_t len)
 {
 	const struct ptg_sym *s = trace_reader__sym(c->r, id);
-
-	char num[12], *d = num + sizeof(num);
-	unsigned int line;
 	size_t nf, nn;
 	char *p;
 
-	if (s && s->file && s->file[0]) {
-		nf = strlen(s->file);
-		nn = strlen(s->name);
-		/* what snprintf() would write, without it (every Python span has one) */
-		if (nf + nn + 16 > len) {
-			snprintf(buf, len, "%s(%u): %s", s->file, s->line, s->name);
-			return;
-		}
-		line = s->line;
-		do {
-			*--d = (char)('0' + line % 10);
-			line /= 10;
-		} while (line);
-		memcpy(buf, s->file, nf);
-		p = buf + nf;
-		*p++ = '(';
-		memcpy(p, d, (size_t)(num + sizeof(num) - d));
-		p += num + sizeof(num) - d;
-		memcpy(p, "): ", 3);
-		memcpy(p + 3, s->name, nn + 1);
-	} else
+	if (!s || !s->file || !s->file[0]) {
 		snprintf(buf, len, "%s", s ? s->name : "");
+		return;
+	}
+	nf = strlen(s->file);
+	nn = strlen(s->name);
+	/* every Python span has one: put together by hand, unless snprintf() would cut it */
+	if (nf + nn + 16 > len) {
+		snprintf(buf, len, "%s(%u): %s", s->file, s->line, s->name);
+		return;
+	}
+	memcpy(buf, s->file, nf);
+	buf[nf] = '(';
+	p = put_uint(buf + nf + 1, s->line);
+	memcpy(p, "): ", 3);
+	memcpy(p + 3, s->name, nn + 1);
 }
 
 /* A closed Python frame or op (model.h): one X event from its ENTER's fields. */
