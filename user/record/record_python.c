@@ -26,6 +26,7 @@
 #include "pyinterp/launch.h"
 #include "proc/procfs.h"
 #include "record/record.h"
+#include "record/record_cost.h"
 #include "record/steps.h"
 #include "record/target.h"
 #include "trace/trace.h"
@@ -61,6 +62,8 @@ int record_open_python(struct recording *rc)
 		    pymon__open(&rc->py, rc->tracer, rc->o->agent_ring_mb, rc->start_time, &rc->pm);
 	else
 		ret = pyframe__open(&rc->py, rc->tracer, &rc->pf);
+	if (!ret)
+		record_say_trap_cost(rc);
 	if (!ret && !rc->o->no_ops)
 		ret = modpath__open(rc->tracer, &rc->py, &rc->mp);
 	if (!ret)

@@ -20,6 +20,7 @@
 #include "proc/kfeat.h"
 #include "proc/syscheck.h"
 #include "pyinterp/launch.h"
+#include "record/record_cost.h"
 #include "record/record.h"
 #include "trace/trace.h"
 
@@ -61,6 +62,8 @@ static int tree_targets(struct recording *rc)
 		return ret;
 	ret = syscheck_tracing(err, sizeof(err));
 	ret = ret ?: proctree__new(o->children, o->quiet, &rc->tree);
+	if (!ret)
+		record_say_trap_cost(rc);
 	/* a member with no Python: what its line says is recorded of it is what the flags leave */
 	if (!ret) {
 		snprintf(err, sizeof(err), "%s%s%s%s%s", o->no_cuda ? "" : "CUDA calls",

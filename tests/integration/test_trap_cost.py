@@ -1,0 +1,79 @@
+"""record says what a uprobe hit costs here: measured at start where Python
+calls are taken by uprobes (said under -v), a warning where a recorded call's
+two hits come to more than 2 us, naming --in-process; nothing measured with
+--in-process."""
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+
+import ptg
+
+HIT = re.compile(r"uprobe hit: (\d+) ns here")
+WARN = "a uprobe hit costs"
+
+
+@ptg.once
+class TrapCost(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.python = ptg.Python(ptg.ONCE)
+        self.fib = os.path.join(ptg.WORKLOADS, "fib.py")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def record(self, *args):
+        r = subprocess.run([ptg.PTG, "-v", "record", "-o", os.path.join(self.tmp.name, "t.ptg"),
+                            *args], capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stderr
+
+    def check_said(self, err, option):
+        m = HIT.search(err)
+        self.assertIsNotNone(m, err)
+        warned = [line for line in err.splitlines() if WARN in line]
+        if 2 * int(m.group(1)) > 2000:
+            self.assertEqual(len(warned), 1, err)
+            self.assertIn(option, warned[0])
+        else:
+            self.assertEqual(warned, [], err)
+
+    def test_command(self):
+        """-- CMD: measured, and --in-process -p PID named for a running process."""
+        self.check_said(self.record("--", *self.python.argv(self.fib)), "--in-process -p PID")
+
+    def attached(self, *args):
+        """record -v ARGS -p PID of a busy process, from its start to its end: stderr."""
+        w = ptg.Workload(self.python, "busy.py", "1")
+        try:
+            rec = subprocess.Popen([ptg.PTG, "-v", "record", "-o",
+                                    os.path.join(self.tmp.name, "p.ptg"), *args, "-p", str(w.pid)],
+                                   stderr=subprocess.PIPE, text=True)
+            lines = []
+            while not any("recording pid" in line for line in lines):
+                line = rec.stderr.readline()
+                self.assertTrue(line, "".join(lines))
+                lines.append(line)
+            w.go()
+            w.finish()
+            lines.append(rec.stderr.read())
+            self.assertEqual(rec.wait(timeout=300), 0, "".join(lines))
+            rec.stderr.close()
+            return "".join(lines)
+        finally:
+            w.close()
+
+    def test_attached(self):
+        """-p PID: measured, and --in-process named."""
+        self.check_said(self.attached(), "--in-process takes the same calls")
+
+    def test_in_process(self):
+        """--in-process -p PID: no uprobe on Python calls, nothing measured."""
+        err = self.attached("--in-process")
+        self.assertIsNone(HIT.search(err), err)
+        self.assertNotIn(WARN, err)
+
+if __name__ == "__main__":
+    ptg.main()
