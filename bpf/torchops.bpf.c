@@ -190,8 +190,8 @@ int op_trigger(struct pt_regs *ctx)
 	__u64 sp = PT_REGS_SP(ctx), fp = PT_REGS_FP(ctx);
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct ptg_op_handover *h;
+	bool stop, agent;
 	__u64 now;
-	bool stop;
 
 	barrier_var(sp);
 	barrier_var(fp);
@@ -206,10 +206,12 @@ int op_trigger(struct pt_regs *ctx)
 	}
 	/*
 	 * its main thread: the one the agent goes in through (user/proc/inject.c);
-	 * another thread, or the signal could reach it: the probes go in instead
+	 * another thread, or the signal could reach it: the probes go in instead,
+	 * while that other thread waits in the same stop where it can
 	 */
-	stop = tid == tgid && ptg_can_stop(recorder_tgid);
-	if (!handover_move(h, tgid, stop ? PTG_OP_HANDOVER_STOPPED : PTG_OP_HANDOVER_UNSTOPPED,
+	stop = ptg_can_stop(recorder_tgid);
+	agent = stop && tid == tgid;
+	if (!handover_move(h, tgid, agent ? PTG_OP_HANDOVER_STOPPED : PTG_OP_HANDOVER_UNSTOPPED,
 			   &now)) {
 		/* another thread moved it first: as above, had it seen that */
 		if (now == PTG_OP_HANDOVER_STOPPED || now == PTG_OP_HANDOVER_UNSTOPPED)
@@ -223,6 +225,7 @@ int op_trigger(struct pt_regs *ctx)
 	h->fp = fp;
 	if (bpf_probe_read_user(&h->ret, sizeof(h->ret), (void *)sp))
 		h->ret = 0;
+	h->held = stop;
 	if (stop)
 		bpf_send_signal_thread(SIGURG_NR);
 	else /* this op runs on unrecorded: nothing is probed yet */

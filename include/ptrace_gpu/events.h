@@ -126,7 +126,10 @@ enum ptg_op_handover_state {
 	PTG_OP_HANDOVER_ARMED = 1,   /* its first op stops its thread, if it can */
 	PTG_OP_HANDOVER_STOPPED = 2, /* stopped: the op agent goes in */
 	PTG_OP_HANDOVER_AGENT = 3,   /* the callback records them */
-	/* its first op could not stop it (another thread, a SIGURG handler): the probes go in */
+	/*
+	 * its first op could not stop it for the agent (another thread, a SIGURG
+	 * handler): the probes go in, that thread stopped meanwhile where it can be
+	 */
 	PTG_OP_HANDOVER_UNSTOPPED = 4,
 };
 struct ptg_op_handover {
@@ -140,6 +143,9 @@ struct ptg_op_handover {
 	__u64 ret;
 	__u64 sp; /* the caller's stack pointer at the call */
 	__u64 fp;
+	/* UNSTOPPED: its thread (not the main one) was stopped all the same, for the probes */
+	__u32 held;
+	__u32 pad;
 };
 
 /*

@@ -263,6 +263,28 @@ class TorchOps(unittest.TestCase):
         self.assertGreater(len(seqs["probes"]), 100)
         self.assertEqual(seqs["refused"], seqs["probes"])
 
+    def check_command_first_op_on_thread(self, python):
+        """record -- CMD whose first op runs on a thread other than the main
+        one: the agent cannot go in through it, so the op probes go in while
+        that thread waits in its stop; every torch.mm call is in the trace,
+        its first op included (its entry from what the trigger saw, paired
+        with its exit), nothing lost."""
+        out = os.path.join(self.tmp.name, "thread.ptg")
+        script = python.path(os.path.join(ptg.WORKLOADS, "torch_thread_first.py"))
+        res = ptg.run(["record", "-o", out, "--", *python.argv(script)])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertIn("not the main one: its ops come from the probes, put in while that "
+                      "thread waited", res.stderr)
+        n = int(re.search(r"mm (\d+)", res.stdout).group(1))
+        trace = ptg.Trace(out)
+        self.assertEqual(trace.losses, [])
+        self.assertEqual(trace.meta["ops.source"], "uprobes")
+        ops = Ops(trace)
+        self.assertEqual(ops.count()["aten::mm"], n)
+        first = min((c for c in ops.calls), key=lambda c: c[6].ts)
+        self.assertEqual(first[1], "aten::ones")
+        self.assertFalse(first[4] & ptg.EXIT_UNWIND, "its exit closed it")
+
     def check_probe_counts_match_torch_profiler(self, python):
         ops, _ = self.compare_with_torch_profiler(python, rec_args=("--ops-from", "probes"))
         self.assertEqual(ops.source, "uprobes")

@@ -366,19 +366,47 @@ int torchops__handover_done(struct torchops *ops, pid_t pid, bool agent)
 	return handover_end(ops, pid, &h, PTG_OP_HANDOVER_OFF) ?: err;
 }
 
+/* The first op ran on a thread that could not stop for the agent: the probes go in. */
+static int handover_unstopped(struct torchops *ops, pid_t pid, struct ptg_op_handover *h)
+{
+	int err;
+
+	ops->handover_missed += h->missed;
+	err = handover_probe(ops, pid, h, h->held);
+	return handover_end(ops, pid, h, PTG_OP_HANDOVER_OFF) ?: err;
+}
+
+bool torchops__handover_thread_stopped(struct torchops *ops, pid_t pid, pid_t tid)
+{
+	struct ptg_op_handover h;
+	__u32 key = (__u32)pid;
+
+	return ops && !bpf_map_lookup_elem(bpf_map__fd(ops->skel->maps.handover), &key, &h) &&
+	       h.state == PTG_OP_HANDOVER_UNSTOPPED && h.held && h.tid == (__u32)tid;
+}
+
+int torchops__handover_thread_done(struct torchops *ops, pid_t pid)
+{
+	struct ptg_op_handover h;
+	__u32 key = (__u32)pid;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(ops->skel->maps.handover), &key, &h))
+		return -errno;
+	return handover_unstopped(ops, pid, &h);
+}
+
 int torchops__handover_poll(struct torchops *ops, pid_t pid)
 {
 	struct ptg_op_handover h;
 	__u32 key = (__u32)pid;
 	int err;
 
+	/* a thread stopped for it is handled at its stop (torchops__handover_thread_done) */
 	if (!ops || !ops->handover ||
 	    bpf_map_lookup_elem(bpf_map__fd(ops->skel->maps.handover), &key, &h) ||
-	    h.state != PTG_OP_HANDOVER_UNSTOPPED)
+	    h.state != PTG_OP_HANDOVER_UNSTOPPED || h.held)
 		return 0;
-	ops->handover_missed += h.missed;
-	err = handover_probe(ops, pid, &h, false);
-	err = handover_end(ops, pid, &h, PTG_OP_HANDOVER_OFF) ?: err;
+	err = handover_unstopped(ops, pid, &h);
 	return err ?: 1;
 }
 

@@ -68,12 +68,18 @@ void torchops__in_process(struct torchops *ops, pid_t pid);
  * not and the op probes go in, the stopping op written from what the
  * trigger saw; torchops__handover_poll(): 1 when the first op could not
  * stop its thread and the op probes went in now (its ops until then are
- * counted lost), 0 when nothing happened.
+ * counted lost), 0 when nothing happened. Where the first op ran on
+ * another thread that could be stopped, that thread waits in its own
+ * SIGURG stop (torchops__handover_thread_stopped()) while
+ * torchops__handover_thread_done() puts the op probes in, its op
+ * included.
  */
 int torchops__handover_arm(struct torchops *ops, pid_t pid);
 bool torchops__handover_stopped(struct torchops *ops, pid_t pid, pid_t tid);
 int torchops__handover_done(struct torchops *ops, pid_t pid, bool agent);
 int torchops__handover_poll(struct torchops *ops, pid_t pid);
+bool torchops__handover_thread_stopped(struct torchops *ops, pid_t pid, pid_t tid);
+int torchops__handover_thread_done(struct torchops *ops, pid_t pid);
 /*
  * An op's entry or exit recorded in the target (user/probes/pymon.c): sym
  * names an entry (PTG_SYM_OP; unused for an exit); key orders it as a

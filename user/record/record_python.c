@@ -376,6 +376,26 @@ bool record_ops_held(const struct record_opts *o)
 }
 
 /*
+ * The command's first op ran on another thread than the main one, the one
+ * the agent goes in through: that thread waits in its stop while the op
+ * probes go in, and its op is theirs (written from what the trigger saw).
+ */
+static enum launch_urg thread_stopped(struct recording *rc, pid_t pid, pid_t tid)
+{
+	/* what its threads did before, first: the op opens above the frames that called it */
+	int err = tracer__poll(rc->tracer, 0);
+
+	err = err < 0 ? err : torchops__handover_thread_done(rc->ops, pid);
+	if (err)
+		pr_warn("pid %d: the hand-over of its ops: %s", pid, strerror(-err));
+	pr_info("pid %d: its first op ran on thread %d, not the main one: its ops come from the "
+		"probes, put in while that thread waited",
+		pid, tid);
+	rc->ops_handover_done = true;
+	return LAUNCH_URG_RESUME;
+}
+
+/*
  * The command's first op stopped its main thread (a SIGURG of ours, see
  * bpf/torchops.bpf.c): the op agent goes into that very thread, which
  * stays stopped until its callback is in, so the op that stopped it is
@@ -389,7 +409,9 @@ static enum launch_urg on_urg(void *ctx, pid_t pid, pid_t tid)
 	bool agent = false;
 	int err;
 
-	/* only the main thread is stopped at the first op (bpf/torchops.bpf.c) */
+	if (pid == rc->pid && tid != pid && torchops__handover_thread_stopped(rc->ops, pid, tid))
+		return thread_stopped(rc, pid, tid);
+	/* only the main thread is stopped for the agent at the first op (bpf/torchops.bpf.c) */
 	if (pid != rc->pid || tid != pid || !torchops__handover_stopped(rc->ops, pid, tid))
 		return LAUNCH_URG_NOT_OURS;
 	/*
