@@ -97,6 +97,7 @@ class Check(unittest.TestCase):
         btf = subprocess.run(["bpftool", "btf", "dump", "file", "/sys/kernel/btf/vmlinux"],
                              capture_output=True, text=True, timeout=60).stdout
         have["uprobe_multi links (6.6)"] = "'BPF_TRACE_UPROBE_MULTI'" in btf
+        have["bpf_preempt_disable (6.10)"] = "FUNC 'bpf_preempt_disable'" in btf
         taken, log = verifier_takes_800_bytes()
         if not taken:
             self.assertIn("combined stack size", log)
@@ -121,8 +122,11 @@ class Check(unittest.TestCase):
                 stands_in = admin and cap in ("CAP_BPF", "CAP_PERFMON", "CAP_CHECKPOINT_RESTORE")
                 self.assertEqual(st == "ok", held or stands_in, f"{cap}: {st}")
 
-        # a uprobe hit was measured on ptrace-gpu itself
-        self.assertRegex(res.stdout, r"(?m)^ok +uprobe hit: \d+ ns here")
+        # a uprobe hit was measured on ptrace-gpu itself: over 1 us (2 a call),
+        # record's warning threshold, a cost said as degraded, and not a shortfall
+        hit = re.search(r"(?m)^(ok|degraded) +uprobe hit: (\d+) ns here", res.stdout)
+        self.assertIsNotNone(hit, res.stdout)
+        self.assertEqual(hit.group(1), "degraded" if 2 * int(hit.group(2)) > 2000 else "ok")
         # the exit status is what the summary counts
         shortfalls = re.search(r"not work in full here: (\d+) line", res.stdout)
         self.assertEqual(res.returncode, 1 if shortfalls else 0, res.stdout)
