@@ -198,6 +198,26 @@ class TorchOps(unittest.TestCase):
         reference, --ops-from probes, is recorded with uprobe_multi."""
         self.command_handover(python, dict(os.environ, PTG_NO_UPROBE_MULTI="1"))
 
+    def check_command_without_torch_without_uprobe_multi(self, python):
+        """record -- CMD of a program that never imports PyTorch, with PyTorch
+        on its search path, on the per-site path (PTG_NO_UPROBE_MULTI=1): no op
+        probe goes in (the hand-over's one probe aside), every call is in the
+        trace, and the recorder ends with its command (691 s here when the
+        op sites were probed ahead; a generous bound, not a timing)."""
+        out = os.path.join(self.tmp.name, "fib.ptg")
+        script = python.path(os.path.join(ptg.WORKLOADS, "fib.py"))
+        t0 = time.monotonic()
+        res = ptg.run(["record", "-o", out, "--", *python.argv(script)],
+                      env=dict(os.environ, PTG_NO_UPROBE_MULTI="1"))
+        elapsed = time.monotonic() - t0
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertLess(elapsed, 60, res.stderr)
+        self.assertIn("no PyTorch library was mapped: no op probes", res.stderr)
+        self.assertNotIn("op probes:", res.stderr)
+        trace = ptg.Trace(out)
+        self.assertEqual(trace.losses, [])
+        self.assertEqual(trace.count("fib.py")["f:7"], 5919)
+
     def command_handover(self, python, env):
         # the reference with uprobe_multi where the kernel has it, whatever runs this
         ref_env = {k: v for k, v in os.environ.items() if k != "PTG_NO_UPROBE_MULTI"}
