@@ -24,6 +24,7 @@
 
 #include "hold.bpf.h"
 #include "ptrace_gpu/events.h"
+#include "preempt.bpf.h"
 #include "ringbuf.bpf.h"
 #include "traced.bpf.h"
 
@@ -166,13 +167,13 @@ static __always_inline int emit(struct pt_regs *ctx)
 SEC("uprobe")
 int op_multi(struct pt_regs *ctx)
 {
-	return emit(ctx);
+	return PTG_NO_PREEMPT(emit(ctx));
 }
 
 SEC("uprobe")
 int op_single(struct pt_regs *ctx)
 {
-	return emit(ctx);
+	return PTG_NO_PREEMPT(emit(ctx));
 }
 
 /*
@@ -183,8 +184,7 @@ int op_single(struct pt_regs *ctx)
  * registered its own, so the op that stopped it is the callback's first. Its
  * return address names that op, for the probes when the agent cannot go in.
  */
-SEC("uprobe")
-int op_trigger(struct pt_regs *ctx)
+static __always_inline int op_trigger_body(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u64 sp = PT_REGS_SP(ctx), fp = PT_REGS_FP(ctx);
@@ -231,6 +231,12 @@ int op_trigger(struct pt_regs *ctx)
 	else /* this op runs on unrecorded: nothing is probed yet */
 		__sync_fetch_and_add(&h->missed, 1);
 	return 0;
+}
+
+SEC("uprobe")
+int op_trigger(struct pt_regs *ctx)
+{
+	return PTG_NO_PREEMPT(op_trigger_body(ctx));
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

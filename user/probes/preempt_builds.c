@@ -18,6 +18,7 @@
 #include "cuda.preempt.skel.h"
 #include "libwatch.preempt.skel.h"
 #include "pyframe.preempt.skel.h"
+#include "torchops.preempt.skel.h"
 
 const void *pyframe_preempt_elf(size_t *size)
 {
@@ -32,4 +33,9 @@ const void *cuda_preempt_elf(size_t *size)
 const void *libwatch_preempt_elf(size_t *size)
 {
 	return libwatch_bpf__elf_bytes(size);
+}
+
+const void *torchops_preempt_elf(size_t *size)
+{
+	return torchops_bpf__elf_bytes(size);
 }

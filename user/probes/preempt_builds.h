@@ -13,5 +13,6 @@
 const void *pyframe_preempt_elf(size_t *size);
 const void *cuda_preempt_elf(size_t *size);
 const void *libwatch_preempt_elf(size_t *size);
+const void *torchops_preempt_elf(size_t *size);
 
 #endif /* PTG_PREEMPT_BUILDS_H */

@@ -31,6 +31,7 @@
 #include "probes/opscan.h"
 #include "probes/sitecookie.h"
 #include "probes/teardown.h"
+#include "probes/preempt_builds.h"
 #include "probes/torchops.h"
 #include "probes/uprobe_multi.h"
 #include "torchops.skel.h"
@@ -460,16 +461,17 @@ KFEAT_SKEL_OPEN_VARIANT(torchops_bpf)
 
 /*
  * The object as built, or before BPF cookies (5.15) and atomics (5.12) its
- * legacy build, which finds a site's cookie by its address.
+ * legacy build, which finds a site's cookie by its address; from 6.10 its
+ * preempt build.
  */
 static struct torchops_bpf *open_bpf(void)
 {
 	size_t size;
 	const void *data;
 
-	if (kfeat_cookies())
+	if (kfeat_cookies() && !kfeat_preempt_kfunc())
 		return torchops_bpf__open();
-	data = torchops_legacy_elf(&size);
+	data = kfeat_cookies() ? torchops_preempt_elf(&size) : torchops_legacy_elf(&size);
 	return torchops_bpf__open_variant(data, size);
 }
 
