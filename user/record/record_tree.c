@@ -62,8 +62,6 @@ static int tree_targets(struct recording *rc)
 		return ret;
 	ret = syscheck_tracing(err, sizeof(err));
 	ret = ret ?: proctree__new(o->children, o->quiet, &rc->tree);
-	if (!ret)
-		record_say_trap_cost(rc);
 	/* a member with no Python: what its line says is recorded of it is what the flags leave */
 	if (!ret) {
 		snprintf(err, sizeof(err), "%s%s%s%s%s", o->no_cuda ? "" : "CUDA calls",
@@ -115,6 +113,8 @@ static int tree_targets(struct recording *rc)
 		pr_err("%s", err[0] ? err : strerror(-ret));
 		return ret;
 	}
+	/* the set is there: what each of its Python calls will cost */
+	record_say_trap_cost(rc);
 	rc->pid = proctree__first(rc->tree, &py);
 	rc->py = *py;
 	return 0;
