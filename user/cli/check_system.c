@@ -164,10 +164,11 @@ static void check_bpf_progs(struct check *c)
 	/* not asked of the verifier: the kernel's BTF names the kfuncs the preempt builds call */
 	check_line(c, kfeat_preempt_kfunc() ? CHECK_OK : CHECK_MISSING, false,
 		   "bpf_preempt_disable (6.10)%s",
-		   kfeat_preempt_kfunc()
-		       ? ": uprobe programs run with preemption off (the preempt builds)"
-		       : ": costs nothing: before 6.13 no program gets a private stack that a "
-			 "preempted one could share");
+		   kfeat_preempt_build()   ? ": uprobe programs run with preemption off (the "
+					     "preempt builds), as private stacks need"
+		   : kfeat_preempt_kfunc() ? ": not needed here (no private stacks to share)"
+					   : ": costs nothing: without private stacks no preempted "
+					     "program shares one");
 	if (!strcmp(read_line("/proc/sys/net/core/bpf_jit_enable", jit, sizeof(jit)), "0"))
 		check_line(c, CHECK_DEGRADED, true,
 			   "BPF JIT off (net.core.bpf_jit_enable=0): every probe runs interpreted, "

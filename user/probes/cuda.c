@@ -562,7 +562,7 @@ static struct cuda_bpf *open_bpf(void)
 	size_t size;
 	const void *data;
 
-	if (kfeat_cookies() && !kfeat_preempt_kfunc())
+	if (kfeat_cookies() && !kfeat_preempt_build())
 		return cuda_bpf__open();
 	data = kfeat_cookies() ? cuda_preempt_elf(&size) : cuda_legacy_elf(&size);
 	return cuda_bpf__open_variant(data, size);

@@ -445,7 +445,7 @@ static int open_common(struct tracer *t, pid_t pid, int traced_fd, struct libwat
 			return err;
 		}
 	}
-	if (kfeat_preempt_kfunc()) {
+	if (kfeat_preempt_build()) {
 		size_t size;
 		const void *data = libwatch_preempt_elf(&size);
 

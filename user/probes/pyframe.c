@@ -146,7 +146,7 @@ static int open_bpf(struct pyframe *pf)
 	if (pf->legacy) {
 		data = pyframe_legacy_elf(&size);
 		pf->skel = pyframe_bpf__open_variant(data, size);
-	} else if (kfeat_preempt_kfunc()) {
+	} else if (kfeat_preempt_build()) {
 		data = pyframe_preempt_elf(&size);
 		pf->skel = pyframe_bpf__open_variant(data, size);
 	} else {

@@ -469,7 +469,7 @@ static struct torchops_bpf *open_bpf(void)
 	size_t size;
 	const void *data;
 
-	if (kfeat_cookies() && !kfeat_preempt_kfunc())
+	if (kfeat_cookies() && !kfeat_preempt_build())
 		return torchops_bpf__open();
 	data = kfeat_cookies() ? torchops_preempt_elf(&size) : torchops_legacy_elf(&size);
 	return torchops_bpf__open_variant(data, size);

@@ -34,6 +34,16 @@ int kfeat_tp_btf_args(const char *name)
 	return n;
 }
 
+bool kfeat_preempt_build(void)
+{
+	/*
+	 * Only where a program can get a private stack that a preempted one
+	 * would share: kernels before that (6.12) also refuse the global
+	 * subprograms' calls with preemption off
+	 */
+	return kfeat_private_stack() && kfeat_preempt_kfunc();
+}
+
 bool kfeat_preempt_kfunc(void)
 {
 	static int known = -1;

@@ -33,6 +33,11 @@ bool kfeat_private_stack(void);
  */
 bool kfeat_preempt_kfunc(void);
 /*
+ * Whether the loaders take the preempt builds: the kfuncs, on a kernel that
+ * gives uprobe programs private stacks (kfeat_private_stack()).
+ */
+bool kfeat_preempt_build(void);
+/*
  * Logs "WHAT: needs FEATURE (Linux SINCE); this kernel is RELEASE" and
  * returns -EOPNOTSUPP, for a loader to return.
  */
