@@ -17,7 +17,8 @@ void record_say_trap_cost(const struct recording *rc)
 	char err[256];
 	double call_ns;
 
-	if (done || o->in_process)
+	/* advice, not a fault of this recording: -q asks for none */
+	if (done || o->in_process || o->quiet)
 		return;
 	done = true;
 	if (trapcost_measure(COST_CALLS, &tc, err, sizeof(err))) {
