@@ -9,12 +9,14 @@
  * another thread's user address, and the kernel oopsed on it).
  *
  * The preempt build of each uprobe object (-DPTG_BPF_PREEMPT, CMakeLists.txt's
- * BPF_PREEMPT), loaded where the kernel has the kfuncs (6.10;
- * kfeat_preempt_kfunc()), runs every uprobe program with preemption off:
+ * BPF_PREEMPT), loaded where the kernel gives private stacks and has the
+ * kfuncs (6.10; kfeat_preempt_build()), runs every uprobe program with
+ * preemption off (6.12, which has the kfuncs but no private stacks, also
+ * refuses a global subprogram's call with preemption off):
  * SEC("uprobe") int prog(ctx) { return PTG_NO_PREEMPT(prog_body(ctx)); }
- * Kernels before 6.10 give no private stacks, and the per-CPU buffers the
- * programs share are claimed by slot (pycache.bpf.h), so other builds do
- * without.
+ * Elsewhere no program has a private stack, and the per-CPU buffers the
+ * programs share are claimed by slot (pycache.bpf.h), so the other builds
+ * do without.
  */
 #ifndef PTG_PREEMPT_BPF_H
 #define PTG_PREEMPT_BPF_H
