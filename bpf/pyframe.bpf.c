@@ -734,14 +734,25 @@ static __always_inline bool filtered_out(void)
 }
 
 /*
- * bpf_get_func_ip(): the probed address, for uprobes and uretprobes alike.
- * The legacy build is loaded for one process at a time only (runtime_addr).
+ * bpf_get_func_ip(): the probed address, for uprobes and uretprobes alike,
+ * from 6.6. Before, it is 0 for any uprobe (it knew kprobes only): an entry
+ * probe's address is then its ip, which handle_swbp() has set back to the
+ * probed address before the handlers run, and a uretprobe's is unknown:
+ * runtime stays 0 (py_eval_ret_body). The legacy build is loaded for one
+ * process at a time only (runtime_addr).
  */
-static __always_inline void hit_runtime(struct hit *h, void *ctx, __u64 cookie)
+static __always_inline void hit_runtime(struct hit *h, struct pt_regs *ctx, __u64 cookie,
+					bool entry)
 {
 #ifndef PTG_BPF_LEGACY
-	if (filter_tgids)
-		h->runtime = bpf_get_func_ip(ctx) + PTG_PY_COOKIE_DELTA(cookie);
+	__u64 ip;
+
+	if (!filter_tgids)
+		return;
+	ip = bpf_get_func_ip(ctx);
+	if (!ip && entry)
+		ip = ctx_reg(ctx, ip);
+	h->runtime = ip ? ip + PTG_PY_COOKIE_DELTA(cookie) : 0;
 #endif
 }
 
@@ -806,7 +817,7 @@ static __always_inline int py_probe_body(struct pt_regs *ctx)
 		return code_frees ? code_freed(PT_REGS_PARM1(ctx)) : 0;
 	if (hit_begin(&h))
 		return 0;
-	hit_runtime(&h, ctx, cookie);
+	hit_runtime(&h, ctx, cookie, true);
 	if (probe)
 		on_probe(&h, ctx, cookie, probe);
 	else if (h.ti.state)
@@ -835,9 +846,16 @@ static __always_inline int py_eval_ret_body(struct pt_regs *ctx)
 
 	if (ret || filtered_out() || hit_begin(&h))
 		return 0;
-	hit_runtime(&h, ctx, ret_cookie(ctx));
-	frame = current_frame(&h);
+	hit_runtime(&h, ctx, ret_cookie(ctx), false);
+	if (h.runtime) {
+		frame = current_frame(&h);
+	} else if (tstate_frame(h.s->tstate, h.ti.tstate, h.ti.ns_tid, &frame)) {
+		/* before 6.6, with probes on the file: no _PyRuntime to find the thread by */
+		count_loss(PTG_LOSS_PY_READ);
+		goto out;
+	}
 	emit(&h, PTG_EV_PY_UNWIND, 2, frame, 0, 0, 0, frame);
+out:
 	hit_end(&h);
 	return 0;
 }

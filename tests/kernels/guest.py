@@ -15,6 +15,9 @@ select checks; by default all run:
   e.cuda.PY         the CUDA probes on the fake driver and runtime (tests/fakecuda)
   f.torch_ops.PY    the op probes on Debian's python3-torch == torch.profiler's counts
   g.children.PY     record --children: a process tree, exact calls per process
+  g.children_mixed.PY
+                    record --children -- CMD of mixed.py: b's exact counts, with
+                    the probes on the interpreter's file
   h.preempt_pinned.PY
                     on a kernel with preempt=full, where uprobe programs can be
                     preempted: two processes pinned to one CPU, recorded at once
@@ -159,13 +162,18 @@ def record_pid(test, python):
     borrow(integration("test_record_counts").RecordCounts, "check_mixed_matches_oracle", python)
 
 
-def record_cmd(test, python):
+def record_cmd(test, python, rec_args=()):
     """mixed.py under record -- CMD: the calls made inside its run() are the
-    oracle's, and its module ran once, recorded from the first call."""
+    oracle's, and its module ran once, recorded from the first call. With
+    --children the probes sit on the interpreter's file and find _PyRuntime
+    from their own address (before 6.6, from the trap's ip: bpf_get_func_ip
+    knew no uprobes), and mixed.py's exceptions that C code swallows reach
+    the eval loop's return probe."""
     need(test, python)
     oracle = ptg.oracle(python, "mixed.py")
     out = os.path.join(scratch(test), "cmd.ptg")
-    res = ptg.run(["record", "-o", out, *LEAN, "--", *python.argv(python.path(MIXED))])
+    res = ptg.run(["record", "-o", out, *LEAN, *rec_args, "--",
+                   *python.argv(python.path(MIXED))])
     test.assertEqual(res.returncode, 0, res.stderr)
     test.assertIn("done", res.stdout)
     trace = ptg.Trace(out)
@@ -457,6 +465,7 @@ def lanes():
            Check(f"e.cuda.{pyenv}", cuda, pyenv),
            Check(f"d.off_cpu.{pyenv13}", off_cpu, pyenv13),
            Check(f"g.children.{pyenv}", children, pyenv),
+           Check(f"g.children_mixed.{chroot}", record_cmd, chroot, ("--children",)),
            Check("i.check", check_cmd)]
     return one, two
 
