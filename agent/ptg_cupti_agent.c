@@ -13,6 +13,9 @@
  *  - when the loader hangs up, dies or asks to stop, the agent flushes,
  *    turns CUPTI off, and stays loaded but idle (ready for a new session);
  *  - signals go to the application's threads, never to the agent's.
+ * It also takes the application's CUDA calls from CUPTI's callbacks
+ * (ptg_cupti_calls.h) into a ring in shared memory, so that the loader can
+ * take the uprobes off libcuda and libcudart: ptg_cupti_agent_calls.c.
  * Entry points: InitializeInjection() (CUDA_INJECTION64_PATH, `record --
  * CMD`) and ptg_cupti_attach() (called through ptrace after dlopen, `record
  * -p`).
@@ -34,6 +37,7 @@
 #include <unistd.h>
 
 #include "ptg_agent_fd.h"
+#include "ptg_cupti_agent.h"
 #include "ptg_cupti_proto.h"
 #include "ptg_cupti_records.h"
 
@@ -133,6 +137,39 @@ static int send_all(const void *buf, size_t len)
 		len -= (size_t)n;
 	}
 	return ag.sock >= 0 ? 0 : -EPIPE;
+}
+
+/* A message whose first byte carries fd (SCM_RIGHTS): the loader takes it with the message. */
+static int send_fd_msg(uint32_t type, const void *a, size_t alen, int fd)
+{
+	struct ptg_cupti_msg_hdr h = {.type = type, .len = (uint32_t)alen};
+	union {
+		struct cmsghdr c;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u = {};
+	struct iovec iov = {.iov_base = &h, .iov_len = sizeof(h)};
+	struct msghdr m = {.msg_iov = &iov,
+			   .msg_iovlen = 1,
+			   .msg_control = u.buf,
+			   .msg_controllen = sizeof(u.buf)};
+	ssize_t n;
+
+	if (ag.sock < 0)
+		return -EPIPE;
+	u.c.cmsg_level = SOL_SOCKET;
+	u.c.cmsg_type = SCM_RIGHTS;
+	u.c.cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(&u.c), &fd, sizeof(int));
+	do {
+		n = sendmsg(ag.sock, &m, MSG_NOSIGNAL);
+	} while (n < 0 && errno == EINTR);
+	if (n <= 0) {
+		hang_up();
+		return -EPIPE;
+	}
+	if ((size_t)n < sizeof(h) && send_all((uint8_t *)&h + n, sizeof(h) - (size_t)n))
+		return -EPIPE;
+	return alen ? send_all(a, alen) : 0;
 }
 
 static int send_msg(uint32_t type, const void *a, size_t alen, const void *b, size_t blen)
@@ -240,12 +277,6 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 		wake_session();
 	else
 		free(buffer);
-}
-
-static void CUPTIAPI no_callback(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-				 const void *data)
-{
-	/* the subscription only claims CUPTI: no callback domain is enabled */
 }
 
 static bool names_grow(void)
@@ -462,6 +493,21 @@ static int send_hello(void)
 	return send_msg(PTG_CUPTI_MSG_HELLO, &h, sizeof(h), NULL, 0);
 }
 
+/*
+ * The CUDA calls from CUPTI's callbacks, if all of them can be had: the
+ * ring goes to the loader, which then takes its uprobes off. Otherwise
+ * nothing is said, and the uprobes stay.
+ */
+static void send_calls(void)
+{
+	struct ptg_cupti_call_ring_msg m = {};
+	int fd;
+
+	fd = calls_start(ag.sub, &m);
+	if (fd >= 0 && send_fd_msg(PTG_CUPTI_MSG_CALL_RING, &m, sizeof(m), fd))
+		calls_stop(ag.sub);
+}
+
 static void set_collect(bool on)
 {
 	pthread_mutex_lock(&ag.lock);
@@ -472,6 +518,8 @@ static void set_collect(bool on)
 /* Turns off everything the session turned on, in reverse order. */
 static void cupti_release(bool flush)
 {
+	if (ag.subscribed)
+		calls_stop(ag.sub);
 	for (size_t i = 0; i < NKINDS; i++) {
 		if (ag.enabled[i])
 			cuptiActivityDisable(kinds[i]);
@@ -532,7 +580,7 @@ static int session_setup(void)
 		hang_up();
 		return err;
 	}
-	r = cuptiSubscribe(&ag.sub, no_callback, NULL);
+	r = cuptiSubscribe(&ag.sub, calls_callback, NULL);
 	if (r != CUPTI_SUCCESS)
 		return fail(r, "cuptiSubscribe");
 	ag.subscribed = true;
@@ -548,6 +596,7 @@ static int session_setup(void)
 	err = enable_kinds();
 	if (err)
 		return err;
+	send_calls();
 	send_status(PTG_CUPTI_ACTIVE, CUPTI_SUCCESS, "recording GPU activity");
 	return ag.sock >= 0 ? 0 : -EPIPE;
 }
@@ -679,6 +728,7 @@ static void fork_child(void)
 	ag.qcount = ag.qhead = ag.nbuffers = 0;
 	ag.subscribed = ag.tid_type_set = false;
 	memset(ag.enabled, 0, sizeof(ag.enabled));
+	calls_fork_child();
 	pthread_mutex_unlock(&ag.lock);
 }
 

@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#define PTG_CUPTI_PROTO_VERSION 1
+#define PTG_CUPTI_PROTO_VERSION 2
 /* Environment of `record -- CMD`: the loader's abstract socket name. */
 #define PTG_CUPTI_SOCKET_ENV "PTG_CUPTI_SOCKET"
 /* Exported by the agent; `record -p` calls it after injecting the library. */
@@ -30,6 +30,12 @@ enum ptg_cupti_msg_type {
 	PTG_CUPTI_MSG_BUFFER = 6,      /* CUpti_Activity records, as CUPTI wrote them */
 	PTG_CUPTI_MSG_DROPPED = 7,     /* struct ptg_cupti_dropped: counts since the last one */
 	PTG_CUPTI_MSG_END = 8,	       /* empty: the agent is done and closes */
+	/*
+	 * struct ptg_cupti_call_ring_msg, with the ring's memfd (SCM_RIGHTS):
+	 * the CUDA calls come from CUPTI's callbacks from now on
+	 * (ptg_cupti_calls.h); sent once, before ACTIVE
+	 */
+	PTG_CUPTI_MSG_CALL_RING = 9,
 };
 
 struct ptg_cupti_msg_hdr {
@@ -83,6 +89,13 @@ struct ptg_cupti_api_name {
 struct ptg_cupti_dropped {
 	uint64_t cupti;	  /* cuptiActivityGetNumDroppedRecords(): CUPTI had no buffer */
 	uint64_t unknown; /* records of a kind this build does not decode, not sent */
+};
+
+struct ptg_cupti_call_ring_msg {
+	uint64_t size;	   /* of the memfd: PTG_CUPTI_CALLS_OFF + nrecs * rec_size */
+	uint64_t since_ns; /* CLOCK_MONOTONIC before the callbacks were enabled */
+	uint32_t enabled;  /* calls of the table whose callbacks CUPTI turned on */
+	uint32_t pad;
 };
 
 #endif /* PTG_CUPTI_PROTO_H */

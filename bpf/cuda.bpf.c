@@ -58,6 +58,20 @@ struct {
 	__type(value, struct open_calls);
 } open_calls SEC(".maps");
 
+/*
+ * Processes whose CUDA calls come from their CUPTI agent (tgid -> 1,
+ * user/probes/cuda_agent.c): a call they start is kept on the thread's
+ * stack unrecorded, so that its return pairs with it and not with a call
+ * recorded before the agent took over.
+ */
+#define CALL_SKIP 0xffffffffu
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} cupti_tgids SEC(".maps");
+
 __u64 next_id = 0;
 __u64 lost_events = 0; /* ring buffer full */
 __u64 lost_nest = 0;   /* calls nested deeper than PTG_CUDA_MAX_NEST */
@@ -202,6 +216,11 @@ static __always_inline int cuda_enter_body(struct pt_regs *ctx)
 	if (!oc)
 		return 0;
 	d = oc->depth++;
+	if (bpf_map_lookup_elem(&cupti_tgids, &tgid)) {
+		if (d < PTG_CUDA_MAX_NEST)
+			oc->calls[d].api = CALL_SKIP;
+		return 0;
+	}
 	if (d >= PTG_CUDA_MAX_NEST) {
 		__sync_fetch_and_add(&lost_nest, 1);
 		return 0;
@@ -238,6 +257,8 @@ static __always_inline int cuda_exit_body(struct pt_regs *ctx)
 	if (d >= PTG_CUDA_MAX_NEST)
 		return 0;
 	c = &oc->calls[d];
+	if (c->api == CALL_SKIP)
+		return 0;
 	/* CUresult and cudaError_t are small ints; 0xffff marks anything larger */
 	result = (__u32)PT_REGS_RC(ctx);
 	if (result > 0xffff)

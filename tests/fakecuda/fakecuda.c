@@ -29,7 +29,9 @@
 #include <stdint.h>
 #include <time.h>
 
-#ifdef FAKECUDA_HAVE_CUDA_H
+#ifdef FAKECUDA_HAVE_CUPTI
+#include <cupti.h> /* cuda.h, the callback ids and parameter structs */
+#elif defined(FAKECUDA_HAVE_CUDA_H)
 #include <cuda.h>
 #else
 typedef int CUresult;
@@ -108,26 +110,43 @@ static uint64_t drain(CUstream s, int all)
 
 /*
  * Where tests/helpers/inject_fakecupti.c (the stand-in libcupti) is loaded
- * RTLD_GLOBAL, launches report to it from inside the call, as CUPTI's
- * callbacks do inside the real library's functions.
+ * RTLD_GLOBAL, every call reports to it from inside, with CUPTI's callback
+ * id and parameter struct, as CUPTI's callbacks see the real library's
+ * functions (REPORTED). kernel_ns: a launch's kernel, for its activity.
  */
-typedef uint64_t (*cupti_enter_fn)(void);
-typedef void (*cupti_exit_fn)(int driver, uint32_t cbid, uint64_t start, uint64_t kernel_ns);
+typedef uint64_t (*cupti_enter_fn)(int driver, uint32_t cbid, const void *params);
+typedef void (*cupti_exit_fn)(int driver, uint32_t cbid, const void *params, int result,
+			      uint64_t start, uint64_t kernel_ns);
 
-static uint64_t cupti_enter(void)
+static uint64_t cupti_enter(int driver, uint32_t cbid, const void *params)
 {
 	cupti_enter_fn fn = (cupti_enter_fn)dlsym(RTLD_DEFAULT, "fakecupti_api_enter");
 
-	return fn ? fn() : 0;
+	return fn ? fn(driver, cbid, params) : 0;
 }
 
-static void cupti_exit(int driver, uint32_t cbid, uint64_t start, uint64_t kernel_ns)
+static void cupti_exit(int driver, uint32_t cbid, const void *params, int result, uint64_t start,
+		       uint64_t kernel_ns)
 {
 	cupti_exit_fn fn = (cupti_exit_fn)dlsym(RTLD_DEFAULT, "fakecupti_api_exit");
 
 	if (fn && start)
-		fn(driver, cbid, start, kernel_ns);
+		fn(driver, cbid, params, result, start, kernel_ns);
 }
+
+#ifdef FAKECUDA_HAVE_CUPTI
+/* the parameters as CUPTI gives them (generated_cuda_meta.h), in the call's order */
+#define REPORTED(name, kernel_ns, body, ...)                                                       \
+	do {                                                                                       \
+		name##_params p_ = {__VA_ARGS__};                                                  \
+		uint64_t t_ = cupti_enter(1, CUPTI_DRIVER_TRACE_CBID_##name, &p_);                 \
+		CUresult r_ = (body);                                                              \
+		cupti_exit(1, CUPTI_DRIVER_TRACE_CBID_##name, &p_, r_, t_, (kernel_ns));           \
+		return r_;                                                                         \
+	} while (0)
+#else
+#define REPORTED(name, kernel_ns, body, ...) return (body)
+#endif
 
 static CUresult launch(unsigned int gridDimX, unsigned int sharedMemBytes, CUstream hStream)
 {
@@ -147,11 +166,9 @@ FAKE_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX,
 					    unsigned int blockDimZ, unsigned int sharedMemBytes,
 					    CUstream hStream, void **kernelParams, void **extra)
 {
-	uint64_t t = cupti_enter();
-	CUresult r = launch(gridDimX, sharedMemBytes, hStream);
-
-	cupti_exit(1, 307 /* cuLaunchKernel */, t, gridDimX * 1000ull);
-	return r;
+	REPORTED(cuLaunchKernel, gridDimX * 1000ull, launch(gridDimX, sharedMemBytes, hStream), f,
+		 gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
+		 hStream, kernelParams, extra);
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX,
@@ -161,11 +178,9 @@ FAKE_EXPORT CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int grid
 						 unsigned int sharedMemBytes, CUstream hStream,
 						 void **kernelParams, void **extra)
 {
-	uint64_t t = cupti_enter();
-	CUresult r = launch(gridDimX, sharedMemBytes, hStream);
-
-	cupti_exit(1, 442 /* cuLaunchKernel_ptsz */, t, gridDimX * 1000ull);
-	return r;
+	REPORTED(cuLaunchKernel_ptsz, gridDimX * 1000ull, launch(gridDimX, sharedMemBytes, hStream),
+		 f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
+		 hStream, kernelParams, extra);
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel(
@@ -173,109 +188,134 @@ FAKE_EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel(
     unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
     unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)
 {
-	return launch(gridDimX, sharedMemBytes, hStream);
+	REPORTED(cuLaunchCooperativeKernel, gridDimX * 1000ull,
+		 launch(gridDimX, sharedMemBytes, hStream), f, gridDimX, gridDimY, gridDimZ,
+		 blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams);
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
 					      void **kernelParams, void **extra)
 {
-	return launch(config->gridDimX, config->sharedMemBytes, config->hStream);
+	REPORTED(cuLaunchKernelEx, config->gridDimX * 1000ull,
+		 launch(config->gridDimX, config->sharedMemBytes, config->hStream), config, f,
+		 kernelParams, extra);
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
 						   void **kernelParams, void **extra)
 {
-	return launch(config->gridDimX, config->sharedMemBytes, config->hStream);
+	REPORTED(cuLaunchKernelEx_ptsz, config->gridDimX * 1000ull,
+		 launch(config->gridDimX, config->sharedMemBytes, config->hStream), config, f,
+		 kernelParams, extra);
+}
+
+static CUresult queued(CUstream s, uint64_t us)
+{
+	queue(s, us);
+	return CUDA_SUCCESS;
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 {
-	queue(hStream, *(const uint64_t *)hGraphExec);
-	return CUDA_SUCCESS;
+	REPORTED(cuGraphLaunch, 0, queued(hStream, *(const uint64_t *)hGraphExec), hGraphExec,
+		 hStream);
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,
 					   CUstream hStream)
 {
-	queue(hStream, ByteCount >> 10);
-	return CUDA_SUCCESS;
+	REPORTED(cuMemcpyAsync, 0, queued(hStream, ByteCount >> 10), dst, src, ByteCount, hStream);
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost,
 						  size_t ByteCount, CUstream hStream)
 {
-	queue(hStream, ByteCount >> 10);
-	return CUDA_SUCCESS;
+	REPORTED(cuMemcpyHtoDAsync_v2, 0, queued(hStream, ByteCount >> 10), dstDevice, srcHost,
+		 ByteCount, hStream);
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice,
 						  size_t ByteCount, CUstream hStream)
 {
-	queue(hStream, ByteCount >> 10);
-	return CUDA_SUCCESS;
+	REPORTED(cuMemcpyDtoHAsync_v2, 0, queued(hStream, ByteCount >> 10), dstHost, srcDevice,
+		 ByteCount, hStream);
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
 						  size_t ByteCount, CUstream hStream)
 {
-	queue(hStream, ByteCount >> 10);
-	return CUDA_SUCCESS;
+	REPORTED(cuMemcpyDtoDAsync_v2, 0, queued(hStream, ByteCount >> 10), dstDevice, srcDevice,
+		 ByteCount, hStream);
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N,
 					     CUstream hStream)
 {
-	queue(hStream, N >> 10);
-	return CUDA_SUCCESS;
+	REPORTED(cuMemsetD8Async, 0, queued(hStream, N >> 10), dstDevice, uc, N, hStream);
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N,
 					      CUstream hStream)
 {
-	queue(hStream, (N * 4) >> 10);
+	REPORTED(cuMemsetD32Async, 0, queued(hStream, (N * 4) >> 10), dstDevice, ui, N, hStream);
+}
+
+static CUresult slept(uint64_t us)
+{
+	sleep_us(us);
 	return CUDA_SUCCESS;
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost,
 					     size_t ByteCount)
 {
-	sleep_us(drain(0, 0) + (ByteCount >> 10));
-	return CUDA_SUCCESS;
+	REPORTED(cuMemcpyHtoD_v2, 0, slept(drain(0, 0) + (ByteCount >> 10)), dstDevice, srcHost,
+		 ByteCount);
+}
+
+static CUresult stream_sync(CUstream hStream)
+{
+	if ((uintptr_t)hStream == FAKE_BAD_STREAM)
+		return FAKE_INVALID_HANDLE;
+	return slept(drain(hStream, 0));
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream hStream)
 {
-	if ((uintptr_t)hStream == FAKE_BAD_STREAM)
-		return FAKE_INVALID_HANDLE;
-	sleep_us(drain(hStream, 0));
-	return CUDA_SUCCESS;
+	REPORTED(cuStreamSynchronize, 0, stream_sync(hStream), hStream);
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream)
 {
-	sleep_us(drain(hStream, 0));
-	return CUDA_SUCCESS;
+	REPORTED(cuStreamSynchronize_ptsz, 0, slept(drain(hStream, 0)), hStream);
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuCtxSynchronize(void)
 {
-	sleep_us(drain(0, 1));
-	return CUDA_SUCCESS;
+#ifdef FAKECUDA_HAVE_CUPTI
+	/* no parameters: CUPTI has no struct for them */
+	uint64_t t = cupti_enter(1, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize, NULL);
+	CUresult r = slept(drain(0, 1));
+
+	cupti_exit(1, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize, NULL, r, t, 0);
+	return r;
+#else
+	return slept(drain(0, 1));
+#endif
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream)
 {
-	return CUDA_SUCCESS;
+	REPORTED(cuEventRecord, 0, CUDA_SUCCESS, hEvent, hStream);
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
 {
-	sleep_us(*(const uint64_t *)hEvent);
-	return CUDA_SUCCESS;
+	REPORTED(cuEventSynchronize, 0, slept(*(const uint64_t *)hEvent), hEvent);
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
-	queue(hStream, *(const uint64_t *)hEvent);
-	return CUDA_SUCCESS;
+	REPORTED(cuStreamWaitEvent, 0, queued(hStream, *(const uint64_t *)hEvent), hStream, hEvent,
+		 Flags);
 }

@@ -15,7 +15,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifdef FAKECUDA_HAVE_CUDA_H
+#ifdef FAKECUDA_HAVE_CUPTI
+#include <cuda_runtime_api.h>
+#include <cupti.h> /* cuda.h, the callback ids and parameter structs */
+#elif defined(FAKECUDA_HAVE_CUDA_H)
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #else
@@ -78,55 +81,67 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int g
 
 /*
  * Where tests/helpers/inject_fakecupti.c (the stand-in libcupti) is loaded
- * RTLD_GLOBAL, launches report to it from inside the call, as CUPTI's
- * callbacks do inside the real library's functions.
+ * RTLD_GLOBAL, every call reports to it from inside, with CUPTI's callback
+ * id and parameter struct, as CUPTI's callbacks see the real library's
+ * functions (REPORTED). kernel_ns: a launch's kernel, for its activity.
  */
-typedef uint64_t (*cupti_enter_fn)(void);
-typedef void (*cupti_exit_fn)(int driver, uint32_t cbid, uint64_t start, uint64_t kernel_ns);
+typedef uint64_t (*cupti_enter_fn)(int driver, uint32_t cbid, const void *params);
+typedef void (*cupti_exit_fn)(int driver, uint32_t cbid, const void *params, int result,
+			      uint64_t start, uint64_t kernel_ns);
 
-static uint64_t cupti_enter(void)
+static uint64_t cupti_enter(uint32_t cbid, const void *params)
 {
 	cupti_enter_fn fn = (cupti_enter_fn)dlsym(RTLD_DEFAULT, "fakecupti_api_enter");
 
-	return fn ? fn() : 0;
+	return fn ? fn(0, cbid, params) : 0;
 }
 
-static void cupti_exit(int driver, uint32_t cbid, uint64_t start, uint64_t kernel_ns)
+static void cupti_exit(uint32_t cbid, const void *params, int result, uint64_t start,
+		       uint64_t kernel_ns)
 {
 	cupti_exit_fn fn = (cupti_exit_fn)dlsym(RTLD_DEFAULT, "fakecupti_api_exit");
 
 	if (fn && start)
-		fn(driver, cbid, start, kernel_ns);
+		fn(0, cbid, params, result, start, kernel_ns);
 }
+
+#ifdef FAKECUDA_HAVE_CUPTI
+/* the parameters as CUPTI gives them (generated_cuda_runtime_api_meta.h), in the call's order */
+#define REPORTED(cbid, kernel_ns, body, ...)                                                       \
+	do {                                                                                       \
+		cbid##_params p_ = {__VA_ARGS__};                                                  \
+		uint64_t t_ = cupti_enter(CUPTI_RUNTIME_TRACE_CBID_##cbid, &p_);                   \
+		cudaError_t r_ = (cudaError_t)(body);                                              \
+		cupti_exit(CUPTI_RUNTIME_TRACE_CBID_##cbid, &p_, r_, t_, (kernel_ns));             \
+		return r_;                                                                         \
+	} while (0)
+#else
+#define REPORTED(cbid, kernel_ns, body, ...) return (cudaError_t)(body)
+#endif
 
 FAKE_EXPORT cudaError_t CUDARTAPI cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim,
 						   void **args, size_t sharedMem,
 						   cudaStream_t stream)
 {
-	uint64_t t = cupti_enter();
-	cudaError_t r = (cudaError_t)cuLaunchKernel(
-	    (CUfunction)func, gridDim.x, gridDim.y, gridDim.z, blockDim.x, blockDim.y, blockDim.z,
-	    (unsigned int)sharedMem, (CUstream)stream, args, NULL);
-
-	cupti_exit(0, 211 /* cudaLaunchKernel_v7000 */, t, gridDim.x * 1000ull);
-	return r;
+	REPORTED(cudaLaunchKernel_v7000, gridDim.x * 1000ull,
+		 cuLaunchKernel((CUfunction)func, gridDim.x, gridDim.y, gridDim.z, blockDim.x,
+				blockDim.y, blockDim.z, (unsigned int)sharedMem, (CUstream)stream,
+				args, NULL),
+		 func, gridDim, blockDim, args, sharedMem, stream);
 }
 
 FAKE_EXPORT cudaError_t CUDARTAPI cudaLaunchKernel_ptsz(const void *func, dim3 gridDim,
 							dim3 blockDim, void **args,
 							size_t sharedMem, cudaStream_t stream)
 {
-	uint64_t t = cupti_enter();
-	cudaError_t r = (cudaError_t)cuLaunchKernel_ptsz(
-	    (CUfunction)func, gridDim.x, gridDim.y, gridDim.z, blockDim.x, blockDim.y, blockDim.z,
-	    (unsigned int)sharedMem, (CUstream)stream, args, NULL);
-
-	cupti_exit(0, 214 /* cudaLaunchKernel_ptsz_v7000 */, t, gridDim.x * 1000ull);
-	return r;
+	REPORTED(cudaLaunchKernel_ptsz_v7000, gridDim.x * 1000ull,
+		 cuLaunchKernel_ptsz((CUfunction)func, gridDim.x, gridDim.y, gridDim.z, blockDim.x,
+				     blockDim.y, blockDim.z, (unsigned int)sharedMem,
+				     (CUstream)stream, args, NULL),
+		 func, gridDim, blockDim, args, sharedMem, stream);
 }
 
-FAKE_EXPORT cudaError_t CUDARTAPI cudaLaunchKernelExC(const cudaLaunchConfig_t *config,
-						      const void *func, void **args)
+static CUresult launch_ex(const cudaLaunchConfig_t *config, const void *func, void **args)
 {
 	CUlaunchConfig c = {
 	    .gridDimX = config->gridDim.x,
@@ -139,45 +154,66 @@ FAKE_EXPORT cudaError_t CUDARTAPI cudaLaunchKernelExC(const cudaLaunchConfig_t *
 	    .hStream = (CUstream)config->stream,
 	};
 
-	return (cudaError_t)cuLaunchKernelEx(&c, (CUfunction)func, args, NULL);
+	return cuLaunchKernelEx(&c, (CUfunction)func, args, NULL);
+}
+
+FAKE_EXPORT cudaError_t CUDARTAPI cudaLaunchKernelExC(const cudaLaunchConfig_t *config,
+						      const void *func, void **args)
+{
+	REPORTED(cudaLaunchKernelExC_v11060, config->gridDim.x * 1000ull,
+		 launch_ex(config, func, args), config, func, args);
 }
 
 FAKE_EXPORT cudaError_t CUDARTAPI cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
 {
-	return (cudaError_t)cuGraphLaunch((CUgraphExec)graphExec, (CUstream)stream);
+	REPORTED(cudaGraphLaunch_v10000, 0, cuGraphLaunch((CUgraphExec)graphExec, (CUstream)stream),
+		 graphExec, stream);
 }
 
 FAKE_EXPORT cudaError_t CUDARTAPI cudaMemcpyAsync(void *dst, const void *src, size_t count,
 						  enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-	return (cudaError_t)cuMemcpyAsync((CUdeviceptr)dst, (CUdeviceptr)src, count,
-					  (CUstream)stream);
+	REPORTED(cudaMemcpyAsync_v3020, 0,
+		 cuMemcpyAsync((CUdeviceptr)dst, (CUdeviceptr)src, count, (CUstream)stream), dst,
+		 src, count, kind, stream);
 }
 
 FAKE_EXPORT cudaError_t CUDARTAPI cudaMemsetAsync(void *devPtr, int value, size_t count,
 						  cudaStream_t stream)
 {
-	return (cudaError_t)cuMemsetD8Async((CUdeviceptr)devPtr, (unsigned char)value, count,
-					    (CUstream)stream);
+	REPORTED(
+	    cudaMemsetAsync_v3020, 0,
+	    cuMemsetD8Async((CUdeviceptr)devPtr, (unsigned char)value, count, (CUstream)stream),
+	    devPtr, value, count, stream);
 }
 
 FAKE_EXPORT cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream)
 {
-	return (cudaError_t)cuStreamSynchronize((CUstream)stream);
+	REPORTED(cudaStreamSynchronize_v3020, 0, cuStreamSynchronize((CUstream)stream), stream);
 }
 
 FAKE_EXPORT cudaError_t CUDARTAPI cudaDeviceSynchronize(void)
 {
+#ifdef FAKECUDA_HAVE_CUPTI
+	/* no parameters: CUPTI has no struct for them */
+	uint64_t t = cupti_enter(CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, NULL);
+	cudaError_t r = (cudaError_t)cuCtxSynchronize();
+
+	cupti_exit(CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, NULL, r, t, 0);
+	return r;
+#else
 	return (cudaError_t)cuCtxSynchronize();
+#endif
 }
 
 FAKE_EXPORT cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event)
 {
-	return (cudaError_t)cuEventSynchronize((CUevent)event);
+	REPORTED(cudaEventSynchronize_v3020, 0, cuEventSynchronize((CUevent)event), event);
 }
 
 FAKE_EXPORT cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
 						      unsigned int flags)
 {
-	return (cudaError_t)cuStreamWaitEvent((CUstream)stream, (CUevent)event, flags);
+	REPORTED(cudaStreamWaitEvent_v3020, 0,
+		 cuStreamWaitEvent((CUstream)stream, (CUevent)event, flags), stream, event, flags);
 }

@@ -8,9 +8,13 @@
  * the agent flushes. Timestamps are CLOCK_REALTIME, as a clock other than the
  * loader's, so the mapping onto CLOCK_MONOTONIC is exercised.
  * FAKECUPTI_BUSY=1 in the environment: cuptiSubscribe() finds another client.
- * The fake libcuda and libcudart (tests/fakecuda) report their launches
- * through fakecupti_api_enter() and fakecupti_api_exit() when this library
- * is loaded RTLD_GLOBAL.
+ * The fake libcuda and libcudart (tests/fakecuda) report every call through
+ * fakecupti_api_enter() and fakecupti_api_exit() when this library is
+ * loaded RTLD_GLOBAL, with CUPTI's callback id and parameter struct: the
+ * subscriber's callback gets each call whose callback it enabled, at
+ * CUPTI_API_ENTER and CUPTI_API_EXIT, with a CUpti_CallbackData as CUPTI
+ * fills it; runtime and driver activity records follow with the same
+ * correlation id.
  */
 #ifdef PTG_HAVE_CUPTI
 
@@ -21,9 +25,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cupti.h>
+
+#include "ptg_cupti_calls.h"
 #include "ptg_cupti_records.h"
 
 #define EXPORT	     __attribute__((visibility("default")))
+#define MAX_CBID     4096 /* callback ids per domain that can be enabled */
+#define MAX_OPEN     16	  /* calls open on a thread */
 #define MAX_PENDING  4096
 #define MAX_NAMES    64
 #define DROPPED_ONCE 5 /* reported by the first cuptiActivityGetNumDroppedRecords() */
@@ -46,7 +55,14 @@ static uint32_t next_corr = 1;
 static bool dropped_told;
 static char *names[MAX_NAMES];
 static CUpti_ActivityThreadIdType tid_type;
-static __thread int api_depth; /* fake CUDA calls open on this thread */
+static CUpti_CallbackFunc callback;
+static void *callback_ud;
+static bool cb_on[2][MAX_CBID]; /* [driver][cbid]: enabled by cuptiEnableCallback() */
+static __thread int api_depth;	/* fake CUDA calls open on this thread */
+static __thread struct {
+	uint32_t corr;
+	uint64_t data; /* CUpti_CallbackData.correlationData's, from ENTER to EXIT */
+} open_calls[MAX_OPEN];
 
 static uint64_t realtime_ns(void)
 {
@@ -77,13 +93,33 @@ EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFun
 	if (busy && busy[0] == '1')
 		return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
 	*sub = (CUpti_SubscriberHandle)&subscribed;
+	pthread_mutex_lock(&lock);
 	subscribed = true;
+	callback = cb;
+	callback_ud = ud;
+	pthread_mutex_unlock(&lock);
 	return CUPTI_SUCCESS;
 }
 
 EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle sub)
 {
+	pthread_mutex_lock(&lock);
 	subscribed = false;
+	callback = NULL;
+	memset(cb_on, 0, sizeof(cb_on));
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle sub,
+				       CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
+{
+	if ((domain != CUPTI_CB_DOMAIN_DRIVER_API && domain != CUPTI_CB_DOMAIN_RUNTIME_API) ||
+	    cbid >= MAX_CBID || sub != (CUpti_SubscriberHandle)&subscribed)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&lock);
+	cb_on[domain == CUPTI_CB_DOMAIN_DRIVER_API][cbid] = enable != 0;
+	pthread_mutex_unlock(&lock);
 	return CUPTI_SUCCESS;
 }
 
@@ -143,19 +179,18 @@ EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t str
 	return CUPTI_SUCCESS;
 }
 
+/* The names of the calls the agent takes (its own table), as CUPTI spells them. */
 EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid,
 					const char **name)
 {
+#define NAME_D(n, s, b)	   {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_##n, #n},
+#define NAME_R(n, c, s, b) {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_##c, #c},
+#define NAME_Z(d, n, c)	   {d ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, c, #n},
 	static const struct {
 		CUpti_CallbackDomain domain;
 		uint32_t cbid;
 		const char *name;
-	} known[] = {
-	    {CUPTI_CB_DOMAIN_RUNTIME_API, LAUNCH_CBID, "cudaLaunchKernel_v7000"},
-	    {CUPTI_CB_DOMAIN_RUNTIME_API, 214, "cudaLaunchKernel_ptsz_v7000"},
-	    {CUPTI_CB_DOMAIN_DRIVER_API, 307, "cuLaunchKernel"},
-	    {CUPTI_CB_DOMAIN_DRIVER_API, 442, "cuLaunchKernel_ptsz"},
-	};
+	} known[] = {PTG_CUPTI_CALLS(NAME_D, NAME_R, NAME_Z)};
 
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
 		if (known[i].domain == domain && known[i].cbid == cbid) {
@@ -260,28 +295,75 @@ EXPORT int fakecupti_launch(const char *name, uint64_t dur_ns)
 	return corr;
 }
 
-/* A fake CUDA call begins: its CUPTI start time. */
-EXPORT uint64_t fakecupti_api_enter(void)
+/* The subscriber's callback for the call, if it enabled it. */
+static CUpti_CallbackFunc callback_of(int driver, uint32_t cbid, void **ud)
 {
-	api_depth++;
+	CUpti_CallbackFunc fn = NULL;
+
+	pthread_mutex_lock(&lock);
+	if (cbid < MAX_CBID && cb_on[!!driver][cbid])
+		fn = callback;
+	*ud = callback_ud;
+	pthread_mutex_unlock(&lock);
+	return fn;
+}
+
+static void call_back(int driver, uint32_t cbid, CUpti_ApiCallbackSite site, const void *params,
+		      int *result, int slot)
+{
+	CUpti_CallbackData d = {
+	    .callbackSite = site,
+	    .functionName = "fakecuda",
+	    .functionParams = params,
+	    .functionReturnValue = site == CUPTI_API_EXIT ? result : NULL,
+	    .correlationData = &open_calls[slot].data,
+	    .correlationId = open_calls[slot].corr,
+	};
+	void *ud;
+	CUpti_CallbackFunc fn = callback_of(driver, cbid, &ud);
+
+	if (fn)
+		fn(ud, driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &d);
+}
+
+/*
+ * A fake CUDA call begins: a correlation id for it (CUPTI numbers every
+ * call), the subscriber's ENTER callback; returns its CUPTI start time.
+ */
+EXPORT uint64_t fakecupti_api_enter(int driver, uint32_t cbid, const void *params)
+{
+	int slot = api_depth++;
+
+	if (slot >= MAX_OPEN)
+		return realtime_ns();
+	pthread_mutex_lock(&lock);
+	open_calls[slot].corr = next_corr++;
+	pthread_mutex_unlock(&lock);
+	open_calls[slot].data = 0;
+	call_back(driver, cbid, CUPTI_API_ENTER, params, NULL, slot);
 	return realtime_ns();
 }
 
 /*
- * The call ends: a runtime or driver API record from start to now; the
- * outermost call of a thread (a runtime launch, not the driver launch it
- * makes) gets a kernel of kernel_ns "fakecuda_kernel" with its id.
+ * The call ends: the EXIT callback with its result, then a runtime or
+ * driver API record from start to now with the same correlation id; the
+ * outermost call of a thread that launched a kernel of kernel_ns (a
+ * runtime launch, not the driver launch it makes) gets a kernel
+ * "fakecuda_kernel" with its id.
  */
-EXPORT void fakecupti_api_exit(int driver, uint32_t cbid, uint64_t start, uint64_t kernel_ns)
+EXPORT void fakecupti_api_exit(int driver, uint32_t cbid, const void *params, int result,
+			       uint64_t start, uint64_t kernel_ns)
 {
 	CUpti_ActivityKind kind = driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME;
+	int slot = --api_depth;
 	uint64_t now = realtime_ns();
 	struct pending *p;
 
-	api_depth--;
+	if (slot >= MAX_OPEN)
+		return;
+	call_back(driver, cbid, CUPTI_API_EXIT, params, &result, slot);
 	pthread_mutex_lock(&lock);
-	if (enabled[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL] && enabled[kind] &&
-	    npending < MAX_PENDING) {
+	if (enabled[kind] && npending < MAX_PENDING) {
 		p = &pending[npending++];
 		memset(p, 0, sizeof(*p));
 		p->a.kind = kind;
@@ -290,8 +372,9 @@ EXPORT void fakecupti_api_exit(int driver, uint32_t cbid, uint64_t start, uint64
 		p->a.end = now;
 		p->a.processId = (uint32_t)getpid();
 		p->a.threadId = (uint32_t)gettid();
-		p->a.correlationId = next_corr++;
-		p->has_kernel = api_depth == 0;
+		p->a.correlationId = open_calls[slot].corr;
+		p->has_kernel =
+		    api_depth == 0 && kernel_ns && enabled[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL];
 		p->k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
 		p->k.start = now + CALL_NS;
 		p->k.end = now + CALL_NS + kernel_ns;

@@ -501,6 +501,9 @@ class TestAgent(unittest.TestCase):
         self.assertEqual(len(flows), 31)
         self.assertEqual(trace.meta.get("cupti.api_joined"), "31")
         self.assertEqual(trace.meta.get("cupti.api_unjoined"), "0")
+        # the agent was in before the libraries came: every call from CUPTI's callbacks
+        self.assertEqual((trace.meta.get("cuda.calls_cupti"), trace.meta.get("cuda.calls_uprobes")),
+                         ("31", "0"))
         by_id = {r.fields["aux3"]: r for r in calls}
         for fl in flows:
             call = by_id[fl.fields["aux3"]]

@@ -11,11 +11,13 @@
 #include <bpf/libbpf.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/threads.h"
 #include "base/u64map.h"
 #include "cuda.skel.h"
 #include "probes/cuda.h"
+#include "probes/cuda_ring.h"
 #include "probes/teardown.h"
 #include "probes/preempt_builds.h"
 #include "probes/sitecookie.h"
@@ -27,6 +29,8 @@
 
 #define NONE   PTG_CUDA_SLOT_NONE
 #define DIRECT PTG_CUDA_DIRECT
+/* after the hand-over to an agent, how long the ring buffer may still bring uprobe entries */
+#define AGENT_SETTLE_NS 100000000ull
 
 /*
  * Where an entry point's stream and byte count are (argument slots, see
@@ -135,9 +139,29 @@ struct cuda_thread {
 		uint64_t id;
 		uint64_t ts; /* its start */
 		uint8_t api;
+		bool claimed; /* the agent's record of it was left out (cuda_agent_enter) */
 	} calls[PTG_CUDA_MAX_NEST];
+	/* calls open from a CUPTI agent's ring; adepth may exceed PTG_CUDA_MAX_NEST */
+	uint32_t adepth;
+	struct {
+		uint64_t id;
+		uint64_t ts;
+		uint8_t api;
+		bool dup; /* a call the uprobes recorded: not written again */
+	} acalls[PTG_CUDA_MAX_NEST];
 	struct cuda_host_call *hist;
 	size_t nhist;
+};
+
+/*
+ * A process whose CUPTI agent gives its CUDA calls: its ring, and whether
+ * the uprobes are out of it yet (cudaprobe__poll).
+ */
+struct cuda_agent {
+	pid_t pid;
+	struct cuda_ring *ring;
+	uint64_t since; /* when its calls stopped coming from the uprobes */
+	bool probes_out;
 };
 
 struct cudaprobe {
@@ -155,10 +179,17 @@ struct cudaprobe {
 	size_t nlink_fds;
 	struct bpf_link **links;
 	size_t nlinks;
-	uint32_t syms[NR_APIS]; /* symbol id of each API once written, 0 before */
-	struct threads threads; /* of struct cuda_thread */
-	struct buf libs;	/* paths probed, ", "-separated, for the trace's metadata */
-	struct u64map probed;	/* inode -> 1: probed ahead or when mapped, once */
+	uint32_t syms[NR_APIS];	   /* symbol id of each API once written, 0 before */
+	struct threads threads;	   /* of struct cuda_thread */
+	struct buf libs;	   /* paths probed, ", "-separated, for the trace's metadata */
+	struct u64map probed;	   /* inode -> 1: probed ahead or when mapped, once */
+	pid_t *link_pids;	   /* the process each of link_fds, then links, was attached for */
+	struct cuda_agent *agents; /* processes whose calls come from their CUPTI agent */
+	size_t nagents;
+	int next_agent;			     /* the ring whose record cuda_agent_peek() found */
+	uint8_t agent_api[PTG_CUPTI_NCALLS]; /* the agent's call index -> api (NR_APIS: none) */
+	uint64_t agent_ids;		     /* the legacy build's: call ids of agent calls */
+	uint64_t agent_lost_nest;
 	struct cudaprobe_stats st;
 };
 
@@ -193,7 +224,8 @@ static uint64_t op_ext(const struct tracer_thread *th)
 }
 
 /* Appends in return order; the older half goes once the array is full. */
-static int history_add(struct cuda_thread *ct, const struct ptg_record *r, uint32_t api)
+static int history_add(struct cuda_thread *ct, const struct ptg_record *r, uint32_t api,
+		       uint32_t corr)
 {
 	const size_t cap = 2 * CUDA_JOIN_HISTORY;
 
@@ -211,14 +243,26 @@ static int history_add(struct cuda_thread *ct, const struct ptg_record *r, uint3
 	    .start = r->ts,
 	    .end = r->ts + r->dur,
 	    .id = (uint64_t)r->aux[3],
+	    .corr = corr,
 	    .name = apis[api].name,
 	    .driver = !apis[api].runtime,
 	};
 	return 0;
 }
 
+/* A call from the agent's callbacks carries CUPTI's own id: the one its record has. */
+static long find_corr(const struct cuda_thread *ct, uint32_t corr)
+{
+	for (size_t i = ct->nhist; corr && i > 0; i--) {
+		if (ct->hist[i - 1].corr == corr)
+			return ct->hist[i - 1].joined ? -1 : (long)(i - 1);
+	}
+	return -1;
+}
+
 int cudaprobe__join(void *ctx, uint32_t pid, uint32_t tid, const char *name, bool driver,
-		    uint64_t start, uint64_t end, uint64_t *call_id, uint64_t *call_ts)
+		    uint32_t corr, uint64_t start, uint64_t end, uint64_t *call_id,
+		    uint64_t *call_ts)
 {
 	struct cudaprobe *cp = ctx;
 	struct cuda_thread *ct = thread_of(cp, pid, tid, false);
@@ -227,7 +271,10 @@ int cudaprobe__join(void *ctx, uint32_t pid, uint32_t tid, const char *name, boo
 
 	if (!ct || !ct->nhist)
 		return 0;
-	i = cuda_join_find(ct->hist, ct->nhist, &c);
+	i = find_corr(ct, corr);
+	/* a name the agent did not send: only CUPTI's id can tell */
+	if (i < 0 && name)
+		i = cuda_join_find(ct->hist, ct->nhist, &c);
 	if (i < 0)
 		return 0;
 	ct->hist[i].joined = true;
@@ -252,9 +299,14 @@ static int call_enter(struct cudaprobe *cp, const struct ptg_event *e, uint32_t 
 	return 0;
 }
 
-static int call_exit(struct cudaprobe *cp, const struct ptg_event *e, uint32_t api, uint32_t depth)
+/*
+ * One call's record, as an EXIT event gives it (a uprobe's, or one of an
+ * agent's ring made into one): written as it returns, inside the thread's
+ * frames and op. corr: CUPTI's id of it, from the agent (0: a uprobe's).
+ */
+static int write_call(struct cudaprobe *cp, struct cuda_thread *ct, const struct ptg_event *e,
+		      uint32_t api, uint32_t corr)
 {
-	struct cuda_thread *ct = thread_of(cp, e->pid, e->tid, false);
 	struct tracer_thread *th;
 	struct ptg_record r = {
 	    .kind = PTG_REC_CUDA_CALL,
@@ -269,16 +321,24 @@ static int call_exit(struct cudaprobe *cp, const struct ptg_event *e, uint32_t a
 	    .aux = {0, !apis[api].runtime, (int64_t)e->c, (int64_t)e->a},
 	};
 
-	if (ct && ct->depth > depth)
-		ct->depth = depth;
 	th = tracer__thread(cp->t, e->pid, e->tid, e->ts);
 	if (!th || !r.sym)
 		return -ENOMEM;
 	r.ext = op_ext(th);
 	cp->st.calls++;
-	if (ct && history_add(ct, &r, api))
+	cp->st.agent_calls += corr != 0;
+	if (ct && history_add(ct, &r, api, corr))
 		return -ENOMEM;
 	return tracer__record(cp->t, &r);
+}
+
+static int call_exit(struct cudaprobe *cp, const struct ptg_event *e, uint32_t api, uint32_t depth)
+{
+	struct cuda_thread *ct = thread_of(cp, e->pid, e->tid, false);
+
+	if (ct && ct->depth > depth)
+		ct->depth = depth;
+	return write_call(cp, ct, e, api, 0);
 }
 
 static int handle_event(struct tracer *t, void *ctx, const struct ptg_event *e, size_t size)
@@ -300,15 +360,248 @@ void cudaprobe__current(struct cudaprobe *cp, uint32_t pid, uint32_t tid, uint64
 {
 	struct cuda_thread *ct = cp ? thread_of(cp, pid, tid, false) : NULL;
 	uint32_t d = ct ? ct->depth : 0;
+	uint32_t a = ct ? (ct->adepth < PTG_CUDA_MAX_NEST ? ct->adepth : PTG_CUDA_MAX_NEST) : 0;
 
 	*sym = 0;
 	*call_id = 0;
 	while (d && ct->calls[d - 1].ts > since)
 		d--;
+	/* the agent's calls: those it recorded (a dup has its uprobe's on the other stack) */
+	while (a && (ct->acalls[a - 1].ts > since || ct->acalls[a - 1].dup))
+		a--;
+	/* of the two innermost, the later: a call the agent took is inside one the uprobes had */
+	if (a && (!d || ct->acalls[a - 1].ts >= ct->calls[d - 1].ts)) {
+		*sym = api_sym(cp, ct->acalls[a - 1].api);
+		*call_id = ct->acalls[a - 1].id;
+		return;
+	}
 	if (!d)
 		return;
 	*sym = api_sym(cp, ct->calls[d - 1].api);
 	*call_id = ct->calls[d - 1].id;
+}
+
+/*
+ * CUDA calls from a CUPTI agent's ring (docs/cuda-sched.md, "From the CUPTI
+ * agent"): the same calls as the uprobes', made into the same events and
+ * records, so that no report can tell them apart but by the metadata.
+ */
+static struct cuda_agent *agent_of(const struct cudaprobe *cp, pid_t pid)
+{
+	for (size_t i = 0; i < cp->nagents; i++) {
+		if (cp->agents[i].pid == pid)
+			return &cp->agents[i];
+	}
+	return NULL;
+}
+
+/* An id of the uprobes' numbering (bpf/cuda.bpf.c's new_call_id()), so the two never meet. */
+static uint64_t agent_call_id(struct cudaprobe *cp)
+{
+	/* the legacy build numbers per CPU, the CPU in the low 16 bits: 0xffff is none of them */
+	if (cp->cookies_fd >= 0 || !cp->skel->bss)
+		return ++cp->agent_ids << 16 | 0xffff;
+	return __sync_fetch_and_add(&cp->skel->bss->next_id, 1) + 1;
+}
+
+/*
+ * Whether the uprobes have this call (api, started at ts): while both
+ * record, at the hand-over, the agent's ENTER comes after the uprobe's (its
+ * callback runs inside the function the uprobe fired at), so the call is on
+ * the thread's uprobe stack, or, when the ring was read late, among its
+ * last returned calls. A thread runs one call of an API at a time.
+ */
+static bool uprobes_have(struct cuda_thread *ct, uint32_t api, uint64_t ts)
+{
+	uint32_t d = ct->depth < PTG_CUDA_MAX_NEST ? ct->depth : PTG_CUDA_MAX_NEST;
+
+	for (uint32_t i = d; i > 0; i--) {
+		if (ct->calls[i - 1].api == api && ct->calls[i - 1].ts <= ts &&
+		    !ct->calls[i - 1].claimed)
+			return ct->calls[i - 1].claimed = true;
+	}
+	/* in return order: the ends only go back in time */
+	for (size_t i = ct->nhist; i > 0 && ct->hist[i - 1].end >= ts; i--) {
+		const struct cuda_host_call *h = &ct->hist[i - 1];
+
+		if (!h->corr && h->name == apis[api].name && h->start <= ts)
+			return true;
+	}
+	return false;
+}
+
+static int agent_enter(struct cudaprobe *cp, const struct ptg_cupti_call_rec *rec, pid_t pid,
+		       uint32_t api)
+{
+	struct cuda_thread *ct = thread_of(cp, (uint32_t)pid, rec->tid, true);
+	uint32_t d;
+
+	if (!ct)
+		return -ENOMEM;
+	d = ct->adepth++;
+	if (d >= PTG_CUDA_MAX_NEST) {
+		cp->agent_lost_nest++;
+		return 0;
+	}
+	ct->acalls[d].api = (uint8_t)api;
+	ct->acalls[d].ts = rec->start;
+	ct->acalls[d].dup = uprobes_have(ct, api, rec->start);
+	ct->acalls[d].id = ct->acalls[d].dup ? 0 : agent_call_id(cp);
+	return 0;
+}
+
+/* The EXIT of the innermost open call: written as a uprobe's return would be. */
+static int agent_exit(struct cudaprobe *cp, const struct ptg_cupti_call_rec *rec, pid_t pid,
+		      uint32_t api)
+{
+	struct cuda_thread *ct = thread_of(cp, (uint32_t)pid, rec->tid, false);
+	struct ptg_event e = {
+	    .ts = rec->ts,
+	    .pid = (uint32_t)pid,
+	    .tid = rec->tid,
+	    .kind = PTG_EV_CUDA_EXIT,
+	    .aux = rec->what & 0xffff0000u,
+	    .b = rec->stream,
+	    .c = rec->bytes,
+	    .d = rec->start,
+	};
+	uint32_t d;
+
+	/* the agent writes an EXIT only after its ENTER: one without is a lying agent's */
+	if (!ct || !ct->adepth)
+		return 0;
+	d = --ct->adepth;
+	if (d >= PTG_CUDA_MAX_NEST || ct->acalls[d].dup || ct->acalls[d].api != api)
+		return 0;
+	e.a = ct->acalls[d].id;
+	return write_call(cp, ct, &e, api, rec->corr ? rec->corr : UINT32_MAX);
+}
+
+static int agent_peek(struct tracer *t, void *ctx, uint64_t *ts)
+{
+	struct cudaprobe *cp = ctx;
+	struct ptg_cupti_call_rec rec;
+	bool any = false;
+
+	for (size_t i = 0; i < cp->nagents; i++) {
+		if (!cuda_ring__peek(cp->agents[i].ring, &rec) || (any && rec.ts >= *ts))
+			continue;
+		*ts = rec.ts;
+		cp->next_agent = (int)i;
+		any = true;
+	}
+	return any;
+}
+
+static int agent_take(struct tracer *t, void *ctx)
+{
+	struct cudaprobe *cp = ctx;
+	struct cuda_agent *ag = &cp->agents[cp->next_agent];
+	struct ptg_cupti_call_rec rec;
+	uint32_t kind, call, api;
+	uint64_t now;
+
+	if (!cuda_ring__peek(ag->ring, &rec))
+		return 0;
+	cuda_ring__consume(ag->ring);
+	kind = rec.what & 0xff;
+	call = rec.what >> 8 & 0xff;
+	if (call >= PTG_CUPTI_NCALLS || !rec.tid || rec.start > rec.ts)
+		return 0;
+	api = cp->agent_api[call];
+	if (api >= NR_APIS)
+		return 0;
+	/* no time beyond now: a lying clock cannot push the trace's end out */
+	now = now_ns(CLOCK_MONOTONIC);
+	rec.ts = rec.ts < now ? rec.ts : now;
+	rec.start = rec.start < rec.ts ? rec.start : rec.ts;
+	if (kind == PTG_CUPTI_CALL_ENTER)
+		return agent_enter(cp, &rec, ag->pid, api);
+	if (kind == PTG_CUPTI_CALL_EXIT)
+		return agent_exit(cp, &rec, ag->pid, api);
+	return 0;
+}
+
+int cudaprobe__agent_ring(void *ctx, pid_t pid, int fd, uint64_t size)
+{
+	struct cudaprobe *cp = ctx;
+	struct cuda_agent *n;
+	struct cuda_ring *ring;
+	__u32 tgid = (__u32)pid;
+	__u8 one = 1;
+	int err;
+
+	if (!cp || agent_of(cp, pid))
+		return cp ? -EPROTO : 0;
+	err = cuda_ring__open(fd, size, &ring);
+	if (err)
+		return err;
+	n = realloc(cp->agents, (cp->nagents + 1) * sizeof(*n));
+	if (!n) {
+		cuda_ring__free(ring);
+		return -ENOMEM;
+	}
+	cp->agents = n;
+	/* from now on the uprobes let this process's calls be (the ones open go on) */
+	err = bpf_map_update_elem(bpf_map__fd(cp->skel->maps.cupti_tgids), &tgid, &one, BPF_ANY);
+	if (err) {
+		cuda_ring__free(ring);
+		return -errno;
+	}
+	n[cp->nagents++] =
+	    (struct cuda_agent){.pid = pid, .ring = ring, .since = now_ns(CLOCK_MONOTONIC)};
+	tracer__set_timed_source(cp->t, agent_peek, agent_take, cp);
+	if (!cp->quiet)
+		pr_info("cuda: pid %d: CUDA calls from its CUPTI agent's callbacks", pid);
+	return 0;
+}
+
+/* Whether a call the uprobes started in process pid is still open. */
+static bool uprobe_open(struct cudaprobe *cp, pid_t pid)
+{
+	for (size_t i = 0; i < cp->threads.len; i++) {
+		struct cuda_thread *ct = threads__at(&cp->threads, i);
+
+		if (threads__pid(&cp->threads, i) == (uint32_t)pid && ct->depth)
+			return true;
+	}
+	return false;
+}
+
+/* The uprobes of process pid out, theirs alone (a set shares its probes on pid 0: they stay). */
+static void detach_pid(struct cudaprobe *cp, pid_t pid)
+{
+	for (size_t i = 0; i < cp->nlink_fds; i++) {
+		if (cp->link_pids[i] == pid && cp->link_fds[i] >= 0) {
+			teardown_fd(cp->link_fds[i]);
+			cp->link_fds[i] = -1;
+		}
+	}
+	for (size_t i = 0; i < cp->nlinks; i++) {
+		if (cp->link_pids[i] == pid && cp->links[i]) {
+			teardown_link(cp->links[i]);
+			cp->links[i] = NULL;
+		}
+	}
+}
+
+/*
+ * The calls the uprobes started before the agent took over return through
+ * their return probes: the probes come out once none is open (and the ring
+ * buffer has had time to bring the last entries in).
+ */
+void cudaprobe__poll(struct cudaprobe *cp)
+{
+	uint64_t now = now_ns(CLOCK_MONOTONIC);
+
+	for (size_t i = 0; cp && i < cp->nagents; i++) {
+		struct cuda_agent *ag = &cp->agents[i];
+
+		if (ag->probes_out || now - ag->since < AGENT_SETTLE_NS || uprobe_open(cp, ag->pid))
+			continue;
+		ag->probes_out = true;
+		detach_pid(cp, ag->pid);
+	}
 }
 
 static int write_losses(struct tracer *t, void *ctx)
@@ -316,12 +609,17 @@ static int write_losses(struct tracer *t, void *ctx)
 	struct cudaprobe *cp = ctx;
 	const struct cuda_bpf__bss *bss = cp->skel->bss;
 	struct trace_writer *w = tracer__writer(t);
+	uint64_t dropped = bss->lost_events, nest = bss->lost_nest + cp->agent_lost_nest;
+	char buf[32];
 	int err = 0;
 
-	if (bss->lost_events)
-		err = trace_writer__lost(w, PTG_LOST_CUDA_EVENT, UINT32_MAX, bss->lost_events);
-	if (!err && bss->lost_nest)
-		err = trace_writer__lost(w, PTG_LOST_CUDA_NESTING, UINT32_MAX, bss->lost_nest);
+	/* the agents' rings lose calls as the ring buffer loses events: when full */
+	for (size_t i = 0; i < cp->nagents; i++)
+		dropped += cuda_ring__dropped(cp->agents[i].ring);
+	if (dropped)
+		err = trace_writer__lost(w, PTG_LOST_CUDA_EVENT, UINT32_MAX, dropped);
+	if (!err && nest)
+		err = trace_writer__lost(w, PTG_LOST_CUDA_NESTING, UINT32_MAX, nest);
 	if (!err && bss->lost_state)
 		err =
 		    trace_writer__lost(w, PTG_LOST_CUDA_THREAD_STATE, UINT32_MAX, bss->lost_state);
@@ -330,14 +628,33 @@ static int write_losses(struct tracer *t, void *ctx)
 					 cp->st.attach_failed);
 	if (!err && cp->libs.len)
 		err = trace_writer__meta(w, "cuda.libraries", cp->libs.text);
-	return err;
+	/* where the calls came from: the uprobes' traps, or CUPTI's callbacks */
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)(cp->st.calls - cp->st.agent_calls));
+	err = err ?: trace_writer__meta(w, "cuda.calls_uprobes", buf);
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)cp->st.agent_calls);
+	return err ?: trace_writer__meta(w, "cuda.calls_cupti", buf);
 }
 
-static int add_fd(struct cudaprobe *cp, int fd)
+/* The process of link i (link_fds first, then links), for its detach when its agent takes over. */
+static int add_pid(struct cudaprobe *cp, size_t i, pid_t pid)
+{
+	pid_t *n = realloc(cp->link_pids, (i + 1) * sizeof(*n));
+
+	if (!n)
+		return -ENOMEM;
+	cp->link_pids = n;
+	cp->link_pids[i] = pid;
+	return 0;
+}
+
+static int add_fd(struct cudaprobe *cp, int fd, pid_t pid)
 {
 	int *n = realloc(cp->link_fds, (cp->nlink_fds + 1) * sizeof(*n));
 
-	if (!n) {
+	/* one kind of link in a cudaprobe (multi or not): link_pids follows it */
+	if (!n || add_pid(cp, cp->nlink_fds, pid)) {
+		if (n)
+			cp->link_fds = n;
 		close(fd);
 		return -ENOMEM;
 	}
@@ -346,11 +663,13 @@ static int add_fd(struct cudaprobe *cp, int fd)
 	return 0;
 }
 
-static int add_link(struct cudaprobe *cp, struct bpf_link *link)
+static int add_link(struct cudaprobe *cp, struct bpf_link *link, pid_t pid)
 {
 	struct bpf_link **n = realloc(cp->links, (cp->nlinks + 1) * sizeof(*n));
 
-	if (!n) {
+	if (!n || add_pid(cp, cp->nlinks, pid)) {
+		if (n)
+			cp->links = n;
 		bpf_link__destroy(link);
 		return -ENOMEM;
 	}
@@ -381,7 +700,7 @@ static int attach_multi(struct cudaprobe *cp, const char *path, const struct pro
 		int fd = uprobe_multi_attach(bpf_program__fd(progs[i]), path, ps->offs, ps->cookies,
 					     ps->n, i == 0, pid < 0 ? 0 : pid);
 
-		err = fd < 0 ? fd : add_fd(cp, fd);
+		err = fd < 0 ? fd : add_fd(cp, fd, pid);
 	}
 	return err;
 }
@@ -398,7 +717,7 @@ static int attach_one(struct cudaprobe *cp, const char *path, uint64_t off, uint
 		struct bpf_link *link;
 
 		link = bpf_program__attach_uprobe_opts(progs[i], pid, path, off, &opts);
-		err = link ? add_link(cp, link) : -errno;
+		err = link ? add_link(cp, link, pid) : -errno;
 	}
 	return err;
 }
@@ -433,7 +752,12 @@ static int attach_set(struct cudaprobe *cp, const char *path, const char *attach
 	int err = 0, failed = 0;
 
 	for (size_t i = 0; i < cp->npids && err != -ENOMEM; i++) {
-		int f, e = attach_pid(cp, attach_path, ps, cp->pids[i], &f);
+		int f, e;
+
+		/* its CUPTI agent gives its calls: no trap for them */
+		if (agent_of(cp, cp->pids[i]))
+			continue;
+		e = attach_pid(cp, attach_path, ps, cp->pids[i], &f);
 
 		failed = failed > f ? failed : f;
 		err = err ?: e;
@@ -550,6 +874,18 @@ static int on_library(void *ctx, const struct proc_map *m, const char *attach_pa
 	return err ?: note_library(cp, m->path);
 }
 
+/* The agent's table names the same entry points: its index -> ours, by name. */
+static void agent_apis(struct cudaprobe *cp)
+{
+	for (size_t i = 0; i < PTG_CUPTI_NCALLS; i++) {
+		cp->agent_api[i] = NR_APIS;
+		for (uint32_t api = 0; api < NR_APIS; api++) {
+			if (!strcmp(apis[api].name, ptg_cupti_call_names[i]))
+				cp->agent_api[i] = (uint8_t)api;
+		}
+	}
+}
+
 KFEAT_SKEL_OPEN_VARIANT(cuda_bpf)
 
 /*
@@ -584,6 +920,7 @@ static int open_common(struct tracer *t, struct libwatch *lw, pid_t pid, int tra
 	cp->threads = THREADS_INIT(struct cuda_thread);
 	cp->t = t;
 	cp->pid = pid;
+	agent_apis(cp);
 	if (uprobe_pids(pid, pids, npids, &cp->pids, &cp->npids)) {
 		free(cp);
 		return -ENOMEM;
@@ -673,8 +1010,15 @@ void cudaprobe__summary(const struct cudaprobe *cp)
 		pr_info("no CUDA library was mapped: no CUDA calls");
 		return;
 	}
-	pr_info("%llu CUDA calls (%u entry points probed in %u libraries)",
-		(unsigned long long)cp->st.calls, cp->st.entry_points, cp->st.libraries);
+	if (cp->st.agent_calls)
+		pr_info(
+		    "%llu CUDA calls (%llu from CUPTI's callbacks; %u entry points probed in %u "
+		    "libraries)",
+		    (unsigned long long)cp->st.calls, (unsigned long long)cp->st.agent_calls,
+		    cp->st.entry_points, cp->st.libraries);
+	else
+		pr_info("%llu CUDA calls (%u entry points probed in %u libraries)",
+			(unsigned long long)cp->st.calls, cp->st.entry_points, cp->st.libraries);
 }
 
 void cudaprobe__destroy(struct cudaprobe *cp)
@@ -685,6 +1029,10 @@ void cudaprobe__destroy(struct cudaprobe *cp)
 	cuda_bpf__destroy(cp->skel);
 	free(cp->link_fds);
 	free(cp->links);
+	free(cp->link_pids);
+	for (size_t i = 0; i < cp->nagents; i++)
+		cuda_ring__free(cp->agents[i].ring);
+	free(cp->agents);
 	free(cp->pids);
 	threads__free(&cp->threads, cuda_thread_fini);
 	u64map__free(&cp->probed);

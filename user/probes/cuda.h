@@ -4,7 +4,9 @@
  * and runtime (libcudart) entry points that launch work, copy, set memory or
  * wait, in every copy of those libraries the target maps, now or later; and
  * writes one PTG_REC_CUDA_CALL per call, nested in the thread's Python
- * frames and ops. docs/cuda-sched.md describes the records.
+ * frames and ops. Where a CUPTI agent is in the process, the same calls come
+ * from CUPTI's callbacks instead (cudaprobe__agent_ring), with no trap.
+ * docs/cuda-sched.md describes the records.
  */
 #ifndef PTG_CUDAPROBE_H
 #define PTG_CUDAPROBE_H
@@ -21,6 +23,7 @@ struct cudaprobe;
 
 struct cudaprobe_stats {
 	uint64_t calls;		/* CUDA_CALL records written */
+	uint64_t agent_calls;	/* of them, from CUPTI agents' callbacks (cudaprobe__agent_ring) */
 	uint32_t libraries;	/* libraries probed */
 	uint32_t entry_points;	/* entry points probed in them */
 	uint32_t attach_failed; /* entry points that could not be probed */
@@ -63,7 +66,20 @@ void cudaprobe__current(struct cudaprobe *cp, uint32_t pid, uint32_t tid, uint64
  * Returns 1 and its id and start, or 0 when none matches.
  */
 int cudaprobe__join(void *ctx, uint32_t pid, uint32_t tid, const char *name, bool driver,
-		    uint64_t start, uint64_t end, uint64_t *call_id, uint64_t *call_ts);
+		    uint32_t corr, uint64_t start, uint64_t end, uint64_t *call_id,
+		    uint64_t *call_ts);
+/*
+ * A cupti_calls_fn (cupti.h), ctx a struct cudaprobe: process pid's CUPTI
+ * agent takes its CUDA calls from CUPTI's callbacks into the ring fd (size
+ * bytes; fd stays the caller's). From then on its calls come from there,
+ * merged in time order with the ring buffer's events and written as the
+ * uprobes' are; the uprobes record no call it starts, and come out of it
+ * once none they recorded is open (cudaprobe__poll). Returns 0, or -EPROTO
+ * for a ring that is none (or a second one).
+ */
+int cudaprobe__agent_ring(void *ctx, pid_t pid, int fd, uint64_t size);
+/* Takes the uprobes out of the processes handed to their agents, when it is safe; NULL: none. */
+void cudaprobe__poll(struct cudaprobe *cp);
 void cudaprobe__destroy(struct cudaprobe *cp);
 
 #endif /* PTG_CUDAPROBE_H */

@@ -228,6 +228,14 @@ void cupti__set_join(struct cupti *c, cupti_join_fn fn, void *ctx)
 	c->join_ctx = ctx;
 }
 
+void cupti__set_calls(struct cupti *c, cupti_calls_fn fn, void *ctx)
+{
+	if (!c)
+		return;
+	c->calls = fn;
+	c->calls_ctx = ctx;
+}
+
 void cupti__set_target(struct cupti *c, pid_t pid, bool launched)
 {
 	struct peer_rule r = {.set = true, .pid = pid, .launched = launched, .set_fd = -1};
@@ -415,6 +423,36 @@ static int on_hello(struct cupti *c, struct conn *k, const uint8_t *data, size_t
 	return trace_writer__meta(c->w, "cupti.version", buf);
 }
 
+static void drop_fd(struct conn *k)
+{
+	if (k->has_fd)
+		close(k->fd_passed);
+	k->has_fd = false;
+}
+
+/*
+ * The agent takes the CUDA calls from CUPTI's callbacks: its ring, for the
+ * CUDA probes to read in their place. Without them (--no-cuda) it is let be.
+ */
+static int on_call_ring(struct cupti *c, struct conn *k, const uint8_t *data, size_t len)
+{
+	struct ptg_cupti_call_ring_msg m;
+	int err;
+
+	if (len != sizeof(m) || !k->has_fd)
+		return -EPROTO;
+	memcpy(&m, data, sizeof(m));
+	err = c->calls ? c->calls(c->calls_ctx, k->peer, k->fd_passed, m.size) : 0;
+	drop_fd(k);
+	if (err == -EPROTO)
+		return err;
+	if (err)
+		warn("pid %d: cannot read the CUPTI agent's CUDA calls: %s: its calls stay with "
+		     "the probes",
+		     k->peer, strerror(-err));
+	return 0;
+}
+
 static int on_message(struct cupti *c, struct conn *k, uint32_t type, const uint8_t *data,
 		      size_t len)
 {
@@ -429,6 +467,8 @@ static int on_message(struct cupti *c, struct conn *k, uint32_t type, const uint
 	case PTG_CUPTI_MSG_END:
 		k->ended = true;
 		return 0;
+	case PTG_CUPTI_MSG_CALL_RING:
+		return on_call_ring(c, k, data, len);
 	default:
 		return cupti_decoder__message(k->dec, type, data, len);
 	}
@@ -486,6 +526,7 @@ static int append(struct conn *k, const uint8_t *data, size_t len)
 static void reject(struct cupti *c, struct conn *k)
 {
 	k->rejected = true;
+	drop_fd(k);
 	free(k->in);
 	k->in = NULL;
 	k->inlen = k->incap = 0;
@@ -538,6 +579,13 @@ static int on_chunk(struct cupti *c, struct chunk *ch)
 	}
 	if (k->rejected)
 		return 0;
+	/* for the message its bytes begin: the next one that wants it takes it */
+	if (ch->fd >= 0) {
+		drop_fd(k);
+		k->fd_passed = ch->fd;
+		k->has_fd = true;
+		ch->fd = -1;
+	}
 	err = append(k, ch->data, ch->len);
 	if (!err)
 		err = parse_conn(c, k);
@@ -569,6 +617,8 @@ static int process(struct cupti *c)
 		next = ch->next;
 		if (!err)
 			err = on_chunk(c, ch);
+		if (ch->fd >= 0)
+			close(ch->fd);
 		free(ch);
 	}
 	if (c->expect_agent && now_ms(CLOCK_MONOTONIC) - c->inject_ms > CONNECT_WAIT_MS) {
@@ -704,9 +754,12 @@ void cupti__free(struct cupti *c)
 	}
 	for (ch = take_chunks(c); ch; ch = next) {
 		next = ch->next;
+		if (ch->fd >= 0)
+			close(ch->fd);
 		free(ch);
 	}
 	for (int i = 0; i < c->nconns; i++) {
+		drop_fd(&c->conns[i]);
 		if (c->conns[i].fd >= 0)
 			close(c->conns[i].fd);
 		free(c->conns[i].in);
@@ -732,6 +785,10 @@ void cupti__free(struct cupti *c)
 #else /* !PTG_HAVE_CUPTI: the build found no CUPTI, so there is no agent to talk to */
 
 void cupti__set_join(struct cupti *c, cupti_join_fn fn, void *ctx)
+{
+}
+
+void cupti__set_calls(struct cupti *c, cupti_calls_fn fn, void *ctx)
 {
 }
 

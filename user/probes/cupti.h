@@ -35,10 +35,18 @@ struct cupti_decode_stats {
 
 /*
  * Finds the probed host call that a CUPTI API record of thread (pid, tid)
- * duplicates (cudaprobe__join). Returns 1 with its id and start, else 0.
+ * duplicates (cudaprobe__join); corr: the record's correlation id. Returns 1
+ * with its id and start, else 0.
  */
 typedef int (*cupti_join_fn)(void *ctx, uint32_t pid, uint32_t tid, const char *name, bool driver,
-			     uint64_t start, uint64_t end, uint64_t *call_id, uint64_t *call_ts);
+			     uint32_t corr, uint64_t start, uint64_t end, uint64_t *call_id,
+			     uint64_t *call_ts);
+/*
+ * An agent of pid takes the CUDA calls from CUPTI's callbacks: fd, its ring
+ * (agent/ptg_cupti_calls.h) of size bytes, is the callee's to dup or let be
+ * (cudaprobe__agent_ring). 0, or -EPROTO for a ring that is none.
+ */
+typedef int (*cupti_calls_fn)(void *ctx, pid_t pid, int fd, uint64_t size);
 
 /* One message of the agent's protocol (agent/ptg_cupti_proto.h). */
 typedef int (*cupti_msg_fn)(void *ctx, uint32_t type, const uint8_t *data, size_t len);
@@ -145,6 +153,11 @@ int cupti__poll(struct cupti *c);
 int cupti__stop(struct cupti *c, unsigned int timeout_ms);
 /* Joins the API records of every agent's decoder (cupti_decoder__set_join). */
 void cupti__set_join(struct cupti *c, cupti_join_fn fn, void *ctx);
+/*
+ * Where the agents' rings of CUDA calls go (fn NULL, the default: nowhere,
+ * the agents' callbacks then fill their rings for no one).
+ */
+void cupti__set_calls(struct cupti *c, cupti_calls_fn fn, void *ctx);
 /* One line about GPU activity, for record's summary. */
 void cupti__summary(const struct cupti *c);
 void cupti__free(struct cupti *c);

@@ -439,10 +439,10 @@ static bool join_flow(struct cupti_decoder *d, const char *name, struct ptg_reco
 {
 	uint64_t id = 0, ts = 0;
 
-	if (!d->join || !name)
+	if (!d->join)
 		return false;
-	if (!d->join(d->join_ctx, r->pid, r->tid, name, r->aux[1] != 0, r->ts, r->ts + r->dur, &id,
-		     &ts)) {
+	if (!d->join(d->join_ctx, r->pid, r->tid, name, r->aux[1] != 0, (uint32_t)r->corr, r->ts,
+		     r->ts + r->dur, &id, &ts)) {
 		d->st.api_unjoined++;
 		return false;
 	}

@@ -29,6 +29,7 @@ struct chunk {
 	struct chunk *next;
 	int conn;
 	int kind; /* enum chunk_kind */
+	int fd;	  /* CH_DATA: a descriptor that came with these bytes (SCM_RIGHTS), or -1 */
 	size_t len;
 	uint8_t data[];
 };
@@ -49,6 +50,9 @@ struct conn {
 	uint8_t *in;
 	size_t inlen, incap;
 	struct cupti_decoder *dec;
+	/* a descriptor the agent passed, for the message it came with (CALL_RING) */
+	bool has_fd;
+	int fd_passed;
 };
 
 /* Who may connect: set by cupti__start, when the target is known. */
@@ -120,6 +124,8 @@ struct cupti {
 	int err;
 	cupti_join_fn join;
 	void *join_ctx;
+	cupti_calls_fn calls; /* where the agents' rings of CUDA calls go */
+	void *calls_ctx;
 	bool is_set;		/* cupti__start_set: agents of several processes */
 	bool not_nvidia_said;	/* a stand-in libcuda was said once */
 	struct set_proc *procs; /* is_set, not launched: those injected or due */

@@ -46,6 +46,7 @@ static int push_event(struct cupti *c, int conn, int kind)
 		return -ENOMEM;
 	ch->conn = conn;
 	ch->kind = kind;
+	ch->fd = -1;
 	push_chunk(c, ch);
 	return 0;
 }
@@ -67,7 +68,8 @@ static bool foreign_peer(struct cupti *c, const struct ucred *cred, bool *checke
 		return false;
 	ch = calloc(1, sizeof(*ch) + sizeof(*cred));
 	if (ch) {
-		*ch = (struct chunk){.conn = -1, .kind = CH_FOREIGN, .len = sizeof(*cred)};
+		*ch =
+		    (struct chunk){.conn = -1, .kind = CH_FOREIGN, .fd = -1, .len = sizeof(*cred)};
 		memcpy(ch->data, cred, sizeof(*cred));
 		push_chunk(c, ch);
 	}
@@ -143,20 +145,48 @@ int cupti_adopt(struct cupti *c, int fd)
 	return 0;
 }
 
+/*
+ * A descriptor that came with the bytes (an agent's ring, CALL_RING): one
+ * at most per read, since a read stops after the bytes that carry one; more
+ * than fit are closed by the kernel (MSG_CTRUNC).
+ */
+static int passed_fd(struct msghdr *m)
+{
+	struct cmsghdr *cm = CMSG_FIRSTHDR(m);
+	int fd = -1;
+
+	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+	    cm->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	return fd;
+}
+
 static void read_conn(struct cupti *c, int i)
 {
 	struct conn *k = &c->conns[i];
 	struct chunk *ch = malloc(sizeof(*ch) + CHUNK_SIZE);
+	union {
+		struct cmsghdr c;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct iovec iov;
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
 	ssize_t n;
 
 	if (!ch)
 		return;
-	n = recv(k->fd, ch->data, CHUNK_SIZE, 0);
+	iov = (struct iovec){.iov_base = ch->data, .iov_len = CHUNK_SIZE};
+	m.msg_control = u.buf;
+	m.msg_controllen = sizeof(u.buf);
+	n = recvmsg(k->fd, &m, MSG_CMSG_CLOEXEC);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
 		free(ch);
 		return;
 	}
-	*ch = (struct chunk){.conn = i, .kind = n > 0 ? CH_DATA : CH_EOF, .len = n > 0 ? n : 0};
+	*ch = (struct chunk){.conn = i,
+			     .kind = n > 0 ? CH_DATA : CH_EOF,
+			     .fd = n > 0 ? passed_fd(&m) : -1,
+			     .len = n > 0 ? n : 0};
 	push_chunk(c, ch);
 	if (n <= 0) {
 		close(k->fd);

@@ -46,8 +46,11 @@ struct tracer {
 	struct u64map born; /* pid -> when it was forked, for processes forked while recording */
 	tracer_source_fn source; /* events from outside the ring buffer (record --in-process) */
 	void *source_ctx;
-	bool source_busy; /* the last pull left events waiting */
-	bool wake;	  /* tracer__wake_on(): waits with wait_mask */
+	bool source_busy;    /* the last pull left events waiting */
+	tracer_peek_fn peek; /* a second source, merged in time order (tracer__set_timed_source) */
+	tracer_take_fn take;
+	void *timed_ctx;
+	bool wake; /* tracer__wake_on(): waits with wait_mask */
 	sigset_t wait_mask;
 	bool reading; /* the ring buffer is being read: a handler must not read it again */
 };
@@ -74,8 +77,7 @@ bool tracer__reading(const struct tracer *t)
 	return t->reading;
 }
 
-/* What a source outside the ring buffer has up to upto_ts goes first. */
-static void pull_source(struct tracer *t, uint64_t upto_ts)
+static void pull_plain(struct tracer *t, uint64_t upto_ts)
 {
 	int ret;
 
@@ -86,6 +88,28 @@ static void pull_source(struct tracer *t, uint64_t upto_ts)
 		t->err = ret;
 	else
 		t->source_busy = ret > 0;
+}
+
+/*
+ * What the sources outside the ring buffer have up to upto_ts goes first:
+ * each event of the timed one after the other's up to its time.
+ */
+static void pull_source(struct tracer *t, uint64_t upto_ts)
+{
+	uint64_t ts;
+	int ret;
+
+	while (t->peek && !t->err) {
+		ret = t->peek(t, t->timed_ctx, &ts);
+		if (ret < 0)
+			t->err = ret;
+		if (ret <= 0 || ts > upto_ts)
+			break;
+		pull_plain(t, ts);
+		if (!t->err && (ret = t->take(t, t->timed_ctx)) < 0)
+			t->err = ret;
+	}
+	pull_plain(t, upto_ts);
 }
 
 static int handle_event(void *ctx, void *data, size_t size)
@@ -103,6 +127,13 @@ void tracer__set_source(struct tracer *t, tracer_source_fn fn, void *ctx)
 {
 	t->source = fn;
 	t->source_ctx = ctx;
+}
+
+void tracer__set_timed_source(struct tracer *t, tracer_peek_fn peek, tracer_take_fn take, void *ctx)
+{
+	t->peek = peek;
+	t->take = take;
+	t->timed_ctx = ctx;
 }
 
 int tracer__new(struct trace_writer *w, unsigned int ringbuf_mb, uint64_t start_ts,
@@ -396,7 +427,7 @@ int tracer__catch_up(struct tracer *t, uint64_t ts)
 {
 	uint64_t now = now_ns(CLOCK_MONOTONIC);
 
-	if (t->source && ts + SOURCE_LAG_NS >= now) {
+	if ((t->source || t->peek) && ts + SOURCE_LAG_NS >= now) {
 		uint64_t ns = ts + SOURCE_LAG_NS - now + 1;
 		struct timespec d = {.tv_sec = (time_t)(ns / 1000000000ull),
 				     .tv_nsec = (long)(ns % 1000000000ull)};

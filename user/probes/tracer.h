@@ -67,6 +67,17 @@ typedef int (*tracer_finish_fn)(struct tracer *t, void *ctx);
 typedef int (*tracer_source_fn)(struct tracer *t, void *ctx, uint64_t upto_ts);
 
 /*
+ * A second source outside the ring buffer that can tell its next event's
+ * time (the CUPTI agents' CUDA calls, user/probes/cuda_agent.c): peek
+ * returns 1 with the time of the event it would hand next, 0 when it has
+ * none; take hands that one event to tracer__dispatch(). Its events go
+ * between the other source's in time order (that one is pulled up to each
+ * of them first), and before a ring-buffer event as that source's do.
+ */
+typedef int (*tracer_peek_fn)(struct tracer *t, void *ctx, uint64_t *ts);
+typedef int (*tracer_take_fn)(struct tracer *t, void *ctx);
+
+/*
  * ringbuf_mb 0: no ring buffer and no BPF at all, for events that the caller
  * hands to the modules itself (a replay of recorded events, unit tests);
  * tracer__poll() then fails with -EINVAL.
@@ -85,6 +96,9 @@ int tracer__on(struct tracer *t, uint16_t lo, uint16_t hi, tracer_handler_fn fn,
 	       tracer_finish_fn finish, void *ctx);
 /* One source at most; fn NULL: none. */
 void tracer__set_source(struct tracer *t, tracer_source_fn fn, void *ctx);
+/* One timed source at most; peek NULL: none. */
+void tracer__set_timed_source(struct tracer *t, tracer_peek_fn peek, tracer_take_fn take,
+			      void *ctx);
 /* An event of the source, to the modules of its kind as a ring-buffer event goes. */
 int tracer__dispatch(struct tracer *t, const struct ptg_event *e, size_t size);
 struct trace_writer *tracer__writer(struct tracer *t);

@@ -252,6 +252,9 @@ static int open_lib_probes(struct recording *rc)
 		ret = libwatch__subscribe_proc(rc->libs, cupti__on_proc_map, rc->cupti);
 	if (!ret && rc->cuda)
 		cupti__set_join(rc->cupti, cudaprobe__join, rc->cuda);
+	/* an agent that takes the CUDA calls from CUPTI's callbacks: its ring, in the probes' place */
+	if (!ret && rc->cuda)
+		cupti__set_calls(rc->cupti, cudaprobe__agent_ring, rc->cuda);
 	/* a process that execs is held while proctree looks at it: its libraries are probed then */
 	if (!ret)
 		proctree__on_exec(rc->tree, on_exec, rc);

@@ -196,6 +196,9 @@ static int start(struct recording *rc)
 	/* CUPTI's API records of probed calls become links to the probes' records */
 	if (!ret && rc->cuda)
 		cupti__set_join(rc->cupti, cudaprobe__join, rc->cuda);
+	/* an agent that takes the CUDA calls from CUPTI's callbacks: its ring, in the probes' place */
+	if (!ret && rc->cuda)
+		cupti__set_calls(rc->cupti, cudaprobe__agent_ring, rc->cuda);
 	if (!ret)
 		ret = cupti__start(rc->cupti, rc->w, rc->pid, rc->start_time, rc->child);
 	/* -p: the libraries it has not mapped are probed before its calls fill the ring */
@@ -370,6 +373,7 @@ static int run_loop(struct recording *rc)
 		ret = cupti__poll(rc->cupti);
 		if (ret < 0)
 			return ret;
+		cudaprobe__poll(rc->cuda);
 		ret = rc->tree ? proctree__poll(rc->tree) : 0;
 		if (ret < 0)
 			return ret;

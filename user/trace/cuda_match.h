@@ -24,10 +24,11 @@
 /* Host calls kept per thread for matching: CUPTI flushes within seconds. */
 #define CUDA_JOIN_HISTORY 4096
 
-/* A host-side call as the uprobes saw it. */
+/* A host-side call as the uprobes (or the CUPTI agent's callbacks) saw it. */
 struct cuda_host_call {
 	uint64_t start, end; /* CLOCK_MONOTONIC ns */
 	uint64_t id;	     /* host call id (aux[3] of its record) */
+	uint32_t corr;	     /* CUPTI's correlation id when its callbacks gave it, else 0 */
 	const char *name;    /* as exported: cuLaunchKernel_ptsz, cuMemcpyAsync_v2 */
 	bool driver;
 	bool joined; /* a CUPTI record took it already */
