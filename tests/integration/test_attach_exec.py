@@ -89,7 +89,7 @@ class AttachExec(unittest.TestCase):
             out = os.path.join(tmp, "exec.ptg")
             proc, pid = start_shell(python)
             try:
-                rec = ptg.Recorder(["-p", str(pid)], out)
+                rec = ptg.Recorder(["--uprobes", "-p", str(pid)], out)
                 self.assertIn("held at the exec until probed", rec.stderr)
                 # under ptrace while it runs, not stopped
                 self.assertEqual(status_field(pid, "TracerPid"), str(rec.proc.pid))
@@ -124,7 +124,7 @@ class AttachExec(unittest.TestCase):
                 proc, pid = start_shell(python)
                 rec = None
                 try:
-                    rec = ptg.Recorder(["-p", str(pid)], os.path.join(tmp, f"k{i}.ptg"))
+                    rec = ptg.Recorder(["--uprobes", "-p", str(pid)], os.path.join(tmp, f"k{i}.ptg"))
                     go(proc)
                     # the exec stop shows as a tracing stop while the probes load (~0.2-0.4 s);
                     # the kill lands somewhere in it or after, while Python runs
@@ -167,7 +167,7 @@ class KillWhileHeld(unittest.TestCase):
                                     stdout=subprocess.PIPE, text=True)
             try:
                 pid = int(proc.stdout.readline().split()[1])
-                rec = ptg.Recorder(["-p", str(pid)], out)
+                rec = ptg.Recorder(["--uprobes", "-p", str(pid)], out)
                 self.assertIn("held at the exec until probed", rec.stderr)
                 for i in range(1, SIGNALS + 1):
                     os.kill(pid, signal.SIGUSR1)
@@ -206,7 +206,7 @@ class KillWhileHeld(unittest.TestCase):
                                     env=dict(os.environ, PYENV_VERSION=version))
             try:
                 pid = int(proc.stdout.readline().split()[1])
-                rec = ptg.Recorder(["-p", str(pid)], out)
+                rec = ptg.Recorder(["--uprobes", "-p", str(pid)], out)
                 go(proc)
                 self.assertEqual(proc.stdout.read(), "done\n")
                 self.assertEqual(proc.wait(timeout=300), 0)
@@ -235,7 +235,7 @@ class KillWhileHeld(unittest.TestCase):
                                     stdout=subprocess.PIPE, text=True)
             try:
                 pid = int(proc.stdout.readline().split()[1])
-                rec = ptg.Recorder(["-p", str(pid)], os.path.join(tmp, "int.ptg"))
+                rec = ptg.Recorder(["--uprobes", "-p", str(pid)], os.path.join(tmp, "int.ptg"))
                 rec.proc.send_signal(signal.SIGINT)
                 self.assertEqual(rec.wait(), 0, rec.stderr)
                 self.assertEqual(status_field(pid, "TracerPid"), "0")
@@ -264,7 +264,7 @@ class KillWhileHeld(unittest.TestCase):
             try:
                 self.assertTrue(ptg.wait_until(
                     lambda: status_field(pid, "TracerPid") == str(strace.pid)))
-                rec = ptg.Recorder(["-p", str(pid)], out)
+                rec = ptg.Recorder(["--uprobes", "-p", str(pid)], out)
                 go(proc)
                 self.assertEqual(proc.stdout.read(), "done\n")
                 self.assertEqual(proc.wait(timeout=300), 0)

@@ -29,7 +29,7 @@ class FrameRegs(unittest.TestCase):
         out = os.path.join(self.tmp.name, f"{script}.ptg")
         w = ptg.Workload(python, script)
         try:
-            rec = ptg.Recorder(["-p", str(w.pid)], out,
+            rec = ptg.Recorder(["--uprobes", "-p", str(w.pid)], out,
                                env=dict(os.environ, PTG_PYFRAME_VERIFY="1"))
             w.go()
             self.assertIn("done", w.finish())

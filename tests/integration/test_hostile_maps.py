@@ -110,7 +110,7 @@ class TestHostileMaps(unittest.TestCase):
         """record -p with no -d, ended by SIGINT once recording."""
         out = os.path.join(self.tmp, "sigint.ptg")
         t0 = time.monotonic()
-        rec = ptg.Recorder(["-p", str(self.pid)], out)
+        rec = ptg.Recorder(["--uprobes", "-p", str(self.pid)], out)
         rec.proc.send_signal(signal.SIGINT)
         t1 = time.monotonic()
         try:
@@ -126,7 +126,7 @@ class TestHostileMaps(unittest.TestCase):
         p = str(self.pid)
         self.bounded("sample -p -d 2", ["sample", "-p", p, "-d", "2"], 2)
         self.bounded("sample -a -d 2", ["sample", "-a", "-d", "2"], 2)
-        self.bounded("record -p -d 2", ["record", "-p", p, "-d", "2"], 2)
+        self.bounded("record -p -d 2", ["record", "--uprobes", "-p", p, "-d", "2"], 2)
         self.record_sigint()
         # no map_files: the deleted file is named, never opened by its name
         err = self.bounded("sample -p -d 2, no map_files", ["sample", "-p", p, "-d", "2"], 2,

@@ -343,7 +343,7 @@ class Refusals(unittest.TestCase):
                 err, _ = ptg.record_workloads(
                     self, ws, ["--in-process", *(["--per-process"] if split else []),
                                *QUIET_PROBES], out)
-                self.assertIn(f"in-process: pid {ws[0].pid}: a C profile function; "
+                self.assertIn(f"python calls: in-process (pid {ws[0].pid}: a C profile function; "
                               f"pid {ws[1].pid}: sys.monitoring tool id ", err)
                 self.assertIn("from 3 processes (2 interpreters", err)
                 files = sorted(os.listdir(d))
@@ -446,7 +446,8 @@ class Refusals(unittest.TestCase):
                     os.environ["LD_PRELOAD"] = old
             out, rec = os.path.join(d, "liar.ptg"), None
             try:
-                rec = ptg.Recorder(["-p", str(w.pid), "--no-cuda", "--no-sched", "--no-cupti"],
+                rec = ptg.Recorder(["--uprobes", "-p", str(w.pid), "--no-cuda", "--no-sched",
+                                    "--no-cupti"],
                                    out, env=dict(os.environ, PTG_PYMON_AGENT=liar))
                 w.go()
                 self.assertIn("done", w.finish())

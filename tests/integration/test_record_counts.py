@@ -1,4 +1,5 @@
-"""record on real Python processes of every interpreter (ptg.INTERPRETERS): exact call counts."""
+"""record on real Python processes of every interpreter (ptg.INTERPRETERS): exact call counts,
+by record -p's default (in-process) and by --uprobes alike."""
 import collections
 import os
 import tempfile
@@ -14,14 +15,14 @@ class RecordCounts(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def record_attached(self, python, script, *args):
+    def record_attached(self, python, script, *args, rec_args=()):
         """Attaches while the workload waits, lets it run to its exit.
         What the workload printed and record's stderr stay in self.said and
         self.rec_stderr."""
-        out = os.path.join(self.tmp.name, f"{script}.ptg")
+        out = os.path.join(self.tmp.name, f"{script}{len(rec_args)}.ptg")
         w = ptg.Workload(python, script, *args)
         try:
-            rec = ptg.Recorder(["-p", str(w.pid)], out)
+            rec = ptg.Recorder([*rec_args, "-p", str(w.pid)], out)
             w.go()
             self.said = w.finish()
             self.assertIn("done", self.said)
@@ -114,6 +115,44 @@ class RecordCounts(unittest.TestCase):
         tids = {tid for (tid, key) in trace.count("late_threads.py", by_tid=True)}
         self.assertGreaterEqual(len(tids), 5)
 
+    def check_paths_agree(self, python):
+        """The same workloads by the default path (the agent in the target) and
+        by --uprobes: each equal to sys.setprofile's counts, and the two
+        traces alike in names, files, caller -> callee pairs, nesting and how
+        each frame ended."""
+        def shape(trace, suffix):
+            edges, ends = collections.Counter(), collections.Counter()
+            stacks = collections.defaultdict(list)
+            for r in trace.records:
+                if r.kind == "py_enter":
+                    st = stacks[r.tid]
+                    if r.file.endswith(suffix):
+                        caller = st[-1] if st else None
+                        edges[(caller, f"{r.name}:{r.line}", r.flags & ptg.ENTER_RESUME)] += 1
+                    st.append(f"{r.name}:{r.line}" if r.file.endswith(suffix) else None)
+                elif r.kind == "py_exit" and stacks[r.tid]:
+                    name = stacks[r.tid].pop()
+                    # how <module> ended when an uncaught exception ends the
+                    # program: 3.15's uprobes do not see its unwind (closed at
+                    # the stop), the agent does
+                    if name and not name.startswith("<module>:"):
+                        ends[(name, r.flags)] += 1
+            return edges, ends
+
+        for script in ("mixed.py", "late_threads.py", "generator.py", "exceptions.py"):
+            oracle = (ptg.oracle(python, script) if script in ("mixed.py", "late_threads.py")
+                      else None)
+            got = {}
+            for how, line in (((), "python calls: in-process ("),
+                              (("--uprobes",), "python calls: uprobes (--uprobes)")):
+                trace = self.record_attached(python, script, rec_args=how)
+                self.assertIn(line, self.rec_stderr)
+                if oracle is not None:
+                    self.assertEqual(ptg.as_oracle(trace.count(script), oracle), oracle,
+                                     f"{script} {how}")
+                got[how] = (trace.count(script), *shape(trace, script))
+            self.assertEqual(got[()], got[("--uprobes",)], script)
+
     def check_jit_warning(self, python):
         """PYTHON_JIT=1 (3.13+): record says what JIT-compiled code hides from it."""
         out = os.path.join(self.tmp.name, "jit.ptg")
@@ -167,7 +206,7 @@ class RecordCounts(unittest.TestCase):
         often takes the freed name's address too, so the fingerprint alone
         cannot tell them apart: the probe on code_dealloc has the next object
         send its names again."""
-        trace = self.record_attached(python, "codereuse.py")
+        trace = self.record_attached(python, "codereuse.py", rec_args=("--uprobes",))
         # the probe that catches a freed code object is on every interpreter
         self.assertNotIn("code_dealloc not found", self.rec_stderr)
         reused = int(self.said.split("reused ")[1].split()[0])

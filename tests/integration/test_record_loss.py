@@ -18,7 +18,7 @@ class Loss(unittest.TestCase):
             w = ptg.Workload(python, "busy.py", "3")
             self.addCleanup(w.kill)
             # a 1 MiB ring buffer holds about 20,000 events
-            rec = ptg.Recorder(["-p", str(w.pid), "--ringbuf-mb", "1"], out)
+            rec = ptg.Recorder(["--uprobes", "-p", str(w.pid), "--ringbuf-mb", "1"], out)
             w.go()
             rec.proc.send_signal(signal.SIGSTOP)
             # the target makes calls as fast as it can while nobody reads

@@ -1,4 +1,4 @@
-"""record at its default settings on a target making calls as fast as it can:
+"""record --uprobes at its default settings on a target making calls as fast as it can:
 the recorder's peak memory stays small (the ring buffer is mapped twice, and
 a 64 MiB one held 148 MiB), and every call is in the trace, none lost."""
 # ptg: per version (tests/CMakeLists.txt): one interpreter of each CPython version
@@ -19,7 +19,7 @@ class Memory(unittest.TestCase):
             out = os.path.join(tmp, "busy.ptg")
             w = ptg.Workload(python, "busy.py", "1")
             self.addCleanup(w.kill)
-            rec = ptg.Recorder(["-p", str(w.pid)], out)
+            rec = ptg.Recorder(["--uprobes", "-p", str(w.pid)], out)
             w.go()
             leaf_calls = int(w.finish().split()[0])
             rec.lines.append(rec.proc.stderr.read())

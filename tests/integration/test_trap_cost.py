@@ -1,7 +1,7 @@
 """record says what a uprobe hit costs here: measured at start where Python
 calls are taken by uprobes (said under -v), a warning where a recorded call's
-two hits come to more than 2 us, naming --in-process; nothing measured with
---in-process."""
+two hits come to more than 2 us, naming what avoids it; nothing measured where
+they are taken in-process (record -p's default, or --in-process)."""
 import os
 import re
 import subprocess
@@ -41,8 +41,10 @@ class TrapCost(unittest.TestCase):
             self.assertEqual(warned, [], err)
 
     def test_command(self):
-        """-- CMD: measured, and --in-process -p PID named for a running process."""
-        self.check_said(self.record("--", *self.python.argv(self.fib)), "--in-process -p PID")
+        """-- CMD: measured, and -p PID named for a running process."""
+        err = self.record("--", *self.python.argv(self.fib))
+        self.check_said(err, "recorded with -p PID")
+        self.assertIn("python calls: uprobes (-- CMD: ", err)
 
     def attached(self, *args):
         """record -v ARGS -p PID of a busy process, from its start to its end: stderr."""
@@ -65,9 +67,18 @@ class TrapCost(unittest.TestCase):
         finally:
             w.close()
 
-    def test_attached(self):
-        """-p PID: measured, and --in-process named."""
-        self.check_said(self.attached(), "--in-process takes the same calls")
+    def test_uprobes(self):
+        """--uprobes -p PID: measured, and the default named."""
+        err = self.attached("--uprobes")
+        self.check_said(err, "without --uprobes the same calls are taken in-process")
+        self.assertIn("python calls: uprobes (--uprobes)", err)
+
+    def test_default(self):
+        """-p PID: in-process by default, no uprobe on Python calls, nothing measured."""
+        err = self.attached()
+        self.assertIsNone(HIT.search(err), err)
+        self.assertNotIn(WARN, err)
+        self.assertIn("python calls: in-process (", err)
 
     def test_in_process(self):
         """--in-process -p PID: no uprobe on Python calls, nothing measured."""

@@ -368,7 +368,7 @@ class TreeExecOnce(unittest.TestCase):
                          os.strerror(ctypes.get_errno()))
         out = os.path.join(self.tmp.name, "t.ptg")
         try:
-            rec = ptg.Recorder(["-p", f"{a.pid},{b.pid}"], out)
+            rec = ptg.Recorder(["--uprobes", "-p", f"{a.pid},{b.pid}"], out)
             self.assertEqual(ptg.proc_status(a.pid)[1], rec.proc.pid)
             a.go()
             self.assertIn("done", a.finish())

@@ -109,12 +109,12 @@ static void check_path(struct check *c, const struct py_interp *py, const struct
 		    py->pid);
 	} else if (pyframe__can_share()) {
 		check_line(c, CHECK_OK, true,
-			   "record -p %d: Python calls by uprobes on the eval loop of %s", py->pid,
-			   py->path);
+			   "record -p %d --uprobes: Python calls by uprobes on the eval loop of %s",
+			   py->pid, py->path);
 	} else {
 		check_line(c, CHECK_DEGRADED, true,
-			   "record -p %d: Python calls by uprobes, pyframe's legacy program (no "
-			   "bpf_loop): stack snapshots cut at 64 frames",
+			   "record -p %d --uprobes: Python calls by uprobes, pyframe's legacy "
+			   "program (no bpf_loop): stack snapshots cut at 64 frames",
 			   py->pid);
 	}
 	if (record_op_callback(&o, py) && agent_ok("PTG_PYMON_AGENT", "libptg_pymon.so"))
@@ -138,17 +138,18 @@ static void check_path(struct check *c, const struct py_interp *py, const struct
 			     : "no GPU activity (no CUPTI agent, above)");
 	if (!py->info)
 		return;
+	/* record_choose_python()'s choice for -p PID with no --in-process or --uprobes */
 	if (pymon__check(py, err, sizeof(err)))
-		check_line(c, CHECK_MISSING, false, "%s", err);
-	else if (!agent_ok("PTG_PYMON_AGENT", "libptg_pymon.so"))
-		check_line(c, CHECK_MISSING, false,
-			   "record --in-process -p %d: refused: no trusted libptg_pymon.so (above)",
-			   py->pid);
+		check_line(c, CHECK_DEGRADED, false,
+			   "record -p %d: Python calls by uprobes, not in-process: %s", py->pid,
+			   err);
 	else
-		check_line(
-		    c, CHECK_OK, false,
-		    "record --in-process -p %d: would work too (libptg_pymon.so in the target)",
-		    py->pid);
+		check_line(c, CHECK_OK, false,
+			   "record -p %d: Python calls in-process (libptg_pymon.so in the target: "
+			   "sys.monitoring C callbacks, a C profile function on 3.11), unless its "
+			   "tool ids are taken or a profiler is in (then by uprobes); --uprobes "
+			   "takes them by uprobes",
+			   py->pid);
 }
 
 void check_process(struct check *c, pid_t pid)

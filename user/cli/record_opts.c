@@ -84,8 +84,9 @@ static void usage(FILE *f)
 	    "                        (default 8: lost nothing at 1.1 M events/s; it is\n"
 	    "                        mapped twice, so it adds 2 N MiB to the memory);\n"
 	    "                        also of the ring shared with the in-process agent\n"
-	    "                        (default 32 with --in-process: a call-dense target\n"
-	    "                        makes ~10 M events/s; 8 for ops alone)\n"
+	    "                        (default 32 for Python calls in-process: a\n"
+	    "                        call-dense target makes ~10 M events/s; 8 for\n"
+	    "                        ops alone)\n"
 	    "      --no-cuda         no probes on the CUDA driver and runtime libraries\n"
 	    "      --no-cupti        no GPU activity: do not load the CUPTI agent into\n"
 	    "                        the target (docs/gpu.md)\n"
@@ -107,26 +108,37 @@ static void usage(FILE *f)
 	    "                        imported later by a running process, a first\n"
 	    "                        op the command runs off its main thread:\n"
 	    "                        always probes (docs/torch.md)\n"
-	    "      --in-process      record the Python calls from inside the target\n"
-	    "                        instead of with uprobes: about 0.3-0.6 us per call\n"
-	    "                        instead of about 2.5 us, the same exact calls. It\n"
-	    "                        changes the target: loads libptg_pymon.so into it\n"
-	    "                        and registers a sys.monitoring tool (the first\n"
-	    "                        free id of 2..5; cProfile takes 2) with C\n"
-	    "                        callbacks, or on 3.11 a C profile function on\n"
-	    "                        every thread and threading's profile hook\n"
-	    "                        (refused if a profiler is in), and keeps each\n"
-	    "                        code object it saw alive until the end. With\n"
-	    "                        PyTorch loaded, its ops come from a global\n"
+	    "      --in-process      Python calls from inside the target, and an\n"
+	    "                        error where that cannot be. The default where it\n"
+	    "                        can: each -p PID (-p A,B: an agent in each,\n"
+	    "                        --hold, --per-process too) of Python 3.11+ in\n"
+	    "                        our pid namespace, with a trusted\n"
+	    "                        libptg_pymon.so; about cProfile's cost per call\n"
+	    "                        (0.1-0.2 us here), the same exact calls as the\n"
+	    "                        uprobes. It changes the target: loads\n"
+	    "                        libptg_pymon.so into it and registers a\n"
+	    "                        sys.monitoring tool (the first free id of 2..5;\n"
+	    "                        cProfile takes 2) with C callbacks, or on 3.11 a\n"
+	    "                        C profile function on every thread and\n"
+	    "                        threading's profile hook (refused if a profiler\n"
+	    "                        is in), and keeps each code object it saw alive\n"
+	    "                        until the loader has read it. With PyTorch\n"
+	    "                        loaded, its ops come from a global\n"
 	    "                        RecordFunction callback (torch.profiler's hook)\n"
 	    "                        instead of uprobes; --no-ops: none. All is\n"
 	    "                        removed when the recording ends or ptrace-gpu\n"
-	    "                        dies (the library stays loaded, idle). Each -p\n"
-	    "                        PID (-p A,B: an agent in each, --per-process\n"
-	    "                        too) of Python 3.11+ in our pid namespace; not\n"
-	    "                        with -- CMD, --children, --uid or --cgroup; an\n"
-	    "                        exec ends a process's Python calls\n"
-	    "                        (docs/design.md)\n"
+	    "                        dies (the library stays loaded, idle). Not with\n"
+	    "                        -- CMD, --children, --uid or --cgroup; an exec\n"
+	    "                        ends a process's Python calls (docs/design.md)\n"
+	    "      --uprobes         Python calls by uprobes on the interpreter's eval\n"
+	    "                        loop, nothing loaded into the target for them:\n"
+	    "                        two traps a call (1-20 us, by machine: record\n"
+	    "                        measures it at start). Always so with -- CMD,\n"
+	    "                        --children, --uid, --cgroup, a process in\n"
+	    "                        another pid namespace, or where the agent cannot\n"
+	    "                        go in (its tool ids taken, a profiler in, the\n"
+	    "                        injection refused: record then starts again with\n"
+	    "                        the uprobes); the status line says which and why\n"
 	    "      --steps N         stop after N training steps (each return of an\n"
 	    "                        optimizer's step(); needs Python in the target;\n"
 	    "                        ProfilerStep#0.. spans)\n"
@@ -184,6 +196,7 @@ int record_parse_opts(int argc, char **argv, struct record_opts *o)
 	    {"no-sched", no_argument, NULL, 'S'},
 	    {"no-ops", no_argument, NULL, 'O'},
 	    {"in-process", no_argument, NULL, 'P'},
+	    {"uprobes", no_argument, NULL, 'Y'},
 	    {"ops-from", required_argument, NULL, 'W'},
 	    {"steps", required_argument, NULL, 'N'},
 	    {"schedule", required_argument, NULL, 'K'},
@@ -268,7 +281,14 @@ int record_parse_opts(int argc, char **argv, struct record_opts *o)
 			o->no_ops = true;
 			break;
 		case 'P':
-			o->in_process = true;
+		case 'Y':
+			if (o->py_from &&
+			    o->py_from != (c == 'P' ? RECORD_PY_AGENT : RECORD_PY_UPROBES)) {
+				pr_err("record: --in-process and --uprobes are two ways to take "
+				       "the same calls: give one");
+				return -EINVAL;
+			}
+			o->py_from = c == 'P' ? RECORD_PY_AGENT : RECORD_PY_UPROBES;
 			break;
 		case 'W':
 			if (strcmp(optarg, "callback") && strcmp(optarg, "probes")) {
@@ -318,7 +338,7 @@ int record_parse_opts(int argc, char **argv, struct record_opts *o)
 		return -EINVAL;
 	}
 	/* the agent goes into a running interpreter: a command's starts later, sets are many */
-	if (o->in_process && (o->cmd || o->children || o->by_uid || o->cgroup)) {
+	if (o->py_from == RECORD_PY_AGENT && (o->cmd || o->children || o->by_uid || o->cgroup)) {
 		pr_err("record: --in-process takes running processes (-p PID or -p A,B), not "
 		       "-- CMD, --children, --uid or --cgroup");
 		return -EINVAL;

@@ -29,20 +29,25 @@
 
 int pymon__check(const struct py_interp *py, char *err, size_t errlen)
 {
+	char path[PATH_MAX], why[PATH_MAX + 128];
 	struct proc_ns_ids ids;
+	int fd;
 
 	if (!py->info) {
-		snprintf(err, errlen, "record --in-process: pid %d runs no Python", py->pid);
+		snprintf(err, errlen, "pid %d runs no Python", py->pid);
 		return -ENOEXEC;
 	}
 	/* the agent's thread ids are its namespace's: ours only when the same */
 	if (!proc_ns_ids(py->pid, py->pid, &ids) && ids.levels > 1) {
-		snprintf(err, errlen,
-			 "record --in-process: pid %d is in another pid namespace (a container); "
-			 "record it without --in-process",
-			 py->pid);
+		snprintf(err, errlen, "pid %d is in another pid namespace (a container)", py->pid);
 		return -EOPNOTSUPP;
 	}
+	fd = trusted_open_own("PTG_PYMON_AGENT", AGENT_NAME, path, sizeof(path), why, sizeof(why));
+	if (fd < 0) {
+		snprintf(err, errlen, "refusing the agent %s: %s", path, why);
+		return -EPERM;
+	}
+	close(fd);
 	return 0;
 }
 
@@ -365,10 +370,13 @@ static int attach_proc(struct pymon *pm)
 			 pm->py.pid, st.ops_msg[0] ? st.ops_msg : "no reason given");
 		ret = -ENOENT;
 	}
-	if (ret) {
+	/* the default's agent that cannot go in: record says why and takes the uprobes */
+	if (ret && pm->fall_back)
+		snprintf(pm->failure, sizeof(pm->failure), "%s", err);
+	else if (ret)
 		ptg_log(pm->ops_only ? PTG_LOG_WARN : PTG_LOG_ERR, "%s: %s", who(pm), err);
+	if (ret)
 		return ret;
-	}
 	pm->tool_id = st.tool_id;
 	pm->ops_on = pm->ops && st.ops == 1;
 	snprintf(pm->ops_msg, sizeof(pm->ops_msg), "%s", pm->ops_on ? "" : st.ops_msg);
@@ -423,6 +431,21 @@ void pymon__stop(struct pymon *pm)
 {
 	for (; pm; pm = pm->next)
 		hang_up(pm);
+}
+
+void pymon__fall_back(struct pymon *pm)
+{
+	for (; pm; pm = pm->next)
+		pm->fall_back = true;
+}
+
+const char *pymon__failure(const struct pymon *pm)
+{
+	for (; pm; pm = pm->next) {
+		if (pm->failure[0])
+			return pm->failure;
+	}
+	return NULL;
 }
 
 void pymon__hold(struct pymon *pm, pid_t tid)

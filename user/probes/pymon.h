@@ -36,9 +36,9 @@ struct pymon_stats {
 };
 
 /*
- * Why pid cannot be recorded in-process (a one-line reason in err), or 0:
- * Python 3.11+ (sys.monitoring, or 3.11's profile function), in our pid
- * namespace (tids are ours).
+ * Why pid cannot be recorded in-process (a one-line reason in err, "pid N
+ * runs no Python"), or 0: Python 3.11+ (sys.monitoring, or 3.11's profile
+ * function), in our pid namespace (tids are ours), and a trusted agent.
  */
 int pymon__check(const struct py_interp *py, char *err, size_t errlen);
 /*
@@ -92,6 +92,13 @@ int pymon__open_ops(const struct py_interp *py, struct tracer *t, unsigned int r
 		    uint64_t start_time, struct pymon **out);
 /* Whether every agent's RecordFunction callback is in (false for NULL). */
 bool pymon__ops_on(const struct pymon *pm);
+/*
+ * record's default (no --in-process): an agent that fails at its attach
+ * says nothing; pymon__failure() is why, and record takes the uprobes.
+ */
+void pymon__fall_back(struct pymon *pm);
+/* Why the first agent that failed at pymon__attach() did, or NULL. */
+const char *pymon__failure(const struct pymon *pm);
 /*
  * The agent goes into thread tid of the process, our tracee already and
  * stopped (inject_opts.held_tid), and it stays stopped: record -- CMD's

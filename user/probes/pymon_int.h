@@ -45,11 +45,13 @@ struct pymon {
 	uint64_t bad;
 	int tool_id;
 	unsigned int ring_mb;
-	struct torchops *ops;  /* where op records go; NULL: none asked for */
-	bool ops_on;	       /* the agent's RecordFunction callback is in */
-	char ops_msg[256];     /* why not, from the agent */
-	bool ops_only;	       /* pymon__open_ops(): the probes record the frames */
-	struct u64map opnames; /* name id -> symbol << 1 | 1 */
+	struct torchops *ops; /* where op records go; NULL: none asked for */
+	bool ops_on;	      /* the agent's RecordFunction callback is in */
+	char ops_msg[256];    /* why not, from the agent */
+	bool ops_only;	      /* pymon__open_ops(): the probes record the frames */
+	bool fall_back;	      /* pymon__fall_back(): an attach that fails is said by record */
+	char failure[PATH_MAX + 640]; /* and why it failed */
+	struct u64map opnames;	      /* name id -> symbol << 1 | 1 */
 	/* record -p A,B --in-process: the other processes, each its own agent (pymon__add()) */
 	struct pymon *next;
 	struct pymon *route; /* of the first: the process of the previous frame event */

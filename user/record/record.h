@@ -52,8 +52,14 @@ struct record_opts {
 	bool no_cupti;
 	bool no_sched;
 	bool no_ops;
-	bool op_probes;	 /* --ops-from probes: never the agent's RecordFunction callback */
-	bool in_process; /* --in-process: Python calls from the sys.monitoring agent (pymon.h) */
+	bool op_probes; /* --ops-from probes: never the agent's RecordFunction callback */
+	/*
+	 * Where Python calls come from: the option given (--in-process,
+	 * --uprobes) or none (record_choose_python() picks); and in_process,
+	 * what was picked: the sys.monitoring agent (pymon.h) or the uprobes
+	 */
+	enum record_py_from { RECORD_PY_AUTO, RECORD_PY_AGENT, RECORD_PY_UPROBES } py_from;
+	bool in_process;
 	struct steps_opts steps;
 	char **cmd;
 };
@@ -101,6 +107,10 @@ struct recording {
 	uint64_t attached_ts; /* all probes are in place: -d counts from here */
 	const char *stop_reason;
 	bool status_shown; /* the live status line is on the terminal, unfinished */
+	/* why Python calls come from where they do (record_choose_python()), for the status line */
+	char py_why[320];
+	/* the default's agent refused at its attach: start again with the uprobes */
+	bool py_retry;
 };
 
 /*
@@ -140,6 +150,16 @@ int record_arm_handover(struct recording *rc);
 void record_poll_handover(struct recording *rc);
 /* What record_open_target probed ahead; rc->pf is not among it. */
 void record_python_free(struct recording *rc);
+/*
+ * Python calls from the agent in the target or from uprobes (record_pypath.c):
+ * sets o->in_process and rc->py_why. Without --in-process or --uprobes, the
+ * agent where each of the n processes (pys[i], info NULL where no Python
+ * runs) can take it and injection is allowed, else the uprobes; with
+ * --in-process, an error (after a message) where it cannot be.
+ */
+int record_choose_python(struct recording *rc, const struct py_interp *const *pys, size_t n);
+/* Says where Python calls come from and why, one line (not with -q). */
+void record_say_python(const struct recording *rc);
 /* -p A,B, --children, --hold, --per-process, --uid, --cgroup: user/probes/proctree.c records them.
  */
 int start_tree(struct recording *rc);

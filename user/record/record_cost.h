@@ -11,8 +11,8 @@
 #include "record/record.h"
 
 /*
- * Measures a uprobe hit (a few ms, once per run) unless rc records with
- * --in-process or -q; says its cost under -v, and warns when a Python call's two
+ * Measures a uprobe hit (a few ms, once per run) unless rc takes Python
+ * calls in-process or records with -q; says its cost under -v, and warns when a Python call's two
  * hits come to more than RECORD_COST_WARN_NS.
  */
 void record_say_trap_cost(const struct recording *rc);

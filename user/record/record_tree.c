@@ -34,8 +34,9 @@ bool record_is_tree(const struct record_opts *o)
  * need BPF cookies and bpf_loop (pyframe__can_share): without them, one line
  * that names the option, before anything starts.
  */
-static int tree_supported(const struct record_opts *o)
+static int tree_supported(const struct recording *rc)
 {
+	const struct record_opts *o = rc->o;
 	const char *what = o->children	    ? "record --children"
 			   : o->by_uid	    ? "record --uid"
 			   : o->cgroup	    ? "record --cgroup"
@@ -45,8 +46,36 @@ static int tree_supported(const struct record_opts *o)
 
 	if (o->in_process || pyframe__can_share())
 		return 0;
+	/* the uprobes were chosen, not asked for: why, then why they cannot be */
+	if (o->py_from != RECORD_PY_UPROBES)
+		pr_info("python calls: uprobes (%s)", rc->py_why);
 	return kfeat_missing(what, kfeat_cookies() ? "bpf_loop" : "BPF cookies",
 			     kfeat_cookies() ? "5.17" : "5.15");
+}
+
+/* Where the set's Python calls come from (record_choose_python()); -errno after a message. */
+static int tree_choose_python(struct recording *rc)
+{
+	size_t n = proctree__nprocs(rc->tree);
+	const struct py_interp **pys = calloc(n ?: 1, sizeof(*pys));
+	struct py_interp *none = calloc(n ?: 1, sizeof(*none));
+	struct proctree_proc p;
+	int ret = -ENOMEM;
+
+	for (size_t i = 0; pys && none && i < n; i++) {
+		proctree__proc(rc->tree, i, &p);
+		pys[i] = proctree__interp_of(rc->tree, p.pid);
+		/* a member with no Python: none[i] says so, by its pid */
+		if (!pys[i]) {
+			none[i].pid = p.pid;
+			pys[i] = &none[i];
+		}
+	}
+	if (pys && none)
+		ret = record_choose_python(rc, pys, n);
+	free(pys);
+	free(none);
+	return ret;
 }
 
 /* The processes, all checked before a file is made; -- CMD is started, stopped. */
@@ -57,7 +86,8 @@ static int tree_targets(struct recording *rc)
 	char err[512] = "";
 	int ret;
 
-	ret = tree_supported(o);
+	/* a command's calls are the uprobes' (record_choose_python()): checked before it starts */
+	ret = o->cmd ? record_choose_python(rc, NULL, 0) ?: tree_supported(rc) : 0;
 	if (ret)
 		return ret;
 	ret = syscheck_tracing(err, sizeof(err));
@@ -94,25 +124,17 @@ static int tree_targets(struct recording *rc)
 		ret = proctree__add_uid(rc->tree, o->uid, o->quiet);
 	if (!ret && o->cgroup)
 		ret = proctree__add_cgroup(rc->tree, o->cgroup, o->quiet, err, sizeof(err));
-	/* --in-process: each process as record -p --in-process takes its one */
-	for (size_t i = 0; !ret && o->in_process && i < proctree__nprocs(rc->tree); i++) {
-		struct proctree_proc p;
-
-		proctree__proc(rc->tree, i, &p);
-		py = proctree__interp_of(rc->tree, p.pid);
-		if (!py) {
-			snprintf(err, sizeof(err), "record --in-process: pid %d runs no Python",
-				 p.pid);
-			ret = -ENOEXEC;
-		}
-		ret = ret ?: pymon__check(py, err, sizeof(err));
-	}
-	if (!ret && o->in_process)
-		proctree__frames_elsewhere(rc->tree);
 	if (ret) {
 		pr_err("%s", err[0] ? err : strerror(-ret));
 		return ret;
 	}
+	/* in-process: each process as record -p takes its one, or all by the uprobes */
+	ret = tree_choose_python(rc);
+	ret = ret ?: tree_supported(rc);
+	if (ret)
+		return ret;
+	if (o->in_process)
+		proctree__frames_elsewhere(rc->tree);
 	/* the set is there: what each of its Python calls will cost */
 	record_say_trap_cost(rc);
 	rc->pid = proctree__first(rc->tree, &py);
@@ -252,7 +274,8 @@ static int open_lib_probes(struct recording *rc)
 		ret = libwatch__subscribe_proc(rc->libs, cupti__on_proc_map, rc->cupti);
 	if (!ret && rc->cuda)
 		cupti__set_join(rc->cupti, cudaprobe__join, rc->cuda);
-	/* an agent that takes the CUDA calls from CUPTI's callbacks: its ring, in the probes' place */
+	/* an agent that takes the CUDA calls from CUPTI's callbacks: its ring, in the probes' place
+	 */
 	if (!ret && rc->cuda)
 		cupti__set_calls(rc->cupti, cudaprobe__agent_ring, rc->cuda);
 	/* a process that execs is held while proctree looks at it: its libraries are probed then */
@@ -388,15 +411,25 @@ int start_tree(struct recording *rc)
 	 * a process whose agent took its ops loses its op probes, which could
 	 * not fire yet: the set is empty until proctree__attach().
 	 */
+	if (!ret && rc->pm && o->in_process && o->py_from == RECORD_PY_AUTO)
+		pymon__fall_back(rc->pm);
 	if (!ret && rc->pm)
 		ret = pymon__attach(rc->pm);
+	/* the default's agents, all or none: the uprobes take them, from a new start */
+	if (ret && ret != -ENOMEM && pymon__failure(rc->pm)) {
+		snprintf(rc->py_why, sizeof(rc->py_why), "an agent did not go in: %s",
+			 pymon__failure(rc->pm));
+		rc->py_retry = true;
+	}
 	ret = ret ?: proctree__attach(rc->tree);
-	if (!ret && rc->pm && !o->quiet) {
+	if (!ret && rc->pm && !o->in_process && !o->quiet) {
 		char agents[1024];
 
 		pymon__describe(rc->pm, agents, sizeof(agents));
-		pr_info("%s: %s", o->in_process ? "in-process" : "PyTorch ops", agents);
+		pr_info("PyTorch ops: %s", agents);
 	}
+	if (!ret)
+		record_say_python(rc);
 	rc->attached_ts = now_ns(CLOCK_MONOTONIC);
 	/*
 	 * Whatever failed, the command runs on, as it would have without us;

@@ -139,14 +139,14 @@ static int start(struct recording *rc)
 		ret = setup_target(rc, err, sizeof(err));
 	if (!ret)
 		cupti__set_target(rc->cupti, rc->pid, rc->child);
-	if (!ret && rc->o->in_process) {
-		rc->py.pid = rc->pid;
-		ret = pymon__check(&rc->py, err, sizeof(err));
-	}
 	if (ret) {
 		pr_err("%s", err[0] ? err : strerror(-ret));
 		return ret;
 	}
+	rc->py.pid = rc->pid;
+	ret = record_choose_python(rc, (const struct py_interp *const[]){&rc->py}, 1);
+	if (ret)
+		return ret;
 	if (rc->py.warning[0])
 		pr_warn("%s", rc->py.warning);
 	/* -- CMD may exec Python later (sh -c, a chroot): -p with none has no steps */
@@ -196,7 +196,8 @@ static int start(struct recording *rc)
 	/* CUPTI's API records of probed calls become links to the probes' records */
 	if (!ret && rc->cuda)
 		cupti__set_join(rc->cupti, cudaprobe__join, rc->cuda);
-	/* an agent that takes the CUDA calls from CUPTI's callbacks: its ring, in the probes' place */
+	/* an agent that takes the CUDA calls from CUPTI's callbacks: its ring, in the probes' place
+	 */
 	if (!ret && rc->cuda)
 		cupti__set_calls(rc->cupti, cudaprobe__agent_ring, rc->cuda);
 	if (!ret)
@@ -212,9 +213,20 @@ static int start(struct recording *rc)
 	}
 	if (!ret && rc->pf)
 		ret = pyframe__attach(rc->pf);
-	/* the default's ops agent that did not start said why: the probes take them */
+	/*
+	 * the default's ops agent that did not start said why: the probes take
+	 * them; the default's agent of Python calls: the uprobes take them, from
+	 * a new start (record_run())
+	 */
+	if (!ret && rc->pm && rc->o->in_process && rc->o->py_from == RECORD_PY_AUTO)
+		pymon__fall_back(rc->pm);
 	if (!ret && rc->pm)
 		ret = pymon__attach(rc->pm);
+	if (ret && ret != -ENOMEM && pymon__failure(rc->pm)) {
+		snprintf(rc->py_why, sizeof(rc->py_why), "the agent did not go in: %s",
+			 pymon__failure(rc->pm));
+		rc->py_retry = true;
+	}
 	if (!ret && rc->sched)
 		ret = sched__attach(rc->sched);
 	if (!ret)
@@ -248,6 +260,8 @@ static int start(struct recording *rc)
 			"off-CPU time; an exec of Python%s or a load of libpython is followed)",
 			rc->pid, target__held(rc->tg) ? " (held at the exec until probed)" : "");
 	}
+	if (!ret)
+		record_say_python(rc);
 	return ret;
 }
 
@@ -624,6 +638,48 @@ static void install_signals(void)
 	signal(SIGXFSZ, SIG_IGN);
 }
 
+/* What a recording holds, freed: what start() or start_tree() left, whether it failed or not. */
+static void free_recording(struct recording *rc)
+{
+	/* failed while the child was held: it runs on untraced */
+	if (target__let_go(rc->tg, &rc->child_status))
+		rc->child_reaped = true;
+	pyframe__destroy(rc->pf);
+	pymon__destroy(rc->pm);
+	record_python_free(rc);
+	proctree__destroy(rc->tree);
+	cudaprobe__destroy(rc->cuda);
+	cupti__free(rc->cupti);
+	sched__destroy(rc->sched);
+	torchops__destroy(rc->ops);
+	modpath__destroy(rc->mp);
+	steps__destroy(rc->steps);
+	libwatch__destroy(rc->libs);
+	tracer__free(rc->tracer);
+	target__free(rc->tg);
+	trace_writer__abort(rc->w);
+	if (rc->pidfd >= 0)
+		close(rc->pidfd);
+}
+
+/*
+ * The default's agent did not go in (its tool ids taken, a profiler in,
+ * the injection refused): everything it set up is taken out, and the
+ * recording starts again with the uprobes, saying why.
+ */
+static int start_again(struct recording *rc, const struct record_opts *opts)
+{
+	char why[sizeof(rc->py_why)];
+
+	snprintf(why, sizeof(why), "%s", rc->py_why);
+	free_recording(rc);
+	*rc->o = *opts;
+	rc->o->py_from = RECORD_PY_UPROBES;
+	*rc = (struct recording){.o = rc->o, .pidfd = -1};
+	snprintf(rc->py_why, sizeof(rc->py_why), "%s", why);
+	return record_is_tree(rc->o) ? start_tree(rc) : start(rc);
+}
+
 int record_run(const struct record_opts *opts, int *cmd_status)
 {
 	/* a copy: start_tree() turns off the probes that take one process only */
@@ -634,6 +690,8 @@ int record_run(const struct record_opts *opts, int *cmd_status)
 
 	install_signals();
 	ret = record_is_tree(&o) ? start_tree(&rc) : start(&rc);
+	if (ret && rc.py_retry && !rc.child)
+		ret = start_again(&rc, opts);
 	if (!ret)
 		ret = run_loop(&rc);
 	end_status(&rc);
@@ -641,25 +699,7 @@ int record_run(const struct record_opts *opts, int *cmd_status)
 		ret = finish(&rc);
 	else if (rc.tracer)
 		pr_err("record failed: %s", strerror(-ret));
-	/* failed while the child was held: it runs on untraced */
-	if (target__let_go(rc.tg, &rc.child_status))
-		rc.child_reaped = true;
-	pyframe__destroy(rc.pf);
-	pymon__destroy(rc.pm);
-	record_python_free(&rc);
-	proctree__destroy(rc.tree);
-	cudaprobe__destroy(rc.cuda);
-	cupti__free(rc.cupti);
-	sched__destroy(rc.sched);
-	torchops__destroy(rc.ops);
-	modpath__destroy(rc.mp);
-	steps__destroy(rc.steps);
-	libwatch__destroy(rc.libs);
-	tracer__free(rc.tracer);
-	target__free(rc.tg);
-	trace_writer__abort(rc.w);
-	if (rc.pidfd >= 0)
-		close(rc.pidfd);
+	free_recording(&rc);
 	/* last: the agents' sockets are closed, so the child that closes the probes holds none */
 	closing = teardown_pending();
 	closer = teardown_run();
