@@ -160,8 +160,11 @@ class Check(unittest.TestCase):
                 if tuple(map(int, version.split("."))) >= (3, 13):
                     self.assertIn("agreeing with the interpreter's _Py_DebugOffsets",
                                   res.stdout)
-                self.assertRegex(res.stdout, rf"(?m)^ok +record -p {p.pid}: Python calls by "
-                                 r"uprobes on the eval loop of ")
+                self.assertRegex(res.stdout, rf"(?m)^ok +record -p {p.pid} --uprobes: Python "
+                                 r"calls by uprobes on the eval loop of ")
+                # the default: the agent, which this process can take
+                self.assertRegex(res.stdout, rf"(?m)^ok +record -p {p.pid}: Python calls "
+                                 r"in-process ")
                 self.assertRegex(res.stdout, rf"(?m)^\S+ +record -p {p.pid}: PyTorch ops by ")
 
     def test_not_python(self):

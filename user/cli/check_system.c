@@ -344,8 +344,9 @@ static void check_agents(struct check *c)
 		   "has no GPU activity");
 #endif
 	check_agent(c, "PTG_PYMON_AGENT", "libptg_pymon.so",
-		    "PyTorch ops by RecordFunction for -p, and --in-process",
-		    "record -p takes PyTorch ops from uprobes alone, and --in-process is refused");
+		    "Python calls of record -p in-process, PyTorch ops by RecordFunction",
+		    "record -p takes Python calls and PyTorch ops from uprobes alone, and "
+		    "--in-process is refused");
 }
 
 void check_system(struct check *c)

@@ -122,7 +122,7 @@ static void usage(FILE *f)
 	    "                        C profile function on every thread and\n"
 	    "                        threading's profile hook (refused if a profiler\n"
 	    "                        is in), and keeps each code object it saw alive\n"
-	    "                        until the loader has read it. With PyTorch\n"
+	    "                        until the end. With PyTorch\n"
 	    "                        loaded, its ops come from a global\n"
 	    "                        RecordFunction callback (torch.profiler's hook)\n"
 	    "                        instead of uprobes; --no-ops: none. All is\n"
