@@ -481,8 +481,9 @@ class TestAgent(unittest.TestCase):
             line = rec.stderr.readline()
             self.assertTrue(line, "".join(err))
             err.append(line)
-            # only the fake's: CUDA's own may be probed ahead (ld.so.cache)
-            probed += "cuda: probing" in line and helpers in line
+            # only the fake's: CUDA's own may be probed ahead (ld.so.cache); or left
+            # unprobed, when the agent's calls came first
+            probed += ("cuda: probing" in line or "not probed" in line) and helpers in line
         rec.stdin.write("go\n")
         rec.stdin.flush()
         out, rest = rec.communicate(timeout=120)
@@ -530,6 +531,90 @@ class TestAgent(unittest.TestCase):
         self.assertEqual(weights, {"runtime_launches": 12 * 50000,
                                    "driver_launches": 7 * 300000}, fg.stdout)
         self.check_chrome_links()
+
+    def record_cuda_driver(self, *flags):
+        """tests/workloads/cuda_driver.py under record -- CMD: its calls, as a trace."""
+        helpers = os.path.join(BUILD, "tests", "helpers")
+        script = os.path.join(ptg.WORKLOADS, "cuda_driver.py")
+        res = subprocess.run([ptg.PTG, "record", "-o", self.out, *flags[1:], "--",
+                              *self.python.argv(script, *[f for f in flags[:1] if f],
+                                                helpers)],
+                             capture_output=True, text=True, env=self.env, timeout=120)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        return read_trace(self.out), res.stderr
+
+    def host_calls(self, trace):
+        """Each CUDA call as the reports see it, and the Python function it was made in."""
+        stacks, calls = collections.defaultdict(list), []
+        for r in trace.records:
+            if r.kind == "py_enter":
+                stacks[r.tid].append(r.name)
+            elif r.kind == "py_exit":
+                stacks[r.tid].pop()
+            elif r.kind == "cuda_call":
+                calls.append((r, (stacks[r.tid] or [None])[-1]))
+        return calls
+
+    def check_same_calls(self, uprobes, cupti):
+        """The calls of one workload, recorded both ways: same counts per entry point,
+        stream, result, bytes, driver flag and Python function; durations at least the
+        fake's known costs either way; runtime calls hold their driver call."""
+        sys.path.insert(0, ptg.WORKLOADS)
+        import cuda_driver as plan
+
+        def key(c):
+            r, func = c
+            return (r.name, r.fields.get("stream", 0), r.flags, r.fields.get("aux1", 0),
+                    r.fields.get("aux2", 0), func)
+
+        a, b = self.host_calls(uprobes), self.host_calls(cupti)
+        self.assertEqual(collections.Counter(map(key, b)), collections.Counter(map(key, a)))
+        self.assertEqual(len(a), sum(n for *_, n in plan.PLAN) + 8)
+        for r, _ in b:
+            self.assertNotIn("corr", r.fields, "a host call has no CUPTI correlation id")
+            if "Launch" in r.name and "Graph" not in r.name:
+                self.assertGreaterEqual(r.fields["dur"], plan.HOST_US * 1000, r.name)
+        sync = {(r.name, r.fields.get("stream", 0)): r for r, _ in b
+                if r.name == "cuStreamSynchronize" and r.flags == 0}
+        self.assertGreaterEqual(sync[("cuStreamSynchronize", plan.STREAM_A)].fields["dur"],
+                                plan.PENDING_A * 1000)
+        for rt in (r for r, _ in b if r.name == "cudaLaunchKernel"):
+            inner = [r for r, _ in b if r.name == "cuLaunchKernel" and r.ts >= rt.ts
+                     and r.ts + r.fields["dur"] <= rt.ts + rt.fields["dur"]]
+            self.assertEqual(len(inner), 1)
+        ids = [r.fields["aux3"] for r, _ in b]
+        self.assertEqual(len(set(ids)), len(ids), "one call id per call")
+        # the thread blocked in the synchronization: its off-CPU time says so
+        off = [r for r in cupti.records if r.kind == "sched"
+               and r.fields.get("aux3") == sync[("cuStreamSynchronize", plan.STREAM_A)]
+               .fields["aux3"]]
+        self.assertTrue(off and all(r.name == "cuStreamSynchronize" for r in off))
+
+    def test_calls_from_cupti(self):
+        """The agent in before the CUDA libraries: every call from CUPTI's callbacks,
+        none from a uprobe, and the same calls as the uprobes record without it."""
+        uprobes, _ = self.record_cuda_driver(None, "--no-cupti")
+        total = str(sum(r.kind == "cuda_call" for r in uprobes.records))
+        self.assertEqual((uprobes.meta["cuda.calls_uprobes"], uprobes.meta["cuda.calls_cupti"]),
+                         (total, "0"))
+        cupti, err = self.record_cuda_driver("--cupti")
+        self.assertEqual((cupti.meta["cuda.calls_uprobes"], cupti.meta["cuda.calls_cupti"]),
+                         ("0", total))
+        self.assertIn("not probed: the CUDA calls come from the CUPTI agent", err)
+        # (CUDA's own libcudart may be probed ahead, found on the search path, before)
+        self.assertNotIn("helpers", cupti.meta.get("cuda.libraries", ""), "no fake probed")
+        self.assertEqual(cupti.meta.get("cupti.api_joined"), total)
+        self.check_same_calls(uprobes, cupti)
+
+    def test_calls_handed_over(self):
+        """The agent comes after the first calls: those from the uprobes, the rest from
+        CUPTI, none lost and none twice."""
+        uprobes, _ = self.record_cuda_driver(None, "--no-cupti")
+        late, err = self.record_cuda_driver("--cupti-late")
+        n_up, n_cupti = (int(late.meta[k]) for k in ("cuda.calls_uprobes", "cuda.calls_cupti"))
+        self.assertGreaterEqual(n_up, 20, "launch_kernels' calls, before the agent")
+        self.assertGreater(n_cupti, 0, err)
+        self.check_same_calls(uprobes, late)
 
     def check_chrome_links(self):
         """The Chrome export links each probed call to its kernel as Kineto does: CUPTI's

@@ -6,11 +6,18 @@ call. Then it waits again (a second line on stdin) so that a test can let the
 tracer probe them first, and makes the calls of PLAN: a known number per
 entry point, on known streams, each in its own Python function.
 
-usage: cuda_driver.py [--wait] LIBDIR
+With --cupti, it starts the CUPTI agent first, as the real libcuda's cuInit
+does under CUDA_INJECTION64_PATH (the stand-in libcupti.so.13 on
+LD_LIBRARY_PATH, which the fake libraries report every call to); with
+--cupti-late, only after its first calls (launch_kernels), which the
+uprobes then have.
+
+usage: cuda_driver.py [--wait] [--cupti | --cupti-late] LIBDIR
 """
 import ctypes
 import os
 import sys
+import time
 
 import gate
 
@@ -140,16 +147,27 @@ def runtime_calls(rt):
     assert rt.cudaStreamSynchronize(ctypes.c_void_p(STREAM_RT)) == 0
 
 
+def start_cupti_agent():
+    ctypes.CDLL("libcupti.so.13", mode=ctypes.RTLD_GLOBAL)
+    ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"]).InitializeInjection()
+
+
 def main():
     libdir = sys.argv[-1]
     if "--wait" in sys.argv:
         gate.wait_for_go()
+    if "--cupti" in sys.argv:
+        start_cupti_agent()
+        time.sleep(0.5)  # record takes the agent's calls before the libraries come
     cu, rt = load(libdir)
     assert cu.cuInit(0) == 0
     if "--wait" in sys.argv:
         print("loaded", flush=True)
         sys.stdin.readline()
     launch_kernels(cu)
+    if "--cupti-late" in sys.argv:
+        start_cupti_agent()
+        time.sleep(0.5)  # and record takes them over from the uprobes
     launch_graph(cu)
     copy_and_set(cu)
     wait_for_gpu(cu)

@@ -746,17 +746,21 @@ static int attach_pid(struct cudaprobe *cp, const char *attach_path, const struc
 	return err;
 }
 
+/* 1: every process of the probes' has its calls from its CUPTI agent, nothing was attached */
 static int attach_set(struct cudaprobe *cp, const char *path, const char *attach_path,
 		      const struct probe_set *ps)
 {
 	int err = 0, failed = 0;
+	size_t handed = 0;
 
 	for (size_t i = 0; i < cp->npids && err != -ENOMEM; i++) {
 		int f, e;
 
 		/* its CUPTI agent gives its calls: no trap for them */
-		if (agent_of(cp, cp->pids[i]))
+		if (agent_of(cp, cp->pids[i])) {
+			handed++;
 			continue;
+		}
 		e = attach_pid(cp, attach_path, ps, cp->pids[i], &f);
 
 		failed = failed > f ? failed : f;
@@ -764,6 +768,8 @@ static int attach_set(struct cudaprobe *cp, const char *path, const char *attach
 	}
 	if (err == -ENOMEM)
 		return err;
+	if (handed && handed == cp->npids)
+		return 1;
 	if (err) {
 		log_libbpf_flush();
 		pr_err("cuda: cannot probe %d entry points of %s: %s", failed, path,
@@ -827,6 +833,8 @@ static int probe_library(struct cudaprobe *cp, struct elf_file *ef, const struct
 		return 0;
 	}
 	err = attach_set(cp, path, attach_path, &ps);
+	if (err > 0 && !cp->quiet)
+		pr_info("cuda: %s not probed: the CUDA calls come from the CUPTI agent", path);
 	if (err)
 		return err;
 	cp->st.libraries++;
@@ -871,7 +879,10 @@ static int on_library(void *ctx, const struct proc_map *m, const char *attach_pa
 	}
 	err = probe_library(cp, ef, m, attach_path, kind == 1);
 	elf_file__close(ef);
-	return err ?: note_library(cp, m->path);
+	/* one the agent made unneeded (1) is no library of the probes' */
+	if (err)
+		return err < 0 ? err : 0;
+	return note_library(cp, m->path);
 }
 
 /* The agent's table names the same entry points: its index -> ours, by name. */
@@ -1006,7 +1017,7 @@ void cudaprobe__summary(const struct cudaprobe *cp)
 {
 	if (!cp)
 		return;
-	if (!cp->st.libraries) {
+	if (!cp->st.libraries && !cp->st.agent_calls) {
 		pr_info("no CUDA library was mapped: no CUDA calls");
 		return;
 	}
