@@ -23,7 +23,6 @@
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, PTG_SITE_COOKIES_MAX);
-	__uint(map_flags, BPF_F_NO_PREALLOC); /* sized for PyTorch's ops, filled by few */
 	__type(key, struct ptg_site_key);
 	__type(value, __u64);
 } site_cookies SEC(".maps");
