@@ -15,7 +15,12 @@
 # default and --in-process's, also the other ranges it sees, as torch.profiler
 # does: the autograd engine's, detach). The
 # measured steps are framed by torch.cuda.synchronize() and CLOCK_MONOTONIC
-# readings, the clock of our traces, so only their kernels are counted.
+# readings, the clock of our traces, so only their kernels are counted. The
+# host-side CUDA calls of the measured steps (launches, copies, memsets: what
+# the CUDA probes record, from CUPTI's callbacks where the agent is in, else
+# from uprobes) are counted by name against torch.profiler's runtime calls,
+# and where the agent recorded, the calls must have come from its callbacks
+# (the trace's cuda.calls_cupti), not from uprobe traps.
 #
 # Environment: PTRACE_GPU (the binary; default: build*/ptrace-gpu), PYTHON (a
 # CPython that record supports, with PyTorch and CUDA; default python3), STEPS
@@ -171,7 +176,7 @@ compare() {
 	"$PTG" dump "$OUT/launch.ptg" >"$OUT/launch.txt" || fail "cannot read $OUT/launch.ptg"
 	"$PTG" dump "$OUT/attach.ptg" >"$OUT/attach.txt" || fail "cannot read $OUT/attach.ptg"
 	"$PYTHON" - "$OUT" "$TOL" "$HERE" <<'EOF'
-import collections, json, sys
+import collections, json, re, sys
 
 out, tol = sys.argv[1], float(sys.argv[2])
 sys.path.insert(0, sys.argv[3])
@@ -211,6 +216,27 @@ def ours(name):
     return len(kernels), sum(d for d, _ in kernels), linked, lost
 
 
+# the runtime calls of the CUDA probes' table whose count a window pins down exactly
+# (not the synchronizations that frame it)
+HOST_CALL = re.compile(r"^cuda(LaunchKernel|LaunchKernelExC|LaunchCooperativeKernel|GraphLaunch"
+                       r"|Memcpy\w*|Memset\w*)$")
+
+
+def host_calls(name):
+    """Host-side CUDA calls of the measured window by name (records with a host call
+    id: the probes' or the agent's callbacks', not CUPTI's unjoined API records)."""
+    w = window(name)
+    return collections.Counter(sym for ts, kind, f, sym in records(name)[0]
+                               if kind == "cuda_call" and "aux3" in f
+                               and w["t0"] <= ts <= w["t1"] and HOST_CALL.match(sym))
+
+
+def call_sources(name):
+    """The trace's metadata: calls from uprobes, calls from CUPTI's callbacks."""
+    meta = ptg_dump.records(f"{out}/{name}.txt")[0]
+    return int(meta.get("cuda.calls_uprobes", 0)), int(meta.get("cuda.calls_cupti", 0))
+
+
 def ops(name):
     """Ops entered in the measured window, by name: aten ops from the probes;
     from the RecordFunction callback (ops.source record_function), its FUNCTION scope, which
@@ -227,10 +253,12 @@ def profiler():
     # every RecordFunction range: aten ops, autograd nodes, annotations
     cpu = collections.Counter(e["name"] for e in ev if e.get("cat") == "cpu_op"
                               and e.get("ph") == "X")
-    return len(k), round(sum(float(e["dur"]) for e in k) * 1000), cpu
+    rt = collections.Counter(e["name"] for e in ev if e.get("cat") == "cuda_runtime"
+                             and e.get("ph") == "X" and HOST_CALL.match(e["name"]))
+    return len(k), round(sum(float(e["dur"]) for e in k) * 1000), cpu, rt
 
 
-pk, pt, pcpu = profiler()
+pk, pt, pcpu, prt = profiler()
 paten = collections.Counter({k: v for k, v in pcpu.items() if k.startswith("aten::")})
 print(f"{'':18} {'kernels':>8} {'kernel time (us)':>17}")
 print(f"{'torch.profiler':18} {pk:>8} {pt / 1000:>17.1f}")
@@ -248,6 +276,14 @@ for name, label in (("launch", "record -- CMD"), ("attach", "record -p")):
         bad.append(f"{label}: {n - linked} kernels without their launching CUDA call")
     if lost.get("cupti_dropped"):
         bad.append(f"{label}: CUPTI dropped {lost['cupti_dropped']} records")
+    hc, (by_uprobe, by_cupti) = host_calls(name), call_sources(name)
+    cdiff = {k: (hc[k], prt[k]) for k in set(hc) | set(prt) if hc[k] != prt[k]}
+    print(f"{'':18} CUDA calls: {sum(hc.values())}, torch.profiler {sum(prt.values())}; "
+          f"whole trace: {by_cupti} from CUPTI's callbacks, {by_uprobe} from uprobes")
+    if cdiff:
+        bad.append(f"{label}: CUDA call counts (ours, torch.profiler) differ: {cdiff}")
+    if not by_cupti:
+        bad.append(f"{label}: no CUDA call came from the agent's callbacks (uprobes only)")
     o = ops(name)
     # every aten op of either side; the other names we record (from the
     # RecordFunction callback) each as often as torch.profiler has it
