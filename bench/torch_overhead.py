@@ -115,8 +115,10 @@ def run_one(a, mode, out, steps=None):
     w = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert w.stdout.readline().startswith("ready")
     rec = None
-    if mode in ("record", "opsrecord", "probes", "opsprobes", "inprocess", "opsinprocess"):
+    if mode in ("record", "opsrecord", "probes", "opsprobes", "inprocess", "opsinprocess",
+                "uprobes"):
         extra = (["--in-process"] if "inprocess" in mode
+                 else ["--uprobes"] if mode == "uprobes"
                  else ["--ops-from", "probes"] if "probes" in mode else [])
         rec = subprocess.Popen([a.ptrace_gpu, "record", "-p", str(w.pid), "-o", out, *extra,
                                 *a.record_args.split()],
@@ -169,7 +171,8 @@ def main():
     a = p.parse_args()
     if a.worker:
         a.mode = {"opsrecord": "opsloop", "opsinprocess": "opsloop", "opsprobes": "opsloop",
-                  "inprocess": "record", "probes": "record"}.get(a.worker, a.worker)
+                  "inprocess": "record", "probes": "record",
+                  "uprobes": "record"}.get(a.worker, a.worker)
         worker(a)
         return
     times = {"untraced": [], "record": [], "probes": [], "inprocess": [], "profiler": []}
