@@ -195,6 +195,25 @@ class TestInject(unittest.TestCase):
         with open(t.files["call"]) as f:
             self.assertEqual(f.read(), "again")
 
+    def check_two_libraries(self, python):
+        """Two libraries, one after the other: the second's memfd gets the fd
+        number the first one's had (closed once loaded), and dlopen() returns
+        an object already loaded under the same name before it opens
+        anything: each is loaded under a name of its own content."""
+        t = self.target(python, COUNTER, 300)
+        t.proc.stdout.readline()
+        res = inject(t.pid, MARKER_LIB)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assert_marker(t)
+        res = inject(t.pid, SLOW_LIB)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        with open(f"/proc/{t.pid}/maps") as f:
+            maps = f.read()
+        for lib in (MARKER_LIB, SLOW_LIB):
+            self.assertIn(os.path.basename(lib), maps)
+        self.assertEqual(t.lines()[-1], "299")
+        self.assertEqual(t.proc.returncode, 0)
+
     def check_threads(self, python):
         t = self.target(python, THREADS)
         t.proc.stdout.readline()

@@ -25,7 +25,8 @@ struct inject_src {
 	int fd;		      /* the library here, or -1 (then path through /proc/PID/root) */
 	const uint8_t *bytes; /* the memfd route: fd's content */
 	size_t len;
-	char memfd_name[96];  /* the memfd route: "ptg-<content hash>.<name>" */
+	char memfd_name[176]; /* the memfd route: "ptg-<content hash>.<name>", padded */
+	uint64_t hash;	      /* the memfd route: of the content */
 	uint64_t loaded_bias; /* the memfd route: that memfd is mapped already, at this bias */
 	bool fallback;	      /* the memfd route failed before loading anything: a copy may do */
 };

@@ -34,7 +34,15 @@
 #define PROC_SUPER_MAGIC_  0x9fa0
 #define TMPFS_MAGIC_	   0x01021994
 #define MAX_LIB_SIZE	   (256u << 20)
-#define FD_PATH_MAX	   sizeof("/proc/self/fd/2147483647")
+/*
+ * The path the target's dlopen() gets: /proc/self/fd/, then one of "./" or
+ * "../fd/" for each of PATH_BITS bits of the library's hash, then the fd.
+ * dlopen() returns an object already loaded under the same name before it
+ * opens anything: a memfd of another library (the CUPTI agent after the
+ * Python one) that once had the same fd number would be found instead.
+ */
+#define PATH_BITS   16
+#define FD_PATH_MAX (sizeof("/proc/self/fd/2147483647") + PATH_BITS * sizeof("../fd/"))
 
 #ifdef __x86_64__
 
@@ -110,12 +118,16 @@ int memfd_place(struct target *t, struct inject_src *src)
 		return err;
 	}
 	/* over the name at str_a, which is longer (inject_library_fd) */
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", t->tfd);
+	strcpy(path, "/proc/self/fd/");
+	for (int i = 0; i < PATH_BITS; i++)
+		strcat(path, src->hash >> i & 1 ? "../fd/" : "./");
+	snprintf(path + strlen(path), sizeof(path) - strlen(path), "%d", t->tfd);
 	return inject_mem_write(t, t->str_a, path, strlen(path) + 1);
 }
 
 struct find_ctx {
-	char want[128];
+	char want[sizeof("/memfd:") + sizeof(((struct inject_src *)0)->memfd_name) +
+		  sizeof(" (deleted)")];
 	uint64_t bias; /* the start of the mapping of offset 0 */
 	bool at_bias;  /* memfd_check_loaded: only the mapping at this bias counts */
 	bool found;
@@ -200,9 +212,10 @@ static int map_src(int fd, const char *name, struct inject_src *src, char *err, 
 		return -errno;
 	}
 	*src = (struct inject_src){.fd = fd, .bytes = p, .len = (size_t)st.st_size};
+	src->hash = u64map_hash(U64MAP_HASH_SEED, p, src->len);
 	/* named by content: a second load into the same process finds it mapped */
 	snprintf(src->memfd_name, sizeof(src->memfd_name), "ptg-%016llx.%.64s",
-		 (unsigned long long)u64map_hash(U64MAP_HASH_SEED, p, src->len), name);
+		 (unsigned long long)src->hash, name);
 	/* the name's room in the target is where "/proc/self/fd/N" goes */
 	while (strlen(src->memfd_name) + 1 < FD_PATH_MAX)
 		strcat(src->memfd_name, "_");
