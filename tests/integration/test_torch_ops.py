@@ -355,16 +355,16 @@ class TorchOps(unittest.TestCase):
         torch.profiler, and one that imports PyTorch after the attach, whose
         ops come from the probes, from the first call."""
         err, ws, _ = self.pid_list(python, ["--in-process"])
-        self.assertIn(f"in-process: pid {ws[0].pid}: ", err)
+        self.assertIn(f"python calls: in-process (pid {ws[0].pid}: ", err)
         self.assertIn("RecordFunction callback in 2 of 3 processes", err)
         self.assertIn(f"ops of pid {ws[2].pid} through probes", err)
 
     def check_pid_list(self, python):
-        """record -p A,B,C --per-process, the default: an agent of ops alone
+        """record -p A,B,C --per-process --uprobes: an agent of ops alone
         in each process that has PyTorch loaded at the attach, frames from
         the probes; the one that imports PyTorch after the attach has no
         agent, and its ops come from the probes."""
-        err, ws, _ = self.pid_list(python, [])
+        err, ws, _ = self.pid_list(python, ["--uprobes"])
         self.assertIn(f"PyTorch ops: pid {ws[0].pid}: ops by RecordFunction; "
                       f"pid {ws[1].pid}: ops by RecordFunction\n", err)
         self.assertIn("RecordFunction callback in 2 of 2 processes with an agent", err)
@@ -554,7 +554,8 @@ class TorchOps(unittest.TestCase):
         is closed (returned, not unwound) and the target goes on."""
         path, printed, err = self.record(python, "mlp.py", "--steps", "1", "--errors", "50")
         self.assertIn("caught 50", printed)
-        self.assertIn("PyTorch ops by its RecordFunction callback", err)
+        # its calls in-process by default, the agent's callback with them
+        self.assertIn("ops by RecordFunction)", err)
         trace = ptg.Trace(path)
         self.assertEqual(trace.meta["ops.source"], "record_function")
         mm = [c for c in Ops(trace).calls if c[1] == "aten::mm"]
