@@ -85,8 +85,32 @@ static int attach_for(struct proctree *pt, struct pyframe *pf, pid_t pid)
 	return pf ? pyframe__attach_pid(pf, pt->children ? -1 : pid) : 0;
 }
 
+/*
+ * The probes of an interpreter file, at the first process whose frames they
+ * take: every process of a set without an agent; --in-process, only one
+ * that exec'd away from its agent (probe), the agents' interpreters none.
+ */
+static int probe_interp(struct proctree *pt, struct tree_interp *n, const struct py_interp *py,
+			bool probe)
+{
+	int err;
+
+	if (!probe)
+		return 0;
+	if (!n->pf) {
+		/* an agent's set needs neither BPF cookies nor bpf_loop: a probed set does */
+		if (!pyframe__can_share())
+			return -EOPNOTSUPP;
+		/* as py's process maps it now: the file's first one may have exec'd away */
+		err = pyframe__open_shared(py, pt->t, pt->set_fd, &n->pf);
+		if (err)
+			return err;
+	}
+	return pt->attached ? attach_for(pt, n->pf, py->pid) : 0;
+}
+
 /* The pyframe of py's interpreter file: one per file, made at its first process. */
-static int interp_for(struct proctree *pt, const struct py_interp *py, uint32_t *idx)
+static int interp_for(struct proctree *pt, const struct py_interp *py, bool probe, uint32_t *idx)
 {
 	struct tree_interp *n;
 	struct stat st;
@@ -97,7 +121,7 @@ static int interp_for(struct proctree *pt, const struct py_interp *py, uint32_t 
 	for (size_t i = 0; i < pt->ninterps; i++) {
 		if (pt->interps[i].dev == st.st_dev && pt->interps[i].ino == st.st_ino) {
 			*idx = (uint32_t)i + 1;
-			return pt->attached ? attach_for(pt, pt->interps[i].pf, py->pid) : 0;
+			return probe_interp(pt, &pt->interps[i], py, probe);
 		}
 	}
 	n = realloc(pt->interps, (pt->ninterps + 1) * sizeof(*n));
@@ -106,9 +130,7 @@ static int interp_for(struct proctree *pt, const struct py_interp *py, uint32_t 
 	pt->interps = n;
 	n = &pt->interps[pt->ninterps];
 	*n = (struct tree_interp){.dev = st.st_dev, .ino = st.st_ino, .py = *py};
-	err = pt->frames_elsewhere ? 0 : pyframe__open_shared(py, pt->t, pt->set_fd, &n->pf);
-	if (!err && pt->attached)
-		err = attach_for(pt, n->pf, py->pid);
+	err = probe_interp(pt, n, py, probe);
 	if (err) {
 		pyframe__destroy(n->pf);
 		return err;
@@ -116,6 +138,12 @@ static int interp_for(struct proctree *pt, const struct py_interp *py, uint32_t 
 	pt->ninterps++;
 	*idx = (uint32_t)pt->ninterps;
 	return 0;
+}
+
+/* Whether p's frames are the probes': always, but --in-process where its agent is. */
+static bool probed(const struct proctree *pt, const struct tree_proc *p)
+{
+	return !pt->frames_elsewhere || p->probed;
 }
 
 void tree_nopy(struct proctree *pt, pid_t pid, bool on)
@@ -131,17 +159,31 @@ static void found(struct proctree *pt, struct tree_proc *p, const struct py_inte
 	tree_nopy(pt, p->pid, false);
 	tree_read_identity(p);
 	/* --in-process: the agent was in the image the exec replaced */
-	if (pt->frames_elsewhere) {
-		pt->exec_unrecorded++;
-		pr_warn("pid %d exec'd Python %s (%s): its Python calls are not recorded, "
-			"the in-process agent went with the program it replaced",
+	if (pt->frames_elsewhere && !pt->quiet)
+		pr_info("pid %d exec'd Python %s (%s): its calls are taken by uprobes from here",
 			p->pid, py->version, py->path);
-		return;
-	}
-	if (!pt->quiet)
+	else if (!pt->quiet)
 		pr_info("recording pid %d too (Python %s, %s)", p->pid, py->version, py->path);
 	if (!pt->quiet && py->warning[0])
 		pr_warn("pid %d: %s", p->pid, py->warning);
+}
+
+/*
+ * --in-process: the Python p exec'd cannot be probed (a kernel without
+ * BPF cookies or bpf_loop, which an agent's set did not need): said, counted
+ */
+static void not_probed(struct proctree *pt, struct tree_proc *p, const struct py_interp *py,
+		       int err)
+{
+	p->interp = 0;
+	p->not_python = true;
+	p->exec_ts = 0;
+	pt->exec_unrecorded++;
+	pr_warn("pid %d exec'd Python %s (%s): its Python calls are not recorded, the "
+		"in-process agent went with the program it replaced and the uprobes cannot take "
+		"them: %s",
+		p->pid, py->version, py->path,
+		err == -EOPNOTSUPP ? "this kernel has no BPF cookies or bpf_loop" : strerror(-err));
 }
 
 /* What the image p exec'd is, looked at while p is stopped: ret as launch__examine(). */
@@ -153,8 +195,11 @@ static void take_image(struct proctree *pt, struct tree_proc *p, int ret,
 
 	if (ret == LAUNCH_EXEC_PYTHON) {
 		/* interp_for() makes pyframes, never processes: p stays where it is */
-		if (!interp_for(pt, py, &p->interp))
+		ret = interp_for(pt, py, probed(pt, p), &p->interp);
+		if (!ret)
 			found(pt, p, py);
+		else if (pt->frames_elsewhere)
+			not_probed(pt, p, py, ret);
 		return;
 	}
 	/* not looked at: its first event or proctree__poll() look again (resolve()) */
@@ -269,11 +314,14 @@ static void resolve(struct proctree *pt, struct tree_proc *p, uint64_t now)
 	int ret;
 
 	ret = py_interp__find(p->pid, &py, err, sizeof(err));
-	if (!ret)
-		ret = interp_for(pt, &py, &p->interp);
 	if (!ret) {
-		found(pt, p, &py);
-		return;
+		ret = interp_for(pt, &py, probed(pt, p), &p->interp);
+		if (!ret)
+			found(pt, p, &py);
+		else if (pt->frames_elsewhere)
+			not_probed(pt, p, &py, ret);
+		if (!ret || pt->frames_elsewhere)
+			return;
 	}
 	if (ret == -ESRCH) {
 		p->exited = true;
@@ -289,6 +337,9 @@ static int route_py(struct tracer *t, void *ctx, const struct ptg_event *e, size
 	struct tree_proc *p = tree_find_proc(pt, (pid_t)e->pid);
 
 	(void)t;
+	/* --in-process: the agents' frame events are pymon's, the probes' of the exec'd ours */
+	if (pt->frames_elsewhere && (!p || !p->probed))
+		return 0;
 	/* a member whose fork event was lost (ring buffer full): learnt now */
 	if (!p && !(p = tree_new_proc(pt, (pid_t)e->pid, -1)))
 		return -ENOMEM;
@@ -353,6 +404,15 @@ static int on_proc(struct tracer *t, void *ctx, const struct ptg_event *e, size_
 		p = tree_find_proc(pt, (pid_t)e->pid) ?: tree_new_proc(pt, (pid_t)e->pid, -1);
 		if (!p)
 			return -ENOMEM;
+		/*
+		 * --in-process: its agent went with the image it replaced; its
+		 * records, all older than this, were handled before it
+		 */
+		if (pt->frames_elsewhere && !p->probed) {
+			p->probed = true;
+			if (pt->gone_fn)
+				pt->gone_fn(pt->gone_ctx, p->pid);
+		}
 		h = tree_held_of(pt, p->pid);
 		if (h && !h->at_exec && h->exec_stop_ts > e->ts) {
 			/*
@@ -429,9 +489,11 @@ int proctree__new(bool children, bool quiet, struct proctree **out)
 	return 0;
 }
 
-void proctree__frames_elsewhere(struct proctree *pt)
+void proctree__frames_elsewhere(struct proctree *pt, proctree_gone_fn gone, void *ctx)
 {
 	pt->frames_elsewhere = true;
+	pt->gone_fn = gone;
+	pt->gone_ctx = ctx;
 }
 
 void proctree__nopy_what(struct proctree *pt, const char *what)
@@ -468,8 +530,8 @@ int proctree__load(struct proctree *pt, struct tracer *t)
 					BPF_ANY))
 			err = -errno;
 	}
-	/* --in-process: the agents' frame events go to pymon alone */
-	if (!err && !pt->frames_elsewhere)
+	/* --in-process: those of the agents go to pymon, route_py() takes the probes' */
+	if (!err)
 		err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, route_py, NULL, pt);
 	err = err ?: tracer__on(t, PTG_EV_PROC_FORK, PTG_EV_PROC_EXIT, on_proc, write_losses, pt);
 	if (err)
@@ -478,7 +540,8 @@ int proctree__load(struct proctree *pt, struct tracer *t)
 	for (size_t i = 0; !err && i < pt->nprocs; i++) {
 		if (!pt->procs[i].ran_python)
 			continue;
-		err = interp_for(pt, &pt->roots_py[i], &pt->procs[i].interp);
+		err = interp_for(pt, &pt->roots_py[i], probed(pt, &pt->procs[i]),
+				 &pt->procs[i].interp);
 		if (err)
 			pr_err("cannot probe %s: %s", pt->roots_py[i].path, strerror(-err));
 	}
@@ -529,10 +592,10 @@ int proctree__mapped_python(struct proctree *pt, pid_t pid, bool held)
 	ret = py_interp__find(pid, &py, err, sizeof(err));
 	if (ret == -ESRCH || ret == -ENOENT)
 		return 0;
-	/* --in-process: no agent is in a process that ran no Python */
-	if (!ret && pt->frames_elsewhere)
+	/* --in-process: one that exec'd away from its agent is probed as a set's member */
+	if (!ret && !probed(pt, p))
 		snprintf(err, sizeof(err), "no in-process agent is in it");
-	ret = ret ?: pt->frames_elsewhere ? -ENOEXEC : interp_for(pt, &py, &p->interp);
+	ret = ret ?: !probed(pt, p) ? -ENOEXEC : interp_for(pt, &py, true, &p->interp);
 	if (ret) {
 		if (!p->mapped_said)
 			pr_warn("pid %d mapped a libpython: its Python calls are not recorded (%s)",
@@ -749,8 +812,8 @@ void proctree__summary(const struct proctree *pt, const char *reason, double sec
 	if (st.not_python)
 		pr_info("%u of them ran no supported Python", st.not_python);
 	if (st.exec_unrecorded)
-		pr_warn("%u processes exec'd a Python no in-process agent was in: their calls "
-			"after the exec are not recorded",
+		pr_warn("%u processes exec'd a Python no in-process agent was in and the "
+			"uprobes could not take: their calls after the exec are not recorded",
 			st.exec_unrecorded);
 	if (st.exec_unheld)
 		pr_warn("%u of %u execs of the set ran before they could be held (a process that "

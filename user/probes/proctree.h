@@ -33,7 +33,7 @@ struct proctree_stats {
 	uint32_t exec_held;    /* execs held at their stop, before the new image ran */
 	uint32_t exec_unheld;  /* execs met while the new image ran (not held at the exec) */
 	uint32_t hold_refused; /* processes another tracer holds */
-	uint32_t exec_unrecorded; /* --in-process: execs into a Python no agent is in */
+	uint32_t exec_unrecorded; /* --in-process: execs into a Python the probes could not take */
 };
 
 /* children: follow forks (--children); else only the processes added. */
@@ -46,10 +46,13 @@ void proctree__nopy_what(struct proctree *pt, const char *what);
 /*
  * record -p A,B --in-process: the Python frames come from an agent in each
  * process (user/probes/pymon.c), not from probes; the set follows exits and
- * execs alone (a member that execs runs a Python no agent is in: said, and
- * not recorded). Before proctree__load().
+ * execs. A member that execs leaves its agent with the image it replaced:
+ * gone(ctx, pid) is called at that exec, in time order with the frame
+ * events, and its new image is probed as a set's are (held at the exec,
+ * so from its first call). Before proctree__load().
  */
-void proctree__frames_elsewhere(struct proctree *pt);
+typedef void (*proctree_gone_fn)(void *ctx, pid_t pid);
+void proctree__frames_elsewhere(struct proctree *pt, proctree_gone_fn gone, void *ctx);
 /* After the processes are added: loads the BPF side and a pyframe per interpreter. */
 int proctree__load(struct proctree *pt, struct tracer *t);
 /* fd of the BPF hash of recorded tgids, for other probe objects to filter by (after load). */

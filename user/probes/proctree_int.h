@@ -48,6 +48,7 @@ struct tree_proc {
 	bool no_hold;	 /* let go for the CUPTI agent: not held again in this image */
 	bool other_tracer; /* another tracer holds it: said once */
 	bool mapped_said;  /* a libpython it mapped that cannot be recorded: said once */
+	bool probed;	   /* --in-process: exec'd away from its agent: its frames are probed */
 	/* read while it runs, for its own trace (--per-process) */
 	char *cmdline;
 	char rank[24];	    /* RANK, else LOCAL_RANK: names its file */
@@ -77,8 +78,10 @@ struct proctree {
 	bool children;
 	bool quiet;
 	bool attached;
-	bool frames_elsewhere;	  /* no frame probes: proctree__frames_elsewhere() */
-	uint32_t exec_unrecorded; /* of those: execs into a Python no agent is in */
+	bool frames_elsewhere; /* probes for exec'd members only: proctree__frames_elsewhere() */
+	proctree_gone_fn gone_fn;
+	void *gone_ctx;
+	uint32_t exec_unrecorded; /* of those: execs into a Python the probes could not take */
 	struct tree_interp *interps;
 	size_t ninterps;
 	int64_t uid; /* --uid: every exec of this user joins the set; -1: none */

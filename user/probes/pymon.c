@@ -433,6 +433,14 @@ void pymon__stop(struct pymon *pm)
 		hang_up(pm);
 }
 
+void pymon__exec(struct pymon *pm, pid_t pid)
+{
+	for (; pm; pm = pm->next) {
+		if (pm->py.pid == pid)
+			pm->exec_gone = true;
+	}
+}
+
 void pymon__fall_back(struct pymon *pm)
 {
 	for (; pm; pm = pm->next)

@@ -77,6 +77,13 @@ int pymon__attach(struct pymon *pm);
  * records of theirs. 0 for NULL.
  */
 int pymon__drain_now(struct pymon *pm);
+/*
+ * Process pid exec'd (its exec event, in time order): its agent went with
+ * the image, and the frame events of pid from now on are another source's
+ * (the probes of a set, proctree__frames_elsewhere()). Its records, all
+ * older, were handled before.
+ */
+void pymon__exec(struct pymon *pm, pid_t pid);
 /* Hangs up: the agent takes its callbacks out; what the ring holds is still read. */
 void pymon__stop(struct pymon *pm);
 /*

@@ -50,6 +50,7 @@ struct pymon {
 	char ops_msg[256];    /* why not, from the agent */
 	bool ops_only;	      /* pymon__open_ops(): the probes record the frames */
 	bool fall_back;	      /* pymon__fall_back(): an attach that fails is said by record */
+	bool exec_gone;	      /* pymon__exec(): the agent went with the image its process left */
 	char failure[PATH_MAX + 640]; /* and why it failed */
 	struct u64map opnames;	      /* name id -> symbol << 1 | 1 */
 	/* record -p A,B --in-process: the other processes, each its own agent (pymon__add()) */

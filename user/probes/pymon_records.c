@@ -431,5 +431,8 @@ int pymon_handle(struct tracer *t, void *ctx, const struct ptg_event *e, size_t 
 			return 0; /* no process of ours: a frame event of no agent */
 		first->route = pm;
 	}
+	/* it exec'd: the probes' events of its new image (pymon__exec()) */
+	if (pm->exec_gone)
+		return 0;
 	return pystack__handle(pm->ps, e, size);
 }

@@ -53,6 +53,14 @@ static int tree_supported(const struct recording *rc)
 			     kfeat_cookies() ? "5.17" : "5.15");
 }
 
+/* proctree.h: a member exec'd away from its agent; the probes take its new image. */
+static void agent_gone(void *ctx, pid_t pid)
+{
+	struct recording *rc = ctx;
+
+	pymon__exec(rc->pm, pid);
+}
+
 /* Where the set's Python calls come from (record_choose_python()); -errno after a message. */
 static int tree_choose_python(struct recording *rc)
 {
@@ -134,7 +142,7 @@ static int tree_targets(struct recording *rc)
 	if (ret)
 		return ret;
 	if (o->in_process)
-		proctree__frames_elsewhere(rc->tree);
+		proctree__frames_elsewhere(rc->tree, agent_gone, rc);
 	/* the set is there: what each of its Python calls will cost */
 	record_say_trap_cost(rc);
 	rc->pid = proctree__first(rc->tree, &py);
