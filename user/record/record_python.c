@@ -311,7 +311,9 @@ void record_python_free(struct recording *rc)
  * the probes already there; any other image is not followed by one-process
  * recording (its probes and memory readers are the first interpreter's):
  * said, counted, and the old probes taken out before they misread it.
- * In-process, no image is: the agent went with the one the exec replaced.
+ * In-process, no image is: the agent went with the one the exec replaced,
+ * and a process not held cannot be probed before its new image runs (with
+ * --hold it is a set of one, whose execs are held and probed: proctree.h).
  */
 static void python_exec(void *ctx, const struct py_interp *py, dev_t dev, ino_t ino)
 {
@@ -337,16 +339,18 @@ static void python_exec(void *ctx, const struct py_interp *py, dev_t dev, ino_t 
 	if (!py)
 		pr_warn("pid %d exec'd and ended before its new image was looked at: "
 			"%s; from here on the new program's Python calls are not recorded "
-			"(record -p %d --children follows execs)",
+			"(record -p %d %s follows execs)",
 			rc->pid,
 			rc->o->in_process ? "the in-process agent went with the program it replaced"
 					  : "a one-process recording follows the interpreter it "
 					    "started with",
-			rc->pid);
+			rc->pid, rc->o->in_process ? "--hold" : "--children");
 	else if (rc->o->in_process)
 		pr_warn("pid %d exec'd %s (Python %s): from here on its Python calls are not "
-			"recorded, the in-process agent went with the program it replaced",
-			rc->pid, py->path, py->version);
+			"recorded, the in-process agent went with the program it replaced "
+			"(record -p %d --hold holds it at its exec, and the uprobes take the new "
+			"image from its first call)",
+			rc->pid, py->path, py->version, rc->pid);
 	else
 		pr_warn("pid %d exec'd %s (Python %s): a one-process recording follows the "
 			"interpreter it started with; from here on the new program's Python calls "
