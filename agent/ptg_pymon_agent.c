@@ -12,9 +12,12 @@
  *  - the application never waits for the loader: a full ring drops (and
  *    counts) records, and the thread whose record was dropped sends its
  *    stack again with the next one;
- *  - code objects are kept alive from their first sight until the session
- *    ends, so the loader reads their names from /proc/PID/mem at leisure and
- *    an address never means two code objects in one recording;
+ *  - a code object's names go into the ring ahead of its first record (a
+ *    CODE group) and it is kept alive from then on, so that an address
+ *    means one code object until the loader reads a new group for it;
+ *    under a GIL the kept set is retired every MAX_KEPT code objects and
+ *    its references dropped once the loader has read past it, so that a
+ *    program that makes functions without end grows by a bounded amount;
  *  - when the loader closes the socket or dies, the agent's own thread takes
  *    the GIL and takes everything out (events, callbacks, tool id, code
  *    references, the ring) and stays loaded, idle, for a next session;
@@ -714,9 +717,11 @@ static void fork_child(void)
 	ag.tool = -1;
 	ag.profiling = false; /* 3.11: this thread's profile function stays in, quiet */
 	ag.state = S_IDLE;
-	ag.codes = NULL; /* the references are the child's to keep: a few code objects */
+	ag.codes = NULL; /* the references are the child's to keep: a generation or a few */
 	ag.nold = 0;
 	ag.ncodes = 0;
+	ag.retired = NULL;
+	ag.nretired = 0;
 	ops_fork_child();
 	pthread_mutex_init(&ag.lock, NULL);
 }

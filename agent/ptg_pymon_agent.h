@@ -15,6 +15,21 @@
 #include "ptg_pymon_proto.h"
 
 #define MIN_CODES 1024
+/*
+ * The code objects one generation of the code set keeps alive (GIL builds):
+ * a new one past this retires the set (retire()), whose references are
+ * dropped once the loader has read past the ring's head at that moment. A
+ * program's working set of functions fits (a few thousand in a training
+ * loop); one that makes functions without end (exec in a loop, generated
+ * code) has at most this many kept per generation, about 0.5 KiB each, and
+ * at most MAX_RETIRED generations wait for the loader besides the current
+ * one: a new code object past that (a loader some 100,000 new functions
+ * behind) loses its event, counted, as a full ring does.
+ */
+#define MAX_KEPT    32768u
+#define MAX_RETIRED 3
+/* references a callback drops at most, of a retired generation the loader read */
+#define RELEASE_BATCH 256u
 /* enum ptg_snapshot_reason (include/ptrace_gpu/events.h) */
 #define SNAP_FIRST  1
 #define SNAP_RESYNC 2
@@ -69,6 +84,10 @@ enum session_state { S_IDLE, S_BUSY };
 struct codeset {
 	PyObject **slots;
 	size_t cap;
+	/* retired: the ring's head then, the next slot to release, the next retired set */
+	uint64_t head;
+	size_t at;
+	struct codeset *next;
 };
 
 /* The agent: its session, its code set. */
@@ -88,6 +107,9 @@ struct pymon_agent {
 	struct codeset *old[48];
 	int nold;
 	size_t ncodes;
+	/* generations retired, oldest first, their references dropped once read (GIL builds) */
+	struct codeset *retired;
+	int nretired;
 };
 extern struct pymon_agent ag;
 

@@ -2,9 +2,9 @@
 /*
  * libptg_pymon.so's callbacks (ptg_pymon_agent.c has the rest): what runs
  * in the application's threads at each frame event. One record per event
- * into the ring, never a wait for the loader; each code object kept alive
- * at its first sight; the thread's stack sent with its first event and
- * after a drop.
+ * into the ring, never a wait for the loader; each code object named in a
+ * CODE group and kept alive at its first sight in a generation of the code
+ * set; the thread's stack sent with its first event and after a drop.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -96,16 +96,24 @@ struct codeset *codeset_new(size_t cap)
 	return cs;
 }
 
+static void codeset_free(struct codeset *cs)
+{
+	if (cs)
+		free(cs->slots);
+	free(cs);
+}
+
 /*
  * A larger table, published once full: readers without the lock may still
- * look in the old one (free-threaded builds run callbacks in parallel), so
- * old tables are freed only when the session ends.
+ * look in the old one where callbacks run at once (a free-threaded build),
+ * so there old tables are freed only when the session ends; under a GIL
+ * every reader is a callback that holds it, and the old one goes at once.
  */
 static struct codeset *codeset_grow(struct codeset *cs)
 {
 	struct codeset *n;
 
-	if (ag.nold == (int)(sizeof(ag.old) / sizeof(ag.old[0])))
+	if (!cb_gil && ag.nold == (int)(sizeof(ag.old) / sizeof(ag.old[0])))
 		return NULL;
 	n = codeset_new(cs->cap * 2);
 	if (!n)
@@ -114,35 +122,102 @@ static struct codeset *codeset_grow(struct codeset *cs)
 		if (cs->slots[i])
 			codeset_put(n, cs->slots[i]);
 	}
-	ag.old[ag.nold++] = cs;
+	__atomic_store_n(&ag.codes, n, __ATOMIC_RELEASE);
+	if (cb_gil)
+		codeset_free(cs);
+	else
+		ag.old[ag.nold++] = cs;
+	return n;
+}
+
+/*
+ * Under a GIL, a full generation (MAX_KEPT) is retired with the ring's head
+ * now, which is past every record that names its code objects (callbacks
+ * take turns, and each reserves its records before the next runs), and an
+ * empty one takes its place: a code object still in use is seen anew, and
+ * its CODE group sent again, at its next record. The loader applies CODE
+ * groups in ring order, so an address that a later code object takes is
+ * named anew at its turn. NULL: no room for another retired generation.
+ * Under ag.lock.
+ */
+static struct codeset *retire(struct ptg_pymon_ring *r, struct codeset *cs)
+{
+	struct codeset *n, **last = &ag.retired;
+
+	if (ag.nretired >= MAX_RETIRED)
+		return NULL;
+	n = codeset_new(MIN_CODES);
+	if (!n)
+		return cs; /* out of memory: this one grows */
+	cs->head = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
+	cs->at = 0;
+	cs->next = NULL;
+	while (*last)
+		last = &(*last)->next;
+	*last = cs;
+	ag.nretired++;
+	ag.ncodes = 0;
 	__atomic_store_n(&ag.codes, n, __ATOMIC_RELEASE);
 	return n;
 }
 
 /*
- * The code object lives until the session ends: one reference at its first
- * sight, which this says (true).
+ * Drops the references of the oldest retired generation, RELEASE_BATCH at
+ * a time, once the loader has read past its head: no record it has yet to
+ * read names them, and it has their names. A callback, under the GIL. A
+ * reference dropped may run code (a weakref's callback) that lets other
+ * threads run, and this one's callbacks too: the batch is taken out of the
+ * set, and the set out of the list once empty, before any is dropped.
  */
-static bool keep(PyObject *code)
+static void release_retired(struct ptg_pymon_ring *r)
 {
-	struct codeset *cs = __atomic_load_n(&ag.codes, __ATOMIC_ACQUIRE);
-	bool first = false;
+	struct codeset *cs = ag.retired;
+	PyObject *batch[RELEASE_BATCH];
+	uint32_t n = 0;
 
-	if (!cs || codeset_has(cs, code))
-		return false;
+	if (__atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) < cs->head)
+		return;
+	while (cs->at < cs->cap && n < RELEASE_BATCH) {
+		batch[n] = cs->slots[cs->at];
+		cs->slots[cs->at++] = NULL;
+		n += batch[n] != NULL;
+	}
+	if (cs->at == cs->cap) {
+		pthread_mutex_lock(&ag.lock);
+		ag.retired = cs->next;
+		ag.nretired--;
+		pthread_mutex_unlock(&ag.lock);
+		codeset_free(cs);
+	}
+	for (uint32_t i = 0; i < n; i++)
+		api.DecRef(batch[i]);
+}
+
+/*
+ * The code object kept alive, its CODE group just sent: one reference, in
+ * the current generation. False when there is no room for it (see retire()).
+ */
+static bool keep(struct ptg_pymon_ring *r, PyObject *code)
+{
+	struct codeset *cs;
+	bool ok = true;
+
 	pthread_mutex_lock(&ag.lock);
 	cs = ag.codes;
+	if (cs && cb_gil && ag.ncodes >= MAX_KEPT && !codeset_has(cs, code)) {
+		cs = retire(r, cs);
+		ok = cs != NULL;
+	}
 	if (cs && !codeset_has(cs, code) && (ag.ncodes + 1) * 2 > cs->cap)
 		cs = codeset_grow(cs);
-	/* no room (cannot be short of memory): unkept, its name may read as unknown */
+	/* no room (cannot be short of memory): unkept, its CODE group is sent again */
 	if (cs && !codeset_has(cs, code)) {
 		api.IncRef(code);
 		codeset_put(cs, code);
 		ag.ncodes++;
-		first = true;
 	}
 	pthread_mutex_unlock(&ag.lock);
-	return first;
+	return ok;
 }
 
 /*
@@ -173,40 +248,45 @@ static size_t code_str(PyObject *code, const char *attr, char *out, size_t max, 
 }
 
 /*
- * A code object new to the session: its names and first line as a CODE
+ * A code object new to the generation: its names and first line as a CODE
  * group (agent/ptg_pymon_proto.h), ahead of its first record, so that the
  * loader has them even when an exec replaces our memory before it reads
- * it. A group with no room is not sent and not counted as lost: the
- * loader then reads the names from memory.
+ * it, and names its address anew from there. Names that cannot be had (a
+ * filename that is no UTF-8) go as an empty group: the loader reads the
+ * object from memory. False when the group found no room: then no record
+ * may name the code object (the loader would take the address for an
+ * older one's).
  */
-static void send_code(struct ptg_pymon_ring *r, const struct rec_thread *th, PyObject *code,
+static bool send_code(struct ptg_pymon_ring *r, const struct rec_thread *th, PyObject *code,
 		      uint64_t ts)
 {
 	char b[16 + PTG_PYMON_MAX_QUALNAME + PTG_PYMON_MAX_FILENAME + 16];
-	uint64_t idx, arg, objs[2];
+	uint64_t idx, arg, objs[2] = {0, 0};
 	size_t q, f = SIZE_MAX;
 	PyObject *line;
 	uint32_t n;
-	long ln;
+	long ln = -1;
 
 	q = code_str(code, "co_qualname", b + 16, PTG_PYMON_MAX_QUALNAME, &objs[0]);
 	if (q != SIZE_MAX)
 		f = code_str(code, "co_filename", b + 16 + q, PTG_PYMON_MAX_FILENAME, &objs[1]);
-	if (f == SIZE_MAX || !q || !f)
-		return;
-	memcpy(b, objs, 16);
-	line = api.GetAttrString(code, "co_firstlineno");
-	ln = line ? api.Long_AsLong(line) : -1;
-	if (line)
-		api.DecRef(line);
-	if (ln < 0 || ln > UINT32_MAX) {
-		api.Err_Clear();
-		return;
+	if (f != SIZE_MAX) {
+		line = api.GetAttrString(code, "co_firstlineno");
+		ln = line ? api.Long_AsLong(line) : -1;
+		if (line)
+			api.DecRef(line);
 	}
+	if (ln < 0 || ln > UINT32_MAX || (!q && !f)) {
+		api.Err_Clear();
+		q = f = 0;
+		ln = 0;
+		objs[0] = objs[1] = 0;
+	}
+	memcpy(b, objs, 16);
 	memset(b + 16 + q + f, 0, 16);
 	n = (uint32_t)(1 + (q + f + 15) / 16);
-	if (!rec_try_reserve(r, n + 1, &idx))
-		return;
+	if (!rec_reserve(r, n + 1, &idx))
+		return false;
 	arg = (uint64_t)ln | (uint64_t)q << 32 | (uint64_t)f << 48;
 	rec_put(th, idx++, PTG_PYMON_CODE, arg, (uintptr_t)code, ts);
 	for (uint32_t i = 0; i < n; i++) {
@@ -215,6 +295,26 @@ static void send_code(struct ptg_pymon_ring *r, const struct rec_thread *th, PyO
 		memcpy(w, b + i * 16, 16);
 		rec_put(th, idx++, PTG_PYMON_NAME_BYTES, w[1], 0, w[0]);
 	}
+	return true;
+}
+
+/*
+ * Whether a record may name code now: it is in the current generation, or
+ * its CODE group went into the ring just now and it is kept from here on.
+ * False (an event lost, counted): no room for either.
+ */
+static bool see(struct ptg_pymon_ring *r, const struct rec_thread *th, PyObject *code, uint64_t ts)
+{
+	struct codeset *cs = __atomic_load_n(&ag.codes, __ATOMIC_ACQUIRE);
+
+	if (!cs || codeset_has(cs, code))
+		return true;
+	if (!send_code(r, th, code, ts))
+		return false;
+	if (keep(r, code))
+		return true;
+	__atomic_fetch_add(&r->dropped, 1, __ATOMIC_RELAXED);
+	return false;
 }
 
 /*
@@ -382,6 +482,7 @@ static bool put_with_stack(struct ptg_pymon_ring *r, const struct rec_thread *th
 	PyObject *codes[PTG_PYMON_MAX_DEPTH + 1], *f = api.Eval_GetFrame(), *b;
 	uint64_t locals[PTG_PYMON_MAX_DEPTH + 1], idx;
 	uint32_t n = 0, skip = 0;
+	bool named = true;
 
 	if (f)
 		api.IncRef(f);
@@ -391,9 +492,10 @@ static bool put_with_stack(struct ptg_pymon_ring *r, const struct rec_thread *th
 		locals[n] = object_local(f);
 		codes[n++] = c;
 		if (c) {
-			if (keep(c))
-				send_code(r, th, c, ts);
-			api.DecRef(c); /* kept alive by keep() */
+			/* a frame that cannot be named: the group waits for the next event */
+			if (named && !see(r, th, c, ts))
+				named = false;
+			api.DecRef(c); /* kept alive by keep(), or a frame of the stack */
 		}
 		b = api.Frame_GetBack(f);
 		api.DecRef(f);
@@ -405,7 +507,7 @@ static bool put_with_stack(struct ptg_pymon_ring *r, const struct rec_thread *th
 		skip = 1;
 	if (n - skip > PTG_PYMON_MAX_DEPTH)
 		n = PTG_PYMON_MAX_DEPTH + skip;
-	if (!rec_reserve(r, n - skip + 2, &idx))
+	if (!named || !rec_reserve(r, n - skip + 2, &idx))
 		return false;
 	rec_put(th, idx++, PTG_PYMON_STACK, th->snap, n - skip, ts);
 	for (uint32_t i = skip; i < n; i++)
@@ -425,11 +527,14 @@ static void on_code(uint16_t kind, PyObject *code, PyObject *fo)
 		return;
 	th = rec_thread();
 	ts = rec_now();
-	if (is_entry(kind) && keep(code))
-		send_code(r, th, code, ts);
+	if (__atomic_load_n(&ag.retired, __ATOMIC_RELAXED) && cb_gil)
+		release_retired(r);
 	if (!__atomic_load_n(&lay_ok, __ATOMIC_RELAXED))
 		check_layout();
-	if (th->snap) {
+	if (is_entry(kind) && !see(r, th, code, ts)) {
+		/* lost (counted): the loader's idea of this stack is wrong now */
+		th->snap = th->snap ?: SNAP_RESYNC;
+	} else if (th->snap) {
 		if (put_with_stack(r, th, kind, code, fo, ts))
 			th->snap = 0;
 	} else if (rec_reserve(r, 1, &idx)) {
@@ -501,7 +606,7 @@ int on_profile(PyObject *obj, PyObject *fo, int what, PyObject *arg)
 	code = api.Frame_GetCode(fo);
 	on_code(kind, code, fo);
 	if (code)
-		api.DecRef(code); /* kept alive by keep() */
+		api.DecRef(code); /* kept alive by keep(), or by its frame */
 	return 0;
 }
 
@@ -554,22 +659,29 @@ struct method_def defs[6] = {
     {"ptg_py_throw", (void *)on_throw, METH_FASTCALL_, NULL},
 };
 
-void drop_codes(void)
+static void codeset_drop(struct codeset *cs)
 {
-	struct codeset *cs = ag.codes;
-
-	__atomic_store_n(&ag.codes, NULL, __ATOMIC_RELEASE);
 	for (size_t i = 0; cs && i < cs->cap; i++) {
 		if (cs->slots[i])
 			api.DecRef(cs->slots[i]);
 	}
-	for (int i = 0; i < ag.nold; i++) {
-		free(ag.old[i]->slots);
-		free(ag.old[i]);
+	codeset_free(cs);
+}
+
+void drop_codes(void)
+{
+	struct codeset *cs = ag.codes, *next;
+
+	__atomic_store_n(&ag.codes, NULL, __ATOMIC_RELEASE);
+	codeset_drop(cs);
+	for (cs = ag.retired; cs; cs = next) {
+		next = cs->next;
+		codeset_drop(cs);
 	}
+	ag.retired = NULL;
+	ag.nretired = 0;
+	for (int i = 0; i < ag.nold; i++)
+		codeset_free(ag.old[i]);
 	ag.nold = 0;
 	ag.ncodes = 0;
-	if (cs)
-		free(cs->slots);
-	free(cs);
 }

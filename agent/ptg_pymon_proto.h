@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PTG_PYMON_PROTO_VERSION 6
+#define PTG_PYMON_PROTO_VERSION 7
 /* Exported by the agent; the loader calls it through ptrace after injecting the library. */
 #define PTG_PYMON_ATTACH_SYM "ptg_pymon_attach"
 #define PTG_PYMON_MAGIC	     0x6e6f6d7970677470ull /* "ptgpymon" */
@@ -56,16 +56,20 @@ enum ptg_pymon_kind {
 	PTG_PYMON_NAME = 11,
 	PTG_PYMON_NAME_BYTES = 12,
 	/*
-	 * A code object's names, sent at its first sight in the session, ahead
-	 * of its first record from that thread: CODE (code = the code object;
-	 * arg = co_firstlineno in bits 0-31, the qualname's length in bits
-	 * 32-47, at most PTG_PYMON_MAX_QUALNAME, and the filename's in 48-63,
-	 * at most PTG_PYMON_MAX_FILENAME) and 1 + ceil((qualname + filename) /
-	 * 16) NAME_BYTES records: the addresses of the two str objects (ts,
-	 * arg: what ptg_code_fingerprint() hashes, so that the loader's other
-	 * readers of the object agree), then the qualname's bytes and the
-	 * filename's, as UTF-8 with no NUL. Where it is missing (no room, a
-	 * name that could not be had) the loader reads the object from memory.
+	 * A code object's names, sent at its first sight in a generation of
+	 * the agent's code set, ahead of every record that names it: CODE
+	 * (code = the code object; arg = co_firstlineno in bits 0-31, the
+	 * qualname's length in bits 32-47, at most PTG_PYMON_MAX_QUALNAME, and
+	 * the filename's in 48-63, at most PTG_PYMON_MAX_FILENAME) and 1 +
+	 * ceil((qualname + filename) / 16) NAME_BYTES records: the addresses
+	 * of the two str objects (ts, arg: what ptg_code_fingerprint() hashes,
+	 * so that the loader's other readers of the object agree), then the
+	 * qualname's bytes and the filename's, as UTF-8 with no NUL. It names
+	 * the address from its place in the ring on: a later group for the same
+	 * address (a new code object where a freed one was) renames it there.
+	 * Both lengths 0: names that could not be had; the loader reads the
+	 * object from memory (the agent keeps it alive until the loader has
+	 * read past the records that name it).
 	 */
 	PTG_PYMON_CODE = 13,
 	PTG_PYMON_NR_KINDS,

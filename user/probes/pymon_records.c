@@ -28,14 +28,17 @@ static uint32_t fingerprint(struct pymon *pm, uint64_t code)
 	if (!code)
 		return 0;
 	v = u64map__get(&pm->fprints, code);
-	if (v)
+	if (v && *v)
 		return (uint32_t)(*v >> 1);
+	/* never seen, or named by an empty CODE group: the object itself (kept alive) */
 	if (pm->memfd_target >= 0 && !py_read_code(pm->memfd_target, pm->py.info, code, &ci)) {
 		fp = ci.fingerprint;
-		if (pystack__learn(pm->ps, (uint32_t)pm->py.pid, code, &ci))
+		if (pystack__learn(pm->ps, (uint32_t)pm->py.pid, code, &ci, v != NULL))
 			return fp; /* out of memory: read again next time */
 	}
-	if (pm->fprints.len < MAX_FPRINTS)
+	if (v)
+		*v = (uint64_t)fp << 1 | 1;
+	else if (pm->fprints.len < MAX_FPRINTS)
 		u64map__put(&pm->fprints, code, (uint64_t)fp << 1 | 1);
 	return fp;
 }
@@ -235,36 +238,49 @@ static uint32_t code_group_size(const struct rec *r)
 {
 	uint64_t q = r->arg >> 32 & 0xffff, f = r->arg >> 48;
 
-	if (q > PTG_PYMON_MAX_QUALNAME || f > PTG_PYMON_MAX_FILENAME || !q || !f)
+	if (q > PTG_PYMON_MAX_QUALNAME || f > PTG_PYMON_MAX_FILENAME)
 		return UINT32_MAX;
 	return 1 + group_size(q + f, PTG_PYMON_MAX_QUALNAME + PTG_PYMON_MAX_FILENAME, 16);
 }
 
 /*
  * CODE at `at` and its n NAME_BYTES, all published: the code object's
- * names, learnt for good (no read of the target's memory then), unless
- * known already. -EPROTO for names that break the protocol.
+ * names. At its turn in the ring (define) they name the address from here
+ * on, whatever named it before (a code object freed since, whose records
+ * are all behind); read ahead, only an address not named yet. Empty names
+ * (the agent could not have them) leave the object to be read from memory
+ * at its next record. -EPROTO for names that break the protocol.
  */
-static int learn_code(struct pymon *pm, uint64_t at, const struct rec *r, uint32_t n)
+static int learn_code(struct pymon *pm, uint64_t at, const struct rec *r, uint32_t n, bool define)
 {
 	char b[16 + PTG_PYMON_MAX_QUALNAME + PTG_PYMON_MAX_FILENAME + 17];
 	size_t q = r->arg >> 32 & 0xffff, f = r->arg >> 48;
 	struct py_code_info ci = {.firstlineno = (uint32_t)r->arg};
-	uint64_t objs[2];
+	uint64_t objs[2], *known;
 
-	if (!r->code || u64map__get(&pm->fprints, r->code))
+	if (!r->code)
+		return 0;
+	known = u64map__get(&pm->fprints, r->code);
+	if (known && !define)
 		return 0;
 	group_bytes(pm, at, n, b);
 	if (memchr(b + 16, '\0', q + f))
 		return -EPROTO;
+	if (!q && !f) {
+		if (known)
+			*known = 0;
+		return 0;
+	}
 	memcpy(objs, b, 16);
 	memcpy(ci.qualname, b + 16, q);
 	memcpy(ci.filename, b + 16 + q, f);
 	/* as of the object read from memory: steps and module paths check it so */
 	ci.fingerprint = ptg_code_fingerprint(objs[0], objs[1], ci.firstlineno);
-	if (pystack__learn(pm->ps, (uint32_t)pm->py.pid, r->code, &ci))
+	if (pystack__learn(pm->ps, (uint32_t)pm->py.pid, r->code, &ci, define))
 		return 0; /* out of memory: read from memory later */
-	if (pm->fprints.len < MAX_FPRINTS)
+	if (known)
+		*known = (uint64_t)ci.fingerprint << 1 | 1;
+	else if (pm->fprints.len < MAX_FPRINTS)
 		u64map__put(&pm->fprints, r->code, (uint64_t)ci.fingerprint << 1 | 1);
 	return 0;
 }
@@ -299,7 +315,7 @@ static void read_ahead(struct pymon *pm)
 				break; /* its bytes are being written */
 			/* a broken one is counted once, when drain() gets to it */
 			if (ready > 0) {
-				learn_code(pm, pm->ahead, &r, n);
+				learn_code(pm, pm->ahead, &r, n, false);
 				pm->ahead += n;
 			}
 			continue;
@@ -365,7 +381,7 @@ static int drain_proc(struct pymon *pm, uint64_t upto_ts)
 		if (ready > 0 && pm->ops_only && r.kind != PTG_PYMON_NAME)
 			ready = -EPROTO;
 		if (ready > 0 && r.kind == PTG_PYMON_CODE)
-			ready = learn_code(pm, pm->tail, &r, n) ? -EPROTO : 1;
+			ready = learn_code(pm, pm->tail, &r, n, true) ? -EPROTO : 1;
 		if (ready <= 0) {
 			pm->bad++;
 			pm->tail++;

@@ -308,7 +308,8 @@ static struct pystack_proc *proc_of(struct pystack *ps, uint32_t pid)
 	return &ps->procs[ps->nprocs - 1];
 }
 
-int pystack__learn(struct pystack *ps, uint32_t pid, uint64_t code, const struct py_code_info *ci)
+int pystack__learn(struct pystack *ps, uint32_t pid, uint64_t code, const struct py_code_info *ci,
+		   bool replace)
 {
 	struct pystack_proc *p;
 
@@ -317,7 +318,7 @@ int pystack__learn(struct pystack *ps, uint32_t pid, uint64_t code, const struct
 	p = proc_of(ps, pid);
 	if (!p)
 		return -ENOMEM;
-	if (u64map__get(&p->code_syms, code_key(code, ci->fingerprint)))
+	if (!replace && u64map__get(&p->code_syms, code_key(code, ci->fingerprint)))
 		return 0;
 	return remember(ps, p, code, ci->fingerprint, ci->qualname, ci->filename, ci->firstlineno);
 }

@@ -12,6 +12,7 @@
 #ifndef PTG_PYSTACK_H
 #define PTG_PYSTACK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <linux/types.h>
@@ -54,9 +55,12 @@ int pystack__add_proc(struct pystack *ps, uint32_t pid);
  * The names of code object code of process pid, read early by the caller (as
  * soon as its events are seen, before they are handled in time order): a code
  * object freed, or a process gone, by the time its events are handled keeps
- * them. Known names are kept. 0 or -ENOMEM.
+ * them. Known names are kept, unless replace: a code object that took the
+ * address (and, by chance, the fingerprint) of a freed one, named in time
+ * order (the in-process agent's CODE groups). 0 or -ENOMEM.
  */
-int pystack__learn(struct pystack *ps, uint32_t pid, uint64_t code, const struct py_code_info *ci);
+int pystack__learn(struct pystack *ps, uint32_t pid, uint64_t code, const struct py_code_info *ci,
+		   bool replace);
 /* Process pid exec()'d or exited: what was read of its memory is of no more use. */
 void pystack__forget(struct pystack *ps, uint32_t pid);
 /*
