@@ -9,7 +9,13 @@ does, so the exec'd Python is recorded from its very first call:
   fib.py with no gate (its first call at once): fib's exact counts (5919
   calls of f), its <module> started and no frame PREEXISTING, nothing lost.
   A chroot's interpreter is exec'd through unshare and chroot: two execs
-  that are no Python before the one that is.
+  that are no Python before the one that is. By default (a shell runs no
+  Python: the uprobes, and record says why) and with --uprobes alike.
+- `-p PID --hold` of a Python that execs its interpreter on fib.py: by
+  default its calls are in-process until the exec and the uprobes take the
+  new image, held at the exec; with --uprobes they take both. The same exact
+  counts from the new image's first frame, and the old image's open frames
+  end at the exec as STOP, both ways.
 - record is killed with SIGKILL at random instants from the held exec on
   (while it is held, run past ld.so, probed, or the interpreter runs): the
   target is left untraced, never stopped, exits 0 with its output unchanged.
@@ -37,6 +43,14 @@ FIB = os.path.join(ptg.WORKLOADS, "fib.py")
 GATE = os.path.join(ptg.BUILD, "tests", "exec_gate")
 KILLS = 10
 SIGNALS = 20
+# a Python that, told to, execs its interpreter on the script it was given
+PY_EXEC = """import os, sys
+def wait_exec():
+    sys.stdin.readline()
+    os.execv(sys.executable, [sys.executable, sys.argv[1]])
+print("ready", flush=True)
+wait_exec()
+"""
 
 
 def status_field(pid, name):
@@ -85,11 +99,18 @@ def go(proc):
 
 class AttachExec(unittest.TestCase):
     def check_exec(self, python):
+        """By default (a shell runs no Python: the uprobes, said so) and with
+        --uprobes: the same exact counts."""
+        for args in ([], ["--uprobes"]):
+            with self.subTest(args=args):
+                self.exec_recorded(python, args)
+
+    def exec_recorded(self, python, args):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "exec.ptg")
             proc, pid = start_shell(python)
             try:
-                rec = ptg.Recorder(["--uprobes", "-p", str(pid)], out)
+                rec = ptg.Recorder([*args, "-p", str(pid)], out)
                 self.assertIn("held at the exec until probed", rec.stderr)
                 # under ptrace while it runs, not stopped
                 self.assertEqual(status_field(pid, "TracerPid"), str(rec.proc.pid))
@@ -106,6 +127,9 @@ class AttachExec(unittest.TestCase):
             self.assertIn(f"pid {pid} runs Python", rec.stderr)
             self.assertIn("since its exec: recording its calls from the first (held at its exec)",
                           rec.stderr)
+            self.assertIn("python calls: uprobes (" +
+                          ("--uprobes" if args else f"pid {pid} runs no Python") + ")",
+                          rec.stderr)
             trace = ptg.Trace(out)
             self.assertEqual(trace.meta["python"], "exec")
             self.assertEqual(trace.losses, [], "events were lost")
@@ -115,6 +139,49 @@ class AttachExec(unittest.TestCase):
             self.assertEqual(counts["<module>:1"], 1)
             # held from its exec: no frame was running before the probes went in
             self.assertFalse([c for c in trace.calls() if c[6] & ptg.ENTER_PREEXISTING])
+
+    def check_python_execs_held(self, python):
+        """-p PID --hold of a Python that execs its interpreter on fib.py: by
+        default its calls are in-process until the exec, and the uprobes take
+        the new image, held at its exec; with --uprobes the uprobes take both.
+        The new image's exact counts, from its first frame, both ways; the old
+        one's frames open at the exec end there as STOP."""
+        got = {}
+        for args in ([], ["--uprobes"]):
+            with tempfile.TemporaryDirectory() as tmp:
+                out = os.path.join(tmp, "held.ptg")
+                proc = subprocess.Popen(python.argv("-c", PY_EXEC, python.path(FIB)),
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                try:
+                    self.assertEqual(proc.stdout.readline(), "ready\n")
+                    rec = ptg.Recorder([*args, "-p", str(proc.pid), "--hold"], out)
+                    go(proc)
+                    self.assertEqual(proc.stdout.read(), "done\n")
+                    self.assertEqual(proc.wait(timeout=300), 0)
+                    self.assertEqual(rec.wait(), 0, rec.stderr)
+                finally:
+                    if proc.poll() is None:
+                        proc.kill()
+                        proc.wait()
+                    proc.stdout.close()
+                trace = ptg.Trace(out)
+            self.assertEqual(trace.losses, [], rec.stderr)
+            self.assertIn("python calls: " + ("uprobes" if args else "in-process"), rec.stderr)
+            if not args:
+                self.assertIn(f"pid {proc.pid} exec'd Python", rec.stderr)
+                self.assertIn("its calls are taken by uprobes from here", rec.stderr)
+            ended = sorted((name, eflags, t1) for _, name, _, _, _, t1, _, eflags, _
+                           in trace.calls() if eflags & ptg.EXIT_STOP)
+            exec_ts = ended[0][2] if ended else 0
+            first = next(r for r in trace.records if r.kind == "py_enter" and r.ts > exec_ts)
+            self.assertEqual(first.file, "<frozen importlib._bootstrap>",
+                             f"{args}: the new image from its first frame")
+            counts = trace.count("fib.py")
+            got[tuple(args)] = (counts["f:7"], counts["<module>:1"],
+                                [(n, f) for n, f, t1 in ended if t1 == exec_ts])
+        self.assertEqual(got[()], (5919, 1, [("<module>", ptg.EXIT_STOP),
+                                             ("wait_exec", ptg.EXIT_STOP)]), got)
+        self.assertEqual(got[()], got[("--uprobes",)])
 
     def check_kill_at_random_instants(self, python):
         rng = random.Random(15)

@@ -45,6 +45,14 @@ t.start()
 t.join()
 """
 CHILD = "import os\ndef g(i):\n    return i\nfor i in range(500):\n    g(i)\nprint('child', os.getpid(), flush=True)\n"
+# a member that, told to, execs its interpreter on CHILD from inside wait_exec()
+MEMBER_EXEC = """import os, sys
+def wait_exec():
+    sys.stdin.readline()
+    os.execv(sys.executable, [sys.executable, "-c", sys.argv[1]])
+print("ready", flush=True)
+wait_exec()
+"""
 
 
 def exe(pid):
@@ -133,6 +141,63 @@ class TreeExec(unittest.TestCase):
                 and not r.flags & ptg.ENTER_RESUME)
         self.assertEqual(g, 500, h.rec.stderr)
         self.assertNotIn("could be held", h.rec.stderr)
+
+    def member_exec(self, python, args):
+        """record ARGS -p A,B where A (MEMBER_EXEC) execs its interpreter on
+        CHILD and B runs fib.py: the trace and record's stderr."""
+        a = subprocess.Popen(python.argv("-c", MEMBER_EXEC, CHILD), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+        b = ptg.Workload(python, "fib.py")
+        out = os.path.join(self.tmp.name, "member.ptg")
+        rec = None
+        try:
+            self.assertEqual(a.stdout.readline(), "ready\n")
+            rec = ptg.Recorder([*args, "-p", f"{a.pid},{b.pid}"], out)
+            ptg.go(a)
+            self.assertEqual(a.stdout.readline(), f"child {a.pid}\n")
+            self.assertEqual(a.wait(timeout=60), 0)
+            b.go()
+            self.assertIn("done", b.finish())
+            self.assertEqual(rec.wait(), 0, rec.stderr)
+        finally:
+            ptg.close(a)
+            b.close(rec)
+        return a.pid, b.pid, ptg.Trace(out), rec.stderr
+
+    def check_member_exec_both_paths(self, python):
+        """-p A,B where A execs a Python: by default (A's calls in-process until
+        its exec) and with --uprobes, the new image is held at its exec and
+        probed, so its calls are in from its start-up's first frame, with the
+        same exact counts both ways; the old image's frames still open at the
+        exec (<module>, wait_exec) end there alike, as STOP."""
+        got = {}
+        for args in ([], ["--uprobes"]):
+            a, b, trace, err = self.member_exec(python, args)
+            self.assertEqual(trace.losses, [], err)
+            if args:
+                self.assertIn("python calls: uprobes (--uprobes)", err)
+            else:
+                self.assertIn("python calls: in-process", err)
+                self.assertRegex(err, rf"pid {a} exec'd Python \S+ \(.*\): its calls are "
+                                 "taken by uprobes from here")
+            self.assertNotIn("not recorded", err)
+            # the frames the exec ended, at its time: the new image's come after
+            ended = sorted((name, eflags, t1) for tid, name, _, _, _, t1, _, eflags, _
+                           in trace.calls() if tid == a and eflags & ptg.EXIT_STOP)
+            exec_ts = ended[0][2] if ended else 0
+            ended = [(name, eflags) for name, eflags, t1 in ended if t1 == exec_ts]
+            first = next(r for r in trace.records if r.pid == a and r.kind == "py_enter"
+                         and r.ts > exec_ts)
+            self.assertEqual(first.file, "<frozen importlib._bootstrap>",
+                             f"{args}: the new image from its first frame")
+            f = collections.Counter(r.pid for r in trace.records if r.kind == "py_enter" and
+                                    r.name == "f" and not r.flags & ptg.ENTER_RESUME)
+            got[tuple(args)] = (self.new_g(trace, a), f[b], ended)
+        self.assertEqual(got[()], (500, 5919, [("<module>", ptg.EXIT_STOP),
+                                               ("wait_exec", ptg.EXIT_STOP)]), got)
+        self.assertEqual(got[()], got[("--uprobes",)])
+
+    new_g = staticmethod(lambda trace, pid: TreeExecOnce.new_g(trace, pid))
 
 
 @ptg.once
@@ -359,7 +424,13 @@ class TreeExecOnce(unittest.TestCase):
 
     def test_member_under_another_tracer(self):
         """-p A,B where another tracer holds B: one warning that names it and its
-        tracer; A is held and recorded as ever, exactly."""
+        tracer; A is held and recorded as ever, exactly. By default (the agent
+        cannot go into B: the uprobes, and record says why) and with --uprobes."""
+        for args in ([], ["--uprobes"]):
+            with self.subTest(args=args):
+                self.member_under_another_tracer(args)
+
+    def member_under_another_tracer(self, args):
         python = ptg.Python(ptg.ONCE)
         a, b = ptg.Workload(python, "fib.py"), ptg.Workload(python, "fib.py")
         libc = ctypes.CDLL(None, use_errno=True)
@@ -368,7 +439,7 @@ class TreeExecOnce(unittest.TestCase):
                          os.strerror(ctypes.get_errno()))
         out = os.path.join(self.tmp.name, "t.ptg")
         try:
-            rec = ptg.Recorder(["--uprobes", "-p", f"{a.pid},{b.pid}"], out)
+            rec = ptg.Recorder([*args, "-p", f"{a.pid},{b.pid}"], out)
             self.assertEqual(ptg.proc_status(a.pid)[1], rec.proc.pid)
             a.go()
             self.assertIn("done", a.finish())
@@ -385,6 +456,9 @@ class TreeExecOnce(unittest.TestCase):
                 w.proc.stdout.close()
         warned = [x for x in rec.stderr.splitlines() if "another tracer" in x]
         self.assertEqual(len(warned), 1, rec.stderr)
+        if not args:
+            self.assertIn("python calls: uprobes (an agent did not go in: cannot trace pid "
+                          f"{b.pid}", rec.stderr)
         self.assertIn(f"pid {b.pid} is under another tracer (pid {os.getpid()}, ", warned[0])
         trace = ptg.Trace(out)
         self.assertEqual(trace.losses, [])
