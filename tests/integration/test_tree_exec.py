@@ -55,6 +55,12 @@ wait_exec()
 """
 
 
+def new_g(trace, pid):
+    """CHILD's calls of g in process pid."""
+    return sum(1 for r in trace.records if r.kind == "py_enter" and r.name == "g"
+               and r.pid == pid and not r.flags & ptg.ENTER_RESUME)
+
+
 def exe(pid):
     try:
         return os.readlink(f"/proc/{pid}/exe")
@@ -192,12 +198,10 @@ class TreeExec(unittest.TestCase):
                              f"{args}: the new image from its first frame")
             f = collections.Counter(r.pid for r in trace.records if r.kind == "py_enter" and
                                     r.name == "f" and not r.flags & ptg.ENTER_RESUME)
-            got[tuple(args)] = (self.new_g(trace, a), f[b], ended)
+            got[tuple(args)] = (new_g(trace, a), f[b], ended)
         self.assertEqual(got[()], (500, 5919, [("<module>", ptg.EXIT_STOP),
                                                ("wait_exec", ptg.EXIT_STOP)]), got)
         self.assertEqual(got[()], got[("--uprobes",)])
-
-    new_g = staticmethod(lambda trace, pid: TreeExecOnce.new_g(trace, pid))
 
 
 @ptg.once
@@ -390,11 +394,6 @@ class TreeExecOnce(unittest.TestCase):
         self.assertEqual(trace.losses, [])
         return got, rec, trace
 
-    @staticmethod
-    def new_g(trace, pid):
-        return sum(1 for r in trace.records if r.kind == "py_enter" and r.name == "g"
-                   and r.pid == pid and not r.flags & ptg.ENTER_RESUME)
-
     def test_exec_by_another_thread(self):
         """-p PID --children where a thread other than the main one execs: each
         thread of a member is held, so that exec stops as the main thread's
@@ -410,7 +409,7 @@ class TreeExecOnce(unittest.TestCase):
 
         wait = CHILD + "import sys\nsys.stdin.readline()\n"
         pid, rec, trace = self.threaded(THREAD_EXEC, wait, between)
-        self.assertEqual(self.new_g(trace, pid), 500, rec.stderr)
+        self.assertEqual(new_g(trace, pid), 500, rec.stderr)
 
     def test_spawn_by_another_thread(self):
         """-p PID --children where a thread other than the main one starts a
@@ -420,7 +419,7 @@ class TreeExecOnce(unittest.TestCase):
         child, rec, trace = self.threaded(
             THREAD_SPAWN, CHILD, lambda w, rec: int(w.stdout.readline().split()[1]))
         self.assertIn(f"recording pid {child} too (Python", rec.stderr)
-        self.assertEqual(self.new_g(trace, child), 500, rec.stderr)
+        self.assertEqual(new_g(trace, child), 500, rec.stderr)
 
     def test_member_under_another_tracer(self):
         """-p A,B where another tracer holds B: one warning that names it and its
