@@ -318,7 +318,7 @@ int inject_mem_write(struct target *t, uint64_t addr, const void *buf, size_t le
  * 8 below it has the alignment the ABI wants) and the slot under it for a
  * return address. The bytes overwritten are kept in old_mem.
  */
-static int write_frame(struct target *t, const char *a, const char *b)
+static int write_frame(struct target *t, const char *a, size_t a_room, const char *b)
 {
 	size_t la = strlen(a) + 1, lb = strlen(b) + 1, fplen = t->xstate.iov_len + 4;
 	uint64_t top = t->regs.rsp - RED_ZONE, fp, ret = t->restorer;
@@ -328,7 +328,8 @@ static int write_frame(struct target *t, const char *a, const char *b)
 	if (la > MAX_STR || lb > MAX_STR)
 		return inject_fail(t, -ENAMETOOLONG, "path or argument longer than %d bytes",
 				   MAX_STR);
-	t->str_a = top - la;
+	/* string a's room: at least a_room bytes, for what is written over it later */
+	t->str_a = top - (la > a_room ? la : a_room);
 	t->str_b = t->str_a - lb;
 	fp = (t->str_b - fplen) & ~63ull;
 	t->uc = (fp - SIGFRAME_UC_ROOM) & ~15ull;
@@ -404,12 +405,12 @@ int inject_run_to(struct target *t, enum stop_wanted want, struct user_regs_stru
 }
 
 /* From a stop in get_signal (the interrupt) to the first parked stop. */
-static int park(struct target *t, const char *a, const char *b)
+static int park(struct target *t, const char *a, size_t a_room, const char *b)
 {
 	struct user_regs_struct r = t->regs;
 	int err;
 
-	err = write_frame(t, a, b);
+	err = write_frame(t, a, a_room, b);
 	if (err)
 		return err;
 	r.rip = t->restorer;
@@ -669,7 +670,8 @@ static int load(struct target *t, struct inject_src *src, const struct inject_op
 	uint64_t fn = 0, ret = 0, bias = src->loaded_bias;
 	int err;
 
-	err = park(t, src->path ? src->path : src->memfd_name,
+	/* the memfd's name, then the path of its fd over it (memfd_place) */
+	err = park(t, src->path ? src->path : src->memfd_name, src->path ? 0 : INJECT_FD_PATH_MAX,
 		   o->pass_socket ? SOCK_ARG_ROOM
 		   : o->arg	  ? o->arg
 				  : "");

@@ -20,12 +20,23 @@ struct region {
 };
 
 /* The library to load: a path the target opens, or bytes it gets in a memfd. */
+/*
+ * The memfd route's path for the target's dlopen(): /proc/self/fd/, then one
+ * of "./" or "../fd/" for each of INJECT_PATH_BITS bits of the library's
+ * hash, then the fd. dlopen() returns an object already loaded under the
+ * same name before it opens anything: a memfd of another library (the CUPTI
+ * agent after the Python one) that once had the same fd number would be
+ * found instead.
+ */
+#define INJECT_PATH_BITS   16
+#define INJECT_FD_PATH_MAX (sizeof("/proc/self/fd/2147483647") + INJECT_PATH_BITS * 6)
+
 struct inject_src {
 	const char *path;     /* as the target sees it; NULL: the memfd route */
 	int fd;		      /* the library here, or -1 (then path through /proc/PID/root) */
 	const uint8_t *bytes; /* the memfd route: fd's content */
 	size_t len;
-	char memfd_name[176]; /* the memfd route: "ptg-<content hash>.<name>", padded */
+	char memfd_name[96];  /* the memfd route: "ptg-<content hash>.<name>" */
 	uint64_t hash;	      /* the memfd route: of the content */
 	uint64_t loaded_bias; /* the memfd route: that memfd is mapped already, at this bias */
 	bool fallback;	      /* the memfd route failed before loading anything: a copy may do */

@@ -34,15 +34,6 @@
 #define PROC_SUPER_MAGIC_  0x9fa0
 #define TMPFS_MAGIC_	   0x01021994
 #define MAX_LIB_SIZE	   (256u << 20)
-/*
- * The path the target's dlopen() gets: /proc/self/fd/, then one of "./" or
- * "../fd/" for each of PATH_BITS bits of the library's hash, then the fd.
- * dlopen() returns an object already loaded under the same name before it
- * opens anything: a memfd of another library (the CUPTI agent after the
- * Python one) that once had the same fd number would be found instead.
- */
-#define PATH_BITS   16
-#define FD_PATH_MAX (sizeof("/proc/self/fd/2147483647") + PATH_BITS * sizeof("../fd/"))
 
 #ifdef __x86_64__
 
@@ -90,7 +81,7 @@ static int fill(struct target *t, const struct inject_src *src)
 
 int memfd_place(struct target *t, struct inject_src *src)
 {
-	char path[FD_PATH_MAX];
+	char path[INJECT_FD_PATH_MAX];
 	struct user_regs_struct r;
 	uint64_t ret = 0;
 	unsigned int flags = MFD_CLOEXEC_ | MFD_ALLOW_SEALING_ | MFD_EXEC_;
@@ -117,9 +108,9 @@ int memfd_place(struct target *t, struct inject_src *src)
 		src->fallback = true;
 		return err;
 	}
-	/* over the name at str_a, which is longer (inject_library_fd) */
+	/* over the name at str_a, whose room is INJECT_FD_PATH_MAX (load) */
 	strcpy(path, "/proc/self/fd/");
-	for (int i = 0; i < PATH_BITS; i++)
+	for (int i = 0; i < INJECT_PATH_BITS; i++)
 		strcat(path, src->hash >> i & 1 ? "../fd/" : "./");
 	snprintf(path + strlen(path), sizeof(path) - strlen(path), "%d", t->tfd);
 	return inject_mem_write(t, t->str_a, path, strlen(path) + 1);
@@ -216,9 +207,6 @@ static int map_src(int fd, const char *name, struct inject_src *src, char *err, 
 	/* named by content: a second load into the same process finds it mapped */
 	snprintf(src->memfd_name, sizeof(src->memfd_name), "ptg-%016llx.%.64s",
 		 (unsigned long long)src->hash, name);
-	/* the name's room in the target is where "/proc/self/fd/N" goes */
-	while (strlen(src->memfd_name) + 1 < FD_PATH_MAX)
-		strcat(src->memfd_name, "_");
 	return 0;
 }
 
