@@ -11,7 +11,11 @@ silent. `--children` follows it: both images' calls, exactly. A target that
 execs and ends before the recorder reads its exec (here: the recorder
 stopped meanwhile) is judged by the file it exec'd, which the exec event
 carries: the same fixed-address interpreter is followed, anything else is
-said and counted as above.
+said and counted as above. All of that is the uprobes' (--uprobes); by
+default a one-process recording takes the calls in-process, and the agent
+goes with the program an exec replaces: said, with --hold, which follows
+the exec by the uprobes (tests/integration/test_attach_exec.py), and
+counted.
 """
 import os
 import signal
@@ -26,16 +30,17 @@ WORKLOAD = os.path.join(ptg.WORKLOADS, "exec_python.py")
 
 @ptg.once
 class ExecPython(unittest.TestCase):
-    def record(self, first, second, *args, paused=False):
+    def record(self, first, second, *args, paused=False, path=("--uprobes",)):
         """(trace, record's stderr) of first running the workload and exec'ing second;
-        paused: the recorder stopped from before the workload's calls to after its end."""
+        paused: the recorder stopped from before the workload's calls to after its end;
+        path: the options that choose how the calls are taken (() the default's)."""
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "run.ptg")
             w = subprocess.Popen([first.exe, WORKLOAD, second.exe], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, text=True)
             try:
                 self.assertTrue(w.stdout.readline().startswith("ready"))
-                rec = ptg.Recorder(["-p", str(w.pid), *args], out)
+                rec = ptg.Recorder([*path, "-p", str(w.pid), *args], out)
                 if paused:
                     os.kill(rec.proc.pid, signal.SIGSTOP)
                 w.stdin.write("go\n")
@@ -103,6 +108,17 @@ class ExecPython(unittest.TestCase):
     def test_same_pie_interpreter(self):
         py = self.interpreters("pyenv-3.12")[0]
         self.check_unfollowed(py, py)
+
+    def test_in_process_says_hold(self):
+        """The default, in-process: even the same fixed-address interpreter is
+        not followed (the agent went with the old program); said with --hold."""
+        (py,) = self.interpreters("debian-3.11")
+        trace, err = self.record(py, py, path=())
+        self.assertIn("python calls: in-process", err)
+        self.assertIn("the in-process agent went with the program it replaced", err)
+        self.assertIn("--hold holds it at its exec", err)
+        self.assertIn("py_exec_unfollowed cpu=-1: 1", trace.losses)
+        self.assertEqual(trace.count("exec_python.py")["g:9"], 50)
 
     def test_children_follows(self):
         first, second = self.interpreters("debian-3.11", "pyenv-3.12")
