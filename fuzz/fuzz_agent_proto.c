@@ -14,10 +14,10 @@
 #include "trace/trace.h"
 
 /* Matches every other thread, as if half the calls had been probed. */
-static int join(void *ctx, uint32_t pid, uint32_t tid, const char *name, bool driver,
+static int join(void *ctx, uint32_t pid, uint32_t tid, const char *name, bool driver, uint32_t corr,
 		uint64_t start, uint64_t end, uint64_t *call_id, uint64_t *call_ts)
 {
-	if (!(tid & 1) || !name[0])
+	if (!(tid & 1) || !name[0] || !(corr & 3))
 		return 0;
 	*call_id = tid;
 	*call_ts = start;
