@@ -5,7 +5,7 @@
  * them into.
  *
  * The agent subscribes to the driver and runtime API callbacks of the calls
- * in PTG_CUPTI_CALLS, the very entry points that user/probes/cuda.c probes,
+ * in PTG_CUPTI_CALLS, the very entry points that user/cuda/cuda.c probes,
  * under the names it gives them, and writes one ENTER at CUPTI_API_ENTER and
  * one EXIT at CUPTI_API_EXIT into a ring in shared memory, as the uprobes
  * write CUDA_ENTER and CUDA_EXIT into the BPF ring buffer: the loader reads
@@ -64,7 +64,7 @@ struct ptg_cupti_call_ring {
 };
 
 /*
- * The calls: user/probes/cuda.c's table (the same names: the exported
+ * The calls: user/cuda/cuda.c's table (the same names: the exported
  * symbol, _ptsz/_ptds twins apart), with where each finds its stream and
  * byte count in CUPTI's parameter struct p (generated_cuda_meta.h,
  * generated_cuda_runtime_api_meta.h).

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * libptg_pymon.so: the agent of `record --in-process`. Loaded into a Python
- * 3.11+ process by the loader (user/probes/pymon.c) through ptrace, it
+ * 3.11+ process by the loader (user/python/pymon.c) through ptrace, it
  * registers C callables as a sys.monitoring tool for the frame events
  * (PY_START, PY_RESUME, PY_RETURN, PY_YIELD, PY_UNWIND, PY_THROW) -- on 3.11,
  * which has no sys.monitoring, a C profile function on every thread that

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * `record --in-process`: what the sys.monitoring agent (agent/ptg_pymon_agent.c,
- * inside the target) and the loader (user/probes/pymon.c) share. The loader
+ * inside the target) and the loader (user/python/pymon.c) share. The loader
  * makes a memfd (sealed against shrink and grow), passes it over a unix
  * socket with struct ptg_pymon_setup, and the agent answers once with struct
  * ptg_pymon_status. The memfd holds struct ptg_pymon_ring and, from

@@ -43,7 +43,7 @@ struct {
 
 /*
  * inode -> 1: the watched libraries whose probes are in, put here by user
- * space once they are (user/probes/libwatch.c mark_probed()).
+ * space once they are (user/libwatch/libwatch.c mark_probed()).
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -63,7 +63,7 @@ const volatile __u32 recorder_tgid = 0;
 
 /*
  * tid -> when, and whose: the threads stopped at a notice, so that user
- * space tells our SIGURG from another's at the stop (user/probes/libwatch.c
+ * space tells our SIGURG from another's at the stop (user/libwatch/libwatch.c
  * libwatch__held_stop()), whether or not it has read the notice yet.
  */
 struct {

@@ -690,7 +690,7 @@ static __always_inline int on_resume(struct hit *h, const struct pt_regs *ctx, _
 /*
  * RETURN_VALUE or YIELD_VALUE: the current frame leaves, or, where the
  * probe sits after the handler made the caller current, the frame above
- * the current one (user/probes/pyframe.c tells which). A shim frame is sent
+ * the current one (user/python/pyframe.c tells which). A shim frame is sent
  * as 0. The shim such a caller can be is this eval loop's entry_frame, on
  * the C stack just above the handler's stack pointer (as for RESUME's
  * previous frame): a caller elsewhere is not read.

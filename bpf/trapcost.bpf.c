@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
  * The cheapest uprobe program there is, for `ptrace-gpu check`'s measure of
- * what a uprobe hit costs on this machine (user/probes/trapcost.c): the
+ * what a uprobe hit costs on this machine (user/tracer/trapcost.c): the
  * cost measured is the kernel's trap, and the count proves each call hit.
  */
 #include "vmlinux.h"

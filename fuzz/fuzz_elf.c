@@ -12,10 +12,10 @@
 #include <sys/mman.h>
 
 #include "fuzz_util.h"
-#include "probes/opscan.h"
 #include "proc/elf_file.h"
 #include "pyinterp/pyinterp.h"
 #include "sample/sample_syms.h"
+#include "torch/opscan.h"
 
 #define RESOLVE_POINTS 16
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "probes/cupti.h"
+#include "cuda/cupti.h"
 #include "test.h"
 #include "trace/trace.h"
 #include "trace/trace_format.h"

@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include <linux/types.h>
-#include "probes/opscan.h"
 #include "ptrace_gpu/events.h"
 #include "test.h"
+#include "torch/opscan.h"
 
 #define LIBTORCH "/usr/lib/python3/dist-packages/torch/lib/libtorch_cpu.so"
 

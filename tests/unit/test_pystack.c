@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The Python stack engine (user/probes/pystack.c) without BPF: hand-built frame
+ * The Python stack engine (user/python/pystack.c) without BPF: hand-built frame
  * events of include/ptrace_gpu/events.h go through it into a real trace
  * file, and the records read back must be exactly those expected.
  */
@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "probes/pystack.h"
-#include "probes/tracer.h"
+#include "python/pystack.h"
 #include "test.h"
 #include "trace/trace.h"
+#include "tracer/tracer.h"
 
 /* Above the kernel's PID_MAX_LIMIT: no /proc entry, so no THREAD records. */
 #define PID 4999999u

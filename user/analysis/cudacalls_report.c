@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * CUDA calls by class and by API: the report of the PTG_REC_CUDA_CALL
- * records that user/probes/cuda.c writes (docs/cuda-sched.md), read back
+ * records that user/cuda/cuda.c writes (docs/cuda-sched.md), read back
  * through the trace reader only.
  */
 #include <errno.h>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Off-CPU time by thread: the report of the PTG_REC_SCHED records that
- * user/probes/sched.c writes (docs/cuda-sched.md), read back through the trace
+ * user/sched/sched.c writes (docs/cuda-sched.md), read back through the trace
  * reader only, so that the report needs nothing of the capture side.
  */
 #include <errno.h>

@@ -12,10 +12,10 @@
 
 #include "base/trusted.h"
 #include "cli/check.h"
-#include "probes/pyframe.h"
-#include "probes/pymon.h"
 #include "proc/procfs.h"
 #include "pyinterp/pyinterp.h"
+#include "python/pyframe.h"
+#include "python/pymon.h"
 #include "record/record.h"
 
 /* the libraries looked for in the maps, by the start of their file name */

@@ -14,12 +14,12 @@
 
 #include "base/trusted.h"
 #include "cli/check.h"
-#include "probes/pyframe.h"
-#include "probes/trapcost.h"
-#include "record/record_cost.h"
-#include "probes/uprobe_multi.h"
 #include "proc/kfeat.h"
 #include "proc/syscheck.h"
+#include "python/pyframe.h"
+#include "record/record_cost.h"
+#include "tracer/trapcost.h"
+#include "tracer/uprobe_multi.h"
 
 #define CAP_SYS_PTRACE	       19
 #define CAP_SYS_ADMIN	       21

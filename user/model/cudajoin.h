@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * One CUDA call, two sources: the uprobes' PTG_REC_CUDA_CALL (probes/cuda.c),
+ * One CUDA call, two sources: the uprobes' PTG_REC_CUDA_CALL (cuda/cuda.c),
  * written in the thread's stream under the right frames but with no CUPTI
  * correlation id, and CUPTI's API record (cupti.c), which has the id but
  * arrives late. record keeps the first and links it to the second's id with

@@ -225,7 +225,7 @@ static void write_span_rec(struct chrome *c, const struct ptg_record *rec)
 	chrome_ev_end(c, &a, c->args);
 }
 
-/* An off-CPU interval of a thread (probes/sched.c), on the thread's off-CPU track. */
+/* An off-CPU interval of a thread (sched/sched.c), on the thread's off-CPU track. */
 static void write_sched(struct chrome *c, const struct ptg_record *rec)
 {
 	uint32_t track = rec->tid | OFFCPU_TRACK;

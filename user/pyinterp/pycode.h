@@ -26,7 +26,7 @@ int py_read_code(int memfd, const struct py_version_info *vi, uint64_t code,
 		 struct py_code_info *out);
 /*
  * /proc/PID/mem, opened for py_read_code() (the fd, or a negative errno), and
- * closed: in the shape of the stack engine's resolver (probes/pystack.h),
+ * closed: in the shape of the stack engine's resolver (python/pystack.h),
  * whose ctx they do not use.
  */
 int py_mem_open(void *unused, uint32_t pid);

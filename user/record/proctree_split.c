@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "probes/proctree.h"
+#include "procs/proctree.h"
 #include "trace/slice.h"
 #include "trace/trace.h"
 #include "trace/trace_open.h"

@@ -94,7 +94,7 @@ struct recording {
 	struct cudaprobe *cuda;
 	struct cupti *cupti; /* GPU activity from the CUPTI agent in the target */
 	struct sched *sched;
-	struct proctree *tree; /* several processes (-p A,B, --children): user/probes/proctree.c */
+	struct proctree *tree; /* several processes (-p A,B, --children): user/procs/proctree.c */
 	struct modpath *mp;
 	struct torchops *ops;
 	struct steps *steps;   /* --steps, --schedule: the trace is cut from a recording at tmp */
@@ -119,7 +119,7 @@ struct recording {
  * signal N killed it), else 0. Returns 0, or -errno after a message.
  */
 int record_run(const struct record_opts *o, int *cmd_status);
-/* Several processes, or the ones they start: recorded through user/probes/proctree.c. */
+/* Several processes, or the ones they start: recorded through user/procs/proctree.c. */
 bool record_is_tree(const struct record_opts *o);
 /* Trace metadata of the recording (meta.c). */
 int write_meta(struct recording *rc);
@@ -160,7 +160,7 @@ void record_python_free(struct recording *rc);
 int record_choose_python(struct recording *rc, const struct py_interp *const *pys, size_t n);
 /* Says where Python calls come from and why, one line (not with -q). */
 void record_say_python(const struct recording *rc);
-/* -p A,B, --children, --hold, --per-process, --uid, --cgroup: user/probes/proctree.c records them.
+/* -p A,B, --children, --hold, --per-process, --uid, --cgroup: user/procs/proctree.c records them.
  */
 int start_tree(struct recording *rc);
 

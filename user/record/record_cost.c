@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "probes/trapcost.h"
 #include "record/record_cost.h"
+#include "tracer/trapcost.h"
 
 /* 3 runs of this many calls, bare and probed: ~10 ms where a hit costs 4 us */
 #define COST_CALLS 500

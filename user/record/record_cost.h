@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What tracing costs on this machine, said at start: a uprobe hit's price
- * (probes/trapcost.h), measured once where Python calls are taken by
+ * (tracer/trapcost.h), measured once where Python calls are taken by
  * uprobes, and a warning when a recorded call would cost more than 2 us,
  * with what avoids it.
  */

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "probes/pymon.h"
+#include "python/pymon.h"
 #include "record/record.h"
 
 /* What takes the uprobes for all the processes, whatever they run; NULL if nothing. */

@@ -16,20 +16,20 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "probes/cupti.h"
-#include "probes/libwatch.h"
-#include "probes/modpath.h"
-#include "probes/pyframe.h"
-#include "probes/pymon.h"
-#include "probes/torchops.h"
-#include "probes/uprobe_multi.h"
-#include "pyinterp/launch.h"
+#include "cuda/cupti.h"
+#include "libwatch/libwatch.h"
 #include "proc/procfs.h"
+#include "pyinterp/launch.h"
+#include "python/pyframe.h"
+#include "python/pymon.h"
 #include "record/record.h"
 #include "record/record_cost.h"
 #include "record/steps.h"
 #include "record/target.h"
+#include "torch/modpath.h"
+#include "torch/torchops.h"
 #include "trace/trace.h"
+#include "tracer/uprobe_multi.h"
 
 /*
  * The libpython files probed ahead (target.h): each has its probes on the

@@ -7,22 +7,22 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "probes/cuda.h"
-#include "probes/cupti.h"
-#include "probes/libwatch.h"
-#include "probes/modpath.h"
-#include "probes/proctree.h"
-#include "probes/pyframe.h"
-#include "probes/pymon.h"
-#include "probes/sched.h"
-#include "probes/torchops.h"
-#include "probes/tracer.h"
+#include "cuda/cuda.h"
+#include "cuda/cupti.h"
+#include "libwatch/libwatch.h"
 #include "proc/kfeat.h"
 #include "proc/syscheck.h"
+#include "procs/proctree.h"
 #include "pyinterp/launch.h"
-#include "record/record_cost.h"
+#include "python/pyframe.h"
+#include "python/pymon.h"
 #include "record/record.h"
+#include "record/record_cost.h"
+#include "sched/sched.h"
+#include "torch/modpath.h"
+#include "torch/torchops.h"
 #include "trace/trace.h"
+#include "tracer/tracer.h"
 
 bool record_is_tree(const struct record_opts *o)
 {
@@ -367,7 +367,7 @@ static int open_agents(struct recording *rc)
 /*
  * Several processes (-p A,B, --children, --uid, --cgroup): Python calls,
  * dispatcher ops, CUDA calls, off-CPU intervals and GPU activity (an agent
- * in each process that uses CUDA, user/probes/cupti_set.c) of each.
+ * in each process that uses CUDA, user/cuda/cupti_set.c) of each.
  */
 int start_tree(struct recording *rc)
 {

@@ -15,8 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "probes/tracer.h"
 #include "pyinterp/pyinterp.h"
+#include "tracer/tracer.h"
 
 struct steps_opts {
 	uint32_t max_steps;   /* stop after this many steps; 0: no limit */

@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "probes/libwatch.h"
+#include "libwatch/libwatch.h"
 #include "pyinterp/pyinterp.h"
 
 struct target;

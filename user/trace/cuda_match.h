@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The matching of a CUPTI API record to the host call the uprobes saw
- * (cudajoin.h tells the whole story): what capture (probes/cuda.c) needs to
+ * (cudajoin.h tells the whole story): what capture (cuda/cuda.c) needs to
  * join the two while recording, and nothing that reads a trace, so that
  * capture links no trace-reading code.
  */
