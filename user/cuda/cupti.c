@@ -3,8 +3,9 @@
  * The loader's side of the CUPTI agent: finding and trusting the agent,
  * bringing it into the target (CUDA_INJECTION64_PATH or injection), the
  * protocol of each connection (HELLO, STATUS, END) and its lifecycle up to
- * the summary. The socket's reader thread is cupti_reader.c, the decoding
- * of what agents send cupti_decode.c, the clock mapping cupti_clock.c.
+ * the summary. The injection into one process is cupti_inject.c, the
+ * socket's reader thread cupti_reader.c, the decoding of what agents send
+ * cupti_decode.c, the clock mapping cupti_clock.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,21 +35,6 @@
 #ifdef PTG_HAVE_CUPTI
 
 #include <cupti_version.h> /* the CUPTI this build has: an agent must have the same */
-
-static void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void warn(const char *fmt, ...)
-{
-	char *msg = NULL;
-	va_list ap;
-
-	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0)
-		msg = NULL;
-	va_end(ap);
-	pr_warn("%s", msg ? msg : fmt);
-	free(msg);
-}
 
 /*
  * $PTG_CUPTI_AGENT, else libptg_cupti.so next to this executable (which in a
@@ -88,7 +74,7 @@ int cupti__open(bool quiet, struct cupti **out)
 	if (c->agent_fd < 0) {
 		/* not the command's error (-EPERM is kept for the agent the user named) */
 		err = -ENOENT;
-		warn("no usable CUPTI agent: %s: no GPU activity", why);
+		cupti_warn("no usable CUPTI agent: %s: no GPU activity", why);
 		goto cleanup;
 	}
 	/* -- CMD's socket comes with cupti__launch_env(); -p's agents get a socketpair each */
@@ -97,7 +83,8 @@ int cupti__open(bool quiet, struct cupti **out)
 	if (!err && thrd_create(&c->reader, cupti_reader_main, c) != thrd_success)
 		err = -EAGAIN;
 	if (err) {
-		warn("cannot start the CUPTI agents' reader: %s: no GPU activity", strerror(-err));
+		cupti_warn("cannot start the CUPTI agents' reader: %s: no GPU activity",
+			   strerror(-err));
 		goto cleanup;
 	}
 	c->reader_running = true;
@@ -122,19 +109,21 @@ int cupti__launch_env(struct cupti *c)
 	if (!c)
 		return 0;
 	if (cur && cur[0]) {
-		warn("CUDA_INJECTION64_PATH is set already (%s): leaving it, no GPU activity", cur);
+		cupti_warn("CUDA_INJECTION64_PATH is set already (%s): leaving it, no GPU activity",
+			   cur);
 		return 0;
 	}
 	ret = cupti_listen_socket(c);
 	if (ret) {
-		warn("cannot open the socket for the CUPTI agent: %s: no GPU activity",
-		     strerror(-ret));
+		cupti_warn("cannot open the socket for the CUPTI agent: %s: no GPU activity",
+			   strerror(-ret));
 		return 0;
 	}
 	ret = lib_copy__new(c->agent_fd, getpid(), "libptg_cupti.so", &c->launch_copy, err,
 			    sizeof(err));
 	if (ret) {
-		warn("no GPU activity: cannot place the CUPTI agent for the command: %s", err);
+		cupti_warn("no GPU activity: cannot place the CUPTI agent for the command: %s",
+			   err);
 		return 0;
 	}
 	if (setenv("CUDA_INJECTION64_PATH", lib_copy__path(c->launch_copy), 1) ||
@@ -198,9 +187,10 @@ void cupti__exec_stop(struct cupti *c, pid_t pid)
 	}
 	if (c->nother_roots == MAX_OTHER_ROOTS) {
 		if (!c->other_roots_full)
-			warn("no GPU activity of pid %d: it runs in another root, and the CUPTI "
-			     "agent was copied into %d other roots already (the most; said once)",
-			     pid, MAX_OTHER_ROOTS);
+			cupti_warn(
+			    "no GPU activity of pid %d: it runs in another root, and the CUPTI "
+			    "agent was copied into %d other roots already (the most; said once)",
+			    pid, MAX_OTHER_ROOTS);
 		c->other_roots_full = true;
 		return;
 	}
@@ -209,9 +199,10 @@ void cupti__exec_stop(struct cupti *c, pid_t pid)
 	ret = lib_copy__new_as(c->agent_fd, c->launch_copy, pid, &lc, err, sizeof(err));
 	if (ret) {
 		root_refused(c, pid, true);
-		warn("no GPU activity of pid %d: it runs in another root, where %s cannot be put: "
-		     "%s (said once for that root)",
-		     pid, lib_copy__path(c->launch_copy), err);
+		cupti_warn(
+		    "no GPU activity of pid %d: it runs in another root, where %s cannot be put: "
+		    "%s (said once for that root)",
+		    pid, lib_copy__path(c->launch_copy), err);
 		return;
 	}
 	c->other_roots[c->nother_roots++] = lc;
@@ -247,7 +238,8 @@ void cupti__set_target(struct cupti *c, pid_t pid, bool launched)
 	if (err) {
 		/* no uid is (uid_t)-1: every agent is then refused */
 		r.uid = (uid_t)-1;
-		warn("no GPU activity: cannot read the uid of pid %d: %s", pid, strerror(-err));
+		cupti_warn("no GPU activity: cannot read the uid of pid %d: %s", pid,
+			   strerror(-err));
 	}
 	mtx_lock(&c->lock);
 	c->rule = r;
@@ -269,20 +261,6 @@ int cupti__start(struct cupti *c, struct trace_writer *w, pid_t pid, uint64_t st
 	return 0;
 }
 
-/* CUPTI reaches into NVIDIA's driver through this export: a stand-in libcuda lacks it. */
-bool cupti_nvidia_driver(const char *path)
-{
-	struct elf_sym_info s;
-	struct elf_file *ef;
-	bool ret;
-
-	if (elf_file__open(path, &ef))
-		return false;
-	ret = !elf_file__find_sym(ef, "cuGetExportTable", false, &s);
-	elf_file__close(ef);
-	return ret;
-}
-
 int cupti__on_lib(void *ctx, const struct proc_map *m, const char *attach_path, uint64_t bias)
 {
 	struct cupti *c = ctx;
@@ -302,55 +280,6 @@ int cupti__on_lib(void *ctx, const struct proc_map *m, const char *attach_path, 
 			pr_info("%s is not NVIDIA's driver: no CUPTI agent", m->path);
 	}
 	return 0;
-}
-
-int cupti_inject(struct cupti *c, pid_t pid, uint64_t start_time)
-{
-	/* a socketpair the target makes: no name for others to connect to */
-	struct inject_opts o = {
-	    .entry = PTG_CUPTI_ATTACH_SYM, .start_time = start_time, .pass_socket = true};
-	struct inject_result res;
-	char err[PATH_MAX + 640], who[32] = "";
-	int ret;
-
-	/* in a set, the one process of several that gets none is named */
-	if (c->is_set)
-		snprintf(who, sizeof(who), " of pid %d", pid);
-	/*
-	 * the target gets the bytes of the fd we checked, in a memfd of its own
-	 * (or a copy in its /tmp): our path may mean another file in its mount
-	 * namespace, and /proc/OUR_PID/fd/N is closed to a target that is not
-	 * root or in another pid namespace
-	 */
-	ret = inject_library_fd(pid, c->agent_fd, "libptg_cupti.so", &o, &res, err, sizeof(err));
-	if (ret) {
-		warn("no GPU activity%s: cannot load the CUPTI agent: %s", who, err);
-		return ret;
-	}
-	if (res.entry_ret < 0) {
-		close(res.sock);
-		warn("no GPU activity: the CUPTI agent in pid %d did not start: %s", pid,
-		     strerror(-res.entry_ret));
-		return res.entry_ret;
-	}
-	if (res.entry_ret == 1) {
-		close(res.sock);
-		warn("no GPU activity: the CUPTI agent in pid %d is busy with another recording",
-		     pid);
-		return -EBUSY;
-	}
-	ret = cupti_adopt(c, res.sock);
-	if (ret) {
-		close(res.sock);
-		warn("no GPU activity of pid %d: cannot take the CUPTI agent's socket: %s", pid,
-		     strerror(-ret));
-	}
-	return ret;
-}
-
-void cupti_warn_no_connect(pid_t pid)
-{
-	warn("no GPU activity: the CUPTI agent in pid %d did not connect", pid);
 }
 
 static void inject_agent(struct cupti *c)
@@ -386,11 +315,12 @@ static void on_status(struct cupti *c, struct conn *k, const uint8_t *data, size
 		if (!c->quiet)
 			pr_info("recording GPU activity of pid %d (CUPTI)", k->peer);
 	} else if (st.state == PTG_CUPTI_BUSY) {
-		warn("pid %d: %s: another CUPTI client (torch.profiler/Kineto, Nsight) holds "
-		     "CUPTI; recording host-side data only",
-		     k->peer, text);
+		cupti_warn("pid %d: %s: another CUPTI client (torch.profiler/Kineto, Nsight) holds "
+			   "CUPTI; recording host-side data only",
+			   k->peer, text);
 	} else {
-		warn("pid %d: CUPTI failed: %s; recording host-side data only", k->peer, text);
+		cupti_warn("pid %d: CUPTI failed: %s; recording host-side data only", k->peer,
+			   text);
 	}
 }
 
@@ -405,10 +335,11 @@ static int on_hello(struct cupti *c, struct conn *k, const uint8_t *data, size_t
 	memcpy(&h, data, sizeof(h));
 	if (h.proto_version != PTG_CUPTI_PROTO_VERSION ||
 	    h.cupti_build_version != CUPTI_API_VERSION) {
-		warn("pid %d: the CUPTI agent is of another build (protocol %u, CUPTI %u; this "
-		     "build: %u, %u): ignored",
-		     k->peer, h.proto_version, h.cupti_build_version, PTG_CUPTI_PROTO_VERSION,
-		     (unsigned int)CUPTI_API_VERSION);
+		cupti_warn(
+		    "pid %d: the CUPTI agent is of another build (protocol %u, CUPTI %u; this "
+		    "build: %u, %u): ignored",
+		    k->peer, h.proto_version, h.cupti_build_version, PTG_CUPTI_PROTO_VERSION,
+		    (unsigned int)CUPTI_API_VERSION);
 		return -EPROTO;
 	}
 	err = cupti_decoder__new(c->w, (uint32_t)k->peer, &k->dec);
@@ -447,9 +378,10 @@ static int on_call_ring(struct cupti *c, struct conn *k, const uint8_t *data, si
 	if (err == -EPROTO)
 		return err;
 	if (err)
-		warn("pid %d: cannot read the CUPTI agent's CUDA calls: %s: its calls stay with "
-		     "the probes",
-		     k->peer, strerror(-err));
+		cupti_warn(
+		    "pid %d: cannot read the CUPTI agent's CUDA calls: %s: its calls stay with "
+		    "the probes",
+		    k->peer, strerror(-err));
 	return 0;
 }
 
@@ -539,11 +471,11 @@ static void reject(struct cupti *c, struct conn *k)
 static void warn_foreign(struct cupti *c, pid_t pid, uid_t uid)
 {
 	if (++c->nforeign <= MAX_FOREIGN_WARNINGS)
-		warn("pid %d (uid %u) connected to the CUPTI agents' socket and is not the "
-		     "target: closed, ignored",
-		     pid, (unsigned int)uid);
+		cupti_warn("pid %d (uid %u) connected to the CUPTI agents' socket and is not the "
+			   "target: closed, ignored",
+			   pid, (unsigned int)uid);
 	if (c->nforeign == MAX_FOREIGN_WARNINGS)
-		warn("more connections that are not the target's are closed without a word");
+		cupti_warn("more connections that are not the target's are closed without a word");
 }
 
 static int on_chunk(struct cupti *c, struct chunk *ch)
@@ -572,9 +504,10 @@ static int on_chunk(struct cupti *c, struct chunk *ch)
 	case CH_EOF:
 		k->closed = true;
 		if (k->active && !k->ended && !k->rejected)
-			warn("pid %d: the CUPTI agent hung up before its last flush (the process "
-			     "was killed?): its last GPU records are missing",
-			     k->peer);
+			cupti_warn(
+			    "pid %d: the CUPTI agent hung up before its last flush (the process "
+			    "was killed?): its last GPU records are missing",
+			    k->peer);
 		return 0;
 	}
 	if (k->rejected)
@@ -590,7 +523,8 @@ static int on_chunk(struct cupti *c, struct chunk *ch)
 	if (!err)
 		err = parse_conn(c, k);
 	if (err == -EPROTO && !k->rejected) {
-		warn("pid %d: dropping the CUPTI agent's connection: malformed message", k->peer);
+		cupti_warn("pid %d: dropping the CUPTI agent's connection: malformed message",
+			   k->peer);
 		reject(c, k);
 	}
 	return err == -EPROTO ? 0 : err;
@@ -705,9 +639,10 @@ int cupti__stop(struct cupti *c, unsigned int timeout_ms)
 		struct conn *k = &c->conns[i];
 
 		if (k->active && !k->closed && !k->rejected)
-			warn("pid %d: the CUPTI agent did not finish within %u ms: its last GPU "
-			     "records are missing",
-			     k->peer, timeout_ms);
+			cupti_warn(
+			    "pid %d: the CUPTI agent did not finish within %u ms: its last GPU "
+			    "records are missing",
+			    k->peer, timeout_ms);
 		if (k->dec)
 			err = cupti_decoder__losses(k->dec);
 	}

@@ -149,6 +149,8 @@ int cupti_adopt(struct cupti *c, int fd);
  * started; for a set, a process in it whose effective uid is still uid.
  */
 bool cupti_peer_ok(const struct peer_rule *r, pid_t peer, uid_t uid);
+/* cupti_inject.c: a warning of the CUPTI agent's, formatted whole before it is logged */
+void cupti_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Whether the file at path (as we open it) is NVIDIA's driver, which CUPTI needs. */
 bool cupti_nvidia_driver(const char *path);
 /*

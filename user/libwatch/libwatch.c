@@ -2,7 +2,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -54,25 +53,6 @@ static int find_ld(const struct proc_map *m, void *arg)
  */
 static const char *const late_libs[] = {"libcuda.so.1", "libcudart.so.1[1-3]*",
 					"libcudart-*.so.1[1-3]*", "libtorch_cpu.so*"};
-
-/*
- * Any copy of those, under whatever name a full-path dlopen gives it (the
- * toolkit's stubs/libcuda.so): loaded late without having been found
- * ahead, its first calls may be missing.
- */
-static const char *const watched_libs[] = {"libcuda.so*", "libcudart.so*", "libcudart-*.so*",
-					   "libtorch_cpu.so*"};
-
-bool lw_is_watched_lib(const char *path)
-{
-	const char *base = strrchr(path, '/');
-
-	for (size_t i = 0; i < sizeof(watched_libs) / sizeof(watched_libs[0]); i++) {
-		if (!fnmatch(watched_libs[i], base ? base + 1 : path, 0))
-			return true;
-	}
-	return false;
-}
 
 /*
  * A watched library's probes are in now (probed_at); from now on the BPF side

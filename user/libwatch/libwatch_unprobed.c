@@ -6,6 +6,7 @@
  * process and file, whether a scan found it or the BPF side reported it.
  */
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,25 @@
 #include "base/log.h"
 #include "libwatch.skel.h"
 #include "libwatch/libwatch_int.h"
+
+/*
+ * Any copy of the late libraries (libwatch.c's late_libs), under whatever
+ * name a full-path dlopen gives it (the toolkit's stubs/libcuda.so): loaded
+ * late without having been found ahead, its first calls may be missing.
+ */
+static const char *const watched_libs[] = {"libcuda.so*", "libcudart.so*", "libcudart-*.so*",
+					   "libtorch_cpu.so*"};
+
+bool lw_is_watched_lib(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	for (size_t i = 0; i < sizeof(watched_libs) / sizeof(watched_libs[0]); i++) {
+		if (!fnmatch(watched_libs[i], base ? base + 1 : path, 0))
+			return true;
+	}
+	return false;
+}
 
 bool lw_window_said(const struct libwatch *lw, pid_t pid, uint64_t inode)
 {

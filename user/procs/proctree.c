@@ -25,56 +25,6 @@
 #include "proctree.skel.h"
 #include "pyinterp/launch.h"
 
-/* Every Python event looks its process up: by a hash, not a walk of all forks so far. */
-struct tree_proc *tree_find_proc(struct proctree *pt, pid_t pid)
-{
-	uint64_t *i;
-
-	if (pt->last && pt->procs[pt->last - 1].pid == pid)
-		return &pt->procs[pt->last - 1];
-	i = u64map__get(&pt->by_pid, (uint64_t)pid);
-	if (!i)
-		return NULL;
-	pt->last = *i;
-	return &pt->procs[*i - 1];
-}
-
-/*
- * What names the process's own trace: its command line and its rank
- * (torchrun and torch.distributed's env:// give RANK and WORLD_SIZE; a
- * LOCAL_RANK alone names the file). Kept if the process is gone already.
- */
-void tree_read_identity(struct tree_proc *p)
-{
-	char buf[4096];
-
-	if (proc_cmdline(p->pid, buf, sizeof(buf)))
-		return;
-	free(p->cmdline);
-	p->cmdline = strdup(buf);
-	proc_environ_number(p->pid, "RANK", p->dist_rank, sizeof(p->dist_rank));
-	memcpy(p->rank, p->dist_rank, sizeof(p->rank));
-	if (!p->rank[0])
-		proc_environ_number(p->pid, "LOCAL_RANK", p->rank, sizeof(p->rank));
-	proc_environ_number(p->pid, "WORLD_SIZE", p->world, sizeof(p->world));
-}
-
-struct tree_proc *tree_new_proc(struct proctree *pt, pid_t pid, int pidfd)
-{
-	struct tree_proc *n;
-
-	n = realloc(pt->procs, (pt->nprocs + 1) * sizeof(*n));
-	if (!n)
-		return NULL;
-	pt->procs = n;
-	/* a pid given back and taken again names the newest entry */
-	if (u64map__put(&pt->by_pid, (uint64_t)pid, pt->nprocs + 1))
-		return NULL;
-	n = &pt->procs[pt->nprocs++];
-	*n = (struct tree_proc){.pid = pid, .pidfd = pidfd};
-	return n;
-}
-
 /*
  * The probes for process pid: on the file, for every process, when forks
  * are followed (a child runs before it could be named); else on pid alone,
@@ -146,12 +96,6 @@ static bool probed(const struct proctree *pt, const struct tree_proc *p)
 	return !pt->frames_elsewhere || p->probed;
 }
 
-void tree_nopy(struct proctree *pt, pid_t pid, bool on)
-{
-	if (pt->nopy_fn)
-		pt->nopy_fn(pt->nopy_ctx, pid, on);
-}
-
 static void found(struct proctree *pt, struct tree_proc *p, const struct py_interp *py)
 {
 	p->exec_ts = 0;
@@ -218,7 +162,8 @@ static void take_image(struct proctree *pt, struct tree_proc *p, int ret,
 	}
 }
 
-void tree_exec(struct proctree *pt, struct tree_proc *p)
+/* The exec stop of p, its event read or not. */
+static void tree_exec(struct proctree *pt, struct tree_proc *p)
 {
 	struct tree_held *h = tree_held_of(pt, p->pid);
 	struct py_interp py;
@@ -707,11 +652,38 @@ int proctree__attach(struct proctree *pt)
 	return 0;
 }
 
+/*
+ * Held processes stopped at an exec: their exec events are in the ring buffer
+ * already, and read now, which handles each; one whose event was lost (ring
+ * buffer full) is looked at all the same.
+ */
+static int exec_stops(struct proctree *pt)
+{
+	int ret = tracer__poll(pt->t, 0);
+
+	if (ret < 0)
+		return ret;
+	for (size_t i = pt->nheld; i-- > 0;) {
+		struct tree_proc *p;
+
+		if (i >= pt->nheld || !pt->held[i].at_exec || pt->held[i].in_exec)
+			continue;
+		p = tree_find_proc(pt, pt->held[i].pid) ?: tree_new_proc(pt, pt->held[i].pid, -1);
+		if (!p)
+			return -ENOMEM;
+		p->exec_ts = pt->held[i].exec_stop_ts;
+		tree_exec(pt, p);
+	}
+	return 0;
+}
+
 int proctree__poll(struct proctree *pt)
 {
 	uint64_t now;
 	int err = tree_poll_held(pt);
 
+	if (err > 0)
+		err = exec_stops(pt);
 	if (err)
 		return err;
 	now = now_ns(CLOCK_MONOTONIC);

@@ -290,7 +290,6 @@ int tree_poll_held(struct proctree *pt)
 {
 	bool stopped = false;
 	size_t before;
-	int ret;
 
 	/* by pid, from the end: a process gone takes the last one's place; again for new children
 	 */
@@ -301,25 +300,7 @@ int tree_poll_held(struct proctree *pt)
 				stopped = true;
 		}
 	} while (pt->nheld > before);
-	if (!stopped)
-		return 0;
-	/* the exec events are in the ring buffer already: read now, they hold each */
-	ret = tracer__poll(pt->t, 0);
-	if (ret < 0)
-		return ret;
-	/* one whose event was lost (ring buffer full) is looked at all the same */
-	for (size_t i = pt->nheld; i-- > 0;) {
-		struct tree_proc *p;
-
-		if (i >= pt->nheld || !pt->held[i].at_exec || pt->held[i].in_exec)
-			continue;
-		p = tree_find_proc(pt, pt->held[i].pid) ?: tree_new_proc(pt, pt->held[i].pid, -1);
-		if (!p)
-			return -ENOMEM;
-		p->exec_ts = pt->held[i].exec_stop_ts;
-		tree_exec(pt, p);
-	}
-	return 0;
+	return stopped ? 1 : 0;
 }
 
 void tree_release_all(struct proctree *pt)

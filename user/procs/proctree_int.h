@@ -110,6 +110,14 @@ struct proctree {
 	uint32_t hold_refused; /* members another tracer holds: their execs are not held */
 };
 
+/* Held p runs no Python (on: proctree__on_nopy()), or does, or is gone (off). */
+static inline void tree_nopy(struct proctree *pt, pid_t pid, bool on)
+{
+	if (pt->nopy_fn)
+		pt->nopy_fn(pt->nopy_ctx, pid, on);
+}
+
+/* user/procs/proctree_procs.c: the set's processes, by pid */
 /* Every Python event looks its process up: by a hash, not a walk of all forks so far. */
 struct tree_proc *tree_find_proc(struct proctree *pt, pid_t pid);
 /* A new entry for pid, the newest for it; NULL when out of memory. */
@@ -127,8 +135,6 @@ void tree_hold_all(struct proctree *pt);
 void tree_hold(struct proctree *pt, struct tree_proc *p, bool forks);
 /* The held entry of pid, or NULL. */
 struct tree_held *tree_held_of(struct proctree *pt, pid_t pid);
-/* Held p runs no Python (on: proctree__on_nopy()), or does, or is gone (off). */
-void tree_nopy(struct proctree *pt, pid_t pid, bool on);
 /*
  * pid's exec event was read (at exec_ts): with pid held, waits for the exec
  * stop that follows it. 1 when pid is at that stop, for tree_exec_done();
@@ -143,11 +149,13 @@ void tree_exec_done(struct proctree *pt, pid_t pid);
  * birth: 0 at that stop or at an exec (*at_exec), else -errno (gone).
  */
 int tree_stop_held(struct proctree *pt, pid_t pid, bool *at_exec);
-/* Stops of the held processes: forks, exits, signals, exec stops (handled with tree_exec()). */
+/*
+ * Stops of the held processes: forks, exits, signals, exec stops. 1 when
+ * any stopped at an exec (proctree.c then reads its event and handles it
+ * with tree_exec()), else 0 or -errno.
+ */
 int tree_poll_held(struct proctree *pt);
 /* The processes still held run on untraced (the end of recording). */
 void tree_release_all(struct proctree *pt);
-/* In proctree.c: the exec stop of p, its event read or not. */
-void tree_exec(struct proctree *pt, struct tree_proc *p);
 
 #endif /* PTG_PROCTREE_INT_H */

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The state of one opscan run, shared by user/torch/opscan.c (the ELF file: its
- * image, symbols, PLT and GOT) and user/torch/opscan_insns.c (the instructions of
- * each op: its name and its entry and exit sites).
+ * The state of one opscan run, shared by user/torch/opscan.c (the ELF file:
+ * its symbols, PLT and GOT), user/torch/opscan_insns.c (the instructions of
+ * each op: its name and its entry and exit sites) and, below both,
+ * user/torch/opscan_image.c (the file's image).
  */
 #ifndef PTG_OPSCAN_INT_H
 #define PTG_OPSCAN_INT_H
@@ -67,7 +68,7 @@ struct scan {
 	size_t ops_cap, sites_cap;
 };
 
-/* user/torch/opscan.c: the file's image */
+/* user/torch/opscan_image.c: the file's image */
 int scan_vaddr_to_offset(const struct scan *s, uint64_t vaddr, uint64_t *off, uint64_t *room);
 /* Up to len bytes at vaddr, as far as its segment goes: symbol sizes are not trusted. */
 const uint8_t *scan_code_at(struct scan *s, uint64_t vaddr, size_t len, size_t *got);
