@@ -408,38 +408,6 @@ static int global_busy(struct idle_ctx *c)
 	return 0;
 }
 
-/* Busy time of all devices before t. */
-static uint64_t busy_until(const struct idle_report *rep, uint64_t t)
-{
-	size_t lo = 0, hi = rep->nbusy, k;
-	uint64_t s, e;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (rep->busy[2 * mid] < t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (!lo)
-		return 0;
-	k = lo - 1;
-	s = rep->busy[2 * k];
-	e = rep->busy[2 * k + 1];
-	return rep->busy_before[k] + (t < e ? t : e) - s;
-}
-
-uint64_t idle_report__idle_overlap(const struct idle_report *rep, uint64_t start, uint64_t end)
-{
-	uint64_t a = start > rep->gpu_first ? start : rep->gpu_first;
-	uint64_t b = end < rep->gpu_last ? end : rep->gpu_last;
-
-	if (!rep->nbusy || a >= b)
-		return 0;
-	return (b - a) - (busy_until(rep, b) - busy_until(rep, a));
-}
-
 /* HTA's idle time breakdown of one stream: each gap is charged to the op after it. */
 static void stream_idle(const struct idle_opts *o, const struct gop *g, size_t n,
 			struct idle_stream *s)

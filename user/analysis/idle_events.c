@@ -17,6 +17,38 @@
 #include "base/log.h"
 #include "model/model.h"
 
+/* Busy time of all devices before t. */
+static uint64_t busy_until(const struct idle_report *rep, uint64_t t)
+{
+	size_t lo = 0, hi = rep->nbusy, k;
+	uint64_t s, e;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (rep->busy[2 * mid] < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return 0;
+	k = lo - 1;
+	s = rep->busy[2 * k];
+	e = rep->busy[2 * k + 1];
+	return rep->busy_before[k] + (t < e ? t : e) - s;
+}
+
+uint64_t idle_report__idle_overlap(const struct idle_report *rep, uint64_t start, uint64_t end)
+{
+	uint64_t a = start > rep->gpu_first ? start : rep->gpu_first;
+	uint64_t b = end < rep->gpu_last ? end : rep->gpu_last;
+
+	if (!rep->nbusy || a >= b)
+		return 0;
+	return (b - a) - (busy_until(rep, b) - busy_until(rep, a));
+}
+
 static size_t acc_hash(uint32_t pid, uint32_t tid, uint32_t level)
 {
 	uint64_t k =

@@ -3,7 +3,7 @@
  * ptrace-gpu check: what this machine (and with -p, a process) gives record,
  * one line a thing, each with what its absence costs. cmd_check.c runs it;
  * check_system.c looks at the kernel, the privileges and the agents;
- * check_process.c at a process.
+ * check_process.c at a process; check.c prints the lines of all three.
  */
 #ifndef PTG_CHECK_H
 #define PTG_CHECK_H

@@ -6,7 +6,6 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/utsname.h>
@@ -77,31 +76,6 @@ static int parse_args(int argc, char **argv, struct check_args *a)
 		return -EINVAL;
 	}
 	return 0;
-}
-
-static const char *const status_words[] = {
-    [CHECK_OK] = "ok",
-    [CHECK_DEGRADED] = "degraded",
-    [CHECK_MISSING] = "missing",
-    [CHECK_UNKNOWN] = "unknown",
-};
-
-void check_line(struct check *c, enum check_status st, bool needed, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (st != CHECK_OK && needed)
-		c->shortfalls++;
-	printf("%-9s ", status_words[st]);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-}
-
-bool check_has_cap(const struct check *c, int cap)
-{
-	return c->caps >> cap & 1;
 }
 
 int cmd_check(int argc, char **argv)

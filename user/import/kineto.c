@@ -20,19 +20,6 @@
 #include "import/kineto_import.h"
 #include "import/kineto_json.h"
 
-struct kev *kineto_kev_new(struct importer *im)
-{
-	struct kev *e;
-
-	if (array_grow((void **)&im->evs, &im->evcap, im->nevs + 1, sizeof(*im->evs)))
-		return NULL;
-	e = &im->evs[im->nevs++];
-	memset(e, 0, sizeof(*e));
-	e->name = e->cat = e->extra = "";
-	e->seq = UINT32_MAX;
-	return e;
-}
-
 /*
  * Skipped events are counted per category (or phase) for import.unknown.*
  * metadata, the first UNKNOWN_MAX names of at most UNKNOWN_LEN bytes each,

@@ -9,7 +9,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
+#include "base/array.h"
 #include "import/kineto.h"
 #include "trace/kineto_args.h"
 
@@ -59,7 +61,18 @@ struct importer {
 };
 
 /* A new zeroed record at the end of im->evs, or NULL when out of memory. */
-struct kev *kineto_kev_new(struct importer *im);
+static inline struct kev *kineto_kev_new(struct importer *im)
+{
+	struct kev *e;
+
+	if (array_grow((void **)&im->evs, &im->evcap, im->nevs + 1, sizeof(*im->evs)))
+		return NULL;
+	e = &im->evs[im->nevs++];
+	memset(e, 0, sizeof(*e));
+	e->name = e->cat = e->extra = "";
+	e->seq = UINT32_MAX;
+	return e;
+}
 
 /*
  * Sorts the X events of each thread, clips those that overhang their parent,

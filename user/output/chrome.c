@@ -23,44 +23,6 @@
 #include "output/chrome_export.h"
 #include "trace/trace_kineto.h"
 
-int chrome_out_flush(struct chrome *c)
-{
-	if (c->b.err)
-		return c->b.err;
-	if (c->b.len && gzwrite(c->gz, c->b.data, c->b.len) != (int)c->b.len) {
-		int errnum;
-
-		pr_err("chrome: %s: %s", c->path, gzerror(c->gz, &errnum));
-		return -EIO;
-	}
-	buf__reset(&c->b);
-	return 0;
-}
-
-const char *chrome_sym_name(const struct chrome *c, uint32_t id)
-{
-	const struct ptg_sym *s = trace_reader__sym(c->r, id);
-
-	return s ? s->name : "";
-}
-
-/* Indexes the event that starts at the end of c->b. */
-void chrome_ev_new(struct chrome *c, bool meta)
-{
-	struct cevent *e;
-
-	if (c->b.err)
-		return;
-	if (array_grow((void **)&c->evs, &c->evs_cap, c->nevs + 1, sizeof(*c->evs))) {
-		c->b.err = -ENOMEM;
-		return;
-	}
-	e = &c->evs[c->nevs];
-	*e = (struct cevent){.off = c->b.len, .k = {.seq = c->nseq, .meta = meta}};
-	c->nevs++;
-	c->nseq++;
-}
-
 /* Starts an event object: {"ph": ..., "cat": ..., "name": ... */
 static void ev_begin(struct chrome *c, const char *ph, const char *cat)
 {
@@ -69,41 +31,6 @@ static void ev_begin(struct chrome *c, const char *ph, const char *cat)
 	buf__puts(&c->b, ph);
 	jb_lit(&c->b, "\", \"cat\": ");
 	jb_json(&c->b, cat);
-}
-
-void chrome_ev_where(struct chrome *c, uint32_t pid, uint32_t tid, uint64_t ts)
-{
-	jb_lit(&c->b, ", \"pid\": ");
-	jb_int(&c->b, (int32_t)pid);
-	jb_lit(&c->b, ", \"tid\": ");
-	jb_int(&c->b, (int32_t)tid);
-	jb_lit(&c->b, ", \"ts\": ");
-	jb_us(&c->b, ts);
-	if (c->nevs)
-		c->evs[c->nevs - 1].k.ts = ts;
-}
-
-/*
- * The members of an args blob (kineto_args.h) after those written, for a
- * record imported with one: its Kineto args and unknown keys as they came.
- */
-static void ev_extra(struct chrome *c, const char *blob)
-{
-	size_t n = blob ? strlen(blob) : 0;
-
-	/* "{}" has none; the blob is an object, so its members lie between the braces */
-	if (n > 2 && blob[0] == '{' && blob[n - 1] == '}') {
-		jb_lit(&c->b, ", ");
-		buf__put(&c->b, blob + 1, n - 2);
-	}
-}
-
-void chrome_ev_end(struct chrome *c, struct jargs *a, const char *blob)
-{
-	if (a->open)
-		jb_lit(&c->b, "}");
-	ev_extra(c, blob);
-	jb_lit(&c->b, "}");
 }
 
 static void ev_x(struct chrome *c, const char *cat, const char *name, uint32_t pid, uint32_t tid,
@@ -335,7 +262,7 @@ static void write_flow(struct chrome *c, char ph, const char *cat, const char *n
 	chrome_ev_where(c, pid, tid, ts);
 	if (bp_enclosing)
 		jb_lit(&c->b, ", \"bp\": \"e\"");
-	ev_extra(c, blob);
+	chrome_ev_extra(c, blob);
 	jb_lit(&c->b, "}");
 }
 

@@ -3,8 +3,9 @@
  * The Chrome exporter's state, shared by its files: chrome.c turns records
  * into events, chrome_sort.c writes them in order (in memory, or through
  * runs spilled to disk and merged), chrome_tracks.c writes the metadata
- * that names processes and tracks and the trace's top-level keys. Not for
- * use outside the exporter (chrome.h is its interface).
+ * that names processes and tracks and the trace's top-level keys, and
+ * chrome_event.c, below them all, makes each event and writes the output.
+ * Not for use outside the exporter (chrome.h is its interface).
  */
 #ifndef PTG_CHROME_EXPORT_H
 #define PTG_CHROME_EXPORT_H
@@ -97,6 +98,11 @@ int chrome_export_runs(struct trace_reader *r, const char *out_path, size_t run_
 void chrome_ev_new(struct chrome *c, bool meta);
 /* pid, tid and ts of the event being written. */
 void chrome_ev_where(struct chrome *c, uint32_t pid, uint32_t tid, uint64_t ts);
+/*
+ * The members of an args blob (kineto_args.h) after those written, for a
+ * record imported with one: its Kineto args and unknown keys as they came.
+ */
+void chrome_ev_extra(struct chrome *c, const char *blob);
 /* Closes args and the event, with the members of an imported args blob (or NULL). */
 void chrome_ev_end(struct chrome *c, struct jargs *a, const char *blob);
 

@@ -61,18 +61,6 @@
 /* where a call returns: mov %rax,%r12, then the same rt_sigreturn as libc's __restore_rt */
 static const uint8_t stub_code[] = {0x49, 0x89, 0xc4, 0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0, 0x0f, 0x05};
 
-int inject_fail(struct target *t, int ret, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (t->err[0])
-		return ret;
-	va_start(ap, fmt);
-	vsnprintf(t->err, t->errlen, fmt, ap);
-	va_end(ap);
-	return ret;
-}
-
 static void sleep_ms(unsigned int ms)
 {
 	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
@@ -678,8 +666,8 @@ static int load(struct target *t, struct inject_src *src, const struct inject_op
 	if (!err)
 		err = map_stub(t);
 	if (!err && !src->path && !bias)
-		err = memfd_place(t, src);
-	/* memfd_place() wrote the path to the memfd at str_a */
+		err = src->memfd->place(t, src);
+	/* place() wrote the path to the memfd at str_a */
 	if (!err && !bias) {
 		err = call_dlopen(t, &res->handle);
 		/* dlopen said no (its /proc not procfs?): nothing of ours is in, a copy may do */
@@ -692,7 +680,7 @@ static int load(struct target *t, struct inject_src *src, const struct inject_op
 	if (!err && !bias)
 		err = handle_bias(t, res->handle, &bias);
 	if (!err && !src->path)
-		err = memfd_check_loaded(t, src, bias);
+		err = src->memfd->check_loaded(t, src, bias);
 	res->bias = bias;
 	if (err || !o->entry)
 		return err;

@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What user/proc/inject.c (the borrowed thread) and user/proc/inject_memfd.c (the
- * library handed over in a memfd of the target's own) share. Not an API.
+ * What user/proc/inject.c (the borrowed thread), user/proc/inject_syms.c (the
+ * functions it calls) and user/proc/inject_memfd.c (the library handed over
+ * in a memfd of the target's own, through inject.c) share. Not an API.
  */
 #ifndef PTG_INJECT_INT_H
 #define PTG_INJECT_INT_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <sys/user.h>
@@ -17,6 +20,21 @@
 
 struct region {
 	uint64_t lo, hi;
+};
+
+struct target;
+struct inject_src;
+
+/*
+ * The memfd route's own steps (inject_memfd.c, which uses inject.c and so
+ * hands them down in its inject_src): parked, with src->memfd_name at
+ * t->str_a, place() makes the memfd and writes its path there; after dlopen
+ * of it, check_loaded() tells that the mapping at the handle's bias is that
+ * memfd.
+ */
+struct inject_memfd_ops {
+	int (*place)(struct target *t, struct inject_src *src);
+	int (*check_loaded)(struct target *t, const struct inject_src *src, uint64_t bias);
 };
 
 /* The library to load: a path the target opens, or bytes it gets in a memfd. */
@@ -32,7 +50,8 @@ struct region {
 #define INJECT_FD_PATH_MAX (sizeof("/proc/self/fd/2147483647") + INJECT_PATH_BITS * 6)
 
 struct inject_src {
-	const char *path;     /* as the target sees it; NULL: the memfd route */
+	const char *path;		      /* as the target sees it; NULL: the memfd route */
+	const struct inject_memfd_ops *memfd; /* the memfd route's steps */
 	int fd;		      /* the library here, or -1 (then path through /proc/PID/root) */
 	const uint8_t *bytes; /* the memfd route: fd's content */
 	size_t len;
@@ -75,8 +94,19 @@ enum stop_wanted {
 };
 
 /* The first reason given sticks: later failures are its consequences. */
-int inject_fail(struct target *t, int ret, const char *fmt, ...)
+static inline int inject_fail(struct target *t, int ret, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+static inline int inject_fail(struct target *t, int ret, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (t->err[0])
+		return ret;
+	va_start(ap, fmt);
+	vsnprintf(t->err, t->errlen, fmt, ap);
+	va_end(ap);
+	return ret;
+}
 int inject_mem_write(struct target *t, uint64_t addr, const void *buf, size_t len);
 int inject_run_to(struct target *t, enum stop_wanted want, struct user_regs_struct *r);
 /* Parked: system call nr(a0..a2) in the thread, then parked again; its result in *ret. */
@@ -89,10 +119,5 @@ int inject_target_fd(struct target *t, int tfd);
 
 /* inject_syms.c: dlopen, dlerror and the signal trampoline in the target's libc. */
 int inject_find_functions(struct target *t);
-
-/* inject_memfd.c: parked, with src->memfd_name at t->str_a. */
-int memfd_place(struct target *t, struct inject_src *src);
-/* After dlopen of what memfd_place() gave: the mapping at the handle's bias is that memfd. */
-int memfd_check_loaded(struct target *t, const struct inject_src *src, uint64_t bias);
 
 #endif /* PTG_INJECT_INT_H */

@@ -79,7 +79,7 @@ static int fill(struct target *t, const struct inject_src *src)
 	return err;
 }
 
-int memfd_place(struct target *t, struct inject_src *src)
+static int memfd_place(struct target *t, struct inject_src *src)
 {
 	char path[INJECT_FD_PATH_MAX];
 	struct user_regs_struct r;
@@ -146,7 +146,7 @@ static void want_name(struct find_ctx *f, const struct inject_src *src)
  * bias must be our memfd (or an earlier one of the same bytes, which a
  * second dlopen of the same path finds) before anything of it is called.
  */
-int memfd_check_loaded(struct target *t, const struct inject_src *src, uint64_t bias)
+static int memfd_check_loaded(struct target *t, const struct inject_src *src, uint64_t bias)
 {
 	struct find_ctx f = {.bias = bias, .at_bias = true};
 
@@ -184,6 +184,11 @@ static bool procfs_at_proc(pid_t pid)
 	return ok;
 }
 
+static const struct inject_memfd_ops memfd_ops = {
+    .place = memfd_place,
+    .check_loaded = memfd_check_loaded,
+};
+
 /* The bytes of fd, mapped, and the memfd's name from their hash. */
 static int map_src(int fd, const char *name, struct inject_src *src, char *err, size_t errlen)
 {
@@ -202,7 +207,8 @@ static int map_src(int fd, const char *name, struct inject_src *src, char *err, 
 		snprintf(err, errlen, "cannot map the library: %s", strerror(errno));
 		return -errno;
 	}
-	*src = (struct inject_src){.fd = fd, .bytes = p, .len = (size_t)st.st_size};
+	*src = (struct inject_src){
+	    .fd = fd, .memfd = &memfd_ops, .bytes = p, .len = (size_t)st.st_size};
 	src->hash = u64map_hash(U64MAP_HASH_SEED, p, src->len);
 	/* named by content: a second load into the same process finds it mapped */
 	snprintf(src->memfd_name, sizeof(src->memfd_name), "ptg-%016llx.%.64s",
@@ -261,16 +267,6 @@ out:
 }
 
 #else /* !__x86_64__ */
-
-int memfd_place(struct target *t, struct inject_src *src)
-{
-	return -ENOTSUP;
-}
-
-int memfd_check_loaded(struct target *t, const struct inject_src *src, uint64_t bias)
-{
-	return -ENOTSUP;
-}
 
 int inject_library_fd(pid_t pid, int fd, const char *name, const struct inject_opts *opts,
 		      struct inject_result *res, char *err, size_t errlen)

@@ -34,25 +34,6 @@ static const char *const trusted_dirs[] = {"/lib/x86_64-linux-gnu",
  */
 static const char *const lib_values[] = {"lib/x86_64-linux-gnu", "lib64"};
 
-int libsearch_add_dir(struct libsearch *s, const char *dir, size_t len, enum dir_kind kind)
-{
-	/* relative entries depend on the target's working directory: not guessed */
-	if (!len || dir[0] != '/' || len >= PATH_MAX)
-		return 0;
-	for (int i = 0; i < s->n; i++) {
-		if (s->kind[i] == kind && !strncmp(s->dirs[i], dir, len) && !s->dirs[i][len])
-			return 0;
-	}
-	if (s->n == MAX_DIRS)
-		return 0;
-	s->dirs[s->n] = strndup(dir, len);
-	if (!s->dirs[s->n])
-		return -ENOMEM;
-	s->kind[s->n++] = kind;
-	s->gen++;
-	return 0;
-}
-
 /*
  * Expands the first $ORIGIN, $LIB or $PLATFORM (or ${...}) of entry at or
  * after from into each of its values and recurses past the value (a value
@@ -119,13 +100,6 @@ static int add_list(struct libsearch *s, const char *list, const char *origin, e
 		p += len + !!p[len];
 	}
 	return err;
-}
-
-const char *libsearch_target_view(const struct libsearch *s, const char *path)
-{
-	if (s->rootlen > 1 && !strncmp(path, s->root, s->rootlen) && path[s->rootlen] == '/')
-		return path + s->rootlen;
-	return path;
 }
 
 int libsearch__add_object(struct libsearch *s, const char *path, const char *open_path)

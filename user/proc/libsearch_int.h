@@ -3,8 +3,11 @@
 #ifndef PTG_LIBSEARCH_INT_H
 #define PTG_LIBSEARCH_INT_H
 
+#include <errno.h>
 #include <limits.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/types.h>
 
 /* Far more than real programs have; a hostile one cannot make us grow past it. */
@@ -32,9 +35,34 @@ struct libsearch {
 };
 
 /* Adds dir (len bytes; the target's view) for kind, once: 0 or -ENOMEM. */
-int libsearch_add_dir(struct libsearch *s, const char *dir, size_t len, enum dir_kind kind);
+static inline int libsearch_add_dir(struct libsearch *s, const char *dir, size_t len,
+				    enum dir_kind kind)
+{
+	/* relative entries depend on the target's working directory: not guessed */
+	if (!len || dir[0] != '/' || len >= PATH_MAX)
+		return 0;
+	for (int i = 0; i < s->n; i++) {
+		if (s->kind[i] == kind && !strncmp(s->dirs[i], dir, len) && !s->dirs[i][len])
+			return 0;
+	}
+	if (s->n == MAX_DIRS)
+		return 0;
+	s->dirs[s->n] = strndup(dir, len);
+	if (!s->dirs[s->n])
+		return -ENOMEM;
+	s->kind[s->n++] = kind;
+	s->gen++;
+	return 0;
+}
+
 /* A path from /proc/PID/maps (our view) as the target names it. */
-const char *libsearch_target_view(const struct libsearch *s, const char *path);
+static inline const char *libsearch_target_view(const struct libsearch *s, const char *path)
+{
+	if (s->rootlen > 1 && !strncmp(path, s->root, s->rootlen) && path[s->rootlen] == '/')
+		return path + s->rootlen;
+	return path;
+}
+
 /* The torch/lib folders of a Python's site folders (libsearch_site.c): 0 or -ENOMEM. */
 int libsearch_add_site_dirs(struct libsearch *s, const char *exe);
 

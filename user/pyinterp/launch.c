@@ -45,36 +45,6 @@ static int read_auxv_entry(pid_t pid, uint64_t type, uint64_t *val)
 	return err;
 }
 
-/* Waits for the next stop of pid. */
-static int wait_stop(pid_t pid, int *status)
-{
-	for (;;) {
-		/* EINTR: the SIGCHLD handler of a held child (target.c) ran */
-		if (waitpid(pid, status, __WALL) < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (WIFEXITED(*status) || WIFSIGNALED(*status))
-			return -ECHILD;
-		if (WIFSTOPPED(*status)) {
-			threads_note_clone(pid, pid, *status);
-			return 0;
-		}
-	}
-}
-
-/* The signal a stop holds for the child: none for events and system-call stops. */
-int launch_stop_signal(int status)
-{
-	return (status >> 16) || WSTOPSIG(status) == SYSCALL_STOP ? 0 : WSTOPSIG(status);
-}
-
-int launch_cont(pid_t pid, int request, int sig)
-{
-	return ptrace(request, pid, 0, (void *)(long)sig) ? -errno : 0;
-}
-
 struct ldso_text {
 	uint64_t base; /* AT_BASE: where ld.so is mapped */
 	char path[PATH_MAX];
@@ -132,7 +102,7 @@ static int run_past_ldso(pid_t pid)
 	for (;;) {
 		err = launch_cont(pid, PTRACE_SYSCALL, sig);
 		if (!err)
-			err = wait_stop(pid, &status);
+			err = launch_wait_stop(pid, &status);
 		if (err)
 			return err;
 		sig = launch_stop_signal(status);
@@ -254,7 +224,7 @@ int launch__start(char **argv, pid_t *pidp, struct py_interp *py, char *err, siz
 		ret = -errno;
 	close(sync[1]);
 	while (!ret) {
-		ret = wait_stop(pid, &status);
+		ret = launch_wait_stop(pid, &status);
 		if (ret)
 			break;
 		if ((status >> 8) != EXEC_EVENT) {
@@ -300,38 +270,6 @@ int launch__release(pid_t pid)
 int launch__resume(pid_t pid)
 {
 	return launch_cont(pid, PTRACE_CONT, 0);
-}
-
-static bool is_stop_signal(int sig)
-{
-	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
-}
-
-/*
- * One stop of a held child that is no exec: a signal goes on to it at once
- * (held, it waits for us to pass it); a group stop stays a stop, as it would
- * untraced (PTRACE_LISTEN: SIGCONT still ends it).
- */
-int launch_forked(pid_t tid, pid_t *child)
-{
-	unsigned long msg = 0;
-	int ret;
-
-	if (ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg))
-		msg = 0;
-	*child = (pid_t)msg;
-	ret = launch_cont(tid, PTRACE_CONT, 0);
-	if (ret && ret != -ESRCH)
-		return ret;
-	return msg ? LAUNCH_FORK : 0;
-}
-
-int launch_pass_stop(pid_t pid, int status)
-{
-	if ((status >> 16) == PTRACE_EVENT_STOP)
-		return is_stop_signal(WSTOPSIG(status)) ? launch_cont(pid, PTRACE_LISTEN, 0)
-							: launch_cont(pid, PTRACE_CONT, 0);
-	return launch_cont(pid, PTRACE_CONT, launch_stop_signal(status));
 }
 
 static struct {
@@ -384,7 +322,8 @@ static int release_at(pid_t pid, pid_t tid, int *wstatus)
 	return ret == -ECHILD ? URG_ENDED : URG_LET_GO;
 }
 
-int launch_our_urg(pid_t pid, pid_t tid, int *wstatus)
+/* A SIGURG stop of thread tid of held process pid: launch_our_urg_fn (launch_int.h). */
+static int launch_our_urg(pid_t pid, pid_t tid, int *wstatus)
 {
 	for (int i = 0; i < nurg; i++) {
 		switch (urg[i].fn(urg[i].ctx, pid, tid)) {
@@ -436,7 +375,7 @@ enum held_state { HELD_RUNS, HELD_STOPPED, HELD_ENDED, HELD_LET_GO, HELD_FORK };
 static int next_stop(pid_t pid, int *status, int *wstatus, pid_t *child)
 {
 	for (;;) {
-		int ret = threads_poll(pid, child, wstatus);
+		int ret = threads_poll(pid, child, wstatus, launch_our_urg);
 		pid_t got;
 
 		ret = ret ?: peek_signal(pid, wstatus);
@@ -646,7 +585,7 @@ int launch__wait_interrupt(pid_t pid, bool *at_exec, pid_t *child)
 
 	*at_exec = false;
 	for (;;) {
-		ret = wait_stop(pid, &status);
+		ret = launch_wait_stop(pid, &status);
 		if (ret)
 			return ret;
 		ev = status >> 16;
@@ -675,16 +614,6 @@ int launch__wait_interrupt(pid_t pid, bool *at_exec, pid_t *child)
 	}
 }
 
-int launch__drop_new(pid_t pid)
-{
-	int status, ret;
-
-	ret = wait_stop(pid, &status);
-	if (ret)
-		return ret;
-	return ptrace(PTRACE_DETACH, pid, 0, (void *)(long)launch_stop_signal(status)) ? -errno : 0;
-}
-
 int launch__start_any(char **argv, pid_t *pidp, struct py_interp *py, char *err, size_t errlen)
 {
 	int ret = launch__start(argv, pidp, py, err, errlen);
@@ -703,7 +632,8 @@ static int catch_common(pid_t pid, struct py_interp *py, bool hold_any, char *er
 		return -errno;
 	ret = ptrace(PTRACE_INTERRUPT, pid, 0, 0) ? -errno : 0;
 	/* a signal that stops it first is its own: passed on, then wait for our stop */
-	while (!ret && !(ret = wait_stop(pid, &status)) && (status >> 16) != PTRACE_EVENT_STOP)
+	while (!ret && !(ret = launch_wait_stop(pid, &status)) &&
+	       (status >> 16) != PTRACE_EVENT_STOP)
 		ret = launch_cont(pid, PTRACE_CONT, launch_stop_signal(status));
 	if (!ret)
 		ret = check_image(pid, py, err, errlen);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Inside launch: the main thread's stops (launch.c) and those of the other
- * threads of a held process (launch_threads.c).
+ * Inside launch: the main thread's stops (launch.c) and, below it, those of
+ * the other threads of a held process and those every thread has
+ * (launch_threads.c).
  */
 #ifndef PTG_LAUNCH_INT_H
 #define PTG_LAUNCH_INT_H
@@ -11,6 +12,8 @@
 
 #define SYSCALL_STOP (SIGTRAP | 0x80) /* with PTRACE_O_TRACESYSGOOD */
 
+/* Waits for the next stop of pid (a clone there noted): 0, or -ECHILD when it ended. */
+int launch_wait_stop(pid_t pid, int *status);
 int launch_cont(pid_t tid, int request, int sig);
 /* The signal a stop holds for the thread: none for events and system-call stops. */
 int launch_stop_signal(int status);
@@ -31,8 +34,9 @@ int launch_pass_stop(pid_t tid, int status);
  * ours (launch__on_urg()) and the thread resumed, URG_LET_GO when the
  * process was let go there (all its threads), URG_ENDED when it ended
  * meanwhile (*wstatus), 0 when it is not ours: the signal is the process's.
+ * launch.c's launch_our_urg(), handed to threads_poll().
  */
-int launch_our_urg(pid_t pid, pid_t tid, int *wstatus);
+typedef int (*launch_our_urg_fn)(pid_t pid, pid_t tid, int *wstatus);
 
 /*
  * Every other thread of held process pid under ptrace too, with the main
@@ -45,12 +49,11 @@ int threads_seize(pid_t pid, long opts);
 void threads_note_clone(pid_t pid, pid_t tid, int status);
 /*
  * The stops of pid's other threads, without blocking: a signal passed on,
- * a SIGURG of ours handled (launch_our_urg()), a new thread taken in, an
- * ended one reaped. 0 when nothing is left to report; LAUNCH_FORK with
- * *child (one forked, under ptrace from birth); URG_LET_GO or URG_ENDED
- * as launch_our_urg().
+ * a SIGURG of ours handled (our_urg), a new thread taken in, an ended one
+ * reaped. 0 when nothing is left to report; LAUNCH_FORK with *child (one
+ * forked, under ptrace from birth); URG_LET_GO or URG_ENDED as our_urg.
  */
-int threads_poll(pid_t pid, pid_t *child, int *wstatus);
+int threads_poll(pid_t pid, pid_t *child, int *wstatus, launch_our_urg_fn our_urg);
 /* Lets go of pid's other threads but keep (stopped: the caller's to detach). */
 void threads_release(pid_t pid, pid_t keep);
 /* pid ended, or is let go: its threads are no more ours to handle. */

@@ -7,7 +7,10 @@
  * seized one by one; those started later are ours from birth
  * (PTRACE_O_TRACECLONE). Their stops are handled as the main thread's are:
  * signals passed on, group stops kept. A kill -9 of the recorder lets each
- * of them run on, as it does the main thread.
+ * of them run on, as it does the main thread. Below launch.c: the stops
+ * that every thread has (waiting for one, passing one on, a fork, a child
+ * let go at birth) are here too, and launch.c hands its handler of our
+ * SIGURG stops down to threads_poll().
  */
 #include <dirent.h>
 #include <errno.h>
@@ -23,6 +26,78 @@
 #include "proc/procfs.h"
 #include "pyinterp/launch.h"
 #include "pyinterp/launch_int.h"
+
+/* Waits for the next stop of pid. */
+int launch_wait_stop(pid_t pid, int *status)
+{
+	for (;;) {
+		/* EINTR: the SIGCHLD handler of a held child (target.c) ran */
+		if (waitpid(pid, status, __WALL) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (WIFEXITED(*status) || WIFSIGNALED(*status))
+			return -ECHILD;
+		if (WIFSTOPPED(*status)) {
+			threads_note_clone(pid, pid, *status);
+			return 0;
+		}
+	}
+}
+
+/* The signal a stop holds for the child: none for events and system-call stops. */
+int launch_stop_signal(int status)
+{
+	return (status >> 16) || WSTOPSIG(status) == SYSCALL_STOP ? 0 : WSTOPSIG(status);
+}
+
+int launch_cont(pid_t pid, int request, int sig)
+{
+	return ptrace(request, pid, 0, (void *)(long)sig) ? -errno : 0;
+}
+
+static bool is_stop_signal(int sig)
+{
+	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+
+/*
+ * One stop of a held child that is no exec: a signal goes on to it at once
+ * (held, it waits for us to pass it); a group stop stays a stop, as it would
+ * untraced (PTRACE_LISTEN: SIGCONT still ends it).
+ */
+int launch_forked(pid_t tid, pid_t *child)
+{
+	unsigned long msg = 0;
+	int ret;
+
+	if (ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg))
+		msg = 0;
+	*child = (pid_t)msg;
+	ret = launch_cont(tid, PTRACE_CONT, 0);
+	if (ret && ret != -ESRCH)
+		return ret;
+	return msg ? LAUNCH_FORK : 0;
+}
+
+int launch_pass_stop(pid_t pid, int status)
+{
+	if ((status >> 16) == PTRACE_EVENT_STOP)
+		return is_stop_signal(WSTOPSIG(status)) ? launch_cont(pid, PTRACE_LISTEN, 0)
+							: launch_cont(pid, PTRACE_CONT, 0);
+	return launch_cont(pid, PTRACE_CONT, launch_stop_signal(status));
+}
+
+int launch__drop_new(pid_t pid)
+{
+	int status, ret;
+
+	ret = launch_wait_stop(pid, &status);
+	if (ret)
+		return ret;
+	return ptrace(PTRACE_DETACH, pid, 0, (void *)(long)launch_stop_signal(status)) ? -errno : 0;
+}
 
 /* Enough passes over /proc/PID/task to take the threads started while it is read. */
 #define SEIZE_PASSES 16
@@ -160,7 +235,7 @@ static int thread_event(pid_t pid, pid_t tid, int status, pid_t *child)
 	return ret && ret != -ESRCH ? ret : 0;
 }
 
-int threads_poll(pid_t pid, pid_t *child, int *wstatus)
+int threads_poll(pid_t pid, pid_t *child, int *wstatus, launch_our_urg_fn our_urg)
 {
 	struct proc_threads *pt = threads_of(pid, false);
 	int status, ret;
@@ -179,7 +254,7 @@ int threads_poll(pid_t pid, pid_t *child, int *wstatus)
 		if (!si.si_pid)
 			continue;
 		sig = peeked_signal(&si);
-		if (sig == SIGURG && (ret = launch_our_urg(pid, tid, wstatus))) {
+		if (sig == SIGURG && (ret = our_urg(pid, tid, wstatus))) {
 			if (ret != URG_RESUMED)
 				return ret; /* let go, or ended: its table is gone */
 			pt = threads_of(pid, false);

@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: MIT
 /*
  * The metadata a recording writes at its start: where and what it records,
- * the clocks, and for one process its pid in a container and its rank.
+ * the clocks, and for one process its pid in a container and its rank; and
+ * before that, the trace a killed recorder left where this one is to go.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <sys/utsname.h>
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/log.h"
+#include "base/outfile.h"
 #include "proc/procfs.h"
 #include "record/record.h"
 #include "trace/trace.h"
@@ -81,4 +85,20 @@ int write_meta(struct recording *rc)
 	/* a trace of several processes is of no one process: --per-process writes each its own */
 	err = err ?: (rc->tree ? 0 : write_nspid_meta(rc));
 	return err ?: (rc->tree ? 0 : write_dist_meta(rc));
+}
+
+/*
+ * A recorder killed before its rename leaves its trace in a hidden temporary
+ * file, which reads up to its last complete chunk: say where it is. Never
+ * removed: a recorder still writing it would look the same.
+ */
+void note_leftover(const char *out)
+{
+	char left[PATH_MAX];
+
+	/* said even with -q, as before: a hidden trace on disk is not a status line */
+	if (outfile_leftover(out, left, sizeof(left)))
+		pr_err("note: %s is the trace of a recording killed before its "
+		       "end, or of one still under way; report reads it; remove it when done",
+		       left);
 }

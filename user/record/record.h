@@ -123,7 +123,7 @@ int record_run(const struct record_opts *o, int *cmd_status);
 bool record_is_tree(const struct record_opts *o);
 /* Trace metadata of the recording (meta.c). */
 int write_meta(struct recording *rc);
-/* Says where a killed recorder's trace to out is, if any (session.c). */
+/* Says where a killed recorder's trace to out is, if any (meta.c). */
 void note_leftover(const char *out);
 /* pyframe, then what reads the stacks it keeps: module paths and steps (record_python.c). */
 int record_open_python(struct recording *rc);

@@ -31,6 +31,22 @@
 #include "trace/trace.h"
 #include "tracer/uprobe_multi.h"
 
+/* libtorch_cpu in a mapping: PyTorch is imported */
+static int torch_mapped(const struct proc_map *m, void *ctx)
+{
+	const char *base = strrchr(m->path, '/');
+
+	(void)ctx;
+	return base && !strncmp(base + 1, "libtorch_cpu.so", 15);
+}
+
+bool record_op_callback(const struct record_opts *o, const struct py_interp *py)
+{
+	return !o->in_process && !o->op_probes && !o->no_ops && !o->cmd && !o->children &&
+	       !o->by_uid && !o->cgroup && py && py->info &&
+	       proc_maps__for_each(py->pid, torch_mapped, NULL) > 0;
+}
+
 /*
  * The libpython files probed ahead (target.h): each has its probes on the
  * file, for this process only (the traced map), with _PyRuntime found from

@@ -17,7 +17,6 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "base/outfile.h"
 #include "cuda/cuda.h"
 #include "cuda/cupti.h"
 #include "libwatch/libwatch.h"
@@ -85,38 +84,6 @@ static int setup_target(struct recording *rc, char *err, size_t errlen)
 		ret = -ESRCH;
 	}
 	return ret;
-}
-
-/*
- * A recorder killed before its rename leaves its trace in a hidden temporary
- * file, which reads up to its last complete chunk: say where it is. Never
- * removed: a recorder still writing it would look the same.
- */
-void note_leftover(const char *out)
-{
-	char left[PATH_MAX];
-
-	/* said even with -q, as before: a hidden trace on disk is not a status line */
-	if (outfile_leftover(out, left, sizeof(left)))
-		pr_err("note: %s is the trace of a recording killed before its "
-		       "end, or of one still under way; report reads it; remove it when done",
-		       left);
-}
-
-/* libtorch_cpu in a mapping: PyTorch is imported */
-static int torch_mapped(const struct proc_map *m, void *ctx)
-{
-	const char *base = strrchr(m->path, '/');
-
-	(void)ctx;
-	return base && !strncmp(base + 1, "libtorch_cpu.so", 15);
-}
-
-bool record_op_callback(const struct record_opts *o, const struct py_interp *py)
-{
-	return !o->in_process && !o->op_probes && !o->no_ops && !o->cmd && !o->children &&
-	       !o->by_uid && !o->cgroup && py && py->info &&
-	       proc_maps__for_each(py->pid, torch_mapped, NULL) > 0;
 }
 
 static int start(struct recording *rc)
