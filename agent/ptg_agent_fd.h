@@ -2,7 +2,7 @@
 /*
  * How an injected agent gets its connection to the loader: the entry's
  * argument is "fd:N", N the agent's end of a socketpair that the borrowed
- * thread made (user/proc/inject.c, inject_opts.pass_socket), whose other end
+ * thread made (user/inject/inject.c, inject_opts.pass_socket), whose other end
  * the loader took with pidfd_getfd. No name exists that anyone else could
  * connect to. The injector closes N once the entry returns: an agent that
  * keeps the connection takes a copy.

@@ -205,7 +205,7 @@ static __always_inline int op_trigger_body(struct pt_regs *ctx)
 		return 0;
 	}
 	/*
-	 * its main thread: the one the agent goes in through (user/proc/inject.c);
+	 * its main thread: the one the agent goes in through (user/inject/inject.c);
 	 * another thread, or the signal could reach it: the probes go in instead,
 	 * while that other thread waits in the same stop where it can
 	 */

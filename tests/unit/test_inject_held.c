@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "proc/inject.h"
+#include "inject/inject.h"
 #include "test.h"
 
 static volatile sig_atomic_t got_urg;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * user/proc/sigframe.c: the frame read through glibc's own ucontext_t (an
+ * user/inject/sigframe.c: the frame read through glibc's own ucontext_t (an
  * independent statement of the kernel's layout), the restart rules, and the
  * XSAVE area's magic words. The frame against the real kernel is
  * tests/integration/test_kill_safe.py's.
@@ -13,7 +13,7 @@
 #include <sys/syscall.h>
 #include <ucontext.h>
 
-#include "../../user/proc/sigframe.h"
+#include "../../user/inject/sigframe.h"
 #include "test.h"
 
 #ifdef __x86_64__

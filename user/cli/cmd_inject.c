@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* ptrace-gpu inject: the diagnostic face of user/proc/inject.c (what record -p does with the
+/* ptrace-gpu inject: the diagnostic face of user/inject/inject.c (what record -p does with the
  * agent). */
 #include <errno.h>
 #include <getopt.h>
@@ -14,7 +14,7 @@
 #include "base/trusted.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
-#include "proc/inject.h"
+#include "inject/inject.h"
 #include "proc/procfs.h"
 
 static void usage(FILE *f)

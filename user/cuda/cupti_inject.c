@@ -16,8 +16,8 @@
 #include "base/log.h"
 #include "cuda/cupti.h"
 #include "cuda/cupti_int.h"
+#include "inject/inject.h"
 #include "proc/elf_file.h"
-#include "proc/inject.h"
 #include "ptg_cupti_proto.h"
 
 #ifdef PTG_HAVE_CUPTI

@@ -82,7 +82,7 @@ int launch__on_urg(launch_urg_fn fn, void *ctx);
 void launch__off_urg(launch_urg_fn fn, void *ctx);
 /*
  * Held process pid, stopped, is to lend its main thread (the op agent goes
- * in through it, user/proc/inject.c): its other threads are let go, and
+ * in through it, user/inject/inject.c): its other threads are let go, and
  * those it starts from now on are not taken. Its exec still stops it.
  */
 int launch__main_only(pid_t pid);

@@ -16,7 +16,7 @@
 #include "base/log.h"
 #include "base/trusted.h"
 #include "base/u64map.h"
-#include "proc/inject.h"
+#include "inject/inject.h"
 #include "proc/procfs.h"
 #include "ptg_pymon_proto.h"
 #include "pyinterp/pycode.h"

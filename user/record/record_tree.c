@@ -157,7 +157,7 @@ static const struct py_interp *interp_of(void *ctx, pid_t pid)
 
 /*
  * The CUPTI agent is injected through the process's main thread under
- * ptrace (user/proc/inject.c), which the set holds at its execs: a process
+ * ptrace (user/inject/inject.c), which the set holds at its execs: a process
  * about to get the agent is let go first, as record -p lets go of its one
  * target (user/record/target.c). Called before cupti__on_proc_map().
  */

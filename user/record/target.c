@@ -197,7 +197,7 @@ static void end_hold(struct target *tg)
 
 /*
  * A -p target that maps the CUDA driver gets the CUPTI agent, which borrows
- * its main thread under ptrace (user/proc/inject.c): a thread has one
+ * its main thread under ptrace (user/inject/inject.c): a thread has one
  * tracer, so the hold ends, and an exec after it is found as when another
  * tracer holds it. It ends at the next target__poll(), once the scan that
  * found the driver has put its probes in: the process may be stopped at

@@ -2,7 +2,7 @@
 /*
  * What injection needs from the target's libc, found before any thread is
  * touched: dlopen (and dlerror) by their ELF symbols, and the signal
- * trampoline every step of user/proc/inject.c returns through, by its code.
+ * trampoline every step of user/inject/inject.c returns through, by its code.
  */
 #include <errno.h>
 #include <limits.h>
@@ -10,11 +10,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "inject/inject_int.h"
+#include "inject/sigframe.h"
 #include "proc/elf_file.h"
-#include "proc/inject_int.h"
 #include "proc/procfs.h"
 #include "proc/procopen.h"
-#include "proc/sigframe.h"
 
 #ifdef __x86_64__
 

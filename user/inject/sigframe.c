@@ -4,7 +4,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 
-#include "proc/sigframe.h"
+#include "inject/sigframe.h"
 
 #ifdef __x86_64__
 

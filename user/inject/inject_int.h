@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What user/proc/inject.c (the borrowed thread), user/proc/inject_syms.c (the
- * functions it calls) and user/proc/inject_memfd.c (the library handed over
+ * What user/inject/inject.c (the borrowed thread), user/inject/inject_syms.c (the
+ * functions it calls) and user/inject/inject_memfd.c (the library handed over
  * in a memfd of the target's own, through inject.c) share. Not an API.
  */
 #ifndef PTG_INJECT_INT_H
@@ -16,7 +16,7 @@
 #include <sys/uio.h>
 #include <sys/user.h>
 
-#include "proc/inject.h"
+#include "inject/inject.h"
 
 struct region {
 	uint64_t lo, hi;

@@ -41,10 +41,10 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "inject/inject_int.h"
+#include "inject/sigframe.h"
 #include "proc/elf_file.h"
-#include "proc/inject_int.h"
 #include "proc/procfs.h"
-#include "proc/sigframe.h"
 
 #ifdef __x86_64__
 

@@ -25,7 +25,7 @@
 
 #include "base/trusted.h"
 #include "base/u64map.h"
-#include "proc/inject_int.h"
+#include "inject/inject_int.h"
 #include "proc/procfs.h"
 
 #define MFD_CLOEXEC_	   0x1u
