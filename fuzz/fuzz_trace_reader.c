@@ -23,7 +23,7 @@
 #include "fuzz_util.h"
 #include "model/model.h"
 #include "model/profile.h"
-#include "output/chrome.h"
+#include "chrome/chrome.h"
 #include "output/flamegraph_write.h"
 #include "output/pstats.h"
 #include "trace/trace.h"

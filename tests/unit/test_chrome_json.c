@@ -7,7 +7,7 @@
 #include <inttypes.h>
 #include <stdint.h>
 
-#include "output/chrome_json.h"
+#include "chrome/chrome_json.h"
 #include "test.h"
 
 static void check_us(uint64_t ns)

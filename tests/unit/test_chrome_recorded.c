@@ -13,7 +13,7 @@
 #include <json-c/json.h>
 
 #include "import/kineto.h"
-#include "output/chrome.h"
+#include "chrome/chrome.h"
 #include "test.h"
 #include "trace/trace.h"
 

@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "import/kineto.h"
-#include "output/chrome.h"
-#include "output/chrome_export.h"
+#include "chrome/chrome.h"
+#include "chrome/chrome_export.h"
 #include "test.h"
 #include "trace/trace.h"
 

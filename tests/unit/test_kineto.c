@@ -6,7 +6,7 @@
 
 #include "import/kineto.h"
 #include "model/model.h"
-#include "output/chrome.h"
+#include "chrome/chrome.h"
 #include "test.h"
 #include "trace/trace.h"
 

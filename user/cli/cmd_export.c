@@ -16,7 +16,7 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "model/profile.h"
-#include "output/chrome.h"
+#include "chrome/chrome.h"
 #include "output/pstats.h"
 #include "output/trace_pprof.h"
 #include "trace/trace.h"

@@ -12,7 +12,7 @@
 #include <json-c/json.h>
 
 #include "base/utf8.h"
-#include "output/chrome_json.h"
+#include "chrome/chrome_json.h"
 
 /* A JSON string literal; a byte that starts no valid UTF-8 sequence becomes U+FFFD. */
 void jb_json(struct buf *b, const char *s)

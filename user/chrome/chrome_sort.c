@@ -20,7 +20,7 @@
 
 #include "base/array.h"
 #include "base/log.h"
-#include "output/chrome_export.h"
+#include "chrome/chrome_export.h"
 
 #define SPILL_FLUSH_AT (256 * 1024)
 /* the windows of all runs together, while merging; each between the two below */

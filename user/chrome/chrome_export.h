@@ -17,7 +17,7 @@
 
 #include "base/u64map.h"
 #include "model/cudajoin.h"
-#include "output/chrome_json.h"
+#include "chrome/chrome_json.h"
 #include "trace/trace.h"
 
 /*

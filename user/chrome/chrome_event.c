@@ -12,7 +12,7 @@
 
 #include "base/array.h"
 #include "base/log.h"
-#include "output/chrome_export.h"
+#include "chrome/chrome_export.h"
 
 int chrome_out_flush(struct chrome *c)
 {

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "base/utf8.h"
-#include "output/chrome_export.h"
+#include "chrome/chrome_export.h"
 #include "trace/kineto_args.h"
 #include "trace/trace_kineto.h"
 

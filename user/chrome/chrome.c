@@ -19,8 +19,8 @@
 #include "base/log.h"
 #include "base/outfile.h"
 #include "model/model.h"
-#include "output/chrome.h"
-#include "output/chrome_export.h"
+#include "chrome/chrome.h"
+#include "chrome/chrome_export.h"
 #include "trace/trace_kineto.h"
 
 /* Starts an event object: {"ph": ..., "cat": ..., "name": ... */
