@@ -9,7 +9,7 @@
 #ifndef PTG_CUPTI_RECORDS_H
 #define PTG_CUPTI_RECORDS_H
 
-/* not <cupti.h>: user/cuda/cupti.h has that name in the loader's include path */
+/* not <cupti.h>: user/gpu/cupti.h has that name in the loader's include path */
 #include <cupti_activity.h>
 #include <cupti_version.h>
 

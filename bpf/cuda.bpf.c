@@ -60,7 +60,7 @@ struct {
 
 /*
  * Processes whose CUDA calls come from their CUPTI agent (tgid -> 1,
- * user/cuda/cuda_agent.c): a call they start is kept on the thread's
+ * user/cuda/cuda.c, cuda_ring.c): a call they start is kept on the thread's
  * stack unrecorded, so that its return pairs with it and not with a call
  * recorded before the agent took over.
  */

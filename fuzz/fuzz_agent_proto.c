@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "cuda/cupti.h"
+#include "gpu/cupti_decode.h"
 #include "trace/trace.h"
 
 /* Matches every other thread, as if half the calls had been probed. */

@@ -7,7 +7,7 @@
  */
 #include <stdint.h>
 
-#include "cuda/cupti_clock.h"
+#include "gpu/cupti_clock.h"
 #include "test.h"
 
 static void test_add(void)

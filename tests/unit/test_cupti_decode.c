@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "cuda/cupti.h"
+#include "gpu/cupti_clock.h"
+#include "gpu/cupti_decode.h"
 #include "test.h"
 #include "trace/trace.h"
 #include "trace/trace_format.h"

@@ -60,7 +60,7 @@ void cudaprobe__summary(const struct cudaprobe *cp);
 void cudaprobe__current(struct cudaprobe *cp, uint32_t pid, uint32_t tid, uint64_t since,
 			uint32_t *sym, uint64_t *call_id);
 /*
- * A cupti_join_fn (cupti.h), ctx a struct cudaprobe: the host call of thread
+ * A cupti_join_fn (gpu/cupti_types.h), ctx a struct cudaprobe: the host call of thread
  * (pid, tid) that CUPTI's record of API name, [start, end] (CLOCK_MONOTONIC)
  * describes, among the thread's last CUDA_JOIN_HISTORY or more (cudajoin.h).
  * Returns 1 and its id and start, or 0 when none matches.
@@ -69,7 +69,7 @@ int cudaprobe__join(void *ctx, uint32_t pid, uint32_t tid, const char *name, boo
 		    uint32_t corr, uint64_t start, uint64_t end, uint64_t *call_id,
 		    uint64_t *call_ts);
 /*
- * A cupti_calls_fn (cupti.h), ctx a struct cudaprobe: process pid's CUPTI
+ * A cupti_calls_fn (gpu/cupti_types.h), ctx a struct cudaprobe: process pid's CUPTI
  * agent takes its CUDA calls from CUPTI's callbacks into the ring fd (size
  * bytes; fd stays the caller's). From then on its calls come from there,
  * merged in time order with the ring buffer's events and written as the

@@ -16,7 +16,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "cuda/cupti.h"
+#include "gpu/cupti.h"
 #include "libwatch/libwatch.h"
 #include "proc/procfs.h"
 #include "pyinterp/launch.h"

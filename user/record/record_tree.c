@@ -8,7 +8,8 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "cuda/cuda.h"
-#include "cuda/cupti.h"
+#include "gpu/cupti.h"
+#include "gpu/cupti_set.h"
 #include "libwatch/libwatch.h"
 #include "proc/kfeat.h"
 #include "proc/syscheck.h"
@@ -367,7 +368,7 @@ static int open_agents(struct recording *rc)
 /*
  * Several processes (-p A,B, --children, --uid, --cgroup): Python calls,
  * dispatcher ops, CUDA calls, off-CPU intervals and GPU activity (an agent
- * in each process that uses CUDA, user/cuda/cupti_set.c) of each.
+ * in each process that uses CUDA, user/gpu/cupti_set.c) of each.
  */
 int start_tree(struct recording *rc)
 {

@@ -68,7 +68,7 @@ typedef int (*tracer_source_fn)(struct tracer *t, void *ctx, uint64_t upto_ts);
 
 /*
  * A second source outside the ring buffer that can tell its next event's
- * time (the CUPTI agents' CUDA calls, user/cuda/cuda_agent.c): peek
+ * time (the CUPTI agents' CUDA calls, user/cuda/cuda.c, cuda_ring.c): peek
  * returns 1 with the time of the event it would hand next, 0 when it has
  * none; take hands that one event to tracer__dispatch(). Its events go
  * between the other source's in time order (that one is pulled up to each

@@ -15,8 +15,9 @@
 #include <string.h>
 
 #include "base/u64map.h"
-#include "cuda/cupti.h"
-#include "cuda/cupti_clock.h"
+#include "gpu/cupti_clock.h"
+#include "gpu/cupti_decode.h"
+#include "gpu/cupti_proto.h"
 #include "ptg_cupti_proto.h"
 #include "trace/trace_format.h"
 #include "trace/trace_kineto.h"

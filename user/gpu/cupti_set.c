@@ -15,8 +15,9 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "cuda/cupti.h"
-#include "cuda/cupti_int.h"
+#include "gpu/cupti_decode.h"
+#include "gpu/cupti_int.h"
+#include "gpu/cupti_set.h"
 #include "proc/procfs.h"
 #include "proc/procopen.h"
 

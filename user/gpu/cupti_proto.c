@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "cuda/cupti.h"
+#include "gpu/cupti_proto.h"
 #include "ptg_cupti_proto.h"
 
 int cupti_split_msgs(const void *buf, size_t len, size_t *used, cupti_msg_fn fn, void *ctx)

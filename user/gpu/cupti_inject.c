@@ -14,8 +14,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
-#include "cuda/cupti.h"
-#include "cuda/cupti_int.h"
+#include "gpu/cupti_int.h"
 #include "inject/inject.h"
 #include "proc/elf_file.h"
 #include "ptg_cupti_proto.h"

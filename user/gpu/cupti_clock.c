@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "cuda/cupti_clock.h"
+#include "gpu/cupti_clock.h"
 
 uint64_t cupti_clock_map(const struct cupti_clock_pair *pairs, size_t n, uint64_t t)
 {

@@ -21,7 +21,7 @@
 #include <bpf/bpf.h>
 
 #include "base/clock.h"
-#include "cuda/cupti_int.h"
+#include "gpu/cupti_int.h"
 #include "proc/procfs.h"
 
 #ifdef PTG_HAVE_CUPTI

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Inside struct cupti (cupti.h): the state that the agents' socket reader
- * (cupti_reader.c) and record's thread (cupti.c) share. Not for other files.
+ * Inside struct cupti (cupti.h): the state that record's thread (cupti.c,
+ * cupti_set.c, cupti_inject.c) and the agents' socket reader
+ * (cupti_reader.c) share, and what each of those files gives the ones above
+ * it. Not for other files.
  */
 #ifndef PTG_CUPTI_INT_H
 #define PTG_CUPTI_INT_H
@@ -12,7 +14,8 @@
 #include <threads.h>
 #include <sys/types.h>
 
-#include "cuda/cupti.h"
+#include "gpu/cupti_decode.h"
+#include "trace/trace.h"
 
 #define MAX_CONNS	256	       /* agent connections in one recording */
 #define CHUNK_SIZE	(256u << 10)   /* one read from a socket */
