@@ -11,28 +11,13 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "libwatch/libwatch_types.h"
 #include "proc/procfs.h"
 #include "tracer/tracer.h"
 
 struct libwatch;
 
-/*
- * A newly seen executable mapping of the file at m->path; attach_path opens
- * the same file from here; bias = runtime address - link-time address.
- * A library the target would load late (libcuda, libcudart, libtorch_cpu)
- * is offered ahead, before it is mapped, each copy found along its loader's
- * search order (libsearch.h): then m->start and m->end are 0 and bias is 0;
- * it is offered again when mapped. One mapped after attach that was not
- * found ahead, or mapped before its probes went in, is said on stderr and
- * counted (loss lib_unprobed_window), once per process and file.
- * Returns 0, or -errno to stop recording; offered ahead, LIBWATCH_WHEN_MAPPED
- * says it was not probed: it is offered once mapped as one not found ahead
- * (a held thread waits at the loader's notice, another's window is said).
- */
-#define LIBWATCH_WHEN_MAPPED 1
-typedef int (*libwatch_fn)(void *ctx, const struct proc_map *m, const char *attach_path,
-			   uint64_t bias);
-
+/* Watches the libraries of pid; subscribers hear of them (libwatch_types.h). */
 int libwatch__open(struct tracer *t, pid_t pid, struct libwatch **out);
 /*
  * The same for the processes of a set (record -p A,B, --children): those
@@ -53,25 +38,11 @@ int libwatch__open_set(struct tracer *t, int traced_fd, struct libwatch **out);
  */
 int libwatch__add_pid(struct libwatch *lw, pid_t pid);
 
+/* fn hears of each executable object once (libwatch_types.h). */
 int libwatch__subscribe(struct libwatch *lw, libwatch_fn fn, void *ctx);
-/*
- * One process: fn(ctx, dev, ino, ts) after each exec of it was scanned (its
- * event read, the process may have run on, or ended, since), with the file
- * the exec ran (as stat(2) names it) and when (CLOCK_MONOTONIC ns). One
- * subscriber.
- */
-typedef void (*libwatch_exec_fn)(void *ctx, dev_t dev, ino_t ino, uint64_t ts);
+/* One process: fn after each exec of it was scanned (libwatch_types.h). One subscriber. */
 void libwatch__on_exec(struct libwatch *lw, libwatch_exec_fn fn, void *ctx);
-/*
- * Which process maps what, for a subscriber that acts in each process (the
- * CUPTI agent goes into every process of a set that maps libcuda), where a
- * libwatch_fn hears of a file once for all: fn hears of each executable
- * mapping of pid at each scan of pid (so: cheap checks only), after the
- * libwatch_fn subscribers heard of it (a new library's probes are in), and
- * with m NULL when pid exec'd (what it had mapped is gone). Returns as
- * libwatch_fn.
- */
-typedef int (*libwatch_proc_fn)(void *ctx, pid_t pid, const struct proc_map *m);
+/* fn hears of each executable mapping of each process (libwatch_types.h). */
 int libwatch__subscribe_proc(struct libwatch *lw, libwatch_proc_fn fn, void *ctx);
 /*
  * One process, before the probes that fire at once go in: offers ahead the

@@ -11,7 +11,8 @@
 #include <sys/types.h>
 
 #include "base/u64map.h"
-#include "libwatch/libwatch.h"
+#include "libwatch/libwatch_types.h"
+#include "tracer/tracer.h"
 
 #define MAX_SUBSCRIBERS 8
 

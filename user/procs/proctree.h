@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "procs/proctree_types.h"
 #include "pyinterp/pyinterp.h"
 #include "python/pyframe.h"
 #include "trace/trace.h"
@@ -51,7 +52,6 @@ void proctree__nopy_what(struct proctree *pt, const char *what);
  * events, and its new image is probed as a set's are (held at the exec,
  * so from its first call). Before proctree__load().
  */
-typedef void (*proctree_gone_fn)(void *ctx, pid_t pid);
 void proctree__frames_elsewhere(struct proctree *pt, proctree_gone_fn gone, void *ctx);
 /* After the processes are added: loads the BPF side and a pyframe per interpreter. */
 int proctree__load(struct proctree *pt, struct tracer *t);
@@ -87,23 +87,9 @@ int proctree__add(struct proctree *pt, pid_t pid, const struct py_interp *py);
 pid_t proctree__first(const struct proctree *pt, const struct py_interp **py);
 /* Metadata "pids" (the processes added, A,B,C) and "children" (1 or 0). */
 int proctree__write_meta(const struct proctree *pt, struct trace_writer *w);
-/*
- * fn(ctx, pid, exec_ts) runs for each process of the set that exec()'d,
- * while it is held past its new loader (its linked libraries mapped) where
- * it could be held: probes on what it maps (libcuda) then see its calls
- * from there on. It ran unheld from its exec (exec_ts, the event's
- * CLOCK_MONOTONIC time) until the event was read, which fn may say. Its
- * return value is not an error of the recording.
- */
-typedef int (*proctree_exec_fn)(void *ctx, pid_t pid, uint64_t exec_ts);
+/* fn runs for each process of the set that exec()'d (proctree_types.h). */
 void proctree__on_exec(struct proctree *pt, proctree_exec_fn fn, void *ctx);
-/*
- * fn(ctx, pid, on): held process pid of the set runs no Python (on), so
- * that a libpython it maps itself (a program that embeds Python) is to
- * stop it at the loader's notice; or it runs Python, or is ours no more
- * (off).
- */
-typedef void (*proctree_nopy_fn)(void *ctx, pid_t pid, bool on);
+/* fn hears which held processes run no Python (proctree_types.h). */
 void proctree__on_nopy(struct proctree *pt, proctree_nopy_fn fn, void *ctx);
 /*
  * Process pid of the set mapped a libpython: when it ran no Python, its

@@ -25,6 +25,7 @@
 #include "proc/procfs.h"
 #include "procs/proctree_int.h"
 #include "pyinterp/launch.h"
+#include "tracer/tracer.h"
 
 /*
  * How long an exec event may wait for the exec stop that follows it: the

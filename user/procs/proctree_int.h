@@ -13,7 +13,7 @@
 #include <sys/types.h>
 
 #include "base/u64map.h"
-#include "procs/proctree.h"
+#include "procs/proctree_types.h"
 #include "pyinterp/pyinterp.h"
 
 /* The most processes recorded at once: a fork past it is counted, not recorded. */

@@ -17,7 +17,6 @@
 #include "proc/elf_file.h"
 #include "proc/procfs.h"
 #include "pyinterp/launch.h"
-#include "pyinterp/launch_int.h"
 
 #define EXEC_EVENT (SIGTRAP | (PTRACE_EVENT_EXEC << 8))
 /* a held process's threads are held too, those it starts from birth (launch_threads.c) */
@@ -322,7 +321,7 @@ static int release_at(pid_t pid, pid_t tid, int *wstatus)
 	return ret == -ECHILD ? URG_ENDED : URG_LET_GO;
 }
 
-/* A SIGURG stop of thread tid of held process pid: launch_our_urg_fn (launch_int.h). */
+/* A SIGURG stop of thread tid of held process pid: launch_our_urg_fn (launch_threads.h). */
 static int launch_our_urg(pid_t pid, pid_t tid, int *wstatus)
 {
 	for (int i = 0; i < nurg; i++) {

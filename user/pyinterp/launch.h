@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "pyinterp/launch_threads.h"
 #include "pyinterp/pyinterp.h"
 
 /*
@@ -100,7 +101,7 @@ int launch__let_go(pid_t pid, int *wstatus);
  */
 int launch__hold(pid_t pid, bool forks, bool stopped);
 
-#define LAUNCH_FORK    3 /* it forked: *child is under ptrace from birth, pid runs on */
+/* LAUNCH_FORK (3, launch_threads.h): it forked, *child under ptrace from birth */
 #define LAUNCH_AT_EXEC 4 /* stopped at its exec, the new image not looked at: launch__examine */
 /*
  * launch__poll() for a process of launch__hold(), one stop at a time,
@@ -129,10 +130,4 @@ int launch__examine(pid_t pid, struct py_interp *py, char *err, size_t errlen);
  */
 int launch__interrupt(pid_t pid);
 int launch__wait_interrupt(pid_t pid, bool *at_exec, pid_t *child);
-/*
- * A child born under ptrace (LAUNCH_FORK) that is not to be held: waits
- * for its first stop (it stops at once, seized) and lets it go.
- */
-int launch__drop_new(pid_t pid);
-
 #endif /* PTG_LAUNCH_H */

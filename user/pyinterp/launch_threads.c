@@ -24,8 +24,7 @@
 
 #include "base/array.h"
 #include "proc/procfs.h"
-#include "pyinterp/launch.h"
-#include "pyinterp/launch_int.h"
+#include "pyinterp/launch_threads.h"
 
 /* Waits for the next stop of pid. */
 int launch_wait_stop(pid_t pid, int *status)

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pyinterp/pyinterp.h"
+#include "pyinterp/pyversions.h"
 
 #define PY_DEBUG_COOKIE "xdebugpy"
 

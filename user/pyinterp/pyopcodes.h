@@ -10,7 +10,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pyinterp/pyinterp.h"
+#define PY_MAX_HANDLERS 6 /* forms of one instruction, at most */
+
+/* Opcode numbers of one interpreter, read from its standard library; lists end at 0. */
+struct py_opcodes {
+	uint8_t resume[PY_MAX_HANDLERS]; /* RESUME, its specializations, INSTRUMENTED_RESUME */
+	uint8_t ret[PY_MAX_HANDLERS];	 /* RETURN_VALUE, RETURN_CONST and instrumented forms */
+	uint8_t yield[PY_MAX_HANDLERS];	 /* YIELD_VALUE, INSTRUMENTED_YIELD_VALUE */
+};
 
 /*
  * Reads the opcode numbers of the CPython at prefix (its install prefix as

@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "pyinterp/pyinterp.h"
+#include "pyinterp/pyversions.h"
 
 /* The dict entry structs and the object header did not change from 3.11 to 3.15. */
 #define DICT_ENTRIES                                                                               \

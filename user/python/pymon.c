@@ -20,6 +20,7 @@
 #include "proc/procfs.h"
 #include "ptg_pymon_proto.h"
 #include "pyinterp/pycode.h"
+#include "python/pymon.h"
 #include "python/pymon_int.h"
 #include "python/pystack.h"
 #include "torch/torchops.h"

@@ -14,7 +14,6 @@
 #include "base/u64map.h"
 #include "ptg_pymon_proto.h"
 #include "pyinterp/pyinterp.h"
-#include "python/pymon.h"
 #include "python/pystack.h"
 #include "tracer/tracer.h"
 

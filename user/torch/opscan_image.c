@@ -18,7 +18,6 @@
 
 #include <linux/types.h>
 #include "ptrace_gpu/events.h"
-#include "torch/opscan.h"
 #include "torch/opscan_int.h"
 
 int opscan_name_from_symbol(const char *sym, char *buf, size_t len)

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "base/u64map.h"
-#include "torch/opscan.h"
+#include "torch/opscan_types.h"
 
 #define OPS_PREFIX	"_ZN2at4_ops"
 #define FSOT_SYM	"_ZN3c1010Dispatcher17findSchemaOrThrowEPKcS2_"

@@ -1,14 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Inside launch: the main thread's stops (launch.c) and, below it, those of
- * the other threads of a held process and those every thread has
- * (launch_threads.c).
+ * Below launch.c (the main thread's stops): the stops of the other threads
+ * of a held process and those every thread has (launch_threads.c). Only
+ * launch__drop_new() and LAUNCH_FORK are for users of launch.h.
  */
-#ifndef PTG_LAUNCH_INT_H
-#define PTG_LAUNCH_INT_H
+#ifndef PTG_LAUNCH_THREADS_H
+#define PTG_LAUNCH_THREADS_H
 
 #include <stdbool.h>
 #include <sys/types.h>
+
+#define LAUNCH_FORK 3 /* it forked: *child is under ptrace from birth, pid runs on */
+
+/*
+ * A child born under ptrace (LAUNCH_FORK) that is not to be held: waits
+ * for its first stop (it stops at once, seized) and lets it go.
+ */
+int launch__drop_new(pid_t pid);
 
 #define SYSCALL_STOP (SIGTRAP | 0x80) /* with PTRACE_O_TRACESYSGOOD */
 
@@ -59,4 +67,4 @@ void threads_release(pid_t pid, pid_t keep);
 /* pid ended, or is let go: its threads are no more ours to handle. */
 void threads_forget(pid_t pid);
 
-#endif /* PTG_LAUNCH_INT_H */
+#endif /* PTG_LAUNCH_THREADS_H */
