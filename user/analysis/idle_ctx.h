@@ -11,8 +11,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "analysis/idle.h"
+#include "analysis/idle_report.h"
 #include "base/u64map.h"
+#include "trace/trace.h"
 
 #define NONE UINT64_MAX
 /* BasicEvaluation's falling phase: from a depth of at least 4 down to 0 */

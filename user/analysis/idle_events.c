@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analysis/idle.h"
 #include "analysis/idle_ctx.h"
 #include "base/array.h"
 #include "base/log.h"

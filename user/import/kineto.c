@@ -17,6 +17,7 @@
 
 #include "base/array.h"
 #include "base/log.h"
+#include "import/kineto.h"
 #include "import/kineto_import.h"
 #include "import/kineto_json.h"
 

@@ -10,15 +10,9 @@
 
 #include <stdint.h>
 
+#include "import/kineto_types.h"
 #include "trace/trace.h"
 #include "trace/trace_kineto.h"
-
-struct kineto_stats {
-	uint64_t events;  /* entries of traceEvents */
-	uint64_t records; /* records written */
-	uint64_t clipped; /* X events cut to their parent's end */
-	uint64_t unknown; /* events of an unknown category or shape: kept whole as EVENT records */
-};
 
 /*
  * Converts a Kineto JSON trace (plain or gzip) at json_path into a .ptg at

@@ -12,8 +12,9 @@
 #include <string.h>
 
 #include "base/array.h"
-#include "import/kineto.h"
+#include "import/kineto_types.h"
 #include "trace/kineto_args.h"
+#include "trace/trace.h"
 
 /* A record to write, with the strings that order records of equal ts. */
 struct kev {

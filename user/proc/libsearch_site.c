@@ -10,7 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "proc/libsearch.h"
 #include "proc/libsearch_int.h"
 #include "proc/procfs.h"
 #include "proc/procopen.h"
