@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "inject/inject.h"
 #include "inject/inject_int.h"
 #include "inject/sigframe.h"
 #include "proc/elf_file.h"

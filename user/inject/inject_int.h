@@ -16,14 +16,14 @@
 #include <sys/uio.h>
 #include <sys/user.h>
 
-#include "inject/inject.h"
-
 struct region {
 	uint64_t lo, hi;
 };
 
 struct target;
 struct inject_src;
+struct inject_opts;   /* inject.h */
+struct inject_result; /* inject.h */
 
 /*
  * The memfd route's own steps (inject_memfd.c, which uses inject.c and so

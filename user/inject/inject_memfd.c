@@ -25,6 +25,7 @@
 
 #include "base/trusted.h"
 #include "base/u64map.h"
+#include "inject/inject.h"
 #include "inject/inject_int.h"
 #include "proc/procfs.h"
 
