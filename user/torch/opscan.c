@@ -54,7 +54,7 @@ static Elf_Scn *section_by_type(Elf *elf, Elf64_Word type, GElf_Shdr *sh)
 }
 
 /* PLT ranges, and the GOT slots of findSchemaOrThrow from every RELA section. */
-static int scan_sections(struct scan *s, size_t fsot_index)
+static int scan_sections(struct opscan_run *s, size_t fsot_index)
 {
 	size_t shstrndx;
 	Elf_Scn *scn = NULL;
@@ -86,7 +86,7 @@ static int scan_sections(struct scan *s, size_t fsot_index)
 }
 
 /* One pass over .dynsym: function addresses, and where findSchemaOrThrow is. */
-static int scan_dynsym(struct scan *s, Elf_Data *d, const GElf_Shdr *sh, size_t *fsot_index)
+static int scan_dynsym(struct opscan_run *s, Elf_Data *d, const GElf_Shdr *sh, size_t *fsot_index)
 {
 	size_t n = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
 	GElf_Sym es;
@@ -109,7 +109,7 @@ static int scan_dynsym(struct scan *s, Elf_Data *d, const GElf_Shdr *sh, size_t 
 	return 0;
 }
 
-static int scan_ops(struct scan *s, Elf_Data *d, const GElf_Shdr *sh)
+static int scan_ops(struct opscan_run *s, Elf_Data *d, const GElf_Shdr *sh)
 {
 	size_t n = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
 	GElf_Sym es;
@@ -138,7 +138,7 @@ static int scan_ops(struct scan *s, Elf_Data *d, const GElf_Shdr *sh)
 	return 0;
 }
 
-static int load_phdrs(struct scan *s)
+static int load_phdrs(struct opscan_run *s)
 {
 	struct stat st;
 	size_t n;
@@ -160,7 +160,7 @@ static int load_phdrs(struct scan *s)
 	return 0;
 }
 
-static int scan_open(struct scan *s, const char *path)
+static int scan_open(struct opscan_run *s, const char *path)
 {
 	struct stat st;
 
@@ -183,7 +183,7 @@ static int scan_open(struct scan *s, const char *path)
 	return s->insn ? load_phdrs(s) : -ENOMEM;
 }
 
-static void scan_close(struct scan *s)
+static void scan_close(struct opscan_run *s)
 {
 	if (s->insn)
 		cs_free(s->insn, 1);
@@ -203,7 +203,7 @@ static void scan_close(struct scan *s)
 	u64map__free(&s->callee_name);
 }
 
-static int scan_file(struct scan *s, const char *path)
+static int scan_file(struct opscan_run *s, const char *path)
 {
 	size_t fsot_index = 0;
 	Elf_Scn *scn;
@@ -224,7 +224,7 @@ static int scan_file(struct scan *s, const char *path)
 
 int opscan__run(const char *path, struct opscan **out)
 {
-	struct scan s = {.fd = -1};
+	struct opscan_run s = {.fd = -1};
 	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
 	int err;
 

@@ -35,7 +35,7 @@ int opscan_name_from_symbol(const char *sym, char *buf, size_t len)
 	return 0;
 }
 
-int scan_vaddr_to_offset(const struct scan *s, uint64_t vaddr, uint64_t *off, uint64_t *room)
+int scan_vaddr_to_offset(const struct opscan_run *s, uint64_t vaddr, uint64_t *off, uint64_t *room)
 {
 	for (size_t i = 0; i < s->nload; i++) {
 		const GElf_Phdr *p = &s->load[i];
@@ -50,7 +50,7 @@ int scan_vaddr_to_offset(const struct scan *s, uint64_t vaddr, uint64_t *off, ui
 }
 
 /* Reads up to len bytes of the file's image at vaddr; returns how many, or -errno. */
-static ssize_t read_at(const struct scan *s, uint64_t vaddr, void *buf, size_t len)
+static ssize_t read_at(const struct opscan_run *s, uint64_t vaddr, void *buf, size_t len)
 {
 	uint64_t off, room;
 	ssize_t n;
@@ -64,7 +64,7 @@ static ssize_t read_at(const struct scan *s, uint64_t vaddr, void *buf, size_t l
 }
 
 /* Up to len bytes at vaddr, as far as its segment goes: symbol sizes are not trusted. */
-const uint8_t *scan_code_at(struct scan *s, uint64_t vaddr, size_t len, size_t *got)
+const uint8_t *scan_code_at(struct opscan_run *s, uint64_t vaddr, size_t len, size_t *got)
 {
 	uint64_t off, room;
 	ssize_t n;
@@ -88,7 +88,7 @@ const uint8_t *scan_code_at(struct scan *s, uint64_t vaddr, size_t len, size_t *
 	return s->buf;
 }
 
-bool scan_in_plt(const struct scan *s, uint64_t addr)
+bool scan_in_plt(const struct opscan_run *s, uint64_t addr)
 {
 	for (int i = 0; i < s->nplt; i++) {
 		if (addr >= s->plt[i].lo && addr < s->plt[i].hi)
@@ -98,7 +98,7 @@ bool scan_in_plt(const struct scan *s, uint64_t addr)
 }
 
 /* A PLT stub jumps through its GOT slot: jmp *disp(%rip), after an endbr64 in .plt.sec. */
-static bool stub_is_fsot(struct scan *s, uint64_t stub)
+static bool stub_is_fsot(struct opscan_run *s, uint64_t stub)
 {
 	uint64_t *known = u64map__get(&s->stubs, stub), addr = stub, slot = 0;
 	const uint8_t *code;
@@ -121,7 +121,7 @@ static bool stub_is_fsot(struct scan *s, uint64_t stub)
 	return slot && u64map__get(&s->fsot_slots, slot);
 }
 
-bool scan_is_fsot(struct scan *s, uint64_t target)
+bool scan_is_fsot(struct opscan_run *s, uint64_t target)
 {
 	if (s->fsot_addr && target == s->fsot_addr)
 		return true;
@@ -129,7 +129,7 @@ bool scan_is_fsot(struct scan *s, uint64_t target)
 }
 
 /* Appends the NUL-terminated string at vaddr to the pool; returns its offset + 1, or 0. */
-size_t scan_pool_add_str(struct scan *s, uint64_t vaddr)
+size_t scan_pool_add_str(struct opscan_run *s, uint64_t vaddr)
 {
 	struct opscan *o = s->out;
 	char str[NAME_MAX_LEN];

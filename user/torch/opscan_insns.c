@@ -32,7 +32,7 @@ static uint64_t rip_target(const cs_insn *in, const cs_x86_op *op)
  * remembering the last rip-relative lea into rdx (the schema name). Stops at
  * the first ret when stop_at_ret. Returns the name's pool offset + 1, or 0.
  */
-static size_t find_schema_name(struct scan *s, uint64_t addr, size_t len, bool stop_at_ret)
+static size_t find_schema_name(struct opscan_run *s, uint64_t addr, size_t len, bool stop_at_ret)
 {
 	uint64_t rdx = 0;
 	const uint8_t *code;
@@ -60,7 +60,7 @@ static size_t find_schema_name(struct scan *s, uint64_t addr, size_t len, bool s
 	return 0;
 }
 
-static int add_site(struct scan *s, uint64_t vaddr, uint32_t op, uint32_t site, bool fp,
+static int add_site(struct opscan_run *s, uint64_t vaddr, uint32_t op, uint32_t site, bool fp,
 		    int16_t delta)
 {
 	struct opscan *o = s->out;
@@ -93,7 +93,7 @@ static bool is_cond_jump(unsigned int id)
 }
 
 /* Decodes [addr, addr + size) into s->insns. */
-static int decode(struct scan *s, uint64_t addr, uint32_t size, size_t *n)
+static int decode(struct opscan_run *s, uint64_t addr, uint32_t size, size_t *n)
 {
 	uint64_t pc = addr;
 	const uint8_t *code;
@@ -106,11 +106,11 @@ static int decode(struct scan *s, uint64_t addr, uint32_t size, size_t *n)
 	*n = 0;
 	while (cs_disasm_iter(s->cs, &code, &left, &pc, s->insn)) {
 		const cs_x86 *x = &s->insn->detail->x86;
-		struct insn *in;
+		struct scan_insn *in;
 
 		if (*n == s->insns_cap) {
 			size_t cap = s->insns_cap ? s->insns_cap * 2 : 1024;
-			struct insn *p = realloc(s->insns, cap * sizeof(*p));
+			struct scan_insn *p = realloc(s->insns, cap * sizeof(*p));
 
 			if (!p)
 				return -ENOMEM;
@@ -150,13 +150,13 @@ static int decode(struct scan *s, uint64_t addr, uint32_t size, size_t *n)
 	return left ? -EILSEQ : 0;
 }
 
-static bool is_branch(const struct insn *in)
+static bool is_branch(const struct scan_insn *in)
 {
 	return in->id == X86_INS_JMP || in->id == X86_INS_CALL || in->id == X86_INS_RET ||
 	       is_cond_jump(in->id);
 }
 
-static bool is_epilogue(const struct insn *in)
+static bool is_epilogue(const struct scan_insn *in)
 {
 	return in->id == X86_INS_POP || in->id == X86_INS_LEAVE ||
 	       (in->id == X86_INS_ADD && in->dst == X86_REG_RSP);
@@ -168,13 +168,13 @@ static bool is_epilogue(const struct insn *in)
  * stack pointer is the entry's again). Returns false on anything else than
  * moves, pops, leave, lea rsp,[rbp + d] and add/sub rsp,imm.
  */
-static bool unwind_to_ret(const struct insn *in, size_t j, size_t k, bool *fp, int16_t *delta)
+static bool unwind_to_ret(const struct scan_insn *in, size_t j, size_t k, bool *fp, int16_t *delta)
 {
 	bool from_rbp = false, rbp_moved = false;
 	int64_t d = 0;
 
 	for (size_t i = j + 1; i < k; i++) {
-		const struct insn *x = &in[i];
+		const struct scan_insn *x = &in[i];
 
 		if (x->id == X86_INS_LEA && x->dst == X86_REG_RSP && x->mem_base == X86_REG_RBP &&
 		    !x->mem_index && !rbp_moved) {
@@ -210,7 +210,7 @@ static bool unwind_to_ret(const struct insn *in, size_t j, size_t k, bool *fp, i
  * fs:0x28`. x86 runs a probed ret out of line with one more trap (12.5 us a
  * hit in a VM here, bench/uprobe_cost.c), a jne it emulates (0.7 us).
  */
-static bool check_before_ret(const struct insn *in, size_t k, const struct u64map *targets,
+static bool check_before_ret(const struct scan_insn *in, size_t k, const struct u64map *targets,
 			     size_t *j_out, bool *fp, int16_t *delta)
 {
 	for (size_t j = k; j-- > 1 && k - j <= 16;) {
@@ -233,10 +233,10 @@ struct body {
 	int exits;
 };
 
-static int exit_site(struct scan *s, uint32_t op, size_t k, const struct u64map *targets,
+static int exit_site(struct opscan_run *s, uint32_t op, size_t k, const struct u64map *targets,
 		     struct body *b)
 {
-	const struct insn *in = s->insns;
+	const struct scan_insn *in = s->insns;
 	int16_t delta = 0;
 	bool fp = false;
 	size_t j;
@@ -252,10 +252,10 @@ static int exit_site(struct scan *s, uint32_t op, size_t k, const struct u64map 
 }
 
 /* Classifies insns[k] of op's body [lo, hi): exits, callees, an inlined name. */
-static int body_insn(struct scan *s, uint32_t op, size_t k, uint64_t lo, uint64_t hi,
+static int body_insn(struct opscan_run *s, uint32_t op, size_t k, uint64_t lo, uint64_t hi,
 		     const struct u64map *targets, struct body *b, uint64_t *rdx)
 {
-	const struct insn *in = &s->insns[k];
+	const struct scan_insn *in = &s->insns[k];
 	bool after_epilogue = k && is_epilogue(&s->insns[k - 1]);
 
 	if (in->id == X86_INS_RET)
@@ -291,8 +291,8 @@ static int body_insn(struct scan *s, uint32_t op, size_t k, uint64_t lo, uint64_
 }
 
 /* Decodes and classifies op's body; *decoded: how many instructions s->insns holds of it. */
-static int scan_body(struct scan *s, uint32_t op, uint64_t addr, uint32_t size, struct body *b,
-		     size_t *decoded)
+static int scan_body(struct opscan_run *s, uint32_t op, uint64_t addr, uint32_t size,
+		     struct body *b, size_t *decoded)
 {
 	struct u64map targets = {};
 	uint64_t rdx = 0;
@@ -302,7 +302,7 @@ static int scan_body(struct scan *s, uint32_t op, uint64_t addr, uint32_t size, 
 	err = decode(s, addr, size, &n);
 	*decoded = err ? 0 : n;
 	for (size_t k = 0; !err && k < n; k++) {
-		const struct insn *in = &s->insns[k];
+		const struct scan_insn *in = &s->insns[k];
 
 		if (is_branch(in) && in->id != X86_INS_CALL && in->target >= addr &&
 		    in->target < addr + size)
@@ -314,7 +314,7 @@ static int scan_body(struct scan *s, uint32_t op, uint64_t addr, uint32_t size, 
 	return err;
 }
 
-static size_t callee_name(struct scan *s, uint64_t callee)
+static size_t callee_name(struct opscan_run *s, uint64_t callee)
 {
 	uint64_t *known = u64map__get(&s->callee_name, callee);
 	size_t name;
@@ -326,7 +326,7 @@ static size_t callee_name(struct scan *s, uint64_t callee)
 	return name;
 }
 
-static int name_fallback(struct scan *s, const char *sym, size_t *name)
+static int name_fallback(struct opscan_run *s, const char *sym, size_t *name)
 {
 	struct opscan *o = s->out;
 	char buf[NAME_MAX_LEN];
@@ -348,7 +348,7 @@ static int name_fallback(struct scan *s, const char *sym, size_t *name)
  * endbr64, a second trap of ~14 us per call; the next instruction runs on
  * every call too, with the entry's stack pointer and arguments.
  */
-static uint64_t entry_site(struct scan *s, uint64_t addr)
+static uint64_t entry_site(struct opscan_run *s, uint64_t addr)
 {
 	static const uint8_t endbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
 	size_t got = 0;
@@ -358,7 +358,7 @@ static uint64_t entry_site(struct scan *s, uint64_t addr)
 										   : addr;
 }
 
-int scan_add_op(struct scan *s, const char *sym, const GElf_Sym *es)
+int scan_add_op(struct opscan_run *s, const char *sym, const GElf_Sym *es)
 {
 	struct opscan *o = s->out;
 	uint32_t op = (uint32_t)o->nops;

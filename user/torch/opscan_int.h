@@ -29,7 +29,7 @@ struct range {
 };
 
 /* What the site finder needs of a decoded instruction. */
-struct insn {
+struct scan_insn {
 	uint64_t addr;
 	uint64_t target;     /* direct jump or call target */
 	uint64_t rip_target; /* address a rip-relative memory operand names */
@@ -44,7 +44,7 @@ struct insn {
 	bool indirect; /* jmp/call through a register or memory */
 };
 
-struct scan {
+struct opscan_run {
 	int fd;
 	uint64_t size; /* of the file */
 	Elf *elf;
@@ -59,7 +59,7 @@ struct scan {
 	struct u64map callee_name; /* callee -> pool offset + 1, or NO_NAME */
 	csh cs;
 	cs_insn *insn;
-	struct insn *insns; /* the function being scanned */
+	struct scan_insn *insns; /* the function being scanned */
 	size_t insns_cap;
 	uint8_t *buf;
 	size_t buf_cap;
@@ -69,16 +69,16 @@ struct scan {
 };
 
 /* user/torch/opscan_image.c: the file's image */
-int scan_vaddr_to_offset(const struct scan *s, uint64_t vaddr, uint64_t *off, uint64_t *room);
+int scan_vaddr_to_offset(const struct opscan_run *s, uint64_t vaddr, uint64_t *off, uint64_t *room);
 /* Up to len bytes at vaddr, as far as its segment goes: symbol sizes are not trusted. */
-const uint8_t *scan_code_at(struct scan *s, uint64_t vaddr, size_t len, size_t *got);
-bool scan_in_plt(const struct scan *s, uint64_t addr);
+const uint8_t *scan_code_at(struct opscan_run *s, uint64_t vaddr, size_t len, size_t *got);
+bool scan_in_plt(const struct opscan_run *s, uint64_t addr);
 /* target is c10::Dispatcher::findSchemaOrThrow, directly or through its PLT stub. */
-bool scan_is_fsot(struct scan *s, uint64_t target);
+bool scan_is_fsot(struct opscan_run *s, uint64_t target);
 /* Appends the NUL-terminated string at vaddr to the pool; returns its offset + 1, or 0. */
-size_t scan_pool_add_str(struct scan *s, uint64_t vaddr);
+size_t scan_pool_add_str(struct opscan_run *s, uint64_t vaddr);
 
 /* user/torch/opscan_insns.c: one at::_ops::<op>::call (symbol sym) into s->out */
-int scan_add_op(struct scan *s, const char *sym, const GElf_Sym *es);
+int scan_add_op(struct opscan_run *s, const char *sym, const GElf_Sym *es);
 
 #endif /* PTG_OPSCAN_INT_H */
