@@ -32,7 +32,10 @@
 #include "proc/procopen.h"
 #include "proc/syscheck.h"
 #include "sample.skel.h"
-#include "sample/sample_int.h"
+#include "sample/sample.h"
+#include "sample/sample_legacy.h"
+#include "sample/sample_procs.h"
+#include "sample/sample_resolve.h"
 
 #define NSEC_PER_SEC	  1000000000ull
 #define TICK_NS		  NSEC_PER_SEC

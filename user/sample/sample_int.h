@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The sampler's state, shared by user/sample/sample.c (BPF, intervals),
- * sample_procs.c (processes) and sample_resolve.c (stacks).
+ * sample_procs.c (processes) and sample_resolve.c (stacks); their functions
+ * are in sample_resolve.h and sample_procs.h.
  */
 #ifndef PTG_SAMPLE_INT_H
 #define PTG_SAMPLE_INT_H
@@ -10,7 +11,7 @@
 
 #include "base/u64map.h"
 #include "pyinterp/pyinterp.h"
-#include "sample/sample.h"
+#include "sample/sample_types.h"
 #include "sample/sample_syms.h"
 
 /* In cached frame lists: Python, the frame was entered from C; native, it is the eval loop. */
@@ -28,13 +29,6 @@ struct sample_tables {
 	size_t nframes, frames_cap;
 	struct u64map frame_idx;
 };
-
-const char *tables_str(struct sample_tables *t, const char *s);
-/* Frame of a function with no line or address; UINT32_MAX when out of memory. */
-uint32_t tables_simple_frame(struct sample_tables *t, const char *name, const char *file,
-			     uint32_t start_line, uint32_t kind, uint32_t line);
-uint32_t tables_frame(struct sample_tables *t, const struct sample_frame *f);
-void tables_free(struct sample_tables *t);
 
 /* A code object of a process, read once. */
 struct scode {
@@ -80,14 +74,6 @@ struct ccache {
 	size_t n, cap;
 };
 
-struct centry *ccache_get(struct ccache *c, uint32_t tgid, uint32_t id32, uint64_t id64);
-/* The new entry; pointers to entries are invalid after the next add. */
-struct centry *ccache_add(struct ccache *c, uint32_t tgid, uint32_t id32, uint64_t id64);
-/* Drops entries last used before min_gen; drop() is called on each first. */
-int ccache_prune(struct ccache *c, uint32_t min_gen, void (*drop)(void *ctx, struct centry *e),
-		 void *ctx);
-void ccache_free(struct ccache *c);
-
 /* An interpreter object already inspected: later processes that map it reuse the result. */
 struct interp_tmpl {
 	struct py_interp py;
@@ -96,9 +82,6 @@ struct interp_tmpl {
 };
 
 struct sample_bpf;
-
-/* sample_legacy.c: the ELF bytes of bpf/sample.bpf.c built without bpf_loop */
-const void *sample_legacy_elf(size_t *size);
 
 struct sampler {
 	struct sample_opts o;
@@ -133,25 +116,5 @@ struct sampler {
 	/* user-space losses */
 	uint64_t unresolved_code, lost_py_stacks, lost_native_stacks;
 };
-
-struct sproc *sampler_proc(struct sampler *s, uint32_t tgid);
-/* Resolve into the caches; 0 or a negative errno (out of memory). */
-int resolve_py_stack(struct sampler *s, struct sproc *sp, uint64_t hash, struct centry **out);
-int resolve_native_stack(struct sampler *s, struct sproc *sp, int32_t id, struct centry **out);
-/* The row's frames: Python frames, merged into the native stack when there is one. */
-int build_frames(struct sampler *s, const struct centry *py, const struct centry *nat,
-		 uint32_t *out, uint32_t *depth, uint32_t max);
-void sproc_free(struct sproc *sp);
-
-/* user/sample/sample_procs.c */
-/*
- * Starts sampling pid. Returns 0, or a negative errno with the reason in
- * err: -ENOEXEC not Python, -EPROTONOSUPPORT an unsupported version.
- */
-int sampler_add_pid(struct sampler *s, pid_t pid, char *err, size_t errlen);
-/* -a: every Python process not seen yet, or that ran exec since. */
-void sampler_scan_all(struct sampler *s);
-/* Ended processes leave the BPF map (their pid may come back as another program). */
-void sampler_check_exits(struct sampler *s);
 
 #endif /* PTG_SAMPLE_INT_H */

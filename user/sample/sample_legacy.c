@@ -4,7 +4,7 @@
  * 5.17): its skeleton has sample.skel.h's name and layout, so it lives in a
  * file of its own, and gives sample.c only its ELF bytes.
  */
-#include "sample/sample_int.h"
+#include "sample/sample_legacy.h"
 
 /* the skeleton's functions other than the bytes' are sample.c's to use */
 #pragma GCC diagnostic ignored "-Wunused-function"

@@ -22,7 +22,8 @@
 #include "proc/procfs.h"
 #include "proc/procopen.h"
 #include "sample.skel.h"
-#include "sample/sample_int.h"
+#include "sample/sample_procs.h"
+#include "sample/sample_resolve.h"
 
 /* Field 22 of /proc/PID/stat: tells a process from a later one with the same pid. */
 static int proc_starttime(pid_t pid, uint64_t *out)

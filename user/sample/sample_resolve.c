@@ -16,7 +16,7 @@
 #include "base/array.h"
 #include "proc/procfs.h"
 #include "pyinterp/pycode.h"
-#include "sample/sample_int.h"
+#include "sample/sample_resolve.h"
 
 #define MAX_LINETABLE (1 << 20)
 #define NATIVE_DEPTH  127
