@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #include "ptg_agent_fd.h"
-#include "ptg_cupti_agent.h"
+#include "ptg_cupti_agent_calls.h"
 #include "ptg_cupti_proto.h"
 #include "ptg_cupti_records.h"
 

@@ -20,7 +20,7 @@
 /* CUPTI's own: with the parameter structs of the callbacks and what they need */
 #include <cupti.h>
 
-#include "ptg_cupti_agent.h"
+#include "ptg_cupti_agent_calls.h"
 #include "ptg_cupti_calls.h"
 
 #define MAX_NEST 16 /* calls open on a thread that an EXIT is matched against */

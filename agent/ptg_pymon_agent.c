@@ -49,7 +49,7 @@
 #include <unistd.h>
 
 #include "ptg_agent_fd.h"
-#include "ptg_pymon_agent.h"
+#include "ptg_pymon_shared.h"
 
 #define PTG_EXPORT __attribute__((visibility("default")))
 

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ptg_pymon_agent.h"
+#include "ptg_pymon_shared.h"
 
 #define METH_FASTCALL_ 0x0080
 

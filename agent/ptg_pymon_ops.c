@@ -26,7 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ptg_pymon_agent.h"
+#include "ptg_pymon_shared.h"
 
 #define SYM_ADD	       "_ZN2at17addGlobalCallbackENS_22RecordFunctionCallbackE"
 #define SYM_REMOVE     "_ZN2at14removeCallbackEm"

@@ -1,7 +1,7 @@
 """record -p (the in-process agent, by default) of a program that makes
 functions without end: exec() in a loop, each function called once and
 dropped (tests/workloads/execloop.py). The agent keeps the code objects it
-has named alive only for a generation of MAX_KEPT (agent/ptg_pymon_agent.h)
+has named alive only for a generation of MAX_KEPT (agent/ptg_pymon_shared.h)
 and until the loader has read past them, so the target's heap grows by a
 bounded amount however many functions it makes; and the counts stay
 exact: each name (f0..f6 at first lines 1..5, taking the addresses of freed

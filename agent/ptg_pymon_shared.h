@@ -4,8 +4,8 @@
  * the application's threads (ptg_pymon_callbacks.c) and the session on the
  * agent's own thread (ptg_pymon_agent.c). Nothing here is exported.
  */
-#ifndef PTG_PYMON_AGENT_H
-#define PTG_PYMON_AGENT_H
+#ifndef PTG_PYMON_SHARED_H
+#define PTG_PYMON_SHARED_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -167,4 +167,4 @@ struct codeset *codeset_new(size_t cap);
 /* The code references dropped and the tables freed. Under the GIL, the callbacks out. */
 void drop_codes(void);
 
-#endif /* PTG_PYMON_AGENT_H */
+#endif /* PTG_PYMON_SHARED_H */

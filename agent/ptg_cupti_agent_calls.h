@@ -3,8 +3,8 @@
  * Inside the CUPTI agent: what its session (ptg_cupti_agent.c) asks of the
  * CUDA calls taken from CUPTI's callbacks (ptg_cupti_agent_calls.c).
  */
-#ifndef PTG_CUPTI_AGENT_H
-#define PTG_CUPTI_AGENT_H
+#ifndef PTG_CUPTI_AGENT_CALLS_H
+#define PTG_CUPTI_AGENT_CALLS_H
 
 #include <cupti_callbacks.h>
 
@@ -24,4 +24,4 @@ void calls_stop(CUpti_SubscriberHandle sub);
 /* A forked child: the ring is its parent's, shared; it lets go of it. */
 void calls_fork_child(void);
 
-#endif /* PTG_CUPTI_AGENT_H */
+#endif /* PTG_CUPTI_AGENT_CALLS_H */
