@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the CUPTI agent (agent/ptg_cupti_agent.c, inside the target) sends to
- * the loader (user/gpu/cupti.c) over one unix stream socket per process: a
+ * the loader (user/gpu/gpu.c) over one unix stream socket per process: a
  * sequence of messages, each a header and `len` bytes of payload. Agent and
  * loader are built from the same tree for the same machine, so integers are
  * in native byte order. The loader ends a session by shutting down its

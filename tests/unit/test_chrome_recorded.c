@@ -75,7 +75,7 @@ static void write_recorded(struct trace_writer *w)
 	trace_writer__meta(w, "dist.rank", "3");
 	trace_writer__meta(w, "dist.world_size", "4");
 	for (i = 0; i < sizeof(recs) / sizeof(recs[0]); i++) {
-		/* what CUPTI told of the kernel beyond the fields, as cupti.c writes it */
+		/* what CUPTI told of the kernel beyond the fields, as gpu/gpu.c writes it */
 		if (recs[i].kind == PTG_REC_GPU_KERNEL) {
 			recs[i].flags = PTG_F_ARGS_ADD;
 			ASSERT_EQ(trace_writer__record_args(w, &recs[i], KERNEL_ARGS,

@@ -2,7 +2,7 @@
 /*
  * Bringing the CUPTI agent into one process: whether the libcuda it maps is
  * NVIDIA's driver, the injection and the handing over of its socket, and
- * the warnings that name the process. For one target (cupti.c) and for each
+ * the warnings that name the process. For one target (gpu/gpu.c) and for each
  * process of a set (cupti_set.c).
  */
 #include <errno.h>

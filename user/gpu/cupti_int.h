@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Inside struct cupti (cupti.h): the state that record's thread (cupti.c,
+ * Inside struct cupti (gpu.h): the state that record's thread (gpu/gpu.c,
  * cupti_set.c, cupti_inject.c) and the agents' socket reader
  * (cupti_reader.c) share, and what each of those files gives the ones above
  * it. Not for other files.

@@ -3,7 +3,7 @@
  * The socket that the CUPTI agents of one recording connect to, and the
  * reader thread behind it: it only moves bytes from the sockets into a
  * bounded queue (so an agent never waits for record's poll loop) and keeps
- * out peers that are not the target; record's thread decodes (cupti.c).
+ * out peers that are not the target; record's thread decodes (gpu/gpu.c).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -4,7 +4,7 @@
  * --uid, --cgroup): which processes map NVIDIA's driver and get the agent
  * injected, once per process image; which agents are still awaited; the
  * GPU activity of each process in record's summary. The connections
- * themselves are cupti.c's, one decoder per agent as for one process.
+ * themselves are gpu.c's, one decoder per agent as for one process.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
 /*
  * One CUDA call, two sources: the uprobes' PTG_REC_CUDA_CALL (cuda/cuda.c),
  * written in the thread's stream under the right frames but with no CUPTI
- * correlation id, and CUPTI's API record (cupti.c), which has the id but
+ * correlation id, and CUPTI's API record (gpu/gpu.c), which has the id but
  * arrives late. record keeps the first and links it to the second's id with
  * a PTG_REC_FLOW ("join flow"); the analyses resolve a host call's id
  * through those flows. docs/cuda-sched.md describes the matching.

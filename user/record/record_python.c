@@ -16,7 +16,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "gpu/cupti.h"
+#include "gpu/gpu.h"
 #include "libwatch/libwatch.h"
 #include "proc/procfs.h"
 #include "pyinterp/launch.h"

@@ -18,7 +18,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "cuda/cuda.h"
-#include "gpu/cupti.h"
+#include "gpu/gpu.h"
 #include "gpu/cupti_set.h"
 #include "libwatch/libwatch.h"
 #include "proc/procfs.h"

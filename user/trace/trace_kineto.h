@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * How torch.profiler / Kineto events are held in .ptg records: the
- * conventions that the recorder (cupti.c), the importer (kineto.c) and the
+ * conventions that the recorder (gpu/gpu.c), the importer (kineto.c) and the
  * exporters (chrome.c) share, so that export -> import -> export is
  * byte-identical. 0 in corr / ext means "absent":
  *   cpu_op              OP_ENTER/OP_EXIT, sym PTG_SYM_OP, ext = External id,

@@ -5,13 +5,13 @@
  * connect to, and brings the agent into the target (CUDA_INJECTION64_PATH
  * for `record -- CMD`, ptrace for `record -p`; a set's processes:
  * cupti_set.h). docs/gpu.md has the whole picture. Inside, top down:
- * cupti.c (the agent and its connections), cupti_set.c (an agent in each
+ * gpu.c (the agent and its connections), cupti_set.c (an agent in each
  * process of a set), cupti_inject.c (into one process), cupti_reader.c (the
  * socket's reader thread), cupti_decode.c (messages -> records),
  * cupti_clock.c (clock mapping), cupti_proto.c (the stream's framing).
  */
-#ifndef PTG_CUPTI_H
-#define PTG_CUPTI_H
+#ifndef PTG_GPU_H
+#define PTG_GPU_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -78,4 +78,4 @@ void cupti__set_calls(struct cupti *c, cupti_calls_fn fn, void *ctx);
 void cupti__summary(const struct cupti *c);
 void cupti__free(struct cupti *c);
 
-#endif /* PTG_CUPTI_H */
+#endif /* PTG_GPU_H */

@@ -24,7 +24,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/trusted.h"
-#include "gpu/cupti.h"
+#include "gpu/gpu.h"
 #include "gpu/cupti_int.h"
 #include "gpu/cupti_proto.h"
 #include "inject/inject.h"
