@@ -13,11 +13,12 @@
 #include "gpu/cupti_decode.h"
 #include "trace/trace.h"
 
-/* Matches every other thread, as if half the calls had been probed. */
+/* Matches every other thread, as if half the calls had been probed (name: NULL where the agent sent
+ * none). */
 static int join(void *ctx, uint32_t pid, uint32_t tid, const char *name, bool driver, uint32_t corr,
 		uint64_t start, uint64_t end, uint64_t *call_id, uint64_t *call_ts)
 {
-	if (!(tid & 1) || !name[0] || !(corr & 3))
+	if (!(tid & 1) || !name || !name[0] || !(corr & 3))
 		return 0;
 	*call_id = tid;
 	*call_ts = start;
