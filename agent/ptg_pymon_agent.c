@@ -57,12 +57,25 @@
 #define FIRST_TOOL    2 /* cProfile's PROFILER_ID is 2 on 3.12+: it wins if it got there first */
 #define LAST_TOOL     5
 #define SETUP_WAIT_S  10
+#define LET_IN_WAIT_S 5	   /* under the loader's 10 s for a call it makes through ptrace */
 #define CONSTANT_NONE 0	   /* Py_CONSTANT_NONE of Py_GetConstantBorrowed() (3.13+) */
 #define EXIT_WAIT_MS  2000 /* longest the interpreter's exit waits for the loader to read */
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static bool exit_hooked;
 static bool hung_up; /* the session's loader closed the socket */
+
+/*
+ * How far the session's start has come, for ptg_pymon_let_in(): the C API
+ * resolved (its GIL can be given up), then its one status sent. Under
+ * phase_lock, +1 per session in phase_gen.
+ */
+enum start_phase { P_NONE, P_RESOLVED, P_ANSWERED };
+static pthread_mutex_t phase_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t phase_cond = PTHREAD_COND_INITIALIZER;
+static enum start_phase phase;
+/* ptg_pymon_ops_in(): the op callback went in after the session started */
+static bool ops_late;
 
 /* --- the session: the agent's own thread --- */
 
@@ -122,6 +135,12 @@ static int api_resolve(const char *libpython, char *msg, size_t len)
 	*(void **)&api.Unicode_AsUTF8 = lookup(lib, "PyUnicode_AsUTF8");
 	*(void **)&api.GetModule = lookup(lib, "PyImport_GetModule");
 	*(void **)&api.Unicode_FromString = lookup(lib, "PyUnicode_FromString");
+	*(void **)&api.GILState_Check = lookup(lib, "PyGILState_Check");
+	*(void **)&api.UncheckedGet = lookup(lib, "PyThreadState_GetUnchecked"); /* 3.13+ */
+	if (!api.UncheckedGet)
+		*(void **)&api.UncheckedGet = lookup(lib, "_PyThreadState_UncheckedGet");
+	*(void **)&api.SaveThread = lookup(lib, "PyEval_SaveThread");
+	*(void **)&api.RestoreThread = lookup(lib, "PyEval_RestoreThread");
 	*(void **)&constant = lookup(lib, "Py_GetConstantBorrowed");
 	api.none = constant ? constant(CONSTANT_NONE) : lookup(lib, "_Py_NoneStruct");
 	if (!api.none) {
@@ -616,6 +635,27 @@ static void session_end(void)
 	pthread_mutex_unlock(&ag.lock);
 }
 
+static void set_phase(enum start_phase p)
+{
+	pthread_mutex_lock(&phase_lock);
+	phase = p;
+	pthread_cond_broadcast(&phase_cond);
+	pthread_mutex_unlock(&phase_lock);
+}
+
+/* Until the session's start reached p or the deadline passed: whether it did. */
+static bool wait_phase(enum start_phase p, const struct timespec *until)
+{
+	bool ok;
+
+	pthread_mutex_lock(&phase_lock);
+	while (phase < p && pthread_cond_timedwait(&phase_cond, &phase_lock, until) != ETIMEDOUT)
+		;
+	ok = phase >= p;
+	pthread_mutex_unlock(&phase_lock);
+	return ok;
+}
+
 static void *session_main(void *arg)
 {
 	static struct ptg_pymon_setup setup; /* 4 KiB: not on this thread's stack */
@@ -632,6 +672,7 @@ static void *session_main(void *arg)
 		snprintf(msg, sizeof(msg), "the interpreter is not running (starting or exiting)");
 		err = -ESRCH;
 	}
+	set_phase(err ? P_ANSWERED : P_RESOLVED);
 	if (!err && !(ag.codes = codeset_new(MIN_CODES))) {
 		snprintf(msg, sizeof(msg), "out of memory");
 		err = -ENOMEM;
@@ -651,6 +692,7 @@ static void *session_main(void *arg)
 		/* before any callback runs: op callbacks need no GIL, so reservations are CAS */
 		ops_msg[0] = '\0';
 		cb_ops = false;
+		ops_late = false;
 		if (setup.flags & PTG_PYMON_WANT_OPS)
 			cb_ops = !ops_resolve(ops_msg, sizeof(ops_msg));
 		else
@@ -672,6 +714,7 @@ static void *session_main(void *arg)
 	}
 	send_status(err ? PTG_PYMON_FAILED : PTG_PYMON_ACTIVE, err ? msg : "recording", ops_on,
 		    ops_msg);
+	set_phase(P_ANSWERED);
 	if (!err)
 		wait_hangup();
 	__atomic_store_n(&hung_up, true, __ATOMIC_RELEASE);
@@ -697,7 +740,7 @@ static void *session_main(void *arg)
 	 * mapped); an exiting interpreter's PyTorch may be torn down already,
 	 * so its callback is only made quiet
 	 */
-	if (ops_on)
+	if (ops_on || __atomic_load_n(&ops_late, __ATOMIC_ACQUIRE))
 		ops_uninstall(!finalizing());
 	session_end();
 	return NULL;
@@ -766,6 +809,7 @@ PTG_EXPORT int ptg_pymon_attach(const char *loader)
 	ag.sock = fd;
 	ag.state = S_BUSY;
 	pthread_mutex_unlock(&ag.lock);
+	set_phase(P_NONE);
 	/* the caller is a thread stopped anywhere: everything happens on the agent's thread */
 	sigfillset(&all);
 	pthread_attr_init(&attr);
@@ -784,4 +828,75 @@ PTG_EXPORT int ptg_pymon_attach(const char *loader)
 	}
 	pthread_setname_np(t, "ptg-pymon");
 	return 0;
+}
+
+/*
+ * record -- CMD: called through ptrace on the main thread the loader holds
+ * where the command's script is about to start (bpf/pyframe.bpf.c,
+ * py_audit), after ptg_pymon_attach() and the loader's setup. That thread
+ * holds the GIL, which the session needs to install its callbacks: it gives
+ * it up (as Py_BEGIN_ALLOW_THREADS does) until the session has answered,
+ * and takes it back, so that the script's first frame is the callbacks'
+ * first. Bounded: a session that does not answer in LET_IN_WAIT_S is left
+ * to answer the loader by itself. 0 the session answered, 1 not in time,
+ * -ENOENT no session or no GIL here.
+ */
+PTG_EXPORT int ptg_pymon_let_in(const char *unused)
+{
+	struct timespec until;
+	bool answered;
+	void *ts;
+
+	(void)unused;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += LET_IN_WAIT_S;
+	if (!wait_phase(P_RESOLVED, &until) || !api.ok || !api.GILState_Check ||
+	    !api.UncheckedGet || !api.SaveThread || !api.RestoreThread)
+		return -ENOENT;
+	/* a thread with no GIL of its own to give: nothing to wait for here */
+	if (!api.UncheckedGet() || !api.GILState_Check())
+		return -ENOENT;
+	ts = api.SaveThread();
+	answered = wait_phase(P_ANSWERED, &until);
+	api.RestoreThread(ts);
+	return answered ? 0 : 1;
+}
+
+/*
+ * record -- CMD whose Python calls this session takes (ptg_pymon_let_in()):
+ * called through ptrace on the thread its first PyTorch op stopped
+ * (bpf/torchops.bpf.c, op_trigger), which goes on into that op once this
+ * returns: the RecordFunction callback goes in, so that op is its first.
+ * The ring's reservations turn to compare-and-swap under the GIL, while no
+ * frame callback is halfway through one. Bounded: past LET_IN_WAIT_S for
+ * the GIL, nothing goes in. 0 in, 1 in already, < 0 -errno.
+ */
+PTG_EXPORT int ptg_pymon_ops_in(const char *unused)
+{
+	struct timespec t0, t1;
+	char msg[256];
+	int g, err;
+
+	(void)unused;
+	if (!api.ok || !__atomic_load_n(&cb_ring, __ATOMIC_ACQUIRE))
+		return -ENOENT;
+	/* the session's start found PyTorch loaded and put it in, or a call before this */
+	if (__atomic_load_n(&cb_ops, __ATOMIC_ACQUIRE))
+		return 1;
+	if (ops_resolve(msg, sizeof(msg)))
+		return -ENOENT;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	g = api.GILState_Ensure();
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (t1.tv_sec - t0.tv_sec >= LET_IN_WAIT_S ||
+	    !__atomic_load_n(&cb_ring, __ATOMIC_ACQUIRE)) {
+		err = -ETIMEDOUT;
+	} else {
+		__atomic_store_n(&cb_ops, true, __ATOMIC_SEQ_CST);
+		err = ops_install(msg, sizeof(msg)) ? -EINVAL : 0;
+		if (!err)
+			__atomic_store_n(&ops_late, true, __ATOMIC_RELEASE);
+	}
+	api.GILState_Release(g);
+	return err;
 }

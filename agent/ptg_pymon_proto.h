@@ -18,6 +18,10 @@
 #define PTG_PYMON_PROTO_VERSION 7
 /* Exported by the agent; the loader calls it through ptrace after injecting the library. */
 #define PTG_PYMON_ATTACH_SYM "ptg_pymon_attach"
+/* record -- CMD: then called on the held thread that has the GIL, for the session to take it */
+#define PTG_PYMON_LET_IN_SYM "ptg_pymon_let_in"
+/* and at its first PyTorch op, on the thread that op stopped: the op callback goes in */
+#define PTG_PYMON_OPS_IN_SYM "ptg_pymon_ops_in"
 #define PTG_PYMON_MAGIC	     0x6e6f6d7970677470ull /* "ptgpymon" */
 #define PTG_PYMON_RECS_OFF   4096u
 /* The most frames one snapshot carries, as PTG_MAX_SNAPSHOT_DEPTH (events.h) */

@@ -75,6 +75,12 @@ struct pymon_api {
 	const char *(*Unicode_AsUTF8)(PyObject *);
 	PyObject *(*GetModule)(PyObject *);
 	PyObject *(*Unicode_FromString)(const char *);
+	/* ptg_pymon_let_in(): the thread the loader holds gives its GIL up while the session
+	 * installs */
+	int (*GILState_Check)(void);
+	void *(*UncheckedGet)(void); /* this thread's state, NULL if it has none attached */
+	void *(*SaveThread)(void);
+	void (*RestoreThread)(void *);
 };
 extern struct pymon_api api;
 

@@ -336,6 +336,27 @@ static int read_status(struct pymon *pm, struct ptg_pymon_status *st, char *err,
 	return 0;
 }
 
+/*
+ * The held thread gives its GIL up until the session answered
+ * (ptg_pymon_let_in()): the library is mapped already, so this is a call
+ * through ptrace alone. An agent that could not use it answers all the same.
+ */
+static int let_in(struct pymon *pm, char *err, size_t errlen)
+{
+	struct inject_opts o = {
+	    .entry = PTG_PYMON_LET_IN_SYM, .start_time = pm->start_time, .held_tid = pm->held_tid};
+	struct inject_result res;
+	int ret;
+
+	ret = inject_library_fd(pm->py.pid, pm->agent_fd, AGENT_NAME, &o, &res, err, errlen);
+	if (!ret && res.released)
+		ret = -ETIMEDOUT;
+	if (ret && !err[0])
+		snprintf(err, errlen, "pid %d: the agent's call for the GIL failed: %s", pm->py.pid,
+			 strerror(-ret));
+	return ret;
+}
+
 /* One process's agent injected and started. After a message on error. */
 static int attach_proc(struct pymon *pm)
 {
@@ -364,6 +385,9 @@ static int attach_proc(struct pymon *pm)
 		snprintf(err, sizeof(err), "the agent in pid %d hung up", pm->py.pid);
 		ret = -EPIPE;
 	}
+	/* held where it has the GIL (record -- CMD at its script's start): it lends it */
+	if (!ret && pm->held_tid && !pm->ops_only)
+		ret = let_in(pm, err, sizeof(err));
 	ret = ret ?: read_status(pm, &st, err, sizeof(err));
 	/* ops alone were asked for: an agent that took none is of no use (a liar, too) */
 	if (!ret && pm->ops_only && st.ops != 1) {
@@ -384,6 +408,35 @@ static int attach_proc(struct pymon *pm)
 	/* this process's ops come from its agent: its libraries are not probed */
 	if (pm->ops_on)
 		torchops__in_process(pm->ops, pm->py.pid);
+	return 0;
+}
+
+int pymon__ops_in(struct pymon *pm, pid_t tid)
+{
+	struct inject_opts o = {
+	    .entry = PTG_PYMON_OPS_IN_SYM, .start_time = pm->start_time, .held_tid = tid};
+	struct inject_result res;
+	char err[PATH_MAX + 640];
+	int ret;
+
+	if (pm->ops_only || !pm->ops || pm->sock < 0 || pm->next)
+		return -EINVAL;
+	if (pm->ops_on)
+		return 0;
+	ret = inject_library_fd(pm->py.pid, pm->agent_fd, AGENT_NAME, &o, &res, err, sizeof(err));
+	if (!ret && res.released)
+		ret = -ETIMEDOUT;
+	if (!ret && res.entry_ret < 0)
+		ret = res.entry_ret;
+	if (ret) {
+		if (!err[0])
+			snprintf(err, sizeof(err), "%s", strerror(-ret));
+		snprintf(pm->ops_msg, sizeof(pm->ops_msg), "at its first op: %.200s", err);
+		return ret;
+	}
+	pm->ops_on = true;
+	pm->ops_msg[0] = '\0';
+	torchops__in_process(pm->ops, pm->py.pid);
 	return 0;
 }
 
@@ -455,6 +508,19 @@ const char *pymon__failure(const struct pymon *pm)
 			return pm->failure;
 	}
 	return NULL;
+}
+
+void pymon__drop(struct pymon *pm)
+{
+	pymon__stop(pm);
+	for (; pm; pm = pm->next)
+		pm->dropped = true;
+}
+
+void pymon__since(struct pymon *pm, uint64_t ts)
+{
+	if (pm)
+		pm->since_ts = ts;
 }
 
 void pymon__hold(struct pymon *pm, pid_t tid)

@@ -109,9 +109,27 @@ const char *pymon__failure(const struct pymon *pm);
 /*
  * The agent goes into thread tid of the process, our tracee already and
  * stopped (inject_opts.held_tid), and it stays stopped: record -- CMD's
- * hand-over of ops at the first one (torchops__handover_arm()).
+ * hand-over of ops at the first one (torchops__handover_arm()), and of its
+ * Python calls where its script starts (pyframe__handover_arm()), where
+ * that thread lends the session its GIL (ptg_pymon_let_in()).
  */
 void pymon__hold(struct pymon *pm, pid_t tid);
+/*
+ * An agent that did not go in, whose handlers stay registered with the
+ * tracer: hung up, and nothing of its ring or events is read from now on.
+ */
+void pymon__drop(struct pymon *pm);
+/*
+ * One process's agent that records its Python calls (pymon__open(), ops
+ * asked for with pymon__set_ops()) registers its op callback now, called
+ * on thread tid, held and stopped at the process's first op (record --
+ * CMD: torchops__handover_arm()). 0: its ops are the agent's from that op
+ * on (torchops__in_process()); else the probes keep them, said in
+ * pymon__describe().
+ */
+int pymon__ops_in(struct pymon *pm, pid_t tid);
+/* Frame events before ts are another's (the uprobes', handed over at ts). */
+void pymon__since(struct pymon *pm, uint64_t ts);
 /* All zero for NULL. */
 void pymon__stats(const struct pymon *pm, struct pymon_stats *st);
 /*

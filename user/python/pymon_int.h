@@ -27,6 +27,7 @@ struct pymon {
 	struct pystack *ps;
 	uint64_t start_time; /* of py.pid (proc_start_time): injection checks it is the same */
 	pid_t held_tid;	     /* pymon__hold(): injected into this held, stopped thread */
+	uint64_t since_ts;   /* pymon__since(): frame events before are the uprobes' */
 	int agent_fd;	     /* the agent file, checked by trusted_open() */
 	char agent[PATH_MAX];
 	int sock; /* the agent's end of a socketpair the target made (inject_opts.pass_socket) */
@@ -50,6 +51,7 @@ struct pymon {
 	bool ops_only;	      /* pymon__open_ops(): the probes record the frames */
 	bool fall_back;	      /* pymon__fall_back(): an attach that fails is said by record */
 	bool exec_gone;	      /* pymon__exec(): the agent went with the image its process left */
+	bool dropped;	      /* pymon__drop(): never took over, nothing of it is read */
 	char failure[PATH_MAX + 640]; /* and why it failed */
 	struct u64map opnames;	      /* name id -> symbol << 1 | 1 */
 	/* record -p A,B --in-process: the other processes, each its own agent (pymon__add()) */

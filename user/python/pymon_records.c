@@ -338,7 +338,7 @@ static int drain_proc(struct pymon *pm, uint64_t upto_ts)
 	uint32_t n;
 	int err = 0, ready, left = 0;
 
-	if (!pm->ring)
+	if (!pm->ring || pm->dropped)
 		return 0;
 	/* called before each ring-buffer event: nothing new costs one load */
 	if (__atomic_load_n(&pm->recs[pm->tail & mask].seq, __ATOMIC_ACQUIRE) !=
@@ -420,9 +420,12 @@ int pymon_write_losses(struct tracer *t, void *ctx)
 	int err = 0;
 
 	for (struct pymon *pm = ctx; pm && !err; pm = pm->next) {
-		uint64_t dropped =
-		    pm->ring ? __atomic_load_n(&pm->ring->dropped, __ATOMIC_RELAXED) : 0;
+		uint64_t dropped = pm->ring && !pm->dropped
+				       ? __atomic_load_n(&pm->ring->dropped, __ATOMIC_RELAXED)
+				       : 0;
 
+		if (pm->dropped)
+			continue;
 		if (dropped)
 			err =
 			    trace_writer__lost(w, PTG_LOST_PY_INPROC_DROPPED, UINT32_MAX, dropped);
@@ -449,6 +452,9 @@ int pymon_handle(struct tracer *t, void *ctx, const struct ptg_event *e, size_t 
 	}
 	/* it exec'd: the probes' events of its new image (pymon__exec()) */
 	if (pm->exec_gone)
+		return 0;
+	/* handed over from the uprobes: theirs, up to then */
+	if (e->ts < pm->since_ts || pm->dropped)
 		return 0;
 	return pystack__handle(pm->ps, e, size);
 }
