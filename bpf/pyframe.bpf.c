@@ -25,6 +25,7 @@
 
 #include "ptrace_gpu/events.h"
 #include "ptrace_gpu/pyoffsets.h"
+#include "hold.bpf.h"
 #include "pycache.bpf.h"
 #include "preempt.bpf.h"
 #include "pystate.bpf.h"
@@ -902,6 +903,66 @@ int BPF_PROG(py_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	if (known)
 		__sync_fetch_and_add(&thread_gen, 1);
 	return 0;
+}
+
+/*
+ * record -- CMD: where its script starts, the command's Python calls go to
+ * the in-process agent (struct ptg_py_handover). recorder_tgid: ours, the
+ * tracer its main thread must have to be stopped (hold.bpf.h).
+ */
+const volatile __u32 recorder_tgid = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8);
+	__type(key, __u32); /* tgid */
+	__type(value, struct ptg_py_handover);
+} py_handover SEC(".maps");
+
+#define RUN_EVENT     "cpython.run_"
+#define RUN_EVENT_LEN 12
+
+/*
+ * PySys_Audit(event, format, ...): on the main thread, an event named
+ * "cpython.run_*" is Py_RunMain's, raised before the first frame of the
+ * script (run_file, run_command, run_module, run_stdin, run_startup,
+ * run_interactivehook). The thread stops here, at the function's entry,
+ * holding the GIL, with no Python frame on its stack.
+ */
+static __always_inline int py_audit_body(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	struct ptg_py_handover *h;
+	char ev[RUN_EVENT_LEN + 1];
+
+	if ((__u32)id != tgid)
+		return 0;
+	h = bpf_map_lookup_elem(&py_handover, &tgid);
+	if (!h || h->state != PTG_PY_HANDOVER_ARMED)
+		return 0;
+	if (bpf_probe_read_user_str(ev, sizeof(ev), (void *)PT_REGS_PARM1(ctx)) != sizeof(ev))
+		return 0;
+#pragma unroll
+	for (int i = 0; i < RUN_EVENT_LEN; i++) {
+		if (ev[i] != RUN_EVENT[i])
+			return 0;
+	}
+	h->ts = bpf_ktime_get_ns();
+	/* only this thread moves its process's state: no other can race it */
+	if (!ptg_can_stop(recorder_tgid)) {
+		h->state = PTG_PY_HANDOVER_UNSTOPPED;
+		return 0;
+	}
+	h->state = PTG_PY_HANDOVER_STOPPED;
+	bpf_send_signal_thread(SIGURG_NR);
+	return 0;
+}
+
+SEC("uprobe")
+int py_audit(struct pt_regs *ctx)
+{
+	return PTG_NO_PREEMPT(py_audit_body(ctx));
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -152,6 +152,26 @@ struct ptg_op_handover {
 };
 
 /*
+ * record -- CMD: the command's Python calls move from the uprobes to the
+ * in-process agent where its script starts (user/record/record_handover.c).
+ * One uprobe, on PySys_Audit(), stops the main thread at the audit event
+ * "cpython.run_*" that Py_RunMain raises before it runs the script, the
+ * -c command, the -m module or stdin: no Python frame is on its stack then,
+ * and the interpreter is initialized. bpf/pyframe.bpf.c, py_audit.
+ */
+enum ptg_py_handover_state {
+	PTG_PY_HANDOVER_OFF = 0,     /* the uprobes record this process's calls */
+	PTG_PY_HANDOVER_ARMED = 1,   /* its script's start stops its main thread, if it can */
+	PTG_PY_HANDOVER_STOPPED = 2, /* stopped there: the agent goes in */
+	/* it could not be stopped (a SIGURG handler, blocked or pending): the uprobes stay */
+	PTG_PY_HANDOVER_UNSTOPPED = 3,
+};
+struct ptg_py_handover {
+	__u64 state; /* enum ptg_py_handover_state */
+	__u64 ts;    /* when the script's start was seen */
+};
+
+/*
  * BPF cookie of each Python probe site:
  *   bits  0-7   what the handler at that address does (enum ptg_py_probe)
  *   bits  8-12  the site's number (< PTG_PY_MAX_SITES): its state in BPF

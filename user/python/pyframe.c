@@ -46,8 +46,10 @@ struct pyframe {
 	size_t natts;
 	struct py_interp py;
 	struct tracer *t;
-	bool shared;	    /* for the processes of a traced set (pyframe__open_shared) */
-	struct pystack *ps; /* the replay of the events into stacks */
+	bool shared;		/* for the processes of a traced set (pyframe__open_shared) */
+	struct pystack *ps;	/* the replay of the events into stacks */
+	struct bpf_link *audit; /* pyframe__handover_arm(): py_audit on PySys_Audit() */
+	uint64_t until_ts;	/* pyframe__hand_over(): its events from then on are not ours */
 };
 
 /* The BPF side's per-CPU loss counters (events.h) as the trace names them. */
@@ -77,7 +79,12 @@ int pyframe__handle(struct pyframe *pf, const struct ptg_event *e, size_t size)
 
 static int handle_event(struct tracer *tr, void *ctx, const struct ptg_event *e, size_t size)
 {
+	const struct pyframe *pf = ctx;
+
 	(void)tr;
+	/* handed over: the agent's events come the same way */
+	if (pf->until_ts && e->ts >= pf->until_ts)
+		return 0;
 	return pyframe__handle(ctx, e, size);
 }
 
@@ -206,6 +213,7 @@ static int open_common(const struct py_interp *py, struct tracer *t, int traced_
 						      PTG_BPF_TRACE_UPROBE_MULTI);
 	}
 	pf->skel->rodata->filter_tgids = pf->shared;
+	pf->skel->rodata->recorder_tgid = (__u32)getpid();
 	pf->skel->rodata->verify_regs = env_is_1("PTG_PYFRAME_VERIFY");
 	pf->skel->rodata->code_frees = py->code_free_off != 0;
 	if (!py->code_free_off)
@@ -466,6 +474,8 @@ void pyframe__detach(struct pyframe *pf)
 {
 	if (!pf)
 		return;
+	teardown_link(pf->audit);
+	pf->audit = NULL;
 	for (size_t i = 0; i < pf->natts; i++) {
 		struct pyframe_att *a = &pf->atts[i];
 
@@ -483,6 +493,67 @@ void pyframe__detach(struct pyframe *pf)
 	pf->skel->links.py_thread_exit = NULL;
 	bpf_link__destroy(pf->skel->links.py_exec);
 	pf->skel->links.py_exec = NULL;
+}
+
+int pyframe__handover_arm(struct pyframe *pf, pid_t pid)
+{
+	struct ptg_py_handover h = {.state = PTG_PY_HANDOVER_ARMED};
+	LIBBPF_OPTS(bpf_uprobe_opts, opts);
+	struct elf_sym_info sym;
+	struct elf_file *ef;
+	__u32 key = (__u32)pid;
+	uint64_t off = 0;
+	int err;
+
+	if (pf->audit || pf->shared)
+		return -EINVAL;
+	err = elf_file__open(pf->py.attach_path, &ef);
+	if (err)
+		return err;
+	err = elf_file__find_sym(ef, "PySys_Audit", false, &sym)
+		  ?: elf_file__vaddr_to_offset(ef, sym.addr, &off);
+	elf_file__close(ef);
+	if (err)
+		return err;
+	if (bpf_map_update_elem(bpf_map__fd(pf->skel->maps.py_handover), &key, &h, BPF_ANY))
+		return -errno;
+	pf->audit = bpf_program__attach_uprobe_opts(pf->skel->progs.py_audit, pid,
+						    pf->py.attach_path, off, &opts);
+	if (!pf->audit) {
+		err = -errno;
+		log_libbpf_flush();
+		bpf_map_delete_elem(bpf_map__fd(pf->skel->maps.py_handover), &key);
+	}
+	return err;
+}
+
+int pyframe__handover_state(const struct pyframe *pf, pid_t pid, uint64_t *ts)
+{
+	struct ptg_py_handover h;
+	__u32 key = (__u32)pid;
+
+	if (!pf || !pf->audit ||
+	    bpf_map_lookup_elem(bpf_map__fd(pf->skel->maps.py_handover), &key, &h))
+		return PTG_PY_HANDOVER_OFF;
+	*ts = h.ts;
+	return (int)h.state;
+}
+
+void pyframe__handover_off(struct pyframe *pf, pid_t pid)
+{
+	__u32 key = (__u32)pid;
+
+	if (!pf || !pf->audit)
+		return;
+	teardown_link(pf->audit);
+	pf->audit = NULL;
+	bpf_map_delete_elem(bpf_map__fd(pf->skel->maps.py_handover), &key);
+}
+
+void pyframe__hand_over(struct pyframe *pf, uint64_t ts)
+{
+	pf->until_ts = ts;
+	pyframe__detach(pf);
 }
 
 void pyframe__stats(const struct pyframe *pf, struct pyframe_stats *st)

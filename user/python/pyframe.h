@@ -61,6 +61,21 @@ void pyframe__set_start_ts(struct pyframe *pf, uint64_t ts);
 int pyframe__attach_pid(struct pyframe *pf, pid_t pid);
 /* Removes the probes; events already sent stay in the ring buffer. NULL: none. */
 void pyframe__detach(struct pyframe *pf);
+/*
+ * record -- CMD (one process, pf from pyframe__open()): where pid's script
+ * starts, its main thread stops for the agent to take its calls
+ * (enum ptg_py_handover_state). -ENOENT: no PySys_Audit in the interpreter.
+ */
+int pyframe__handover_arm(struct pyframe *pf, pid_t pid);
+/* Where pid's hand-over stands (enum ptg_py_handover_state); *ts: when its script started. */
+int pyframe__handover_state(const struct pyframe *pf, pid_t pid, uint64_t *ts);
+/* No hand-over: the probe that waits for it goes. */
+void pyframe__handover_off(struct pyframe *pf, pid_t pid);
+/*
+ * Handed over at ts: every probe goes, and the events from ts on that reach
+ * pf's handler (the agent's, the same kinds) are not pf's.
+ */
+void pyframe__hand_over(struct pyframe *pf, uint64_t ts);
 /* All zero for NULL (a target with no Python). */
 void pyframe__stats(const struct pyframe *pf, struct pyframe_stats *st);
 void pyframe__destroy(struct pyframe *pf);
