@@ -153,6 +153,53 @@ class RecordCounts(unittest.TestCase):
                 got[how] = (trace.count(script), *shape(trace, script))
             self.assertEqual(got[()], got[("--uprobes",)], script)
 
+    def check_command_paths_agree(self, python):
+        """record -- CMD: by default (3.12+) the uprobes until the script starts
+        and the agent after; by --uprobes all along. The two traces have the
+        same calls, the interpreter's start-up included, and the same
+        caller -> callee pairs and ends in the script; the status lines say
+        which path. (Outside the script, 3.11-3.12's generators closed early
+        differ: the agent sees the resumption that close() makes, as
+        sys.setprofile does, the uprobes do not.)"""
+        def record(script, how):
+            out = os.path.join(self.tmp.name, f"c{len(how)}.ptg")
+            res = ptg.run(["record", *how, "-o", out, "--",
+                           *python.argv(python.path(os.path.join(ptg.WORKLOADS, script)))])
+            # late_threads.py ends by an uncaught exception: the command's status
+            self.assertEqual(res.returncode, int(script == "late_threads.py"), res.stderr)
+            trace = ptg.Trace(out)
+            self.assertEqual(trace.losses, [], f"{script} {how}")
+            return res.stderr, trace
+
+        def shape(trace, suffix):
+            edges, ends = collections.Counter(), collections.Counter()
+            stacks = collections.defaultdict(list)
+            for r in trace.records:
+                if r.kind == "py_enter":
+                    st = stacks[r.tid]
+                    if r.file.endswith(suffix):
+                        edges[(st[-1] if st else None, f"{r.name}:{r.line}",
+                               r.flags & ptg.ENTER_RESUME)] += 1
+                    st.append(f"{r.name}:{r.line}" if r.file.endswith(suffix) else None)
+                elif r.kind == "py_exit" and stacks[r.tid]:
+                    name = stacks[r.tid].pop()
+                    if name and not name.startswith("<module>:"):
+                        ends[(name, r.flags)] += 1
+            return edges, ends
+
+        agent = python.version >= (3, 12)
+        for script in ("mixed.py", "late_threads.py", "generator.py", "exceptions.py"):
+            said, default = record(script, ())
+            self.assertEqual("python calls in-process from its script's start" in said, agent,
+                             said)
+            if not agent:
+                self.assertIn("python calls: uprobes (-- CMD of Python 3.11", said)
+            _, probes = record(script, ("--uprobes",))
+            # the start-up (site, encodings) is in both, and all of it alike
+            self.assertGreater(len(default.count()), len(default.count(script)), script)
+            self.assertEqual(default.count(), probes.count(), script)
+            self.assertEqual(shape(default, script), shape(probes, script), script)
+
     def check_jit_warning(self, python):
         """PYTHON_JIT=1 (3.13+): record says what JIT-compiled code hides from it."""
         out = os.path.join(self.tmp.name, "jit.ptg")

@@ -113,7 +113,11 @@ static void usage(FILE *f)
 	    "                        can: each -p PID (-p A,B: an agent in each,\n"
 	    "                        --hold, --per-process too) of Python 3.11+ in\n"
 	    "                        our pid namespace, with a trusted\n"
-	    "                        libptg_pymon.so; about cProfile's cost per call\n"
+	    "                        libptg_pymon.so; and -- CMD of Python 3.12+\n"
+	    "                        from where its script starts (its\n"
+	    "                        interpreter's start-up by uprobes, its main\n"
+	    "                        thread held under ptrace until then); about\n"
+	    "                        cProfile's cost per call\n"
 	    "                        (0.1-0.2 us here), the same exact calls as the\n"
 	    "                        uprobes. It changes the target: loads\n"
 	    "                        libptg_pymon.so into it and registers a\n"
@@ -127,18 +131,21 @@ static void usage(FILE *f)
 	    "                        RecordFunction callback (torch.profiler's hook)\n"
 	    "                        instead of uprobes; --no-ops: none. All is\n"
 	    "                        removed when the recording ends or ptrace-gpu\n"
-	    "                        dies (the library stays loaded, idle). Not with\n"
-	    "                        -- CMD, --children, --uid or --cgroup; an exec\n"
-	    "                        ends a process's Python calls (docs/design.md)\n"
+	    "                        dies (the library stays loaded, idle). Not\n"
+	    "                        given with -- CMD, --children, --uid or\n"
+	    "                        --cgroup; an exec ends a process's Python\n"
+	    "                        calls (docs/design.md)\n"
 	    "      --uprobes         Python calls by uprobes on the interpreter's eval\n"
 	    "                        loop, nothing loaded into the target for them:\n"
 	    "                        two traps a call (1-20 us, by machine: record\n"
-	    "                        measures it at start). Always so with -- CMD,\n"
+	    "                        measures it at start). Always so with\n"
 	    "                        --children, --uid, --cgroup, a process in\n"
 	    "                        another pid namespace, or where the agent cannot\n"
 	    "                        go in (its tool ids taken, a profiler in, the\n"
 	    "                        injection refused: record then starts again with\n"
-	    "                        the uprobes); the status line says which and why\n"
+	    "                        the uprobes); for -- CMD until its script starts,\n"
+	    "                        and after on 3.11 or where other threads run\n"
+	    "                        then; the status line says which and why\n"
 	    "      --steps N         stop after N training steps (each return of an\n"
 	    "                        optimizer's step(); needs Python in the target;\n"
 	    "                        ProfilerStep#0.. spans)\n"
@@ -340,7 +347,8 @@ int record_parse_opts(int argc, char **argv, struct record_opts *o)
 	/* the agent goes into a running interpreter: a command's starts later, sets are many */
 	if (o->py_from == RECORD_PY_AGENT && (o->cmd || o->children || o->by_uid || o->cgroup)) {
 		pr_err("record: --in-process takes running processes (-p PID or -p A,B), not "
-		       "-- CMD, --children, --uid or --cgroup");
+		       "-- CMD (by default in-process from its script's start, on 3.12+), "
+		       "--children, --uid or --cgroup");
 		return -EINVAL;
 	}
 	if (record_is_tree(o) && (o->steps.max_steps || o->steps.schedule)) {

@@ -82,6 +82,9 @@ struct recording {
 	bool ops_handover_done; /* it happened, or failed: the child's hold can end */
 	/* -- CMD, op probes without uprobe_multi: held until they are in (record_ops_held()) */
 	bool ops_held_to_map;
+	/* -- CMD: its Python calls to the agent where its script starts (record_handover.c) */
+	bool py_handover;
+	bool py_handover_done; /* it happened, or will not: the child's hold can end */
 	int child_status;
 	int pidfd;
 	uint64_t start_time; /* of pid: another process that gets its pid is not the target */
@@ -90,6 +93,7 @@ struct recording {
 	struct tracer *tracer;
 	struct pyframe *pf;
 	struct pymon *pm; /* --in-process: instead of pf; else the agent of ops alone, or NULL */
+	struct pymon *dropped_pm; /* a hand-over's agent that did not go in (record_handover.c) */
 	struct libwatch *libs;
 	struct cudaprobe *cuda;
 	struct cupti *cupti; /* GPU activity from the CUPTI agent in the target */
@@ -158,6 +162,17 @@ void record_python_free(struct recording *rc);
  * --in-process, an error (after a message) where it cannot be.
  */
 int record_choose_python(struct recording *rc, const struct py_interp *const *pys, size_t n);
+/*
+ * record -- CMD of Python 3.12+ by default: its calls from the uprobes
+ * until its script starts, from the agent after (record_handover.c).
+ * Whether so for o and py; else why not in why, where it says something.
+ */
+bool record_py_handover(const struct record_opts *o, const struct py_interp *py, char *why,
+			size_t len);
+/* Its probe and its stop, once rc->pf is attached; where it cannot be, the uprobes stay. */
+int record_arm_py_handover(struct recording *rc);
+/* A hand-over whose thread could not be stopped: said, the uprobes stay (record loop). */
+void record_py_handover_end(struct recording *rc);
 /* Says where Python calls come from and why, one line (not with -q). */
 void record_say_python(const struct recording *rc);
 /* -p A,B, --children, --hold, --per-process, --uid, --cgroup: user/procs/proctree.c records them.

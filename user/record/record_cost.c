@@ -19,7 +19,8 @@ void record_say_trap_cost(const struct recording *rc)
 	double call_ns;
 
 	/* advice, not a fault of this recording: -q asks for none */
-	if (done || o->in_process || o->quiet)
+	/* -- CMD moves to the agent where its script starts: the uprobes see its start-up */
+	if (done || o->in_process || o->quiet || rc->py_handover)
 		return;
 	done = true;
 	if (trapcost_measure(COST_CALLS, &tc, err, sizeof(err))) {

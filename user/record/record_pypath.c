@@ -16,14 +16,6 @@
 /* What takes the uprobes for all the processes, whatever they run; NULL if nothing. */
 static const char *set_needs_probes(const struct record_opts *o)
 {
-	/*
-	 * A command's first calls come before an agent could go in: its
-	 * interpreter must have started for the agent to take its GIL, while
-	 * the uprobes see the first frame
-	 */
-	if (o->cmd)
-		return "-- CMD: an agent could go in only after the interpreter started, "
-		       "and its first calls would be missing";
 	/* processes that join later have no agent: one source for the whole set */
 	if (o->children)
 		return "--children";
@@ -51,6 +43,20 @@ int record_choose_python(struct recording *rc, const struct py_interp *const *py
 	/* --in-process with these was refused with the options already */
 	if (set) {
 		snprintf(rc->py_why, sizeof(rc->py_why), "%s", set);
+		return 0;
+	}
+	/*
+	 * A command's first calls come before an agent could go in (it needs
+	 * the interpreter started, to take its GIL): the uprobes take them, and
+	 * the agent the rest from where its script starts
+	 */
+	if (o->cmd) {
+		rc->py_handover = record_py_handover(o, pys[0], rc->py_why, sizeof(rc->py_why));
+		if (rc->py_handover && pys[0]->info)
+			snprintf(rc->py_why, sizeof(rc->py_why),
+				 "-- CMD: until its script starts, then in-process");
+		else if (!rc->py_why[0])
+			snprintf(rc->py_why, sizeof(rc->py_why), "-- CMD");
 		return 0;
 	}
 	for (size_t i = 0; i < n && !ret; i++)

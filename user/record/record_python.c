@@ -171,6 +171,17 @@ static int late_python(void *ctx, const struct py_interp *py, const char *how)
 		pyframe__set_start_ts(rc->pf, ts);
 		ret = pyframe__attach(rc->pf);
 	}
+	/* -- CMD that exec'd Python, held at the exec: the agent where its script starts */
+	if (!ret && rc->child && !strcmp(how, "exec") && rc->py_handover && !rc->py_handover_done) {
+		rc->py_why[0] = '\0';
+		if (record_py_handover(rc->o, py, rc->py_why, sizeof(rc->py_why)))
+			ret = record_arm_py_handover(rc);
+		else
+			rc->py_handover_done = true;
+		if (rc->py_handover_done && !rc->o->quiet)
+			pr_info("python calls: uprobes (%s)",
+				rc->py_why[0] ? rc->py_why : "-- CMD");
+	}
 	if (!ret)
 		torchops__set_modpath(rc->ops, rc->mp);
 	if (ret) {
@@ -447,6 +458,9 @@ static enum launch_urg on_urg(void *ctx, pid_t pid, pid_t tid)
 		/* one that did not start said why, and stays, hung up, as at a -p attach */
 		agent = !pymon__attach(pm) && pymon__ops_on(pm);
 		rc->pm = pm;
+	} else if (rc->pm && rc->o->in_process) {
+		/* the agent that took its Python calls where its script started */
+		agent = !pymon__ops_in(rc->pm, pid);
 	}
 	/*
 	 * The probes keep it: what its threads did before the stop is read
@@ -471,6 +485,7 @@ void record_poll_handover(struct recording *rc)
 {
 	int err;
 
+	record_py_handover_end(rc);
 	if (rc->ops_held_to_map && !rc->ops_handover_done && rc->ops) {
 		struct torchops_stats st;
 
@@ -511,8 +526,9 @@ int record_open_target(struct recording *rc)
 {
 	struct target_opts to = {
 	    .pid = rc->pid,
-	    .held = rc->child && (!rc->py.info || rc->ops_handover || rc->ops_held_to_map),
-	    .keep_held = rc->ops_handover || rc->ops_held_to_map,
+	    .held = rc->child &&
+		    (!rc->py.info || rc->ops_handover || rc->ops_held_to_map || rc->py_handover),
+	    .keep_held = rc->ops_handover || rc->ops_held_to_map || rc->py_handover,
 	    .seize = !rc->child && !rc->py.info,
 	    .has_python = rc->py.info,
 	    .libs = rc->libs,

@@ -181,6 +181,9 @@ static int start(struct recording *rc)
 	}
 	if (!ret && rc->pf)
 		ret = pyframe__attach(rc->pf);
+	/* -- CMD: the agent where its script starts (record_handover.c) */
+	if (!ret && rc->pf && rc->child)
+		ret = record_arm_py_handover(rc);
 	/*
 	 * the default's ops agent that did not start said why: the probes take
 	 * them; the default's agent of Python calls: the uprobes take them, from
@@ -233,6 +236,16 @@ static int start(struct recording *rc)
 	return ret;
 }
 
+/* The hand-overs the -- CMD child was held for are done: its hold can end. */
+static bool handovers_done(const struct recording *rc)
+{
+	bool ops = rc->ops_handover || rc->ops_held_to_map;
+
+	if (!ops && !rc->py_handover)
+		return false;
+	return (!ops || rc->ops_handover_done) && (!rc->py_handover || rc->py_handover_done);
+}
+
 static bool target_exited(struct recording *rc)
 {
 	struct pollfd p = {.fd = rc->pidfd, .events = POLLIN};
@@ -247,7 +260,7 @@ static bool target_exited(struct recording *rc)
 			rc->child_reaped = true;
 	}
 	/* held for the hand-over of its ops alone: that is done */
-	if (rc->child && !rc->child_reaped && rc->ops_handover_done && target__held(rc->tg))
+	if (rc->child && !rc->child_reaped && handovers_done(rc) && target__held(rc->tg))
 		rc->child_reaped = target__let_go(rc->tg, &rc->child_status) == 1;
 	/* a Python target that exec'd: what it runs now */
 	target__poll_exec(rc->tg);
@@ -614,6 +627,7 @@ static void free_recording(struct recording *rc)
 		rc->child_reaped = true;
 	pyframe__destroy(rc->pf);
 	pymon__destroy(rc->pm);
+	pymon__destroy(rc->dropped_pm);
 	record_python_free(rc);
 	proctree__destroy(rc->tree);
 	cudaprobe__destroy(rc->cuda);
