@@ -11,7 +11,9 @@ same run:
   torch.profiler(with_stack=True) (where torch imports), `record -p` (its
   default: the agent in the target where it can go in) and
   `record --uprobes -p` add per call (thread CPU time of the timed work,
-  the medians of --rounds);
+  the medians of --rounds); and `record -- CMD` of the same program, by
+  its default (3.12+: the agent from where its script starts) and by
+  --uprobes, a recorded command per round, its second run timed;
 - the training loop of bench/torch_overhead.py (an MLP with SGD, one
   intra-op thread), where torch imports: CPU time per step untraced, and
   x untraced under torch.profiler(with_stack=True), `record -p` and
@@ -35,7 +37,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 sys.path.insert(0, HERE)
 import ptg  # noqa: E402  (the interpreters and how to run each)
 import torch_overhead  # noqa: E402  (the training loop)
-from versions import Target, traced_run  # noqa: E402  (fib, and record -p of it)
+from versions import FIB, Target, traced_run  # noqa: E402  (fib, and record -p of it)
 
 NAMES = ("debian-3.11", "pyenv-3.12", "trixie-3.13", "forky-3.14", "sid-3.15")
 
@@ -56,11 +58,35 @@ def trap_pair(tool):
         return None
 
 
+class CmdTarget(Target):
+    """fib started by record -- CMD, which passes its pipes through."""
+
+    def __init__(self, python, scale, out, extra=()):
+        self.proc = subprocess.Popen(
+            [ptg.PTG, "record", "-q", "-o", out, *extra, "--",
+             *python.argv(python.path(FIB), "--wait", "--scale", str(scale))],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("ready"):
+            raise RuntimeError(f"{python}: recorded workload did not start: {line!r}")
+        self.pid = self.proc.pid
+
+
+def command_run(python, scale, out, extra=()):
+    """The second run (the first warms up) of fib under record -- CMD."""
+    target = CmdTarget(python, scale, out, extra)
+    try:
+        target.run()
+        return target.run()
+    finally:
+        target.close()
+
+
 def fib_row(python, rounds, scale, torch, tmp):
     """{what: CPU ns added per call} of fib, and the untraced ns per call."""
     target = Target(python, scale)
     modes = ["cprofile"] + (["torchprof"] if torch else [])
-    runs = {k: [] for k in ["plain", "record", "uprobes", *modes]}
+    runs = {k: [] for k in ["plain", "record", "uprobes", "cmd", "cmd_uprobes", *modes]}
     try:
         target.run()  # warm-up: specialization, caches
         for i in range(rounds):
@@ -70,6 +96,9 @@ def fib_row(python, rounds, scale, torch, tmp):
                                               ["--uprobes"]))
             for m in modes:
                 runs[m].append(target.run(m))
+            runs["cmd"].append(command_run(python, scale, os.path.join(tmp, f"c{i}.ptg")))
+            runs["cmd_uprobes"].append(command_run(python, scale, os.path.join(tmp, f"v{i}.ptg"),
+                                                   ["--uprobes"]))
     finally:
         target.close()
     calls = runs["plain"][0]["calls"]
@@ -105,18 +134,20 @@ def train_row(name, rounds, steps):
 def table(rows, pair):
     pair_s = f"{pair:,.0f} ns" if pair else "n/a"
     lines = ["| interpreter | fib: untraced call | cProfile adds | torch.profiler(with_stack) "
-             "adds | `record -p` adds | `record --uprobes -p` adds | trap pair | "
+             "adds | `record -p` adds | `record --uprobes -p` adds | `record -- CMD` adds | "
+             "`record --uprobes -- CMD` adds | trap pair | "
              "training step: untraced | torch.profiler(with_stack) | `record -p` | "
              "`record --uprobes -p` |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         f, t = r.get("fib"), r.get("train")
         if "error" in r:
-            lines.append(f"| {r['python']} | {r['error']} |" + " |" * 10)
+            lines.append(f"| {r['python']} | {r['error']} |" + " |" * 12)
             continue
         cells = [r["python"], f"{f['untraced']:.0f} ns", f"{f['cprofile']:,.0f} ns",
                  f"{f['torchprof']:,.0f} ns" if "torchprof" in f else "n/a (no torch)",
-                 f"{f['record']:,.0f} ns", f"{f['uprobes']:,.0f} ns", pair_s]
+                 f"{f['record']:,.0f} ns", f"{f['uprobes']:,.0f} ns", f"{f['cmd']:,.0f} ns",
+                 f"{f['cmd_uprobes']:,.0f} ns", pair_s]
         if t:
             # a loop that died (torch.profiler(with_stack) of trixie's PyTorch 2.6: SIGSEGV)
             cells += [f"{t['untraced_ms']:.2f} ms"] + [
