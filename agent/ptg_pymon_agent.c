@@ -305,6 +305,16 @@ static PyObject *threading_module(void)
 	return m;
 }
 
+int hook_threading(PyObject *threading)
+{
+	PyObject *r = api.CallMethod(threading, "setprofile", "O", ag.hook);
+
+	if (r)
+		api.DecRef(r);
+	api.Err_Clear();
+	return r ? 0 : -1;
+}
+
 /* The profile function off every thread state that has ours, threading's hook as it was. */
 static void uninstall_profile(void)
 {
@@ -332,6 +342,8 @@ static void uninstall_profile(void)
 	if (ag.old_hook)
 		api.DecRef(ag.old_hook);
 	ag.old_hook = NULL;
+	__atomic_store_n(&threading_wait, false, __ATOMIC_RELAXED);
+	threading_code = NULL;
 	ag.profiling = false;
 }
 
@@ -385,17 +397,13 @@ static int install_profile(char *msg, size_t len)
 			 "threading.setprofile)");
 		goto out;
 	}
-	if (threading) {
-		PyObject *r = api.CallMethod(threading, "setprofile", "O", ag.hook);
-
-		if (r)
-			api.DecRef(r);
-		else
-			err = -EINVAL;
-		api.Err_Clear();
-	}
+	if (threading && hook_threading(threading))
+		err = -EINVAL;
 	ag.old_hook = old && old != ag.hook ? old : NULL;
 	old = NULL;
+	/* not imported yet: hooked once it is, before it can start a thread */
+	__atomic_store_n(&threading_wait, !err && !threading, __ATOMIC_RELAXED);
+	threading_code = NULL;
 	ag.profiling = true;
 	for (void *in = api.InterpHead(); in && !err; in = api.InterpNext(in)) {
 		for (void *ts = api.ThreadHead(in); ts && !err; ts = api.ThreadNext(ts)) {

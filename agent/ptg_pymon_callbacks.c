@@ -282,6 +282,10 @@ static bool send_code(struct ptg_pymon_ring *r, const struct rec_thread *th, PyO
 		ln = 0;
 		objs[0] = objs[1] = 0;
 	}
+	/* 3.11, waiting for threading: its module's body is about to run */
+	if (__atomic_load_n(&threading_wait, __ATOMIC_RELAXED) && q == 8 && f >= 13 &&
+	    !memcmp(b + 16, "<module>", 8) && !memcmp(b + 16 + q + f - 13, "/threading.py", 13))
+		threading_code = code;
 	memcpy(b, objs, 16);
 	memset(b + 16 + q + f, 0, 16);
 	n = (uint32_t)(1 + (q + f + 15) / 16);
@@ -590,6 +594,31 @@ static uint16_t frame_kind(PyObject *fo, bool entry)
 	return (unit >> 8) & lay.resume_where_mask ? PTG_PYMON_RESUME : PTG_PYMON_START;
 }
 
+bool threading_wait;
+PyObject *threading_code;
+
+/*
+ * threading.py's body has run: its module is in sys.modules, and the hook
+ * goes in before anything can start a thread with it. Called from the
+ * profile function, so the Python that setprofile() runs is not profiled.
+ * Another file of that name (not the module threading) keeps the wait on.
+ */
+static void threading_imported(void)
+{
+	PyObject *name = api.Unicode_FromString("threading"), *m;
+
+	threading_code = NULL;
+	m = name ? api.GetModule(name) : NULL;
+	if (name)
+		api.DecRef(name);
+	api.Err_Clear();
+	if (!m)
+		return;
+	__atomic_store_n(&threading_wait, false, __ATOMIC_RELAXED);
+	hook_threading(m);
+	api.DecRef(m);
+}
+
 /* 3.11's Py_tracefunc (PyTrace_CALL 0, PyTrace_RETURN 3): C calls are not recorded. */
 int on_profile(PyObject *obj, PyObject *fo, int what, PyObject *arg)
 {
@@ -605,6 +634,8 @@ int on_profile(PyObject *obj, PyObject *fo, int what, PyObject *arg)
 	kind = what == 3 && !arg ? PTG_PYMON_UNWIND : frame_kind(fo, what == 0);
 	code = api.Frame_GetCode(fo);
 	on_code(kind, code, fo);
+	if (threading_code && code == threading_code && kind == PTG_PYMON_RETURN)
+		threading_imported();
 	if (code)
 		api.DecRef(code); /* kept alive by keep(), or by its frame */
 	return 0;

@@ -167,6 +167,16 @@ extern struct method_def defs[6];
 /* 3.11: the C profile function, and threading's hook that puts it on a new thread */
 int on_profile(PyObject *obj, PyObject *fo, int what, PyObject *arg);
 extern struct method_def hook_def;
+/*
+ * 3.11 with threading not imported at the start: the hook goes in once its
+ * module's body has run (on_profile()), before the program can start a
+ * thread with it. threading_wait: set by install_profile(); threading_code:
+ * the code object of threading.py's <module>, once seen (under the GIL).
+ */
+extern bool threading_wait;
+extern PyObject *threading_code;
+/* threading's hook ours (the module imported), old kept for uninstall_profile(): 0, or -1 */
+int hook_threading(PyObject *threading);
 
 /* An empty code set of cap slots (a power of two), or NULL. */
 struct codeset *codeset_new(size_t cap);

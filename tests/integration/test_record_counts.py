@@ -115,6 +115,18 @@ class RecordCounts(unittest.TestCase):
         tids = {tid for (tid, key) in trace.count("late_threads.py", by_tid=True)}
         self.assertGreaterEqual(len(tids), 5)
 
+    def check_threading_imported_late(self, python):
+        """threading imported only after the attach, then threads started: each
+        thread's calls, as sys.setprofile and threading.setprofile count them.
+        On 3.11 the agent's profile function reaches them through threading's
+        hook, put in as soon as the module's body has run."""
+        oracle = ptg.oracle(python, "late_import.py")
+        trace = self.record_attached(python, "late_import.py")
+        self.assertEqual(ptg.as_oracle(trace.count("late_import.py"), oracle), oracle)
+        tids = {tid for (tid, key) in trace.count("late_import.py", by_tid=True)
+                if key == "worker:18"}
+        self.assertEqual(len(tids), 3)
+
     def check_paths_agree(self, python):
         """The same workloads by the default path (the agent in the target) and
         by --uprobes: each equal to sys.setprofile's counts, and the two
