@@ -200,7 +200,8 @@ class RecordCounts(unittest.TestCase):
             return edges, ends
 
         agent = python.version >= (3, 12)
-        for script in ("mixed.py", "late_threads.py", "generator.py", "exceptions.py"):
+        for script in ("mixed.py", "late_threads.py", "generator.py", "exceptions.py",
+                       "late_import.py"):
             said, default = record(script, ())
             self.assertEqual("python calls in-process from its script's start" in said, agent,
                              said)

@@ -12,8 +12,10 @@
  * the agent's first. The trace is cut at one instant: the uprobes' events
  * before it, the agent's after, nothing twice and nothing missing.
  *
- * Not on 3.11: its agent is a profile function per thread, which threads
- * started after threading was imported by the script would lack. Not where
+ * Not on 3.11: its agent is a profile function per thread, which reaches a
+ * thread the script starts only once threading's bootstrap has run in it
+ * (its profile hook), where the uprobes see that bootstrap's calls too:
+ * the two traces would differ. Not where
  * other threads run at that point (they could be inside frames the
  * uprobes saw begin): both said, and the uprobes keep the process.
  */
@@ -44,8 +46,8 @@ bool record_py_handover(const struct record_opts *o, const struct py_interp *py,
 	}
 	if (py->version_hex < 0x030c0000) {
 		snprintf(why, len,
-			 "-- CMD of Python %s: in-process needs sys.monitoring (3.12+) for the "
-			 "threads the command starts",
+			 "-- CMD of Python %s: in-process needs sys.monitoring (3.12+) to see "
+			 "each thread it starts from its first call",
 			 py->version);
 		return false;
 	}
