@@ -636,6 +636,8 @@ static void session_loop(void)
 			/* EAGAIN: someone else read the counter */
 		}
 		if (mono_ns() >= next) {
+			if (calls_unread())
+				calls_stop(ag.sub);
 			cuptiActivityFlushAll(0);
 			send_clock();
 			send_dropped(false);

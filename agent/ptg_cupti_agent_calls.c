@@ -261,6 +261,12 @@ int calls_start(CUpti_SubscriberHandle sub, struct ptg_cupti_call_ring_msg *m)
 	return ring_fd;
 }
 
+bool calls_unread(void)
+{
+	return ring && __atomic_load_n(&on, __ATOMIC_ACQUIRE) &&
+	       __atomic_load_n(&ring->unread, __ATOMIC_ACQUIRE);
+}
+
 void calls_stop(CUpti_SubscriberHandle sub)
 {
 	if (!__atomic_load_n(&on, __ATOMIC_ACQUIRE))

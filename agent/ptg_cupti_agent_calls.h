@@ -6,6 +6,8 @@
 #ifndef PTG_CUPTI_AGENT_CALLS_H
 #define PTG_CUPTI_AGENT_CALLS_H
 
+#include <stdbool.h>
+
 #include <cupti_callbacks.h>
 
 #include "ptg_cupti_proto.h"
@@ -19,6 +21,8 @@ void CUPTIAPI calls_callback(void *userdata, CUpti_CallbackDomain domain, CUpti_
  * every callback off (then the loader keeps its uprobes).
  */
 int calls_start(CUpti_SubscriberHandle sub, struct ptg_cupti_call_ring_msg *m);
+/* The loader said it reads no calls (struct ptg_cupti_call_ring.unread): calls_stop() them. */
+bool calls_unread(void);
 /* Turns the callbacks off (the ring stays mapped: a callback may still be in it). */
 void calls_stop(CUpti_SubscriberHandle sub);
 /* A forked child: the ring is its parent's, shared; it lets go of it. */

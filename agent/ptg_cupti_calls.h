@@ -55,7 +55,13 @@ struct ptg_cupti_call_ring {
 	uint32_t rec_size; /* sizeof(struct ptg_cupti_call_rec) */
 	uint32_t ncalls;   /* entries of PTG_CUPTI_CALLS: the same table on both sides */
 	uint64_t nrecs;	   /* a power of two; the file is PTG_CUPTI_CALLS_OFF + nrecs * rec_size */
-	uint8_t pad0[40];
+	/*
+	 * Set by a loader that takes no CUDA calls (record --no-cuda): the
+	 * agent turns its callbacks off, so that the application's calls cost
+	 * nothing for a ring nobody reads
+	 */
+	uint32_t unread;
+	uint8_t pad0[36];
 	uint64_t head; /* records reserved by the agent */
 	uint8_t pad1[56];
 	uint64_t tail; /* records consumed by the loader */

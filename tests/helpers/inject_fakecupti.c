@@ -388,6 +388,20 @@ EXPORT void fakecupti_api_exit(int driver, uint32_t cbid, const void *params, in
 	pthread_mutex_unlock(&lock);
 }
 
+/* How many API callbacks are on (cuptiEnableCallback()). */
+EXPORT int fakecupti_callbacks(void)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&lock);
+	for (int d = 0; d < 2; d++) {
+		for (int i = 0; i < MAX_CBID; i++)
+			n += cb_on[d][i];
+	}
+	pthread_mutex_unlock(&lock);
+	return n;
+}
+
 /* How many activity kinds are on, + 100 while subscribed: 106 recording, 0 quiet. */
 EXPORT int fakecupti_state(void)
 {

@@ -387,6 +387,20 @@ driver_launches(int(sys.argv[3]))
 """
 
 
+# The stand-in CUPTI's API callbacks, once the agent is in and after up to
+# argv[1] seconds of waiting for them to go off.
+CALLBACKS_TARGET = """
+import ctypes, os, sys, time
+cupti = ctypes.CDLL("libcupti.so.13", mode=ctypes.RTLD_GLOBAL)
+ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"]).InitializeInjection()
+print("on", cupti.fakecupti_callbacks(), flush=True)
+end = time.time() + float(sys.argv[1])
+while cupti.fakecupti_callbacks() and time.time() < end:
+    time.sleep(0.01)
+print("after", cupti.fakecupti_callbacks(), flush=True)
+"""
+
+
 @ptg.once
 class TestAgent(unittest.TestCase):
     """The CUPTI agent's real code against a stand-in libcupti: no GPU needed."""
@@ -550,6 +564,26 @@ class TestAgent(unittest.TestCase):
         self.assertEqual(weights, {"runtime_launches": 12 * 50000,
                                    "driver_launches": 7 * 300000}, fg.stdout)
         self.check_chrome_links()
+
+    def test_no_cuda_turns_callbacks_off(self):
+        """record --no-cuda: the agent, which takes the CUDA calls from CUPTI's
+        callbacks for the CUDA probes, is told that nothing reads them, and
+        turns them off; by default they stay on."""
+        script = os.path.join(self.libdir, "callbacks_target.py")
+        with open(script, "w") as f:
+            f.write(CALLBACKS_TARGET)
+        self.addCleanup(os.unlink, script)
+        got = {}
+        for flags, wait in ((["--no-cuda"], "10"), ([], "1")):
+            res = subprocess.run([ptg.PTG, "record", "-o", self.out, *flags, "--",
+                                  *self.python.argv(script, wait)],
+                                 capture_output=True, text=True, env=self.env, timeout=120)
+            self.assertEqual(res.returncode, 0, res.stderr)
+            got[tuple(flags)] = dict((k, int(v)) for k, v in
+                                     (line.split() for line in res.stdout.splitlines()))
+        self.assertGreater(got[("--no-cuda",)]["on"], 0, got)
+        self.assertEqual(got[("--no-cuda",)]["after"], 0, got)
+        self.assertEqual(got[()]["after"], got[()]["on"], got)
 
     def record_cuda_driver(self, *flags):
         """tests/workloads/cuda_driver.py under record -- CMD: its calls, as a trace."""

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <threads.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -30,6 +31,7 @@
 #include "inject/inject.h"
 #include "proc/elf_file.h"
 #include "proc/procfs.h"
+#include "ptg_cupti_calls.h"
 #include "ptg_cupti_proto.h"
 #include "trace/trace_format.h"
 
@@ -363,8 +365,27 @@ static void drop_fd(struct conn *k)
 }
 
 /*
+ * No CUDA calls are recorded (--no-cuda): the ring's header says so, and the
+ * agent turns its callbacks off at its next flush.
+ */
+static void say_unread(int fd)
+{
+	struct ptg_cupti_call_ring *r;
+	struct stat st;
+
+	if (fstat(fd, &st) || st.st_size < (off_t)sizeof(*r))
+		return;
+	r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (r == MAP_FAILED)
+		return;
+	__atomic_store_n(&r->unread, 1, __ATOMIC_RELEASE);
+	munmap(r, sizeof(*r));
+}
+
+/*
  * The agent takes the CUDA calls from CUPTI's callbacks: its ring, for the
- * CUDA probes to read in their place. Without them (--no-cuda) it is let be.
+ * CUDA probes to read in their place. Without them (--no-cuda) it is told to
+ * stop taking them.
  */
 static int on_call_ring(struct cupti *c, struct conn *k, const uint8_t *data, size_t len)
 {
@@ -374,6 +395,8 @@ static int on_call_ring(struct cupti *c, struct conn *k, const uint8_t *data, si
 	if (len != sizeof(m) || !k->has_fd)
 		return -EPROTO;
 	memcpy(&m, data, sizeof(m));
+	if (!c->calls)
+		say_unread(k->fd_passed);
 	err = c->calls ? c->calls(c->calls_ctx, k->peer, k->fd_passed, m.size) : 0;
 	drop_fd(k);
 	if (err == -EPROTO)
