@@ -90,6 +90,11 @@ static void hand_over(struct recording *rc, pid_t tid, uint64_t ts)
 	char agent[128] = "", why[160];
 	int n = count_threads(rc->pid), err;
 
+	/* PyTorch's ops went to an op agent before the script started (a .pth that imports it) */
+	if (rc->pm) {
+		stays(rc, "an agent of its ops alone is in already");
+		return;
+	}
 	if (n != 1) {
 		snprintf(why, sizeof(why),
 			 n < 0 ? "its threads could not be counted"
