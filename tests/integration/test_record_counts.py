@@ -232,6 +232,21 @@ class RecordCounts(unittest.TestCase):
         self.assertEqual(trace.count("fib.py")["main:11"], 1)
         self.assertEqual(trace.count("fib.py")["<module>:1"], 1)
 
+    def check_record_command_as_set(self, python):
+        """-- CMD with --hold or --per-process is recorded as a set, by the uprobes
+        (no hand-over to the agent there), exact all the same."""
+        for opt in ("--hold", "--per-process"):
+            out = os.path.join(self.tmp.name, f"set{opt}.ptg")
+            res = ptg.run(["record", opt, "-o", out, "--",
+                           *python.argv(python.path(os.path.join(ptg.WORKLOADS, "fib.py")))])
+            self.assertEqual(res.returncode, 0, res.stderr)
+            self.assertIn("python calls: uprobes (-- CMD with --hold or --per-process)",
+                          res.stderr)
+            if opt == "--per-process":
+                out = [os.path.join(self.tmp.name, f) for f in os.listdir(self.tmp.name)
+                       if f.startswith("set--per-process.pid")][0]
+            self.assertEqual(ptg.Trace(out).count("fib.py")["f:7"], 5919, opt)
+
     def check_record_through_shell_script(self, python):
         """The command may exec Python later (a wrapper script, a pyenv shim)."""
         script = os.path.join(self.tmp.name, "run.sh")

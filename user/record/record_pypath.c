@@ -51,7 +51,8 @@ int record_choose_python(struct recording *rc, const struct py_interp *const *py
 	 * the agent the rest from where its script starts
 	 */
 	if (o->cmd) {
-		rc->py_handover = record_py_handover(o, pys[0], rc->py_why, sizeof(rc->py_why));
+		rc->py_handover =
+		    n == 1 && record_py_handover(o, pys[0], rc->py_why, sizeof(rc->py_why));
 		if (rc->py_handover && pys[0]->info)
 			snprintf(rc->py_why, sizeof(rc->py_why),
 				 "-- CMD: until its script starts, then in-process");
