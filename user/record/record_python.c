@@ -345,11 +345,19 @@ void record_python_free(struct recording *rc)
 static void python_exec(void *ctx, const struct py_interp *py, dev_t dev, ino_t ino)
 {
 	struct recording *rc = ctx;
+	/* the uprobes, still in: not once a command's calls went to the agent */
+	bool probes = rc->pf && !rc->o->in_process;
+	char how[64];
 	struct stat a, b;
 
 	if ((!rc->pf && !rc->pm) || rc->py_exec_lost)
 		return;
-	if (rc->pf && py && !stat(py->attach_path, &a) && !stat(rc->py.attach_path, &b) &&
+	if (rc->child)
+		snprintf(how, sizeof(how), "record --children -- CMD");
+	else
+		snprintf(how, sizeof(how), "record -p %d %s", rc->pid,
+			 rc->o->in_process ? "--hold" : "--children");
+	if (probes && py && !stat(py->attach_path, &a) && !stat(rc->py.attach_path, &b) &&
 	    a.st_dev == b.st_dev && a.st_ino == b.st_ino && py->runtime_addr == rc->py.runtime_addr)
 		return;
 	/*
@@ -358,7 +366,7 @@ static void python_exec(void *ctx, const struct py_interp *py, dev_t dev, ino_t 
 	 * probes are; anything else (another file, a position-independent one
 	 * or a libpython mapped anew) may not have
 	 */
-	if (rc->pf && !py && !rc->py.bias && !stat(rc->py.attach_path, &b) && b.st_dev == dev &&
+	if (probes && !py && !rc->py.bias && !stat(rc->py.attach_path, &b) && b.st_dev == dev &&
 	    b.st_ino == ino)
 		return;
 	rc->py_exec_lost++;
@@ -366,23 +374,23 @@ static void python_exec(void *ctx, const struct py_interp *py, dev_t dev, ino_t 
 	if (!py)
 		pr_warn("pid %d exec'd and ended before its new image was looked at: "
 			"%s; from here on the new program's Python calls are not recorded "
-			"(record -p %d %s follows execs)",
+			"(%s follows execs)",
 			rc->pid,
 			rc->o->in_process ? "the in-process agent went with the program it replaced"
 					  : "a one-process recording follows the interpreter it "
 					    "started with",
-			rc->pid, rc->o->in_process ? "--hold" : "--children");
+			how);
 	else if (rc->o->in_process)
 		pr_warn("pid %d exec'd %s (Python %s): from here on its Python calls are not "
 			"recorded, the in-process agent went with the program it replaced "
-			"(record -p %d --hold holds it at its exec, and the uprobes take the new "
-			"image from its first call)",
-			rc->pid, py->path, py->version, rc->pid);
+			"(%s holds it at its exec, and the uprobes take the new image from its "
+			"first call)",
+			rc->pid, py->path, py->version, how);
 	else
 		pr_warn("pid %d exec'd %s (Python %s): a one-process recording follows the "
 			"interpreter it started with; from here on the new program's Python calls "
-			"are not recorded (record -p %d --children follows execs)",
-			rc->pid, py->path, py->version, rc->pid);
+			"are not recorded (%s follows execs)",
+			rc->pid, py->path, py->version, how);
 }
 
 /* -- CMD's child at an exec: the agent where its root sees it. */
