@@ -135,6 +135,7 @@ static int api_resolve(const char *libpython, char *msg, size_t len)
 	*(void **)&api.Unicode_AsUTF8 = lookup(lib, "PyUnicode_AsUTF8");
 	*(void **)&api.GetModule = lookup(lib, "PyImport_GetModule");
 	*(void **)&api.Unicode_FromString = lookup(lib, "PyUnicode_FromString");
+	*(void **)&api.ThreadState_GetFrame = lookup(lib, "PyThreadState_GetFrame");
 	*(void **)&api.GILState_Check = lookup(lib, "PyGILState_Check");
 	*(void **)&api.UncheckedGet = lookup(lib, "PyThreadState_GetUnchecked"); /* 3.13+ */
 	if (!api.UncheckedGet)
@@ -424,6 +425,29 @@ out:
 	return err;
 }
 
+/*
+ * PTG_PYMON_ALONE: whether a thread other than this one is inside Python
+ * code (has a frame). Under the GIL. The thread the loader holds has none.
+ */
+static bool others_in_python(void)
+{
+	void *own = api.ThreadState_Get();
+	bool found = !api.ThreadState_GetFrame || !api.InterpHead || !api.ThreadHead ||
+		     !api.InterpNext || !api.ThreadNext; /* cannot tell: the safe way */
+
+	for (void *in = api.InterpHead ? api.InterpHead() : NULL; in && !found;
+	     in = api.InterpNext(in)) {
+		for (void *ts = api.ThreadHead(in); ts && !found; ts = api.ThreadNext(ts)) {
+			PyObject *f = ts == own ? NULL : api.ThreadState_GetFrame(ts);
+
+			found = f != NULL;
+			if (f)
+				api.DecRef(f);
+		}
+	}
+	return found;
+}
+
 /* Takes a tool id, registers the callbacks, turns the events on. Under the GIL. */
 static int install(char *msg, size_t len)
 {
@@ -549,13 +573,15 @@ static int receive_ring(struct ptg_pymon_setup *s, char *msg, size_t len)
 	return 0;
 }
 
-static void send_status(int state, const char *msg, bool ops, const char *ops_msg)
+static void send_status(int state, const char *msg, bool ops, const char *ops_msg,
+			uint64_t since_ns)
 {
 	struct ptg_pymon_status st = {.version = PTG_PYMON_PROTO_VERSION,
 				      .state = state,
 				      .tool_id = ag.tool,
 				      .pid = (uint32_t)getpid(),
-				      .ops = ops};
+				      .ops = ops,
+				      .since_ns = since_ns};
 
 	snprintf(st.msg, sizeof(st.msg), "%s", msg);
 	snprintf(st.ops_msg, sizeof(st.ops_msg), "%s", ops ? "" : ops_msg);
@@ -668,6 +694,8 @@ static void *session_main(void *arg)
 {
 	static struct ptg_pymon_setup setup; /* 4 KiB: not on this thread's stack */
 	char msg[256] = "", ops_msg[256] = "";
+	uint64_t since_ns = 0;
+	struct timespec now;
 	bool ops_on = false;
 	PyObject *mon;
 	int err, g;
@@ -706,7 +734,11 @@ static void *session_main(void *arg)
 		else
 			snprintf(ops_msg, sizeof(ops_msg), "not asked for");
 		__atomic_store_n(&cb_ring, ag.ring, __ATOMIC_SEQ_CST);
-		if (!(setup.flags & PTG_PYMON_OPS_ONLY)) {
+		if ((setup.flags & PTG_PYMON_ALONE) && others_in_python()) {
+			snprintf(msg, sizeof(msg),
+				 "another thread runs Python (its frames began on the uprobes)");
+			err = -EBUSY;
+		} else if (!(setup.flags & PTG_PYMON_OPS_ONLY)) {
 			err = install(msg, sizeof(msg));
 			ops_on = !err && cb_ops && !ops_install(ops_msg, sizeof(ops_msg));
 		} else if (!cb_ops || ops_install(ops_msg, sizeof(ops_msg))) {
@@ -718,10 +750,12 @@ static void *session_main(void *arg)
 		}
 		if (err)
 			__atomic_store_n(&cb_ring, NULL, __ATOMIC_SEQ_CST);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		since_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 		api.GILState_Release(g);
 	}
 	send_status(err ? PTG_PYMON_FAILED : PTG_PYMON_ACTIVE, err ? msg : "recording", ops_on,
-		    ops_msg);
+		    ops_msg, since_ns);
 	set_phase(P_ANSWERED);
 	if (!err)
 		wait_hangup();

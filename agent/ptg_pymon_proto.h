@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PTG_PYMON_PROTO_VERSION 7
+#define PTG_PYMON_PROTO_VERSION 8
 /* Exported by the agent; the loader calls it through ptrace after injecting the library. */
 #define PTG_PYMON_ATTACH_SYM "ptg_pymon_attach"
 /* record -- CMD: then called on the held thread that has the GIL, for the session to take it */
@@ -149,6 +149,12 @@ struct ptg_pymon_layout {
  * record the frames (record's default, docs/torch.md); no ops is a failure
  */
 #define PTG_PYMON_OPS_ONLY 2u
+/*
+ * Handed over from the uprobes (record -- CMD, where its script starts, no
+ * frame on the stopped thread): refused if any other thread runs Python,
+ * whose frames began on the uprobes
+ */
+#define PTG_PYMON_ALONE 4u
 
 struct ptg_pymon_setup {
 	uint32_t version;
@@ -172,6 +178,12 @@ struct ptg_pymon_status {
 	int32_t ops;	   /* 1: PyTorch's ops come as OP_* records (RecordFunction callback) */
 	char msg[256];	   /* NUL-terminated */
 	char ops_msg[256]; /* why ops do not come (ops 0), or "" */
+	/*
+	 * CLOCK_MONOTONIC once the callbacks were in, the GIL still held: no
+	 * frame of any thread began between the callbacks going in and this;
+	 * where a hand-over from the uprobes cuts the trace (PTG_PYMON_ALONE)
+	 */
+	uint64_t since_ns;
 };
 
 #endif /* PTG_PYMON_PROTO_H */

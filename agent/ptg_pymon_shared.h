@@ -77,6 +77,7 @@ struct pymon_api {
 	PyObject *(*Unicode_FromString)(const char *);
 	/* ptg_pymon_let_in(): the thread the loader holds gives its GIL up while the session
 	 * installs */
+	PyObject *(*ThreadState_GetFrame)(void *);
 	int (*GILState_Check)(void);
 	void *(*UncheckedGet)(void); /* this thread's state, NULL if it has none attached */
 	void *(*SaveThread)(void);

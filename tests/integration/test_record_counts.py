@@ -2,6 +2,7 @@
 by record -p's default (in-process) and by --uprobes alike."""
 import collections
 import os
+import shutil
 import tempfile
 import unittest
 
@@ -231,6 +232,34 @@ class RecordCounts(unittest.TestCase):
         self.assertEqual(trace.count("fib.py")["f:7"], 5919)
         self.assertEqual(trace.count("fib.py")["main:11"], 1)
         self.assertEqual(trace.count("fib.py")["<module>:1"], 1)
+
+    def check_command_thread_before_script(self, python):
+        """-- CMD whose start-up left a thread running Python (a sitecustomize
+        that starts one): its frames began on the uprobes, so the agent does
+        not take over; the uprobes keep every call, and the line says why."""
+        # where the interpreter sees it (a chroot's own /tmp)
+        site = f"/tmp/ptg-site-{os.getpid()}"
+        os.makedirs(python.on_host(site))
+        self.addCleanup(shutil.rmtree, python.on_host(site))
+        with open(os.path.join(python.on_host(site), "sitecustomize.py"), "w") as f:
+            f.write("import threading, time\n"
+                    "def tick():\n    time.sleep(0.001)\n"
+                    "def spin():\n    while True:\n        tick()\n"
+                    "threading.Thread(target=spin, daemon=True).start()\n")
+        os.chmod(python.on_host(site), 0o755)
+        out = os.path.join(self.tmp.name, "spin.ptg")
+        env = dict(os.environ, PYTHONPATH=site)
+        res = ptg.run(["record", "-o", out, "--",
+                       *python.argv(python.path(os.path.join(ptg.WORKLOADS, "fib.py")))],
+                      env=env)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        if python.version >= (3, 12):
+            self.assertIn("python calls stay on the uprobes: pid", res.stderr)
+            self.assertIn("another thread runs Python", res.stderr)
+        trace = ptg.Trace(out)
+        self.assertEqual(trace.losses, [])
+        self.assertEqual(trace.count("fib.py")["f:7"], 5919)
+        self.assertGreater(trace.count("sitecustomize.py")["tick:2"], 0)
 
     def check_record_command_as_set(self, python):
         """-- CMD with --hold or --per-process is recorded as a set, by the uprobes

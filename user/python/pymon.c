@@ -256,6 +256,9 @@ static int send_setup(struct pymon *pm)
 	s.flags = pm->ops ? PTG_PYMON_WANT_OPS : 0;
 	if (pm->ops_only)
 		s.flags |= PTG_PYMON_WANT_OPS | PTG_PYMON_OPS_ONLY;
+	/* held where its script starts (pymon__hold()): a hand-over from the uprobes */
+	else if (pm->held_tid)
+		s.flags |= PTG_PYMON_ALONE;
 	s.layout = (struct ptg_pymon_layout){
 	    .tstate_cframe = layout_off(o->tstate_cframe),
 	    .current_frame = layout_off(o->cframe_current_frame),
@@ -403,6 +406,7 @@ static int attach_proc(struct pymon *pm)
 	if (ret)
 		return ret;
 	pm->tool_id = st.tool_id;
+	pm->began_ns = st.since_ns;
 	pm->ops_on = pm->ops && st.ops == 1;
 	snprintf(pm->ops_msg, sizeof(pm->ops_msg), "%s", pm->ops_on ? "" : st.ops_msg);
 	/* this process's ops come from its agent: its libraries are not probed */
@@ -515,6 +519,11 @@ void pymon__drop(struct pymon *pm)
 	pymon__stop(pm);
 	for (; pm; pm = pm->next)
 		pm->dropped = true;
+}
+
+uint64_t pymon__began(const struct pymon *pm)
+{
+	return pm ? pm->began_ns : 0;
 }
 
 void pymon__since(struct pymon *pm, uint64_t ts)

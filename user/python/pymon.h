@@ -128,6 +128,12 @@ void pymon__drop(struct pymon *pm);
  * pymon__describe().
  */
 int pymon__ops_in(struct pymon *pm, pid_t tid);
+/*
+ * After pymon__attach() of an agent held where its script starts: when its
+ * callbacks were in, taken with the GIL still held (no frame of any thread
+ * began between the two), CLOCK_MONOTONIC; 0 if it did not say.
+ */
+uint64_t pymon__began(const struct pymon *pm);
 /* Frame events before ts are another's (the uprobes', handed over at ts). */
 void pymon__since(struct pymon *pm, uint64_t ts);
 /* All zero for NULL. */

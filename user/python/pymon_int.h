@@ -28,6 +28,7 @@ struct pymon {
 	uint64_t start_time; /* of py.pid (proc_start_time): injection checks it is the same */
 	pid_t held_tid;	     /* pymon__hold(): injected into this held, stopped thread */
 	uint64_t since_ts;   /* pymon__since(): frame events before are the uprobes' */
+	uint64_t began_ns;   /* the agent's: its callbacks in, the GIL still held */
 	int agent_fd;	     /* the agent file, checked by trusted_open() */
 	char agent[PATH_MAX];
 	int sock; /* the agent's end of a socketpair the target made (inject_opts.pass_socket) */

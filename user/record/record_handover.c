@@ -15,11 +15,10 @@
  * Not on 3.11: its agent is a profile function per thread, which reaches a
  * thread the script starts only once threading's bootstrap has run in it
  * (its profile hook), where the uprobes see that bootstrap's calls too:
- * the two traces would differ. Not where
- * other threads run at that point (they could be inside frames the
- * uprobes saw begin): both said, and the uprobes keep the process.
+ * the two traces would differ. Not where another thread runs Python at
+ * that point, inside frames the uprobes saw begin (the agent looks, under
+ * the GIL: PTG_PYMON_ALONE): both said, and the uprobes keep the process.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -59,24 +58,6 @@ bool record_py_handover(const struct record_opts *o, const struct py_interp *py,
 	return pymon__check(py, why, len) == 0;
 }
 
-/* The threads of pid: 1 is what the hand-over needs. */
-static int count_threads(pid_t pid)
-{
-	char path[64];
-	struct dirent *d;
-	int n = 0;
-	DIR *dir;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", pid);
-	dir = opendir(path);
-	if (!dir)
-		return -errno;
-	while ((d = readdir(dir)))
-		n += d->d_name[0] != '.';
-	closedir(dir);
-	return n;
-}
-
 static void stays(struct recording *rc, const char *why)
 {
 	snprintf(rc->py_why, sizeof(rc->py_why), "-- CMD: the agent did not go in: %s", why);
@@ -92,21 +73,13 @@ static void stays(struct recording *rc, const char *why)
 static void hand_over(struct recording *rc, pid_t tid, uint64_t ts)
 {
 	struct pymon *pm = NULL;
-	char agent[128] = "", why[160];
-	int n = count_threads(rc->pid), err;
+	char agent[128] = "";
+	uint64_t cut;
+	int err;
 
 	/* PyTorch's ops went to an op agent before the script started (a .pth that imports it) */
 	if (rc->pm) {
 		stays(rc, "an agent of its ops alone is in already");
-		return;
-	}
-	if (n != 1) {
-		snprintf(why, sizeof(why),
-			 n < 0 ? "its threads could not be counted"
-			       : "%d threads run at its script's start (their frames began on "
-				 "the uprobes)",
-			 n);
-		stays(rc, why);
 		return;
 	}
 	err = tracer__poll(rc->tracer, 0);
@@ -120,7 +93,8 @@ static void hand_over(struct recording *rc, pid_t tid, uint64_t ts)
 		return;
 	}
 	pymon__hold(pm, tid);
-	pymon__since(pm, ts);
+	/* the uprobes' from here on are cut off once it is in, at the instant it says */
+	pymon__since(pm, UINT64_MAX);
 	/* its ops: the agent's callback from the first (record_python.c, on_urg) */
 	pymon__set_ops(pm, rc->o->op_probes || rc->o->no_ops ? NULL : rc->ops);
 	pymon__fall_back(pm);
@@ -132,7 +106,14 @@ static void hand_over(struct recording *rc, pid_t tid, uint64_t ts)
 		rc->dropped_pm = pm;
 		return;
 	}
-	pyframe__hand_over(rc->pf, ts);
+	/*
+	 * The cut: the agent's callbacks were in at began, and no frame of any
+	 * thread began between the two (it held the GIL, and found no other
+	 * thread in Python: PTG_PYMON_ALONE); the stopped thread ran none since ts
+	 */
+	cut = pymon__began(pm) > ts ? pymon__began(pm) : ts;
+	pymon__since(pm, cut);
+	pyframe__hand_over(rc->pf, cut);
 	rc->pm = pm;
 	rc->o->in_process = true;
 	rc->py_why[0] = '\0';
