@@ -237,10 +237,9 @@ class TestRecordStartKilled(unittest.TestCase):
                                     *python.argv("-c", CHILD)],
                                    stdout=wfd, stderr=subprocess.PIPE)
             # kill at a random instant, or as soon as it records if that comes
-            # first: on 3.12+ once its calls were handed to the agent where its
-            # script started, so that kills land inside that hand-over too
-            wait_line(rec, b"from its script's start" if python.version >= (3, 12)
-                      else b"recording pid", kill_delay(rng, 0.15, 1.5))
+            # first: once its calls were handed to the agent where its script
+            # started, so that kills land inside that hand-over too
+            wait_line(rec, b"from its script's start", kill_delay(rng, 0.15, 1.5))
             rec.kill()
             rec.wait()
             rec.stderr.close()

@@ -167,13 +167,15 @@ class RecordCounts(unittest.TestCase):
             self.assertEqual(got[()], got[("--uprobes",)], script)
 
     def check_command_paths_agree(self, python):
-        """record -- CMD: by default (3.12+) the uprobes until the script starts
-        and the agent after; by --uprobes all along. The two traces have the
-        same calls, the interpreter's start-up included, and the same
-        caller -> callee pairs and ends in the script; the status lines say
-        which path. (Outside the script, 3.11-3.12's generators closed early
-        differ: the agent sees the resumption that close() makes, as
-        sys.setprofile does, the uprobes do not.)"""
+        """record -- CMD: by default the uprobes until the script starts and the
+        agent after; by --uprobes all along. The two traces have the same
+        calls in the script, and on 3.12+ in all of the trace, the
+        interpreter's start-up included; the same caller -> callee pairs and
+        ends in the script; the status lines say which path. (Outside the
+        script, 3.11-3.12's generators closed early differ: the agent sees
+        the resumption that close() makes, as sys.setprofile does, the
+        uprobes do not; and on 3.11 the calls of threading's bootstrap in a
+        new thread before its run() are the uprobes' alone.)"""
         def record(script, how):
             out = os.path.join(self.tmp.name, f"c{len(how)}.ptg")
             res = ptg.run(["record", *how, "-o", out, "--",
@@ -200,18 +202,16 @@ class RecordCounts(unittest.TestCase):
                         ends[(name, r.flags)] += 1
             return edges, ends
 
-        agent = python.version >= (3, 12)
         for script in ("mixed.py", "late_threads.py", "generator.py", "exceptions.py",
                        "late_import.py"):
             said, default = record(script, ())
-            self.assertEqual("python calls in-process from its script's start" in said, agent,
-                             said)
-            if not agent:
-                self.assertIn("python calls: uprobes (-- CMD of Python 3.11", said)
+            self.assertIn("python calls in-process from its script's start", said)
             _, probes = record(script, ("--uprobes",))
             # the start-up (site, encodings) is in both, and all of it alike
             self.assertGreater(len(default.count()), len(default.count(script)), script)
-            self.assertEqual(default.count(), probes.count(), script)
+            self.assertEqual(default.count(script), probes.count(script), script)
+            if python.version >= (3, 12):
+                self.assertEqual(default.count(), probes.count(), script)
             self.assertEqual(shape(default, script), shape(probes, script), script)
 
     def check_jit_warning(self, python):
@@ -253,9 +253,8 @@ class RecordCounts(unittest.TestCase):
                        *python.argv(python.path(os.path.join(ptg.WORKLOADS, "fib.py")))],
                       env=env)
         self.assertEqual(res.returncode, 0, res.stderr)
-        if python.version >= (3, 12):
-            self.assertIn("python calls stay on the uprobes: pid", res.stderr)
-            self.assertIn("another thread runs Python", res.stderr)
+        self.assertIn("python calls stay on the uprobes: pid", res.stderr)
+        self.assertIn("another thread runs Python", res.stderr)
         trace = ptg.Trace(out)
         self.assertEqual(trace.losses, [])
         self.assertEqual(trace.count("fib.py")["f:7"], 5919)

@@ -40,20 +40,17 @@ class TrapCost(unittest.TestCase):
         else:
             self.assertEqual(warned, [], err)
 
-    def test_command(self):
-        """-- CMD of 3.11, whose calls stay on the uprobes: measured, and -p PID
-        named for a running process."""
-        err = self.record("--", *self.python.argv(self.fib))
+    def test_children(self):
+        """--children -- CMD, all on the uprobes: measured, and -p PID named for
+        a running process."""
+        err = self.record("--children", "--", *self.python.argv(self.fib))
         self.check_said(err, "recorded with -p PID")
-        self.assertIn("python calls: uprobes (-- CMD of Python 3.11", err)
+        self.assertIn("python calls: uprobes (--children)", err)
 
-    def test_command_handed_over(self):
-        """-- CMD of 3.12+: its start-up on the uprobes, its script in-process:
-        nothing measured, nothing warned."""
-        py = ptg.Python("pyenv-3.12")
-        if py.missing:
-            raise unittest.SkipTest(py.missing)
-        err = self.record("--", *py.argv(self.fib))
+    def test_command(self):
+        """-- CMD: its start-up on the uprobes, its script in-process: nothing
+        measured, nothing warned."""
+        err = self.record("--", *self.python.argv(self.fib))
         self.assertIsNone(HIT.search(err), err)
         self.assertNotIn(WARN, err)
         self.assertIn("python calls in-process from its script's start", err)

@@ -14,7 +14,7 @@ select checks; by default all run:
                     the same by record -p's default: the agent injected into the target
   b.record_cmd.PY   record -- CMD: the same counts, from the command's first call
   b.record_cmd_handover.PY
-                    the same on 3.12+, by the agent from where its script starts
+                    the same by the agent from where its script starts (sid's 3.14)
   c.sample.PY       sample: every sampled stack one the workload can have
   d.off_cpu.PY      off-CPU intervals of sleeps and of a read woken by a thread
   e.cuda.PY         the CUDA probes on the fake driver and runtime (tests/fakecuda)
@@ -200,7 +200,7 @@ def record_cmd(test, python, rec_args=()):
 
 
 def record_cmd_handover(test, python):
-    """record -- CMD of 3.12+ by default: the uprobes until its script starts,
+    """record -- CMD by default: the uprobes until its script starts,
     the agent after (py_audit stops its main thread there): the same
     counts, and the line that says so."""
     said = record_cmd(test, python)

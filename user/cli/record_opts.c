@@ -113,8 +113,8 @@ static void usage(FILE *f)
 	    "                        can: each -p PID (-p A,B: an agent in each,\n"
 	    "                        --hold, --per-process too) of Python 3.11+ in\n"
 	    "                        our pid namespace, with a trusted\n"
-	    "                        libptg_pymon.so; and -- CMD of Python 3.12+\n"
-	    "                        from where its script starts (its\n"
+	    "                        libptg_pymon.so; and -- CMD from where its\n"
+	    "                        script starts (its\n"
 	    "                        interpreter's start-up by uprobes, its main\n"
 	    "                        thread held under ptrace until then); about\n"
 	    "                        cProfile's cost per call\n"
@@ -144,7 +144,7 @@ static void usage(FILE *f)
 	    "                        go in (its tool ids taken, a profiler in, the\n"
 	    "                        injection refused: record then starts again with\n"
 	    "                        the uprobes); for -- CMD until its script starts,\n"
-	    "                        and after on 3.11 or where other threads run\n"
+	    "                        and after where another thread runs Python\n"
 	    "                        then; the status line says which and why\n"
 	    "      --steps N         stop after N training steps (each return of an\n"
 	    "                        optimizer's step(); needs Python in the target;\n"
@@ -347,7 +347,7 @@ int record_parse_opts(int argc, char **argv, struct record_opts *o)
 	/* the agent goes into a running interpreter: a command's starts later, sets are many */
 	if (o->py_from == RECORD_PY_AGENT && (o->cmd || o->children || o->by_uid || o->cgroup)) {
 		pr_err("record: --in-process takes running processes (-p PID or -p A,B), not "
-		       "-- CMD (by default in-process from its script's start, on 3.12+), "
+		       "-- CMD (by default in-process from its script's start), "
 		       "--children, --uid or --cgroup");
 		return -EINVAL;
 	}

@@ -12,12 +12,13 @@
  * the agent's first. The trace is cut at one instant: the uprobes' events
  * before it, the agent's after, nothing twice and nothing missing.
  *
- * Not on 3.11: its agent is a profile function per thread, which reaches a
- * thread the script starts only once threading's bootstrap has run in it
- * (its profile hook), where the uprobes see that bootstrap's calls too:
- * the two traces would differ. Not where another thread runs Python at
- * that point, inside frames the uprobes saw begin (the agent looks, under
- * the GIL: PTG_PYMON_ALONE): both said, and the uprobes keep the process.
+ * On 3.11 the agent is a C profile function on each thread, which reaches
+ * a thread the script starts from its run() on (threading's profile hook,
+ * as cProfile and torch.profiler): the calls of threading's bootstrap
+ * before it are the uprobes' alone, as with record -p. Not where another
+ * thread runs Python at that point, inside frames the uprobes saw begin
+ * (the agent looks, under the GIL: PTG_PYMON_ALONE): said, and the
+ * uprobes keep the process.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -44,16 +45,9 @@ bool record_py_handover(const struct record_opts *o, const struct py_interp *py,
 	/* a launcher (env, sh, a chroot): what it execs is looked at then */
 	if (!py->info) {
 		snprintf(why, len,
-			 "-- CMD runs no Python yet: a Python 3.12+ it execs goes in-process "
+			 "-- CMD runs no Python yet: a Python it execs goes in-process "
 			 "where its script starts");
 		return true;
-	}
-	if (py->version_hex < 0x030c0000) {
-		snprintf(why, len,
-			 "-- CMD of Python %s: in-process needs sys.monitoring (3.12+) to see "
-			 "each thread it starts from its first call",
-			 py->version);
-		return false;
 	}
 	return pymon__check(py, why, len) == 0;
 }
