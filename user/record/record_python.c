@@ -415,6 +415,19 @@ bool record_ops_held(const struct record_opts *o)
 }
 
 /*
+ * Everything the command's threads did before the stop of its first op: the
+ * ring buffer's events, and where the agent takes its Python calls, its
+ * records up to now too (the tracer reads those a little behind the clock,
+ * tracer__catch_up()), so that the op opens above the frames that called it.
+ */
+static int read_before_op(struct recording *rc)
+{
+	if (rc->o->in_process)
+		return tracer__catch_up(rc->tracer, now_ns(CLOCK_MONOTONIC));
+	return tracer__poll(rc->tracer, 0);
+}
+
+/*
  * The command's first op ran on another thread than the main one, the one
  * the agent goes in through: that thread waits in its stop while the op
  * probes go in, and its op is theirs (written from what the trigger saw).
@@ -422,7 +435,7 @@ bool record_ops_held(const struct record_opts *o)
 static enum launch_urg thread_stopped(struct recording *rc, pid_t pid, pid_t tid)
 {
 	/* what its threads did before, first: the op opens above the frames that called it */
-	int err = tracer__poll(rc->tracer, 0);
+	int err = read_before_op(rc);
 
 	err = err < 0 ? err : torchops__handover_thread_done(rc->ops, pid);
 	if (err)
@@ -475,7 +488,7 @@ static enum launch_urg on_urg(void *ctx, pid_t pid, pid_t tid)
 	 * first, so that the op that stopped it opens above the frames that
 	 * called it (its entry is written from what the BPF side saved)
 	 */
-	err = agent ? 0 : tracer__poll(rc->tracer, 0);
+	err = agent ? 0 : read_before_op(rc);
 	err = err < 0 ? err : torchops__handover_done(rc->ops, pid, agent);
 	if (err)
 		pr_warn("pid %d: the hand-over of its ops: %s", pid, strerror(-err));
