@@ -68,7 +68,7 @@ static bool hung_up; /* the session's loader closed the socket */
 /*
  * How far the session's start has come, for ptg_pymon_let_in(): the C API
  * resolved (its GIL can be given up), then its one status sent. Under
- * phase_lock, +1 per session in phase_gen.
+ * phase_lock; back to P_NONE at each ptg_pymon_attach().
  */
 enum start_phase { P_NONE, P_RESOLVED, P_ANSWERED };
 static pthread_mutex_t phase_lock = PTHREAD_MUTEX_INITIALIZER;
