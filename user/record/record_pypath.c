@@ -53,7 +53,8 @@ int record_choose_python(struct recording *rc, const struct py_interp *const *py
 	if (o->cmd) {
 		/* none: a set (--hold, --per-process: user/procs/proctree.c), by the uprobes */
 		if (n == 0)
-			snprintf(rc->py_why, sizeof(rc->py_why), "-- CMD with --hold or --per-process");
+			snprintf(rc->py_why, sizeof(rc->py_why),
+				 "-- CMD with --hold or --per-process");
 		rc->py_handover =
 		    n == 1 && record_py_handover(o, pys[0], rc->py_why, sizeof(rc->py_why));
 		if (rc->py_handover && pys[0]->info)
