@@ -477,7 +477,7 @@ int proctree__load(struct proctree *pt, struct tracer *t)
 	}
 	/* --in-process: those of the agents go to pymon, route_py() takes the probes' */
 	if (!err)
-		err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, route_py, NULL, pt);
+		err = tracer__on_stack(t, PTG_EV_PY_START, PTG_EV_PY_CODE, route_py, NULL, pt);
 	err = err ?: tracer__on(t, PTG_EV_PROC_FORK, PTG_EV_PROC_EXIT, on_proc, write_losses, pt);
 	if (err)
 		goto fail;

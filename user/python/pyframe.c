@@ -244,7 +244,8 @@ int pyframe__open(const struct py_interp *py, struct tracer *t, struct pyframe *
 
 	if (err)
 		return err;
-	err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, handle_event, write_losses, *out);
+	err =
+	    tracer__on_stack(t, PTG_EV_PY_START, PTG_EV_PY_CODE, handle_event, write_losses, *out);
 	if (err) {
 		pyframe__destroy(*out);
 		*out = NULL;

@@ -171,7 +171,8 @@ int pymon__open(const struct py_interp *py, struct tracer *t, unsigned int ring_
 
 	if (err)
 		return err;
-	err = tracer__on(t, PTG_EV_PY_START, PTG_EV_PY_CODE, pymon_handle, pymon_write_losses, pm);
+	err = tracer__on_stack(t, PTG_EV_PY_START, PTG_EV_PY_CODE, pymon_handle, pymon_write_losses,
+			       pm);
 	if (err) {
 		pymon__destroy(pm);
 		return err;

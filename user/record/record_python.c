@@ -281,7 +281,8 @@ static int ahead_open(struct recording *rc)
 		return -errno;
 	if (bpf_map_update_elem(pa->traced_fd, &tgid, &one, BPF_ANY))
 		return -errno;
-	ret = tracer__on(rc->tracer, PTG_EV_PY_START, PTG_EV_PY_CODE, route, route_losses, rc);
+	ret =
+	    tracer__on_stack(rc->tracer, PTG_EV_PY_START, PTG_EV_PY_CODE, route, route_losses, rc);
 	return ret;
 }
 

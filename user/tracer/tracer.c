@@ -36,7 +36,8 @@ struct tracer {
 	struct ring_buffer *rb;
 	struct handler handlers[MAX_HANDLERS];
 	int nhandlers;
-	int err; /* first error of a handler: the ring buffer callback cannot return it */
+	int nstack; /* the first ones: tracer__on_stack()'s */
+	int err;    /* first error of a handler: the ring buffer callback cannot return it */
 	uint64_t start_ts;
 	uint64_t last_ts;
 	uint64_t events;
@@ -180,6 +181,19 @@ int tracer__on(struct tracer *t, uint16_t lo, uint16_t hi, tracer_handler_fn fn,
 		return -E2BIG;
 	t->handlers[t->nhandlers++] =
 	    (struct handler){.lo = lo, .hi = hi, .fn = fn, .finish = finish, .ctx = ctx};
+	return 0;
+}
+
+int tracer__on_stack(struct tracer *t, uint16_t lo, uint16_t hi, tracer_handler_fn fn,
+		     tracer_finish_fn finish, void *ctx)
+{
+	if (t->nhandlers == MAX_HANDLERS)
+		return -E2BIG;
+	memmove(&t->handlers[t->nstack + 1], &t->handlers[t->nstack],
+		(size_t)(t->nhandlers - t->nstack) * sizeof(t->handlers[0]));
+	t->handlers[t->nstack++] =
+	    (struct handler){.lo = lo, .hi = hi, .fn = fn, .finish = finish, .ctx = ctx};
+	t->nhandlers++;
 	return 0;
 }
 

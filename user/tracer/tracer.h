@@ -94,6 +94,15 @@ int tracer__ringbuf_fd(const struct tracer *t);
  */
 int tracer__on(struct tracer *t, uint16_t lo, uint16_t hi, tracer_handler_fn fn,
 	       tracer_finish_fn finish, void *ctx);
+/*
+ * The same for a module that keeps the threads' stacks (a source of frame
+ * events: pyframe, the in-process agent): it goes after the stack modules
+ * registered before it and before every other module, whenever it comes,
+ * so that the readers of the stacks see each event after the stack took
+ * it (record -- CMD's agent comes once the recording runs).
+ */
+int tracer__on_stack(struct tracer *t, uint16_t lo, uint16_t hi, tracer_handler_fn fn,
+		     tracer_finish_fn finish, void *ctx);
 /* One source at most; fn NULL: none. */
 void tracer__set_source(struct tracer *t, tracer_source_fn fn, void *ctx);
 /* One timed source at most; peek NULL: none. */
