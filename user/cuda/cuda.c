@@ -260,6 +260,20 @@ static long find_corr(const struct cuda_thread *ct, uint32_t corr)
 	return -1;
 }
 
+/* The host call of thread ct that CUPTI's record c (its id corr) is of, or -1. */
+static long join_find(struct cuda_thread *ct, uint32_t corr, const struct cuda_cupti_call *c)
+{
+	long i;
+
+	if (!ct || !ct->nhist)
+		return -1;
+	i = find_corr(ct, corr);
+	/* a name the agent did not send: only CUPTI's id can tell */
+	if (i < 0 && c->name)
+		i = cuda_join_find(ct->hist, ct->nhist, c);
+	return i;
+}
+
 int cudaprobe__join(void *ctx, uint32_t pid, uint32_t tid, const char *name, bool driver,
 		    uint32_t corr, uint64_t start, uint64_t end, uint64_t *call_id,
 		    uint64_t *call_ts)
@@ -267,14 +281,17 @@ int cudaprobe__join(void *ctx, uint32_t pid, uint32_t tid, const char *name, boo
 	struct cudaprobe *cp = ctx;
 	struct cuda_thread *ct = thread_of(cp, pid, tid, false);
 	struct cuda_cupti_call c = {.name = name, .driver = driver, .start = start, .end = end};
-	long i;
+	long i = join_find(ct, corr, &c);
 
-	if (!ct || !ct->nhist)
-		return 0;
-	i = find_corr(ct, corr);
-	/* a name the agent did not send: only CUPTI's id can tell */
-	if (i < 0 && name)
-		i = cuda_join_find(ct->hist, ct->nhist, &c);
+	/*
+	 * The agents' rings are read a little behind the clock (tracer.h), and
+	 * all the more while no probe fires: a call of theirs that CUPTI's
+	 * record came before is read now, and looked for again
+	 */
+	if (i < 0 && cp->nagents && end && !tracer__catch_up(cp->t, end)) {
+		ct = thread_of(cp, pid, tid, false);
+		i = join_find(ct, corr, &c);
+	}
 	if (i < 0)
 		return 0;
 	ct->hist[i].joined = true;
