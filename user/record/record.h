@@ -124,7 +124,10 @@ struct recording {
  */
 int record_run(const struct record_opts *o, int *cmd_status);
 /* Several processes, or the ones they start: recorded through user/procs/proctree.c. */
-bool record_is_tree(const struct record_opts *o);
+static inline bool record_is_tree(const struct record_opts *o)
+{
+	return o->npids > 1 || o->children || o->per_process || o->hold || o->by_uid || o->cgroup;
+}
 /* Trace metadata of the recording (meta.c). */
 int write_meta(struct recording *rc);
 /* Says where a killed recorder's trace to out is, if any (meta.c). */

@@ -25,11 +25,6 @@
 #include "trace/trace.h"
 #include "tracer/tracer.h"
 
-bool record_is_tree(const struct record_opts *o)
-{
-	return o->npids > 1 || o->children || o->per_process || o->hold || o->by_uid || o->cgroup;
-}
-
 /*
  * Python calls of a set come from probes on the interpreter's file, which
  * need BPF cookies and bpf_loop (pyframe__can_share): without them, one line
