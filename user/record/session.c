@@ -323,13 +323,14 @@ static void end_status(struct recording *rc)
  * The line is redrawn in place with '\r', which would land inside the
  * target's own lines if it wrote to the same terminal: it is shown only when
  * stderr is a terminal the target does not write to (checked at each
- * redraw, since a target can redirect).
+ * redraw, since a target can redirect), and never for -- CMD (--help).
  */
 static void live_status(struct recording *rc, uint64_t now, uint64_t *last_ts, uint64_t *last_ev)
 {
 	if (rc->o->quiet || !isatty(STDERR_FILENO) || now - *last_ts < 500000000ull)
 		return;
-	if (target_on_our_tty(rc->pid)) {
+	/* -- CMD's output is ours (and its descriptors are gone once it exits, unreaped) */
+	if (rc->child || target_on_our_tty(rc->pid)) {
 		end_status(rc);
 		return;
 	}
