@@ -171,12 +171,18 @@ extern struct method_def hook_def;
 /*
  * 3.11 with threading not imported at the start: the hook goes in once its
  * module's body has run (on_profile()), before the program can start a
- * thread with it. threading_wait: set by install_profile(); threading_code:
+ * thread with it. threading_wait: set by profile_install(); threading_code:
  * the code object of threading.py's <module>, once seen (under the GIL).
  */
 extern bool threading_wait;
 extern PyObject *threading_code;
-/* threading's hook ours (the module imported), old kept for uninstall_profile(): 0, or -1 */
+/* 3.11 (ptg_pymon_profile.c): whether this Python takes the profile function, not sys.monitoring */
+bool profile_api(void);
+/* Puts it on every thread but the caller's, or says why not in msg (-errno). Under the GIL. */
+int profile_install(char *msg, size_t len);
+/* Takes it off every thread that has ours, threading's hook as it was. Under the GIL. */
+void profile_uninstall(void);
+/* threading's hook ours (the module imported), the old kept for profile_uninstall(): 0, or -1 */
 int hook_threading(PyObject *threading);
 
 /* An empty code set of cap slots (a power of two), or NULL. */

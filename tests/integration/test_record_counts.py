@@ -9,6 +9,27 @@ import unittest
 import ptg
 
 
+def shape(trace, suffix):
+    """The frames of files ending in suffix, as two Counters: (caller, callee,
+    resumed) pairs, and how each frame but <module> ended (its exit flags).
+    How <module> ended when an uncaught exception ends the program differs:
+    3.15's uprobes do not see its unwind (closed at the stop), the agent does."""
+    edges, ends = collections.Counter(), collections.Counter()
+    stacks = collections.defaultdict(list)
+    for r in trace.records:
+        if r.kind == "py_enter":
+            st = stacks[r.tid]
+            if r.file.endswith(suffix):
+                caller = st[-1] if st else None
+                edges[(caller, f"{r.name}:{r.line}", r.flags & ptg.ENTER_RESUME)] += 1
+            st.append(f"{r.name}:{r.line}" if r.file.endswith(suffix) else None)
+        elif r.kind == "py_exit" and stacks[r.tid]:
+            name = stacks[r.tid].pop()
+            if name and not name.startswith("<module>:"):
+                ends[(name, r.flags)] += 1
+    return edges, ends
+
+
 class RecordCounts(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -133,25 +154,6 @@ class RecordCounts(unittest.TestCase):
         by --uprobes: each equal to sys.setprofile's counts, and the two
         traces alike in names, files, caller -> callee pairs, nesting and how
         each frame ended."""
-        def shape(trace, suffix):
-            edges, ends = collections.Counter(), collections.Counter()
-            stacks = collections.defaultdict(list)
-            for r in trace.records:
-                if r.kind == "py_enter":
-                    st = stacks[r.tid]
-                    if r.file.endswith(suffix):
-                        caller = st[-1] if st else None
-                        edges[(caller, f"{r.name}:{r.line}", r.flags & ptg.ENTER_RESUME)] += 1
-                    st.append(f"{r.name}:{r.line}" if r.file.endswith(suffix) else None)
-                elif r.kind == "py_exit" and stacks[r.tid]:
-                    name = stacks[r.tid].pop()
-                    # how <module> ended when an uncaught exception ends the
-                    # program: 3.15's uprobes do not see its unwind (closed at
-                    # the stop), the agent does
-                    if name and not name.startswith("<module>:"):
-                        ends[(name, r.flags)] += 1
-            return edges, ends
-
         for script in ("mixed.py", "late_threads.py", "generator.py", "exceptions.py"):
             oracle = (ptg.oracle(python, script) if script in ("mixed.py", "late_threads.py")
                       else None)
@@ -185,22 +187,6 @@ class RecordCounts(unittest.TestCase):
             trace = ptg.Trace(out)
             self.assertEqual(trace.losses, [], f"{script} {how}")
             return res.stderr, trace
-
-        def shape(trace, suffix):
-            edges, ends = collections.Counter(), collections.Counter()
-            stacks = collections.defaultdict(list)
-            for r in trace.records:
-                if r.kind == "py_enter":
-                    st = stacks[r.tid]
-                    if r.file.endswith(suffix):
-                        edges[(st[-1] if st else None, f"{r.name}:{r.line}",
-                               r.flags & ptg.ENTER_RESUME)] += 1
-                    st.append(f"{r.name}:{r.line}" if r.file.endswith(suffix) else None)
-                elif r.kind == "py_exit" and stacks[r.tid]:
-                    name = stacks[r.tid].pop()
-                    if name and not name.startswith("<module>:"):
-                        ends[(name, r.flags)] += 1
-            return edges, ends
 
         for script in ("mixed.py", "late_threads.py", "generator.py", "exceptions.py",
                        "late_import.py"):

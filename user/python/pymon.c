@@ -518,8 +518,11 @@ const char *pymon__failure(const struct pymon *pm)
 void pymon__drop(struct pymon *pm)
 {
 	pymon__stop(pm);
-	for (; pm; pm = pm->next)
+	/* its ring unread, its frame events all another's */
+	for (; pm; pm = pm->next) {
 		pm->dropped = true;
+		pm->since_ts = UINT64_MAX;
+	}
 }
 
 uint64_t pymon__began(const struct pymon *pm)

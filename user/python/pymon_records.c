@@ -454,7 +454,7 @@ int pymon_handle(struct tracer *t, void *ctx, const struct ptg_event *e, size_t 
 	if (pm->exec_gone)
 		return 0;
 	/* handed over from the uprobes: theirs, up to then */
-	if (e->ts < pm->since_ts || pm->dropped)
+	if (e->ts < pm->since_ts)
 		return 0;
 	return pystack__handle(pm->ps, e, size);
 }

@@ -166,9 +166,10 @@ void record_python_free(struct recording *rc);
  */
 int record_choose_python(struct recording *rc, const struct py_interp *const *pys, size_t n);
 /*
- * record -- CMD of Python 3.12+ by default: its calls from the uprobes
- * until its script starts, from the agent after (record_handover.c).
- * Whether so for o and py; else why not in why, where it says something.
+ * record -- CMD by default: its calls from the uprobes until its script
+ * starts, from the agent after (record_handover.c). Whether so for o and
+ * py (NULL: a set's first choice, before its processes are known); else
+ * why not in why, where it says something.
  */
 bool record_py_handover(const struct record_opts *o, const struct py_interp *py, char *why,
 			size_t len);

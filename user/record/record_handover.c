@@ -38,7 +38,7 @@ bool record_py_handover(const struct record_opts *o, const struct py_interp *py,
 	if (!o->cmd || o->children || o->by_uid || o->cgroup || o->py_from != RECORD_PY_AUTO)
 		return false;
 	/* --hold, --per-process: recorded as a set (user/procs/proctree.c), by the uprobes */
-	if (record_is_tree(o)) {
+	if (record_is_tree(o) || !py) {
 		snprintf(why, len, "-- CMD with --hold or --per-process");
 		return false;
 	}

@@ -51,12 +51,9 @@ int record_choose_python(struct recording *rc, const struct py_interp *const *py
 	 * the agent the rest from where its script starts
 	 */
 	if (o->cmd) {
-		/* none: a set (--hold, --per-process: user/procs/proctree.c), by the uprobes */
-		if (n == 0)
-			snprintf(rc->py_why, sizeof(rc->py_why),
-				 "-- CMD with --hold or --per-process");
+		/* a set (proctree.c) has none, then one each: its own check says so */
 		rc->py_handover =
-		    n == 1 && record_py_handover(o, pys[0], rc->py_why, sizeof(rc->py_why));
+		    record_py_handover(o, n == 1 ? pys[0] : NULL, rc->py_why, sizeof(rc->py_why));
 		if (rc->py_handover && pys[0]->info)
 			snprintf(rc->py_why, sizeof(rc->py_why),
 				 "-- CMD: until its script starts, then in-process");
