@@ -101,6 +101,10 @@ INTERPRETERS = {
 }
 # Interpreter-independent tests (ptg.once) run under this one.
 ONCE = "debian-3.11"
+# One interpreter of each CPython version, of both builds (static: Debian's;
+# shared libpython: pyenv's) and both PyTorch generations: tests/CMakeLists.txt's
+# PTG_PYTHONS_PER_VERSION, for only_on().
+PER_VERSION = ("debian-3.11", "pyenv-3.12", "trixie-3.13", "forky-3.14", "sid-3.15")
 
 # Runs argv[N+3:] in chroot $1 with the N host dirs $3.. bound at the same
 # paths in it (so that a path means the same to the tests, the tracer and the
@@ -329,21 +333,24 @@ class Trace:
 
     @staticmethod
     def _parse(line):
-        tok = line.split(" ")
+        # the hot loop of every test that reads a trace (millions of lines)
+        ts, pidtid, kind, flags, *rest = line.split(" ", 4)
         r = Record()
-        r.ts = int(tok[0])
-        pid, tid = tok[1].split("/")
-        r.pid, r.tid, r.kind = int(pid), int(tid), tok[2]
-        r.flags = int(tok[3].split("=")[1], 16)
-        i, r.fields = 4, {}
-        while i < len(tok) and _FIELD.match(tok[i]):
-            k, v = tok[i].split("=")
+        r.ts, r.kind, r.flags, r.fields = int(ts), kind, int(flags[6:], 16), {}
+        pid, _, tid = pidtid.partition("/")
+        r.pid, r.tid = int(pid), int(tid)
+        rest = rest[0] if rest else ""
+        while rest and _FIELD.match(rest):
+            field, _, rest = rest.partition(" ")
+            k, _, v = field.partition("=")
             r.fields[k] = int(v)
-            i += 1
         # dump ends a line with the record's args blob, if any, after its symbol
-        sym, _, args = (" " + " ".join(tok[i:])).partition(" args=")
+        if not rest:
+            r.name, r.file, r.line, r.args = "", "", 0, None
+            return r
+        sym, _, args = (" " + rest).partition(" args=")
         sym, r.args = sym[1:], args or None
-        m = _SYM.match(sym)
+        m = _SYM.match(sym) if sym.endswith(")") else None
         r.name, r.file, r.line = (m.group(1), m.group(2), int(m.group(3))) if m else (sym, "", 0)
         return r
 
@@ -391,11 +398,25 @@ def per_interpreter(cls=None, need_torch=False):
         for attr in [a for a in vars(cls) if a.startswith("check_")]:
             for python in pythons:
                 def test(self, check=getattr(cls, attr), python=python):
+                    only = getattr(check, "only_on", None)
+                    if only and python.name not in only[0]:
+                        self.skipTest(f"runs on {', '.join(only[0])} only: {only[1]}")
                     check(self, python)
                 suffix = re.sub(r"[^0-9a-zA-Z]", "_", python.name)
                 setattr(cls, f"test_{attr[6:]}_{suffix}", test)
         return cls
     return wrap if cls is None else wrap(cls)
+
+
+def only_on(names, why):
+    """A check of a per_interpreter class that runs on the interpreters NAMES
+    alone (skipped, saying WHY, on the others): what it tests depends on
+    neither the CPython version nor the build beyond what NAMES cover, and
+    running it on each one would cost CI minutes for no coverage."""
+    def mark(check):
+        check.only_on = (tuple(names), why)
+        return check
+    return mark
 
 
 def once(cls):

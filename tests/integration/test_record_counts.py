@@ -149,6 +149,7 @@ class RecordCounts(unittest.TestCase):
                 if key == "worker:18"}
         self.assertEqual(len(tids), 3)
 
+    @ptg.only_on(ptg.PER_VERSION, "one interpreter of each version and build")
     def check_paths_agree(self, python):
         """The same workloads by the default path (the agent in the target) and
         by --uprobes: each equal to sys.setprofile's counts, and the two
@@ -168,6 +169,7 @@ class RecordCounts(unittest.TestCase):
                 got[how] = (trace.count(script), *shape(trace, script))
             self.assertEqual(got[()], got[("--uprobes",)], script)
 
+    @ptg.only_on(ptg.PER_VERSION, "one interpreter of each version and build")
     def check_command_paths_agree(self, python):
         """record -- CMD: by default the uprobes until the script starts and the
         agent after; by --uprobes all along. The two traces have the same
