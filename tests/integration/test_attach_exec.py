@@ -28,6 +28,7 @@ does, so the exec'd Python is recorded from its very first call:
   exec cannot be held, and records on (the interpreter from when it is
   found: how much of fib that is depends on timing, so it is not counted).
 """
+# ptg: per version (tests/CMakeLists.txt): one interpreter of each CPython version
 import os
 import random
 import shlex

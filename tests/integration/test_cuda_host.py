@@ -8,7 +8,7 @@ fake's known sleeps, result codes, sizes, runtime calls with their driver call
 nested inside, the Python function around each call, and the off-CPU time of
 a blocking synchronization attributed to that call.
 """
-# ptg: per version (tests/CMakeLists.txt): one interpreter of each CPython version
+# ptg: per build (tests/CMakeLists.txt): 3.11, a shared libpython, the newest CPython
 import collections
 import glob
 import os

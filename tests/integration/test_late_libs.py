@@ -8,7 +8,7 @@ before it is mapped, so the trace must hold every call: exactly LAUNCHES
 cuLaunchKernel and SYNCS cuStreamSynchronize. Checked with `-p` and with
 `-- CMD`.
 """
-# ptg: per version (tests/CMakeLists.txt): one interpreter of each CPython version
+# ptg: per build (tests/CMakeLists.txt): 3.11, a shared libpython, the newest CPython
 import collections
 import os
 import subprocess

@@ -16,7 +16,7 @@
   times through PyRun_SimpleString: exact counts from the first call made
   after record says it found the interpreter.
 """
-# ptg: per version (tests/CMakeLists.txt): one interpreter of each CPython version
+# ptg: per build (tests/CMakeLists.txt): 3.11, a shared libpython, the newest CPython
 import collections
 import json
 import os

@@ -10,6 +10,7 @@ every sampled stack must be one the workload can have, frame by frame, with
 the line each frame was executing. SampleTest (options, outputs, errors)
 runs once, with both kinds of 3.11 executable.
 """
+# ptg: per version (tests/CMakeLists.txt): one interpreter of each CPython version
 import codecs
 import collections
 import glob

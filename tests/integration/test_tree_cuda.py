@@ -4,7 +4,7 @@ cuLaunchKernel and cuStreamSynchronize counts per process, whether the
 library was mapped before the attach, loaded after it (dlopen at the first
 call), inherited through fork or loaded again after an exec.
 """
-# ptg: per version (tests/CMakeLists.txt): one interpreter of each CPython version
+# ptg: per build (tests/CMakeLists.txt): 3.11, a shared libpython, the newest CPython
 import os
 import re
 import shutil

@@ -7,7 +7,7 @@ kernel counts per process, each record under its own pid, --per-process
 files with their own GPU records only, the Chrome export's GPU tracks under
 each pid, and kill -9 of record with two agents live.
 """
-# ptg: per version (tests/CMakeLists.txt): one interpreter of each CPython version
+# ptg: per build (tests/CMakeLists.txt): 3.11, a shared libpython, the newest CPython
 import collections
 import ctypes
 import json

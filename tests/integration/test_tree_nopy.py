@@ -7,7 +7,7 @@ Each Python process's calls are counted exactly against its known plan (as
 test_tree.py does), each C program's CUDA calls against what it was told to
 make (tests/helpers/nopy_cuda.c on the fake driver, tests/fakecuda).
 """
-# ptg: per version (tests/CMakeLists.txt): one interpreter of each CPython version
+# ptg: per build (tests/CMakeLists.txt): 3.11, a shared libpython, the newest CPython
 import os
 import shlex
 import subprocess

@@ -1,10 +1,11 @@
 """The kernel matrix's checks: run inside a guest kernel by tools/kmatrix.sh
 (ctest's kernel.SUITE tests), the real binary against real processes.
 
-  tools/kmatrix.sh [-a preempt=full] SUITE -- python3 tests/kernels/guest.py [NAME...]
+  tools/kmatrix.sh [-a preempt=full] SUITE -- python3 tests/kernels/guest.py [--part=N] [NAME...]
 
 NAMEs (the start or the end of the check names below: "a.", "f", "pyenv-3.12")
-select checks; by default all run:
+select checks; by default all run. --part=1 or --part=2: one of two halves
+(in_part_one(), below), for a kernel that ctest boots twice:
 
   a.record_pid.PY   record --uprobes -p: exact call counts of mixed.py == its
                     sys.setprofile oracle, on Debian's 3.11, a pyenv 3.12 (or 3.13)
@@ -436,6 +437,10 @@ def preempt_pinned(test, python, explicit=False):
 # ran fails it; after an oops, the checks still running get OOPS_GRACE seconds.
 
 CHECK_TIMEOUT = float(os.environ.get("PTG_KMATRIX_CHECK_TIMEOUT", 150))
+# f imports PyTorch and probes its thousands of op sites (one perf event each
+# before 6.6): 80-120 s alone here, and past 150 s with two guests on a
+# loaded host (CI): twice the limit of the others.
+CHECK_TIMEOUT_F = 2 * CHECK_TIMEOUT
 OOPS_GRACE = 20
 # When the last check must have ended, in the guest's uptime: tools/kmatrix.sh
 # stops the guest PTG_KMATRIX_TIMEOUT s after its start; the summary comes
@@ -497,6 +502,21 @@ def lanes():
                  ("--children",)),
            Check("i.check", check_cmd)]
     return one, two
+
+
+# --part=1 and --part=2 split the checks in two halves of about equal time,
+# for the kernels booted twice (tests/CMakeLists.txt: trixie and sid, also
+# with preempt=full): each check runs on each kernel, in one of its boots, and
+# h, which needs preempt=full, in part 2.
+PART_ONE = ("f.", "a.record_pid_inprocess.", "c.", "i.")
+
+
+def in_part_one(name):
+    if name.startswith(PART_ONE):
+        return True
+    # a.record_pid: the shared libpython's and the chroot's in part 1, Debian's
+    # (its lane has f) in part 2
+    return name.startswith("a.record_pid.") and not name.endswith("debian-3.11")
 
 
 def reason(text):
@@ -652,7 +672,8 @@ class Lanes:
                                 f"(PTG_KMATRIX_TIMEOUT), {left:.0f} s left", "",
                                 len(self.klog.lines))
                 continue
-            limit = min(CHECK_TIMEOUT, left)
+            limit = min(CHECK_TIMEOUT_F if check.name.startswith("f.") else CHECK_TIMEOUT,
+                        left)
             t0, mark = time.monotonic(), len(self.klog.lines)
             proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--one",
                                      check.name], stdout=subprocess.PIPE,
@@ -719,9 +740,14 @@ def main():
     if sys.argv[1:2] == ["--one"]:
         return run_one(sys.argv[2])
     wanted = [a for a in sys.argv[1:] if not a.startswith("-")]
+    part = next((a.partition("=")[2] for a in sys.argv[1:] if a.startswith("--part=")), "")
+    if part not in ("", "1", "2"):
+        print(f"guest.py: --part={part}: 1 or 2", file=sys.stderr)
+        return 2
     os.environ["PTG_KMATRIX_WANTED"] = " ".join(wanted)  # a check named runs anywhere (h)
-    chosen = [[c for c in lane if not wanted
-               or any(c.name.startswith(w) or c.name.endswith(w) for w in wanted)]
+    chosen = [[c for c in lane if (not wanted
+               or any(c.name.startswith(w) or c.name.endswith(w) for w in wanted))
+               and (not part or in_part_one(c.name) == (part == "1"))]
               for lane in lanes()]
     if os.environ.get("PTG_KMATRIX_LANES") == "1":  # one after the other, for timings
         chosen = [[c for lane in chosen for c in lane]]
