@@ -28,6 +28,12 @@ LIBDIR = os.path.join(ptg.BUILD, "tests", "helpers")
 SCRIPT = os.path.join(ptg.WORKLOADS, "cuda_driver.py")
 CUDA_LIB = "/usr/local/cuda/lib64"
 US = 1000
+# The share of cuStreamSynchronize(A)'s pending time its thread spends blocked
+# inside it. tests/kernels/guest.py lowers it: under TCG a guest's clock is the
+# host's, and on a busy host its thread can be preempted for milliseconds of
+# that clock between arming its wait and blocking (23 of 28 ms blocked, on
+# sid with preempt=full beside the host's tests).
+BLOCKED_SHARE = 0.9
 
 # Runtime call -> the driver call the fake runtime makes inside it.
 NESTED = {
@@ -273,7 +279,7 @@ class CudaHost(unittest.TestCase):
             self.assertLessEqual(r.ts + r.fields["dur"], sync.ts + sync.fields["dur"])
             self.assertEqual(stack[-1], "wait_for_gpu")
         blocked = sum(r.fields["dur"] for r, _ in off if r.fields.get("aux0") == 2)
-        self.assertGreaterEqual(blocked, 0.9 * plan.PENDING_A * US)
+        self.assertGreaterEqual(blocked, BLOCKED_SHARE * plan.PENDING_A * US)
 
     def verify_report(self):
         res = ptg.run(["report", self.out])

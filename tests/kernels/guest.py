@@ -223,18 +223,21 @@ def off_cpu(test, python):
     (start, end), = spans[pid]["naps"]
     inside = [r for r, _ in off[pid] if start <= r.ts < end]
     seen = [(r.ts - start, r.fields) for r in inside]
-    blocked = sum(r.fields["dur"] for r in inside if r.fields["aux0"] == BLOCKED)
-    test.assertGreaterEqual(blocked, 0.98 * naps.NAPS * naps.NAP_S * NS, seen)
-    test.assertLessEqual(sum(r.fields["dur"] for r in inside), end - start, seen)
+    away = sum(r.fields["dur"] for r in inside)
+    test.assertGreaterEqual(away, 0.9 * naps.NAPS * naps.NAP_S * NS, seen)
+    test.assertLessEqual(away, end - start, seen)
     # each sleep blocked inside its nap(): mostly in one interval, but under
-    # TCG with preempt=full the thread can be preempted, and even run for
-    # milliseconds of emulated time, between arming its timer and blocking
+    # TCG the thread can be preempted, and even run for milliseconds of
+    # emulated time, between arming its timer and blocking; the more so
+    # while the host is busy (a guest's clock is the host's: 8 ms preempted
+    # and 37 of 50 ms blocked on 5.10 beside the host's tests)
     test.assertEqual(len(spans[pid]["nap"]), naps.NAPS, "nap() once per sleep")
     for nap_start, nap_end in spans[pid]["nap"]:
         mine = [r for r in inside if nap_start <= r.ts < nap_end]
-        slept = sum(r.fields["dur"] for r in mine if r.fields["aux0"] == BLOCKED)
-        test.assertGreaterEqual(slept, 0.8 * naps.NAP_S * NS,
-                                f"a sleep blocked inside its nap() at {nap_start - start}: {seen}")
+        where = f"a sleep blocked inside its nap() at {nap_start - start}: {seen}"
+        test.assertTrue(any(r.fields["aux0"] == BLOCKED for r in mine), where)
+        test.assertGreaterEqual(sum(r.fields["dur"] for r in mine), 0.5 * naps.NAP_S * NS,
+                                where)
     feeders = [tid for tid, funcs in spans.items() if "feed" in funcs]
     test.assertEqual(len(feeders), 1, "one thread ran feed()")
     (start, end), = spans[pid]["read_pipe"]
@@ -259,7 +262,9 @@ def check_cmd(test):
 
 def cuda(test, python):
     need(test, python)
-    borrow(integration("test_cuda_host").CudaHost, "check_attached", python)
+    host = integration("test_cuda_host")
+    host.BLOCKED_SHARE = 0.5  # its thread preempted before it blocks: see there
+    borrow(host.CudaHost, "check_attached", python)
 
 
 # Op counts that torch.profiler and the probes cannot agree on: as
@@ -438,9 +443,9 @@ def preempt_pinned(test, python, explicit=False):
 
 CHECK_TIMEOUT = float(os.environ.get("PTG_KMATRIX_CHECK_TIMEOUT", 150))
 # f imports PyTorch and probes its thousands of op sites (one perf event each
-# before 6.6): 80-120 s alone here, and past 150 s with two guests on a
-# loaded host (CI): twice the limit of the others.
-CHECK_TIMEOUT_F = 2 * CHECK_TIMEOUT
+# before 6.6): 80-140 s alone here, 256 s on 5.10 beside the host's tests
+# (ctest -j2): three times the limit of the others.
+CHECK_TIMEOUT_F = 3 * CHECK_TIMEOUT
 OOPS_GRACE = 20
 # When the last check must have ended, in the guest's uptime: tools/kmatrix.sh
 # stops the guest PTG_KMATRIX_TIMEOUT s after its start; the summary comes
