@@ -14,10 +14,9 @@
 #include "ptg_pymon_shared.h"
 
 /*
- * 3.11, no sys.monitoring: a C profile function (PyEval_SetProfile's, as
- * cProfile's) on every thread state, and threading's profile hook for the
- * threads started later. Its slots, PyThreadState.c_profilefunc and
- * c_profileobj, at the offsets the loader sent.
+ * Whether this is a 3.11 whose C API has what the above needs. The profile
+ * function's slots, PyThreadState.c_profilefunc and c_profileobj, are at
+ * the offsets the loader sent.
  */
 bool profile_api(void)
 {

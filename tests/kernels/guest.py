@@ -5,7 +5,7 @@
 
 NAMEs (the start or the end of the check names below: "a.", "f", "pyenv-3.12")
 select checks; by default all run. --part=1 or --part=2: one of two halves
-(in_part_one(), below), for a kernel that ctest boots twice:
+(lanes(), below), for a kernel that ctest boots twice:
 
   a.record_pid.PY   record --uprobes -p: exact call counts of mixed.py == its
                     sys.setprofile oracle, on Debian's 3.11, a pyenv 3.12 (or 3.13)
@@ -462,11 +462,13 @@ RESULT = "PTGK-RESULT "
 
 
 class Check(unittest.TestCase):
-    """One check: NAME, and the function that runs it with ARGS."""
+    """One check: NAME, and the function that runs it with ARGS; in PART 1
+    or 2 of the kernels booted twice (--part), given up on after LIMIT s."""
 
-    def __init__(self, name, func, *args):
+    def __init__(self, name, func, *args, part=2, limit=CHECK_TIMEOUT):
         super().__init__("runTest")
         self.name, self.func, self.args = name, func, args
+        self.part, self.limit = part, limit
 
     def runTest(self):
         self.func(self, *self.args)
@@ -485,43 +487,31 @@ def lanes():
     """The checks, in two lanes that run side by side: Debian's 3.11 (with
     PyTorch: f imports it first, 20 s and more here) in one, the others'
     in the other, so that the uprobes on one interpreter's file (which trap
-    in every process that runs it) slow down no other lane much."""
+    in every process that runs it) slow down no other lane much. Part 1
+    and part 2 (--part) take about equal time; h, which needs preempt=full,
+    is in part 2, the half that ctest boots with it."""
     debian = ptg.Python("debian-3.11")
     pyenv = first_present("pyenv-3.12", "pyenv-3.13")
     pyenv13 = first_present("pyenv-3.13", "pyenv-3.12")
     chroot = first_present("sid-3.14", "forky-3.14", "trixie-3.13")
     explicit = any(w.startswith(("h.", "preempt"))
                    for w in os.environ.get("PTG_KMATRIX_WANTED", "").split())
-    one = [Check(f"f.torch_ops.{debian}", lambda test: torch_ops(test, TorchSteps(debian))),
+    one = [Check(f"f.torch_ops.{debian}", lambda test: torch_ops(test, TorchSteps(debian)),
+                 part=1, limit=CHECK_TIMEOUT_F),
            Check(f"a.record_pid.{debian}", record_pid, debian),
            Check(f"b.record_cmd.{debian}", record_cmd, debian),
            Check(f"h.preempt_pinned.{debian}", preempt_pinned, debian, explicit)]
-    two = [Check(f"a.record_pid.{pyenv}", record_pid, pyenv),
-           Check(f"a.record_pid.{chroot}", record_pid, chroot),
-           Check(f"a.record_pid_inprocess.{chroot}", record_pid, chroot, ()),
-           Check(f"c.sample.{pyenv}", sample, pyenv),
+    two = [Check(f"a.record_pid.{pyenv}", record_pid, pyenv, part=1),
+           Check(f"a.record_pid.{chroot}", record_pid, chroot, part=1),
+           Check(f"a.record_pid_inprocess.{chroot}", record_pid, chroot, (), part=1),
+           Check(f"c.sample.{pyenv}", sample, pyenv, part=1),
            Check(f"e.cuda.{pyenv}", cuda, pyenv),
            Check(f"d.off_cpu.{pyenv13}", off_cpu, pyenv13),
            Check(f"g.children.{pyenv}", named_refusal, children, pyenv),
            Check(f"g.children_mixed.{chroot}", named_refusal, record_cmd, chroot,
                  ("--children",)),
-           Check("i.check", check_cmd)]
+           Check("i.check", check_cmd, part=1)]
     return one, two
-
-
-# --part=1 and --part=2 split the checks in two halves of about equal time,
-# for the kernels booted twice (tests/CMakeLists.txt: trixie and sid, also
-# with preempt=full): each check runs on each kernel, in one of its boots, and
-# h, which needs preempt=full, in part 2.
-PART_ONE = ("f.", "a.record_pid_inprocess.", "c.", "i.")
-
-
-def in_part_one(name):
-    if name.startswith(PART_ONE):
-        return True
-    # a.record_pid: the shared libpython's and the chroot's in part 1, Debian's
-    # (its lane has f) in part 2
-    return name.startswith("a.record_pid.") and not name.endswith("debian-3.11")
 
 
 def reason(text):
@@ -677,8 +667,7 @@ class Lanes:
                                 f"(PTG_KMATRIX_TIMEOUT), {left:.0f} s left", "",
                                 len(self.klog.lines))
                 continue
-            limit = min(CHECK_TIMEOUT_F if check.name.startswith("f.") else CHECK_TIMEOUT,
-                        left)
+            limit = min(check.limit, left)
             t0, mark = time.monotonic(), len(self.klog.lines)
             proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--one",
                                      check.name], stdout=subprocess.PIPE,
@@ -752,7 +741,7 @@ def main():
     os.environ["PTG_KMATRIX_WANTED"] = " ".join(wanted)  # a check named runs anywhere (h)
     chosen = [[c for c in lane if (not wanted
                or any(c.name.startswith(w) or c.name.endswith(w) for w in wanted))
-               and (not part or in_part_one(c.name) == (part == "1"))]
+               and (not part or c.part == int(part))]
               for lane in lanes()]
     if os.environ.get("PTG_KMATRIX_LANES") == "1":  # one after the other, for timings
         chosen = [[c for lane in chosen for c in lane]]
